@@ -1,0 +1,66 @@
+package api
+
+import "github.com/jobfabric/jobfabric/internal/domain"
+
+type (
+	// Health is the answer of GET /v1/health.
+	Health struct {
+		Status   string `json:"status"`
+		Node     string `json:"node"`
+		Leader   string `json:"leader"`
+		IsLeader bool   `json:"isLeader"`
+		URL      string `json:"url"`
+	}
+	// ClusterView lists the control-plane members.
+	ClusterView struct {
+		Leader  string          `json:"leader"`
+		Members []ClusterMember `json:"members"`
+	}
+	ClusterMember struct {
+		ID       string `json:"id"`
+		RaftAddr string `json:"raftAddr"`
+		APIAddr  string `json:"apiAddr,omitempty"`
+		Suffrage string `json:"suffrage"`
+		Leader   bool   `json:"leader"`
+	}
+	TenantCreateRequest struct {
+		Name            string              `json:"name"`
+		Isolation       domain.Isolation    `json:"isolation"`
+		Network         domain.NetworkModel `json:"network"`
+		JobSegmentation bool                `json:"jobSegmentation"`
+	}
+	WorkspaceCreateRequest struct {
+		Name        string `json:"name"`
+		Guaranteed  int    `json:"guaranteed"`
+		BorrowLimit int    `json:"borrowLimit"`
+		LendLimit   int    `json:"lendLimit"`
+		Weight      *int   `json:"weight,omitempty"` // default 1
+		Priority    int    `json:"priority"`
+	}
+	// WorkspaceUpdateRequest changes only the fields it sets.
+	WorkspaceUpdateRequest struct {
+		Guaranteed  *int `json:"guaranteed,omitempty"`
+		BorrowLimit *int `json:"borrowLimit,omitempty"`
+		LendLimit   *int `json:"lendLimit,omitempty"`
+		Weight      *int `json:"weight,omitempty"`
+		Priority    *int `json:"priority,omitempty"`
+	}
+	TokenCreateRequest struct {
+		Role        domain.Role `json:"role"`
+		Tenant      string      `json:"tenant,omitempty"`
+		Workspace   string      `json:"workspace,omitempty"`
+		Description string      `json:"description,omitempty"`
+	}
+	// TokenCreated carries the secret: the only time it is ever shown.
+	TokenCreated struct {
+		Token  domain.Token `json:"token"`
+		Secret string       `json:"secret"`
+	}
+)
+
+// JoinRequest is the body of POST /v1/cluster/members.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	APIAddr  string `json:"apiAddr"`
+}

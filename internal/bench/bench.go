@@ -1,0 +1,179 @@
+// Package bench measures the control plane end to end: real servers
+// (devcluster), real HTTP on loopback, real Raft with fsync. Figures in
+// docs/benchmarks.md come from `jobfabric bench`, which calls this package.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// SubmitOptions configures a job-submit benchmark.
+type SubmitOptions struct {
+	Servers     int           // 1, 3 or 5
+	Concurrency int           // concurrent clients
+	Duration    time.Duration // measured time
+	Warmup      time.Duration // unmeasured time first
+	// ViaFollower sends requests to a follower (forwarded to the leader).
+	ViaFollower bool
+	Dir         string // data directory (default: a temporary one)
+}
+
+// SubmitResult is one run's figures.
+type SubmitResult struct {
+	Servers     int     `json:"servers"`
+	Concurrency int     `json:"concurrency"`
+	ViaFollower bool    `json:"viaFollower"`
+	Submits     int     `json:"submits"`
+	Errors      int     `json:"errors"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"submitsPerSecond"`
+	P50ms       float64 `json:"p50ms"`
+	P90ms       float64 `json:"p90ms"`
+	P99ms       float64 `json:"p99ms"`
+	Maxms       float64 `json:"maxms"`
+}
+
+// Submit runs the benchmark: a fresh cluster, one tenant and workspace, and
+// Concurrency clients submitting jobs as fast as they are answered.
+func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
+	if o.Servers < 1 || o.Servers > 7 {
+		return nil, domain.Invalid("servers", "servers %d must be between 1 and 7", o.Servers)
+	}
+	if o.Concurrency < 1 || o.Concurrency > 1024 {
+		return nil, domain.Invalid("concurrency", "concurrency %d must be between 1 and 1024", o.Concurrency)
+	}
+	if o.Duration <= 0 {
+		return nil, domain.Invalid("duration", "duration must be positive")
+	}
+	if o.ViaFollower && o.Servers < 2 {
+		return nil, domain.Invalid("via-follower", "a follower needs at least 2 servers")
+	}
+	dir := o.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "jobfabric-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("temp dir: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	c, err := devcluster.Start(ctx, dir, o.Servers, devcluster.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	target, err := c.WaitLeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if o.ViaFollower {
+		target = (target + 1) % o.Servers
+	}
+	cl := c.Client(target)
+	if err := seed(ctx, cl); err != nil {
+		return nil, err
+	}
+	spec := domain.JobSpec{Tenant: "bench", Workspace: "load", GPUs: 8, GPUsPerNode: 8}
+
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	var firstErr error
+	start := time.Now()
+	measureFrom := start.Add(o.Warmup)
+	end := measureFrom.Add(o.Duration)
+	var wg sync.WaitGroup
+	for i := 0; i < o.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 4096)
+			lerr := 0
+			var lfirst error
+			for {
+				t0 := time.Now()
+				if t0.After(end) || ctx.Err() != nil {
+					break
+				}
+				_, err := cl.SubmitJob(ctx, spec)
+				d := time.Since(t0)
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					lerr++
+					if lfirst == nil {
+						lfirst = err
+					}
+					continue
+				}
+				local = append(local, d)
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			errs += lerr
+			if firstErr == nil {
+				firstErr = lfirst
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(lat) == 0 {
+		return nil, errors.Join(errors.New("no submit succeeded"), firstErr)
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	secs := o.Duration.Seconds()
+	ms := func(q float64) float64 {
+		i := int(q * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	return &SubmitResult{
+		Servers: o.Servers, Concurrency: o.Concurrency, ViaFollower: o.ViaFollower,
+		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
+		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
+	}, firstErrIf(errs, firstErr)
+}
+
+func firstErrIf(n int, err error) error {
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d submits failed; first: %w", n, err)
+}
+
+// seed applies a small topology and creates the tenant and workspace the
+// load submits to.
+func seed(ctx context.Context, c *client.Client) error {
+	t, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ApplyTopology(ctx, raw, false); err != nil {
+		return fmt.Errorf("apply topology: %w", err)
+	}
+	if _, err := c.CreateTenant(ctx, api.TenantCreateRequest{Name: "bench", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}); err != nil {
+		return fmt.Errorf("create tenant: %w", err)
+	}
+	if _, err := c.CreateWorkspace(ctx, "bench", api.WorkspaceCreateRequest{Name: "load", Guaranteed: 32}); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+func newJobCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show and cancel jobs"}
+	var spec domain.JobSpec
+	var ws string
+	submit := &cobra.Command{
+		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ws != "" {
+				t, w, err := splitRef("workspace", ws)
+				if err != nil {
+					return err
+				}
+				spec.Tenant, spec.Workspace = t, w
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.SubmitJob(cmd.Context(), spec)
+			if err != nil {
+				return err
+			}
+			return g.emit(j, func(w io.Writer) { jobTable(w, []domain.Job{*j}) })
+		},
+	}
+	f := submit.Flags()
+	f.StringVar(&ws, "workspace", "", "TENANT/WORKSPACE to run in (a member token's own workspace when omitted)")
+	f.IntVar(&spec.GPUs, "gpus", 0, "number of GPUs")
+	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
+	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")
+	f.IntVar(&spec.Priority, "priority", 0, "priority within the workspace")
+	f.BoolVar(&spec.Preemptible, "preemptible", false, "the job may be preempted")
+	f.StringVar(&spec.Name, "name", "", "job name (default job-ID)")
+
+	var q client.JobQuery
+	var state string
+	list := &cobra.Command{
+		Use: "list", Short: "List jobs you can see", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ws != "" {
+				t, w, err := splitRef("workspace", ws)
+				if err != nil {
+					return err
+				}
+				q.Tenant, q.Workspace = t, w
+			}
+			q.State = domain.JobState(state)
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			js, err := c.Jobs(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			return g.emit(js, func(w io.Writer) { jobTable(w, js) })
+		},
+	}
+	list.Flags().StringVar(&q.Tenant, "tenant", "", "only this tenant's jobs")
+	list.Flags().StringVar(&ws, "workspace", "", "only this TENANT/WORKSPACE's jobs")
+	list.Flags().StringVar(&state, "state", "", "only jobs in this state (Pending, Running, ...)")
+
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show a job and why it is where it is", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return jobDo(cmd, g, args[0], false)
+		},
+	}
+	cancel := &cobra.Command{
+		Use: "cancel ID", Short: "Cancel a job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return jobDo(cmd, g, args[0], true)
+		},
+	}
+	cmd.AddCommand(submit, list, show, cancel)
+	return cmd
+}
+
+func jobDo(cmd *cobra.Command, g *globals, raw string, cancel bool) error {
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		return domain.Invalid("id", "job id %q is not a positive integer", raw)
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	var j *domain.Job
+	if cancel {
+		j, err = c.CancelJob(cmd.Context(), id)
+	} else {
+		j, err = c.Job(cmd.Context(), id)
+	}
+	if err != nil {
+		return err
+	}
+	return g.emit(j, func(w io.Writer) { jobDetail(w, j) })
+}
+
+func jobTable(w io.Writer, js []domain.Job) {
+	row(w, "ID", "NAME", "WORKSPACE", "GPUS", "STATE", "REASON")
+	for _, j := range js {
+		reason := ""
+		if j.Reason != nil {
+			reason = j.Reason.Message
+		}
+		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, j.GPUs, j.State, orDash(reason))
+	}
+}
+
+func jobDetail(w io.Writer, j *domain.Job) {
+	row(w, "ID:", j.ID)
+	row(w, "Name:", j.Name)
+	row(w, "Workspace:", j.Tenant+"/"+j.Workspace)
+	row(w, "GPUs:", j.GPUs)
+	if j.GPUsPerNode > 0 {
+		row(w, "GPUs per node:", j.GPUsPerNode)
+	}
+	row(w, "GPU model:", orDash(j.GPUModel))
+	row(w, "Priority:", j.Priority)
+	row(w, "Preemptible:", j.Preemptible)
+	row(w, "State:", j.State)
+	if j.Reason != nil {
+		row(w, "Reason:", fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code))
+	}
+	for _, p := range j.Placements {
+		gs := make([]string, len(p.GPUs))
+		for i, g := range p.GPUs {
+			gs[i] = strconv.Itoa(g)
+		}
+		row(w, "Placement:", p.Server+" GPUs "+strings.Join(gs, ","))
+	}
+	row(w, "Submitted:", j.SubmittedAt.Format("2006-01-02 15:04:05")+" by "+orDash(j.SubmittedBy))
+}
+
+func newEventsCmd(g *globals) *cobra.Command {
+	var q client.EventQuery
+	var ws string
+	cmd := &cobra.Command{
+		Use: "events", Short: "The audit trail: who changed what, when", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ws != "" {
+				t, w, err := splitRef("workspace", ws)
+				if err != nil {
+					return err
+				}
+				q.Tenant, q.Workspace = t, w
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			es, err := c.Events(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			return g.emit(es, func(w io.Writer) {
+				row(w, "SEQ", "TIME", "ACTOR", "ACTION", "OBJECT", "MESSAGE")
+				for _, e := range es {
+					row(w, e.Seq, e.At.Format("2006-01-02 15:04:05"), e.Actor, e.Action, e.Object, orDash(e.Message))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&q.Tenant, "tenant", "", "only this tenant's events")
+	cmd.Flags().StringVar(&ws, "workspace", "", "only this TENANT/WORKSPACE's events")
+	cmd.Flags().StringVar(&q.Since, "since", "", "only events newer than this duration (1h, 30m) or RFC 3339 time")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many (newest)")
+	return cmd
+}
+
+func newClusterCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Control-plane members and leader"}
+	status := &cobra.Command{
+		Use: "status", Short: "Members, their roles and the leader (admin)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.emit(v, func(w io.Writer) {
+				row(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER")
+				for _, m := range v.Members {
+					row(w, m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage, m.Leader)
+				}
+			})
+		},
+	}
+	remove := &cobra.Command{
+		Use: "remove ID", Short: "Remove a member from the cluster (admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Do(cmd.Context(), "DELETE", "/v1/cluster/members/"+args[0], nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "member %s removed\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(status, remove)
+	return cmd
+}

@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+func logger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, domain.Invalid("log-level", "log-level %q is not one of debug, info, warn, error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	var cfg server.Config
+	var bootstrap bool
+	var level string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a jobfabric server (one member of the replicated control plane)",
+		Long: `Run a jobfabric server. Without --join it forms (or reopens) a cluster of its
+own: a single server needs nothing else. To build a 3- or 5-server cluster,
+start the first one alone (--bootstrap), then start the others with
+--join URL-OF-ANY-MEMBER and an admin token (--token or JOBFABRIC_TOKEN).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if bootstrap && cfg.Join != "" {
+				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
+			}
+			log, err := logger(level)
+			if err != nil {
+				return err
+			}
+			cfg.Logger, cfg.JoinToken, cfg.TLSCA = log, g.token, g.ca
+			s, err := server.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			fmt.Fprintf(g.stdout, "jobfabric server %s: API %s, raft %s\n", s.NodeID(), s.URL(), s.RaftAddr())
+			if tok := s.AdminToken(); tok != "" {
+				fmt.Fprintf(g.stdout, "bootstrap admin token (shown once; also in %s):\n  %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
+			}
+			<-cmd.Context().Done()
+			fmt.Fprintln(g.stdout, "shutting down")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and node identity (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "API listen address")
+	f.StringVar(&cfg.RaftAddr, "raft-addr", "", "raft transport address (default: API port + 1000)")
+	f.StringVar(&cfg.Advertise, "advertise", "", "API URL other members use to reach this one (default from --listen)")
+	f.StringVar(&cfg.NodeID, "node-id", "", "member ID (default: generated once, kept in DATA_DIR/node-id)")
+	f.StringVar(&cfg.Join, "join", "", "API URL of a member of an existing cluster to join")
+	f.BoolVar(&bootstrap, "bootstrap", false, "form a new cluster with this server as its first member (the default without --join)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the API and raft over TLS with this certificate")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key of --tls-cert")
+	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+// demoOptions sizes the demo cluster.
+type demoOptions struct {
+	listen, dataDir string
+	stripes, sps    int
+	keep            bool
+}
+
+func newDemoCmd(g *globals) *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run an embedded single-server jobfabric with a generated demo cluster, tenants and jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDemo(cmd.Context(), g, o, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7070", "API listen address")
+	f.StringVar(&o.dataDir, "data-dir", "", "data directory (default: a temporary one, removed on exit)")
+	f.IntVar(&o.stripes, "stripes", 2, "stripes of the demo cluster")
+	f.IntVar(&o.sps, "servers-per-stripe", 4, "servers per stripe (8 H100 GPUs each)")
+	return cmd
+}
+
+// runDemo starts the server, fills it through the API like a user would,
+// prints how to use it and serves until ctx ends. ready, when not nil,
+// receives the server URL and admin token once everything is set up.
+func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, token string)) error {
+	dir := o.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "jobfabric-demo-")
+		if err != nil {
+			return fmt.Errorf("create demo data dir: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	log, _ := logger("warn")
+	s, err := server.Start(ctx, server.Config{DataDir: dir, Listen: o.listen, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	token := s.AdminToken()
+	if token == "" {
+		b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+		if err != nil {
+			return fmt.Errorf("existing data dir without admin.token: %w", err)
+		}
+		token = string(b[:len(b)-1])
+	}
+	c, err := client.New(s.URL(), token, nil)
+	if err != nil {
+		return err
+	}
+	if err := seedDemo(ctx, c, o); err != nil {
+		return fmt.Errorf("seed demo: %w", err)
+	}
+	fmt.Fprintf(g.stdout, `jobfabric demo is running (data in %s).
+
+  API:          %s   (OpenAPI: %s/v1/openapi.json)
+  admin token:  %s
+
+Try, in another shell:
+  export JOBFABRIC_SERVER=%s JOBFABRIC_TOKEN=%s
+  go run ./cmd/jobfabric topology show
+  go run ./cmd/jobfabric tenant list
+  go run ./cmd/jobfabric workspace list acme
+  go run ./cmd/jobfabric job list
+  go run ./cmd/jobfabric job submit --workspace acme/research --gpus 8 --gpus-per-node 8 --name my-first-job
+  go run ./cmd/jobfabric events --since 1h
+
+Jobs stay Pending ("scheduler not running") until the scheduler lands.
+Press Ctrl-C to stop.
+`, dir, s.URL(), s.URL(), token, s.URL(), token)
+	if ready != nil {
+		ready(s.URL(), token)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func seedDemo(ctx context.Context, c *client.Client, o demoOptions) error {
+	t, err := topology.Generate(topology.GenerateOptions{Stripes: o.stripes, ServersPerStripe: o.sps, GPUsPerServer: 8, GPUModel: "H100-80GB"})
+	if err != nil {
+		return err
+	}
+	raw, err := jsonBytes(t)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ApplyTopology(ctx, raw, false); err != nil {
+		return err
+	}
+	total := o.stripes * o.sps * 8
+	tenants := []api.TenantCreateRequest{
+		{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5, JobSegmentation: true},
+		{Name: "globex", Isolation: domain.IsolationGPU, Network: domain.NetworkVLANAware},
+	}
+	for _, tr := range tenants {
+		if _, err := c.CreateTenant(ctx, tr); err != nil && domain.CodeOf(err) != domain.CodeAlreadyExists {
+			return err
+		}
+	}
+	one := 1
+	ws := []struct {
+		tenant string
+		req    api.WorkspaceCreateRequest
+	}{
+		{"acme", api.WorkspaceCreateRequest{Name: "research", Guaranteed: total / 4, BorrowLimit: total / 2, LendLimit: total / 4, Weight: &one}},
+		{"acme", api.WorkspaceCreateRequest{Name: "prod", Guaranteed: total / 4, LendLimit: total / 8, Weight: &one, Priority: 100}},
+		{"globex", api.WorkspaceCreateRequest{Name: "inference", Guaranteed: total / 8, BorrowLimit: total / 8, Weight: &one}},
+	}
+	created := false
+	for _, w := range ws {
+		_, err := c.CreateWorkspace(ctx, w.tenant, w.req)
+		switch {
+		case err == nil:
+			created = true
+		case domain.CodeOf(err) != domain.CodeAlreadyExists:
+			return err
+		}
+	}
+	if !created {
+		return nil // an existing demo data dir: its jobs are there already
+	}
+	jobs := []domain.JobSpec{
+		{Name: "llama-pretrain", Tenant: "acme", Workspace: "research", GPUs: 16, GPUsPerNode: 8, GPUModel: "H100-80GB", Preemptible: true},
+		{Name: "serving-canary", Tenant: "acme", Workspace: "prod", GPUs: 8, GPUsPerNode: 8, Priority: 10},
+		{Name: "embedding-batch", Tenant: "globex", Workspace: "inference", GPUs: 2},
+	}
+	for _, j := range jobs {
+		if _, err := c.SubmitJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}

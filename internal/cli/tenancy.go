@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+func newTenantCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tenant", Short: "Create, list and delete tenants"}
+	var req api.TenantCreateRequest
+	var iso, net string
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create a tenant (admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			req.Name, req.Isolation, req.Network = args[0], domain.Isolation(iso), domain.NetworkModel(net)
+			t, err := c.CreateTenant(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{*t}) })
+		},
+	}
+	create.Flags().StringVar(&iso, "isolation", "server", "isolation mode: server (a server hosts one tenant at a time) or gpu")
+	create.Flags().StringVar(&net, "network", "pure-rt5", "network model: pure-rt5 or vlan-aware")
+	create.Flags().BoolVar(&req.JobSegmentation, "job-segmentation", false, "give each job its own group-policy segment")
+	list := &cobra.Command{
+		Use: "list", Short: "List tenants", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ts, err := c.Tenants(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.emit(ts, func(w io.Writer) { tenantTable(w, ts) })
+		},
+	}
+	show := &cobra.Command{
+		Use: "show NAME", Short: "Show a tenant", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var t domain.Tenant
+			if err := c.Do(cmd.Context(), "GET", "/v1/tenants/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{t}) })
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a tenant that has no workspaces (admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var t domain.Tenant
+			if err := c.Do(cmd.Context(), "DELETE", "/v1/tenants/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { fmt.Fprintf(w, "tenant %s deleted\n", t.Name) })
+		},
+	}
+	cmd.AddCommand(create, list, show, del)
+	return cmd
+}
+
+func tenantTable(w io.Writer, ts []domain.Tenant) {
+	row(w, "NAME", "ISOLATION", "NETWORK", "JOB-SEGMENTATION", "CREATED")
+	for _, t := range ts {
+		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, t.CreatedAt.Format("2006-01-02 15:04:05"))
+	}
+}
+
+// splitRef parses "tenant/workspace".
+func splitRef(field, ref string) (tenant, ws string, err error) {
+	t, w, ok := strings.Cut(ref, "/")
+	if !ok || t == "" || w == "" || strings.Contains(w, "/") {
+		return "", "", domain.Invalid(field, "%s %q must be TENANT/WORKSPACE, e.g. acme/research", field, ref)
+	}
+	return t, w, nil
+}
+
+func newWorkspaceCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "workspace", Short: "Create, list, change and delete workspaces (quota holders inside a tenant)"}
+	var req api.WorkspaceCreateRequest
+	var weight int
+	create := &cobra.Command{
+		Use: "create TENANT/NAME", Short: "Create a workspace (admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, w, err := splitRef("workspace", args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			req.Name, req.Weight = w, &weight
+			ws, err := c.CreateWorkspace(cmd.Context(), t, req)
+			if err != nil {
+				return err
+			}
+			return g.emit(ws, func(out io.Writer) { workspaceTable(out, []domain.Workspace{*ws}) })
+		},
+	}
+	f := create.Flags()
+	f.IntVar(&req.Guaranteed, "guaranteed", 0, "GPUs reserved for the workspace")
+	f.IntVar(&req.BorrowLimit, "borrow-limit", 0, "GPUs it may use above guaranteed when others are idle")
+	f.IntVar(&req.LendLimit, "lend-limit", 0, "GPUs of its idle guarantee others may borrow (<= guaranteed)")
+	f.IntVar(&weight, "weight", 1, "share of borrowed capacity relative to other borrowers")
+	f.IntVar(&req.Priority, "priority", 0, "priority of the workspace's jobs against other workspaces")
+
+	var upd api.WorkspaceUpdateRequest
+	update := &cobra.Command{
+		Use: "update TENANT/NAME", Short: "Change a workspace's quota (admin); only the flags given change", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, w, err := splitRef("workspace", args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			for name, dst := range map[string]**int{"guaranteed": &upd.Guaranteed, "borrow-limit": &upd.BorrowLimit, "lend-limit": &upd.LendLimit, "weight": &upd.Weight, "priority": &upd.Priority} {
+				if fl.Changed(name) {
+					v, _ := fl.GetInt(name)
+					*dst = &v
+				}
+			}
+			var ws domain.Workspace
+			if err := c.Do(cmd.Context(), "PATCH", "/v1/tenants/"+t+"/workspaces/"+w, upd, &ws); err != nil {
+				return err
+			}
+			return g.emit(ws, func(out io.Writer) { workspaceTable(out, []domain.Workspace{ws}) })
+		},
+	}
+	uf := update.Flags()
+	uf.Int("guaranteed", 0, "GPUs reserved for the workspace")
+	uf.Int("borrow-limit", 0, "GPUs it may use above guaranteed")
+	uf.Int("lend-limit", 0, "GPUs of its idle guarantee others may borrow")
+	uf.Int("weight", 1, "share of borrowed capacity")
+	uf.Int("priority", 0, "priority")
+
+	list := &cobra.Command{
+		Use: "list TENANT", Short: "List a tenant's workspaces", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ws, err := c.Workspaces(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return g.emit(ws, func(out io.Writer) { workspaceTable(out, ws) })
+		},
+	}
+	show := &cobra.Command{
+		Use: "show TENANT/NAME", Short: "Show a workspace", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return workspaceDo(cmd, g, "GET", args[0])
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete TENANT/NAME", Short: "Delete a workspace without active jobs (admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return workspaceDo(cmd, g, "DELETE", args[0])
+		},
+	}
+	cmd.AddCommand(create, update, list, show, del)
+	return cmd
+}
+
+func workspaceDo(cmd *cobra.Command, g *globals, method, ref string) error {
+	t, w, err := splitRef("workspace", ref)
+	if err != nil {
+		return err
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	var ws domain.Workspace
+	if err := c.Do(cmd.Context(), method, "/v1/tenants/"+t+"/workspaces/"+w, nil, &ws); err != nil {
+		return err
+	}
+	return g.emit(ws, func(out io.Writer) { workspaceTable(out, []domain.Workspace{ws}) })
+}
+
+func workspaceTable(w io.Writer, ws []domain.Workspace) {
+	row(w, "WORKSPACE", "GUARANTEED", "BORROW-LIMIT", "LEND-LIMIT", "WEIGHT", "PRIORITY")
+	for _, x := range ws {
+		row(w, x.Ref(), x.Guaranteed, x.BorrowLimit, x.LendLimit, x.Weight, x.Priority)
+	}
+}
+
+func newTokenCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke bearer tokens"}
+	var req api.TokenCreateRequest
+	var role, ws string
+	create := &cobra.Command{
+		Use: "create", Short: "Create a token; its secret is printed once", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			req.Role = domain.Role(role)
+			if ws != "" {
+				if strings.Contains(ws, "/") {
+					t, w, err := splitRef("workspace", ws)
+					if err != nil {
+						return err
+					}
+					if req.Tenant != "" && req.Tenant != t {
+						return domain.Invalid("workspace", "workspace %q is not in tenant %q", ws, req.Tenant)
+					}
+					req.Tenant, req.Workspace = t, w
+				} else {
+					req.Workspace = ws
+				}
+			}
+			t, err := c.CreateToken(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) {
+				fmt.Fprintln(w, t.Secret)
+				fmt.Fprintf(g.stderr, "token %s (%s%s) created; the secret above is shown only once\n", t.Token.ID, t.Token.Role, scope(t.Token))
+			})
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&role, "role", "", "admin, tenant-admin or member")
+	f.StringVar(&req.Tenant, "tenant", "", "tenant of a tenant-admin or member token")
+	f.StringVar(&ws, "workspace", "", "workspace of a member token (NAME with --tenant, or TENANT/NAME)")
+	f.StringVar(&req.Description, "description", "", "what the token is for")
+	list := &cobra.Command{
+		Use: "list", Short: "List tokens (never their secrets)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var ts []domain.Token
+			if err := c.Do(cmd.Context(), "GET", "/v1/tokens", nil, &ts); err != nil {
+				return err
+			}
+			return g.emit(ts, func(w io.Writer) {
+				row(w, "ID", "ROLE", "SCOPE", "DESCRIPTION", "CREATED")
+				for _, t := range ts {
+					row(w, t.ID, t.Role, orDash(strings.TrimPrefix(scope(t), " ")), orDash(t.Description), t.CreatedAt.Format("2006-01-02 15:04:05"))
+				}
+			})
+		},
+	}
+	revoke := &cobra.Command{
+		Use: "revoke ID", Aliases: []string{"delete"}, Short: "Revoke a token", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var t domain.Token
+			if err := c.Do(cmd.Context(), "DELETE", "/v1/tokens/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { fmt.Fprintf(w, "token %s revoked\n", t.ID) })
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func scope(t domain.Token) string {
+	switch {
+	case t.Workspace != "":
+		return " " + t.Tenant + "/" + t.Workspace
+	case t.Tenant != "":
+		return " " + t.Tenant
+	}
+	return ""
+}
+
+func newWhoamiCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "whoami", Short: "Show the token in use", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.WhoAmI(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { fmt.Fprintf(w, "token %s: %s%s\n", t.ID, t.Role, scope(*t)) })
+		},
+	}
+}

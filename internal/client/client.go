@@ -1,0 +1,240 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Client talks to one jobfabric server (any member: followers forward to
+// the leader).
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+	// Retries is how often a request answered "unavailable" (an election in
+	// progress) is retried before giving up.
+	Retries int
+}
+
+// New returns a client for base (e.g. http://127.0.0.1:7070) with a bearer
+// token. tlsConf may be nil.
+func New(base, token string, tlsConf *tls.Config) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, domain.Invalid("server", "server %q must be a URL like http://127.0.0.1:7070", base)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConf
+	tr.MaxIdleConnsPerHost = 256
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, Retries: 20}, nil
+}
+
+// Do sends a request with a JSON (or raw, when body is []byte) body and
+// decodes a JSON answer into out (when non-nil).
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var payload []byte
+	contentType := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		payload, contentType = b, "application/yaml"
+	default:
+		var err error
+		if payload, err = json.Marshal(b); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, method, path, contentType, payload, out)
+		if domain.CodeOf(err) != domain.CodeUnavailable || attempt >= c.Retries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(100*(attempt+1)) * time.Millisecond):
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path, contentType string, payload []byte, out any) error {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}
+	}
+	if resp.StatusCode >= 300 {
+		var de domain.Error
+		if json.Unmarshal(b, &de) == nil && de.Code != "" {
+			return &de
+		}
+		return &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %s: %s", method, path, resp.Status, bytes.TrimSpace(b))}
+	}
+	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = append((*raw)[:0], b...)
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Typed helpers for the operations the CLI and tests use.
+
+func (c *Client) Health(ctx context.Context) (*api.Health, error) {
+	var h api.Health
+	return &h, c.Do(ctx, "GET", "/v1/health", nil, &h)
+}
+
+func (c *Client) WhoAmI(ctx context.Context) (*domain.Token, error) {
+	var t domain.Token
+	return &t, c.Do(ctx, "GET", "/v1/whoami", nil, &t)
+}
+
+func (c *Client) Cluster(ctx context.Context) (*api.ClusterView, error) {
+	var v api.ClusterView
+	return &v, c.Do(ctx, "GET", "/v1/cluster", nil, &v)
+}
+
+// ApplyTopology sends a topology file (YAML or JSON) as is.
+func (c *Client) ApplyTopology(ctx context.Context, file []byte, dryRun bool) (*domain.TopologyResult, error) {
+	var r domain.TopologyResult
+	path := "/v1/topology"
+	if dryRun {
+		path += "?dryRun=true"
+	}
+	return &r, c.Do(ctx, "PUT", path, file, &r)
+}
+
+func (c *Client) Topology(ctx context.Context) (*domain.TopologyView, error) {
+	var v domain.TopologyView
+	return &v, c.Do(ctx, "GET", "/v1/topology", nil, &v)
+}
+
+func (c *Client) CreateTenant(ctx context.Context, req api.TenantCreateRequest) (*domain.Tenant, error) {
+	var t domain.Tenant
+	return &t, c.Do(ctx, "POST", "/v1/tenants", req, &t)
+}
+
+func (c *Client) Tenants(ctx context.Context) ([]domain.Tenant, error) {
+	var ts []domain.Tenant
+	return ts, c.Do(ctx, "GET", "/v1/tenants", nil, &ts)
+}
+
+func (c *Client) CreateWorkspace(ctx context.Context, tenant string, req api.WorkspaceCreateRequest) (*domain.Workspace, error) {
+	var w domain.Workspace
+	return &w, c.Do(ctx, "POST", "/v1/tenants/"+url.PathEscape(tenant)+"/workspaces", req, &w)
+}
+
+func (c *Client) Workspaces(ctx context.Context, tenant string) ([]domain.Workspace, error) {
+	var ws []domain.Workspace
+	return ws, c.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/workspaces", nil, &ws)
+}
+
+func (c *Client) CreateToken(ctx context.Context, req api.TokenCreateRequest) (*api.TokenCreated, error) {
+	var t api.TokenCreated
+	return &t, c.Do(ctx, "POST", "/v1/tokens", req, &t)
+}
+
+func (c *Client) SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error) {
+	var j domain.Job
+	return &j, c.Do(ctx, "POST", "/v1/jobs", spec, &j)
+}
+
+// JobQuery filters job lists.
+type JobQuery struct {
+	Tenant, Workspace string
+	State             domain.JobState
+}
+
+func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]domain.Job, error) {
+	v := url.Values{}
+	if q.Tenant != "" {
+		v.Set("tenant", q.Tenant)
+	}
+	if q.Workspace != "" {
+		v.Set("workspace", q.Workspace)
+	}
+	if q.State != "" {
+		v.Set("state", string(q.State))
+	}
+	path := "/v1/jobs"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var js []domain.Job
+	return js, c.Do(ctx, "GET", path, nil, &js)
+}
+
+func (c *Client) Job(ctx context.Context, id uint64) (*domain.Job, error) {
+	var j domain.Job
+	return &j, c.Do(ctx, "GET", "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &j)
+}
+
+func (c *Client) CancelJob(ctx context.Context, id uint64) (*domain.Job, error) {
+	var j domain.Job
+	return &j, c.Do(ctx, "POST", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &j)
+}
+
+// EventQuery filters the audit trail.
+type EventQuery struct {
+	Tenant, Workspace, Since string
+	Limit                    int
+}
+
+func (c *Client) Events(ctx context.Context, q EventQuery) ([]domain.Event, error) {
+	v := url.Values{}
+	if q.Tenant != "" {
+		v.Set("tenant", q.Tenant)
+	}
+	if q.Workspace != "" {
+		v.Set("workspace", q.Workspace)
+	}
+	if q.Since != "" {
+		v.Set("since", q.Since)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := "/v1/events"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var es []domain.Event
+	return es, c.Do(ctx, "GET", path, nil, &es)
+}

@@ -1,0 +1,93 @@
+package domain
+
+import "time"
+
+// JobState is where a job is in its life.
+type JobState string
+
+const (
+	JobPending    JobState = "Pending"
+	JobRunning    JobState = "Running"
+	JobPreempting JobState = "Preempting"
+	JobCompleted  JobState = "Completed"
+	JobFailed     JobState = "Failed"
+	JobCancelled  JobState = "Cancelled"
+)
+
+// Terminal reports whether a job in this state will never run again.
+func (s JobState) Terminal() bool {
+	return s == JobCompleted || s == JobFailed || s == JobCancelled
+}
+
+// Reason explains why a job is where it is, in a structured form (code for
+// programs, message for people).
+type Reason struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ReasonSchedulerNotRunning is the pending reason while no scheduler places
+// jobs: the job is stored and queued, nothing pretends to place it.
+const ReasonSchedulerNotRunning = "scheduler_not_running"
+
+// JobSpec is what a user asks for.
+type JobSpec struct {
+	Name        string `json:"name,omitempty"`
+	Tenant      string `json:"tenant"`
+	Workspace   string `json:"workspace"`
+	GPUs        int    `json:"gpus"`
+	GPUsPerNode int    `json:"gpusPerNode,omitempty"`
+	GPUModel    string `json:"gpuModel,omitempty"`
+	Priority    int    `json:"priority"`
+	Preemptible bool   `json:"preemptible"`
+}
+
+// Placement is the GPUs of one server given to a job.
+type Placement struct {
+	Server string `json:"server"`
+	GPUs   []int  `json:"gpus"`
+}
+
+// Job is a request for GPUs and what became of it.
+type Job struct {
+	ID uint64 `json:"id"`
+	JobSpec
+	State       JobState    `json:"state"`
+	Reason      *Reason     `json:"reason,omitempty"`
+	Placements  []Placement `json:"placements,omitempty"`
+	SubmittedAt time.Time   `json:"submittedAt"`
+	SubmittedBy string      `json:"submittedBy,omitempty"`
+	UpdatedAt   time.Time   `json:"updatedAt"`
+}
+
+// ValidateJobSpec checks a job request's fields (not its relations to state).
+func ValidateJobSpec(s *JobSpec) *Error {
+	if s.Name != "" {
+		if err := ValidateName("name", s.Name); err != nil {
+			return err
+		}
+	}
+	if err := ValidateName("tenant", s.Tenant); err != nil {
+		return err
+	}
+	if err := ValidateName("workspace", s.Workspace); err != nil {
+		return err
+	}
+	if err := ValidateRange("gpus", int64(s.GPUs), 1, MaxGPUs); err != nil {
+		return err
+	}
+	if s.GPUsPerNode != 0 {
+		if err := ValidateRange("gpusPerNode", int64(s.GPUsPerNode), 1, 1024); err != nil {
+			return err
+		}
+		if s.GPUs%s.GPUsPerNode != 0 {
+			return Invalid("gpusPerNode", "gpus %d is not a multiple of gpusPerNode %d", s.GPUs, s.GPUsPerNode)
+		}
+	}
+	if s.GPUModel != "" {
+		if _, ok := LookupGPUModel(s.GPUModel); !ok {
+			return Invalid("gpuModel", "gpuModel %q is unknown; known models: %v", s.GPUModel, GPUModelNames())
+		}
+	}
+	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
+}

@@ -1,0 +1,187 @@
+package domain
+
+import "strconv"
+
+// Topology is the declared inventory: what the operator says the cluster is.
+// It is stored whole in the replicated state and replaced whole by an apply
+// (all-or-nothing). Field names are the YAML/JSON names of the topology file.
+type Topology struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Sites      []Site `json:"sites"`
+}
+
+// Site is a physical location holding one or more fabrics.
+type Site struct {
+	Name    string   `json:"name"`
+	Fabrics []Fabric `json:"fabrics"`
+}
+
+// Fabric is one leaf/spine EVPN-VXLAN fabric and the servers cabled to it.
+type Fabric struct {
+	Name string `json:"name"`
+	// RailOptimized: NIC i of every server of a stripe connects to the leaf of
+	// rail i of that stripe, and every server of a stripe has one NIC per rail.
+	RailOptimized bool `json:"railOptimized"`
+	// LinkPools are the prefixes server-link addresses are generated from when a
+	// cable does not give its own.
+	LinkPools LinkPools `json:"linkPools,omitempty"`
+	Spines    []Switch  `json:"spines"`
+	Leaves    []Switch  `json:"leaves"`
+	Servers   []Server  `json:"servers"`
+	// Cables connect a server NIC to a leaf port (the server links).
+	Cables []Cable `json:"cables"`
+	// Uplinks connect a leaf port to a spine port.
+	Uplinks []Uplink `json:"uplinks,omitempty"`
+}
+
+// LinkPools holds the prefixes stable server-link addresses come from.
+type LinkPools struct {
+	IPv4 string `json:"ipv4,omitempty"` // e.g. 10.0.0.0/16, carved into /31s
+	IPv6 string `json:"ipv6,omitempty"` // e.g. fd00:0:0:1::/64, carved into /127s
+}
+
+// Switch is a leaf or a spine.
+type Switch struct {
+	Name     string `json:"name"`
+	ASN      uint32 `json:"asn"`
+	Loopback string `json:"loopback"` // IPv4 address, also the VTEP address on leaves
+	// Stripe and Rail are set on rail-optimized leaves: the leaf serves rail
+	// Rail of stripe Stripe. Spines leave both unset.
+	Stripe *int `json:"stripe,omitempty"`
+	Rail   *int `json:"rail,omitempty"`
+	// Ports are named PortPrefix+N for N in 1..PortCount (e.g. swp1..swp64).
+	PortPrefix string `json:"portPrefix,omitempty"`
+	PortCount  int    `json:"portCount"`
+	NOS        string `json:"nos,omitempty"` // junos, nxos, eos, sonic, frr
+}
+
+// Server is a GPU server.
+type Server struct {
+	Name     string `json:"name"`
+	Stripe   int    `json:"stripe"`
+	GPUModel string `json:"gpuModel"`
+	GPUs     int    `json:"gpus"`
+	// NVLinkDomain names the NVLink/NVSwitch domain the server's GPUs belong
+	// to; servers of one NVL72 rack share a domain. Defaults to the server name.
+	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
+	// GPUNUMA gives the NUMA node of GPU i; empty means all on node 0.
+	GPUNUMA []int  `json:"gpuNuma,omitempty"`
+	Driver  string `json:"driver,omitempty"`
+	NICs    []NIC  `json:"nics"`
+}
+
+// NIC is a server's network interface used for GPU traffic.
+type NIC struct {
+	Name       string `json:"name"`
+	RDMADevice string `json:"rdmaDevice,omitempty"` // e.g. mlx5_0
+	Rail       int    `json:"rail"`
+	NUMA       int    `json:"numa"`
+	// GPU is the index of the GPU this NIC is closest to (PIX/PXB), -1 if none.
+	GPU int `json:"gpu"`
+}
+
+// Cable is a server link: a server NIC to a leaf port, with its stable
+// point-to-point addresses. The leaf takes the first address of each prefix,
+// the server the second. Empty prefixes are generated from the fabric's pools.
+type Cable struct {
+	Server string `json:"server"`
+	NIC    string `json:"nic"`
+	Leaf   string `json:"leaf"`
+	Port   string `json:"port"`
+	IPv4   string `json:"ipv4,omitempty"` // a /31
+	IPv6   string `json:"ipv6,omitempty"` // a /127
+}
+
+// Uplink is a leaf-to-spine link. Links without addresses run BGP unnumbered.
+type Uplink struct {
+	Leaf      string `json:"leaf"`
+	LeafPort  string `json:"leafPort"`
+	Spine     string `json:"spine"`
+	SpinePort string `json:"spinePort"`
+	IPv4      string `json:"ipv4,omitempty"`
+}
+
+// TopologySummary counts what a topology holds, for `topology show`.
+type TopologySummary struct {
+	Sites         int            `json:"sites"`
+	Fabrics       int            `json:"fabrics"`
+	Spines        int            `json:"spines"`
+	Leaves        int            `json:"leaves"`
+	Servers       int            `json:"servers"`
+	GPUs          int            `json:"gpus"`
+	GPUsByModel   map[string]int `json:"gpusByModel"`
+	NICs          int            `json:"nics"`
+	Cables        int            `json:"cables"`
+	Uplinks       int            `json:"uplinks"`
+	Stripes       int            `json:"stripes"`
+	Rails         int            `json:"rails"`
+	NVLinkDomains int            `json:"nvlinkDomains"`
+}
+
+// Servers returns every server of every fabric, in file order.
+func (t *Topology) Servers() []*Server {
+	var out []*Server
+	for si := range t.Sites {
+		for fi := range t.Sites[si].Fabrics {
+			f := &t.Sites[si].Fabrics[fi]
+			for i := range f.Servers {
+				out = append(out, &f.Servers[i])
+			}
+		}
+	}
+	return out
+}
+
+// Summary counts the topology's objects.
+func (t *Topology) Summary() TopologySummary {
+	s := TopologySummary{GPUsByModel: map[string]int{}}
+	stripes := map[string]bool{}
+	rails := map[int]bool{}
+	domains := map[string]bool{}
+	s.Sites = len(t.Sites)
+	for _, site := range t.Sites {
+		s.Fabrics += len(site.Fabrics)
+		for _, f := range site.Fabrics {
+			s.Spines += len(f.Spines)
+			s.Leaves += len(f.Leaves)
+			s.Servers += len(f.Servers)
+			s.Cables += len(f.Cables)
+			s.Uplinks += len(f.Uplinks)
+			for _, l := range f.Leaves {
+				if l.Rail != nil {
+					rails[*l.Rail] = true
+				}
+			}
+			for _, srv := range f.Servers {
+				s.GPUs += srv.GPUs
+				s.GPUsByModel[srv.GPUModel] += srv.GPUs
+				s.NICs += len(srv.NICs)
+				stripes[site.Name+"/"+f.Name+"/"+strconv.Itoa(srv.Stripe)] = true
+				d := srv.NVLinkDomain
+				if d == "" {
+					d = srv.Name
+				}
+				domains[d] = true
+			}
+		}
+	}
+	s.Stripes, s.Rails, s.NVLinkDomains = len(stripes), len(rails), len(domains)
+	return s
+}
+
+// TopologyView is the stored topology with its revision.
+type TopologyView struct {
+	Revision    uint64          `json:"revision"`
+	Fingerprint string          `json:"fingerprint"`
+	Summary     TopologySummary `json:"summary"`
+	Topology    *Topology       `json:"topology"`
+}
+
+// TopologyResult is the value of a topology apply.
+type TopologyResult struct {
+	Changed     bool            `json:"changed"`
+	Revision    uint64          `json:"revision"`
+	Fingerprint string          `json:"fingerprint"`
+	Summary     TopologySummary `json:"summary"`
+}

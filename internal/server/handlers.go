@@ -1,0 +1,464 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+func (s *Server) buildRoutes() []route {
+	tenantQ := param{"tenant", "string", "only this tenant"}
+	wsQ := param{"workspace", "string", "only this workspace (with tenant)"}
+	return []route{
+		{method: "GET", path: "/v1/health", summary: "Liveness and leadership of this member", access: public, local: true, resp: api.Health{}, h: s.health},
+		{method: "GET", path: "/v1/openapi.json", summary: "This API's OpenAPI 3 document", access: public, local: true, resp: map[string]any{}, h: s.openapi},
+		{method: "GET", path: "/v1/whoami", summary: "The calling token", access: authed, resp: domain.Token{}, h: s.whoami},
+		{method: "GET", path: "/v1/cluster", summary: "Control-plane members and leader (admin)", access: authed, resp: api.ClusterView{}, h: s.cluster},
+		{method: "POST", path: "/v1/cluster/members", summary: "Add a server to the cluster as a voter (admin)", access: authed, body: api.JoinRequest{}, resp: api.ClusterView{}, h: s.joinMember},
+		{method: "DELETE", path: "/v1/cluster/members/{id}", summary: "Remove a server from the cluster (admin)", access: authed, resp: api.ClusterView{}, h: s.removeMember},
+		{method: "GET", path: "/v1/topology", summary: "The applied topology with its revision and summary (admin)", access: authed, resp: domain.TopologyView{}, h: s.getTopology},
+		{method: "PUT", path: "/v1/topology", summary: "Apply a topology (YAML or JSON), all or nothing; the same file again is a no-op (admin)", access: authed,
+			query: []param{{"dryRun", "boolean", "validate and report without applying"}}, body: domain.Topology{}, resp: domain.TopologyResult{}, h: s.putTopology},
+		{method: "GET", path: "/v1/tenants", summary: "Tenants the caller can see", access: authed, resp: []domain.Tenant{}, h: s.listTenants},
+		{method: "POST", path: "/v1/tenants", summary: "Create a tenant (admin)", access: authed, body: api.TenantCreateRequest{}, resp: domain.Tenant{}, status: http.StatusCreated, h: s.createTenant},
+		{method: "GET", path: "/v1/tenants/{tenant}", summary: "One tenant", access: authed, resp: domain.Tenant{}, h: s.getTenant},
+		{method: "DELETE", path: "/v1/tenants/{tenant}", summary: "Delete a tenant without workspaces (admin)", access: authed, resp: domain.Tenant{}, h: s.deleteTenant},
+		{method: "GET", path: "/v1/tenants/{tenant}/workspaces", summary: "A tenant's workspaces the caller can see", access: authed, resp: []domain.Workspace{}, h: s.listWorkspaces},
+		{method: "POST", path: "/v1/tenants/{tenant}/workspaces", summary: "Create a workspace (admin)", access: authed, body: api.WorkspaceCreateRequest{}, resp: domain.Workspace{}, status: http.StatusCreated, h: s.createWorkspace},
+		{method: "GET", path: "/v1/tenants/{tenant}/workspaces/{workspace}", summary: "One workspace", access: authed, resp: domain.Workspace{}, h: s.getWorkspace},
+		{method: "PATCH", path: "/v1/tenants/{tenant}/workspaces/{workspace}", summary: "Change a workspace's quota (admin)", access: authed, body: api.WorkspaceUpdateRequest{}, resp: domain.Workspace{}, h: s.updateWorkspace},
+		{method: "DELETE", path: "/v1/tenants/{tenant}/workspaces/{workspace}", summary: "Delete a workspace without active jobs (admin)", access: authed, resp: domain.Workspace{}, h: s.deleteWorkspace},
+		{method: "GET", path: "/v1/tokens", summary: "Tokens the caller can see (never their secrets)", access: authed, resp: []domain.Token{}, h: s.listTokens},
+		{method: "POST", path: "/v1/tokens", summary: "Create a token; the secret is returned once", access: authed, body: api.TokenCreateRequest{}, resp: api.TokenCreated{}, status: http.StatusCreated, h: s.createToken},
+		{method: "DELETE", path: "/v1/tokens/{id}", summary: "Revoke a token", access: authed, resp: domain.Token{}, h: s.deleteToken},
+		{method: "GET", path: "/v1/jobs", summary: "Jobs the caller can see", access: authed,
+			query: []param{tenantQ, wsQ, {"state", "string", "only jobs in this state"}}, resp: []domain.Job{}, h: s.listJobs},
+		{method: "POST", path: "/v1/jobs", summary: "Submit a job", access: authed, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
+		{method: "GET", path: "/v1/jobs/{id}", summary: "One job", access: authed, resp: domain.Job{}, h: s.getJob},
+		{method: "POST", path: "/v1/jobs/{id}/cancel", summary: "Cancel a job", access: authed, resp: domain.Job{}, h: s.cancelJob},
+		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when", access: authed,
+			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest"}}, resp: []domain.Event{}, h: s.events},
+	}
+}
+
+func (s *Server) health(r *http.Request, _ *principal) (any, error) {
+	id, _ := s.store.Leader()
+	return api.Health{Status: "ok", Node: s.nodeID, Leader: id, IsLeader: s.store.IsLeader(), URL: s.url}, nil
+}
+
+func (s *Server) whoami(r *http.Request, p *principal) (any, error) { return p.tok, nil }
+
+func (s *Server) clusterView() (api.ClusterView, error) {
+	ms, err := s.store.Members()
+	if err != nil {
+		return api.ClusterView{}, domain.Errorf(domain.CodeUnavailable, "read raft configuration: %v", err)
+	}
+	leader, _ := s.store.Leader()
+	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}}
+	for _, m := range ms {
+		cm := api.ClusterMember{ID: m.ID, RaftAddr: m.Addr, Suffrage: m.Suffrage, Leader: m.Leader}
+		if sm, ok := s.fsm.Member(m.ID); ok {
+			cm.APIAddr = sm.APIAddr
+		}
+		v.Members = append(v.Members, cm)
+	}
+	return v, nil
+}
+
+func (s *Server) cluster(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return s.clusterView()
+}
+
+func (s *Server) joinMember(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var req api.JoinRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if err := domain.ValidateName("id", req.ID); err != nil {
+		return nil, err
+	}
+	if req.RaftAddr == "" {
+		return nil, domain.Invalid("raftAddr", "raftAddr is required")
+	}
+	if !strings.HasPrefix(req.APIAddr, "http://") && !strings.HasPrefix(req.APIAddr, "https://") {
+		return nil, domain.Invalid("apiAddr", "apiAddr %q must be an http:// or https:// URL", req.APIAddr)
+	}
+	if err := s.store.AddVoter(r.Context(), req.ID, req.RaftAddr); err != nil {
+		return nil, domain.Errorf(domain.CodeUnavailable, "add voter %s: %v", req.ID, err)
+	}
+	if _, err := s.propose(r.Context(), state.CmdMemberSet, p.actor(), state.MemberSet{Member: state.Member{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr}}); err != nil {
+		return nil, err
+	}
+	return s.clusterView()
+}
+
+func (s *Server) removeMember(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	id := r.PathValue("id")
+	if id == s.nodeID {
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "%s is the leader; stop it (a new leader is elected) and remove it from another member", id)
+	}
+	if err := s.store.RemoveServer(r.Context(), id); err != nil {
+		return nil, domain.Errorf(domain.CodeUnavailable, "remove %s: %v", id, err)
+	}
+	return s.clusterView()
+}
+
+func (s *Server) getTopology(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	v := s.fsm.Topology()
+	if v == nil {
+		return nil, domain.Errorf(domain.CodeNotFound, "no topology has been applied yet (jobfabric topology apply -f FILE)")
+	}
+	return v, nil
+}
+
+func (s *Server) putTopology(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	b, err := readBody(r, maxTopologyBody)
+	if err != nil {
+		return nil, err
+	}
+	t, err := topology.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	// Check here first so a broken file never reaches the log; the state
+	// machine checks again against the state it applies to.
+	var prev *domain.Topology
+	if cur := s.fsm.Topology(); cur != nil {
+		prev = cur.Topology
+	}
+	if err := topology.Normalize(t, prev); err != nil {
+		return nil, err
+	}
+	if derr := topology.Validate(t); derr != nil {
+		return nil, derr
+	}
+	if r.URL.Query().Get("dryRun") == "true" {
+		fp := topology.Fingerprint(t)
+		cur := s.fsm.Topology()
+		res := domain.TopologyResult{Changed: cur == nil || cur.Fingerprint != fp, Fingerprint: fp, Summary: t.Summary()}
+		if cur != nil {
+			res.Revision = cur.Revision
+		}
+		return res, nil
+	}
+	return s.propose(r.Context(), state.CmdTopologyApply, p.actor(), state.TopologyApply{Topology: *t})
+}
+
+func (s *Server) listTenants(r *http.Request, p *principal) (any, error) {
+	return s.fsm.Tenants(func(t *domain.Tenant) bool { return p.seesTenant(t.Name) }), nil
+}
+
+func (s *Server) createTenant(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var req api.TenantCreateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	t := domain.Tenant{Name: req.Name, Isolation: req.Isolation, Network: req.Network, JobSegmentation: req.JobSegmentation}
+	if err := domain.ValidateTenant(&t); err != nil {
+		return nil, err
+	}
+	return s.propose(r.Context(), state.CmdTenantCreate, p.actor(), state.TenantCreate{Tenant: t})
+}
+
+// visibleTenant returns the tenant named in the path if the caller may see it.
+func (s *Server) visibleTenant(r *http.Request, p *principal) (*domain.Tenant, error) {
+	name := r.PathValue("tenant")
+	t, ok := s.fsm.Tenant(name)
+	if !ok || !p.seesTenant(name) {
+		return nil, notFoundf("tenant", name)
+	}
+	return t, nil
+}
+
+func (s *Server) getTenant(r *http.Request, p *principal) (any, error) { return s.visibleTenant(r, p) }
+
+func (s *Server) deleteTenant(r *http.Request, p *principal) (any, error) {
+	t, err := s.visibleTenant(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return s.propose(r.Context(), state.CmdTenantDelete, p.actor(), state.TenantDelete{Name: t.Name})
+}
+
+func (s *Server) listWorkspaces(r *http.Request, p *principal) (any, error) {
+	t, err := s.visibleTenant(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.fsm.Workspaces(t.Name, func(w *domain.Workspace) bool { return p.seesWorkspace(w.Tenant, w.Name) }), nil
+}
+
+func (s *Server) createWorkspace(r *http.Request, p *principal) (any, error) {
+	t, err := s.visibleTenant(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var req api.WorkspaceCreateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority}
+	if req.Weight != nil {
+		w.Weight = *req.Weight
+	}
+	if err := domain.ValidateWorkspace(&w); err != nil {
+		return nil, err
+	}
+	return s.propose(r.Context(), state.CmdWorkspaceCreate, p.actor(), state.WorkspaceCreate{Workspace: w})
+}
+
+func (s *Server) visibleWorkspace(r *http.Request, p *principal) (*domain.Workspace, error) {
+	t, ws := r.PathValue("tenant"), r.PathValue("workspace")
+	w, ok := s.fsm.Workspace(t, ws)
+	if !ok || !p.seesWorkspace(t, ws) {
+		return nil, notFoundf("workspace", domain.Ref(t, ws))
+	}
+	return w, nil
+}
+
+func (s *Server) getWorkspace(r *http.Request, p *principal) (any, error) {
+	return s.visibleWorkspace(r, p)
+}
+
+func (s *Server) updateWorkspace(r *http.Request, p *principal) (any, error) {
+	w, err := s.visibleWorkspace(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var req api.WorkspaceUpdateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		v   *int
+		dst *int
+	}{{req.Guaranteed, &w.Guaranteed}, {req.BorrowLimit, &w.BorrowLimit}, {req.LendLimit, &w.LendLimit}, {req.Weight, &w.Weight}, {req.Priority, &w.Priority}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if err := domain.ValidateWorkspace(w); err != nil {
+		return nil, err
+	}
+	return s.propose(r.Context(), state.CmdWorkspaceUpdate, p.actor(), state.WorkspaceUpdate{Workspace: *w})
+}
+
+func (s *Server) deleteWorkspace(r *http.Request, p *principal) (any, error) {
+	w, err := s.visibleWorkspace(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return s.propose(r.Context(), state.CmdWorkspaceDelete, p.actor(), state.WorkspaceDelete{Tenant: w.Tenant, Name: w.Name})
+}
+
+func (s *Server) listTokens(r *http.Request, p *principal) (any, error) {
+	return s.fsm.Tokens(func(t *domain.Token) bool { return seesToken(p, t) }), nil
+}
+
+// seesToken: admins see all tokens, tenant admins their tenant's, members
+// only themselves.
+func seesToken(p *principal, t *domain.Token) bool {
+	switch p.tok.Role {
+	case domain.RoleAdmin:
+		return true
+	case domain.RoleTenantAdmin:
+		return t.Tenant == p.tok.Tenant
+	default:
+		return t.ID == p.tok.ID
+	}
+}
+
+func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
+	var req api.TokenCreateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if err := domain.ValidateTokenScope(req.Role, req.Tenant, req.Workspace); err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		if req.Tenant == "" || !p.seesTenant(req.Tenant) {
+			if req.Role == domain.RoleAdmin {
+				return nil, errAdminOnly
+			}
+			return nil, notFoundf("tenant", req.Tenant)
+		}
+		if !p.managesTenant(req.Tenant) {
+			return nil, &domain.Error{Code: domain.CodePermissionDenied, Message: "a member token cannot create tokens"}
+		}
+	}
+	if len(req.Description) > 200 {
+		return nil, domain.Invalid("description", "description is %d characters; the limit is 200", len(req.Description))
+	}
+	tok, secret, hash, err := newToken(req.Role, req.Tenant, req.Workspace, req.Description)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.propose(r.Context(), state.CmdTokenCreate, p.actor(), state.TokenCreate{Token: tok, Hash: hash})
+	if err != nil {
+		return nil, err
+	}
+	return api.TokenCreated{Token: *v.(*domain.Token), Secret: secret}, nil
+}
+
+func (s *Server) deleteToken(r *http.Request, p *principal) (any, error) {
+	id := r.PathValue("id")
+	var found *domain.Token
+	for _, t := range s.fsm.Tokens(func(t *domain.Token) bool { return t.ID == id }) {
+		found = &t
+	}
+	if found == nil || !seesToken(p, found) {
+		return nil, notFoundf("token", id)
+	}
+	return s.propose(r.Context(), state.CmdTokenDelete, p.actor(), state.TokenDelete{ID: id})
+}
+
+func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
+	q := r.URL.Query()
+	f := state.JobFilter{Tenant: q.Get("tenant"), Workspace: q.Get("workspace"), State: domain.JobState(q.Get("state"))}
+	if f.Workspace != "" && f.Tenant == "" {
+		return nil, domain.Invalid("tenant", "filtering by workspace needs tenant too")
+	}
+	if f.State != "" && !validState(f.State) {
+		return nil, domain.Invalid("state", "state %q is not one of Pending, Running, Preempting, Completed, Failed, Cancelled", f.State)
+	}
+	if f.Tenant != "" && !p.seesTenant(f.Tenant) {
+		return nil, notFoundf("tenant", f.Tenant)
+	}
+	if f.Workspace != "" && !p.seesWorkspace(f.Tenant, f.Workspace) {
+		return nil, notFoundf("workspace", domain.Ref(f.Tenant, f.Workspace))
+	}
+	// Scope the filter to what the caller may see.
+	switch p.tok.Role {
+	case domain.RoleTenantAdmin:
+		f.Tenant = p.tok.Tenant
+	case domain.RoleMember:
+		f.Tenant, f.Workspace = p.tok.Tenant, p.tok.Workspace
+	}
+	return s.fsm.Jobs(f), nil
+}
+
+func validState(s domain.JobState) bool {
+	switch s {
+	case domain.JobPending, domain.JobRunning, domain.JobPreempting, domain.JobCompleted, domain.JobFailed, domain.JobCancelled:
+		return true
+	}
+	return false
+}
+
+func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {
+	var spec domain.JobSpec
+	if err := decodeJSON(r, &spec); err != nil {
+		return nil, err
+	}
+	// A member's jobs go to its workspace; naming another is "not found".
+	if p.tok.Role == domain.RoleMember {
+		if spec.Tenant == "" {
+			spec.Tenant = p.tok.Tenant
+		}
+		if spec.Workspace == "" {
+			spec.Workspace = p.tok.Workspace
+		}
+	}
+	if err := domain.ValidateJobSpec(&spec); err != nil {
+		return nil, err
+	}
+	if !p.seesWorkspace(spec.Tenant, spec.Workspace) {
+		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: "workspace " + strconv.Quote(domain.Ref(spec.Tenant, spec.Workspace)) + " not found"}
+	}
+	return s.propose(r.Context(), state.CmdJobSubmit, p.actor(), state.JobSubmit{Spec: spec})
+}
+
+func (s *Server) visibleJob(r *http.Request, p *principal) (*domain.Job, error) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return nil, domain.Invalid("id", "job id %q is not a positive integer", raw)
+	}
+	j, ok := s.fsm.Job(id)
+	if !ok || !p.seesWorkspace(j.Tenant, j.Workspace) {
+		return nil, notFoundf("job", id)
+	}
+	return j, nil
+}
+
+func (s *Server) getJob(r *http.Request, p *principal) (any, error) { return s.visibleJob(r, p) }
+
+func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
+	j, err := s.visibleJob(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.propose(r.Context(), state.CmdJobCancel, p.actor(), state.JobCancel{ID: j.ID})
+}
+
+func (s *Server) events(r *http.Request, p *principal) (any, error) {
+	q := r.URL.Query()
+	f := state.EventFilter{Tenant: q.Get("tenant"), Workspace: q.Get("workspace")}
+	if f.Workspace != "" && f.Tenant == "" {
+		return nil, domain.Invalid("tenant", "filtering by workspace needs tenant too")
+	}
+	if f.Tenant != "" && !p.seesTenant(f.Tenant) {
+		return nil, notFoundf("tenant", f.Tenant)
+	}
+	if f.Workspace != "" && !p.seesWorkspace(f.Tenant, f.Workspace) {
+		return nil, notFoundf("workspace", domain.Ref(f.Tenant, f.Workspace))
+	}
+	switch p.tok.Role {
+	case domain.RoleTenantAdmin:
+		f.Tenant = p.tok.Tenant
+	case domain.RoleMember:
+		f.Tenant, f.Workspace = p.tok.Tenant, p.tok.Workspace
+	}
+	if since := q.Get("since"); since != "" {
+		if d, err := time.ParseDuration(since); err == nil && d >= 0 {
+			f.Since = s.clock.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, since); err == nil {
+			f.Since = t
+		} else {
+			return nil, domain.Invalid("since", "since %q is neither a non-negative duration (1h, 30m) nor an RFC 3339 time", since)
+		}
+	}
+	limit, err := queryInt(r, "limit", 0, 100000)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	return s.fsm.Events(f), nil
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// access says who may call a route at all; finer checks are in handlers.
+type access int
+
+const (
+	public access = iota // no token: health, OpenAPI
+	authed               // any valid token
+)
+
+// param documents a query parameter.
+type param struct {
+	name, typ, doc string
+}
+
+// route is one API operation: the handler and what the OpenAPI document
+// says of it, kept in one place so the two cannot drift.
+type route struct {
+	method, path, summary string
+	access                access
+	// local routes are answered by any member; the rest go to the leader.
+	local  bool
+	query  []param
+	body   any // request body type (nil: none)
+	resp   any // success response type
+	status int // success status (200 if 0)
+	h      func(r *http.Request, p *principal) (any, error)
+}
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes {
+		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, domain.Errorf(domain.CodeNotFound, "no API operation %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("handler panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				writeError(w, domain.Errorf(domain.CodeInternal, "internal error"))
+			}
+		}()
+		if !rt.local && !s.store.IsLeader() {
+			if by := r.Header.Get(forwardedHeader); by != "" {
+				writeError(w, domain.Errorf(domain.CodeUnavailable, "request forwarded by %s reached %s, which is not the leader either; retry", by, s.nodeID))
+				return
+			}
+			u, err := s.leaderURL()
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			s.fwd.forward(w, r, u, s.nodeID)
+			return
+		}
+		var p *principal
+		if rt.access != public {
+			var err error
+			if p, err = s.authenticate(r); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		v, err := rt.h(r, p)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		status := rt.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if status == http.StatusNoContent {
+			w.WriteHeader(status)
+			return
+		}
+		writeJSON(w, status, v)
+	})
+}
+
+func notFoundf(kind string, name any) error { return domain.NotFound(kind, fmt.Sprint(name)) }

@@ -1,0 +1,68 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+)
+
+// TestBadInput: malformed, unknown, negative and absurd input answers 400
+// (or 413) naming the field, and changes nothing.
+func TestBadInput(t *testing.T) {
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	url, tok := c.Servers[0].URL(), c.AdminToken
+	cases := map[string]struct {
+		method, path, body string
+		wantStatus         int
+		wantField          string
+	}{
+		"malformed json":        {"POST", "/v1/tenants", `{"name": "x",`, 400, ""},
+		"trailing data":         {"POST", "/v1/tenants", `{"name":"x","isolation":"gpu","network":"pure-rt5"} {}`, 400, ""},
+		"empty body":            {"POST", "/v1/tenants", ``, 400, ""},
+		"unknown field":         {"POST", "/v1/tenants", `{"name":"x","isolation":"gpu","network":"pure-rt5","colour":"red"}`, 400, "colour"},
+		"wrong type":            {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":"eight"}`, 400, "gpus"},
+		"negative gpus":         {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":-1}`, 400, "gpus"},
+		"absurd gpus":           {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":99999999999}`, 400, "gpus"},
+		"fractional gpus":       {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1.5}`, 400, "gpus"},
+		"long name":             {"POST", "/v1/tenants", `{"name":"` + strings.Repeat("a", 64) + `","isolation":"gpu","network":"pure-rt5"}`, 400, "name"},
+		"upper-case name":       {"POST", "/v1/tenants", `{"name":"Acme","isolation":"gpu","network":"pure-rt5"}`, 400, "name"},
+		"bad isolation":         {"POST", "/v1/tenants", `{"name":"x","isolation":"rack","network":"pure-rt5"}`, 400, "isolation"},
+		"negative guaranteed":   {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","guaranteed":-3}`, 400, "guaranteed"},
+		"absurd borrow":         {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","borrowLimit":2000000000}`, 400, "borrowLimit"},
+		"lend above guaranteed": {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","guaranteed":1,"lendLimit":2}`, 400, "lendLimit"},
+		"zero weight":           {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","weight":0}`, 400, "weight"},
+		"bad role":              {"POST", "/v1/tokens", `{"role":"root"}`, 400, "role"},
+		"bad job id":            {"GET", "/v1/jobs/abc", "", 400, "id"},
+		"bad state filter":      {"GET", "/v1/jobs?state=Sleeping", "", 400, "state"},
+		"bad since":             {"GET", "/v1/events?since=yesterday", "", 400, "since"},
+		"bad limit":             {"GET", "/v1/events?limit=12abc", "", 400, "limit"},
+		"oversized body":        {"POST", "/v1/tenants", `{"name":"` + strings.Repeat("a", 2<<20) + `"}`, 413, ""},
+		"topology unknown key":  {"PUT", "/v1/topology", `{"sites":[{"name":"dc1","fabricz":[]}]}`, 400, ""},
+		"topology not yaml":     {"PUT", "/v1/topology", "sites: [\n  - name: : :\n", 400, ""},
+		"unknown route":         {"GET", "/v1/nothing", "", 404, ""},
+	}
+	before, _ := admin.Events(ctxT(t), client.EventQuery{})
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			status, body := do(t, url, tok, tc.method, tc.path, tc.body)
+			if status != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", status, tc.wantStatus, body)
+			}
+			var e struct{ Code, Message, Field string }
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code == "" || e.Message == "" {
+				t.Fatalf("error body is not {code, message}: %s", body)
+			}
+			if tc.wantField != "" && e.Field != tc.wantField {
+				t.Fatalf("field %q, want %q: %s", e.Field, tc.wantField, body)
+			}
+		})
+	}
+	after, _ := admin.Events(ctxT(t), client.EventQuery{})
+	if len(after) != len(before) {
+		t.Fatalf("rejected requests changed the state: %d events before, %d after", len(before), len(after))
+	}
+}

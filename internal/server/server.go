@@ -1,0 +1,446 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/store"
+	"github.com/jobfabric/jobfabric/internal/tlsutil"
+)
+
+// Clock is the time source; tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Config configures one API server (one member of the control plane).
+type Config struct {
+	DataDir  string
+	Listen   string // API listen address host:port (":0" picks a port)
+	RaftAddr string // raft transport address; default: API port + 1000 on the same host
+	// Advertise is the API URL other members forward to; default derived from Listen.
+	Advertise string
+	NodeID    string // default: read from or written to DATA_DIR/node-id
+	// Join is the API URL of any member of an existing cluster; empty forms
+	// (or reopens) a cluster of its own.
+	Join      string
+	JoinToken string // admin token used to join
+	TLSCert   string
+	TLSKey    string
+	TLSCA     string // verifies peers (and the leader when forwarding)
+	Logger    *slog.Logger
+	Clock     Clock
+	// Raft tuning, for tests and benchmarks; zero keeps the store's defaults.
+	RaftTimeout time.Duration
+}
+
+// Server is a running API server.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	clock    Clock
+	fsm      *state.FSM
+	store    *store.Store
+	http     *http.Server
+	ln       net.Listener
+	url      string
+	nodeID   string
+	fwd      *forwarder
+	routes   []route
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	closeMu  sync.Mutex
+	closed   bool
+	adminTok string
+}
+
+// Start opens the store, serves the API and, on a new single-server or
+// bootstrap cluster, creates the first admin token.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.DataDir == "" {
+		return nil, domain.Invalid("data-dir", "a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	nodeID, fresh, err := loadNodeID(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID}
+
+	var serverTLS, peerTLS *tls.Config
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		if cfg.TLSCert == "" || cfg.TLSKey == "" {
+			return nil, domain.Invalid("tls-cert", "--tls-cert and --tls-key must be given together")
+		}
+		if serverTLS, err = tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
+			return nil, fmt.Errorf("load TLS: %w", err)
+		}
+		if peerTLS, err = tlsutil.ClientConfig(cfg.TLSCA, ""); err != nil {
+			return nil, fmt.Errorf("load TLS CA: %w", err)
+		}
+	}
+
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:7070"
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	s.ln = ln
+	scheme := "http"
+	if serverTLS != nil {
+		scheme = "https"
+	}
+	s.url = cfg.Advertise
+	if s.url == "" {
+		s.url = scheme + "://" + advertiseHost(ln.Addr().String())
+	}
+	raftAddr := cfg.RaftAddr
+	if raftAddr == "" {
+		raftAddr, err = defaultRaftAddr(ln.Addr().String())
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+
+	st, err := store.Open(ctx, store.Config{
+		NodeID: nodeID, DataDir: cfg.DataDir, RaftAddr: raftAddr,
+		Bootstrap: cfg.Join == "", TLS: serverTLS, // PeerTLS defaults to the server certificate: raft peers use mTLS
+		FSM: s.fsm, Logger: s.log.With("component", "raft"),
+		HeartbeatTimeout: cfg.RaftTimeout, ElectionTimeout: cfg.RaftTimeout, LeaderLeaseTimeout: cfg.RaftTimeout / 2,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s.store = st
+	s.fwd = newForwarder(peerTLS)
+	s.routes = s.buildRoutes()
+	s.http = &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         serverTLS,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var err error
+		if serverTLS != nil {
+			err = s.http.ServeTLS(ln, "", "")
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("API server stopped", "err", err)
+		}
+	}()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.leaderLoop(runCtx) }()
+
+	if cfg.Join != "" {
+		if err := s.join(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	} else if err := s.bootstrapAdmin(ctx, fresh); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.log.Info("jobfabric server started", "api", s.url, "raft", st.Addr())
+	return s, nil
+}
+
+// URL is the API base URL of this server.
+func (s *Server) URL() string { return s.url }
+
+// ListenAddr is the bound API address (host:port).
+func (s *Server) ListenAddr() string { return s.ln.Addr().String() }
+
+// RaftAddr is the raft transport address.
+func (s *Server) RaftAddr() string { return s.store.Addr() }
+
+// NodeID is this server's stable member ID.
+func (s *Server) NodeID() string { return s.nodeID }
+
+// AdminToken returns the bootstrap admin token if this start created it
+// (shown once), else "".
+func (s *Server) AdminToken() string { return s.adminTok }
+
+// IsLeader reports whether this server leads the cluster.
+func (s *Server) IsLeader() bool { return s.store.IsLeader() }
+
+// Snapshot forces a Raft snapshot (tests, operators before upgrades).
+func (s *Server) Snapshot(ctx context.Context) error { return s.store.Snapshot(ctx) }
+
+// State exposes the read-only state machine (tests, the demo, benchmarks).
+func (s *Server) State() *state.FSM { return s.fsm }
+
+// Close stops the API and the store. Safe to call more than once.
+func (s *Server) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	s.stop()
+	s.wg.Wait()
+	return errors.Join(err, s.store.Shutdown())
+}
+
+// loadNodeID returns the data dir's node ID, creating it on first use
+// (fresh reports that).
+func loadNodeID(dir, given string) (id string, fresh bool, err error) {
+	p := filepath.Join(dir, "node-id")
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		id := strings.TrimSpace(string(b))
+		if given != "" && given != id {
+			return "", false, domain.Invalid("node-id", "data dir %s belongs to node %q, not %q", dir, id, given)
+		}
+		return id, false, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("read node id: %w", err)
+	}
+	id = given
+	if id == "" {
+		var r [4]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", false, fmt.Errorf("generate node id: %w", err)
+		}
+		id = "node-" + hex.EncodeToString(r[:])
+	} else if derr := domain.ValidateName("node-id", id); derr != nil {
+		return "", false, derr
+	}
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write node id: %w", err)
+	}
+	return id, true, nil
+}
+
+// advertiseHost turns a bound address into one peers can dial: an
+// unspecified host (0.0.0.0, ::) becomes loopback.
+func advertiseHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func defaultRaftAddr(apiAddr string) (string, error) {
+	host, port, err := net.SplitHostPort(advertiseHost(apiAddr))
+	if err != nil {
+		return "", fmt.Errorf("derive raft address from %s: %w", apiAddr, err)
+	}
+	var p int
+	if _, err := fmt.Sscanf(port, "%d", &p); err != nil || p+1000 > 65535 {
+		return "", domain.Invalid("raft-addr", "cannot derive a raft port from API port %s; give --raft-addr", port)
+	}
+	return net.JoinHostPort(host, fmt.Sprint(p+1000)), nil
+}
+
+// propose encodes and applies a command through Raft, returning the typed
+// value or the FSM's refusal.
+func (s *Server) propose(ctx context.Context, t state.CommandType, actor string, payload any) (any, error) {
+	b, err := state.Encode(t, s.clock.Now(), actor, payload)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.store.Apply(ctx, b)
+	if err != nil {
+		var nl *store.NotLeaderError
+		if errors.As(err, &nl) {
+			return nil, domain.Errorf(domain.CodeUnavailable, "leadership changed while applying; retry (leader now %q)", nl.LeaderID)
+		}
+		return nil, domain.Errorf(domain.CodeUnavailable, "replicated store did not commit: %v", err)
+	}
+	r, ok := resp.(*state.Result)
+	if !ok {
+		return nil, domain.Errorf(domain.CodeInternal, "unexpected apply response %T", resp)
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Value, nil
+}
+
+// leaderLoop records this server's API address whenever it gains
+// leadership, so followers can forward to it.
+func (s *Server) leaderLoop(ctx context.Context) {
+	ch := s.store.LeaderCh()
+	check := func() {
+		if !s.store.IsLeader() {
+			return
+		}
+		m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url}
+		if cur, ok := s.fsm.Member(s.nodeID); ok && cur == m {
+			return
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := s.propose(actx, state.CmdMemberSet, "system", state.MemberSet{Member: m}); err != nil {
+			s.log.Warn("record leader address", "err", err)
+		}
+	}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			check()
+		case <-t.C:
+			check()
+		}
+	}
+}
+
+// bootstrapAdmin creates the first admin token when the state has none. The
+// secret is shown once and written to DATA_DIR/admin.token (0600); the state
+// keeps only its hash.
+func (s *Server) bootstrapAdmin(ctx context.Context, fresh bool) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.store.WaitForLeader(wctx); err != nil {
+		if !fresh {
+			// A restarted member whose peers are not up yet: serve anyway;
+			// writes answer "unavailable" until a leader is elected.
+			s.log.Warn("no leader yet; serving without one", "err", err)
+			return nil
+		}
+		return fmt.Errorf("wait for leader: %w", err)
+	}
+	if !s.store.IsLeader() {
+		// A restarted member of a larger cluster: the leader holds the tokens.
+		return nil
+	}
+	if err := s.store.Barrier(wctx); err != nil {
+		return fmt.Errorf("catch up with the log: %w", err)
+	}
+	if s.fsm.HasAdminToken() {
+		return nil
+	}
+	tok, secret, hash, err := newToken(domain.RoleAdmin, "", "", "bootstrap admin token")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.cfg.DataDir, "admin.token")
+	if err := writeFileAtomic(path, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := s.propose(wctx, state.CmdTokenCreate, "system", state.TokenCreate{Token: tok, Hash: hash}); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("store bootstrap token: %w", err)
+	}
+	s.adminTok = secret
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// newToken makes a token: jf_<id>_<secret>, where id names the token in the
+// state and the whole string is hashed for storage.
+func newToken(role domain.Role, tenant, workspace, desc string) (tok domain.Token, secret, hash string, err error) {
+	var idb [6]byte
+	var sb [32]byte
+	if _, err = rand.Read(idb[:]); err != nil {
+		return tok, "", "", fmt.Errorf("generate token id: %w", err)
+	}
+	if _, err = rand.Read(sb[:]); err != nil {
+		return tok, "", "", fmt.Errorf("generate token secret: %w", err)
+	}
+	id := hex.EncodeToString(idb[:])
+	secret = "jf_" + id + "_" + hex.EncodeToString(sb[:])
+	tok = domain.Token{ID: id, Role: role, Tenant: tenant, Workspace: workspace, Description: desc}
+	return tok, secret, state.HashSecret(secret), nil
+}
+
+// parseToken splits a bearer token into its id.
+func parseToken(secret string) (id string, ok bool) {
+	rest, found := strings.CutPrefix(secret, "jf_")
+	if !found {
+		return "", false
+	}
+	id, _, found = strings.Cut(rest, "_")
+	return id, found && id != ""
+}
+
+// join asks an existing member to add this server as a voter, retrying
+// while the cluster elects a leader.
+func (s *Server) join(ctx context.Context) error {
+	if s.cfg.JoinToken == "" {
+		return domain.Invalid("token", "joining a cluster needs an admin token (--token or JOBFABRIC_TOKEN)")
+	}
+	body, _ := json.Marshal(api.JoinRequest{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url})
+	jctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last error
+	for {
+		last = s.fwd.post(jctx, strings.TrimRight(s.cfg.Join, "/")+"/v1/cluster/members", s.cfg.JoinToken, body)
+		if last == nil {
+			s.log.Info("joined cluster", "via", s.cfg.Join)
+			return nil
+		}
+		if c := domain.CodeOf(last); c != domain.CodeUnavailable && c != domain.CodeInternal {
+			return fmt.Errorf("join %s: %w", s.cfg.Join, last)
+		}
+		select {
+		case <-jctx.Done():
+			return fmt.Errorf("join %s: %w (last error: %v)", s.cfg.Join, jctx.Err(), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package state
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"sort"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Reads. Each takes the read lock and returns copies.
+
+// AppliedIndex is the raft index of the last applied command.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// Topology returns a deep copy of the applied topology, nil when none.
+func (f *FSM) Topology() *domain.TopologyView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.d.Topology == nil {
+		return nil
+	}
+	return &domain.TopologyView{Revision: f.d.TopologyRev, Fingerprint: f.d.Fingerprint, Summary: f.d.Topology.Summary(), Topology: deepCopy(f.d.Topology)}
+}
+
+// Tenant returns one tenant.
+func (f *FSM) Tenant(name string) (*domain.Tenant, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.d.Tenants[name]
+	if !ok {
+		return nil, false
+	}
+	cp := *t
+	return &cp, true
+}
+
+// Tenants lists tenants sorted by name; keep filters which to return.
+func (f *FSM) Tenants(keep func(*domain.Tenant) bool) []domain.Tenant {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []domain.Tenant{}
+	for _, t := range f.d.Tenants {
+		if keep == nil || keep(t) {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// Workspace returns one workspace.
+func (f *FSM) Workspace(tenant, name string) (*domain.Workspace, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	w, ok := f.d.Workspaces[domain.Ref(tenant, name)]
+	if !ok {
+		return nil, false
+	}
+	cp := *w
+	return &cp, true
+}
+
+// Workspaces lists a tenant's workspaces (all when tenant is ""), sorted.
+func (f *FSM) Workspaces(tenant string, keep func(*domain.Workspace) bool) []domain.Workspace {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []domain.Workspace{}
+	for _, w := range f.d.Workspaces {
+		if (tenant == "" || w.Tenant == tenant) && (keep == nil || keep(w)) {
+			out = append(out, *w)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Ref() < out[b].Ref() })
+	return out
+}
+
+// Job returns one job.
+func (f *FSM) Job(id uint64) (*domain.Job, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.d.Jobs[id]
+	if !ok {
+		return nil, false
+	}
+	return copyJob(j), true
+}
+
+// JobFilter selects jobs; empty fields match everything.
+type JobFilter struct {
+	Tenant    string
+	Workspace string
+	State     domain.JobState
+}
+
+// Jobs lists jobs matching the filter, by ID.
+func (f *FSM) Jobs(q JobFilter) []domain.Job {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []domain.Job{}
+	for _, j := range f.d.Jobs {
+		if (q.Tenant == "" || j.Tenant == q.Tenant) && (q.Workspace == "" || j.Workspace == q.Workspace) && (q.State == "" || j.State == q.State) {
+			out = append(out, *copyJob(j))
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Tokens lists tokens (without hashes) that keep accepts, by ID.
+func (f *FSM) Tokens(keep func(*domain.Token) bool) []domain.Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []domain.Token{}
+	for _, t := range f.d.Tokens {
+		if keep == nil || keep(&t.Token) {
+			out = append(out, t.Token)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// HasAdminToken reports whether any admin token exists (the bootstrap check).
+func (f *FSM) HasAdminToken() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.d.Tokens {
+		if t.Role == domain.RoleAdmin {
+			return true
+		}
+	}
+	return false
+}
+
+// Authenticate returns the token whose ID is id when secret hashes to its
+// stored hash. The comparison is constant-time.
+func (f *FSM) Authenticate(id, secret string) (*domain.Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.d.Tokens[id]
+	if !ok {
+		return nil, false
+	}
+	if subtle.ConstantTimeCompare([]byte(HashSecret(secret)), []byte(t.Hash)) != 1 {
+		return nil, false
+	}
+	cp := t.Token
+	return &cp, true
+}
+
+// HashSecret is how token secrets are stored: hex SHA-256. Secrets are 256-bit
+// random values, so a fast hash is enough (no password stretching needed).
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// EventFilter selects audit events.
+type EventFilter struct {
+	Tenant    string
+	Workspace string
+	Since     time.Time
+	AfterSeq  uint64
+	Limit     int
+}
+
+// Events returns events matching the filter, oldest first; with a Limit the
+// newest Limit of them.
+func (f *FSM) Events(q EventFilter) []domain.Event {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []domain.Event{}
+	// Events are appended in seq order; skip by seq with a binary search.
+	start := sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq > q.AfterSeq })
+	for _, e := range f.d.Events[start:] {
+		if q.Tenant != "" && e.Tenant != q.Tenant {
+			continue
+		}
+		if q.Workspace != "" && e.Workspace != q.Workspace {
+			continue
+		}
+		if !q.Since.IsZero() && e.At.Before(q.Since) {
+			continue
+		}
+		out = append(out, e)
+	}
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out
+}
+
+// Members lists the control-plane servers recorded in the state.
+func (f *FSM) Members() []Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Member, 0, len(f.d.Members))
+	for _, m := range f.d.Members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Member returns one member by ID.
+func (f *FSM) Member(id string) (Member, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.d.Members[id]
+	return m, ok
+}
+
+// Capacity returns the inventory's GPU total.
+func (f *FSM) Capacity() (total int, guaranteed int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cap.total, f.totalGuaranteed()
+}

@@ -1,0 +1,629 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// data is everything that is persisted: the snapshot is its JSON encoding.
+type data struct {
+	Topology    *domain.Topology             `json:"topology,omitempty"`
+	Fingerprint string                       `json:"fingerprint,omitempty"`
+	TopologyRev uint64                       `json:"topologyRevision"`
+	Tenants     map[string]*domain.Tenant    `json:"tenants"`
+	Workspaces  map[string]*domain.Workspace `json:"workspaces"`
+	Jobs        map[uint64]*domain.Job       `json:"jobs"`
+	Tokens      map[string]*storedToken      `json:"tokens"`
+	Members     map[string]Member            `json:"members"`
+	Events      []domain.Event               `json:"events"`
+	NextJobID   uint64                       `json:"nextJobID"`
+	NextEvent   uint64                       `json:"nextEvent"`
+}
+
+type storedToken struct {
+	domain.Token
+	Hash string `json:"hash"`
+}
+
+// capacity is derived from the topology (never persisted).
+type capacity struct {
+	servers      map[string]*domain.Server
+	total        int
+	byModel      map[string]int
+	maxPerServer map[string]int // GPU model -> most GPUs on one server
+}
+
+// FSM is the state machine. It implements raft.FSM.
+type FSM struct {
+	mu  sync.RWMutex
+	d   data
+	cap capacity
+	// applied is the raft index of the last applied entry.
+	applied uint64
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an empty state.
+func New() *FSM {
+	f := &FSM{}
+	f.reset(newData())
+	return f
+}
+
+func newData() data {
+	return data{
+		Tenants:    map[string]*domain.Tenant{},
+		Workspaces: map[string]*domain.Workspace{},
+		Jobs:       map[uint64]*domain.Job{},
+		Tokens:     map[string]*storedToken{},
+		Members:    map[string]Member{},
+		NextJobID:  1,
+		NextEvent:  1,
+	}
+}
+
+func (f *FSM) reset(d data) {
+	f.d = d
+	f.cap = deriveCapacity(d.Topology)
+}
+
+func deriveCapacity(t *domain.Topology) capacity {
+	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}}
+	if t == nil {
+		return c
+	}
+	for _, s := range t.Servers() {
+		c.servers[s.Name] = s
+		c.total += s.GPUs
+		c.byModel[s.GPUModel] += s.GPUs
+		if s.GPUs > c.maxPerServer[s.GPUModel] {
+			c.maxPerServer[s.GPUModel] = s.GPUs
+		}
+	}
+	return c
+}
+
+// Apply implements raft.FSM. It returns a *Result for every entry.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = l.Index
+	return f.apply(l.Data)
+}
+
+// ApplyCommand applies an encoded command outside Raft (tests, simulator).
+func (f *FSM) ApplyCommand(b []byte) *Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(b)
+}
+
+func (f *FSM) apply(b []byte) *Result {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return &Result{Err: domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)}
+	}
+	h, ok := handlers[c.Type]
+	if !ok {
+		return &Result{Err: domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type)}
+	}
+	v, err := h(f, &c)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	return &Result{Value: v}
+}
+
+// event appends an audit event; called by handlers after they changed state.
+func (f *FSM) event(c *Command, action, object, tenant, workspace, msg string) {
+	f.d.Events = append(f.d.Events, domain.Event{
+		Seq: f.d.NextEvent, At: c.At, Actor: c.Actor, Action: action, Object: object,
+		Tenant: tenant, Workspace: workspace, Message: msg,
+	})
+	f.d.NextEvent++
+}
+
+// Snapshot implements raft.FSM: a deep copy taken under the read lock, encoded
+// outside it so that writes continue while the snapshot is persisted.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	b, err := json.Marshal(&f.d)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return &snapshot{b: b}, nil
+}
+
+// Restore implements raft.FSM.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	d := newData()
+	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+		return fmt.Errorf("decode snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.reset(d)
+	f.mu.Unlock()
+	return nil
+}
+
+type snapshot struct{ b []byte }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.b); err != nil {
+		return errors.Join(fmt.Errorf("write snapshot: %w", err), sink.Cancel())
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}
+
+// handler applies one command type. It must validate everything before it
+// changes anything: a refused command leaves the state untouched.
+type handler func(f *FSM, c *Command) (any, *domain.Error)
+
+var handlers = map[CommandType]handler{
+	CmdTopologyApply:   (*FSM).applyTopology,
+	CmdTenantCreate:    (*FSM).applyTenantCreate,
+	CmdTenantDelete:    (*FSM).applyTenantDelete,
+	CmdWorkspaceCreate: (*FSM).applyWorkspaceCreate,
+	CmdWorkspaceUpdate: (*FSM).applyWorkspaceUpdate,
+	CmdWorkspaceDelete: (*FSM).applyWorkspaceDelete,
+	CmdTokenCreate:     (*FSM).applyTokenCreate,
+	CmdTokenDelete:     (*FSM).applyTokenDelete,
+	CmdJobSubmit:       (*FSM).applyJobSubmit,
+	CmdJobCancel:       (*FSM).applyJobCancel,
+	CmdJobsPlace:       (*FSM).applyJobsPlace,
+	CmdMemberSet:       (*FSM).applyMemberSet,
+}
+
+func decode[T any](c *Command) (*T, *domain.Error) {
+	var p T
+	if err := json.Unmarshal(c.Payload, &p); err != nil {
+		return nil, domain.Errorf(domain.CodeInternal, "decode %s payload: %v", c.Type, err)
+	}
+	return &p, nil
+}
+
+func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
+	p, derr := decode[TopologyApply](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t := &p.Topology
+	if err := topology.Normalize(t, f.d.Topology); err != nil {
+		return nil, asDomainError(err)
+	}
+	if err := topology.Validate(t); err != nil {
+		return nil, err
+	}
+	fp := topology.Fingerprint(t)
+	if fp == f.d.Fingerprint {
+		return &domain.TopologyResult{Changed: false, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: t.Summary()}, nil
+	}
+	next := deriveCapacity(t)
+	// A server (or GPUs of it) holding an active job cannot disappear.
+	for _, j := range f.sortedJobs() {
+		for _, pl := range j.Placements {
+			if j.State.Terminal() {
+				continue
+			}
+			s, ok := next.servers[pl.Server]
+			if !ok {
+				return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+					Message: fmt.Sprintf("server %s holds %s job %d (%s/%s): it cannot be removed while the job runs", pl.Server, j.State, j.ID, j.Tenant, j.Workspace)}
+			}
+			for _, g := range pl.GPUs {
+				if g >= s.GPUs {
+					return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+						Message: fmt.Sprintf("GPU %d of server %s holds %s job %d: the server cannot shrink to %d GPUs while the job runs", g, pl.Server, j.State, j.ID, s.GPUs)}
+				}
+			}
+		}
+	}
+	if g := f.totalGuaranteed(); g > next.total {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+			Message: fmt.Sprintf("workspaces guarantee %d GPUs but this topology has %d: lower guarantees first", g, next.total)}
+	}
+	f.d.Topology, f.d.Fingerprint, f.cap = t, fp, next
+	f.d.TopologyRev++
+	sum := t.Summary()
+	f.event(c, "topology.apply", "topology", "", "", fmt.Sprintf("revision %d: %d servers, %d GPUs, %d leaves, %d spines", f.d.TopologyRev, sum.Servers, sum.GPUs, sum.Leaves, sum.Spines))
+	return &domain.TopologyResult{Changed: true, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: sum}, nil
+}
+
+func asDomainError(err error) *domain.Error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	return domain.Errorf(domain.CodeInvalidArgument, "%v", err)
+}
+
+func (f *FSM) totalGuaranteed() int {
+	n := 0
+	for _, w := range f.d.Workspaces {
+		n += w.Guaranteed
+	}
+	return n
+}
+
+func (f *FSM) applyTenantCreate(c *Command) (any, *domain.Error) {
+	p, derr := decode[TenantCreate](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t := p.Tenant
+	if err := domain.ValidateTenant(&t); err != nil {
+		return nil, err
+	}
+	if _, ok := f.d.Tenants[t.Name]; ok {
+		return nil, &domain.Error{Code: domain.CodeAlreadyExists, Field: "name", Message: fmt.Sprintf("tenant %q already exists", t.Name)}
+	}
+	t.CreatedAt, t.CreatedBy = c.At, c.Actor
+	f.d.Tenants[t.Name] = &t
+	f.event(c, "tenant.create", "tenant/"+t.Name, t.Name, "", fmt.Sprintf("isolation=%s network=%s jobSegmentation=%t", t.Isolation, t.Network, t.JobSegmentation))
+	cp := t
+	return &cp, nil
+}
+
+func (f *FSM) applyTenantDelete(c *Command) (any, *domain.Error) {
+	p, derr := decode[TenantDelete](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t, ok := f.d.Tenants[p.Name]
+	if !ok {
+		return nil, domain.NotFound("tenant", p.Name)
+	}
+	var ws []string
+	for _, w := range f.d.Workspaces {
+		if w.Tenant == p.Name {
+			ws = append(ws, w.Name)
+		}
+	}
+	if len(ws) > 0 {
+		sort.Strings(ws)
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "tenant %q still has workspaces %v: delete them first", p.Name, ws)
+	}
+	delete(f.d.Tenants, p.Name)
+	for id, tok := range f.d.Tokens {
+		if tok.Tenant == p.Name {
+			delete(f.d.Tokens, id)
+		}
+	}
+	f.event(c, "tenant.delete", "tenant/"+p.Name, p.Name, "", "tenant and its tokens removed")
+	return t, nil
+}
+
+func (f *FSM) checkGuarantee(field string, delta int) *domain.Error {
+	if delta <= 0 {
+		return nil
+	}
+	if g := f.totalGuaranteed() + delta; g > f.cap.total {
+		return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
+			Message: fmt.Sprintf("guarantees would total %d GPUs but the inventory has %d: guarantees are never overcommitted", g, f.cap.total)}
+	}
+	return nil
+}
+
+func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
+	p, derr := decode[WorkspaceCreate](c)
+	if derr != nil {
+		return nil, derr
+	}
+	w := p.Workspace
+	if err := domain.ValidateWorkspace(&w); err != nil {
+		return nil, err
+	}
+	if _, ok := f.d.Tenants[w.Tenant]; !ok {
+		return nil, domain.NotFound("tenant", w.Tenant)
+	}
+	if _, ok := f.d.Workspaces[w.Ref()]; ok {
+		return nil, &domain.Error{Code: domain.CodeAlreadyExists, Field: "name", Message: fmt.Sprintf("workspace %q already exists", w.Ref())}
+	}
+	if err := f.checkGuarantee("guaranteed", w.Guaranteed); err != nil {
+		return nil, err
+	}
+	w.CreatedAt, w.CreatedBy = c.At, c.Actor
+	f.d.Workspaces[w.Ref()] = &w
+	f.event(c, "workspace.create", "workspace/"+w.Ref(), w.Tenant, w.Name, quotaString(&w))
+	cp := w
+	return &cp, nil
+}
+
+func quotaString(w *domain.Workspace) string {
+	return fmt.Sprintf("guaranteed=%d borrowLimit=%d lendLimit=%d weight=%d priority=%d", w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight, w.Priority)
+}
+
+func (f *FSM) applyWorkspaceUpdate(c *Command) (any, *domain.Error) {
+	p, derr := decode[WorkspaceUpdate](c)
+	if derr != nil {
+		return nil, derr
+	}
+	w := p.Workspace
+	if err := domain.ValidateWorkspace(&w); err != nil {
+		return nil, err
+	}
+	old, ok := f.d.Workspaces[w.Ref()]
+	if !ok {
+		return nil, domain.NotFound("workspace", w.Ref())
+	}
+	if err := f.checkGuarantee("guaranteed", w.Guaranteed-old.Guaranteed); err != nil {
+		return nil, err
+	}
+	w.CreatedAt, w.CreatedBy = old.CreatedAt, old.CreatedBy
+	f.d.Workspaces[w.Ref()] = &w
+	f.event(c, "workspace.update", "workspace/"+w.Ref(), w.Tenant, w.Name, quotaString(&w))
+	cp := w
+	return &cp, nil
+}
+
+func (f *FSM) applyWorkspaceDelete(c *Command) (any, *domain.Error) {
+	p, derr := decode[WorkspaceDelete](c)
+	if derr != nil {
+		return nil, derr
+	}
+	ref := domain.Ref(p.Tenant, p.Name)
+	w, ok := f.d.Workspaces[ref]
+	if !ok {
+		return nil, domain.NotFound("workspace", ref)
+	}
+	for _, j := range f.sortedJobs() {
+		if j.Tenant == p.Tenant && j.Workspace == p.Name && !j.State.Terminal() {
+			return nil, domain.Errorf(domain.CodeFailedPrecondition, "workspace %q has %s job %d: cancel its jobs first", ref, j.State, j.ID)
+		}
+	}
+	delete(f.d.Workspaces, ref)
+	for id, tok := range f.d.Tokens {
+		if tok.Tenant == p.Tenant && tok.Workspace == p.Name {
+			delete(f.d.Tokens, id)
+		}
+	}
+	f.event(c, "workspace.delete", "workspace/"+ref, p.Tenant, p.Name, "workspace and its member tokens removed")
+	return w, nil
+}
+
+func (f *FSM) applyTokenCreate(c *Command) (any, *domain.Error) {
+	p, derr := decode[TokenCreate](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t := p.Token
+	if err := domain.ValidateTokenScope(t.Role, t.Tenant, t.Workspace); err != nil {
+		return nil, err
+	}
+	if len(p.Hash) != 64 {
+		return nil, domain.Errorf(domain.CodeInternal, "token hash must be a hex SHA-256")
+	}
+	if t.Tenant != "" {
+		if _, ok := f.d.Tenants[t.Tenant]; !ok {
+			return nil, domain.NotFound("tenant", t.Tenant)
+		}
+	}
+	if t.Workspace != "" {
+		if _, ok := f.d.Workspaces[domain.Ref(t.Tenant, t.Workspace)]; !ok {
+			return nil, domain.NotFound("workspace", domain.Ref(t.Tenant, t.Workspace))
+		}
+	}
+	if _, ok := f.d.Tokens[t.ID]; ok {
+		return nil, domain.Errorf(domain.CodeAlreadyExists, "token %q already exists", t.ID)
+	}
+	t.CreatedAt, t.CreatedBy = c.At, c.Actor
+	f.d.Tokens[t.ID] = &storedToken{Token: t, Hash: p.Hash}
+	f.event(c, "token.create", "token/"+t.ID, t.Tenant, t.Workspace, "role="+string(t.Role))
+	return &t, nil
+}
+
+func (f *FSM) applyTokenDelete(c *Command) (any, *domain.Error) {
+	p, derr := decode[TokenDelete](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t, ok := f.d.Tokens[p.ID]
+	if !ok {
+		return nil, domain.NotFound("token", p.ID)
+	}
+	delete(f.d.Tokens, p.ID)
+	f.event(c, "token.delete", "token/"+p.ID, t.Tenant, t.Workspace, "role="+string(t.Role))
+	tok := t.Token
+	return &tok, nil
+}
+
+func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobSubmit](c)
+	if derr != nil {
+		return nil, derr
+	}
+	s := p.Spec
+	if err := domain.ValidateJobSpec(&s); err != nil {
+		return nil, err
+	}
+	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
+	if !ok {
+		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
+	}
+	if err := f.checkFits(&s, w); err != nil {
+		return nil, err
+	}
+	id := f.d.NextJobID
+	f.d.NextJobID++
+	if s.Name == "" {
+		s.Name = fmt.Sprintf("job-%d", id)
+	}
+	j := &domain.Job{
+		ID: id, JobSpec: s, State: domain.JobPending,
+		Reason:      &domain.Reason{Code: domain.ReasonSchedulerNotRunning, Message: "scheduler not running: jobs are queued until the scheduler places them"},
+		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
+	}
+	f.d.Jobs[id] = j
+	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, fmt.Sprintf("%s: %d GPUs", s.Name, s.GPUs))
+	return copyJob(j), nil
+}
+
+// checkFits refuses a job that could never be admitted, whatever else runs:
+// better an error now than a job pending forever.
+func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	if max := w.Guaranteed + w.BorrowLimit; s.GPUs > max {
+		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d = %d)", s.GPUs, w.Ref(), w.Guaranteed, w.BorrowLimit, max)
+	}
+	have, what := f.cap.total, "GPUs"
+	if s.GPUModel != "" {
+		have, what = f.cap.byModel[s.GPUModel], s.GPUModel+" GPUs"
+	}
+	if s.GPUs > have {
+		return domain.Invalid("gpus", "gpus %d exceeds the inventory's %d %s", s.GPUs, have, what)
+	}
+	if s.GPUsPerNode > 0 {
+		most := 0
+		for m, n := range f.cap.maxPerServer {
+			if (s.GPUModel == "" || m == s.GPUModel) && n > most {
+				most = n
+			}
+		}
+		if s.GPUsPerNode > most {
+			return domain.Invalid("gpusPerNode", "gpusPerNode %d exceeds the largest server's %d %s", s.GPUsPerNode, most, what)
+		}
+	}
+	return nil
+}
+
+func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobCancel](c)
+	if derr != nil {
+		return nil, derr
+	}
+	j, ok := f.d.Jobs[p.ID]
+	if !ok {
+		return nil, domain.NotFound("job", fmt.Sprint(p.ID))
+	}
+	if j.State.Terminal() {
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is already %s", j.ID, j.State)
+	}
+	j.State, j.UpdatedAt = domain.JobCancelled, c.At
+	j.Reason = &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}
+	j.Placements = nil
+	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
+	return copyJob(j), nil
+}
+
+func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobsPlace](c)
+	if derr != nil {
+		return nil, derr
+	}
+	used := f.usedGPUs()
+	for i, jp := range p.Jobs {
+		j, ok := f.d.Jobs[jp.ID]
+		if !ok {
+			return nil, domain.NotFound("job", fmt.Sprint(jp.ID))
+		}
+		if j.State != domain.JobPending {
+			return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is %s, not Pending", j.ID, j.State)
+		}
+		n := 0
+		for _, pl := range jp.Placements {
+			s, ok := f.cap.servers[pl.Server]
+			if !ok {
+				return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "server %q is not in the inventory", pl.Server)
+			}
+			for _, g := range pl.GPUs {
+				key := gpuKey{pl.Server, g}
+				if g < 0 || g >= s.GPUs {
+					return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "server %s has no GPU %d", pl.Server, g)
+				}
+				if other, busy := used[key]; busy {
+					return nil, domain.Errorf(domain.CodeFailedPrecondition, "GPU %d of %s is held by job %d", g, pl.Server, other)
+				}
+				used[key] = j.ID
+				n++
+			}
+		}
+		if n != j.GPUs {
+			return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "job %d asks for %d GPUs, the plan gives %d", j.ID, j.GPUs, n)
+		}
+	}
+	out := make([]*domain.Job, 0, len(p.Jobs))
+	for _, jp := range p.Jobs {
+		j := f.d.Jobs[jp.ID]
+		j.State, j.Reason, j.Placements, j.UpdatedAt = domain.JobRunning, nil, jp.Placements, c.At
+		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %d servers", j.GPUs, len(jp.Placements)))
+		out = append(out, copyJob(j))
+	}
+	return out, nil
+}
+
+type gpuKey struct {
+	server string
+	gpu    int
+}
+
+func (f *FSM) usedGPUs() map[gpuKey]uint64 {
+	used := map[gpuKey]uint64{}
+	for _, j := range f.d.Jobs {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, pl := range j.Placements {
+			for _, g := range pl.GPUs {
+				used[gpuKey{pl.Server, g}] = j.ID
+			}
+		}
+	}
+	return used
+}
+
+func (f *FSM) applyMemberSet(c *Command) (any, *domain.Error) {
+	p, derr := decode[MemberSet](c)
+	if derr != nil {
+		return nil, derr
+	}
+	m := p.Member
+	if m.ID == "" || m.RaftAddr == "" {
+		return nil, domain.Invalid("id", "member needs an id and a raft address")
+	}
+	if old, ok := f.d.Members[m.ID]; ok && old == m {
+		return &m, nil
+	}
+	f.d.Members[m.ID] = m
+	f.event(c, "member.set", "member/"+m.ID, "", "", fmt.Sprintf("raft=%s api=%s", m.RaftAddr, m.APIAddr))
+	return &m, nil
+}
+
+func (f *FSM) sortedJobs() []*domain.Job {
+	out := make([]*domain.Job, 0, len(f.d.Jobs))
+	for _, j := range f.d.Jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+func copyJob(j *domain.Job) *domain.Job {
+	cp := *j
+	if j.Reason != nil {
+		r := *j.Reason
+		cp.Reason = &r
+	}
+	if j.Placements != nil {
+		cp.Placements = make([]domain.Placement, len(j.Placements))
+		for i, p := range j.Placements {
+			cp.Placements[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...)}
+		}
+	}
+	return &cp
+}

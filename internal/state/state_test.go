@@ -1,0 +1,358 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+var t0 = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+
+// harness applies commands to an FSM the way Raft would.
+type harness struct {
+	t   *testing.T
+	f   *FSM
+	log [][]byte
+	at  time.Time
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return &harness{t: t, f: New(), at: t0}
+}
+
+func (h *harness) apply(ct CommandType, payload any) *Result {
+	h.t.Helper()
+	h.at = h.at.Add(time.Second)
+	b, err := Encode(ct, h.at, "admin:test", payload)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.log = append(h.log, b)
+	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b})
+	return r.(*Result)
+}
+
+func (h *harness) must(ct CommandType, payload any) any {
+	h.t.Helper()
+	r := h.apply(ct, payload)
+	if r.Err != nil {
+		h.t.Fatalf("%s: %v", ct, r.Err)
+	}
+	return r.Value
+}
+
+func (h *harness) snapshot() []byte {
+	h.t.Helper()
+	s, err := h.f.Snapshot()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s.(*snapshot).b
+}
+
+// cluster seeds a generated topology (stripes x servers x 8 GPUs), tenant
+// acme and workspace acme/research.
+func (h *harness) cluster(stripes, servers, guaranteed int) *harness {
+	h.t.Helper()
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: stripes, ServersPerStripe: servers, GPUsPerServer: 8})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("acme").Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "research").Guaranteed(guaranteed).Borrow(guaranteed).Obj()})
+	return h
+}
+
+// Fluent builders.
+type tenantB struct{ t domain.Tenant }
+
+func MakeTenant(name string) *tenantB {
+	return &tenantB{domain.Tenant{Name: name, Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}}
+}
+func (b *tenantB) Isolation(i domain.Isolation) *tenantB { b.t.Isolation = i; return b }
+func (b *tenantB) Obj() domain.Tenant                    { return b.t }
+
+type wsB struct{ w domain.Workspace }
+
+func MakeWorkspace(tenant, name string) *wsB {
+	return &wsB{domain.Workspace{Tenant: tenant, Name: name, Weight: 1}}
+}
+func (b *wsB) Guaranteed(n int) *wsB   { b.w.Guaranteed = n; return b }
+func (b *wsB) Borrow(n int) *wsB       { b.w.BorrowLimit = n; return b }
+func (b *wsB) Lend(n int) *wsB         { b.w.LendLimit = n; return b }
+func (b *wsB) Obj() domain.Workspace   { return b.w }
+func (b *wsB) Weight(n int) *wsB       { b.w.Weight = n; return b }
+func (b *wsB) Priority(n int) *wsB     { b.w.Priority = n; return b }
+func (b *wsB) Tenant(t string) *wsB    { b.w.Tenant = t; return b }
+func (b *wsB) Name(n string) *wsB      { b.w.Name = n; return b }
+func (b *wsB) Ref() string             { return b.w.Ref() }
+func (b *wsB) Copy() *wsB              { c := *b; return &c }
+func (b *wsB) Build() domain.Workspace { return b.w }
+
+type jobB struct{ s domain.JobSpec }
+
+func MakeJob(ws string, gpus int) *jobB {
+	return &jobB{domain.JobSpec{Tenant: "acme", Workspace: ws, GPUs: gpus}}
+}
+func (b *jobB) PerNode(n int) *jobB      { b.s.GPUsPerNode = n; return b }
+func (b *jobB) Model(m string) *jobB     { b.s.GPUModel = m; return b }
+func (b *jobB) Name(n string) *jobB      { b.s.Name = n; return b }
+func (b *jobB) Tenant(t string) *jobB    { b.s.Tenant = t; return b }
+func (b *jobB) Obj() JobSubmit           { return JobSubmit{Spec: b.s} }
+func (b *jobB) Priority(p int) *jobB     { b.s.Priority = p; return b }
+func (b *jobB) Preemptible() *jobB       { b.s.Preemptible = true; return b }
+func (b *jobB) Spec() domain.JobSpec     { return b.s }
+func (b *jobB) Workspace(w string) *jobB { b.s.Workspace = w; return b }
+
+func TestJobSubmit(t *testing.T) {
+	cases := map[string]struct {
+		job       JobSubmit
+		wantCode  domain.Code
+		wantField string
+	}{
+		"fits":                     {job: MakeJob("research", 16).PerNode(8).Model("H100-80GB").Obj()},
+		"default name":             {job: MakeJob("research", 1).Obj()},
+		"zero gpus":                {job: MakeJob("research", 0).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"negative gpus":            {job: MakeJob("research", -4).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"absurd gpus":              {job: MakeJob("research", 1<<40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"beyond borrow limit":      {job: MakeJob("research", 40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"per node not a divisor":   {job: MakeJob("research", 12).PerNode(8).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
+		"per node beyond a server": {job: MakeJob("research", 16).PerNode(16).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
+		"unknown model":            {job: MakeJob("research", 8).Model("H900").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModel"},
+		"model not in inventory":   {job: MakeJob("research", 8).Model("A100-80GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"unknown workspace":        {job: MakeJob("nope", 8).Obj(), wantCode: domain.CodeNotFound, wantField: "workspace"},
+		"bad name":                 {job: MakeJob("research", 8).Name("Bad_Name").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "name"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t).cluster(1, 4, 16)
+			before := h.snapshot()
+			r := h.apply(CmdJobSubmit, tc.job)
+			if tc.wantCode != "" {
+				if r.Err == nil || r.Err.Code != tc.wantCode || r.Err.Field != tc.wantField {
+					t.Fatalf("got %v, want code %s field %s", r.Err, tc.wantCode, tc.wantField)
+				}
+				if !bytes.Equal(before, h.snapshot()) {
+					t.Fatal("a refused command changed the state")
+				}
+				return
+			}
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			j := r.Value.(*domain.Job)
+			if j.ID != 1 || j.State != domain.JobPending || j.Reason == nil || j.Reason.Code != domain.ReasonSchedulerNotRunning {
+				t.Fatalf("job = %+v, want ID 1 Pending with reason %s", j, domain.ReasonSchedulerNotRunning)
+			}
+			if j.Name == "" || j.SubmittedAt.IsZero() || j.SubmittedBy != "admin:test" {
+				t.Fatalf("job name/time/actor not set: %+v", j)
+			}
+		})
+	}
+}
+
+func TestTenancyRules(t *testing.T) {
+	cases := map[string]struct {
+		steps    func(h *harness) *Result
+		wantCode domain.Code
+		wantFld  string
+	}{
+		"duplicate tenant": {steps: func(h *harness) *Result {
+			return h.apply(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("acme").Obj()})
+		}, wantCode: domain.CodeAlreadyExists, wantFld: "name"},
+		"bad isolation": {steps: func(h *harness) *Result {
+			return h.apply(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("x").Isolation("rack").Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "isolation"},
+		"workspace of unknown tenant": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("ghost", "a").Obj()})
+		}, wantCode: domain.CodeNotFound},
+		"duplicate workspace": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "research").Obj()})
+		}, wantCode: domain.CodeAlreadyExists, wantFld: "name"},
+		"guarantees beyond inventory": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "big").Guaranteed(17).Obj()})
+		}, wantCode: domain.CodeFailedPrecondition, wantFld: "guaranteed"},
+		"lend above guarantee": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "b").Guaranteed(4).Lend(8).Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "lendLimit"},
+		"zero weight": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "b").Weight(0).Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "weight"},
+		"update beyond inventory": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(33).Obj()})
+		}, wantCode: domain.CodeFailedPrecondition, wantFld: "guaranteed"},
+		"delete tenant with workspaces": {steps: func(h *harness) *Result {
+			return h.apply(CmdTenantDelete, TenantDelete{Name: "acme"})
+		}, wantCode: domain.CodeFailedPrecondition},
+		"delete workspace with pending job": {steps: func(h *harness) *Result {
+			h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+			return h.apply(CmdWorkspaceDelete, WorkspaceDelete{Tenant: "acme", Name: "research"})
+		}, wantCode: domain.CodeFailedPrecondition},
+		"cancel twice": {steps: func(h *harness) *Result {
+			h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+			h.must(CmdJobCancel, JobCancel{ID: 1})
+			return h.apply(CmdJobCancel, JobCancel{ID: 1})
+		}, wantCode: domain.CodeFailedPrecondition},
+		"token for unknown workspace": {steps: func(h *harness) *Result {
+			return h.apply(CmdTokenCreate, TokenCreate{Token: domain.Token{ID: "abc", Role: domain.RoleMember, Tenant: "acme", Workspace: "nope"}, Hash: HashSecret("x")})
+		}, wantCode: domain.CodeNotFound},
+		"valid update": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(32).Borrow(0).Obj()})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t).cluster(1, 4, 16) // 32 GPUs, 16 guaranteed
+			r := tc.steps(h)
+			if tc.wantCode == "" {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				return
+			}
+			if r.Err == nil || r.Err.Code != tc.wantCode || r.Err.Field != tc.wantFld {
+				t.Fatalf("got %v, want code %s field %q", r.Err, tc.wantCode, tc.wantFld)
+			}
+		})
+	}
+}
+
+func TestTopologyReapplyIsNoop(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 0)
+	topo, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
+	events := len(h.f.Events(EventFilter{}))
+	before := h.snapshot()
+	res := h.must(CmdTopologyApply, TopologyApply{Topology: *topo}).(*domain.TopologyResult)
+	if res.Changed || res.Revision != 1 {
+		t.Fatalf("re-apply: changed=%t revision=%d, want unchanged revision 1", res.Changed, res.Revision)
+	}
+	if !bytes.Equal(before, h.snapshot()) || len(h.f.Events(EventFilter{})) != events {
+		t.Fatal("re-applying the same topology changed the state or logged an event")
+	}
+}
+
+func TestTopologyRefusesRemovingBusyServer(t *testing.T) {
+	h := newHarness(t).cluster(1, 4, 16)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	big, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
+	busy := big.Sites[0].Fabrics[0].Servers[3].Name
+	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: busy, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}})
+	small, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 3, GPUsPerServer: 8})
+	before := h.snapshot()
+	r := h.apply(CmdTopologyApply, TopologyApply{Topology: *small})
+	if r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("removing %s under a running job: got %v, want failed_precondition", busy, r.Err)
+	}
+	if !bytes.Equal(before, h.snapshot()) {
+		t.Fatal("refused topology changed the state")
+	}
+	// Once the job is cancelled the server may go.
+	h.must(CmdJobCancel, JobCancel{ID: 1})
+	if r := h.apply(CmdTopologyApply, TopologyApply{Topology: *small}); r.Err != nil {
+		t.Fatalf("after cancel: %v", r.Err)
+	}
+}
+
+func TestTopologyRefusesShrinkBelowGuarantees(t *testing.T) {
+	h := newHarness(t).cluster(1, 4, 32)
+	small, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 3, GPUsPerServer: 8})
+	if r := h.apply(CmdTopologyApply, TopologyApply{Topology: *small}); r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("got %v, want failed_precondition", r.Err)
+	}
+}
+
+func TestPlanRecheck(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 16)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	srv := h.f.Topology().Topology.Sites[0].Fabrics[0].Servers[0].Name
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: srv, GPUs: all}}}}})
+	// A stale plan that reuses job 1's GPUs is refused whole.
+	r := h.apply(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 2, Placements: []domain.Placement{{Server: srv, GPUs: all}}}}})
+	if r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("double booking: got %v", r.Err)
+	}
+	if j, _ := h.f.Job(2); j.State != domain.JobPending {
+		t.Fatalf("job 2 is %s after a refused plan", j.State)
+	}
+}
+
+func TestDeterministicReplayAndSnapshot(t *testing.T) {
+	h := newHarness(t).cluster(2, 2, 16)
+	for i := 0; i < 20; i++ {
+		h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	}
+	h.must(CmdJobCancel, JobCancel{ID: 3})
+	h.apply(CmdJobCancel, JobCancel{ID: 999}) // refused; must not diverge replicas
+	want := h.snapshot()
+
+	// Replaying the same log on a fresh FSM gives the same bytes.
+	replica := New()
+	for i, b := range h.log {
+		replica.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
+	}
+	s, _ := replica.Snapshot()
+	if got := s.(*snapshot).b; !bytes.Equal(got, want) {
+		t.Fatal("replaying the log on another FSM produced a different state")
+	}
+
+	// Restoring a snapshot gives the same state and the same answers.
+	restored := New()
+	if err := restored.Restore(nopCloser{bytes.NewReader(want)}); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := restored.Snapshot()
+	if !bytes.Equal(s2.(*snapshot).b, want) {
+		t.Fatal("snapshot does not round-trip")
+	}
+	if got := len(restored.Jobs(JobFilter{State: domain.JobPending})); got != 19 {
+		t.Fatalf("restored pending jobs = %d, want 19", got)
+	}
+	if total, g := restored.Capacity(); total != 32 || g != 16 {
+		t.Fatalf("restored capacity = %d/%d, want 32 GPUs, 16 guaranteed (derived index rebuilt)", total, g)
+	}
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+func TestEventsAndAuthentication(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("globex").Obj()})
+	h.must(CmdTokenCreate, TokenCreate{Token: domain.Token{ID: "t1", Role: domain.RoleTenantAdmin, Tenant: "acme"}, Hash: HashSecret("jf_t1_secret")})
+	if _, ok := h.f.Authenticate("t1", "jf_t1_secret"); !ok {
+		t.Fatal("valid secret refused")
+	}
+	if _, ok := h.f.Authenticate("t1", "jf_t1_wrong"); ok {
+		t.Fatal("wrong secret accepted")
+	}
+	raw, _ := json.Marshal(h.f.Tokens(nil))
+	if bytes.Contains(raw, []byte(HashSecret("jf_t1_secret"))) {
+		t.Fatal("token listing leaks the hash")
+	}
+	acme := h.f.Events(EventFilter{Tenant: "acme"})
+	for _, e := range acme {
+		if e.Tenant != "acme" {
+			t.Fatalf("tenant filter leaked %+v", e)
+		}
+	}
+	if len(acme) != 3 { // tenant, workspace, token
+		t.Fatalf("acme events = %d, want 3: %+v", len(acme), acme)
+	}
+	if got := h.f.Events(EventFilter{Since: h.at}); len(got) != 1 || got[0].Action != "token.create" {
+		t.Fatalf("since filter: %+v", got)
+	}
+	if got := h.f.Events(EventFilter{Limit: 2}); len(got) != 2 || got[1].Action != "token.create" {
+		t.Fatalf("limit keeps the newest: %+v", got)
+	}
+}

@@ -1,0 +1,718 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+const (
+	// maxAppendEntries bounds both the group commit on the leader (how many
+	// queued Applies share one log write and fsync) and the entries per
+	// AppendEntries RPC. Raft's default of 64 caps a burst of concurrent
+	// submits at 64 per fsync; 256 absorbs larger bursts while keeping RPCs
+	// of our small JSON commands well under a megabyte. Raft allows 1024.
+	maxAppendEntries = 256
+	// logCacheSize keeps the newest entries in memory so that replication to
+	// followers that are only slightly behind never reads bolt.
+	logCacheSize = 512
+	// snapshotsRetained: the newest snapshot plus one to fall back on.
+	snapshotsRetained = 2
+	// transportTimeout is the I/O deadline of one raft RPC. Generous so that
+	// a large InstallSnapshot or a GC pause does not abort replication.
+	transportTimeout = 10 * time.Second
+	// transportMaxPool is the number of idle outbound connections per peer.
+	transportMaxPool = 3
+	// boltOpenTimeout bounds waiting for bolt's file lock: a second process
+	// on the same data dir fails fast instead of hanging at start-up.
+	boltOpenTimeout = 2 * time.Second
+	// leaderPollInterval paces WaitForLeader.
+	leaderPollInterval = 20 * time.Millisecond
+)
+
+// Suffrage values reported in Member.
+const (
+	SuffrageVoter    = "voter"
+	SuffrageNonvoter = "nonvoter"
+	SuffrageStaging  = "staging"
+)
+
+// Config configures Open.
+type Config struct {
+	// NodeID is the stable identity of this server; it must survive
+	// restarts, the address may change.
+	NodeID string
+	// DataDir holds raft state in DataDir/raft: raft.db (log and stable
+	// store) and snapshots/.
+	DataDir string
+	// RaftAddr is the host:port the transport binds. With port 0 the port
+	// the kernel picked is used, and advertised unless AdvertiseAddr is set.
+	RaftAddr string
+	// AdvertiseAddr is the host:port peers dial; defaults to the bound
+	// address, which must then not be unspecified (0.0.0.0 or [::]).
+	AdvertiseAddr string
+	// Bootstrap makes this node the only voter of a new cluster, but only
+	// when DataDir holds no raft state yet: restarts never bootstrap again.
+	Bootstrap bool
+	// TLS, if set, makes the transport serve TLS. If it has ClientCAs, peers
+	// must present a certificate verified by them (ClientAuth is raised to
+	// tls.RequireAndVerifyClientCert on a copy): without that anyone who can
+	// reach the port could take part in replication.
+	TLS *tls.Config
+	// PeerTLS is used to dial peers. When nil it is derived from TLS: its
+	// RootCAs (or else ClientCAs) verify peers and its certificates are
+	// presented as client certificates. When set without certificates, the
+	// certificates of TLS are presented. Requires TLS.
+	PeerTLS *tls.Config
+	// FSM is the replicated state machine.
+	FSM raft.FSM
+	// Logger receives the store's logs and raft's; raft's Info and Debug
+	// output is logged at Debug, its Trace output below Debug. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Tuning for tests and benchmarks; zero means raft's defaults, suited to
+	// a LAN. A HeartbeatTimeout (or ElectionTimeout) below the defaults
+	// pulls the unset smaller timeouts down with it, so setting one value is
+	// enough to get a valid configuration.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+}
+
+// Member is one server of the raft configuration.
+type Member struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Suffrage string `json:"suffrage"` // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
+	Leader   bool   `json:"leader"`
+}
+
+// Store is a raft server with durable state. It is safe for concurrent use.
+type Store struct {
+	id        string
+	addr      string
+	logger    *slog.Logger
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	layer     *streamLayer
+	bolt      *raftboltdb.BoltStore
+
+	raftNotify chan bool     // raft's NotifyCh, drained by forwardLeadership
+	leaderCh   chan bool     // what LeaderCh hands out
+	stop       chan struct{} // closed by Shutdown after raft has stopped
+	done       chan struct{} // closed when forwardLeadership returns
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Open starts a raft server over the state in cfg.DataDir, bootstrapping a
+// single-voter cluster if cfg.Bootstrap is set and there is no state yet.
+// It returns without waiting for an election; see WaitForLeader.
+func Open(ctx context.Context, cfg Config) (s *Store, err error) {
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("node_id", cfg.NodeID)
+	hl := newHCLogAdapter(logger, "raft")
+
+	rc := raftConfig(cfg, hl)
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("store: raft config: %w", err)
+	}
+	serverTLS, dialTLS, err := transportTLS(cfg.TLS, cfg.PeerTLS, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+
+	// Undo whatever was opened if a later step fails.
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create raft dir: %w", err)
+	}
+	boltOpts := *bbolt.DefaultOptions
+	boltOpts.Timeout = boltOpenTimeout
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &boltOpts,
+		NoSync:      false, // durability of acknowledged writes depends on it
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open raft.db: %w", err)
+	}
+	cleanup = append(cleanup, func() { bolt.Close() })
+	logs, err := raft.NewLogCache(logCacheSize, bolt)
+	if err != nil {
+		return nil, fmt.Errorf("store: log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hl.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot store: %w", err)
+	}
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("store: listen on %s: %w", cfg.RaftAddr, err)
+	}
+	cleanup = append(cleanup, func() { ln.Close() })
+	advertise := cfg.AdvertiseAddr
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	if err := checkAdvertise(advertise); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	layer := newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
+	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: transportMaxPool,
+		Timeout: transportTimeout,
+		Logger:  hl.Named("transport"),
+	})
+	cleanup = append(cleanup, func() { transport.Close(); layer.Close() })
+
+	existing, err := raft.HasExistingState(logs, bolt, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("store: inspect raft state: %w", err)
+	}
+
+	raftNotify := make(chan bool, 16)
+	rc.NotifyCh = raftNotify
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, bolt, snaps, transport)
+	if err != nil {
+		return nil, fmt.Errorf("store: start raft: %w", err)
+	}
+	cleanup = append(cleanup, func() { r.Shutdown().Error() })
+
+	if cfg.Bootstrap && !existing {
+		conf := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter,
+			ID:       rc.LocalID,
+			Address:  transport.LocalAddr(),
+		}}}
+		if err := await(ctx, nil, func() error { return r.BootstrapCluster(conf).Error() }); err != nil {
+			return nil, fmt.Errorf("store: bootstrap: %w", err)
+		}
+		logger.Info("raft cluster bootstrapped", "addr", advertise)
+	}
+
+	s = &Store{
+		id:         cfg.NodeID,
+		addr:       advertise,
+		logger:     logger,
+		raft:       r,
+		transport:  transport,
+		layer:      layer,
+		bolt:       bolt,
+		raftNotify: raftNotify,
+		leaderCh:   make(chan bool, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	go s.forwardLeadership()
+	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "tls", serverTLS != nil)
+	return s, nil
+}
+
+func validate(cfg Config) error {
+	switch {
+	case cfg.NodeID == "":
+		return errors.New("store: config: NodeID is required")
+	case cfg.DataDir == "":
+		return errors.New("store: config: DataDir is required")
+	case cfg.RaftAddr == "":
+		return errors.New("store: config: RaftAddr is required")
+	case cfg.FSM == nil:
+		return errors.New("store: config: FSM is required")
+	case cfg.PeerTLS != nil && cfg.TLS == nil:
+		return errors.New("store: config: PeerTLS requires TLS: peers dial each other the way they serve")
+	}
+	if cfg.AdvertiseAddr != "" {
+		if err := checkAdvertise(cfg.AdvertiseAddr); err != nil {
+			return fmt.Errorf("store: config: %w", err)
+		}
+	}
+	return nil
+}
+
+func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hl
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = maxAppendEntries
+	rc.NoSnapshotRestoreOnStart = false
+	rc.NoLegacyTelemetry = true
+
+	// Keep the invariants raft validates (lease <= heartbeat <= election)
+	// when only some timeouts are given.
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	} else if cfg.ElectionTimeout > 0 && cfg.ElectionTimeout < rc.HeartbeatTimeout {
+		rc.HeartbeatTimeout = cfg.ElectionTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	} else if rc.HeartbeatTimeout > rc.ElectionTimeout {
+		rc.ElectionTimeout = rc.HeartbeatTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	} else if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	return rc
+}
+
+// transportTLS derives the listener and dialer configs; see Config.TLS and
+// Config.PeerTLS. Both are copies: the caller's configs are not modified.
+func transportTLS(srv, peer *tls.Config, logger *slog.Logger) (serverTLS, dialTLS *tls.Config, err error) {
+	if srv == nil {
+		return nil, nil, nil
+	}
+	serverTLS = srv.Clone()
+	if serverTLS.MinVersion < tls.VersionTLS12 {
+		serverTLS.MinVersion = tls.VersionTLS12
+	}
+	if serverTLS.ClientCAs != nil {
+		serverTLS.ClientAuth = tls.RequireAndVerifyClientCert
+	} else {
+		logger.Warn("raft TLS has no client CA: peers are not authenticated, anyone reaching the raft port can join replication")
+	}
+	if peer != nil {
+		dialTLS = peer.Clone()
+	} else {
+		dialTLS = &tls.Config{RootCAs: serverTLS.RootCAs}
+		if dialTLS.RootCAs == nil {
+			dialTLS.RootCAs = serverTLS.ClientCAs // nil still: the system pool
+		}
+	}
+	if dialTLS.MinVersion < tls.VersionTLS12 {
+		dialTLS.MinVersion = tls.VersionTLS12
+	}
+	if len(dialTLS.Certificates) == 0 && dialTLS.GetClientCertificate == nil {
+		dialTLS.Certificates = serverTLS.Certificates
+	}
+	if serverTLS.ClientAuth == tls.RequireAndVerifyClientCert && len(dialTLS.Certificates) == 0 && dialTLS.GetClientCertificate == nil {
+		return nil, nil, errors.New("store: config: raft peers must present a client certificate but neither PeerTLS nor TLS has one")
+	}
+	return serverTLS, dialTLS, nil
+}
+
+// forwardLeadership drains raft's NotifyCh at once, because raft blocks on
+// it, and keeps only the newest value in leaderCh for a consumer that may be
+// slow or absent. It closes leaderCh after Shutdown.
+func (s *Store) forwardLeadership() {
+	defer close(s.done)
+	defer close(s.leaderCh)
+	for {
+		select {
+		case v := <-s.raftNotify:
+			s.publishLeadership(v)
+		case <-s.stop:
+			// Raft has stopped: flush what it sent on the way out.
+			for {
+				select {
+				case v := <-s.raftNotify:
+					s.publishLeadership(v)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Store) publishLeadership(v bool) {
+	if v {
+		s.logger.Info("raft leadership acquired")
+	} else {
+		s.logger.Info("raft leadership lost")
+	}
+	for {
+		select {
+		case s.leaderCh <- v:
+			return
+		default:
+		}
+		// Full: replace the stale value. Only this goroutine sends, so the
+		// next send finds room.
+		select {
+		case <-s.leaderCh:
+		default:
+		}
+	}
+}
+
+// Apply proposes cmd and waits until it is committed and applied by the
+// local FSM, returning the FSM's response as is (an FSM that reports
+// rejections as error values returns them here, with a nil error).
+//
+// ctx bounds the whole call. Not on the leader, it returns *NotLeaderError
+// and the command was not appended: retrying on the leader is safe. An error
+// wrapping ErrUnknownOutcome (leadership lost, shutdown, or ctx ended while
+// the command was in flight) means it may still commit. After Shutdown the
+// error wraps raft.ErrRaftShutdown.
+func (s *Store) Apply(ctx context.Context, cmd []byte) (any, error) {
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: apply: %w", err)
+	}
+	if s.stopped() {
+		return nil, fmt.Errorf("store: apply: %w", raft.ErrRaftShutdown)
+	}
+	var resp any
+	err = s.await(ctx, func() error {
+		f := s.raft.Apply(cmd, timeout)
+		if err := f.Error(); err != nil {
+			return err
+		}
+		resp = f.Response()
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("apply", err, true)
+	}
+	return resp, nil
+}
+
+// IsLeader reports whether this server is the leader now. It can be stale
+// the moment it returns; use Barrier to confirm leadership for a read.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader known to this server, or empty strings.
+func (s *Store) Leader() (id, addr string) {
+	a, i := s.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// WaitForLeader returns once this server knows a leader (itself or a peer).
+func (s *Store) WaitForLeader(ctx context.Context) error {
+	t := time.NewTicker(leaderPollInterval)
+	defer t.Stop()
+	for {
+		if id, _ := s.Leader(); id != "" {
+			return nil
+		}
+		if s.raft.State() == raft.Shutdown {
+			return fmt.Errorf("store: wait for leader: %w", raft.ErrRaftShutdown)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: wait for leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// AddVoter adds or updates server id at addr as a voter and waits until the
+// change is committed. Leader only. It is a no-op when id is already a voter
+// at addr. Another server registered at addr is an error: remove it first,
+// since two IDs at one address would both count towards the quorum.
+func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
+	if id == "" || addr == "" {
+		return errors.New("store: add voter: id and addr are required")
+	}
+	if !s.IsLeader() {
+		return s.notLeader()
+	}
+	servers, err := s.configuration()
+	if err != nil {
+		return fmt.Errorf("store: add voter: %w", err)
+	}
+	for _, srv := range servers {
+		if string(srv.ID) == id && string(srv.Address) == addr && srv.Suffrage == raft.Voter {
+			return nil
+		}
+		if string(srv.ID) != id && string(srv.Address) == addr {
+			return fmt.Errorf("store: add voter %q: address %s is used by server %q; remove it first", id, addr, srv.ID)
+		}
+	}
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return fmt.Errorf("store: add voter: %w", err)
+	}
+	err = s.await(ctx, func() error {
+		return s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error()
+	})
+	if err != nil {
+		return s.wrap("add voter", err, true)
+	}
+	s.logger.Info("raft voter added", "voter_id", id, "voter_addr", addr)
+	return nil
+}
+
+// RemoveServer removes server id from the cluster and waits until the change
+// is committed. Leader only; a no-op when id is not a member. A leader that
+// removes itself steps down once the change is committed.
+func (s *Store) RemoveServer(ctx context.Context, id string) error {
+	if !s.IsLeader() {
+		return s.notLeader()
+	}
+	servers, err := s.configuration()
+	if err != nil {
+		return fmt.Errorf("store: remove server: %w", err)
+	}
+	found := false
+	for _, srv := range servers {
+		if string(srv.ID) == id {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return fmt.Errorf("store: remove server: %w", err)
+	}
+	err = s.await(ctx, func() error {
+		return s.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()
+	})
+	if err != nil {
+		return s.wrap("remove server", err, true)
+	}
+	s.logger.Info("raft server removed", "server_id", id)
+	return nil
+}
+
+// Members returns the latest raft configuration as known by this server
+// (on a follower it may lag behind the leader's).
+func (s *Store) Members() ([]Member, error) {
+	servers, err := s.configuration()
+	if err != nil {
+		return nil, fmt.Errorf("store: members: %w", err)
+	}
+	leaderID, _ := s.Leader()
+	out := make([]Member, 0, len(servers))
+	for _, srv := range servers {
+		out = append(out, Member{
+			ID:       string(srv.ID),
+			Addr:     string(srv.Address),
+			Suffrage: suffrage(srv.Suffrage),
+			Leader:   leaderID != "" && string(srv.ID) == leaderID,
+		})
+	}
+	return out, nil
+}
+
+func suffrage(sf raft.ServerSuffrage) string {
+	switch sf {
+	case raft.Voter:
+		return SuffrageVoter
+	case raft.Nonvoter:
+		return SuffrageNonvoter
+	case raft.Staging:
+		return SuffrageStaging
+	default:
+		return sf.String()
+	}
+}
+
+// configuration does not block: raft answers it from a cached copy.
+func (s *Store) configuration() ([]raft.Server, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
+}
+
+// Barrier commits a no-op and waits until the FSM has applied everything
+// before it. On return this server was the leader after the call began and
+// its FSM reflects every write acknowledged before then: reads that follow
+// are linearizable. Leader only.
+func (s *Store) Barrier(ctx context.Context) error {
+	timeout, err := enqueueTimeout(ctx)
+	if err != nil {
+		return fmt.Errorf("store: barrier: %w", err)
+	}
+	if s.stopped() {
+		return fmt.Errorf("store: barrier: %w", raft.ErrRaftShutdown)
+	}
+	if err := s.await(ctx, func() error { return s.raft.Barrier(timeout).Error() }); err != nil {
+		return s.wrap("barrier", err, false)
+	}
+	return nil
+}
+
+// LeaderCh delivers true when this server becomes leader and false when it
+// stops being leader. Only the newest value is kept, so a slow reader sees
+// the current state rather than every transition; use one reader. It is
+// closed after Shutdown.
+func (s *Store) LeaderCh() <-chan bool { return s.leaderCh }
+
+// Snapshot makes raft snapshot the FSM now and compact the log. Having
+// nothing new to snapshot is not an error.
+func (s *Store) Snapshot(ctx context.Context) error {
+	err := s.await(ctx, func() error { return s.raft.Snapshot().Error() })
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil
+	}
+	if err != nil {
+		return s.wrap("snapshot", err, false)
+	}
+	return nil
+}
+
+// Addr returns the advertised raft address.
+func (s *Store) Addr() string { return s.addr }
+
+// ID returns this server's node ID.
+func (s *Store) ID() string { return s.id }
+
+// Shutdown stops raft, closes the transport with its connections and the
+// bolt store. It does not leave the cluster: a restarted server resumes its
+// membership. Safe to call more than once; later calls return the first
+// call's result.
+func (s *Store) Shutdown() error {
+	s.shutdownOnce.Do(func() {
+		var errs []error
+		// raft.Shutdown waits for raft's goroutines, FSM and snapshots
+		// included, so nothing touches bolt or the FSM afterwards.
+		if err := s.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: %w", err))
+		}
+		if err := s.transport.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("transport: %w", err))
+		}
+		if err := s.layer.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("listener: %w", err))
+		}
+		s.transport.CloseStreams() // pooled outbound connections
+		close(s.stop)
+		<-s.done
+		if err := s.bolt.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("bolt: %w", err))
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.shutdownErr = fmt.Errorf("store: shutdown: %w", err)
+		}
+		s.logger.Info("raft store shut down")
+	})
+	return s.shutdownErr
+}
+
+func (s *Store) notLeader() error {
+	id, addr := s.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// wrap turns raft's errors into the store's: *NotLeaderError, or a wrapped
+// error that keeps raft's sentinel for errors.Is. mutation marks operations
+// whose effect is unknown when they fail in flight.
+func (s *Store) wrap(op string, err error, mutation bool) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return s.notLeader()
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		// The deadline came from ctx; report it as such.
+		return fmt.Errorf("store: %s: %w: %w", op, context.DeadlineExceeded, err)
+	case mutation && (errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrRaftShutdown) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)):
+		return fmt.Errorf("store: %s: %w: %w", op, ErrUnknownOutcome, err)
+	default:
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+}
+
+// enqueueTimeout converts ctx's deadline into raft's enqueue timeout; zero
+// means none.
+func enqueueTimeout(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, nil
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return 0, context.DeadlineExceeded
+	}
+	return d, nil
+}
+
+// await runs a blocking raft call and returns early when ctx ends or the
+// store has shut down. Raft's futures cannot be cancelled, so the call
+// finishes in the background; raft resolves every future eventually
+// (commit, leadership loss or shutdown) except one left in the buffered
+// apply channel when raft stops, whose goroutine stays blocked: at most
+// maxAppendEntries of them per Store, only after Shutdown.
+func await(ctx context.Context, stop <-chan struct{}, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
+}
+
+func (s *Store) await(ctx context.Context, fn func() error) error {
+	return await(ctx, s.stop, fn)
+}
+
+// stopped reports whether Shutdown has stopped raft. Checked before
+// proposing, because with BatchApplyCh a proposal to a stopped raft lands in
+// a channel buffer nobody drains and would never be answered.
+func (s *Store) stopped() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// streamLayer is raft's network: a TCP listener, optionally wrapped in TLS,
+// and a dialer to match. It tracks accepted connections because raft's
+// NetworkTransport does not close them on shutdown: a stopped store would
+// otherwise keep answering (with errors) on connections peers still hold.
+type streamLayer struct {
+	ln        net.Listener // raw TCP
+	advertise net.Addr
+	serverTLS *tls.Config // nil: plain TCP
+	dialTLS   *tls.Config
+
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+var _ raft.StreamLayer = (*streamLayer)(nil)
+
+func newStreamLayer(ln net.Listener, advertise net.Addr, serverTLS, dialTLS *tls.Config) *streamLayer {
+	return &streamLayer{
+		ln:        ln,
+		advertise: advertise,
+		serverTLS: serverTLS,
+		dialTLS:   dialTLS,
+		conns:     make(map[*trackedConn]struct{}),
+	}
+}
+
+// Accept returns the next inbound connection. The TLS handshake is left to
+// the first read, which happens on raft's per-connection goroutine, so a slow
+// or hostile client cannot stall the accept loop.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, layer: s}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns[tc] = struct{}{}
+	s.mu.Unlock()
+	if s.serverTLS != nil {
+		return tls.Server(tc, s.serverTLS), nil
+	}
+	return tc, nil
+}
+
+// Close stops accepting and closes every accepted connection.
+func (s *streamLayer) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = make(map[*trackedConn]struct{})
+	s.mu.Unlock()
+	err := s.ln.Close()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	if errors.Is(err, net.ErrClosed) {
+		return nil // closed twice: raft closes the transport, and so do we
+	}
+	return err
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// Dial connects to a peer. With TLS the handshake completes here, within
+// timeout, so certificate problems surface as dial errors in raft's logs.
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: timeout}
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if s.dialTLS == nil {
+		return nd.DialContext(ctx, "tcp", string(address))
+	}
+	d := &tls.Dialer{NetDialer: nd, Config: s.dialTLS}
+	return d.DialContext(ctx, "tcp", string(address))
+}
+
+type trackedConn struct {
+	net.Conn
+	layer *streamLayer
+}
+
+func (c *trackedConn) Close() error {
+	c.layer.mu.Lock()
+	delete(c.layer.conns, c)
+	c.layer.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// advertiseAddr is a net.Addr for a host:port that need not resolve at
+// startup (a DNS name in a StatefulSet, say).
+type advertiseAddr string
+
+func (a advertiseAddr) Network() string { return "tcp" }
+func (a advertiseAddr) String() string  { return string(a) }
+
+// checkAdvertise rejects addresses peers could not dial back: no port, port
+// 0, or an unspecified IP such as 0.0.0.0.
+func checkAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("advertise address %q: %w", addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("advertise address %q: invalid port", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("advertise address %q: no host", addr)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("advertise address %q is unspecified; set AdvertiseAddr to an address peers can reach", addr)
+	}
+	return nil
+}

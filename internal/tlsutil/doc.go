@@ -1,0 +1,9 @@
+// Package tlsutil builds the TLS configurations jobfabric serves and dials
+// with, from PEM files on disk.
+//
+// The same server configuration is used for the HTTP API and for the Raft
+// transport. With a CA file it also verifies client certificates, but only
+// when a client presents one: the HTTP API must keep accepting token-only
+// clients, while the Raft transport (internal/store) upgrades the requirement
+// to a verified certificate so that only cluster members can replicate.
+package tlsutil

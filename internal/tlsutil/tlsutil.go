@@ -1,0 +1,78 @@
+package tlsutil
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// ServerConfig returns a TLS 1.2+ configuration serving the key pair in
+// certFile and keyFile.
+//
+// When caFile is not empty, its certificates verify client certificates
+// (tls.VerifyClientCertIfGiven) and, as RootCAs, the servers this config is
+// used to dial: Raft peers are both servers and clients of each other, so one
+// CA authenticates them in both directions. Callers that must reject clients
+// without a certificate set ClientAuth to tls.RequireAndVerifyClientCert, as
+// internal/store does for the Raft port.
+func ServerConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("tlsutil: server config needs both a certificate and a key file")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tlsutil: load key pair %s, %s: %w", certFile, keyFile, err)
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+	}
+	if caFile != "" {
+		pool, err := loadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs = pool
+		cfg.RootCAs = pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// ClientConfig returns a TLS 1.2+ client configuration that verifies servers
+// against the certificates in caFile, or against the system pool when caFile
+// is empty.
+//
+// serverName is the name expected in the server's certificate; when empty,
+// crypto/tls takes the host of the dialled address, which is what Raft peers
+// dialled by IP need.
+func ClientConfig(caFile string, serverName string) (*tls.Config, error) {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName,
+	}
+	if caFile != "" {
+		pool, err := loadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// loadPool reads a PEM bundle. An empty pool is an error: it would silently
+// reject every peer, which is harder to diagnose than a startup failure.
+func loadPool(caFile string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("tlsutil: read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tlsutil: CA file %s holds no PEM certificate", caFile)
+	}
+	return pool, nil
+}

@@ -1,0 +1,239 @@
+package topology
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// GenerateOptions describes a rail-optimized cluster to generate. Zero values
+// take the defaults below, so GenerateOptions{} is a small valid cluster.
+type GenerateOptions struct {
+	Site             string // site name; default "dc1"
+	Fabric           string // fabric name; default "fabric1"
+	Stripes          int    // 1..1000; default 1
+	ServersPerStripe int    // 1..1024 (minus spines: one leaf port each); default 4
+	GPUsPerServer    int    // 1..64, also NICs, rails and leaves per stripe; default 8
+	GPUModel         string // a domain GPU model; default "H100-80GB"
+	Spines           int    // 1..128; default 2
+	// NVLinkDomainSize is the GPUs of one NVLink domain: a multiple of
+	// GPUsPerServer (72 with 4 GPUs per server = 18 servers, an NVL72).
+	// Domains do not cross stripes. Default: one domain per server.
+	NVLinkDomainSize int
+	Driver           string // NVIDIA driver version; default "535.183.01"
+	NOS              string // switch network OS; default "sonic"
+}
+
+// Defaults of GenerateOptions.
+const (
+	DefaultSite             = "dc1"
+	DefaultFabric           = "fabric1"
+	DefaultStripes          = 1
+	DefaultServersPerStripe = 4
+	DefaultGPUsPerServer    = 8
+	DefaultGPUModel         = "H100-80GB"
+	DefaultSpines           = 2
+	DefaultDriver           = "535.183.01"
+	DefaultNOS              = "sonic"
+)
+
+// Address plan of generated clusters: loopbacks in 10.254.0.0/16 (spines in
+// 10.254.0.x, leaves from 10.254.1.1), server links from 10.0.0.0/12 (or
+// wider when needed) and fd00:0:0:1::/64. The ranges do not overlap.
+const (
+	genPool6 = "fd00:0:0:1::/64"
+	// A spine ASN shared by all spines is the usual eBGP Clos design: spines
+	// never peer with each other, and leaves see one upstream AS.
+	genSpineASN2 = 65000
+	genSpineASN4 = 4200000000 // RFC 6996 private 4-byte range
+	// genMax2ByteLeaves keeps leaf ASNs 65001.. inside the private 2-byte
+	// range, which ends at 65534.
+	genMax2ByteLeaves = 65534 - genSpineASN2
+)
+
+func (o GenerateOptions) withDefaults() (GenerateOptions, error) {
+	def := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	defInt := func(n *int, d int) {
+		if *n == 0 {
+			*n = d
+		}
+	}
+	def(&o.Site, DefaultSite)
+	def(&o.Fabric, DefaultFabric)
+	def(&o.GPUModel, DefaultGPUModel)
+	def(&o.Driver, DefaultDriver)
+	def(&o.NOS, DefaultNOS)
+	defInt(&o.Stripes, DefaultStripes)
+	defInt(&o.ServersPerStripe, DefaultServersPerStripe)
+	defInt(&o.GPUsPerServer, DefaultGPUsPerServer)
+	defInt(&o.Spines, DefaultSpines)
+	defInt(&o.NVLinkDomainSize, o.GPUsPerServer)
+
+	if e := domain.ValidateName("site", o.Site); e != nil {
+		return o, e
+	}
+	if e := domain.ValidateName("fabric", o.Fabric); e != nil {
+		return o, e
+	}
+	if _, ok := domain.LookupGPUModel(o.GPUModel); !ok {
+		return o, domain.Invalid("gpu-model", "GPU model %q is not known; known models: %s", o.GPUModel, strings.Join(domain.GPUModelNames(), ", "))
+	}
+	if !slices.Contains(knownNOS, o.NOS) {
+		return o, domain.Invalid("nos", "nos %q is not known; known: %s", o.NOS, strings.Join(knownNOS, ", "))
+	}
+	if len(o.Driver) > 64 || strings.ContainsAny(o.Driver, " \t\r\n") {
+		return o, domain.Invalid("driver", "driver %q must be a version such as %s", o.Driver, DefaultDriver)
+	}
+	for _, r := range []struct {
+		field  string
+		v, max int
+	}{
+		{"stripes", o.Stripes, 1000},
+		{"servers-per-stripe", o.ServersPerStripe, maxPorts},
+		{"gpus-per-server", o.GPUsPerServer, 64},
+		{"spines", o.Spines, 128},
+		{"nvlink-domain-size", o.NVLinkDomainSize, o.GPUsPerServer * o.ServersPerStripe},
+	} {
+		if e := domain.ValidateRange(r.field, int64(r.v), 1, int64(r.max)); e != nil {
+			return o, e
+		}
+	}
+	if n := o.ServersPerStripe + o.Spines; n > maxPorts {
+		return o, domain.Invalid("servers-per-stripe", "a leaf needs %d ports (%d servers + %d spine uplinks); a switch has at most %d",
+			n, o.ServersPerStripe, o.Spines, maxPorts)
+	}
+	// Every leaf connects to every spine, so the leaves must fit a spine.
+	if n := o.Stripes * o.GPUsPerServer; n > maxPorts {
+		return o, domain.Invalid("stripes", "%d stripes x %d rails = %d leaves, but a spine has at most %d ports (one per leaf); use fewer stripes",
+			o.Stripes, o.GPUsPerServer, n, maxPorts)
+	}
+	if o.NVLinkDomainSize%o.GPUsPerServer != 0 {
+		return o, domain.Invalid("nvlink-domain-size", "an NVLink domain of %d GPUs is not a whole number of %d-GPU servers", o.NVLinkDomainSize, o.GPUsPerServer)
+	}
+	if spd := o.NVLinkDomainSize / o.GPUsPerServer; o.ServersPerStripe%spd != 0 {
+		return o, domain.Invalid("nvlink-domain-size", "an NVLink domain of %d GPUs spans %d servers; servers-per-stripe (%d) must be a multiple of %d because domains do not cross stripes",
+			o.NVLinkDomainSize, spd, o.ServersPerStripe, spd)
+	}
+	return o, nil
+}
+
+// Generate builds a valid rail-optimized cluster: in each stripe s, NIC i of
+// server k is cabled to port k of leaf "s<s>-leaf<i>" (rail i); every leaf is
+// uplinked to every spine on the ports after the server ports, and spine port
+// n goes to the n-th leaf. Link addresses are filled (Normalize), so the
+// output is the explicit file an operator would apply. Options out of range
+// return an invalid_argument *domain.Error naming the option.
+func Generate(o GenerateOptions) (*domain.Topology, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g, s, spines := o.GPUsPerServer, o.ServersPerStripe, o.Spines
+	nLeaves := o.Stripes * g
+	nServers := o.Stripes * s
+	nCables := nServers * g
+
+	spineASN := uint32(genSpineASN2)
+	if nLeaves > genMax2ByteLeaves {
+		spineASN = genSpineASN4
+	}
+	// A /12 leaves room to grow; widen only when the cables would not fit.
+	poolBits := 12
+	for poolBits > 9 && nCables > 1<<(linkBits4-poolBits) {
+		poolBits--
+	}
+
+	f := domain.Fabric{
+		Name:          o.Fabric,
+		RailOptimized: true,
+		LinkPools:     domain.LinkPools{IPv4: "10.0.0.0/" + strconv.Itoa(poolBits), IPv6: genPool6},
+		Spines:        make([]domain.Switch, 0, spines),
+		Leaves:        make([]domain.Switch, 0, nLeaves),
+		Servers:       make([]domain.Server, 0, nServers),
+		Cables:        make([]domain.Cable, 0, nCables),
+		Uplinks:       make([]domain.Uplink, 0, nLeaves*spines),
+	}
+	for j := range spines {
+		f.Spines = append(f.Spines, domain.Switch{
+			Name: fmt.Sprintf("spine%d", j+1), ASN: spineASN,
+			Loopback:  netip.AddrFrom4([4]byte{10, 254, 0, byte(j + 1)}).String(),
+			PortCount: switchRadix(nLeaves), NOS: o.NOS,
+		})
+	}
+	leafPorts := switchRadix(s + spines)
+	for st := 1; st <= o.Stripes; st++ {
+		for r := range g {
+			li := (st-1)*g + r
+			f.Leaves = append(f.Leaves, domain.Switch{
+				Name: leafName(st, r), ASN: spineASN + 1 + uint32(li),
+				Loopback: netip.AddrFrom4([4]byte{10, 254, byte(1 + li/250), byte(1 + li%250)}).String(),
+				Stripe:   ptr(st), Rail: ptr(r), PortCount: leafPorts, NOS: o.NOS,
+			})
+		}
+	}
+
+	width := max(3, len(strconv.Itoa(s)))
+	spd := o.NVLinkDomainSize / g // servers per NVLink domain
+	dwidth := max(2, len(strconv.Itoa(s/spd)))
+	for st := 1; st <= o.Stripes; st++ {
+		for k := 1; k <= s; k++ {
+			name := fmt.Sprintf("s%d-gpu%0*d", st, width, k)
+			nvl := name
+			if spd > 1 {
+				nvl = fmt.Sprintf("s%d-nvl%0*d", st, dwidth, (k-1)/spd+1)
+			}
+			srv := domain.Server{
+				Name: name, Stripe: st, GPUModel: o.GPUModel, GPUs: g, NVLinkDomain: nvl,
+				GPUNUMA: make([]int, g), Driver: o.Driver, NICs: make([]domain.NIC, g),
+			}
+			for i := range g {
+				// First half of the GPUs and NICs on NUMA node 0, second half
+				// on node 1: the usual two-socket layout.
+				numa := i * 2 / g
+				srv.GPUNUMA[i] = numa
+				srv.NICs[i] = domain.NIC{Name: fmt.Sprintf("nic%d", i), RDMADevice: fmt.Sprintf("mlx5_%d", i), Rail: i, NUMA: numa, GPU: i}
+				f.Cables = append(f.Cables, domain.Cable{Server: name, NIC: srv.NICs[i].Name, Leaf: leafName(st, i), Port: portName(k)})
+			}
+			f.Servers = append(f.Servers, srv)
+		}
+	}
+	for li := range f.Leaves {
+		for j := range f.Spines {
+			f.Uplinks = append(f.Uplinks, domain.Uplink{
+				Leaf: f.Leaves[li].Name, LeafPort: portName(s + j + 1),
+				Spine: f.Spines[j].Name, SpinePort: portName(li + 1),
+			})
+		}
+	}
+
+	t := &domain.Topology{Sites: []domain.Site{{Name: o.Site, Fabrics: []domain.Fabric{f}}}}
+	if err := Normalize(t, nil); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func leafName(stripe, rail int) string { return fmt.Sprintf("s%d-leaf%d", stripe, rail) }
+
+func portName(n int) string { return DefaultPortPrefix + strconv.Itoa(n) }
+
+// switchRadix rounds a port need up to a common switch size, so generated
+// switches look like real ones and keep spare ports to grow into.
+func switchRadix(need int) int {
+	for _, r := range []int{32, 64, 128, 256, 512, 1024} {
+		if need <= r {
+			return r
+		}
+	}
+	return need
+}
+
+func ptr[T any](v T) *T { return &v }
