@@ -103,6 +103,9 @@ func newDemoCmd(g *globals) *cobra.Command {
 // prints how to use it and serves until ctx ends. ready, when not nil,
 // receives the server URL and admin token once everything is set up.
 func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, token string)) error {
+	if o.stripes < 1 || o.sps < 1 || o.stripes*o.sps < 4 || o.stripes*o.sps > 4096 {
+		return domain.Invalid("servers-per-stripe", "the demo needs 4 to 4096 servers (stripes x servers-per-stripe), got %d x %d", o.stripes, o.sps)
+	}
 	dir := o.dataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "jobfabric-demo-")
@@ -112,7 +115,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, tok
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	log, _ := logger("warn")
+	log, _ := logger("error")
 	s, err := server.Start(ctx, server.Config{DataDir: dir, Listen: o.listen, Logger: log})
 	if err != nil {
 		return err

@@ -197,4 +197,3 @@ func optInt(p *int) string {
 	}
 	return fmt.Sprint(*p)
 }
-

@@ -24,10 +24,14 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
-	// Retries is how often a request answered "unavailable" (an election in
-	// progress) is retried before giving up.
-	Retries int
+	// RetryFor bounds how long a request answered "unavailable" (an election
+	// in progress) is retried; 0 disables retries.
+	RetryFor time.Duration
 }
+
+// maxDialRetries: a server that refuses connections is usually down, not
+// electing; a few quick tries cover a restart, more would only delay the error.
+const maxDialRetries = 2
 
 // New returns a client for base (e.g. http://127.0.0.1:7070) with a bearer
 // token. tlsConf may be nil.
@@ -39,7 +43,7 @@ func New(base, token string, tlsConf *tls.Config) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConf
 	tr.MaxIdleConnsPerHost = 256
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, Retries: 20}, nil
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, RetryFor: 10 * time.Second}, nil
 }
 
 // Do sends a request with a JSON (or raw, when body is []byte) body and
@@ -57,27 +61,36 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, method, path, contentType, payload, out)
-		if domain.CodeOf(err) != domain.CodeUnavailable || attempt >= c.Retries {
+	deadline := time.Now().Add(c.RetryFor)
+	backoff := 50 * time.Millisecond
+	dialFailures := 0
+	for {
+		err, dialFailed := c.once(ctx, method, path, contentType, payload, out)
+		if dialFailed {
+			dialFailures++
+		}
+		if domain.CodeOf(err) != domain.CodeUnavailable || time.Now().Add(backoff).After(deadline) || dialFailures > maxDialRetries {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
-		case <-time.After(time.Duration(100*(attempt+1)) * time.Millisecond):
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path, contentType string, payload []byte, out any) error {
+// once sends one request; dialFailed reports that the server could not be
+// reached at all.
+func (c *Client) once(ctx context.Context, method, path, contentType string, payload []byte, out any) (err error, dialFailed bool) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return fmt.Errorf("build request: %w", err), false
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", contentType)
@@ -87,31 +100,31 @@ func (c *Client) once(ctx context.Context, method, path, contentType string, pay
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}
+		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}, true
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}
+		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}, false
 	}
 	if resp.StatusCode >= 300 {
 		var de domain.Error
 		if json.Unmarshal(b, &de) == nil && de.Code != "" {
-			return &de
+			return &de, false
 		}
-		return &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %s: %s", method, path, resp.Status, bytes.TrimSpace(b))}
+		return &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %s: %s", method, path, resp.Status, bytes.TrimSpace(b))}, false
 	}
 	if out == nil {
-		return nil
+		return nil, false
 	}
 	if raw, ok := out.(*json.RawMessage); ok {
 		*raw = append((*raw)[:0], b...)
-		return nil
+		return nil, false
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err), false
 	}
-	return nil
+	return nil, false
 }
 
 // Typed helpers for the operations the CLI and tests use.

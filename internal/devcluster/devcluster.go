@@ -41,7 +41,7 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		return nil, fmt.Errorf("devcluster: need at least one server, got %d", n)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	c := &Cluster{Dir: dir, opts: o}
 	listen := o.Listen

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -39,7 +41,13 @@ func newForwarder(peerTLS *tls.Config) *forwarder {
 			pr.Out.Host = pr.Out.URL.Host
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, domain.Errorf(domain.CodeUnavailable, "forwarding to the leader failed: %v", err))
+			var op *net.OpError
+			if r.Method == http.MethodGet || (errors.As(err, &op) && op.Op == "dial") {
+				// Nothing was applied: the client may retry.
+				writeError(w, domain.Errorf(domain.CodeUnavailable, "forwarding to the leader failed: %v", err))
+				return
+			}
+			writeError(w, domain.Errorf(domain.CodeInternal, "the leader failed while handling the forwarded request; it may or may not have been applied: %v", err))
 		},
 	}
 	return f

@@ -93,7 +93,7 @@ func as(t *testing.T, url, token string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Retries = 0
+	c.RetryFor = 0
 	return c
 }
 

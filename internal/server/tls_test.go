@@ -53,7 +53,7 @@ func TestTLSClusterAndClient(t *testing.T) {
 	seed(t, cl)
 	// A client without the CA refuses the server.
 	plain, _ := client.New(s1.URL(), s1.AdminToken(), nil)
-	plain.Retries = 0
+	plain.RetryFor = 0
 	if _, err := plain.WhoAmI(ctx); err == nil {
 		t.Fatal("a client without the CA accepted the server's certificate")
 	}

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/devcluster"
+)
+
+// run executes the CLI in-process as a user would, returning stdout,
+// stderr and the exit status.
+func run(t *testing.T, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code := Run(ctx, args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func mustRun(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	out, errs, code := run(t, env, args...)
+	if code != 0 {
+		t.Fatalf("jobfabric %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	return out
+}
+
+// TestTour runs the README's tour against a real server, through the
+// environment variables the README tells users to set.
+func TestTour(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
+
+	yamlFile := filepath.Join(t.TempDir(), "cluster.yaml")
+	topo := mustRun(t, env, "topology", "generate", "--stripes", "2", "--servers-per-stripe", "16", "--gpus-per-server", "8", "--gpu-model", "H100-80GB")
+	if err := os.WriteFile(yamlFile, []byte(topo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, env, "topology", "apply", "-f", yamlFile); !strings.Contains(out, "applied: revision 1, 32 servers, 256 GPUs, 16 leaves, 2 spines") {
+		t.Fatalf("apply: %s", out)
+	}
+	if out := mustRun(t, env, "topology", "apply", "-f", yamlFile); !strings.Contains(out, "unchanged") || !strings.Contains(out, "revision 1") {
+		t.Fatalf("re-apply is not a no-op: %s", out)
+	}
+	var view struct {
+		Summary struct{ Servers, GPUs, Leaves, Spines, Rails, NVLinkDomains int }
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, env, "topology", "show", "-o", "json")), &view); err != nil {
+		t.Fatal(err)
+	}
+	if s := view.Summary; s.Servers != 32 || s.GPUs != 256 || s.Leaves != 16 || s.Spines != 2 || s.Rails != 8 || s.NVLinkDomains != 32 {
+		t.Fatalf("topology show summary = %+v", s)
+	}
+	if out := mustRun(t, env, "topology", "show"); !strings.Contains(out, "s2-leaf7") || !strings.Contains(out, "s2-gpu016") {
+		t.Fatalf("topology show table misses switches or servers:\n%s", out)
+	}
+	if out := mustRun(t, env, "topology", "show", "-o", "yaml"); !strings.Contains(out, "fingerprint:") {
+		t.Fatalf("topology show -o yaml:\n%.300s", out)
+	}
+
+	mustRun(t, env, "tenant", "create", "acme", "--isolation", "server", "--network", "pure-rt5", "--job-segmentation")
+	mustRun(t, env, "tenant", "create", "globex", "--isolation", "gpu", "--network", "vlan-aware")
+	mustRun(t, env, "workspace", "create", "acme/research", "--guaranteed", "16", "--borrow-limit", "32", "--lend-limit", "16", "--weight", "1", "--priority", "0")
+	mustRun(t, env, "workspace", "create", "globex/infer", "--guaranteed", "8")
+	acmeTok := strings.TrimSpace(mustRun(t, env, "token", "create", "--role", "tenant-admin", "--tenant", "acme"))
+	if !strings.HasPrefix(acmeTok, "jf_") {
+		t.Fatalf("token create printed %q", acmeTok)
+	}
+	acme := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": acmeTok}
+
+	var job struct {
+		ID        uint64 `json:"id"`
+		Name      string `json:"name"`
+		Workspace string `json:"workspace"`
+		State     string `json:"state"`
+		Reason    struct{ Code string }
+	}
+	out := mustRun(t, acme, "job", "submit", "--workspace", "acme/research", "--gpus", "16", "--gpus-per-node", "8", "--gpu-model", "H100-80GB", "--priority", "5", "--preemptible", "--name", "llama", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Fatalf("job submit -o json: %v\n%s", err, out)
+	}
+	if job.ID == 0 || job.Name != "llama" || job.Workspace != "research" || job.State != "Pending" || job.Reason.Code != "scheduler_not_running" {
+		t.Fatalf("submitted job = %+v", job)
+	}
+	mustRun(t, env, "job", "submit", "--workspace", "globex/infer", "--gpus", "2")
+
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, acme, "job", "list", "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("acme's tenant admin sees %d jobs, want only its own 1", len(list))
+	}
+	for _, k := range []string{"id", "name", "workspace", "state"} {
+		if _, ok := list[0][k]; !ok {
+			t.Fatalf("job list -o json lacks %q: %v", k, list[0])
+		}
+	}
+	if out := mustRun(t, acme, "job", "show", "1"); !strings.Contains(out, "scheduler not running") {
+		t.Fatalf("job show does not explain the pending reason:\n%s", out)
+	}
+	if out := mustRun(t, acme, "job", "cancel", "1"); !strings.Contains(out, "Cancelled") {
+		t.Fatalf("job cancel:\n%s", out)
+	}
+	if out := mustRun(t, env, "events", "--tenant", "acme", "--since", "1h"); !strings.Contains(out, "job.cancel") || strings.Contains(out, "globex") {
+		t.Fatalf("events --tenant acme:\n%s", out)
+	}
+
+	// Errors exit non-zero and name the field.
+	errCases := map[string]struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"other tenant's job":  {acme, []string{"job", "show", "2"}, "not found"},
+		"other tenant":        {acme, []string{"tenant", "show", "globex"}, "not found"},
+		"negative gpus":       {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "field gpus"},
+		"bad workspace ref":   {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},
+		"no token":            {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "unauthenticated"},
+		"bad output":          {env, []string{"job", "list", "-o", "xml"}, "field output"},
+		"no server":           {map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, []string{"--token", "x", "job", "list"}, "cannot reach"},
+		"missing file":        {env, []string{"topology", "apply", "-f", "/nonexistent.yaml"}, "cannot read"},
+		"tenant-admin apply":  {acme, []string{"topology", "apply", "-f", yamlFile}, "admin token"},
+		"unknown subcommand":  {env, []string{"jobs", "list"}, "unknown command"},
+		"quota above inv":     {env, []string{"workspace", "create", "acme/big", "--guaranteed", "1000"}, "never overcommitted"},
+		"bootstrap with join": {env, []string{"server", "--data-dir", t.TempDir(), "--bootstrap", "--join", "http://x"}, "give one of them"},
+	}
+	for name, tc := range errCases {
+		t.Run(name, func(t *testing.T) {
+			_, errs, code := run(t, tc.env, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want non-zero")
+			}
+			if !strings.Contains(errs, tc.want) {
+				t.Fatalf("stderr %q does not contain %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+// TestDemoSeeds: the demo command starts a server and fills it through the
+// API; its admin token works and its jobs are listed.
+func TestDemoSeeds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	g := &globals{stdout: &out, stderr: &errb, output: "table"}
+	done := make(chan error, 1)
+	ready := make(chan [2]string, 1)
+	go func() {
+		done <- runDemo(ctx, g, demoOptions{listen: "127.0.0.1:0", stripes: 1, sps: 4}, func(url, tok string) { ready <- [2]string{url, tok} })
+	}()
+	var r [2]string
+	select {
+	case r = <-ready:
+	case err := <-done:
+		t.Fatalf("demo ended early: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not become ready")
+	}
+	env := map[string]string{"JOBFABRIC_SERVER": r[0], "JOBFABRIC_TOKEN": r[1]}
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, env, "job", "list", "-o", "json")), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 3 {
+		t.Fatalf("demo has %d jobs, want 3", len(jobs))
+	}
+	if !strings.Contains(out.String(), r[1]) || !strings.Contains(out.String(), r[0]) {
+		t.Fatalf("demo did not print its URL and token:\n%s", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
