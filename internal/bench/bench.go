@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -26,6 +27,11 @@ type SubmitOptions struct {
 	Concurrency int           // concurrent clients
 	Duration    time.Duration // measured time
 	Warmup      time.Duration // unmeasured time first
+	// Rate, when > 0, paces submits open-loop at this many per second:
+	// submit i is due at start + i/Rate and its latency is counted from
+	// then, so a slow answer delays (and is charged to) the ones behind it
+	// instead of hiding them (no coordinated omission).
+	Rate float64
 	// ViaFollower sends requests to a follower (forwarded to the leader).
 	ViaFollower bool
 	Dir         string // data directory (default: a temporary one)
@@ -35,6 +41,7 @@ type SubmitOptions struct {
 type SubmitResult struct {
 	Servers     int     `json:"servers"`
 	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`
 	ViaFollower bool    `json:"viaFollower"`
 	Submits     int     `json:"submits"`
 	Errors      int     `json:"errors"`
@@ -54,6 +61,9 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	}
 	if o.Concurrency < 1 || o.Concurrency > 1024 {
 		return nil, domain.Invalid("concurrency", "concurrency %d must be between 1 and 1024", o.Concurrency)
+	}
+	if o.Rate < 0 || o.Rate > 1e6 {
+		return nil, domain.Invalid("rate", "rate %g must be between 0 (closed loop) and 1000000", o.Rate)
 	}
 	if o.Duration <= 0 {
 		return nil, domain.Invalid("duration", "duration must be positive")
@@ -95,6 +105,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	start := time.Now()
 	measureFrom := start.Add(o.Warmup)
 	end := measureFrom.Add(o.Duration)
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; i < o.Concurrency; i++ {
 		wg.Add(1)
@@ -105,6 +116,10 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 			var lfirst error
 			for {
 				t0 := time.Now()
+				if o.Rate > 0 {
+					t0 = start.Add(time.Duration(float64(next.Add(1)-1) / o.Rate * float64(time.Second)))
+					time.Sleep(time.Until(t0))
+				}
 				if t0.After(end) || ctx.Err() != nil {
 					break
 				}
@@ -142,7 +157,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	return &SubmitResult{
-		Servers: o.Servers, Concurrency: o.Concurrency, ViaFollower: o.ViaFollower,
+		Servers: o.Servers, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
 	}, firstErrIf(errs, firstErr)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,7 +92,8 @@ func TestCrossTenantMatrix(t *testing.T) {
 				if got != want {
 					t.Errorf("%s %s as %s: status %d, want %d (%s)", r.method, r.path, role, got, want, body)
 				}
-				if got == 404 && !strings.Contains(body, `"code": "not_found"`) {
+				var e struct{ Code string }
+				if got == 404 && (json.Unmarshal([]byte(body), &e) != nil || e.Code != "not_found") {
 					t.Errorf("%s as %s: 404 without code not_found: %s", r.path, role, body)
 				}
 				if got == 404 && (strings.Contains(body, "permission") || strings.Contains(body, "forbidden")) {

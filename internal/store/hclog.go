@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,6 +49,11 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	l := slogLevel(level)
+	if l > slog.LevelDebug && closedConn(args) {
+		// A peer that shut down closes its connections: raft reports each
+		// at error level though nothing is wrong.
+		l = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if !a.h.Enabled(ctx, l) {
 		return
@@ -122,4 +129,13 @@ func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Lo
 
 func (a *hclogAdapter) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
 	return a.StandardLogger(opts).Writer()
+}
+
+func closedConn(args []any) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && (errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)) {
+			return true
+		}
+	}
+	return false
 }

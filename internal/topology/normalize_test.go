@@ -208,8 +208,8 @@ func TestNormalizePrevYields(t *testing.T) {
 
 func TestNormalizeErrors(t *testing.T) {
 	cases := map[string]struct {
-		topo        *domain.Topology
-		field, msg  string
+		topo       *domain.Topology
+		field, msg string
 	}{
 		"pool exhausted": {
 			topo:  plain("10.0.0.0/30", "", "a", "b").build(), // two /31s for four cables

@@ -38,8 +38,9 @@ func Parse(data []byte) (*domain.Topology, error) {
 	// silently keeping one of the two would apply something nobody reviewed.
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-		return nil, domain.Invalid("", "malformed topology document: %s", strings.TrimSpace(msg))
+		// yaml.v2 lists several errors on indented lines; keep one line.
+		msg := strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")), " ")
+		return nil, domain.Invalid("", "malformed topology document: %s", msg)
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber() // keep integers exact so range errors name the real value
@@ -182,6 +183,9 @@ func (w *shapeWalker) walk(v any, t reflect.Type, path string) {
 			return
 		}
 		if _, err := strconv.ParseUint(n.String(), 10, t.Bits()); err != nil {
+			if _, ierr := strconv.ParseInt(n.String(), 10, 64); ierr == nil {
+				err = strconv.ErrRange // a negative whole number: out of range, not malformed
+			}
 			w.badInteger(path, n, err, fmt.Sprintf("between 0 and %d", uint64(1)<<t.Bits()-1))
 		}
 	default:

@@ -101,6 +101,14 @@ func TestParse(t *testing.T) {
 			doc:  "sites: []\nsites: []\n",
 			want: &want{"", "", `"sites" already set`},
 		},
+		"duplicate key in json": {
+			doc:  `{"sites": [], "sites": []}`,
+			want: &want{"", "", `line 1: key "sites" already set in map`},
+		},
+		"unknown field in a cable of a json document": {
+			doc:  `{"sites": [{"name": "dc1", "fabrics": [{"name": "f", "cables": [{"server": "a", "nick": "x"}]}]}]}`,
+			want: &want{"sites[0].fabrics[0].cables[0].nick", "unknown-field", `(did you mean "nic"?)`},
+		},
 		"two documents": {
 			doc:  parseBase + "---\n" + parseBase,
 			want: &want{"", "", "2 YAML documents"},
