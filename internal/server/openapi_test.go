@@ -33,12 +33,16 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("route %s is not in the OpenAPI document", r)
 		}
 	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(served), "", "  "); err != nil {
+		t.Fatal(err)
+	}
 	golden := filepath.Join("..", "..", "api", "openapi.json")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(golden, []byte(served), 0o644); err != nil {
+		if err := os.WriteFile(golden, pretty.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,7 +50,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run: make openapi)", err)
 	}
-	if !bytes.Equal(want, []byte(served)) {
+	if !bytes.Equal(want, pretty.Bytes()) {
 		t.Fatalf("api/openapi.json is stale: run `make openapi` and commit it")
 	}
 }
