@@ -85,32 +85,21 @@ type wsB struct{ w domain.Workspace }
 func MakeWorkspace(tenant, name string) *wsB {
 	return &wsB{domain.Workspace{Tenant: tenant, Name: name, Weight: 1}}
 }
-func (b *wsB) Guaranteed(n int) *wsB   { b.w.Guaranteed = n; return b }
-func (b *wsB) Borrow(n int) *wsB       { b.w.BorrowLimit = n; return b }
-func (b *wsB) Lend(n int) *wsB         { b.w.LendLimit = n; return b }
-func (b *wsB) Obj() domain.Workspace   { return b.w }
-func (b *wsB) Weight(n int) *wsB       { b.w.Weight = n; return b }
-func (b *wsB) Priority(n int) *wsB     { b.w.Priority = n; return b }
-func (b *wsB) Tenant(t string) *wsB    { b.w.Tenant = t; return b }
-func (b *wsB) Name(n string) *wsB      { b.w.Name = n; return b }
-func (b *wsB) Ref() string             { return b.w.Ref() }
-func (b *wsB) Copy() *wsB              { c := *b; return &c }
-func (b *wsB) Build() domain.Workspace { return b.w }
+func (b *wsB) Guaranteed(n int) *wsB { b.w.Guaranteed = n; return b }
+func (b *wsB) Borrow(n int) *wsB     { b.w.BorrowLimit = n; return b }
+func (b *wsB) Lend(n int) *wsB       { b.w.LendLimit = n; return b }
+func (b *wsB) Obj() domain.Workspace { return b.w }
+func (b *wsB) Weight(n int) *wsB     { b.w.Weight = n; return b }
 
 type jobB struct{ s domain.JobSpec }
 
 func MakeJob(ws string, gpus int) *jobB {
 	return &jobB{domain.JobSpec{Tenant: "acme", Workspace: ws, GPUs: gpus}}
 }
-func (b *jobB) PerNode(n int) *jobB      { b.s.GPUsPerNode = n; return b }
-func (b *jobB) Model(m string) *jobB     { b.s.GPUModel = m; return b }
-func (b *jobB) Name(n string) *jobB      { b.s.Name = n; return b }
-func (b *jobB) Tenant(t string) *jobB    { b.s.Tenant = t; return b }
-func (b *jobB) Obj() JobSubmit           { return JobSubmit{Spec: b.s} }
-func (b *jobB) Priority(p int) *jobB     { b.s.Priority = p; return b }
-func (b *jobB) Preemptible() *jobB       { b.s.Preemptible = true; return b }
-func (b *jobB) Spec() domain.JobSpec     { return b.s }
-func (b *jobB) Workspace(w string) *jobB { b.s.Workspace = w; return b }
+func (b *jobB) PerNode(n int) *jobB  { b.s.GPUsPerNode = n; return b }
+func (b *jobB) Model(m string) *jobB { b.s.GPUModel = m; return b }
+func (b *jobB) Name(n string) *jobB  { b.s.Name = n; return b }
+func (b *jobB) Obj() JobSubmit       { return JobSubmit{Spec: b.s} }
 
 func TestJobSubmit(t *testing.T) {
 	cases := map[string]struct {

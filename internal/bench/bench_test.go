@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestSubmitSmoke runs the benchmark briefly in both modes so the code that
+// produces docs/benchmarks.md is exercised by `make test`; it asserts
+// correctness (every submit answered, figures consistent), never speed.
+func TestSubmitSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for name, o := range map[string]SubmitOptions{
+		"closed loop":  {Servers: 1, Concurrency: 4, Duration: 300 * time.Millisecond},
+		"open loop":    {Servers: 1, Concurrency: 4, Duration: 300 * time.Millisecond, Rate: 100},
+		"via follower": {Servers: 3, Concurrency: 2, Duration: 300 * time.Millisecond, ViaFollower: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o.Dir = t.TempDir()
+			r, err := Submit(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Submits == 0 || r.Errors != 0 {
+				t.Fatalf("result %+v: want submits and no errors", r)
+			}
+			if !(r.P50ms <= r.P90ms && r.P90ms <= r.P99ms && r.P99ms <= r.Maxms) {
+				t.Fatalf("percentiles out of order: %+v", r)
+			}
+			if o.Rate > 0 && (r.Submits < 25 || r.Submits > 35) {
+				t.Fatalf("open loop at %g/s for %v made %d submits, want about 30", o.Rate, o.Duration, r.Submits)
+			}
+		})
+	}
+	if _, err := Submit(ctx, SubmitOptions{Servers: 1, Concurrency: 1, Duration: time.Second, ViaFollower: true}); err == nil {
+		t.Fatal("a follower of a 1-server cluster was accepted")
+	}
+}

@@ -1,0 +1,67 @@
+package domain
+
+import "testing"
+
+func TestValidateName(t *testing.T) {
+	cases := map[string]bool{
+		"acme": true, "a": true, "a-1": true, "0abc": true,
+		"": false, "-a": false, "a-": false, "Acme": false, "a_b": false, "a.b": false, "a b": false,
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk":  true,  // 63
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl": false, // 64
+	}
+	for name, want := range cases {
+		if got := ValidateName("name", name) == nil; got != want {
+			t.Errorf("ValidateName(%q) ok=%t, want %t", name, got, want)
+		}
+	}
+}
+
+func TestValidateJobSpec(t *testing.T) {
+	base := JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8}
+	cases := map[string]struct {
+		mod       func(*JobSpec)
+		wantField string
+	}{
+		"valid":            {mod: func(*JobSpec) {}},
+		"zero gpus":        {mod: func(s *JobSpec) { s.GPUs = 0 }, wantField: "gpus"},
+		"per node divides": {mod: func(s *JobSpec) { s.GPUsPerNode = 3 }, wantField: "gpusPerNode"},
+		"per node ok":      {mod: func(s *JobSpec) { s.GPUsPerNode = 4 }},
+		"unknown model":    {mod: func(s *JobSpec) { s.GPUModel = "X1" }, wantField: "gpuModel"},
+		"priority range":   {mod: func(s *JobSpec) { s.Priority = MaxPriority + 1 }, wantField: "priority"},
+		"bad workspace":    {mod: func(s *JobSpec) { s.Workspace = "R&D" }, wantField: "workspace"},
+	}
+	for name, tc := range cases {
+		s := base
+		tc.mod(&s)
+		err := ValidateJobSpec(&s)
+		switch {
+		case tc.wantField == "" && err != nil:
+			t.Errorf("%s: unexpected %v", name, err)
+		case tc.wantField != "" && (err == nil || err.Field != tc.wantField || err.Code != CodeInvalidArgument):
+			t.Errorf("%s: got %v, want invalid_argument on %s", name, err, tc.wantField)
+		}
+	}
+}
+
+func TestTokenScope(t *testing.T) {
+	cases := map[string]struct {
+		role      Role
+		tenant    string
+		workspace string
+		ok        bool
+	}{
+		"admin":                {RoleAdmin, "", "", true},
+		"admin with tenant":    {RoleAdmin, "acme", "", false},
+		"tenant admin":         {RoleTenantAdmin, "acme", "", true},
+		"tenant admin no ten":  {RoleTenantAdmin, "", "", false},
+		"tenant admin with ws": {RoleTenantAdmin, "acme", "r", false},
+		"member":               {RoleMember, "acme", "r", true},
+		"member no workspace":  {RoleMember, "acme", "", false},
+		"unknown role":         {"root", "", "", false},
+	}
+	for name, tc := range cases {
+		if got := ValidateTokenScope(tc.role, tc.tenant, tc.workspace) == nil; got != tc.ok {
+			t.Errorf("%s: ok=%t, want %t", name, got, tc.ok)
+		}
+	}
+}
