@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,11 +63,16 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
+	// One key for every attempt of this call: the server applies it once.
+	key := ""
+	if method == http.MethodPost {
+		key = newKey()
+	}
 	deadline := time.Now().Add(c.RetryFor)
 	backoff := 50 * time.Millisecond
 	dialFailures := 0
 	for {
-		err, dialFailed := c.once(ctx, method, path, contentType, payload, out)
+		err, dialFailed := c.once(ctx, method, path, contentType, key, payload, out)
 		if dialFailed {
 			dialFailures++
 		}
@@ -83,7 +90,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 
 // once sends one request; dialFailed reports that the server could not be
 // reached at all.
-func (c *Client) once(ctx context.Context, method, path, contentType string, payload []byte, out any) (err error, dialFailed bool) {
+func (c *Client) once(ctx context.Context, method, path, contentType, key string, payload []byte, out any) (err error, dialFailed bool) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -97,6 +104,9 @@ func (c *Client) once(ctx context.Context, method, path, contentType string, pay
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -125,6 +135,12 @@ func (c *Client) once(ctx context.Context, method, path, contentType string, pay
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err), false
 	}
 	return nil, false
+}
+
+func newKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
 }
 
 // Typed helpers for the operations the CLI and tests use.

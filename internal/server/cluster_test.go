@@ -2,8 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +183,37 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("old leader misses acknowledged jobs %v", acked)
 	}
 	write(old, 5) // and it serves (forwarding) again
+}
+
+// TestIdempotentSubmitOverHTTP: the same Idempotency-Key twice, through a
+// follower, creates one job.
+func TestIdempotentSubmitOverHTTP(t *testing.T) {
+	c := startCluster(t, 3)
+	leader, err := c.WaitLeader(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, c.Client(leader))
+	url := c.Servers[(leader+1)%3].URL()
+	body := `{"tenant":"acme","workspace":"research","gpus":1}`
+	ids := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		req, _ := http.NewRequestWithContext(ctxT(t), "POST", url+"/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+		req.Header.Set("Idempotency-Key", "retry-me")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j domain.Job
+		json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		ids[fmt.Sprint(j.ID)] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("two submits with one key created jobs %v", ids)
+	}
 }

@@ -42,7 +42,7 @@ func newForwarder(peerTLS *tls.Config) *forwarder {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var op *net.OpError
-			if r.Method == http.MethodGet || (errors.As(err, &op) && op.Op == "dial") {
+			if retrySafe(r.Context()) || (errors.As(err, &op) && op.Op == "dial") {
 				// Nothing was applied: the client may retry.
 				writeError(w, domain.Errorf(domain.CodeUnavailable, "forwarding to the leader failed: %v", err))
 				return

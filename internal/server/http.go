@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -27,7 +28,10 @@ type route struct {
 	method, path, summary string
 	access                access
 	// local routes are answered by any member; the rest go to the leader.
-	local  bool
+	local bool
+	// dedup routes apply a request carrying an Idempotency-Key once, so a
+	// request whose outcome is unknown may be retried.
+	dedup  bool
 	query  []param
 	body   any // request body type (nil: none)
 	resp   any // success response type
@@ -54,6 +58,9 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(w, domain.Errorf(domain.CodeInternal, "internal error"))
 			}
 		}()
+		if r.Method == http.MethodGet || (rt.dedup && r.Header.Get(idempotencyHeader) != "") {
+			r = r.WithContext(context.WithValue(r.Context(), retrySafeKey{}, true))
+		}
 		if !rt.local && !s.store.IsLeader() {
 			if by := r.Header.Get(forwardedHeader); by != "" {
 				writeError(w, domain.Errorf(domain.CodeUnavailable, "request forwarded by %s reached %s, which is not the leader either; retry", by, s.nodeID))
@@ -90,6 +97,20 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		writeJSON(w, status, v)
 	})
+}
+
+// idempotencyHeader carries a client-chosen key that makes a retried
+// request apply at most once (on routes marked dedup).
+const idempotencyHeader = "Idempotency-Key"
+
+type retrySafeKey struct{}
+
+// retrySafe reports whether repeating the request cannot apply it twice, so
+// an unknown outcome may be answered "unavailable" (retry) instead of
+// "internal" (check before retrying).
+func retrySafe(ctx context.Context) bool {
+	v, _ := ctx.Value(retrySafeKey{}).(bool)
+	return v
 }
 
 func notFoundf(kind string, name any) error { return domain.NotFound(kind, fmt.Sprint(name)) }

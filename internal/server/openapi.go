@@ -42,6 +42,9 @@ func buildOpenAPI(routes []route) map[string]any {
 		for _, q := range rt.query {
 			params = append(params, map[string]any{"name": q.name, "in": "query", "description": q.doc, "schema": map[string]any{"type": q.typ}})
 		}
+		if rt.dedup {
+			params = append(params, map[string]any{"name": idempotencyHeader, "in": "header", "description": "client-chosen key (at most 128 characters): a retry with the same key returns the first attempt's result", "schema": map[string]any{"type": "string"}})
+		}
 		if len(params) > 0 {
 			op["parameters"] = params
 		}

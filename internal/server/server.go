@@ -295,7 +295,7 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 		if errors.As(err, &nl) {
 			return nil, domain.Errorf(domain.CodeUnavailable, "leadership changed while applying; retry (leader now %q)", nl.LeaderID)
 		}
-		if errors.Is(err, store.ErrUnknownOutcome) {
+		if errors.Is(err, store.ErrUnknownOutcome) && !retrySafe(ctx) {
 			// Not "unavailable": a blind retry could apply the command twice.
 			return nil, domain.Errorf(domain.CodeInternal, "the command may or may not have been applied (leadership was lost while it was in flight); check before retrying: %v", err)
 		}

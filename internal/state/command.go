@@ -68,6 +68,9 @@ type (
 	}
 	JobSubmit struct {
 		Spec domain.JobSpec `json:"spec"`
+		// IdempotencyKey, when set, makes a retried submit return the job
+		// the first attempt created instead of a second job.
+		IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	}
 	JobCancel struct {
 		ID uint64 `json:"id"`

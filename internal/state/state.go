@@ -26,7 +26,12 @@ type data struct {
 	Members     map[string]Member            `json:"members"`
 	Events      []domain.Event               `json:"events"`
 	NextJobID   uint64                       `json:"nextJobID"`
-	NextEvent   uint64                       `json:"nextEvent"`
+	// SubmitKeys maps recent idempotency keys to the job they created;
+	// SubmitKeyOrder evicts the oldest beyond maxSubmitKeys (in log order,
+	// so every replica evicts the same ones).
+	SubmitKeys     map[string]uint64 `json:"submitKeys"`
+	SubmitKeyOrder []string          `json:"submitKeyOrder"`
+	NextEvent      uint64            `json:"nextEvent"`
 }
 
 type storedToken struct {
@@ -67,6 +72,7 @@ func newData() data {
 		Jobs:       map[uint64]*domain.Job{},
 		Tokens:     map[string]*storedToken{},
 		Members:    map[string]Member{},
+		SubmitKeys: map[string]uint64{},
 		NextJobID:  1,
 		NextEvent:  1,
 	}
@@ -450,6 +456,16 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 		return nil, derr
 	}
 	s := p.Spec
+	// Keys are scoped to the caller: another token's key never finds this job.
+	key := ""
+	if p.IdempotencyKey != "" {
+		key = c.Actor + " " + p.IdempotencyKey
+	}
+	if id, seen := f.d.SubmitKeys[key]; seen && key != "" {
+		if j, ok := f.d.Jobs[id]; ok {
+			return copyJob(j), nil
+		}
+	}
 	if err := domain.ValidateJobSpec(&s); err != nil {
 		return nil, err
 	}
@@ -471,8 +487,24 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
 	}
 	f.d.Jobs[id] = j
+	if key != "" {
+		f.rememberSubmitKey(key, id)
+	}
 	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, fmt.Sprintf("%s: %d GPUs", s.Name, s.GPUs))
 	return copyJob(j), nil
+}
+
+// maxSubmitKeys bounds the idempotency window: a client retries within
+// seconds, and 100k submits are many minutes of the heaviest load.
+const maxSubmitKeys = 100_000
+
+func (f *FSM) rememberSubmitKey(key string, id uint64) {
+	f.d.SubmitKeys[key] = id
+	f.d.SubmitKeyOrder = append(f.d.SubmitKeyOrder, key)
+	if len(f.d.SubmitKeyOrder) > maxSubmitKeys {
+		delete(f.d.SubmitKeys, f.d.SubmitKeyOrder[0])
+		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]
+	}
 }
 
 // checkFits refuses a job that could never be admitted, whatever else runs:

@@ -345,3 +345,29 @@ func TestEventsAndAuthentication(t *testing.T) {
 		t.Fatalf("limit keeps the newest: %+v", got)
 	}
 }
+
+func TestSubmitIdempotency(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 16)
+	sub := func(key string) *domain.Job {
+		t.Helper()
+		return h.must(CmdJobSubmit, JobSubmit{Spec: MakeJob("research", 1).Obj().Spec, IdempotencyKey: key}).(*domain.Job)
+	}
+	a := sub("k1")
+	if b := sub("k1"); b.ID != a.ID {
+		t.Fatalf("retry with the same key made job %d, want %d", b.ID, a.ID)
+	}
+	if c := sub("k2"); c.ID == a.ID {
+		t.Fatal("a new key returned an old job")
+	}
+	if d := sub(""); d.ID == a.ID {
+		t.Fatal("no key deduplicated")
+	}
+	// Another caller's identical key finds nothing of ours.
+	b, _ := Encode(CmdJobSubmit, h.at, "member:other", JobSubmit{Spec: MakeJob("research", 1).Obj().Spec, IdempotencyKey: "k1"})
+	if r := h.f.ApplyCommand(b); r.Err != nil || r.Value.(*domain.Job).ID == a.ID {
+		t.Fatalf("another actor's key k1 returned job %v (%v)", r.Value, r.Err)
+	}
+	if got := len(h.f.Jobs(JobFilter{})); got != 4 {
+		t.Fatalf("%d jobs, want 4", got)
+	}
+}
