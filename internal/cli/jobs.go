@@ -19,12 +19,8 @@ func newJobCmd(g *globals) *cobra.Command {
 	submit := &cobra.Command{
 		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if ws != "" {
-				t, w, err := splitRef("workspace", ws)
-				if err != nil {
-					return err
-				}
-				spec.Tenant, spec.Workspace = t, w
+			if err := setRef(ws, &spec.Tenant, &spec.Workspace); err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
@@ -51,12 +47,8 @@ func newJobCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List jobs you can see", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if ws != "" {
-				t, w, err := splitRef("workspace", ws)
-				if err != nil {
-					return err
-				}
-				q.Tenant, q.Workspace = t, w
+			if err := setRef(ws, &q.Tenant, &q.Workspace); err != nil {
+				return err
 			}
 			q.State = domain.JobState(state)
 			c, err := g.client()
@@ -153,12 +145,8 @@ func newEventsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "events", Short: "The audit trail: who changed what, when", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if ws != "" {
-				t, w, err := splitRef("workspace", ws)
-				if err != nil {
-					return err
-				}
-				q.Tenant, q.Workspace = t, w
+			if err := setRef(ws, &q.Tenant, &q.Workspace); err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -50,33 +51,29 @@ func newTenantCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a tenant", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			var t domain.Tenant
-			if err := c.Do(cmd.Context(), "GET", "/v1/tenants/"+args[0], nil, &t); err != nil {
-				return err
-			}
-			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{t}) })
+			return tenantDo(cmd, g, "GET", args[0], func(w io.Writer, t domain.Tenant) { tenantTable(w, []domain.Tenant{t}) })
 		},
 	}
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a tenant that has no workspaces (admin)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			var t domain.Tenant
-			if err := c.Do(cmd.Context(), "DELETE", "/v1/tenants/"+args[0], nil, &t); err != nil {
-				return err
-			}
-			return g.emit(t, func(w io.Writer) { fmt.Fprintf(w, "tenant %s deleted\n", t.Name) })
+			return tenantDo(cmd, g, "DELETE", args[0], func(w io.Writer, t domain.Tenant) { fmt.Fprintf(w, "tenant %s deleted\n", t.Name) })
 		},
 	}
 	cmd.AddCommand(create, list, show, del)
 	return cmd
+}
+
+func tenantDo(cmd *cobra.Command, g *globals, method, name string, table func(io.Writer, domain.Tenant)) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	var t domain.Tenant
+	if err := c.Do(cmd.Context(), method, "/v1/tenants/"+url.PathEscape(name), nil, &t); err != nil {
+		return err
+	}
+	return g.emit(t, func(w io.Writer) { table(w, t) })
 }
 
 func tenantTable(w io.Writer, ts []domain.Tenant) {
@@ -84,6 +81,20 @@ func tenantTable(w io.Writer, ts []domain.Tenant) {
 	for _, t := range ts {
 		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, t.CreatedAt.Format("2006-01-02 15:04:05"))
 	}
+}
+
+// setRef parses a --workspace TENANT/WORKSPACE flag into tenant and ws;
+// an empty flag leaves both as they are.
+func setRef(ref string, tenant, ws *string) error {
+	if ref == "" {
+		return nil
+	}
+	t, w, err := splitRef("workspace", ref)
+	if err != nil {
+		return err
+	}
+	*tenant, *ws = t, w
+	return nil
 }
 
 // splitRef parses "tenant/workspace".

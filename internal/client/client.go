@@ -212,22 +212,8 @@ type JobQuery struct {
 }
 
 func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]domain.Job, error) {
-	v := url.Values{}
-	if q.Tenant != "" {
-		v.Set("tenant", q.Tenant)
-	}
-	if q.Workspace != "" {
-		v.Set("workspace", q.Workspace)
-	}
-	if q.State != "" {
-		v.Set("state", string(q.State))
-	}
-	path := "/v1/jobs"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
 	var js []domain.Job
-	return js, c.Do(ctx, "GET", path, nil, &js)
+	return js, c.Do(ctx, "GET", withQuery("/v1/jobs", "tenant", q.Tenant, "workspace", q.Workspace, "state", string(q.State)), nil, &js)
 }
 
 func (c *Client) Job(ctx context.Context, id uint64) (*domain.Job, error) {
@@ -247,23 +233,25 @@ type EventQuery struct {
 }
 
 func (c *Client) Events(ctx context.Context, q EventQuery) ([]domain.Event, error) {
-	v := url.Values{}
-	if q.Tenant != "" {
-		v.Set("tenant", q.Tenant)
-	}
-	if q.Workspace != "" {
-		v.Set("workspace", q.Workspace)
-	}
-	if q.Since != "" {
-		v.Set("since", q.Since)
-	}
+	limit := ""
 	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
+		limit = strconv.Itoa(q.Limit)
 	}
-	path := "/v1/events"
-	if len(v) > 0 {
-		path += "?" + v.Encode()
-	}
+	path := withQuery("/v1/events", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "limit", limit)
 	var es []domain.Event
 	return es, c.Do(ctx, "GET", path, nil, &es)
+}
+
+// withQuery appends the non-empty name/value pairs kv to path.
+func withQuery(path string, kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
 }

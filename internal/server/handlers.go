@@ -351,27 +351,39 @@ func (s *Server) deleteToken(r *http.Request, p *principal) (any, error) {
 
 func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
 	q := r.URL.Query()
-	f := state.JobFilter{Tenant: q.Get("tenant"), Workspace: q.Get("workspace"), State: domain.JobState(q.Get("state"))}
-	if f.Workspace != "" && f.Tenant == "" {
-		return nil, domain.Invalid("tenant", "filtering by workspace needs tenant too")
-	}
+	f := state.JobFilter{State: domain.JobState(q.Get("state"))}
 	if f.State != "" && !validState(f.State) {
 		return nil, domain.Invalid("state", "state %q is not one of Pending, Running, Preempting, Completed, Failed, Cancelled", f.State)
 	}
-	if f.Tenant != "" && !p.seesTenant(f.Tenant) {
-		return nil, notFoundf("tenant", f.Tenant)
-	}
-	if f.Workspace != "" && !p.seesWorkspace(f.Tenant, f.Workspace) {
-		return nil, notFoundf("workspace", domain.Ref(f.Tenant, f.Workspace))
-	}
-	// Scope the filter to what the caller may see.
-	switch p.tok.Role {
-	case domain.RoleTenantAdmin:
-		f.Tenant = p.tok.Tenant
-	case domain.RoleMember:
-		f.Tenant, f.Workspace = p.tok.Tenant, p.tok.Workspace
+	var err error
+	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
+		return nil, err
 	}
 	return s.fsm.Jobs(f), nil
+}
+
+// scope reads the tenant and workspace query filters and narrows them to
+// what the caller may see: naming an invisible tenant or workspace is "not
+// found"; a tenant admin always gets its tenant, a member its workspace.
+func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
+	q := r.URL.Query()
+	tenant, ws = q.Get("tenant"), q.Get("workspace")
+	if ws != "" && tenant == "" {
+		return "", "", domain.Invalid("tenant", "filtering by workspace needs tenant too")
+	}
+	if tenant != "" && !p.seesTenant(tenant) {
+		return "", "", notFoundf("tenant", tenant)
+	}
+	if ws != "" && !p.seesWorkspace(tenant, ws) {
+		return "", "", notFoundf("workspace", domain.Ref(tenant, ws))
+	}
+	switch p.tok.Role {
+	case domain.RoleTenantAdmin:
+		tenant = p.tok.Tenant
+	case domain.RoleMember:
+		tenant, ws = p.tok.Tenant, p.tok.Workspace
+	}
+	return tenant, ws, nil
 }
 
 func validState(s domain.JobState) bool {
@@ -434,21 +446,10 @@ func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
 
 func (s *Server) events(r *http.Request, p *principal) (any, error) {
 	q := r.URL.Query()
-	f := state.EventFilter{Tenant: q.Get("tenant"), Workspace: q.Get("workspace")}
-	if f.Workspace != "" && f.Tenant == "" {
-		return nil, domain.Invalid("tenant", "filtering by workspace needs tenant too")
-	}
-	if f.Tenant != "" && !p.seesTenant(f.Tenant) {
-		return nil, notFoundf("tenant", f.Tenant)
-	}
-	if f.Workspace != "" && !p.seesWorkspace(f.Tenant, f.Workspace) {
-		return nil, notFoundf("workspace", domain.Ref(f.Tenant, f.Workspace))
-	}
-	switch p.tok.Role {
-	case domain.RoleTenantAdmin:
-		f.Tenant = p.tok.Tenant
-	case domain.RoleMember:
-		f.Tenant, f.Workspace = p.tok.Tenant, p.tok.Workspace
+	var f state.EventFilter
+	var err error
+	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
+		return nil, err
 	}
 	if since := q.Get("since"); since != "" {
 		if d, err := time.ParseDuration(since); err == nil && d >= 0 {
