@@ -129,7 +129,7 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	if j.Reason != nil {
 		row(w, "Reason:", fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code))
 	}
-	for _, p := range j.Placements {
+	for _, p := range j.Placement {
 		gs := make([]string, len(p.GPUs))
 		for i, g := range p.GPUs {
 			gs[i] = strconv.Itoa(g)

@@ -5,18 +5,39 @@ import "time"
 // JobState is where a job is in its life.
 type JobState string
 
+// Job states: Pending -> Placed (GPUs chosen) -> Ready (network and hosts
+// set up; the runtime may start it) -> Running -> Succeeded | Failed |
+// Cancelled; a running job told to stop goes Preempting -> Preempted.
 const (
 	JobPending    JobState = "Pending"
+	JobPlaced     JobState = "Placed"
+	JobReady      JobState = "Ready"
 	JobRunning    JobState = "Running"
 	JobPreempting JobState = "Preempting"
-	JobCompleted  JobState = "Completed"
+	JobPreempted  JobState = "Preempted"
+	JobSucceeded  JobState = "Succeeded"
 	JobFailed     JobState = "Failed"
 	JobCancelled  JobState = "Cancelled"
 )
 
-// Terminal reports whether a job in this state will never run again.
+// JobStates lists every state, in life order.
+var JobStates = []JobState{JobPending, JobPlaced, JobReady, JobRunning, JobPreempting, JobPreempted, JobSucceeded, JobFailed, JobCancelled}
+
+// Terminal reports whether a job in this state will never run again (a
+// preempted job that is requeued goes back to Pending, so Preempted is not
+// terminal).
 func (s JobState) Terminal() bool {
-	return s == JobCompleted || s == JobFailed || s == JobCancelled
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// Valid reports whether s is a known state.
+func (s JobState) Valid() bool {
+	for _, k := range JobStates {
+		if s == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Reason explains why a job is where it is, in a structured form (code for
@@ -52,9 +73,10 @@ type Placement struct {
 type Job struct {
 	ID uint64 `json:"id"`
 	JobSpec
-	State       JobState    `json:"state"`
-	Reason      *Reason     `json:"reason,omitempty"`
-	Placements  []Placement `json:"placements,omitempty"`
+	State  JobState `json:"state"`
+	Reason *Reason  `json:"reason,omitempty"`
+	// Placement is where the job's GPUs are while it holds them.
+	Placement   []Placement `json:"placement,omitempty"`
 	SubmittedAt time.Time   `json:"submittedAt"`
 	SubmittedBy string      `json:"submittedBy,omitempty"`
 	UpdatedAt   time.Time   `json:"updatedAt"`

@@ -352,8 +352,8 @@ func (s *Server) deleteToken(r *http.Request, p *principal) (any, error) {
 func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
 	q := r.URL.Query()
 	f := state.JobFilter{State: domain.JobState(q.Get("state"))}
-	if f.State != "" && !validState(f.State) {
-		return nil, domain.Invalid("state", "state %q is not one of Pending, Running, Preempting, Completed, Failed, Cancelled", f.State)
+	if f.State != "" && !f.State.Valid() {
+		return nil, domain.Invalid("state", "state %q is not one of %v", f.State, domain.JobStates)
 	}
 	var err error
 	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
@@ -384,14 +384,6 @@ func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
 		tenant, ws = p.tok.Tenant, p.tok.Workspace
 	}
 	return tenant, ws, nil
-}
-
-func validState(s domain.JobState) bool {
-	switch s {
-	case domain.JobPending, domain.JobRunning, domain.JobPreempting, domain.JobCompleted, domain.JobFailed, domain.JobCancelled:
-		return true
-	}
-	return false
 }
 
 func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {

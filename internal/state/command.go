@@ -76,7 +76,7 @@ type (
 		ID uint64 `json:"id"`
 	}
 	// JobsPlace commits a scheduler plan: each job gets its placements and
-	// becomes Running. The FSM re-checks every GPU is free (the plan applier).
+	// becomes Placed. The FSM re-checks every GPU is free (the plan applier).
 	JobsPlace struct {
 		Jobs []JobPlacement `json:"jobs"`
 	}

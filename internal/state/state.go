@@ -224,7 +224,7 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 	next := deriveCapacity(t)
 	// A server (or GPUs of it) holding an active job cannot disappear.
 	for _, j := range f.sortedJobs() {
-		for _, pl := range j.Placements {
+		for _, pl := range j.Placement {
 			if j.State.Terminal() {
 				continue
 			}
@@ -548,7 +548,7 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	}
 	j.State, j.UpdatedAt = domain.JobCancelled, c.At
 	j.Reason = &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}
-	j.Placements = nil
+	j.Placement = nil
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
 	return copyJob(j), nil
 }
@@ -592,7 +592,7 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	out := make([]*domain.Job, 0, len(p.Jobs))
 	for _, jp := range p.Jobs {
 		j := f.d.Jobs[jp.ID]
-		j.State, j.Reason, j.Placements, j.UpdatedAt = domain.JobRunning, nil, jp.Placements, c.At
+		j.State, j.Reason, j.Placement, j.UpdatedAt = domain.JobPlaced, nil, jp.Placements, c.At
 		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %d servers", j.GPUs, len(jp.Placements)))
 		out = append(out, copyJob(j))
 	}
@@ -610,7 +610,7 @@ func (f *FSM) usedGPUs() map[gpuKey]uint64 {
 		if j.State.Terminal() {
 			continue
 		}
-		for _, pl := range j.Placements {
+		for _, pl := range j.Placement {
 			for _, g := range pl.GPUs {
 				used[gpuKey{pl.Server, g}] = j.ID
 			}
@@ -651,10 +651,10 @@ func copyJob(j *domain.Job) *domain.Job {
 		r := *j.Reason
 		cp.Reason = &r
 	}
-	if j.Placements != nil {
-		cp.Placements = make([]domain.Placement, len(j.Placements))
-		for i, p := range j.Placements {
-			cp.Placements[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...)}
+	if j.Placement != nil {
+		cp.Placement = make([]domain.Placement, len(j.Placement))
+		for i, p := range j.Placement {
+			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...)}
 		}
 	}
 	return &cp
