@@ -1,0 +1,16 @@
+// Package sched is jobfabric's scheduler: a pure function from a snapshot of
+// the state (inventory, tenants, workspaces, jobs) to a plan (which pending
+// jobs go where, and why the others wait). It does no I/O and reads no clock;
+// the same snapshot gives the same plan. The server's leader runs it and
+// commits the plan through Raft, where the state machine re-checks it.
+//
+// A cycle runs in numbered phases:
+//  1. build the free-GPU view of every server and who holds it (isolation);
+//  2. account each workspace's usage against its quota;
+//  3. order the pending jobs (priority, then within-guarantee before
+//     borrowing, then least weighted usage, then age);
+//  4. for each job: check quota (no overcommit of anyone's protected
+//     guarantee), then find a gang placement packed into the fewest NVLink
+//     domains, then stripes, with GPU indices aligned across servers so rails
+//     match; place it or record a structured reason.
+package sched

@@ -1,0 +1,164 @@
+package sched
+
+import (
+	"sort"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Snapshot is everything a decision depends on. The scheduler never
+// changes it.
+type Snapshot struct {
+	Topology   *domain.Topology
+	Tenants    map[string]*domain.Tenant
+	Workspaces map[string]*domain.Workspace // by "tenant/name"
+	// Jobs are the non-terminal jobs: pending ones to place, the others
+	// holding GPUs (their Placement).
+	Jobs []*domain.Job
+}
+
+// Placement is one job's decided GPUs.
+type Placement struct {
+	JobID     uint64             `json:"jobID"`
+	Placement []domain.Placement `json:"placement"`
+	// Level says how tightly the gang was packed: server, nvlink-domain,
+	// stripe or fabric.
+	Level string `json:"level"`
+}
+
+// Plan is the outcome of one cycle.
+type Plan struct {
+	Placements []Placement `json:"placements"`
+	// Pending explains every pending job that was not placed.
+	Pending map[uint64]domain.Reason `json:"pending"`
+}
+
+// Reason codes of a pending job.
+const (
+	ReasonWorkspaceQuota = "workspace_quota" // above guaranteed + borrowLimit
+	ReasonClusterQuota   = "cluster_quota"   // the GPUs it could use are others' protected guarantees
+	ReasonCapacity       = "capacity"        // quota allows it, but no placement fits now
+	ReasonNoInventory    = "no_inventory"    // no server could ever hold it
+	ReasonUnknown        = "unknown_workspace"
+	ReasonGangOrder      = "queued_behind" // a higher-ranked job of the workspace waits first
+)
+
+// server is the scheduler's working view of one server.
+type server struct {
+	s      *domain.Server
+	fabric string // site/fabric
+	stripe int
+	domain string // NVLink domain
+	free   []bool // free[i]: GPU i is free
+	nfree  int
+	// tenants holding GPUs here, and whether any of them is server-isolated.
+	holders map[string]bool
+	exclusive string // a server-isolated tenant holding it, "" if none
+}
+
+func (v *server) freeIdx() []int {
+	out := make([]int, 0, v.nfree)
+	for i, f := range v.free {
+		if f {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// cluster is phase 1's result.
+type cluster struct {
+	servers []*server // in topology order
+	byName  map[string]*server
+	total   int
+}
+
+func buildCluster(s *Snapshot) *cluster {
+	c := &cluster{byName: map[string]*server{}}
+	if s.Topology == nil {
+		return c
+	}
+	for _, site := range s.Topology.Sites {
+		for _, f := range site.Fabrics {
+			for i := range f.Servers {
+				srv := &f.Servers[i]
+				d := srv.NVLinkDomain
+				if d == "" {
+					d = srv.Name
+				}
+				v := &server{s: srv, fabric: site.Name + "/" + f.Name, stripe: srv.Stripe, domain: d,
+					free: make([]bool, srv.GPUs), nfree: srv.GPUs, holders: map[string]bool{}}
+				for g := range v.free {
+					v.free[g] = true
+				}
+				c.servers = append(c.servers, v)
+				c.byName[srv.Name] = v
+				c.total += srv.GPUs
+			}
+		}
+	}
+	for _, j := range s.Jobs {
+		for _, p := range j.Placement {
+			v := c.byName[p.Server]
+			if v == nil {
+				continue // the state machine refuses removing busy servers; be safe anyway
+			}
+			for _, g := range p.GPUs {
+				if g >= 0 && g < len(v.free) && v.free[g] {
+					v.free[g] = false
+					v.nfree--
+				}
+			}
+			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
+		}
+	}
+	return c
+}
+
+func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {
+	v.holders[tenant] = true
+	if t != nil && t.Isolation == domain.IsolationServer {
+		v.exclusive = tenant
+	}
+}
+
+// usage is phase 2's result: GPUs held per workspace.
+type usage struct {
+	used       map[string]int // by workspace ref
+	usedTotal  int
+	guaranteed int
+}
+
+func buildUsage(s *Snapshot) *usage {
+	u := &usage{used: map[string]int{}}
+	for _, j := range s.Jobs {
+		if len(j.Placement) == 0 {
+			continue
+		}
+		n := 0
+		for _, p := range j.Placement {
+			n += len(p.GPUs)
+		}
+		u.used[j.Tenant+"/"+j.Workspace] += n
+		u.usedTotal += n
+	}
+	for _, w := range s.Workspaces {
+		u.guaranteed += w.Guaranteed
+	}
+	return u
+}
+
+// protected is the idle guarantee of w that others may not borrow.
+func (u *usage) protected(w *domain.Workspace) int {
+	idle := w.Guaranteed - u.used[w.Ref()]
+	return max(0, idle-w.LendLimit)
+}
+
+func sortedWorkspaces(s *Snapshot) []*domain.Workspace {
+	out := make([]*domain.Workspace, 0, len(s.Workspaces))
+	for _, w := range s.Workspaces {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Ref() < out[b].Ref() })
+	return out
+}
