@@ -60,7 +60,9 @@ func (w *world) running(ref string, pl ...domain.Placement) *world {
 	return w
 }
 
-func on(server string, gpus ...int) domain.Placement { return domain.Placement{Server: server, GPUs: gpus} }
+func on(server string, gpus ...int) domain.Placement {
+	return domain.Placement{Server: server, GPUs: gpus}
+}
 
 func seq(from, to int) []int {
 	var out []int

@@ -52,7 +52,7 @@ type server struct {
 	free   []bool // free[i]: GPU i is free
 	nfree  int
 	// tenants holding GPUs here, and whether any of them is server-isolated.
-	holders map[string]bool
+	holders   map[string]bool
 	exclusive string // a server-isolated tenant holding it, "" if none
 }
 
