@@ -64,3 +64,11 @@ type JoinRequest struct {
 	RaftAddr string `json:"raftAddr"`
 	APIAddr  string `json:"apiAddr"`
 }
+
+// DryRun is the answer of a dry-run submit: where the job would land now,
+// or why it would wait.
+type DryRun struct {
+	Placement []domain.Placement `json:"placement,omitempty"`
+	Level     string             `json:"level,omitempty"`
+	Reason    *domain.Reason     `json:"reason,omitempty"`
+}

@@ -96,7 +96,7 @@ func TestTour(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &job); err != nil {
 		t.Fatalf("job submit -o json: %v\n%s", err, out)
 	}
-	if job.ID == 0 || job.Name != "llama" || job.Workspace != "research" || job.State != "Pending" || job.Reason.Code != "scheduler_not_running" {
+	if job.ID == 0 || job.Name != "llama" || job.Workspace != "research" || job.State != "Pending" || job.Reason.Code != "queued" {
 		t.Fatalf("submitted job = %+v", job)
 	}
 	mustRun(t, env, "job", "submit", "--workspace", "globex/infer", "--gpus", "2")
@@ -113,8 +113,48 @@ func TestTour(t *testing.T) {
 			t.Fatalf("job list -o json lacks %q: %v", k, list[0])
 		}
 	}
-	if out := mustRun(t, acme, "job", "show", "1"); !strings.Contains(out, "scheduler not running") {
-		t.Fatalf("job show does not explain the pending reason:\n%s", out)
+	// The leader's scheduler places it: 2 whole servers of one stripe.
+	var placed struct {
+		State     string
+		Placement []struct {
+			Server string
+			GPUs   []int
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for placed.State != "Ready" {
+		if time.Now().After(deadline) {
+			t.Fatalf("job 1 not placed: %+v", placed)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := json.Unmarshal([]byte(mustRun(t, acme, "job", "show", "1", "-o", "json")), &placed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(placed.Placement) != 2 || len(placed.Placement[0].GPUs) != 8 || !strings.HasPrefix(placed.Placement[0].Server, "s1-") || !strings.HasPrefix(placed.Placement[1].Server, "s1-") {
+		t.Fatalf("placement %+v: want 2 whole servers of stripe 1", placed.Placement)
+	}
+	if out := mustRun(t, acme, "job", "show", "1"); !strings.Contains(out, "Placement:") {
+		t.Fatalf("job show does not show the placement:\n%s", out)
+	}
+	// A job beyond what is free waits, and says why.
+	mustRun(t, acme, "job", "submit", "--workspace", "acme/research", "--gpus", "40", "--gpus-per-node", "8", "--name", "too-big")
+	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "8"); !strings.Contains(out, "would run now") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "40"); !strings.Contains(out, "would wait") || !strings.Contains(out, "workspace_quota") {
+		t.Fatalf("dry run beyond quota:\n%s", out)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		out := mustRun(t, acme, "job", "explain", "3")
+		if strings.Contains(out, "workspace_quota") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job explain 3 gives no quota reason:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if out := mustRun(t, acme, "job", "cancel", "1"); !strings.Contains(out, "Cancelled") {
 		t.Fatalf("job cancel:\n%s", out)
@@ -130,6 +170,7 @@ func TestTour(t *testing.T) {
 		want string
 	}{
 		"other tenant's job":  {acme, []string{"job", "show", "2"}, "not found"},
+		"explain other's job": {acme, []string{"job", "explain", "2"}, "not found"},
 		"other tenant":        {acme, []string{"tenant", "show", "globex"}, "not found"},
 		"negative gpus":       {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "field gpus"},
 		"bad workspace ref":   {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},

@@ -16,6 +16,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show and cancel jobs"}
 	var spec domain.JobSpec
 	var ws string
+	var dry bool
 	submit := &cobra.Command{
 		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -25,6 +26,22 @@ func newJobCmd(g *globals) *cobra.Command {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if dry {
+				d, err := c.DryRun(cmd.Context(), spec)
+				if err != nil {
+					return err
+				}
+				return g.emit(d, func(w io.Writer) {
+					if d.Reason != nil {
+						fmt.Fprintf(w, "would wait: %s (%s)\n", d.Reason.Message, d.Reason.Code)
+						return
+					}
+					fmt.Fprintf(w, "would run now, packed at %s level:\n", d.Level)
+					for _, p := range d.Placement {
+						fmt.Fprintf(w, "  %s GPUs %s\n", p.Server, joinInts(p.GPUs))
+					}
+				})
 			}
 			j, err := c.SubmitJob(cmd.Context(), spec)
 			if err != nil {
@@ -41,6 +58,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.IntVar(&spec.Priority, "priority", 0, "priority within the workspace")
 	f.BoolVar(&spec.Preemptible, "preemptible", false, "the job may be preempted")
 	f.StringVar(&spec.Name, "name", "", "job name (default job-ID)")
+	f.BoolVar(&dry, "dry-run", false, "answer where the job would land now, or why it would wait, without submitting it")
 
 	var q client.JobQuery
 	var state string
@@ -78,14 +96,57 @@ func newJobCmd(g *globals) *cobra.Command {
 			return jobDo(cmd, g, args[0], true)
 		},
 	}
-	cmd.AddCommand(submit, list, show, cancel)
+	explain := &cobra.Command{
+		Use: "explain ID", Short: "Why a job is where it is: its reason, or where it was placed", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Job(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return g.emit(j, func(w io.Writer) {
+				fmt.Fprintf(w, "job %d (%s) is %s", j.ID, j.Name, j.State)
+				if j.Reason != nil {
+					fmt.Fprintf(w, ": %s [%s]", j.Reason.Message, j.Reason.Code)
+				}
+				fmt.Fprintln(w)
+				for _, p := range j.Placement {
+					fmt.Fprintf(w, "  %s GPUs %s\n", p.Server, joinInts(p.GPUs))
+				}
+			})
+		},
+	}
+	cmd.AddCommand(submit, list, show, explain, cancel)
 	return cmd
 }
 
-func jobDo(cmd *cobra.Command, g *globals, raw string, cancel bool) error {
+func parseJobID(raw string) (uint64, error) {
 	id, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil || id == 0 {
-		return domain.Invalid("id", "job id %q is not a positive integer", raw)
+		return 0, domain.Invalid("id", "job id %q is not a positive integer", raw)
+	}
+	return id, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func jobDo(cmd *cobra.Command, g *globals, raw string, cancel bool) error {
+	id, err := parseJobID(raw)
+	if err != nil {
+		return err
 	}
 	c, err := g.client()
 	if err != nil {
@@ -104,13 +165,17 @@ func jobDo(cmd *cobra.Command, g *globals, raw string, cancel bool) error {
 }
 
 func jobTable(w io.Writer, js []domain.Job) {
-	row(w, "ID", "NAME", "WORKSPACE", "GPUS", "STATE", "REASON")
+	row(w, "ID", "NAME", "WORKSPACE", "GPUS", "STATE", "SERVERS", "REASON")
 	for _, j := range js {
 		reason := ""
-		if j.Reason != nil {
+		if j.Reason != nil && j.State == domain.JobPending {
 			reason = j.Reason.Message
 		}
-		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, j.GPUs, j.State, orDash(reason))
+		servers := make([]string, len(j.Placement))
+		for i, p := range j.Placement {
+			servers[i] = p.Server
+		}
+		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, j.GPUs, j.State, orDash(strings.Join(servers, ",")), orDash(reason))
 	}
 }
 
@@ -130,11 +195,7 @@ func jobDetail(w io.Writer, j *domain.Job) {
 		row(w, "Reason:", fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code))
 	}
 	for _, p := range j.Placement {
-		gs := make([]string, len(p.GPUs))
-		for i, g := range p.GPUs {
-			gs[i] = strconv.Itoa(g)
-		}
-		row(w, "Placement:", p.Server+" GPUs "+strings.Join(gs, ","))
+		row(w, "Placement:", p.Server+" GPUs "+joinInts(p.GPUs))
 	}
 	row(w, "Submitted:", j.SubmittedAt.Format("2006-01-02 15:04:05")+" by "+orDash(j.SubmittedBy))
 }

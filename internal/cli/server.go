@@ -150,7 +150,9 @@ Try, in another shell:
   go run ./cmd/jobfabric job submit --workspace acme/research --gpus 8 --gpus-per-node 8 --name my-first-job
   go run ./cmd/jobfabric events --since 1h
 
-Jobs stay Pending ("scheduler not running") until the scheduler lands.
+  go run ./cmd/jobfabric job explain 1
+  go run ./cmd/jobfabric job submit --dry-run --workspace globex/inference --gpus 4
+
 Press Ctrl-C to stop.
 `, dir, s.URL(), s.URL(), token, s.URL(), token)
 	if ready != nil {

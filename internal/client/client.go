@@ -216,6 +216,12 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]domain.Job, error) {
 	return js, c.Do(ctx, "GET", withQuery("/v1/jobs", "tenant", q.Tenant, "workspace", q.Workspace, "state", string(q.State)), nil, &js)
 }
 
+// DryRun asks where spec would land now, or why it would wait.
+func (c *Client) DryRun(ctx context.Context, spec domain.JobSpec) (*api.DryRun, error) {
+	var d api.DryRun
+	return &d, c.Do(ctx, "POST", "/v1/jobs?dryRun=true", spec, &d)
+}
+
 func (c *Client) Job(ctx context.Context, id uint64) (*domain.Job, error) {
 	var j domain.Job
 	return &j, c.Do(ctx, "GET", "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &j)

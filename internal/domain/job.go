@@ -47,9 +47,8 @@ type Reason struct {
 	Message string `json:"message"`
 }
 
-// ReasonSchedulerNotRunning is the pending reason while no scheduler places
-// jobs: the job is stored and queued, nothing pretends to place it.
-const ReasonSchedulerNotRunning = "scheduler_not_running"
+// ReasonQueued is a new job's reason until a scheduling cycle has looked at it.
+const ReasonQueued = "queued"
 
 // JobSpec is what a user asks for.
 type JobSpec struct {

@@ -39,7 +39,8 @@ func (s *Server) buildRoutes() []route {
 		{method: "DELETE", path: "/v1/tokens/{id}", summary: "Revoke a token", access: authed, resp: domain.Token{}, h: s.deleteToken},
 		{method: "GET", path: "/v1/jobs", summary: "Jobs the caller can see", access: authed,
 			query: []param{tenantQ, wsQ, {"state", "string", "only jobs in this state"}}, resp: []domain.Job{}, h: s.listJobs},
-		{method: "POST", path: "/v1/jobs", summary: "Submit a job; with an Idempotency-Key header a retry returns the first attempt's job", access: authed, dedup: true, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
+		{method: "POST", path: "/v1/jobs", summary: "Submit a job; with an Idempotency-Key header a retry returns the first attempt's job; with dryRun=true answer where it would land now, or why not, and change nothing", access: authed, dedup: true,
+			query: []param{{"dryRun", "boolean", "place against the current state without submitting (answers a DryRun)"}}, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
 		{method: "GET", path: "/v1/jobs/{id}", summary: "One job", access: authed, resp: domain.Job{}, h: s.getJob},
 		{method: "POST", path: "/v1/jobs/{id}/cancel", summary: "Cancel a job", access: authed, resp: domain.Job{}, h: s.cancelJob},
 		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when", access: authed,
@@ -405,6 +406,13 @@ func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {
 	}
 	if !p.seesWorkspace(spec.Tenant, spec.Workspace) {
 		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: "workspace " + strconv.Quote(domain.Ref(spec.Tenant, spec.Workspace)) + " not found"}
+	}
+	if r.URL.Query().Get("dryRun") == "true" {
+		d, err := s.dryRun(spec)
+		if err != nil {
+			return nil, err
+		}
+		return withStatus{http.StatusOK, d}, nil
 	}
 	key := r.Header.Get(idempotencyHeader)
 	if len(key) > 128 {

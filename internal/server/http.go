@@ -88,6 +88,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		status := rt.status
+		if ws, ok := v.(withStatus); ok {
+			status, v = ws.status, ws.v
+		}
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -111,6 +114,13 @@ type retrySafeKey struct{}
 func retrySafe(ctx context.Context) bool {
 	v, _ := ctx.Value(retrySafeKey{}).(bool)
 	return v
+}
+
+// withStatus lets a handler answer another status than its route's (a dry
+// run of a create answers 200, not 201).
+type withStatus struct {
+	status int
+	v      any
 }
 
 func notFoundf(kind string, name any) error { return domain.NotFound(kind, fmt.Sprint(name)) }

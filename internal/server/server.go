@@ -50,6 +50,9 @@ type Config struct {
 	Clock     Clock
 	// Raft tuning, for tests and benchmarks; zero keeps the store's defaults.
 	RaftTimeout time.Duration
+	// ScheduleInterval is the leader's scheduling tick (changes also
+	// trigger a cycle at once); 0 means 2s.
+	ScheduleInterval time.Duration
 }
 
 // Server is a running API server.
@@ -70,6 +73,7 @@ type Server struct {
 	closeMu  sync.Mutex
 	closed   bool
 	adminTok string
+	kick     chan struct{}
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -91,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1)}
 
 	var serverTLS, peerTLS *tls.Config
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
@@ -171,6 +175,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.leaderLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.scheduleLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
@@ -308,6 +314,9 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	if r.Err != nil {
 		return nil, r.Err
 	}
+	if t != state.CmdJobsPlace && t != state.CmdMemberSet {
+		s.kickScheduler()
+	}
 	return r.Value, nil
 }
 
@@ -320,6 +329,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 			return
 		}
 		m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url}
+		s.kickScheduler() // a new leader schedules at once
 		if cur, ok := s.fsm.Member(s.nodeID); ok && cur == m {
 			return
 		}

@@ -79,6 +79,8 @@ type (
 	// becomes Placed. The FSM re-checks every GPU is free (the plan applier).
 	JobsPlace struct {
 		Jobs []JobPlacement `json:"jobs"`
+		// Reasons explain pending jobs the plan did not place.
+		Reasons map[uint64]domain.Reason `json:"reasons,omitempty"`
 	}
 	JobPlacement struct {
 		ID         uint64             `json:"id"`

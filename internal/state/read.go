@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // Reads. Each takes the read lock and returns copies.
@@ -222,4 +223,36 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.cap.total, f.totalGuaranteed()
+}
+
+// SchedSnapshot is the scheduler's view: tenants, workspaces and the
+// non-terminal jobs, copied. The topology is shared, not copied: it is
+// replaced whole by an apply and never changed in place, and the scheduler
+// only reads it.
+func (f *FSM) SchedSnapshot() *sched.Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &sched.Snapshot{Topology: f.d.Topology, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	for k, t := range f.d.Tenants {
+		cp := *t
+		s.Tenants[k] = &cp
+	}
+	for k, w := range f.d.Workspaces {
+		cp := *w
+		s.Workspaces[k] = &cp
+	}
+	for _, j := range f.sortedJobs() {
+		if !j.State.Terminal() {
+			s.Jobs = append(s.Jobs, copyJob(j))
+		}
+	}
+	return s
+}
+
+// CheckSubmit runs the state checks a job submit would meet, without
+// applying anything (dry runs).
+func (f *FSM) CheckSubmit(spec *domain.JobSpec) *domain.Error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.checkSubmit(spec)
 }

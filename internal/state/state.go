@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -469,11 +470,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if err := domain.ValidateJobSpec(&s); err != nil {
 		return nil, err
 	}
-	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
-	if !ok {
-		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
-	}
-	if err := f.checkFits(&s, w); err != nil {
+	if err := f.checkSubmit(&s); err != nil {
 		return nil, err
 	}
 	id := f.d.NextJobID
@@ -483,7 +480,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	}
 	j := &domain.Job{
 		ID: id, JobSpec: s, State: domain.JobPending,
-		Reason:      &domain.Reason{Code: domain.ReasonSchedulerNotRunning, Message: "scheduler not running: jobs are queued until the scheduler places them"},
+		Reason:      &domain.Reason{Code: domain.ReasonQueued, Message: "queued: waiting for the next scheduling cycle"},
 		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
 	}
 	f.d.Jobs[id] = j
@@ -505,6 +502,14 @@ func (f *FSM) rememberSubmitKey(key string, id uint64) {
 		delete(f.d.SubmitKeys, f.d.SubmitKeyOrder[0])
 		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]
 	}
+}
+
+func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
+	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
+	if !ok {
+		return &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
+	}
+	return f.checkFits(s, w)
 }
 
 // checkFits refuses a job that could never be admitted, whatever else runs:
@@ -553,50 +558,109 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	return copyJob(j), nil
 }
 
+// PlanResult says which placements of a plan were committed and which the
+// re-check refused (the job is rescheduled in a later cycle).
+type PlanResult struct {
+	Placed   []uint64          `json:"placed"`
+	Rejected map[uint64]string `json:"rejected,omitempty"`
+}
+
+// applyJobsPlace is the plan applier: it re-checks every placement against
+// the state it applies to (the job still pending, its GPUs free, isolation
+// kept), commits those that hold and refuses the rest one by one. Until the
+// network gate exists a placed job is Ready at once.
 func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobsPlace](c)
 	if derr != nil {
 		return nil, derr
 	}
+	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	used := f.usedGPUs()
-	for i, jp := range p.Jobs {
+	holders := map[string]map[string]bool{} // server -> tenants
+	for k, id := range used {
+		if holders[k.server] == nil {
+			holders[k.server] = map[string]bool{}
+		}
+		holders[k.server][f.d.Jobs[id].Tenant] = true
+	}
+	for _, jp := range p.Jobs {
 		j, ok := f.d.Jobs[jp.ID]
 		if !ok {
-			return nil, domain.NotFound("job", fmt.Sprint(jp.ID))
+			res.Rejected[jp.ID] = "job not found"
+			continue
 		}
-		if j.State != domain.JobPending {
-			return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is %s, not Pending", j.ID, j.State)
+		if why := f.checkPlacement(j, jp.Placements, used, holders); why != "" {
+			res.Rejected[jp.ID] = why
+			continue
 		}
-		n := 0
 		for _, pl := range jp.Placements {
-			s, ok := f.cap.servers[pl.Server]
-			if !ok {
-				return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "server %q is not in the inventory", pl.Server)
-			}
 			for _, g := range pl.GPUs {
-				key := gpuKey{pl.Server, g}
-				if g < 0 || g >= s.GPUs {
-					return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "server %s has no GPU %d", pl.Server, g)
-				}
-				if other, busy := used[key]; busy {
-					return nil, domain.Errorf(domain.CodeFailedPrecondition, "GPU %d of %s is held by job %d", g, pl.Server, other)
-				}
-				used[key] = j.ID
-				n++
+				used[gpuKey{pl.Server, g}] = j.ID
+			}
+			if holders[pl.Server] == nil {
+				holders[pl.Server] = map[string]bool{}
+			}
+			holders[pl.Server][j.Tenant] = true
+		}
+		j.State, j.Placement, j.UpdatedAt = domain.JobReady, jp.Placements, c.At
+		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (the network gate lands with the fabric compiler)"}
+		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %s", j.GPUs, placementString(jp.Placements)))
+		res.Placed = append(res.Placed, j.ID)
+	}
+	for id, r := range p.Reasons {
+		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && (j.Reason == nil || *j.Reason != r) {
+			r := r
+			j.Reason = &r
+		}
+	}
+	return res, nil
+}
+
+// checkPlacement returns why a placement cannot be committed, or "".
+func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, used map[gpuKey]uint64, holders map[string]map[string]bool) string {
+	if j.State != domain.JobPending {
+		return fmt.Sprintf("job is %s, not Pending", j.State)
+	}
+	iso := f.d.Tenants[j.Tenant]
+	n := 0
+	for _, pl := range pls {
+		s, ok := f.cap.servers[pl.Server]
+		if !ok {
+			return fmt.Sprintf("server %q is not in the inventory", pl.Server)
+		}
+		for h := range holders[pl.Server] {
+			if h == j.Tenant {
+				continue
+			}
+			if iso != nil && iso.Isolation == domain.IsolationServer {
+				return fmt.Sprintf("server %s holds another tenant's GPUs and tenant %s is server-isolated", pl.Server, j.Tenant)
+			}
+			if t := f.d.Tenants[h]; t != nil && t.Isolation == domain.IsolationServer {
+				return fmt.Sprintf("server %s belongs to a server-isolated tenant", pl.Server)
 			}
 		}
-		if n != j.GPUs {
-			return nil, domain.Invalid(fmt.Sprintf("jobs[%d].placements", i), "job %d asks for %d GPUs, the plan gives %d", j.ID, j.GPUs, n)
+		for _, g := range pl.GPUs {
+			if g < 0 || g >= s.GPUs {
+				return fmt.Sprintf("server %s has no GPU %d", pl.Server, g)
+			}
+			if other, busy := used[gpuKey{pl.Server, g}]; busy {
+				return fmt.Sprintf("GPU %d of %s is held by job %d", g, pl.Server, other)
+			}
+			n++
 		}
 	}
-	out := make([]*domain.Job, 0, len(p.Jobs))
-	for _, jp := range p.Jobs {
-		j := f.d.Jobs[jp.ID]
-		j.State, j.Reason, j.Placement, j.UpdatedAt = domain.JobPlaced, nil, jp.Placements, c.At
-		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %d servers", j.GPUs, len(jp.Placements)))
-		out = append(out, copyJob(j))
+	if n != j.GPUs {
+		return fmt.Sprintf("job asks for %d GPUs, the plan gives %d", j.GPUs, n)
 	}
-	return out, nil
+	return ""
+}
+
+func placementString(pls []domain.Placement) string {
+	parts := make([]string, len(pls))
+	for i, p := range pls {
+		parts[i] = fmt.Sprintf("%s%v", p.Server, p.GPUs)
+	}
+	return strings.Join(parts, " ")
 }
 
 type gpuKey struct {

@@ -138,8 +138,8 @@ func TestJobSubmit(t *testing.T) {
 				t.Fatal(r.Err)
 			}
 			j := r.Value.(*domain.Job)
-			if j.ID != 1 || j.State != domain.JobPending || j.Reason == nil || j.Reason.Code != domain.ReasonSchedulerNotRunning {
-				t.Fatalf("job = %+v, want ID 1 Pending with reason %s", j, domain.ReasonSchedulerNotRunning)
+			if j.ID != 1 || j.State != domain.JobPending || j.Reason == nil || j.Reason.Code != domain.ReasonQueued {
+				t.Fatalf("job = %+v, want ID 1 Pending with reason %s", j, domain.ReasonQueued)
 			}
 			if j.Name == "" || j.SubmittedAt.IsZero() || j.SubmittedBy != "admin:test" {
 				t.Fatalf("job name/time/actor not set: %+v", j)
@@ -233,7 +233,9 @@ func TestTopologyRefusesRemovingBusyServer(t *testing.T) {
 	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
 	big, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
 	busy := big.Sites[0].Fabrics[0].Servers[3].Name
-	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: busy, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}})
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: busy, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}}).(*PlanResult); len(res.Placed) != 1 {
+		t.Fatalf("plan not applied: %+v", res)
+	}
 	small, _ := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 3, GPUsPerServer: 8})
 	before := h.snapshot()
 	r := h.apply(CmdTopologyApply, TopologyApply{Topology: *small})
@@ -262,16 +264,42 @@ func TestPlanRecheck(t *testing.T) {
 	h := newHarness(t).cluster(1, 2, 16)
 	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
 	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobSubmit, MakeJob("research", 4).Obj())
 	srv := h.f.Topology().Topology.Sites[0].Fabrics[0].Servers[0].Name
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: srv, GPUs: all}}}}})
-	// A stale plan that reuses job 1's GPUs is refused whole.
-	r := h.apply(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 2, Placements: []domain.Placement{{Server: srv, GPUs: all}}}}})
-	if r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
-		t.Fatalf("double booking: got %v", r.Err)
+	if j, _ := h.f.Job(1); j.State != domain.JobReady || len(j.Placement) != 1 {
+		t.Fatalf("placed job 1 = %+v, want Ready with its placement", j)
 	}
-	if j, _ := h.f.Job(2); j.State != domain.JobPending {
-		t.Fatalf("job 2 is %s after a refused plan", j.State)
+	// A stale plan reusing job 1's GPUs is refused for that job only; the
+	// rest of the plan commits, and reasons reach pending jobs.
+	res := h.must(CmdJobsPlace, JobsPlace{
+		Jobs: []JobPlacement{
+			{ID: 2, Placements: []domain.Placement{{Server: srv, GPUs: all}}},
+			{ID: 3, Placements: []domain.Placement{{Server: "nope", GPUs: []int{0}}}},
+		},
+		Reasons: map[uint64]domain.Reason{2: {Code: "capacity", Message: "full"}},
+	}).(*PlanResult)
+	if len(res.Placed) != 0 || res.Rejected[2] == "" || res.Rejected[3] == "" {
+		t.Fatalf("plan result %+v: want jobs 2 and 3 rejected", res)
+	}
+	if j, _ := h.f.Job(2); j.State != domain.JobPending || j.Reason.Code != "capacity" {
+		t.Fatalf("job 2 = %s %+v, want Pending with the plan's reason", j.State, j.Reason)
+	}
+}
+
+func TestPlanRecheckIsolation(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("glx").Isolation(domain.IsolationGPU).Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("glx", "w").Guaranteed(8).Obj()})
+	h.must(CmdJobSubmit, MakeJob("research", 2).Obj())
+	h.must(CmdJobSubmit, JobSubmit{Spec: domain.JobSpec{Tenant: "glx", Workspace: "w", GPUs: 2}})
+	srv := h.f.Topology().Topology.Sites[0].Fabrics[0].Servers[0].Name
+	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: srv, GPUs: []int{0, 1}}}}}})
+	// acme is server-isolated: glx may not join its server even on free GPUs.
+	res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 2, Placements: []domain.Placement{{Server: srv, GPUs: []int{2, 3}}}}}}).(*PlanResult)
+	if res.Rejected[2] == "" {
+		t.Fatalf("a GPU-isolated tenant joined a server-isolated tenant's server: %+v", res)
 	}
 }
 
