@@ -59,8 +59,17 @@ type JobSpec struct {
 	GPUsPerNode int    `json:"gpusPerNode,omitempty"`
 	GPUModel    string `json:"gpuModel,omitempty"`
 	Priority    int    `json:"priority"`
-	Preemptible bool   `json:"preemptible"`
+	// Preemptible jobs are requeued when preempted; others end Preempted.
+	Preemptible bool `json:"preemptible"`
+	// TimeLimitSeconds ends the allocation that long after the job was
+	// placed (like Slurm's walltime); 0 means no limit.
+	TimeLimitSeconds int64 `json:"timeLimitSeconds,omitempty"`
+	// MinRuntimeSeconds protects a young job from preemption.
+	MinRuntimeSeconds int64 `json:"minRuntimeSeconds,omitempty"`
 }
+
+// MaxSeconds bounds durations given in seconds (a year).
+const MaxSeconds = 366 * 24 * 3600
 
 // Placement is the GPUs of one server given to a job.
 type Placement struct {
@@ -79,6 +88,22 @@ type Job struct {
 	SubmittedAt time.Time   `json:"submittedAt"`
 	SubmittedBy string      `json:"submittedBy,omitempty"`
 	UpdatedAt   time.Time   `json:"updatedAt"`
+	// PlacedAt is when the job got its GPUs (time limits count from it).
+	PlacedAt *time.Time `json:"placedAt,omitempty"`
+	// StartedAt is when its runtime reported it running.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// StopDeadline is when a Preempting job's GPUs are released whether
+	// or not its runtime reported it stopped.
+	StopDeadline *time.Time `json:"stopDeadline,omitempty"`
+	// PreemptedFor is the job a reclaim or priority preemption serves.
+	PreemptedFor uint64 `json:"preemptedFor,omitempty"`
+	// Requeues counts how often the job was preempted and queued again.
+	Requeues int `json:"requeues,omitempty"`
+	// BorrowNotBefore: after a reclaim the job may not borrow again before
+	// this time (no admit-reclaim-admit thrash); its own guarantee it may use.
+	BorrowNotBefore *time.Time `json:"borrowNotBefore,omitempty"`
+	Message         string     `json:"message,omitempty"` // last runtime report
 }
 
 // ValidateJobSpec checks a job request's fields (not its relations to state).
@@ -109,6 +134,12 @@ func ValidateJobSpec(s *JobSpec) *Error {
 		if _, ok := LookupGPUModel(s.GPUModel); !ok {
 			return Invalid("gpuModel", "gpuModel %q is unknown; known models: %v", s.GPUModel, GPUModelNames())
 		}
+	}
+	if err := ValidateRange("timeLimitSeconds", s.TimeLimitSeconds, 0, MaxSeconds); err != nil {
+		return err
+	}
+	if err := ValidateRange("minRuntimeSeconds", s.MinRuntimeSeconds, 0, MaxSeconds); err != nil {
+		return err
 	}
 	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
 }

@@ -12,6 +12,10 @@ const (
 	RoleTenantAdmin Role = "tenant-admin"
 	// RoleMember submits and manages jobs of one workspace.
 	RoleMember Role = "member"
+	// RoleRuntime is a workload runtime (Slurm, Kubernetes, a launcher) or
+	// node agent: it reads jobs and reports their progress, for one tenant
+	// or (unscoped) the platform.
+	RoleRuntime Role = "runtime"
 )
 
 // Token is a bearer token as stored: only the SHA-256 of its secret is kept.
@@ -47,8 +51,17 @@ func ValidateTokenScope(role Role, tenant, workspace string) *Error {
 		if err := ValidateName("workspace", workspace); err != nil {
 			return err
 		}
+	case RoleRuntime:
+		if tenant != "" {
+			if err := ValidateName("tenant", tenant); err != nil {
+				return err
+			}
+		}
+		if workspace != "" {
+			return Invalid("workspace", "a runtime token is scoped to a tenant or the platform, not a workspace")
+		}
 	default:
-		return Invalid("role", "role %q is not one of admin, tenant-admin, member", role)
+		return Invalid("role", "role %q is not one of admin, tenant-admin, member, runtime", role)
 	}
 	return nil
 }

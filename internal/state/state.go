@@ -196,6 +196,9 @@ var handlers = map[CommandType]handler{
 	CmdJobCancel:       (*FSM).applyJobCancel,
 	CmdJobsPlace:       (*FSM).applyJobsPlace,
 	CmdMemberSet:       (*FSM).applyMemberSet,
+	CmdJobReport:       (*FSM).applyJobReport,
+	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
+	CmdJobsRelease:     (*FSM).applyJobsRelease,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {
@@ -551,9 +554,8 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	if j.State.Terminal() {
 		return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is already %s", j.ID, j.State)
 	}
-	j.State, j.UpdatedAt = domain.JobCancelled, c.At
-	j.Reason = &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}
-	j.Placement = nil
+	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
+	j.UpdatedAt = c.At
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
 	return copyJob(j), nil
 }
@@ -602,7 +604,8 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 			}
 			holders[pl.Server][j.Tenant] = true
 		}
-		j.State, j.Placement, j.UpdatedAt = domain.JobReady, jp.Placements, c.At
+		at := c.At
+		j.State, j.Placement, j.UpdatedAt, j.PlacedAt = domain.JobReady, jp.Placements, c.At, &at
 		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (the network gate lands with the fabric compiler)"}
 		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %s", j.GPUs, placementString(jp.Placements)))
 		res.Placed = append(res.Placed, j.ID)

@@ -1,0 +1,176 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Lifecycle commands after placement: a runtime's reports, preemption
+// (graceful: Preempting with a deadline) and release (at the deadline or
+// the time limit). The leader decides when; Apply only checks and records.
+
+// Report outcomes a runtime may send.
+const (
+	ReportRunning   = "running"
+	ReportSucceeded = "succeeded"
+	ReportFailed    = "failed"
+	// ReportStopped: a Preempting job has stopped; its GPUs may go.
+	ReportStopped = "stopped"
+)
+
+// Payloads.
+type (
+	JobReport struct {
+		ID      uint64 `json:"id"`
+		State   string `json:"state"`
+		Message string `json:"message,omitempty"`
+	}
+	// JobsPreempt tells running jobs to stop by Deadline.
+	JobsPreempt struct {
+		Jobs []Preemption `json:"jobs"`
+	}
+	Preemption struct {
+		ID       uint64        `json:"id"`
+		Reason   domain.Reason `json:"reason"`
+		Deadline time.Time     `json:"deadline"`
+		// ForJob is the pending job the GPUs are freed for.
+		ForJob uint64 `json:"forJob,omitempty"`
+		// BorrowBackoff keeps a reclaimed job from borrowing again until then.
+		BorrowBackoff *time.Time `json:"borrowBackoff,omitempty"`
+	}
+	// JobsRelease ends allocations: Preempting jobs past their deadline,
+	// jobs past their time limit.
+	JobsRelease struct {
+		Jobs []Release `json:"jobs"`
+	}
+	Release struct {
+		ID uint64 `json:"id"`
+		// Cause: "deadline" (a Preempting job's grace ran out) or
+		// "time_limit".
+		Cause string `json:"cause"`
+	}
+)
+
+const (
+	CmdJobReport   CommandType = "job.report"
+	CmdJobsPreempt CommandType = "jobs.preempt"
+	CmdJobsRelease CommandType = "jobs.release"
+)
+
+func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobReport](c)
+	if derr != nil {
+		return nil, derr
+	}
+	j, ok := f.d.Jobs[p.ID]
+	if !ok {
+		return nil, domain.NotFound("job", fmt.Sprint(p.ID))
+	}
+	if len(p.Message) > 1024 {
+		return nil, domain.Invalid("message", "message is %d characters; the limit is 1024", len(p.Message))
+	}
+	at := c.At
+	switch {
+	case p.State == ReportRunning && j.State == domain.JobReady:
+		j.State, j.StartedAt = domain.JobRunning, &at
+		j.Reason = nil
+	case p.State == ReportRunning && (j.State == domain.JobRunning || j.State == domain.JobPreempting):
+		// A repeated heartbeat: nothing changes but the message.
+	case (p.State == ReportSucceeded || p.State == ReportFailed) && (j.State == domain.JobReady || j.State == domain.JobRunning || j.State == domain.JobPreempting):
+		st := domain.JobSucceeded
+		if p.State == ReportFailed {
+			st = domain.JobFailed
+		}
+		f.end(j, st, &domain.Reason{Code: p.State, Message: "reported " + p.State + " by " + c.Actor}, at)
+	case p.State == ReportStopped && j.State == domain.JobPreempting:
+		f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at)
+	case p.State == ReportRunning || p.State == ReportSucceeded || p.State == ReportFailed || p.State == ReportStopped:
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "state",
+			Message: fmt.Sprintf("job %d is %s: it cannot be reported %s", j.ID, j.State, p.State)}
+	default:
+		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", p.State)
+	}
+	if p.Message != "" {
+		j.Message = p.Message
+	}
+	j.UpdatedAt = at
+	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
+	return copyJob(j), nil
+}
+
+// end makes a job terminal and releases its GPUs.
+func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
+	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
+	j.Placement = nil
+}
+
+// stopPreempted releases a preempted job: requeued when preemptible,
+// else it ends Preempted.
+func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
+	if j.Preemptible {
+		j.State, j.Placement, j.StopDeadline, j.PlacedAt, j.StartedAt = domain.JobPending, nil, nil, nil, nil
+		j.Requeues++
+		j.Reason = &domain.Reason{Code: "requeued", Message: "preempted and requeued: " + how}
+		return
+	}
+	f.end(j, domain.JobPreempted, &domain.Reason{Code: "preempted", Message: "preempted: " + how}, at)
+}
+
+func (f *FSM) applyJobsPreempt(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobsPreempt](c)
+	if derr != nil {
+		return nil, derr
+	}
+	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
+	for _, pr := range p.Jobs {
+		j, ok := f.d.Jobs[pr.ID]
+		switch {
+		case !ok:
+			res.Rejected[pr.ID] = "job not found"
+			continue
+		case j.State != domain.JobReady && j.State != domain.JobRunning:
+			res.Rejected[pr.ID] = fmt.Sprintf("job is %s", j.State)
+			continue
+		}
+		d, r := pr.Deadline, pr.Reason
+		j.State, j.StopDeadline, j.Reason, j.PreemptedFor, j.UpdatedAt = domain.JobPreempting, &d, &r, pr.ForJob, c.At
+		if pr.BorrowBackoff != nil {
+			b := *pr.BorrowBackoff
+			j.BorrowNotBefore = &b
+		}
+		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
+		res.Placed = append(res.Placed, j.ID)
+	}
+	return res, nil
+}
+
+func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobsRelease](c)
+	if derr != nil {
+		return nil, derr
+	}
+	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
+	for _, rl := range p.Jobs {
+		j, ok := f.d.Jobs[rl.ID]
+		if !ok {
+			res.Rejected[rl.ID] = "job not found"
+			continue
+		}
+		switch {
+		case rl.Cause == "deadline" && j.State == domain.JobPreempting && j.StopDeadline != nil && !c.At.Before(*j.StopDeadline):
+			f.stopPreempted(j, "its grace period ended without a stop report; GPUs released", c.At)
+		case rl.Cause == "time_limit" && (j.State == domain.JobReady || j.State == domain.JobRunning) && j.PlacedAt != nil &&
+			j.TimeLimitSeconds > 0 && !c.At.Before(j.PlacedAt.Add(time.Duration(j.TimeLimitSeconds)*time.Second)):
+			f.end(j, domain.JobFailed, &domain.Reason{Code: "time_limit", Message: fmt.Sprintf("reached its time limit of %s", time.Duration(j.TimeLimitSeconds)*time.Second)}, c.At)
+		default:
+			res.Rejected[rl.ID] = fmt.Sprintf("job is %s: no %s release due", j.State, rl.Cause)
+			continue
+		}
+		j.UpdatedAt = c.At
+		f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
+		res.Placed = append(res.Placed, j.ID)
+	}
+	return res, nil
+}
