@@ -8,16 +8,40 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
-// Schedule runs one cycle over the snapshot. now is passed in (never read)
-// so that replays and simulations are deterministic; this version of the
-// scheduler does not depend on it yet, but fair-share decay and reclaim
-// deadlines will.
+// cycle is the working state of one Schedule call.
+type cycle struct {
+	s        *Snapshot
+	now      time.Time
+	policy   Policy
+	c        *cluster
+	u        *usage
+	plan     *Plan
+	victim   map[uint64]bool          // chosen for preemption this cycle
+	onServer map[string][]*domain.Job // jobs holding GPUs, by server
+}
+
+// Schedule runs one cycle over the snapshot at time now (passed in, never
+// read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
-	_ = now
-	plan := &Plan{Pending: map[uint64]domain.Reason{}}
+	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
+		victim: map[uint64]bool{}, onServer: map[string][]*domain.Job{}}
+	if st.policy.Grace <= 0 {
+		st.policy.Grace = DefaultPolicy.Grace
+	}
+	if st.policy.ReclaimBackoff <= 0 {
+		st.policy.ReclaimBackoff = DefaultPolicy.ReclaimBackoff
+	}
 	// Phase 1 and 2: who holds what.
-	c := buildCluster(s)
-	u := buildUsage(s)
+	st.c = buildCluster(s)
+	st.u = buildUsage(s)
+	for _, j := range s.Jobs {
+		for _, p := range j.Placement {
+			st.onServer[p.Server] = append(st.onServer[p.Server], j)
+		}
+	}
+	// Allocations that are due end first: their GPUs are not free in this
+	// cycle's view (the release commits first), the next cycle uses them.
+	st.releases()
 
 	// Phase 3: order the queue.
 	pending := make([]*domain.Job, 0)
@@ -26,42 +50,49 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			pending = append(pending, j)
 		}
 	}
-	order(pending, s, u)
+	order(pending, s, st.u)
 
-	// Phase 4: admit and place, in order. A job that cannot be placed does
-	// not block jobs behind it (no head-of-line blocking) except within its
-	// own workspace, where the next jobs wait for it so a big job is not
-	// starved by a stream of small ones.
+	// Phase 4 and 5: admit and place in order, preempting where the rules
+	// allow. A job that cannot be placed does not block jobs behind it (no
+	// head-of-line blocking) except within its own workspace, where the next
+	// jobs wait for it so a big job is not starved by a stream of small ones.
 	blocked := map[string]uint64{}
 	for _, j := range pending {
 		ref := j.Tenant + "/" + j.Workspace
 		w := s.Workspaces[ref]
 		t := s.Tenants[j.Tenant]
 		if w == nil || t == nil {
-			plan.Pending[j.ID] = domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}
+			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}
 			continue
 		}
 		if first, ok := blocked[ref]; ok && j.Priority <= s.jobPriority(first) {
-			plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first, ref)}
+			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first, ref)}
 			continue
 		}
-		if r, ok := quota(j, w, s, u, c); !ok {
-			plan.Pending[j.ID] = r
-			blocked[ref] = j.ID
+		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.used[ref]+j.GPUs > w.Guaranteed {
+			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
+				"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}
 			continue
 		}
-		pl, level, r := c.place(j, t)
+		r, ok := quota(j, w, s, st.u, st.c)
+		var pl []domain.Placement
+		var level string
+		if ok {
+			pl, level, r = st.c.place(j, t)
+		}
 		if pl == nil {
-			plan.Pending[j.ID] = r
+			if !st.reclaim(j) {
+				st.plan.Pending[j.ID] = r
+			}
 			blocked[ref] = j.ID
 			continue
 		}
-		c.commit(j, t, pl)
-		u.used[ref] += j.GPUs
-		u.usedTotal += j.GPUs
-		plan.Placements = append(plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
+		st.c.commit(j, t, pl)
+		st.u.used[ref] += j.GPUs
+		st.u.usedTotal += j.GPUs
+		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
 	}
-	return plan
+	return st.plan
 }
 
 func (s *Snapshot) jobPriority(id uint64) int {

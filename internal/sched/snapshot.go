@@ -2,6 +2,7 @@ package sched
 
 import (
 	"sort"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
@@ -15,7 +16,22 @@ type Snapshot struct {
 	// Jobs are the non-terminal jobs: pending ones to place, the others
 	// holding GPUs (their Placement).
 	Jobs []*domain.Job
+	// Policy holds the cluster-wide knobs.
+	Policy Policy
 }
+
+// Policy is the scheduler's configuration.
+type Policy struct {
+	// Grace is how long a preempted job has to stop before its GPUs are
+	// released anyway.
+	Grace time.Duration
+	// ReclaimBackoff keeps a job reclaimed from borrowed capacity from
+	// borrowing again for this long (no admit-reclaim-admit thrash).
+	ReclaimBackoff time.Duration
+}
+
+// DefaultPolicy is used for zero fields.
+var DefaultPolicy = Policy{Grace: 30 * time.Second, ReclaimBackoff: 5 * time.Minute}
 
 // Placement is one job's decided GPUs.
 type Placement struct {
@@ -31,6 +47,29 @@ type Plan struct {
 	Placements []Placement `json:"placements"`
 	// Pending explains every pending job that was not placed.
 	Pending map[uint64]domain.Reason `json:"pending"`
+	// Preemptions tell running jobs to stop (reclaim, priority).
+	Preemptions []Preemption `json:"preemptions,omitempty"`
+	// Releases end allocations that are due: grace deadlines passed, time
+	// limits reached.
+	Releases []Release `json:"releases,omitempty"`
+	// Next is the earliest future time a deadline or time limit falls due
+	// (zero if none): the leader runs a cycle then.
+	Next time.Time `json:"next,omitempty"`
+}
+
+// Preemption tells one job to stop by Deadline.
+type Preemption struct {
+	JobID         uint64        `json:"jobID"`
+	ForJob        uint64        `json:"forJob"`
+	Reason        domain.Reason `json:"reason"`
+	Deadline      time.Time     `json:"deadline"`
+	BorrowBackoff *time.Time    `json:"borrowBackoff,omitempty"`
+}
+
+// Release ends one allocation: Cause is "deadline" or "time_limit".
+type Release struct {
+	JobID uint64 `json:"jobID"`
+	Cause string `json:"cause"`
 }
 
 // Reason codes of a pending job.
@@ -40,7 +79,9 @@ const (
 	ReasonCapacity       = "capacity"        // quota allows it, but no placement fits now
 	ReasonNoInventory    = "no_inventory"    // no server could ever hold it
 	ReasonUnknown        = "unknown_workspace"
-	ReasonGangOrder      = "queued_behind" // a higher-ranked job of the workspace waits first
+	ReasonGangOrder      = "queued_behind"   // a higher-ranked job of the workspace waits first
+	ReasonReclaim        = "reclaim_pending" // GPUs are being freed for it (graceful preemption)
+	ReasonBackoff        = "reclaim_backoff" // recently reclaimed: may not borrow yet
 )
 
 // server is the scheduler's working view of one server.
@@ -56,14 +97,14 @@ type server struct {
 	exclusive string // a server-isolated tenant holding it, "" if none
 }
 
-func (v *server) freeIdx() []int {
-	out := make([]int, 0, v.nfree)
-	for i, f := range v.free {
-		if f {
-			out = append(out, i)
-		}
+func (v *server) clone() *server {
+	cp := *v
+	cp.free = append([]bool(nil), v.free...)
+	cp.holders = make(map[string]bool, len(v.holders))
+	for k := range v.holders {
+		cp.holders[k] = true
 	}
-	return out
+	return &cp
 }
 
 // cluster is phase 1's result.
@@ -113,6 +154,34 @@ func buildCluster(s *Snapshot) *cluster {
 		}
 	}
 	return c
+}
+
+func (c *cluster) clone() *cluster {
+	cp := &cluster{byName: make(map[string]*server, len(c.byName)), total: c.total}
+	for _, v := range c.servers {
+		nv := v.clone()
+		cp.servers = append(cp.servers, nv)
+		cp.byName[nv.s.Name] = nv
+	}
+	return cp
+}
+
+// release frees a job's GPUs in the working view and recomputes who holds
+// the servers it leaves.
+func (c *cluster) release(j *domain.Job, holders func(server string) (map[string]bool, string)) {
+	for _, p := range j.Placement {
+		v := c.byName[p.Server]
+		if v == nil {
+			continue
+		}
+		for _, g := range p.GPUs {
+			if g >= 0 && g < len(v.free) && !v.free[g] {
+				v.free[g] = true
+				v.nfree++
+			}
+		}
+		v.holders, v.exclusive = holders(p.Server)
+	}
 }
 
 func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {

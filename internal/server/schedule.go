@@ -32,6 +32,10 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// due fires when the earliest grace deadline or time limit falls due,
+	// so the guaranteed demand waits grace + one cycle, not grace + a tick.
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -44,21 +48,54 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 			case <-time.After(20 * time.Millisecond):
 			}
 		case <-t.C:
+		case <-due.C:
 		}
 		if !s.store.IsLeader() {
 			continue
 		}
-		if err := s.scheduleOnce(ctx); err != nil {
+		next, err := s.scheduleOnce(ctx)
+		if err != nil {
 			s.log.Warn("scheduling cycle", "err", err)
+		}
+		if !next.IsZero() {
+			due.Reset(max(time.Until(next), time.Millisecond))
 		}
 	}
 }
 
-// scheduleOnce runs one cycle and commits its plan: placements, and the
-// reasons of pending jobs that changed.
-func (s *Server) scheduleOnce(ctx context.Context) error {
+// policy is the scheduler configuration of this server.
+func (s *Server) policy() sched.Policy {
+	return sched.Policy{Grace: s.cfg.PreemptionGrace, ReclaimBackoff: s.cfg.ReclaimBackoff}
+}
+
+// scheduleOnce runs one cycle and commits its plan in three steps: due
+// releases, preemptions, then placements with the reasons of pending jobs
+// that changed. Each step is re-checked by the state machine. It returns
+// when the next deadline falls due.
+func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	snap := s.fsm.SchedSnapshot()
+	snap.Policy = s.policy()
 	plan := sched.Schedule(snap, s.clock.Now())
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if len(plan.Releases) > 0 {
+		cmd := state.JobsRelease{}
+		for _, r := range plan.Releases {
+			cmd.Jobs = append(cmd.Jobs, state.Release{ID: r.JobID, Cause: r.Cause})
+		}
+		if err := s.commitPlan(cctx, state.CmdJobsRelease, cmd); err != nil {
+			return plan.Next, err
+		}
+	}
+	if len(plan.Preemptions) > 0 {
+		cmd := state.JobsPreempt{}
+		for _, p := range plan.Preemptions {
+			cmd.Jobs = append(cmd.Jobs, state.Preemption{ID: p.JobID, Reason: p.Reason, Deadline: p.Deadline, ForJob: p.ForJob, BorrowBackoff: p.BorrowBackoff})
+		}
+		if err := s.commitPlan(cctx, state.CmdJobsPreempt, cmd); err != nil {
+			return plan.Next, err
+		}
+	}
 	cmd := state.JobsPlace{Reasons: map[uint64]domain.Reason{}}
 	for _, p := range plan.Placements {
 		cmd.Jobs = append(cmd.Jobs, state.JobPlacement{ID: p.JobID, Placements: p.Placement})
@@ -68,19 +105,27 @@ func (s *Server) scheduleOnce(ctx context.Context) error {
 			cmd.Reasons[j.ID] = r
 		}
 	}
-	if len(cmd.Jobs) == 0 && len(cmd.Reasons) == 0 {
-		return nil
+	if len(cmd.Jobs) > 0 || len(cmd.Reasons) > 0 {
+		if err := s.commitPlan(cctx, state.CmdJobsPlace, cmd); err != nil {
+			return plan.Next, err
+		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	v, err := s.propose(cctx, state.CmdJobsPlace, "scheduler", cmd)
+	if len(plan.Releases) > 0 {
+		s.kickScheduler() // released GPUs serve waiting jobs in the next cycle
+	}
+	return plan.Next, nil
+}
+
+// commitPlan proposes one step of a plan and logs what the re-check refused.
+func (s *Server) commitPlan(ctx context.Context, t state.CommandType, cmd any) error {
+	v, err := s.propose(ctx, t, "scheduler", cmd)
 	if err != nil {
 		return err
 	}
 	if res, ok := v.(*state.PlanResult); ok && len(res.Rejected) > 0 {
 		// The state moved between snapshot and commit; the next cycle
 		// sees the new state.
-		s.log.Info("plan re-check refused placements", "rejected", res.Rejected)
+		s.log.Info("plan re-check refused", "command", t, "rejected", res.Rejected)
 		s.kickScheduler()
 	}
 	return nil
@@ -93,6 +138,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 		return nil, err
 	}
 	snap := s.fsm.SchedSnapshot()
+	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {
 		if len(j.Placement) > 0 {

@@ -53,6 +53,9 @@ type Config struct {
 	// ScheduleInterval is the leader's scheduling tick (changes also
 	// trigger a cycle at once); 0 means 2s.
 	ScheduleInterval time.Duration
+	// PreemptionGrace and ReclaimBackoff configure the scheduler (0: its
+	// defaults, 30s and 5m).
+	PreemptionGrace, ReclaimBackoff time.Duration
 }
 
 // Server is a running API server.
@@ -314,7 +317,7 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	if t != state.CmdJobsPlace && t != state.CmdMemberSet {
+	if actor != "scheduler" && t != state.CmdMemberSet {
 		s.kickScheduler()
 	}
 	return r.Value, nil

@@ -1,0 +1,227 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Phase 5: reclaim and priority preemption. A pending job that could not be
+// placed may free GPUs held by others when the rules allow it:
+//   - reclaim: the job fits in its workspace's guarantee, and the victims
+//     run on borrowed capacity of other workspaces (a victim's workspace is
+//     never pushed below its own guarantee);
+//   - priority: the victims are lower-priority jobs of the job's own
+//     workspace.
+// Victims younger than their minimum runtime are protected. Among the
+// allowed victims the scheduler frees the cheapest (fewest GPU-hours of work
+// lost, then lowest priority, then newest) until the job can be *placed* —
+// on the topology it needs, not just counted — and then drops every victim
+// the placement does not need, so it never evicts much more than it serves.
+// Victims get a deadline (the grace period); the job waits with a
+// reclaim_pending reason and is placed once the GPUs are released.
+
+// victimRule says whether v may be preempted for j, and why not.
+type victimRule func(j, v *domain.Job) bool
+
+func (st *cycle) reclaim(j *domain.Job) bool {
+	ref := j.Tenant + "/" + j.Workspace
+	w := st.s.Workspaces[ref]
+	// GPUs already being freed for this job: wait for them, take no more.
+	if n, deadline := st.freeingFor(j.ID); n > 0 {
+		st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
+			"waiting for %d GPUs being freed for it (released by %s at the latest)", n, deadline.UTC().Format(time.RFC3339))}
+		return true
+	}
+	withinGuarantee := st.u.used[ref]+j.GPUs <= w.Guaranteed
+	var kind string
+	var rule victimRule
+	switch {
+	case withinGuarantee:
+		kind = "reclaim"
+		rule = func(j, v *domain.Job) bool {
+			vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
+			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()]-st.held(v) >= vw.Guaranteed
+		}
+	default:
+		kind = "priority"
+		rule = func(j, v *domain.Job) bool {
+			return v.Tenant == j.Tenant && v.Workspace == j.Workspace && v.Priority < j.Priority
+		}
+	}
+	var cands []*domain.Job
+	for _, v := range st.s.Jobs {
+		if (v.State == domain.JobReady || v.State == domain.JobRunning) && !st.victim[v.ID] && rule(j, v) && !st.young(v) {
+			cands = append(cands, v)
+		}
+	}
+	if len(cands) == 0 {
+		return false
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		ca, cb := st.cost(cands[a]), st.cost(cands[b])
+		if ca != cb {
+			return ca < cb
+		}
+		if cands[a].Priority != cands[b].Priority {
+			return cands[a].Priority < cands[b].Priority
+		}
+		return cands[a].ID > cands[b].ID
+	})
+	var chosen []*domain.Job
+	found := false
+	for _, v := range cands {
+		chosen = append(chosen, v)
+		if st.fitsWithout(j, chosen) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return false
+	}
+	// Drop victims the placement does not need, the costliest first.
+	for i := len(chosen) - 1; i >= 0; i-- {
+		trial := append(append([]*domain.Job(nil), chosen[:i]...), chosen[i+1:]...)
+		if len(trial) > 0 && st.fitsWithout(j, trial) {
+			chosen = trial
+		}
+	}
+	deadline := st.now.Add(st.policy.Grace)
+	freed := 0
+	for _, v := range chosen {
+		st.victim[v.ID] = true
+		freed += st.held(v)
+		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
+		if kind == "reclaim" {
+			b := st.now.Add(st.policy.ReclaimBackoff)
+			p.BorrowBackoff = &b
+			p.Reason = domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
+				"its workspace borrowed these GPUs and a guaranteed job needs them back; stop by %s", deadline.UTC().Format(time.RFC3339))}
+		} else {
+			p.Reason = domain.Reason{Code: "preempted_by_priority", Message: fmt.Sprintf(
+				"a higher-priority job of the workspace (job %d) needs its GPUs; stop by %s", j.ID, deadline.UTC().Format(time.RFC3339))}
+		}
+		st.plan.Preemptions = append(st.plan.Preemptions, p)
+	}
+	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
+		"%s: freeing %d GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, freed, len(chosen), deadline.UTC().Format(time.RFC3339))}
+	return true
+}
+
+// fitsWithout reports whether j passes quota and has a placement once the
+// victims' GPUs are free.
+func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
+	gone := map[uint64]bool{}
+	u := &usage{used: map[string]int{}, usedTotal: st.u.usedTotal, guaranteed: st.u.guaranteed}
+	for k, n := range st.u.used {
+		u.used[k] = n
+	}
+	for _, v := range victims {
+		gone[v.ID] = true
+		n := st.held(v)
+		u.used[v.Tenant+"/"+v.Workspace] -= n
+		u.usedTotal -= n
+	}
+	c := st.c.clone()
+	for _, v := range victims {
+		c.release(v, func(server string) (map[string]bool, string) { return st.holdersWithout(server, gone) })
+	}
+	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	if _, ok := quota(j, w, st.s, u, c); !ok {
+		return false
+	}
+	pl, _, _ := c.place(j, st.s.Tenants[j.Tenant])
+	return pl != nil
+}
+
+// holdersWithout recomputes who holds a server once the gone jobs left it.
+func (st *cycle) holdersWithout(server string, gone map[uint64]bool) (map[string]bool, string) {
+	h := map[string]bool{}
+	excl := ""
+	for _, o := range st.onServer[server] {
+		if gone[o.ID] {
+			continue
+		}
+		h[o.Tenant] = true
+		if t := st.s.Tenants[o.Tenant]; t != nil && t.Isolation == domain.IsolationServer {
+			excl = o.Tenant
+		}
+	}
+	return h, excl
+}
+
+func (st *cycle) held(v *domain.Job) int {
+	n := 0
+	for _, p := range v.Placement {
+		n += len(p.GPUs)
+	}
+	return n
+}
+
+// young: within its minimum runtime, a job may not be preempted.
+func (st *cycle) young(v *domain.Job) bool {
+	if v.MinRuntimeSeconds <= 0 || v.PlacedAt == nil {
+		return false
+	}
+	return st.now.Before(v.PlacedAt.Add(time.Duration(v.MinRuntimeSeconds) * time.Second))
+}
+
+// cost is the work a preemption loses, in GPU-seconds: GPUs held times the
+// time since the job started (or was placed).
+func (st *cycle) cost(v *domain.Job) float64 {
+	since := v.PlacedAt
+	if v.StartedAt != nil {
+		since = v.StartedAt
+	}
+	if since == nil {
+		return 0
+	}
+	return float64(st.held(v)) * max(0, st.now.Sub(*since).Seconds())
+}
+
+// freeingFor counts GPUs of Preempting jobs stopping for job id, and their
+// latest deadline.
+func (st *cycle) freeingFor(id uint64) (int, time.Time) {
+	n := 0
+	var last time.Time
+	for _, v := range st.s.Jobs {
+		if v.State == domain.JobPreempting && v.PreemptedFor == id {
+			n += st.held(v)
+			if v.StopDeadline != nil && v.StopDeadline.After(last) {
+				last = *v.StopDeadline
+			}
+		}
+	}
+	return n, last
+}
+
+// releases lists allocations due now, and the next time one falls due.
+func (st *cycle) releases() {
+	next := time.Time{}
+	soon := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, v := range st.s.Jobs {
+		switch {
+		case v.State == domain.JobPreempting && v.StopDeadline != nil:
+			if !st.now.Before(*v.StopDeadline) {
+				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "deadline"})
+			} else {
+				soon(*v.StopDeadline)
+			}
+		case (v.State == domain.JobReady || v.State == domain.JobRunning) && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
+			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
+			if !st.now.Before(end) {
+				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
+			} else {
+				soon(end)
+			}
+		}
+	}
+	st.plan.Next = next
+}
