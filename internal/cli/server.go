@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,11 @@ start the first one alone (--bootstrap), then start the others with
 --join URL-OF-ANY-MEMBER and an admin token (--token or JOBFABRIC_TOKEN).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for name, d := range map[string]time.Duration{"preemption-grace": cfg.PreemptionGrace, "reclaim-backoff": cfg.ReclaimBackoff, "fair-share-half-life": cfg.FairShareHalfLife} {
+				if d < time.Second || d > 366*24*time.Hour {
+					return domain.Invalid(name, "--%s %s must be between 1s and 366 days", name, d)
+				}
+			}
 			if bootstrap && cfg.Join != "" {
 				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
 			}
@@ -70,6 +76,9 @@ start the first one alone (--bootstrap), then start the others with
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the API and raft over TLS with this certificate")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key of --tls-cert")
 	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	f.DurationVar(&cfg.PreemptionGrace, "preemption-grace", 30*time.Second, "how long a preempted job has to stop before its GPUs are released anyway")
+	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
+	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

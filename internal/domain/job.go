@@ -30,6 +30,13 @@ func (s JobState) Terminal() bool {
 	return s == JobSucceeded || s == JobFailed || s == JobCancelled
 }
 
+// Ended reports whether a job in this state will never hold GPUs again: a
+// terminal state, or Preempted (only a job that is not preemptible ends
+// there; a preemptible one goes back to Pending instead). Watches stop here.
+func (s JobState) Ended() bool {
+	return s.Terminal() || s == JobPreempted
+}
+
 // Valid reports whether s is a known state.
 func (s JobState) Valid() bool {
 	for _, k := range JobStates {
@@ -66,6 +73,23 @@ type JobSpec struct {
 	TimeLimitSeconds int64 `json:"timeLimitSeconds,omitempty"`
 	// MinRuntimeSeconds protects a young job from preemption.
 	MinRuntimeSeconds int64 `json:"minRuntimeSeconds,omitempty"`
+	// Topology constrains how tightly the gang is packed.
+	Topology *TopologyRequirement `json:"topology,omitempty"`
+}
+
+// Topology levels a job may ask to be packed within, tightest first.
+const (
+	TopologyNVLinkDomain = "nvlink-domain"
+	TopologyLeaf         = "leaf" // one leaf per rail: in a rail-optimized fabric, one stripe
+	TopologyStripe       = "stripe"
+	TopologyAny          = "any"
+)
+
+// TopologyRequirement: the gang must (Required) or should (preferred) be
+// packed within one Level.
+type TopologyRequirement struct {
+	Level    string `json:"level"`
+	Required bool   `json:"required"`
 }
 
 // MaxSeconds bounds durations given in seconds (a year).
@@ -133,6 +157,13 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	if s.GPUModel != "" {
 		if _, ok := LookupGPUModel(s.GPUModel); !ok {
 			return Invalid("gpuModel", "gpuModel %q is unknown; known models: %v", s.GPUModel, GPUModelNames())
+		}
+	}
+	if t := s.Topology; t != nil {
+		switch t.Level {
+		case TopologyNVLinkDomain, TopologyLeaf, TopologyStripe, TopologyAny:
+		default:
+			return Invalid("topology.level", "topology level %q is not one of nvlink-domain, leaf, stripe, any", t.Level)
 		}
 	}
 	if err := ValidateRange("timeLimitSeconds", s.TimeLimitSeconds, 0, MaxSeconds); err != nil {

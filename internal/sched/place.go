@@ -126,11 +126,29 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	if best == nil {
 		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(cands, nodes, per, model)}
 	}
+	if req := j.Topology; req != nil && req.Required && best.rank > maxRank(req.Level) {
+		return nil, "", domain.Reason{Code: ReasonTopology, Message: fmt.Sprintf(
+			"requires one %s; the tightest placement available now spans a %s (%d servers x %d %s)", req.Level, best.level, nodes, per, model)}
+	}
 	out := make([]domain.Placement, len(best.servers))
 	for i, v := range best.servers {
 		out[i] = domain.Placement{Server: v.s.Name, GPUs: append([]int(nil), best.set...)}
 	}
 	return out, best.level, domain.Reason{}
+}
+
+// maxRank is the loosest packing rank a required topology level accepts
+// (0 server, 1 NVLink domain, 2 stripe, 3 fabric). A leaf in a
+// rail-optimized fabric serves one rail of one stripe, so a gang under one
+// leaf per rail is a gang within one stripe.
+func maxRank(level string) int {
+	switch level {
+	case domain.TopologyNVLinkDomain:
+		return 1
+	case domain.TopologyLeaf, domain.TopologyStripe:
+		return 2
+	}
+	return 3
 }
 
 type choice struct {

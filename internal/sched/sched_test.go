@@ -231,10 +231,49 @@ func TestSchedule(t *testing.T) {
 				return newWorld(t, dgx(1, 2)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
 					ws("a/w", 0, 16, 0, 1).ws("b/w", 0, 16, 0, 4).
 					running("a/w", on("s1-gpu001", 0, 1)).running("b/w", on("s1-gpu001", 2, 3, 4, 5)).
+					placedAgo(1, time.Hour).placedAgo(2, time.Hour).
 					job("a/w", 8, 0, 0).job("b/w", 8, 0, 0)
 			},
 			// a: 2/1 = 2, b: 4/4 = 1: b first, and only one 8-GPU server is free.
 			want: map[uint64]string{3: "pending capacity", 4: "s1-gpu002:0-7 (server)"},
+		},
+		"fair share decays: old usage counts less than recent usage": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 1)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
+					ws("a/w", 0, 8, 0, 1).ws("b/w", 0, 8, 0, 1).job("b/w", 8, 0, 0).job("a/w", 8, 0, 0)
+				ended := func(ws string, start, end time.Duration) *domain.Job {
+					s, e := now.Add(-start), now.Add(-end)
+					t, n, _ := strings.Cut(ws, "/")
+					return &domain.Job{JobSpec: domain.JobSpec{Tenant: t, Workspace: n, GPUs: 8}, State: domain.JobSucceeded, PlacedAt: &s, EndedAt: &e}
+				}
+				// a used 8 GPUs for 2h ending 5h ago; b for 1h ending 10m ago.
+				w.s.History = []*domain.Job{ended("a/w", 7*time.Hour, 5*time.Hour), ended("b/w", 70*time.Minute, 10*time.Minute)}
+				return w
+			},
+			want: map[uint64]string{2: "s1-gpu001:0-7 (server)", 1: "pending capacity"},
+		},
+		"required NVLink domain: waits rather than spans domains": {
+			world: func(t *testing.T) *world {
+				o := topology.GenerateOptions{Stripes: 1, ServersPerStripe: 8, GPUsPerServer: 4, NVLinkDomainSize: 16}
+				w := newWorld(t, o).tenant("g", domain.IsolationGPU).ws("g/w", 32, 0, 0, 1).
+					running("g/w", on("s1-gpu001", 0)).running("g/w", on("s1-gpu005", 0)).
+					job("g/w", 16, 4, 0).job("g/w", 16, 4, 0)
+				w.s.Jobs[2].Topology = &domain.TopologyRequirement{Level: domain.TopologyNVLinkDomain, Required: true}
+				return w
+			},
+			// Each 4-server domain has 3 whole servers free: 4 servers only span domains.
+			want: map[uint64]string{3: "pending topology", 4: "pending queued_behind"},
+		},
+		"preferred NVLink domain: spans a stripe when no domain fits": {
+			world: func(t *testing.T) *world {
+				o := topology.GenerateOptions{Stripes: 1, ServersPerStripe: 8, GPUsPerServer: 4, NVLinkDomainSize: 16}
+				w := newWorld(t, o).tenant("g", domain.IsolationGPU).ws("g/w", 32, 0, 0, 1).
+					running("g/w", on("s1-gpu001", 0)).running("g/w", on("s1-gpu005", 0)).
+					job("g/w", 16, 4, 0)
+				w.s.Jobs[2].Topology = &domain.TopologyRequirement{Level: domain.TopologyNVLinkDomain}
+				return w
+			},
+			want: map[uint64]string{3: "s1-gpu002:0-3 s1-gpu003:0-3 s1-gpu004:0-3 s1-gpu006:0-3 (stripe)"},
 		},
 		"gpu model": {
 			world: func(t *testing.T) *world {

@@ -31,9 +31,13 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	if st.policy.ReclaimBackoff <= 0 {
 		st.policy.ReclaimBackoff = DefaultPolicy.ReclaimBackoff
 	}
+	if st.policy.HalfLife <= 0 {
+		st.policy.HalfLife = DefaultPolicy.HalfLife
+	}
 	// Phase 1 and 2: who holds what.
 	st.c = buildCluster(s)
 	st.u = buildUsage(s)
+	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
 		for _, p := range j.Placement {
 			st.onServer[p.Server] = append(st.onServer[p.Server], j)
@@ -106,7 +110,8 @@ func (s *Snapshot) jobPriority(id uint64) int {
 
 // order sorts the queue: workspace priority, job priority, jobs that fit in
 // their workspace's guarantee before borrowing ones, then the workspace with
-// the least usage per weight (fair share among borrowers), then age.
+// the least time-decayed usage per weight (fair share among borrowers), then
+// age.
 func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 	within := func(j *domain.Job) bool {
 		w := s.Workspaces[j.Tenant+"/"+j.Workspace]
@@ -117,7 +122,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 		if w == nil || w.Weight <= 0 {
 			return 0
 		}
-		return float64(u.used[w.Ref()]) / float64(w.Weight)
+		return u.decayed[w.Ref()] / float64(w.Weight)
 	}
 	wprio := func(j *domain.Job) int {
 		if w := s.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {

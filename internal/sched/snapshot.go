@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -16,6 +17,9 @@ type Snapshot struct {
 	// Jobs are the non-terminal jobs: pending ones to place, the others
 	// holding GPUs (their Placement).
 	Jobs []*domain.Job
+	// History holds recently ended jobs: their usage still counts, decayed,
+	// in fair share.
+	History []*domain.Job
 	// Policy holds the cluster-wide knobs.
 	Policy Policy
 }
@@ -28,10 +32,23 @@ type Policy struct {
 	// ReclaimBackoff keeps a job reclaimed from borrowed capacity from
 	// borrowing again for this long (no admit-reclaim-admit thrash).
 	ReclaimBackoff time.Duration
+	// HalfLife is how fast past usage stops counting in fair share: usage
+	// one half-life ago weighs half as much as usage now.
+	HalfLife time.Duration
 }
 
 // DefaultPolicy is used for zero fields.
-var DefaultPolicy = Policy{Grace: 30 * time.Second, ReclaimBackoff: 5 * time.Minute}
+var DefaultPolicy = Policy{Grace: 30 * time.Second, ReclaimBackoff: 5 * time.Minute, HalfLife: time.Hour}
+
+// HistoryHorizon is how far back ended jobs still matter: past 8
+// half-lives their weight is under 0.4%.
+func (p Policy) HistoryHorizon() time.Duration {
+	h := p.HalfLife
+	if h <= 0 {
+		h = DefaultPolicy.HalfLife
+	}
+	return 8 * h
+}
 
 // Placement is one job's decided GPUs.
 type Placement struct {
@@ -82,6 +99,7 @@ const (
 	ReasonGangOrder      = "queued_behind"   // a higher-ranked job of the workspace waits first
 	ReasonReclaim        = "reclaim_pending" // GPUs are being freed for it (graceful preemption)
 	ReasonBackoff        = "reclaim_backoff" // recently reclaimed: may not borrow yet
+	ReasonTopology       = "topology"        // a required topology level cannot be met now
 )
 
 // server is the scheduler's working view of one server.
@@ -196,6 +214,43 @@ type usage struct {
 	used       map[string]int // by workspace ref
 	usedTotal  int
 	guaranteed int
+	// decayed is each workspace's time-decayed usage in GPU-seconds: the
+	// fair-share measure among borrowers.
+	decayed map[string]float64
+}
+
+// decayedUsage is gpus x the integral over [start, end] of 2^-(now-t)/h.
+func decayedUsage(gpus int, start, end, now time.Time, h time.Duration) float64 {
+	if !end.After(start) {
+		return 0
+	}
+	hs := h.Seconds()
+	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / hs) }
+	return float64(gpus) * hs / math.Ln2 * (w(end) - w(start))
+}
+
+func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
+	u.decayed = map[string]float64{}
+	add := func(j *domain.Job, gpus int) {
+		if j.PlacedAt == nil {
+			return
+		}
+		end := now
+		if j.EndedAt != nil {
+			end = *j.EndedAt
+		}
+		u.decayed[j.Tenant+"/"+j.Workspace] += decayedUsage(gpus, *j.PlacedAt, end, now, h)
+	}
+	for _, j := range s.Jobs {
+		n := 0
+		for _, p := range j.Placement {
+			n += len(p.GPUs)
+		}
+		add(j, n)
+	}
+	for _, j := range s.History {
+		add(j, j.GPUs)
+	}
 }
 
 func buildUsage(s *Snapshot) *usage {

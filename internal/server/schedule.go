@@ -65,7 +65,7 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 
 // policy is the scheduler configuration of this server.
 func (s *Server) policy() sched.Policy {
-	return sched.Policy{Grace: s.cfg.PreemptionGrace, ReclaimBackoff: s.cfg.ReclaimBackoff}
+	return sched.Policy{Grace: s.cfg.PreemptionGrace, ReclaimBackoff: s.cfg.ReclaimBackoff, HalfLife: s.cfg.FairShareHalfLife}
 }
 
 // scheduleOnce runs one cycle and commits its plan in three steps: due
@@ -73,9 +73,10 @@ func (s *Server) policy() sched.Policy {
 // that changed. Each step is re-checked by the state machine. It returns
 // when the next deadline falls due.
 func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
-	snap := s.fsm.SchedSnapshot()
+	now := s.clock.Now()
+	snap := s.fsm.SchedSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
-	plan := sched.Schedule(snap, s.clock.Now())
+	plan := sched.Schedule(snap, now)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if len(plan.Releases) > 0 {
@@ -137,7 +138,8 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 	if err := s.fsm.CheckSubmit(&spec); err != nil {
 		return nil, err
 	}
-	snap := s.fsm.SchedSnapshot()
+	now := s.clock.Now()
+	snap := s.fsm.SchedSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {
@@ -147,7 +149,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 	}
 	probe := &domain.Job{ID: 0, JobSpec: spec, State: domain.JobPending}
 	snap.Jobs = append(held, probe)
-	plan := sched.Schedule(snap, s.clock.Now())
+	plan := sched.Schedule(snap, now)
 	for _, p := range plan.Placements {
 		if p.JobID == 0 {
 			return &api.DryRun{Placement: p.Placement, Level: p.Level}, nil

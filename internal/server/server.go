@@ -53,9 +53,9 @@ type Config struct {
 	// ScheduleInterval is the leader's scheduling tick (changes also
 	// trigger a cycle at once); 0 means 2s.
 	ScheduleInterval time.Duration
-	// PreemptionGrace and ReclaimBackoff configure the scheduler (0: its
-	// defaults, 30s and 5m).
-	PreemptionGrace, ReclaimBackoff time.Duration
+	// PreemptionGrace, ReclaimBackoff and FairShareHalfLife configure the
+	// scheduler (0: its defaults, 30s, 5m and 1h).
+	PreemptionGrace, ReclaimBackoff, FairShareHalfLife time.Duration
 }
 
 // Server is a running API server.

@@ -225,11 +225,11 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 	return f.cap.total, f.totalGuaranteed()
 }
 
-// SchedSnapshot is the scheduler's view: tenants, workspaces and the
-// non-terminal jobs, copied. The topology is shared, not copied: it is
-// replaced whole by an apply and never changed in place, and the scheduler
-// only reads it.
-func (f *FSM) SchedSnapshot() *sched.Snapshot {
+// SchedSnapshot is the scheduler's view: tenants, workspaces, the
+// non-terminal jobs and the jobs that ended after since (fair-share
+// history), copied. The topology is shared, not copied: it is replaced whole
+// by an apply and never changed in place, and the scheduler only reads it.
+func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &sched.Snapshot{Topology: f.d.Topology, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
@@ -242,8 +242,11 @@ func (f *FSM) SchedSnapshot() *sched.Snapshot {
 		s.Workspaces[k] = &cp
 	}
 	for _, j := range f.sortedJobs() {
-		if !j.State.Terminal() {
+		switch {
+		case !j.State.Terminal():
 			s.Jobs = append(s.Jobs, copyJob(j))
+		case j.EndedAt != nil && j.PlacedAt != nil && j.EndedAt.After(since):
+			s.History = append(s.History, copyJob(j))
 		}
 	}
 	return s
