@@ -304,13 +304,13 @@ func TestUnitsAreExact(t *testing.T) {
 		num, den  int
 		wantUnits int
 	}{
-		"whole GPU":        {1, 1, 7000},
-		"one MIG slice":    {1, 7, 1000},
-		"3g slice":         {3, 7, 3000},
-		"quarter share":    {1, 4, 1750},
-		"half share":       {1, 2, 3500},
-		"eighth share":     {1, 8, 875},
-		"one milli-GPU x7": {7, 1000, 49},
+		"whole GPU":     {1, 1, 7000},
+		"one MIG slice": {1, 7, 1000},
+		"3g slice":      {3, 7, 3000},
+		"quarter share": {1, 4, 1750},
+		"half share":    {1, 2, 3500},
+		"eighth share":  {1, 8, 875},
+		"one milli-GPU": {1, 1000, 7},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -22,8 +22,8 @@
 //   - A100-40GB: the -lgipp example of NVIDIA's MIG user guide (Getting Started,
 //     profile IDs 19/20/15/14/9/5/0 on A100-SXM4-40GB); memory and SMs from
 //     public -lgip transcripts.
-//   - A100-80GB: the same placements (the guide says the 80GB profiles are the
-//     40GB ones with memory doubled, and they equal the H100 -lgipp); memory
+//   - A100-80GB: the same placements (the guide says A100-80GB has the 40GB
+//     profiles renamed by memory, and its -lgipp equals the H100 one); memory
 //     and SMs from a public -lgip transcript (A100 80GB PCIe, driver 515.86.01).
 //   - H200-141GB: NVIDIA's H200 profile table gives the same memory fractions
 //     and instance counts as H100 on the same GH100 die; starts are inferred
@@ -31,8 +31,8 @@
 //     size in the name and SMs are unknown (0).
 //   - B200-180GB, GB200, H100-94GB: no catalog. NVIDIA publishes B200 memory
 //     fractions and counts but no placement starts, and the placements in
-//     NVIDIA's go-nvml mocks are simplified (a 3g instance there spans 3 slots,
-//     not the 4 a real -lgipp reports), so MIG is not offered on them until a
+//     NVIDIA's go-nvml H200/B200 mocks are simplified (a 3g instance there spans
+//     3 slots, not the 4 a real -lgipp reports), so MIG is not offered on them until a
 //     real -lgipp is recorded.
 //
 // The package is pure: no I/O outside tests, standard library and
