@@ -29,6 +29,12 @@ func TestValidateJobSpec(t *testing.T) {
 		"unknown model":    {mod: func(s *JobSpec) { s.GPUModel = "X1" }, wantField: "gpuModel"},
 		"priority range":   {mod: func(s *JobSpec) { s.Priority = MaxPriority + 1 }, wantField: "priority"},
 		"bad workspace":    {mod: func(s *JobSpec) { s.Workspace = "R&D" }, wantField: "workspace"},
+		"time limit":       {mod: func(s *JobSpec) { s.TimeLimitSeconds = 7200 }},
+		"negative limit":   {mod: func(s *JobSpec) { s.TimeLimitSeconds = -1 }, wantField: "timeLimitSeconds"},
+		"absurd limit":     {mod: func(s *JobSpec) { s.TimeLimitSeconds = MaxSeconds + 1 }, wantField: "timeLimitSeconds"},
+		"min runtime":      {mod: func(s *JobSpec) { s.MinRuntimeSeconds = 600 }},
+		"negative min":     {mod: func(s *JobSpec) { s.MinRuntimeSeconds = -5 }, wantField: "minRuntimeSeconds"},
+		"absurd min":       {mod: func(s *JobSpec) { s.MinRuntimeSeconds = 1 << 40 }, wantField: "minRuntimeSeconds"},
 	}
 	for name, tc := range cases {
 		s := base
@@ -58,10 +64,23 @@ func TestTokenScope(t *testing.T) {
 		"member":               {RoleMember, "acme", "r", true},
 		"member no workspace":  {RoleMember, "acme", "", false},
 		"unknown role":         {"root", "", "", false},
+		"tenant runtime":       {RoleRuntime, "acme", "", true},
+		"platform runtime":     {RoleRuntime, "", "", true},
+		"runtime with ws":      {RoleRuntime, "acme", "r", false},
+		"runtime bad tenant":   {RoleRuntime, "Acme", "", false},
 	}
 	for name, tc := range cases {
 		if got := ValidateTokenScope(tc.role, tc.tenant, tc.workspace) == nil; got != tc.ok {
 			t.Errorf("%s: ok=%t, want %t", name, got, tc.ok)
+		}
+	}
+}
+
+func TestJobStateEnded(t *testing.T) {
+	ended := map[JobState]bool{JobSucceeded: true, JobFailed: true, JobCancelled: true, JobPreempted: true}
+	for _, s := range JobStates {
+		if s.Ended() != ended[s] {
+			t.Errorf("%s.Ended() = %t, want %t", s, s.Ended(), ended[s])
 		}
 	}
 }

@@ -75,6 +75,59 @@ type JobSpec struct {
 	MinRuntimeSeconds int64 `json:"minRuntimeSeconds,omitempty"`
 	// Topology constrains how tightly the gang is packed.
 	Topology *TopologyRequirement `json:"topology,omitempty"`
+	// MinDriver is the lowest NVIDIA driver version the job accepts
+	// (e.g. "535.104"); servers with an older or unknown driver are skipped.
+	MinDriver string `json:"minDriver,omitempty"`
+}
+
+// CompareVersions compares dotted numeric versions ("535.183.01"): -1, 0
+// or 1. ok is false when either is not such a version.
+func CompareVersions(a, b string) (cmp int, ok bool) {
+	pa, oka := versionParts(a)
+	pb, okb := versionParts(b)
+	if !oka || !okb {
+		return 0, false
+	}
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		var x, y int
+		if i < len(pa) {
+			x = pa[i]
+		}
+		if i < len(pb) {
+			y = pb[i]
+		}
+		if x != y {
+			if x < y {
+				return -1, true
+			}
+			return 1, true
+		}
+	}
+	return 0, true
+}
+
+func versionParts(v string) ([]int, bool) {
+	if v == "" || len(v) > 32 {
+		return nil, false
+	}
+	var out []int
+	n, digits := 0, 0
+	for i := 0; i <= len(v); i++ {
+		if i == len(v) || v[i] == '.' {
+			if digits == 0 {
+				return nil, false
+			}
+			out = append(out, n)
+			n, digits = 0, 0
+			continue
+		}
+		if v[i] < '0' || v[i] > '9' {
+			return nil, false
+		}
+		n = n*10 + int(v[i]-'0')
+		digits++
+	}
+	return out, true
 }
 
 // Topology levels a job may ask to be packed within, tightest first.
@@ -157,6 +210,11 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	if s.GPUModel != "" {
 		if _, ok := LookupGPUModel(s.GPUModel); !ok {
 			return Invalid("gpuModel", "gpuModel %q is unknown; known models: %v", s.GPUModel, GPUModelNames())
+		}
+	}
+	if s.MinDriver != "" {
+		if _, ok := versionParts(s.MinDriver); !ok {
+			return Invalid("minDriver", "minDriver %q is not a dotted numeric version such as 535.104", s.MinDriver)
 		}
 	}
 	if t := s.Topology; t != nil {

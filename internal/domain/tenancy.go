@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Isolation is a tenant's isolation mode.
 type Isolation string
@@ -26,7 +29,10 @@ type Tenant struct {
 	Isolation       Isolation    `json:"isolation"`
 	Network         NetworkModel `json:"network"`
 	JobSegmentation bool         `json:"jobSegmentation"`
-	CreatedAt       time.Time    `json:"createdAt"`
+	// Sites limits where the tenant's jobs may run (data residency); empty
+	// means anywhere.
+	Sites     []string  `json:"sites,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 	CreatedBy       string       `json:"createdBy,omitempty"`
 }
 
@@ -73,6 +79,14 @@ func ValidateTenant(t *Tenant) *Error {
 	case NetworkPureRT5, NetworkVLANAware:
 	default:
 		return Invalid("network", "network %q is not one of pure-rt5, vlan-aware", t.Network)
+	}
+	if len(t.Sites) > 64 {
+		return Invalid("sites", "%d sites given; the limit is 64", len(t.Sites))
+	}
+	for i, s := range t.Sites {
+		if err := ValidateName(fmt.Sprintf("sites[%d]", i), s); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -18,9 +19,20 @@ const (
 // eligible reports whether j may use GPUs of v at all: the GPU model, and
 // isolation (a server-isolated tenant shares a server with no one; nobody
 // joins a server a server-isolated tenant holds).
-func eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
+func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
 	if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {
 		return false
+	}
+	if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+		return false
+	}
+	if len(t.Sites) > 0 && !slices.Contains(t.Sites, v.site) {
+		return false
+	}
+	if j.MinDriver != "" {
+		if cmp, ok := domain.CompareVersions(v.s.Driver, j.MinDriver); !ok || cmp < 0 {
+			return false
+		}
 	}
 	if v.exclusive != "" && v.exclusive != j.Tenant {
 		return false
@@ -94,7 +106,7 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	var cands []*server
 	size := 0
 	for _, v := range c.servers {
-		if eligible(v, j, t) {
+		if c.eligible(v, j, t) {
 			cands = append(cands, v)
 			size = max(size, len(v.free))
 		}
@@ -104,7 +116,7 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 		model = j.GPUModel + " GPUs"
 	}
 	if len(cands) == 0 {
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("no server with %s is free of other tenants (isolation %s)", model, t.Isolation)}
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
 	}
 	nodes, per, ok := shape(j, size)
 	if !ok {
@@ -265,4 +277,41 @@ func (c *cluster) largestFit(cands []*server, nodes, per int, model string) stri
 	}
 	return fmt.Sprintf("needs %d servers with %d free %s each (rail-aligned) in one fabric; %d servers have that now (%d free %s on eligible servers in all)",
 		nodes, per, model, most, freeGPUs, model)
+}
+
+// noServer explains why no server is eligible at all, naming the first
+// filter that removes the last candidates.
+func (c *cluster) noServer(j *domain.Job, t *domain.Tenant, model string) string {
+	var withModel, schedulable, inSite, withDriver int
+	for _, v := range c.servers {
+		if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {
+			continue
+		}
+		withModel++
+		if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+			continue
+		}
+		schedulable++
+		if len(t.Sites) > 0 && !slices.Contains(t.Sites, v.site) {
+			continue
+		}
+		inSite++
+		if j.MinDriver != "" {
+			if cmp, ok := domain.CompareVersions(v.s.Driver, j.MinDriver); !ok || cmp < 0 {
+				continue
+			}
+		}
+		withDriver++
+	}
+	switch {
+	case withModel == 0:
+		return fmt.Sprintf("no server has %s", model)
+	case schedulable == 0:
+		return fmt.Sprintf("every server with %s is cordoned, draining or unhealthy", model)
+	case inSite == 0:
+		return fmt.Sprintf("no schedulable server with %s is in the tenant's sites %v", model, t.Sites)
+	case withDriver == 0:
+		return fmt.Sprintf("no schedulable server with %s has driver %s or newer", model, j.MinDriver)
+	}
+	return fmt.Sprintf("no server with %s is free of other tenants (isolation %s)", model, t.Isolation)
 }

@@ -225,3 +225,21 @@ func (st *cycle) releases() {
 	}
 	st.plan.Next = next
 }
+
+// drain tells the jobs on draining servers to stop by the grace deadline.
+func (st *cycle) drain() {
+	for _, v := range st.s.Jobs {
+		if v.State != domain.JobReady && v.State != domain.JobRunning {
+			continue
+		}
+		for _, p := range v.Placement {
+			if cond, ok := st.s.Nodes[p.Server]; ok && cond.Draining {
+				deadline := st.now.Add(st.policy.Grace)
+				st.victim[v.ID] = true
+				st.plan.Preemptions = append(st.plan.Preemptions, Preemption{JobID: v.ID, Deadline: deadline,
+					Reason: domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}})
+				break
+			}
+		}
+	}
+}

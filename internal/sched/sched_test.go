@@ -341,3 +341,65 @@ func BenchmarkSchedule(b *testing.B) {
 		Schedule(s, now)
 	}
 }
+
+func TestNodeConditionsAndResidency(t *testing.T) {
+	cases := map[string]struct {
+		world func(t *testing.T) *world
+		want  map[uint64]string
+	}{
+		"cordoned servers take nothing new and their free GPUs are no capacity": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 2)).tenant("g", domain.IsolationGPU).ws("g/w", 16, 0, 0, 1).job("g/w", 16, 8, 0).job("g/w", 8, 0, 0)
+				w.s.Nodes = map[string]domain.NodeCondition{"s1-gpu001": {Server: "s1-gpu001", Cordoned: true}}
+				return w
+			},
+			want: map[uint64]string{1: "pending capacity", 2: "pending queued_behind"},
+		},
+		"unhealthy server skipped": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 2)).tenant("g", domain.IsolationGPU).ws("g/w", 16, 0, 0, 1).job("g/w", 8, 0, 0)
+				w.s.Nodes = map[string]domain.NodeCondition{"s1-gpu001": {Server: "s1-gpu001", Unhealthy: true}}
+				return w
+			},
+			want: map[uint64]string{1: "s1-gpu002:0-7 (server)"},
+		},
+		"data residency: a tenant limited to another site waits": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 1)).tenant("g", domain.IsolationGPU).ws("g/w", 8, 0, 0, 1).job("g/w", 1, 0, 0)
+				w.s.Tenants["g"].Sites = []string{"eu-west"}
+				return w
+			},
+			want: map[uint64]string{1: "pending capacity"},
+		},
+		"minimum driver": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 1)).tenant("g", domain.IsolationGPU).ws("g/w", 8, 0, 0, 1).job("g/w", 1, 0, 0).job("g/w", 1, 0, 0)
+				w.s.Jobs[0].MinDriver = "550.54"    // generated servers run 535.183.01
+				w.s.Jobs[1].MinDriver = "535.104.5" // older than 535.183.01
+				return w
+			},
+			want: map[uint64]string{1: "pending capacity", 2: "pending queued_behind"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := Schedule(tc.world(t).s, now)
+			got := render(plan)
+			for id, want := range tc.want {
+				if got[id] != want {
+					t.Errorf("job %d: got %q (%s), want %q", id, got[id], plan.Pending[id].Message, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDrainPreemptsWithGrace(t *testing.T) {
+	w := newWorld(t, dgx(1, 2)).tenant("g", domain.IsolationGPU).ws("g/w", 16, 0, 0, 1).
+		running("g/w", on("s1-gpu001", 0, 1)).running("g/w", on("s1-gpu002", 0))
+	w.s.Nodes = map[string]domain.NodeCondition{"s1-gpu001": {Server: "s1-gpu001", Draining: true}}
+	plan := Schedule(w.s, now)
+	if len(plan.Preemptions) != 1 || plan.Preemptions[0].JobID != 1 || plan.Preemptions[0].Reason.Code != "drained" || !plan.Preemptions[0].Deadline.Equal(now.Add(DefaultPolicy.Grace)) {
+		t.Fatalf("preemptions %+v: want job 1 drained with the grace deadline", plan.Preemptions)
+	}
+}

@@ -46,6 +46,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// Allocations that are due end first: their GPUs are not free in this
 	// cycle's view (the release commits first), the next cycle uses them.
 	st.releases()
+	st.drain()
 
 	// Phase 3: order the queue.
 	pending := make([]*domain.Job, 0)

@@ -17,6 +17,9 @@ type Snapshot struct {
 	// Jobs are the non-terminal jobs: pending ones to place, the others
 	// holding GPUs (their Placement).
 	Jobs []*domain.Job
+	// Nodes holds the conditions of servers that are not plainly
+	// schedulable (cordoned, draining, unhealthy).
+	Nodes map[string]domain.NodeCondition
 	// History holds recently ended jobs: their usage still counts, decayed,
 	// in fair share.
 	History []*domain.Job
@@ -105,6 +108,7 @@ const (
 // server is the scheduler's working view of one server.
 type server struct {
 	s      *domain.Server
+	site   string
 	fabric string // site/fabric
 	stripe int
 	domain string // NVLink domain
@@ -129,11 +133,15 @@ func (v *server) clone() *server {
 type cluster struct {
 	servers []*server // in topology order
 	byName  map[string]*server
-	total   int
+	// total counts the GPUs jobs may use: all GPUs of schedulable servers,
+	// and the busy ones of the others (free GPUs of a cordoned server are
+	// no capacity).
+	total int
+	nodes map[string]domain.NodeCondition
 }
 
 func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{byName: map[string]*server{}}
+	c := &cluster{byName: map[string]*server{}, nodes: s.Nodes}
 	if s.Topology == nil {
 		return c
 	}
@@ -145,14 +153,13 @@ func buildCluster(s *Snapshot) *cluster {
 				if d == "" {
 					d = srv.Name
 				}
-				v := &server{s: srv, fabric: site.Name + "/" + f.Name, stripe: srv.Stripe, domain: d,
+				v := &server{s: srv, site: site.Name, fabric: site.Name + "/" + f.Name, stripe: srv.Stripe, domain: d,
 					free: make([]bool, srv.GPUs), nfree: srv.GPUs, holders: map[string]bool{}}
 				for g := range v.free {
 					v.free[g] = true
 				}
 				c.servers = append(c.servers, v)
 				c.byName[srv.Name] = v
-				c.total += srv.GPUs
 			}
 		}
 	}
@@ -171,11 +178,18 @@ func buildCluster(s *Snapshot) *cluster {
 			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
 		}
 	}
+	for _, v := range c.servers {
+		if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+			c.total += len(v.free) - v.nfree
+		} else {
+			c.total += len(v.free)
+		}
+	}
 	return c
 }
 
 func (c *cluster) clone() *cluster {
-	cp := &cluster{byName: make(map[string]*server, len(c.byName)), total: c.total}
+	cp := &cluster{byName: make(map[string]*server, len(c.byName)), total: c.total, nodes: c.nodes}
 	for _, v := range c.servers {
 		nv := v.clone()
 		cp.servers = append(cp.servers, nv)

@@ -128,6 +128,18 @@ func (f *FSM) Tokens(keep func(*domain.Token) bool) []domain.Token {
 	return out
 }
 
+// Token returns one token (without its hash).
+func (f *FSM) Token(id string) (*domain.Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.d.Tokens[id]
+	if !ok {
+		return nil, false
+	}
+	cp := t.Token
+	return &cp, true
+}
+
 // HasAdminToken reports whether any admin token exists (the bootstrap check).
 func (f *FSM) HasAdminToken() bool {
 	f.mu.RLock()
@@ -170,6 +182,8 @@ type EventFilter struct {
 	Since     time.Time
 	AfterSeq  uint64
 	Limit     int
+	// TenantsOnly leaves out the platform's own events (no tenant).
+	TenantsOnly bool
 }
 
 // Events returns events matching the filter, oldest first; with a Limit the
@@ -181,7 +195,7 @@ func (f *FSM) Events(q EventFilter) []domain.Event {
 	// Events are appended in seq order; skip by seq with a binary search.
 	start := sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq > q.AfterSeq })
 	for _, e := range f.d.Events[start:] {
-		if q.Tenant != "" && e.Tenant != q.Tenant {
+		if (q.Tenant != "" && e.Tenant != q.Tenant) || (q.TenantsOnly && e.Tenant == "") {
 			continue
 		}
 		if q.Workspace != "" && e.Workspace != q.Workspace {
@@ -240,6 +254,10 @@ func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	for k, w := range f.d.Workspaces {
 		cp := *w
 		s.Workspaces[k] = &cp
+	}
+	s.Nodes = map[string]domain.NodeCondition{}
+	for k, n := range f.d.Nodes {
+		s.Nodes[k] = *n
 	}
 	for _, j := range f.sortedJobs() {
 		switch {

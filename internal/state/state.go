@@ -25,6 +25,8 @@ type data struct {
 	Jobs        map[uint64]*domain.Job       `json:"jobs"`
 	Tokens      map[string]*storedToken      `json:"tokens"`
 	Members     map[string]Member            `json:"members"`
+	// Nodes holds the conditions of servers that are not plainly schedulable.
+	Nodes map[string]*domain.NodeCondition `json:"nodes"`
 	Events      []domain.Event               `json:"events"`
 	NextJobID   uint64                       `json:"nextJobID"`
 	// SubmitKeys maps recent idempotency keys to the job they created;
@@ -55,6 +57,8 @@ type FSM struct {
 	cap capacity
 	// applied is the raft index of the last applied entry.
 	applied uint64
+	// changed wakes readers waiting for the next change (watch.go).
+	changed broadcaster
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -73,6 +77,7 @@ func newData() data {
 		Jobs:       map[uint64]*domain.Job{},
 		Tokens:     map[string]*storedToken{},
 		Members:    map[string]Member{},
+		Nodes:      map[string]*domain.NodeCondition{},
 		SubmitKeys: map[string]uint64{},
 		NextJobID:  1,
 		NextEvent:  1,
@@ -105,6 +110,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	defer f.changed.broadcast() // runs after the unlock: woken readers find the new state
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = l.Index
@@ -113,6 +119,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 // ApplyCommand applies an encoded command outside Raft (tests, simulator).
 func (f *FSM) ApplyCommand(b []byte) *Result {
+	defer f.changed.broadcast()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.apply(b)
@@ -165,6 +172,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.reset(d)
 	f.mu.Unlock()
+	f.changed.broadcast()
 	return nil
 }
 
@@ -199,6 +207,7 @@ var handlers = map[CommandType]handler{
 	CmdJobReport:       (*FSM).applyJobReport,
 	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
 	CmdJobsRelease:     (*FSM).applyJobsRelease,
+	CmdNodeSet:         (*FSM).applyNodeSet,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {

@@ -399,3 +399,24 @@ func TestSubmitIdempotency(t *testing.T) {
 		t.Fatalf("%d jobs, want 4", got)
 	}
 }
+
+func TestNodeConditions(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	srv := h.f.Topology().Topology.Sites[0].Fabrics[0].Servers[0].Name
+	yes, no := true, false
+	if r := h.apply(CmdNodeSet, NodeSet{Server: "ghost", Cordoned: &yes}); r.Err == nil || r.Err.Code != domain.CodeNotFound {
+		t.Fatalf("cordon of an unknown server: %v", r.Err)
+	}
+	h.must(CmdNodeSet, NodeSet{Server: srv, Draining: &yes, Reason: "firmware update"})
+	nodes := h.f.Nodes()
+	if len(nodes) != 2 || !nodes[0].Condition.Draining || nodes[0].Condition.Reason != "firmware update" || nodes[0].Condition.Schedulable() {
+		t.Fatalf("nodes after drain: %+v", nodes)
+	}
+	if snap := h.f.SchedSnapshot(t0); !snap.Nodes[srv].Draining {
+		t.Fatal("the scheduler does not see the drain")
+	}
+	h.must(CmdNodeSet, NodeSet{Server: srv, Draining: &no})
+	if got := h.f.Nodes()[0].Condition; !got.Schedulable() {
+		t.Fatalf("after undrain: %+v", got)
+	}
+}

@@ -1,0 +1,34 @@
+package domain
+
+import "time"
+
+// NodeCondition is an operator's (or node agent's) word on a server: the
+// scheduler places nothing new on a cordoned, draining or unhealthy server,
+// and stops the jobs of a draining one after the grace period.
+type NodeCondition struct {
+	Server    string    `json:"server"`
+	Cordoned  bool      `json:"cordoned"`
+	Draining  bool      `json:"draining"`
+	Unhealthy bool      `json:"unhealthy"`
+	Reason    string    `json:"reason,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	UpdatedBy string    `json:"updatedBy,omitempty"`
+}
+
+// Schedulable reports whether new work may land on the server.
+func (c NodeCondition) Schedulable() bool { return !c.Cordoned && !c.Draining && !c.Unhealthy }
+
+// NodeView is a server as `node list` shows it: inventory, condition and use.
+type NodeView struct {
+	Name         string        `json:"name"`
+	Site         string        `json:"site"`
+	Fabric       string        `json:"fabric"`
+	Stripe       int           `json:"stripe"`
+	NVLinkDomain string        `json:"nvlinkDomain"`
+	GPUModel     string        `json:"gpuModel"`
+	GPUs         int           `json:"gpus"`
+	Driver       string        `json:"driver,omitempty"`
+	UsedGPUs     int           `json:"usedGPUs"`
+	Tenants      []string      `json:"tenants"`
+	Condition    NodeCondition `json:"condition"`
+}

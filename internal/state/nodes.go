@@ -1,0 +1,97 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// CmdNodeSet changes a server's condition (cordon, drain, health).
+const CmdNodeSet CommandType = "node.set"
+
+// NodeSet sets the fields it carries; nil leaves a field as it is.
+type NodeSet struct {
+	Server    string `json:"server"`
+	Cordoned  *bool  `json:"cordoned,omitempty"`
+	Draining  *bool  `json:"draining,omitempty"`
+	Unhealthy *bool  `json:"unhealthy,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
+	p, derr := decode[NodeSet](c)
+	if derr != nil {
+		return nil, derr
+	}
+	if _, ok := f.cap.servers[p.Server]; !ok {
+		return nil, domain.NotFound("server", p.Server)
+	}
+	if len(p.Reason) > 256 {
+		return nil, domain.Invalid("reason", "reason is %d characters; the limit is 256", len(p.Reason))
+	}
+	cur := f.node(p.Server)
+	for _, x := range []struct {
+		v   *bool
+		dst *bool
+	}{{p.Cordoned, &cur.Cordoned}, {p.Draining, &cur.Draining}, {p.Unhealthy, &cur.Unhealthy}} {
+		if x.v != nil {
+			*x.dst = *x.v
+		}
+	}
+	cur.Reason, cur.UpdatedAt, cur.UpdatedBy = p.Reason, c.At, c.Actor
+	if cur.Schedulable() && cur.Reason == "" {
+		delete(f.d.Nodes, p.Server) // back to normal: nothing to keep
+	} else {
+		f.d.Nodes[p.Server] = &cur
+	}
+	f.event(c, "node.set", "server/"+p.Server, "", "", fmt.Sprintf("cordoned=%t draining=%t unhealthy=%t %s", cur.Cordoned, cur.Draining, cur.Unhealthy, cur.Reason))
+	return &cur, nil
+}
+
+// node returns a copy of a server's condition (the zero condition when none
+// is recorded).
+func (f *FSM) node(server string) domain.NodeCondition {
+	if c, ok := f.d.Nodes[server]; ok {
+		return *c
+	}
+	return domain.NodeCondition{Server: server}
+}
+
+// Nodes lists every server of the inventory with its condition and use.
+func (f *FSM) Nodes() []domain.NodeView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	used := map[string]int{}
+	tenants := map[string]map[string]bool{}
+	for _, j := range f.d.Jobs {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, p := range j.Placement {
+			used[p.Server] += len(p.GPUs)
+			if tenants[p.Server] == nil {
+				tenants[p.Server] = map[string]bool{}
+			}
+			tenants[p.Server][j.Tenant] = true
+		}
+	}
+	out := []domain.NodeView{}
+	if f.d.Topology == nil {
+		return out
+	}
+	for _, site := range f.d.Topology.Sites {
+		for _, fab := range site.Fabrics {
+			for _, s := range fab.Servers {
+				v := domain.NodeView{Name: s.Name, Site: site.Name, Fabric: fab.Name, Stripe: s.Stripe, NVLinkDomain: s.NVLinkDomain,
+					GPUModel: s.GPUModel, GPUs: s.GPUs, Driver: s.Driver, UsedGPUs: used[s.Name], Tenants: []string{}, Condition: f.node(s.Name)}
+				for t := range tenants[s.Name] {
+					v.Tenants = append(v.Tenants, t)
+				}
+				sort.Strings(v.Tenants)
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
