@@ -24,6 +24,9 @@ type Options struct {
 	RaftTimeout time.Duration
 	// Listen is the first server's API address (default 127.0.0.1:0).
 	Listen string
+	// Tune, when set, adjusts every server's configuration (scheduler
+	// policy, intervals) before it starts.
+	Tune func(*server.Config)
 }
 
 // Cluster is a set of in-process servers sharing one base directory.
@@ -52,6 +55,9 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		cfg := server.Config{
 			DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)), NodeID: fmt.Sprintf("node%d", i+1),
 			Listen: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", Logger: o.Logger.With("node", i+1), RaftTimeout: o.RaftTimeout,
+		}
+		if o.Tune != nil {
+			o.Tune(&cfg)
 		}
 		if i == 0 {
 			cfg.Listen = listen

@@ -11,8 +11,9 @@ import (
 // Phase 5: reclaim and priority preemption. A pending job that could not be
 // placed may free GPUs held by others when the rules allow it:
 //   - reclaim: the job fits in its workspace's guarantee, and the victims
-//     run on borrowed capacity of other workspaces (a victim's workspace is
-//     never pushed below its own guarantee);
+//     are jobs of other workspaces that borrow; victims that leave their
+//     workspace at or above its guarantee go first, and no more are taken
+//     from a workspace once it is back to its guarantee;
 //   - priority: the victims are lower-priority jobs of the job's own
 //     workspace.
 // Victims younger than their minimum runtime are protected. Among the
@@ -43,7 +44,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		kind = "reclaim"
 		rule = func(j, v *domain.Job) bool {
 			vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()]-st.held(v) >= vw.Guaranteed
+			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()] > vw.Guaranteed
 		}
 	default:
 		kind = "priority"
@@ -60,7 +61,17 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	if len(cands) == 0 {
 		return false
 	}
+	// A victim whose workspace stays at or above its guarantee without it
+	// costs only its own work; one whose gang straddles the guarantee also
+	// takes guaranteed GPUs from its workspace: such victims go last.
+	straddles := func(v *domain.Job) bool {
+		vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
+		return vw != nil && st.u.used[vw.Ref()]-st.held(v) < vw.Guaranteed
+	}
 	sort.SliceStable(cands, func(a, b int) bool {
+		if sa, sb := straddles(cands[a]), straddles(cands[b]); sa != sb {
+			return !sa
+		}
 		ca, cb := st.cost(cands[a]), st.cost(cands[b])
 		if ca != cb {
 			return ca < cb
@@ -72,7 +83,18 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	})
 	var chosen []*domain.Job
 	found := false
+	left := map[string]int{} // usage of victims' workspaces once the chosen stop
 	for _, v := range cands {
+		vref := v.Tenant + "/" + v.Workspace
+		if _, ok := left[vref]; !ok {
+			left[vref] = st.u.used[vref]
+		}
+		// Reclaim takes only what a workspace borrowed: once the chosen
+		// victims bring it back to its guarantee, its other jobs stay.
+		if vw := st.s.Workspaces[vref]; kind == "reclaim" && left[vref] <= vw.Guaranteed {
+			continue
+		}
+		left[vref] -= st.held(v)
 		chosen = append(chosen, v)
 		if st.fitsWithout(j, chosen) {
 			found = true

@@ -83,7 +83,7 @@ func TestReclaim(t *testing.T) {
 			},
 			job: 2, wantCode: ReasonCapacity,
 		},
-		"a victim's workspace is never pushed below its own guarantee": {
+		"victims that keep their workspace at its guarantee go first": {
 			world: func(t *testing.T) *world {
 				return newWorld(t, dgx(1, 2)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
 					ws("a/w", 8, 0, 0, 1).ws("b/w", 8, 8, 8, 1).

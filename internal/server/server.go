@@ -77,6 +77,11 @@ type Server struct {
 	closed   bool
 	adminTok string
 	kick     chan struct{}
+	// streams ends when the server shuts down, and with it every open
+	// stream (watch.go): Shutdown waits for idle connections, and a stream
+	// is never idle.
+	streams    context.Context
+	endStreams context.CancelFunc
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -151,7 +156,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
-	s.routes = s.buildRoutes()
+	s.routes = append(s.buildRoutes(), s.nodeRoutes()...)
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -161,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		TLSConfig:         serverTLS,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.http.RegisterOnShutdown(s.endStreams)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.wg.Add(1)
