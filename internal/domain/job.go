@@ -152,6 +152,10 @@ const MaxSeconds = 366 * 24 * 3600
 type Placement struct {
 	Server string `json:"server"`
 	GPUs   []int  `json:"gpus"`
+	// NVLinkDomain and Leaves (the leaf each GPU's NIC is cabled to, in
+	// GPUs order) say where on the topology the GPUs are.
+	NVLinkDomain string   `json:"nvlinkDomain,omitempty"`
+	Leaves       []string `json:"leaves,omitempty"`
 }
 
 // Job is a request for GPUs and what became of it.

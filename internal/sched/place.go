@@ -144,7 +144,12 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	}
 	out := make([]domain.Placement, len(best.servers))
 	for i, v := range best.servers {
-		out[i] = domain.Placement{Server: v.s.Name, GPUs: append([]int(nil), best.set...)}
+		out[i] = domain.Placement{Server: v.s.Name, GPUs: append([]int(nil), best.set...), NVLinkDomain: v.domain}
+		for _, g := range best.set {
+			if l := v.leafOf[g]; l != "" {
+				out[i].Leaves = append(out[i].Leaves, l)
+			}
+		}
 	}
 	return out, best.level, domain.Reason{}
 }

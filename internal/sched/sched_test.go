@@ -403,3 +403,20 @@ func TestDrainPreemptsWithGrace(t *testing.T) {
 		t.Fatalf("preemptions %+v: want job 1 drained with the grace deadline", plan.Preemptions)
 	}
 }
+
+func TestPlacementNamesDomainAndLeaves(t *testing.T) {
+	w := newWorld(t, dgx(1, 2)).tenant("g", domain.IsolationGPU).ws("g/w", 16, 0, 0, 1).job("g/w", 8, 4, 0)
+	plan := Schedule(w.s, now)
+	if len(plan.Placements) != 1 {
+		t.Fatalf("plan %+v", plan)
+	}
+	for _, p := range plan.Placements[0].Placement {
+		if p.NVLinkDomain != p.Server {
+			t.Errorf("%s: NVLink domain %q, want the server's own", p.Server, p.NVLinkDomain)
+		}
+		want := []string{"s1-leaf0", "s1-leaf1", "s1-leaf2", "s1-leaf3"}
+		if strings.Join(p.Leaves, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: leaves %v, want %v (GPU i on the leaf of rail i)", p.Server, p.Leaves, want)
+		}
+	}
+}

@@ -113,6 +113,8 @@ type server struct {
 	stripe int
 	domain string // NVLink domain
 	free   []bool // free[i]: GPU i is free
+	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
+	leafOf []string
 	nfree  int
 	// tenants holding GPUs here, and whether any of them is server-isolated.
 	holders   map[string]bool
@@ -147,6 +149,10 @@ func buildCluster(s *Snapshot) *cluster {
 	}
 	for _, site := range s.Topology.Sites {
 		for _, f := range site.Fabrics {
+			leafOf := map[[2]string]string{} // server, nic -> leaf
+			for _, cb := range f.Cables {
+				leafOf[[2]string{cb.Server, cb.NIC}] = cb.Leaf
+			}
 			for i := range f.Servers {
 				srv := &f.Servers[i]
 				d := srv.NVLinkDomain
@@ -157,6 +163,12 @@ func buildCluster(s *Snapshot) *cluster {
 					free: make([]bool, srv.GPUs), nfree: srv.GPUs, holders: map[string]bool{}}
 				for g := range v.free {
 					v.free[g] = true
+				}
+				v.leafOf = make([]string, srv.GPUs)
+				for _, nic := range srv.NICs {
+					if nic.GPU >= 0 && nic.GPU < srv.GPUs && v.leafOf[nic.GPU] == "" {
+						v.leafOf[nic.GPU] = leafOf[[2]string{srv.Name, nic.Name}]
+					}
 				}
 				c.servers = append(c.servers, v)
 				c.byName[srv.Name] = v

@@ -26,9 +26,9 @@ type data struct {
 	Tokens      map[string]*storedToken      `json:"tokens"`
 	Members     map[string]Member            `json:"members"`
 	// Nodes holds the conditions of servers that are not plainly schedulable.
-	Nodes map[string]*domain.NodeCondition `json:"nodes"`
-	Events      []domain.Event               `json:"events"`
-	NextJobID   uint64                       `json:"nextJobID"`
+	Nodes     map[string]*domain.NodeCondition `json:"nodes"`
+	Events    []domain.Event                   `json:"events"`
+	NextJobID uint64                           `json:"nextJobID"`
 	// SubmitKeys maps recent idempotency keys to the job they created;
 	// SubmitKeyOrder evicts the oldest beyond maxSubmitKeys (in log order,
 	// so every replica evicts the same ones).
@@ -730,7 +730,7 @@ func copyJob(j *domain.Job) *domain.Job {
 	if j.Placement != nil {
 		cp.Placement = make([]domain.Placement, len(j.Placement))
 		for i, p := range j.Placement {
-			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...)}
+			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...), NVLinkDomain: p.NVLinkDomain, Leaves: append([]string(nil), p.Leaves...)}
 		}
 	}
 	return &cp
