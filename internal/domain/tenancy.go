@@ -29,11 +29,41 @@ type Tenant struct {
 	Isolation       Isolation    `json:"isolation"`
 	Network         NetworkModel `json:"network"`
 	JobSegmentation bool         `json:"jobSegmentation"`
+	// Quota, when set, bounds the tenant as a whole: its workspaces'
+	// guarantees fit in Quota.Guaranteed, it borrows at most
+	// Quota.BorrowLimit from other tenants and lends them at most
+	// Quota.LendLimit of its idle guarantee. Nil: the tenant's guarantee is
+	// the sum of its workspaces', and its workspaces' limits alone apply.
+	Quota *TenantQuota `json:"quota,omitempty"`
 	// Sites limits where the tenant's jobs may run (data residency); empty
 	// means anywhere.
 	Sites     []string  `json:"sites,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
-	CreatedBy       string       `json:"createdBy,omitempty"`
+	CreatedBy string    `json:"createdBy,omitempty"`
+}
+
+// TenantQuota is a tenant's reserved, borrowable and lendable GPUs.
+type TenantQuota struct {
+	Guaranteed  int `json:"guaranteed"`
+	BorrowLimit int `json:"borrowLimit"`
+	LendLimit   int `json:"lendLimit"`
+}
+
+// Validate checks the numbers; field prefixes the field names.
+func (q *TenantQuota) Validate(field string) *Error {
+	if err := ValidateRange(field+".guaranteed", int64(q.Guaranteed), 0, MaxGPUs); err != nil {
+		return err
+	}
+	if err := ValidateRange(field+".borrowLimit", int64(q.BorrowLimit), 0, MaxGPUs); err != nil {
+		return err
+	}
+	if err := ValidateRange(field+".lendLimit", int64(q.LendLimit), 0, MaxGPUs); err != nil {
+		return err
+	}
+	if q.LendLimit > q.Guaranteed {
+		return Invalid(field+".lendLimit", "lendLimit %d exceeds guaranteed %d: a tenant can only lend what it has reserved", q.LendLimit, q.Guaranteed)
+	}
+	return nil
 }
 
 // Workspace is a quota holder inside a tenant (a team, a project). Quotas are
@@ -79,6 +109,11 @@ func ValidateTenant(t *Tenant) *Error {
 	case NetworkPureRT5, NetworkVLANAware:
 	default:
 		return Invalid("network", "network %q is not one of pure-rt5, vlan-aware", t.Network)
+	}
+	if t.Quota != nil {
+		if err := t.Quota.Validate("quota"); err != nil {
+			return err
+		}
 	}
 	if len(t.Sites) > 64 {
 		return Invalid("sites", "%d sites given; the limit is 64", len(t.Sites))

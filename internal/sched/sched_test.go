@@ -420,3 +420,44 @@ func TestPlacementNamesDomainAndLeaves(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantQuota(t *testing.T) {
+	cases := map[string]struct {
+		world func(t *testing.T) *world
+		want  map[uint64]string
+	}{
+		"a tenant's borrow limit caps its workspaces together": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 4)).tenant("a", domain.IsolationGPU).ws("a/x", 8, 8, 0, 1).ws("a/y", 8, 8, 0, 1).
+					running("a/x", on("s1-gpu001", seq(0, 8)...)).running("a/y", on("s1-gpu002", seq(0, 8)...)).
+					job("a/x", 8, 0, 0)
+				w.s.Tenants["a"].Quota = &domain.TenantQuota{Guaranteed: 16, BorrowLimit: 4}
+				return w
+			},
+			want: map[uint64]string{3: "pending tenant_quota"},
+		},
+		"a tenant lends other tenants no more than its lend limit": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 3)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
+					ws("a/x", 8, 8, 8, 1).ws("a/y", 8, 8, 8, 1).ws("b/w", 0, 24, 0, 1).
+					job("b/w", 16, 8, 0).job("a/y", 16, 8, 0)
+				w.s.Tenants["a"].Quota = &domain.TenantQuota{Guaranteed: 16, BorrowLimit: 8, LendLimit: 0}
+				return w
+			},
+			// b may use only the 8 unguaranteed GPUs, not a's idle 16; inside
+			// tenant a, y borrows x's lendable 8.
+			want: map[uint64]string{1: "pending cluster_quota", 2: "s1-gpu001:0-7 s1-gpu002:0-7 (stripe)"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := Schedule(tc.world(t).s, now)
+			got := render(plan)
+			for id, want := range tc.want {
+				if got[id] != want {
+					t.Errorf("job %d: got %q (%s), want %q", id, got[id], plan.Pending[id].Message, want)
+				}
+			}
+		})
+	}
+}

@@ -159,12 +159,16 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 			"workspace %s uses %d GPUs; %d more would exceed its limit of %d (guaranteed %d + borrowLimit %d) by %d",
 			w.Ref(), used, j.GPUs, limit, w.Guaranteed, w.BorrowLimit, used+j.GPUs-limit)}, false
 	}
-	protected := 0
-	for _, o := range sortedWorkspaces(s) {
-		if o.Ref() != w.Ref() {
-			protected += u.protected(o)
+	tenant := s.Tenants[j.Tenant]
+	if tenant != nil && tenant.Quota != nil {
+		tUsed := u.tenantUsed(j.Tenant)
+		if limit := tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit; tUsed+j.GPUs > limit {
+			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
+				"tenant %s uses %d GPUs; %d more would exceed its limit of %d (guaranteed %d + borrowLimit %d) by %d",
+				j.Tenant, tUsed, j.GPUs, limit, tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, tUsed+j.GPUs-limit)}, false
 		}
 	}
+	protected := u.protectedFrom(s, w)
 	free := c.total - u.usedTotal
 	if j.GPUs > free {
 		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %d GPUs; %d of the cluster's %d are free", j.GPUs, free, c.total)}, false

@@ -3,6 +3,7 @@ package sched
 import (
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -103,6 +104,7 @@ const (
 	ReasonReclaim        = "reclaim_pending" // GPUs are being freed for it (graceful preemption)
 	ReasonBackoff        = "reclaim_backoff" // recently reclaimed: may not borrow yet
 	ReasonTopology       = "topology"        // a required topology level cannot be met now
+	ReasonTenantQuota    = "tenant_quota"    // above the tenant's guaranteed + borrowLimit
 )
 
 // server is the scheduler's working view of one server.
@@ -302,6 +304,48 @@ func buildUsage(s *Snapshot) *usage {
 func (u *usage) protected(w *domain.Workspace) int {
 	idle := w.Guaranteed - u.used[w.Ref()]
 	return max(0, idle-w.LendLimit)
+}
+
+func (u *usage) tenantUsed(tenant string) int {
+	n := 0
+	for ref, k := range u.used {
+		if t, _, _ := strings.Cut(ref, "/"); t == tenant {
+			n += k
+		}
+	}
+	return n
+}
+
+// protectedFrom counts the GPUs a job of workspace w may not take: the
+// protected idle guarantees of the other workspaces of its tenant, and of
+// every other tenant the larger of its workspaces' and (with a tenant
+// quota) the tenant's own: a tenant lends other tenants at most its
+// lendLimit, whatever its workspaces would lend.
+func (u *usage) protectedFrom(s *Snapshot, w *domain.Workspace) int {
+	byTenant := map[string]int{}
+	own := 0
+	for _, o := range sortedWorkspaces(s) {
+		switch {
+		case o.Ref() == w.Ref():
+		case o.Tenant == w.Tenant:
+			own += u.protected(o)
+		default:
+			byTenant[o.Tenant] += u.protected(o)
+		}
+	}
+	total := own
+	for name, t := range s.Tenants {
+		if name == w.Tenant {
+			continue
+		}
+		p := byTenant[name]
+		if t.Quota != nil {
+			idle := t.Quota.Guaranteed - u.tenantUsed(name)
+			p = max(p, idle-t.Quota.LendLimit)
+		}
+		total += max(0, p)
+	}
+	return total
 }
 
 func sortedWorkspaces(s *Snapshot) []*domain.Workspace {

@@ -208,6 +208,7 @@ var handlers = map[CommandType]handler{
 	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
 	CmdJobsRelease:     (*FSM).applyJobsRelease,
 	CmdNodeSet:         (*FSM).applyNodeSet,
+	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {
@@ -273,10 +274,29 @@ func asDomainError(err error) *domain.Error {
 	return domain.Errorf(domain.CodeInvalidArgument, "%v", err)
 }
 
+// totalGuaranteed is the GPUs reserved cluster-wide: per tenant its quota's
+// guarantee when it has one, else the sum of its workspaces'.
 func (f *FSM) totalGuaranteed() int {
 	n := 0
+	for _, t := range f.d.Tenants {
+		n += f.tenantGuarantee(t.Name)
+	}
+	return n
+}
+
+func (f *FSM) tenantGuarantee(tenant string) int {
+	if t, ok := f.d.Tenants[tenant]; ok && t.Quota != nil {
+		return t.Quota.Guaranteed
+	}
+	return f.workspaceGuarantees(tenant)
+}
+
+func (f *FSM) workspaceGuarantees(tenant string) int {
+	n := 0
 	for _, w := range f.d.Workspaces {
-		n += w.Guaranteed
+		if w.Tenant == tenant {
+			n += w.Guaranteed
+		}
 	}
 	return n
 }
@@ -293,9 +313,67 @@ func (f *FSM) applyTenantCreate(c *Command) (any, *domain.Error) {
 	if _, ok := f.d.Tenants[t.Name]; ok {
 		return nil, &domain.Error{Code: domain.CodeAlreadyExists, Field: "name", Message: fmt.Sprintf("tenant %q already exists", t.Name)}
 	}
+	if t.Quota != nil {
+		if err := f.checkCapacity("quota.guaranteed", t.Quota.Guaranteed); err != nil {
+			return nil, err
+		}
+	}
 	t.CreatedAt, t.CreatedBy = c.At, c.Actor
 	f.d.Tenants[t.Name] = &t
-	f.event(c, "tenant.create", "tenant/"+t.Name, t.Name, "", fmt.Sprintf("isolation=%s network=%s jobSegmentation=%t", t.Isolation, t.Network, t.JobSegmentation))
+	f.event(c, "tenant.create", "tenant/"+t.Name, t.Name, "", tenantString(&t))
+	cp := t
+	return &cp, nil
+}
+
+func tenantString(t *domain.Tenant) string {
+	s := fmt.Sprintf("isolation=%s network=%s jobSegmentation=%t", t.Isolation, t.Network, t.JobSegmentation)
+	if q := t.Quota; q != nil {
+		s += fmt.Sprintf(" guaranteed=%d borrowLimit=%d lendLimit=%d", q.Guaranteed, q.BorrowLimit, q.LendLimit)
+	}
+	if len(t.Sites) > 0 {
+		s += fmt.Sprintf(" sites=%v", t.Sites)
+	}
+	return s
+}
+
+// TenantUpdate replaces a tenant's quota and sites (isolation and network
+// model cannot change under running jobs).
+type TenantUpdate struct {
+	Name  string              `json:"name"`
+	Quota *domain.TenantQuota `json:"quota,omitempty"`
+	Sites []string            `json:"sites,omitempty"`
+}
+
+// CmdTenantUpdate changes a tenant's quota and sites.
+const CmdTenantUpdate CommandType = "tenant.update"
+
+func (f *FSM) applyTenantUpdate(c *Command) (any, *domain.Error) {
+	p, derr := decode[TenantUpdate](c)
+	if derr != nil {
+		return nil, derr
+	}
+	old, ok := f.d.Tenants[p.Name]
+	if !ok {
+		return nil, domain.NotFound("tenant", p.Name)
+	}
+	t := *old
+	t.Quota, t.Sites = p.Quota, p.Sites
+	if err := domain.ValidateTenant(&t); err != nil {
+		return nil, err
+	}
+	newG := f.workspaceGuarantees(t.Name)
+	if t.Quota != nil {
+		if ws := f.workspaceGuarantees(t.Name); ws > t.Quota.Guaranteed {
+			return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "quota.guaranteed",
+				Message: fmt.Sprintf("tenant %s's workspaces guarantee %d GPUs; the tenant quota cannot be lower (%d)", t.Name, ws, t.Quota.Guaranteed)}
+		}
+		newG = t.Quota.Guaranteed
+	}
+	if err := f.checkCapacity("quota.guaranteed", newG-f.tenantGuarantee(t.Name)); err != nil {
+		return nil, err
+	}
+	f.d.Tenants[t.Name] = &t
+	f.event(c, "tenant.update", "tenant/"+t.Name, t.Name, "", tenantString(&t))
 	cp := t
 	return &cp, nil
 }
@@ -329,11 +407,24 @@ func (f *FSM) applyTenantDelete(c *Command) (any, *domain.Error) {
 	return t, nil
 }
 
-func (f *FSM) checkGuarantee(field string, delta int) *domain.Error {
+// checkGuarantee refuses a workspace guarantee change of delta GPUs in
+// tenant that would overcommit the tenant's quota or the inventory.
+func (f *FSM) checkGuarantee(field, tenant string, delta int) *domain.Error {
 	if delta <= 0 {
 		return nil
 	}
-	if g := f.totalGuaranteed() + delta; g > f.cap.total {
+	if t := f.d.Tenants[tenant]; t != nil && t.Quota != nil {
+		if ws := f.workspaceGuarantees(tenant) + delta; ws > t.Quota.Guaranteed {
+			return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
+				Message: fmt.Sprintf("tenant %s guarantees %d GPUs; its workspaces' guarantees would total %d", tenant, t.Quota.Guaranteed, ws)}
+		}
+		return nil // inside the tenant's reservation
+	}
+	return f.checkCapacity(field, delta)
+}
+
+func (f *FSM) checkCapacity(field string, delta int) *domain.Error {
+	if g := f.totalGuaranteed() + delta; delta > 0 && g > f.cap.total {
 		return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
 			Message: fmt.Sprintf("guarantees would total %d GPUs but the inventory has %d: guarantees are never overcommitted", g, f.cap.total)}
 	}
@@ -355,7 +446,7 @@ func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
 	if _, ok := f.d.Workspaces[w.Ref()]; ok {
 		return nil, &domain.Error{Code: domain.CodeAlreadyExists, Field: "name", Message: fmt.Sprintf("workspace %q already exists", w.Ref())}
 	}
-	if err := f.checkGuarantee("guaranteed", w.Guaranteed); err != nil {
+	if err := f.checkGuarantee("guaranteed", w.Tenant, w.Guaranteed); err != nil {
 		return nil, err
 	}
 	w.CreatedAt, w.CreatedBy = c.At, c.Actor
@@ -382,7 +473,7 @@ func (f *FSM) applyWorkspaceUpdate(c *Command) (any, *domain.Error) {
 	if !ok {
 		return nil, domain.NotFound("workspace", w.Ref())
 	}
-	if err := f.checkGuarantee("guaranteed", w.Guaranteed-old.Guaranteed); err != nil {
+	if err := f.checkGuarantee("guaranteed", w.Tenant, w.Guaranteed-old.Guaranteed); err != nil {
 		return nil, err
 	}
 	w.CreatedAt, w.CreatedBy = old.CreatedAt, old.CreatedBy

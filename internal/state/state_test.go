@@ -420,3 +420,25 @@ func TestNodeConditions(t *testing.T) {
 		t.Fatalf("after undrain: %+v", got)
 	}
 }
+
+func TestTenantQuotaRules(t *testing.T) {
+	h := newHarness(t).cluster(1, 4, 8) // 32 GPUs; acme/research guarantees 8
+	q := &domain.TenantQuota{Guaranteed: 16, BorrowLimit: 8, LendLimit: 8}
+	h.must(CmdTenantUpdate, TenantUpdate{Name: "acme", Quota: q, Sites: []string{"dc1"}})
+	if r := h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "big").Guaranteed(9).Obj()}); r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("workspaces beyond the tenant's guarantee: %v", r.Err)
+	}
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "big").Guaranteed(8).Obj()})
+	if r := h.apply(CmdTenantUpdate, TenantUpdate{Name: "acme", Quota: &domain.TenantQuota{Guaranteed: 12}}); r.Err == nil || r.Err.Field != "quota.guaranteed" {
+		t.Fatalf("tenant quota below its workspaces: %v", r.Err)
+	}
+	if r := h.apply(CmdTenantCreate, TenantCreate{Tenant: domain.Tenant{Name: "huge", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5, Quota: &domain.TenantQuota{Guaranteed: 17}}}); r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("tenant guarantee beyond the inventory (16 of 32 left): %v", r.Err)
+	}
+	if r := h.apply(CmdTenantUpdate, TenantUpdate{Name: "acme", Quota: &domain.TenantQuota{Guaranteed: 16, LendLimit: 20}}); r.Err == nil || r.Err.Field != "quota.lendLimit" {
+		t.Fatalf("lend above guarantee: %v", r.Err)
+	}
+	if total, g := h.f.Capacity(); total != 32 || g != 16 {
+		t.Fatalf("capacity %d, guaranteed %d; want 32, 16 (the tenant's reservation)", total, g)
+	}
+}
