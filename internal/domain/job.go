@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // JobState is where a job is in its life.
 type JobState string
@@ -59,13 +62,18 @@ const ReasonQueued = "queued"
 
 // JobSpec is what a user asks for.
 type JobSpec struct {
-	Name        string `json:"name,omitempty"`
-	Tenant      string `json:"tenant"`
-	Workspace   string `json:"workspace"`
-	GPUs        int    `json:"gpus"`
-	GPUsPerNode int    `json:"gpusPerNode,omitempty"`
-	GPUModel    string `json:"gpuModel,omitempty"`
-	Priority    int    `json:"priority"`
+	Name      string `json:"name,omitempty"`
+	Tenant    string `json:"tenant"`
+	Workspace string `json:"workspace"`
+	// A job asks for whole GPUs (GPUs), or MIGCount slices of MIGProfile,
+	// or Share of one GPU (time-sliced): exactly one of the three.
+	GPUs        int     `json:"gpus,omitempty"`
+	MIGProfile  string  `json:"migProfile,omitempty"`
+	MIGCount    int     `json:"migCount,omitempty"`
+	Share       float64 `json:"share,omitempty"`
+	GPUsPerNode int     `json:"gpusPerNode,omitempty"`
+	GPUModel    string  `json:"gpuModel,omitempty"`
+	Priority    int     `json:"priority"`
 	// Preemptible jobs are requeued when preempted; others end Preempted.
 	Preemptible bool `json:"preemptible"`
 	// TimeLimitSeconds ends the allocation that long after the job was
@@ -148,15 +156,35 @@ type TopologyRequirement struct {
 // MaxSeconds bounds durations given in seconds (a year).
 const MaxSeconds = 366 * 24 * 3600
 
-// Placement is the GPUs of one server given to a job.
+// UnitsPerGPU is the scheduler's capacity unit: 1/7000 of a GPU, so that a
+// 1-slice MIG instance (1/7) and a 0.25 share are both whole numbers.
+const UnitsPerGPU = 7000
+
+// MIGSlice is one MIG GPU instance held by a job.
+type MIGSlice struct {
+	GPU     int    `json:"gpu"`
+	Profile string `json:"profile"`
+	Start   int    `json:"start"` // memory slot the instance starts at
+}
+
+// Placement is the GPUs of one server given to a job: whole GPUs, MIG
+// slices of them, or a time-sliced share of one.
 type Placement struct {
 	Server string `json:"server"`
-	GPUs   []int  `json:"gpus"`
+	// GPUs are the GPU indices used (whole, or hosting the job's slices or share).
+	GPUs []int `json:"gpus"`
+	// MIG lists the job's MIG instances; empty for whole GPUs.
+	MIG []MIGSlice `json:"mig,omitempty"`
+	// Share is the fraction of GPUs[0] a time-sliced job holds.
+	Share float64 `json:"share,omitempty"`
 	// NVLinkDomain and Leaves (the leaf each GPU's NIC is cabled to, in
 	// GPUs order) say where on the topology the GPUs are.
 	NVLinkDomain string   `json:"nvlinkDomain,omitempty"`
 	Leaves       []string `json:"leaves,omitempty"`
 }
+
+// ShareUnits is a share in capacity units.
+func ShareUnits(share float64) int { return int(math.Round(share * UnitsPerGPU)) }
 
 // Job is a request for GPUs and what became of it.
 type Job struct {
@@ -200,8 +228,43 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	if err := ValidateName("workspace", s.Workspace); err != nil {
 		return err
 	}
-	if err := ValidateRange("gpus", int64(s.GPUs), 1, MaxGPUs); err != nil {
-		return err
+	kinds := 0
+	for _, set := range []bool{s.GPUs != 0, s.MIGProfile != "" || s.MIGCount != 0, s.Share != 0} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return Invalid("gpus", "ask for exactly one of gpus (whole GPUs), migProfile with migCount (MIG slices), or share (a fraction of one GPU)")
+	}
+	switch {
+	case s.GPUs != 0:
+		if err := ValidateRange("gpus", int64(s.GPUs), 1, MaxGPUs); err != nil {
+			return err
+		}
+	case s.Share != 0:
+		if !(s.Share > 0 && s.Share < 1) {
+			return Invalid("share", "share %g must be a fraction of one GPU, above 0 and below 1", s.Share)
+		}
+		if u := s.Share * UnitsPerGPU; u != float64(int(u)) || int(u) < 7 {
+			return Invalid("share", "share %g must be a multiple of 0.001 GPU", s.Share)
+		}
+		if s.GPUsPerNode != 0 {
+			return Invalid("gpusPerNode", "a share runs on one GPU: gpusPerNode does not apply")
+		}
+	default:
+		if s.MIGProfile == "" {
+			return Invalid("migProfile", "migCount needs a migProfile such as 3g.40gb")
+		}
+		if len(s.MIGProfile) > 32 {
+			return Invalid("migProfile", "migProfile is %d characters; the limit is 32", len(s.MIGProfile))
+		}
+		if err := ValidateRange("migCount", int64(s.MIGCount), 1, 56); err != nil {
+			return err
+		}
+		if s.GPUsPerNode != 0 {
+			return Invalid("gpusPerNode", "MIG slices of a job are placed on one server: gpusPerNode does not apply")
+		}
 	}
 	if s.GPUsPerNode != 0 {
 		if err := ValidateRange("gpusPerNode", int64(s.GPUsPerNode), 1, 1024); err != nil {

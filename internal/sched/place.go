@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
 )
 
 // Packing levels, tightest first.
@@ -101,8 +102,131 @@ func hasAll(v *server, set []int) bool {
 	return true
 }
 
-// place finds a gang placement for j or explains why there is none.
+// place finds a placement for j or explains why there is none.
 func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
+	switch {
+	case j.MIGProfile != "":
+		return c.placeMIG(j, t)
+	case j.Share > 0:
+		return c.placeShare(j, t)
+	}
+	return c.placeGang(j, t)
+}
+
+// bestFit orders servers fullest first (fewest wholly free GPUs), keeping
+// topology order among equals: fractional work fills GPUs already in use
+// before it breaks a whole one.
+func bestFit(vs []*server) []*server {
+	out := append([]*server(nil), vs...)
+	sort.SliceStable(out, func(a, b int) bool { return out[a].nfree < out[b].nfree })
+	return out
+}
+
+// placeMIG puts MIGCount instances of the job's profile on one server,
+// within the real placement geometry of each GPU (mig.Place): first on GPUs
+// already in MIG mode, then on wholly free GPUs (MIG mode is only enabled
+// on an idle GPU). Slices of one GPU may serve several GPU-isolated tenants;
+// a server-isolated tenant has its servers to itself anyway.
+func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
+	tried := 0
+	for _, v := range bestFit(c.servers) {
+		if !c.eligible(v, j, t) {
+			continue
+		}
+		if _, err := mig.Lookup(v.s.GPUModel, j.MIGProfile); err != nil {
+			continue
+		}
+		tried++
+		var order []int
+		for g := range v.free {
+			if len(v.mig[g]) > 0 {
+				order = append(order, g)
+			}
+		}
+		for g := range v.free {
+			if v.free[g] {
+				order = append(order, g)
+			}
+		}
+		layouts := map[int][]mig.Instance{}
+		var got []domain.MIGSlice
+		for _, g := range order {
+			layouts[g] = append([]mig.Instance(nil), v.mig[g]...)
+			for len(got) < j.MIGCount {
+				start, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: layouts[g]}, j.MIGProfile)
+				if err != nil {
+					break
+				}
+				layouts[g] = append(layouts[g], mig.Instance{Profile: j.MIGProfile, Start: start})
+				got = append(got, domain.MIGSlice{GPU: g, Profile: j.MIGProfile, Start: start})
+			}
+		}
+		if len(got) < j.MIGCount {
+			continue
+		}
+		var used []int
+		for _, sl := range got {
+			if !slices.Contains(used, sl.GPU) {
+				used = append(used, sl.GPU)
+			}
+		}
+		sort.Ints(used)
+		p := domain.Placement{Server: v.s.Name, GPUs: used, MIG: got, NVLinkDomain: v.domain}
+		return []domain.Placement{p}, LevelServer, domain.Reason{}
+	}
+	if tried == 0 {
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("no eligible server has GPUs with MIG profile %s (%s)", j.MIGProfile, c.noServer(j, t, "MIG-capable GPUs"))}
+	}
+	return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf(
+		"no eligible server can create %d x %s now within its GPUs' MIG geometry (%d servers with that profile checked)", j.MIGCount, j.MIGProfile, tried)}
+}
+
+// placeShare puts a time-sliced share on one GPU: one the tenant already
+// shares with room left (fullest first), else a wholly free GPU. Shares
+// never mix tenants on a GPU, nor share a GPU with MIG.
+func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
+	need := domain.ShareUnits(j.Share)
+	type spot struct {
+		v    *server
+		g    int
+		used int
+	}
+	var best *spot
+	for _, v := range bestFit(c.servers) {
+		if !c.eligible(v, j, t) {
+			continue
+		}
+		for g := range v.free {
+			if v.shareTenant[g] == j.Tenant && v.share[g]+need <= unit && (best == nil || best.used < v.share[g]) {
+				best = &spot{v, g, v.share[g]}
+			}
+		}
+	}
+	if best == nil {
+		for _, v := range bestFit(c.servers) {
+			if !c.eligible(v, j, t) {
+				continue
+			}
+			if g := slices.Index(v.free, true); g >= 0 {
+				best = &spot{v, g, 0}
+				break
+			}
+		}
+	}
+	if best == nil {
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf(
+			"no GPU has %s free for a time-sliced share: shares use a free GPU or one this tenant already shares", gpus(need))}
+	}
+	p := domain.Placement{Server: best.v.s.Name, GPUs: []int{best.g}, Share: j.Share, NVLinkDomain: best.v.domain}
+	if l := best.v.leafOf[best.g]; l != "" {
+		p.Leaves = []string{l}
+	}
+	return []domain.Placement{p}, LevelServer, domain.Reason{}
+}
+
+// placeGang finds a gang placement of whole GPUs for j or explains why
+// there is none.
+func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	var cands []*server
 	size := 0
 	for _, v := range c.servers {

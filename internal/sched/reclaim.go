@@ -33,10 +33,10 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// GPUs already being freed for this job: wait for them, take no more.
 	if n, deadline := st.freeingFor(j.ID); n > 0 {
 		st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
-			"waiting for %d GPUs being freed for it (released by %s at the latest)", n, deadline.UTC().Format(time.RFC3339))}
+			"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(n), deadline.UTC().Format(time.RFC3339))}
 		return true
 	}
-	withinGuarantee := st.u.used[ref]+j.GPUs <= w.Guaranteed
+	withinGuarantee := st.u.used[ref]+demand(j) <= w.Guaranteed*unit
 	var kind string
 	var rule victimRule
 	switch {
@@ -44,7 +44,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		kind = "reclaim"
 		rule = func(j, v *domain.Job) bool {
 			vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()] > vw.Guaranteed
+			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()] > vw.Guaranteed*unit
 		}
 	default:
 		kind = "priority"
@@ -66,7 +66,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// takes guaranteed GPUs from its workspace: such victims go last.
 	straddles := func(v *domain.Job) bool {
 		vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-		return vw != nil && st.u.used[vw.Ref()]-st.held(v) < vw.Guaranteed
+		return vw != nil && st.u.used[vw.Ref()]-held(v) < vw.Guaranteed*unit
 	}
 	sort.SliceStable(cands, func(a, b int) bool {
 		if sa, sb := straddles(cands[a]), straddles(cands[b]); sa != sb {
@@ -91,10 +91,10 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		// Reclaim takes only what a workspace borrowed: once the chosen
 		// victims bring it back to its guarantee, its other jobs stay.
-		if vw := st.s.Workspaces[vref]; kind == "reclaim" && left[vref] <= vw.Guaranteed {
+		if vw := st.s.Workspaces[vref]; kind == "reclaim" && left[vref] <= vw.Guaranteed*unit {
 			continue
 		}
-		left[vref] -= st.held(v)
+		left[vref] -= held(v)
 		chosen = append(chosen, v)
 		if st.fitsWithout(j, chosen) {
 			found = true
@@ -115,7 +115,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	freed := 0
 	for _, v := range chosen {
 		st.victim[v.ID] = true
-		freed += st.held(v)
+		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
 		if kind == "reclaim" {
 			b := st.now.Add(st.policy.ReclaimBackoff)
@@ -129,7 +129,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		st.plan.Preemptions = append(st.plan.Preemptions, p)
 	}
 	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
-		"%s: freeing %d GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, freed, len(chosen), deadline.UTC().Format(time.RFC3339))}
+		"%s: freeing %s GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, gpus(freed), len(chosen), deadline.UTC().Format(time.RFC3339))}
 	return true
 }
 
@@ -143,7 +143,7 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
 	}
 	for _, v := range victims {
 		gone[v.ID] = true
-		n := st.held(v)
+		n := held(v)
 		u.used[v.Tenant+"/"+v.Workspace] -= n
 		u.usedTotal -= n
 	}
@@ -175,14 +175,6 @@ func (st *cycle) holdersWithout(server string, gone map[uint64]bool) (map[string
 	return h, excl
 }
 
-func (st *cycle) held(v *domain.Job) int {
-	n := 0
-	for _, p := range v.Placement {
-		n += len(p.GPUs)
-	}
-	return n
-}
-
 // young: within its minimum runtime, a job may not be preempted.
 func (st *cycle) young(v *domain.Job) bool {
 	if v.MinRuntimeSeconds <= 0 || v.PlacedAt == nil {
@@ -201,7 +193,7 @@ func (st *cycle) cost(v *domain.Job) float64 {
 	if since == nil {
 		return 0
 	}
-	return float64(st.held(v)) * max(0, st.now.Sub(*since).Seconds())
+	return float64(held(v)) / unit * max(0, st.now.Sub(*since).Seconds())
 }
 
 // freeingFor counts GPUs of Preempting jobs stopping for job id, and their
@@ -211,7 +203,7 @@ func (st *cycle) freeingFor(id uint64) (int, time.Time) {
 	var last time.Time
 	for _, v := range st.s.Jobs {
 		if v.State == domain.JobPreempting && v.PreemptedFor == id {
-			n += st.held(v)
+			n += held(v)
 			if v.StopDeadline != nil && v.StopDeadline.After(last) {
 				last = *v.StopDeadline
 			}

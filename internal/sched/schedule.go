@@ -74,7 +74,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first, ref)}
 			continue
 		}
-		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.used[ref]+j.GPUs > w.Guaranteed {
+		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.used[ref]+demand(j) > w.Guaranteed*unit {
 			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 				"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}
 			continue
@@ -93,8 +93,8 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			continue
 		}
 		st.c.commit(j, t, pl)
-		st.u.used[ref] += j.GPUs
-		st.u.usedTotal += j.GPUs
+		st.u.used[ref] += demand(j)
+		st.u.usedTotal += demand(j)
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
 	}
 	return st.plan
@@ -116,7 +116,7 @@ func (s *Snapshot) jobPriority(id uint64) int {
 func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 	within := func(j *domain.Job) bool {
 		w := s.Workspaces[j.Tenant+"/"+j.Workspace]
-		return w != nil && u.used[w.Ref()]+j.GPUs <= w.Guaranteed
+		return w != nil && u.used[w.Ref()]+demand(j) <= w.Guaranteed*unit
 	}
 	share := func(j *domain.Job) float64 {
 		w := s.Workspaces[j.Tenant+"/"+j.Workspace]
@@ -153,31 +153,32 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 // within guaranteed + borrowLimit, and the GPUs it takes are not another
 // workspace's protected (idle, not lendable) guarantee.
 func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
+	need := demand(j)
 	used := u.used[w.Ref()]
-	if limit := w.Guaranteed + w.BorrowLimit; used+j.GPUs > limit {
+	if limit := (w.Guaranteed + w.BorrowLimit) * unit; used+need > limit {
 		return domain.Reason{Code: ReasonWorkspaceQuota, Message: fmt.Sprintf(
-			"workspace %s uses %d GPUs; %d more would exceed its limit of %d (guaranteed %d + borrowLimit %d) by %d",
-			w.Ref(), used, j.GPUs, limit, w.Guaranteed, w.BorrowLimit, used+j.GPUs-limit)}, false
+			"workspace %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
+			w.Ref(), gpus(used), gpus(need), gpus(limit), w.Guaranteed, w.BorrowLimit, gpus(used+need-limit))}, false
 	}
 	tenant := s.Tenants[j.Tenant]
 	if tenant != nil && tenant.Quota != nil {
 		tUsed := u.tenantUsed(j.Tenant)
-		if limit := tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit; tUsed+j.GPUs > limit {
+		if limit := (tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit) * unit; tUsed+need > limit {
 			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
-				"tenant %s uses %d GPUs; %d more would exceed its limit of %d (guaranteed %d + borrowLimit %d) by %d",
-				j.Tenant, tUsed, j.GPUs, limit, tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, tUsed+j.GPUs-limit)}, false
+				"tenant %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
+				j.Tenant, gpus(tUsed), gpus(need), gpus(limit), tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, gpus(tUsed+need-limit))}, false
 		}
 	}
 	protected := u.protectedFrom(s, w)
 	free := c.total - u.usedTotal
-	if j.GPUs > free {
-		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %d GPUs; %d of the cluster's %d are free", j.GPUs, free, c.total)}, false
+	if need > free {
+		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %s GPUs; %s of the cluster's %s are free", gpus(need), gpus(free), gpus(c.total))}, false
 	}
-	if avail := free - protected; j.GPUs > avail {
+	if avail := free - protected; need > avail {
 		// Counts only: other tenants' workspaces are never named.
 		return domain.Reason{Code: ReasonClusterQuota, Message: fmt.Sprintf(
-			"needs %d GPUs; %d are free but %d of them are other workspaces' guarantees they do not lend, leaving %d",
-			j.GPUs, free, min(protected, free), max(0, avail))}, false
+			"needs %s GPUs; %s are free but %s of them are other workspaces' guarantees they do not lend, leaving %s",
+			gpus(need), gpus(free), gpus(min(protected, free)), gpus(max(0, avail)))}, false
 	}
 	return domain.Reason{}, true
 }
@@ -186,10 +187,7 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 func (c *cluster) commit(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	for _, p := range pl {
 		v := c.byName[p.Server]
-		for _, g := range p.GPUs {
-			v.free[g] = false
-			v.nfree--
-		}
+		v.take(p, j.Tenant)
 		c.hold(v, j.Tenant, t)
 	}
 }

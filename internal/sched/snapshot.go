@@ -2,11 +2,13 @@ package sched
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
 )
 
 // Snapshot is everything a decision depends on. The scheduler never
@@ -114,7 +116,13 @@ type server struct {
 	fabric string // site/fabric
 	stripe int
 	domain string // NVLink domain
-	free   []bool // free[i]: GPU i is free
+	free   []bool // free[i]: GPU i is wholly free (no job, slice or share on it)
+	// mig[i] holds the MIG instances on GPU i; share[i] the units of
+	// time-sliced shares on it and shareTenant[i] their tenant (shares
+	// never mix tenants on a GPU).
+	mig         [][]mig.Instance
+	share       []int
+	shareTenant []string
 	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
 	leafOf []string
 	nfree  int
@@ -123,9 +131,87 @@ type server struct {
 	exclusive string // a server-isolated tenant holding it, "" if none
 }
 
+// take marks a placement's GPUs, slices or share as used.
+func (v *server) take(p domain.Placement, tenant string) {
+	for _, g := range p.GPUs {
+		if g < 0 || g >= len(v.free) {
+			continue
+		}
+		switch {
+		case p.Share > 0:
+			v.share[g] += domain.ShareUnits(p.Share)
+			v.shareTenant[g] = tenant
+		case len(p.MIG) > 0:
+			for _, sl := range p.MIG {
+				if sl.GPU == g {
+					v.mig[g] = append(v.mig[g], mig.Instance{Profile: sl.Profile, Start: sl.Start})
+				}
+			}
+		}
+		if v.free[g] {
+			v.free[g] = false
+			v.nfree--
+		}
+	}
+}
+
+// give undoes take.
+func (v *server) give(p domain.Placement) {
+	for _, g := range p.GPUs {
+		if g < 0 || g >= len(v.free) {
+			continue
+		}
+		switch {
+		case p.Share > 0:
+			v.share[g] -= domain.ShareUnits(p.Share)
+			if v.share[g] <= 0 {
+				v.share[g], v.shareTenant[g] = 0, ""
+			}
+		case len(p.MIG) > 0:
+			var keep []mig.Instance
+			for _, in := range v.mig[g] {
+				if !slices.ContainsFunc(p.MIG, func(sl domain.MIGSlice) bool { return sl.GPU == g && sl.Profile == in.Profile && sl.Start == in.Start }) {
+					keep = append(keep, in)
+				}
+			}
+			v.mig[g] = keep
+		}
+		if !v.free[g] && len(v.mig[g]) == 0 && v.share[g] == 0 {
+			v.free[g] = true
+			v.nfree++
+		}
+	}
+}
+
+// usedUnits is the capacity jobs hold on the server.
+func (v *server) usedUnits() int {
+	n := 0
+	for g := range v.free {
+		switch {
+		case v.share[g] > 0:
+			n += v.share[g]
+		case len(v.mig[g]) > 0:
+			for _, in := range v.mig[g] {
+				if p, err := migProfile(v.s.GPUModel, in.Profile); err == nil {
+					n += p.GPUUnits()
+				}
+			}
+		case !v.free[g]:
+			n += unit
+		}
+	}
+	return n
+}
+
 func (v *server) clone() *server {
 	cp := *v
 	cp.free = append([]bool(nil), v.free...)
+	cp.mig = make([][]mig.Instance, len(v.mig))
+	for i, l := range v.mig {
+		cp.mig[i] = append([]mig.Instance(nil), l...)
+	}
+	cp.share = append([]int(nil), v.share...)
+	cp.shareTenant = append([]string(nil), v.shareTenant...)
 	cp.holders = make(map[string]bool, len(v.holders))
 	for k := range v.holders {
 		cp.holders[k] = true
@@ -166,6 +252,7 @@ func buildCluster(s *Snapshot) *cluster {
 				for g := range v.free {
 					v.free[g] = true
 				}
+				v.mig, v.share, v.shareTenant = make([][]mig.Instance, srv.GPUs), make([]int, srv.GPUs), make([]string, srv.GPUs)
 				v.leafOf = make([]string, srv.GPUs)
 				for _, nic := range srv.NICs {
 					if nic.GPU >= 0 && nic.GPU < srv.GPUs && v.leafOf[nic.GPU] == "" {
@@ -183,20 +270,15 @@ func buildCluster(s *Snapshot) *cluster {
 			if v == nil {
 				continue // the state machine refuses removing busy servers; be safe anyway
 			}
-			for _, g := range p.GPUs {
-				if g >= 0 && g < len(v.free) && v.free[g] {
-					v.free[g] = false
-					v.nfree--
-				}
-			}
+			v.take(p, j.Tenant)
 			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
 		}
 	}
 	for _, v := range c.servers {
 		if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
-			c.total += len(v.free) - v.nfree
+			c.total += v.usedUnits()
 		} else {
-			c.total += len(v.free)
+			c.total += len(v.free) * unit
 		}
 	}
 	return c
@@ -220,12 +302,7 @@ func (c *cluster) release(j *domain.Job, holders func(server string) (map[string
 		if v == nil {
 			continue
 		}
-		for _, g := range p.GPUs {
-			if g >= 0 && g < len(v.free) && !v.free[g] {
-				v.free[g] = true
-				v.nfree++
-			}
-		}
+		v.give(p)
 		v.holders, v.exclusive = holders(p.Server)
 	}
 }
@@ -247,19 +324,19 @@ type usage struct {
 	decayed map[string]float64
 }
 
-// decayedUsage is gpus x the integral over [start, end] of 2^-(now-t)/h.
-func decayedUsage(gpus int, start, end, now time.Time, h time.Duration) float64 {
+// decayedUsage is amount x the integral over [start, end] of 2^-(now-t)/h.
+func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float64 {
 	if !end.After(start) {
 		return 0
 	}
 	hs := h.Seconds()
 	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / hs) }
-	return float64(gpus) * hs / math.Ln2 * (w(end) - w(start))
+	return float64(amount) * hs / math.Ln2 * (w(end) - w(start))
 }
 
 func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
 	u.decayed = map[string]float64{}
-	add := func(j *domain.Job, gpus int) {
+	add := func(j *domain.Job, units int) {
 		if j.PlacedAt == nil {
 			return
 		}
@@ -267,17 +344,13 @@ func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
 		if j.EndedAt != nil {
 			end = *j.EndedAt
 		}
-		u.decayed[j.Tenant+"/"+j.Workspace] += decayedUsage(gpus, *j.PlacedAt, end, now, h)
+		u.decayed[j.Tenant+"/"+j.Workspace] += decayedUsage(units, *j.PlacedAt, end, now, h) / unit
 	}
 	for _, j := range s.Jobs {
-		n := 0
-		for _, p := range j.Placement {
-			n += len(p.GPUs)
-		}
-		add(j, n)
+		add(j, held(j))
 	}
 	for _, j := range s.History {
-		add(j, j.GPUs)
+		add(j, demand(j))
 	}
 }
 
@@ -287,23 +360,20 @@ func buildUsage(s *Snapshot) *usage {
 		if len(j.Placement) == 0 {
 			continue
 		}
-		n := 0
-		for _, p := range j.Placement {
-			n += len(p.GPUs)
-		}
+		n := held(j)
 		u.used[j.Tenant+"/"+j.Workspace] += n
 		u.usedTotal += n
 	}
 	for _, w := range s.Workspaces {
-		u.guaranteed += w.Guaranteed
+		u.guaranteed += w.Guaranteed * unit
 	}
 	return u
 }
 
 // protected is the idle guarantee of w that others may not borrow.
 func (u *usage) protected(w *domain.Workspace) int {
-	idle := w.Guaranteed - u.used[w.Ref()]
-	return max(0, idle-w.LendLimit)
+	idle := w.Guaranteed*unit - u.used[w.Ref()]
+	return max(0, idle-w.LendLimit*unit)
 }
 
 func (u *usage) tenantUsed(tenant string) int {
@@ -340,8 +410,8 @@ func (u *usage) protectedFrom(s *Snapshot, w *domain.Workspace) int {
 		}
 		p := byTenant[name]
 		if t.Quota != nil {
-			idle := t.Quota.Guaranteed - u.tenantUsed(name)
-			p = max(p, idle-t.Quota.LendLimit)
+			idle := t.Quota.Guaranteed*unit - u.tenantUsed(name)
+			p = max(p, idle-t.Quota.LendLimit*unit)
 		}
 		total += max(0, p)
 	}

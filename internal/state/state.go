@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -590,7 +592,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if key != "" {
 		f.rememberSubmitKey(key, id)
 	}
-	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, fmt.Sprintf("%s: %d GPUs", s.Name, s.GPUs))
+	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
 	return copyJob(j), nil
 }
 
@@ -618,6 +620,9 @@ func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
 // checkFits refuses a job that could never be admitted, whatever else runs:
 // better an error now than a job pending forever.
 func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	if s.MIGProfile != "" || s.Share > 0 {
+		return f.checkFitsFractional(s, w)
+	}
 	if max := w.Guaranteed + w.BorrowLimit; s.GPUs > max {
 		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d = %d)", s.GPUs, w.Ref(), w.Guaranteed, w.BorrowLimit, max)
 	}
@@ -640,6 +645,60 @@ func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
 		}
 	}
 	return nil
+}
+
+// checkFitsFractional: a MIG profile must exist on a GPU model the
+// inventory has (the job's model when it names one), a MIG request must
+// fit the GPUs of one server, and the demand must fit the workspace's limit.
+func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	units, err := sched.Demand(s)
+	if err != nil {
+		return asDomainError(err)
+	}
+	field := "share"
+	if s.MIGProfile != "" {
+		field = "migCount"
+		fits := false
+		for m, per := range f.cap.maxPerServer {
+			if s.GPUModel != "" && m != s.GPUModel {
+				continue
+			}
+			if p, err := mig.Lookup(m, s.MIGProfile); err == nil && s.MIGCount <= per*p.MaxInstances {
+				fits = true
+			}
+		}
+		if !fits {
+			return domain.Invalid("migProfile", "no server in the inventory can hold %d x MIG %s%s", s.MIGCount, s.MIGProfile, modelSuffix(s.GPUModel))
+		}
+	} else if s.GPUModel != "" && f.cap.byModel[s.GPUModel] == 0 {
+		return domain.Invalid("gpuModel", "the inventory has no %s GPUs", s.GPUModel)
+	} else if f.cap.total == 0 {
+		return domain.Invalid("share", "the inventory has no GPUs")
+	}
+	if max := (w.Guaranteed + w.BorrowLimit) * domain.UnitsPerGPU; units > max {
+		return domain.Invalid(field, "the request (%.2f GPUs) exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d)",
+			float64(units)/domain.UnitsPerGPU, w.Ref(), w.Guaranteed, w.BorrowLimit)
+	}
+	return nil
+}
+
+// demandString says what a job asks for: "16 GPUs", "2 x MIG 3g.40gb",
+// "0.25 of a GPU".
+func demandString(s *domain.JobSpec) string {
+	switch {
+	case s.MIGProfile != "":
+		return fmt.Sprintf("%d x MIG %s", s.MIGCount, s.MIGProfile)
+	case s.Share > 0:
+		return fmt.Sprintf("%g of a GPU", s.Share)
+	}
+	return fmt.Sprintf("%d GPUs", s.GPUs)
+}
+
+func modelSuffix(m string) string {
+	if m == "" {
+		return ""
+	}
+	return " on " + m
 }
 
 func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
@@ -677,37 +736,22 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 		return nil, derr
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
-	used := f.usedGPUs()
-	holders := map[string]map[string]bool{} // server -> tenants
-	for k, id := range used {
-		if holders[k.server] == nil {
-			holders[k.server] = map[string]bool{}
-		}
-		holders[k.server][f.d.Jobs[id].Tenant] = true
-	}
+	use := f.gpuUse()
 	for _, jp := range p.Jobs {
 		j, ok := f.d.Jobs[jp.ID]
 		if !ok {
 			res.Rejected[jp.ID] = "job not found"
 			continue
 		}
-		if why := f.checkPlacement(j, jp.Placements, used, holders); why != "" {
+		if why := f.checkPlacement(j, jp.Placements, use); why != "" {
 			res.Rejected[jp.ID] = why
 			continue
 		}
-		for _, pl := range jp.Placements {
-			for _, g := range pl.GPUs {
-				used[gpuKey{pl.Server, g}] = j.ID
-			}
-			if holders[pl.Server] == nil {
-				holders[pl.Server] = map[string]bool{}
-			}
-			holders[pl.Server][j.Tenant] = true
-		}
+		use.add(j, jp.Placements)
 		at := c.At
 		j.State, j.Placement, j.UpdatedAt, j.PlacedAt = domain.JobReady, jp.Placements, c.At, &at
 		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (the network gate lands with the fabric compiler)"}
-		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%d GPUs on %s", j.GPUs, placementString(jp.Placements)))
+		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placements)))
 		res.Placed = append(res.Placed, j.ID)
 	}
 	for id, r := range p.Reasons {
@@ -719,19 +763,63 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	return res, nil
 }
 
+// gpuUsage is what every GPU holds, for the plan applier's re-check.
+type gpuUsage struct {
+	whole   map[gpuKey]uint64         // GPU -> the job holding it whole
+	mig     map[gpuKey][]mig.Instance // GPU -> MIG instances on it
+	share   map[gpuKey]int            // GPU -> shared units
+	sharer  map[gpuKey]string         // GPU -> the tenant sharing it
+	holders map[string]map[string]bool
+}
+
+func (f *FSM) gpuUse() *gpuUsage {
+	u := &gpuUsage{whole: map[gpuKey]uint64{}, mig: map[gpuKey][]mig.Instance{}, share: map[gpuKey]int{}, sharer: map[gpuKey]string{}, holders: map[string]map[string]bool{}}
+	for _, j := range f.sortedJobs() {
+		if !j.State.Terminal() {
+			u.add(j, j.Placement)
+		}
+	}
+	return u
+}
+
+func (u *gpuUsage) add(j *domain.Job, pls []domain.Placement) {
+	for _, pl := range pls {
+		for _, g := range pl.GPUs {
+			k := gpuKey{pl.Server, g}
+			switch {
+			case pl.Share > 0:
+				u.share[k] += domain.ShareUnits(pl.Share)
+				u.sharer[k] = j.Tenant
+			case len(pl.MIG) > 0:
+				for _, sl := range pl.MIG {
+					if sl.GPU == g {
+						u.mig[k] = append(u.mig[k], mig.Instance{Profile: sl.Profile, Start: sl.Start})
+					}
+				}
+			default:
+				u.whole[k] = j.ID
+			}
+		}
+		if u.holders[pl.Server] == nil {
+			u.holders[pl.Server] = map[string]bool{}
+		}
+		u.holders[pl.Server][j.Tenant] = true
+	}
+}
+
 // checkPlacement returns why a placement cannot be committed, or "".
-func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, used map[gpuKey]uint64, holders map[string]map[string]bool) string {
+func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, use *gpuUsage) string {
 	if j.State != domain.JobPending {
 		return fmt.Sprintf("job is %s, not Pending", j.State)
 	}
 	iso := f.d.Tenants[j.Tenant]
-	n := 0
+	n, slices := 0, 0
 	for _, pl := range pls {
 		s, ok := f.cap.servers[pl.Server]
 		if !ok {
 			return fmt.Sprintf("server %q is not in the inventory", pl.Server)
 		}
-		for h := range holders[pl.Server] {
+		for h := range use.holders[pl.Server] {
 			if h == j.Tenant {
 				continue
 			}
@@ -743,16 +831,56 @@ func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, used map[gpu
 			}
 		}
 		for _, g := range pl.GPUs {
+			k := gpuKey{pl.Server, g}
 			if g < 0 || g >= s.GPUs {
 				return fmt.Sprintf("server %s has no GPU %d", pl.Server, g)
 			}
-			if other, busy := used[gpuKey{pl.Server, g}]; busy {
+			if other, busy := use.whole[k]; busy {
 				return fmt.Sprintf("GPU %d of %s is held by job %d", g, pl.Server, other)
 			}
-			n++
+			switch {
+			case j.Share > 0:
+				if pl.Share != j.Share || len(pls) != 1 || len(pl.GPUs) != 1 {
+					return "a share is placed as that fraction of one GPU"
+				}
+				if len(use.mig[k]) > 0 {
+					return fmt.Sprintf("GPU %d of %s runs MIG instances", g, pl.Server)
+				}
+				if t := use.sharer[k]; t != "" && t != j.Tenant {
+					return fmt.Sprintf("GPU %d of %s is time-sliced by another tenant", g, pl.Server)
+				}
+				if use.share[k]+domain.ShareUnits(j.Share) > domain.UnitsPerGPU {
+					return fmt.Sprintf("GPU %d of %s has no %g left to share", g, pl.Server, j.Share)
+				}
+			case j.MIGProfile != "":
+				if use.share[k] > 0 {
+					return fmt.Sprintf("GPU %d of %s is time-sliced", g, pl.Server)
+				}
+				layout := append([]mig.Instance(nil), use.mig[k]...)
+				for _, sl := range pl.MIG {
+					if sl.GPU == g {
+						if sl.Profile != j.MIGProfile {
+							return fmt.Sprintf("the plan gives MIG %s, the job asks for %s", sl.Profile, j.MIGProfile)
+						}
+						layout = append(layout, mig.Instance{Profile: sl.Profile, Start: sl.Start})
+						slices++
+					}
+				}
+				if err := mig.Validate(mig.Layout{Model: s.GPUModel, Instances: layout}); err != nil {
+					return fmt.Sprintf("GPU %d of %s cannot hold that MIG layout: %v", g, pl.Server, err)
+				}
+			default:
+				if len(use.mig[k]) > 0 || use.share[k] > 0 {
+					return fmt.Sprintf("GPU %d of %s holds MIG instances or shares", g, pl.Server)
+				}
+				n++
+			}
 		}
 	}
-	if n != j.GPUs {
+	switch {
+	case j.MIGProfile != "" && slices != j.MIGCount:
+		return fmt.Sprintf("job asks for %d MIG slices, the plan gives %d", j.MIGCount, slices)
+	case j.MIGProfile == "" && j.Share == 0 && n != j.GPUs:
 		return fmt.Sprintf("job asks for %d GPUs, the plan gives %d", j.GPUs, n)
 	}
 	return ""
@@ -769,21 +897,6 @@ func placementString(pls []domain.Placement) string {
 type gpuKey struct {
 	server string
 	gpu    int
-}
-
-func (f *FSM) usedGPUs() map[gpuKey]uint64 {
-	used := map[gpuKey]uint64{}
-	for _, j := range f.d.Jobs {
-		if j.State.Terminal() {
-			continue
-		}
-		for _, pl := range j.Placement {
-			for _, g := range pl.GPUs {
-				used[gpuKey{pl.Server, g}] = j.ID
-			}
-		}
-	}
-	return used
 }
 
 func (f *FSM) applyMemberSet(c *Command) (any, *domain.Error) {
@@ -821,7 +934,8 @@ func copyJob(j *domain.Job) *domain.Job {
 	if j.Placement != nil {
 		cp.Placement = make([]domain.Placement, len(j.Placement))
 		for i, p := range j.Placement {
-			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...), NVLinkDomain: p.NVLinkDomain, Leaves: append([]string(nil), p.Leaves...)}
+			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...), MIG: append([]domain.MIGSlice(nil), p.MIG...),
+				Share: p.Share, NVLinkDomain: p.NVLinkDomain, Leaves: append([]string(nil), p.Leaves...)}
 		}
 	}
 	return &cp

@@ -442,3 +442,62 @@ func TestTenantQuotaRules(t *testing.T) {
 		t.Fatalf("capacity %d, guaranteed %d; want 32, 16 (the tenant's reservation)", total, g)
 	}
 }
+
+func TestFractionalSubmitAndRecheck(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8) // acme/research: 8 + 8, server-isolated
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("glx").Isolation(domain.IsolationGPU).Obj()})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("ini").Isolation(domain.IsolationGPU).Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("glx", "w").Borrow(4).Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("ini", "w").Borrow(4).Obj()})
+	cases := map[string]struct {
+		spec      domain.JobSpec
+		wantField string
+	}{
+		"mig ok":            {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", MIGProfile: "3g.40gb", MIGCount: 2}},
+		"share ok":          {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", Share: 0.25}},
+		"unknown profile":   {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", MIGProfile: "9g.90gb", MIGCount: 1}, wantField: "migProfile"},
+		"too many slices":   {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", MIGProfile: "7g.80gb", MIGCount: 9}, wantField: "migProfile"},
+		"beyond workspace":  {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", MIGProfile: "7g.80gb", MIGCount: 5}, wantField: "migCount"},
+		"share and gpus":    {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", GPUs: 1, Share: 0.5}, wantField: "gpus"},
+		"share of 1":        {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", Share: 1}, wantField: "share"},
+		"share too precise": {spec: domain.JobSpec{Tenant: "glx", Workspace: "w", Share: 0.0001}, wantField: "share"},
+	}
+	ids := map[string]uint64{}
+	for name, tc := range cases {
+		r := h.apply(CmdJobSubmit, JobSubmit{Spec: tc.spec})
+		if r.Err == nil {
+			ids[name] = r.Value.(*domain.Job).ID
+		}
+		switch {
+		case tc.wantField == "" && r.Err != nil:
+			t.Errorf("%s: %v", name, r.Err)
+		case tc.wantField != "" && (r.Err == nil || r.Err.Field != tc.wantField):
+			t.Errorf("%s: got %v, want an error on %s", name, r.Err, tc.wantField)
+		}
+	}
+	srv := h.f.Topology().Topology.Sites[0].Fabrics[0].Servers[1].Name
+	mig := func(start int) []domain.Placement {
+		return []domain.Placement{{Server: srv, GPUs: []int{0}, MIG: []domain.MIGSlice{{GPU: 0, Profile: "3g.40gb", Start: 0}, {GPU: 0, Profile: "3g.40gb", Start: start}}}}
+	}
+	// 2 x 3g.40gb: a start the geometry forbids is refused, a real one committed.
+	m := ids["mig ok"]
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: m, Placements: mig(2)}}}).(*PlanResult); res.Rejected[m] == "" {
+		t.Fatal("3g.40gb at slot 2 accepted")
+	}
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: m, Placements: mig(4)}}}).(*PlanResult); len(res.Placed) != 1 {
+		t.Fatalf("2 x 3g.40gb at 0 and 4 refused: %+v", res)
+	}
+	// glx's 0.25 share on GPU 1; a share of another tenant may not join it.
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: ids["share ok"], Placements: []domain.Placement{{Server: srv, GPUs: []int{1}, Share: 0.25}}}}}).(*PlanResult); len(res.Placed) != 1 {
+		t.Fatalf("share refused: %+v", res)
+	}
+	other := h.must(CmdJobSubmit, JobSubmit{Spec: domain.JobSpec{Tenant: "ini", Workspace: "w", Share: 0.5}}).(*domain.Job)
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: other.ID, Placements: []domain.Placement{{Server: srv, GPUs: []int{1}, Share: 0.5}}}}}).(*PlanResult); res.Rejected[other.ID] == "" {
+		t.Fatal("two tenants time-slice one GPU")
+	}
+	// Whole GPUs may not take a GPU holding slices.
+	whole := h.must(CmdJobSubmit, JobSubmit{Spec: domain.JobSpec{Tenant: "glx", Workspace: "w", GPUs: 1}}).(*domain.Job)
+	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: whole.ID, Placements: []domain.Placement{{Server: srv, GPUs: []int{0}}}}}}).(*PlanResult); res.Rejected[whole.ID] == "" {
+		t.Fatal("a whole-GPU job took a GPU running MIG instances")
+	}
+}
