@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -87,7 +88,10 @@ start the first one alone (--bootstrap), then start the others with
 type demoOptions struct {
 	listen, dataDir string
 	stripes, sps    int
-	keep            bool
+	// feed, when positive, submits a job that often and plays the runtime
+	// (reports jobs running, stops preempted ones), so placement, borrowing,
+	// reclaim and explanations happen in front of the user.
+	feed time.Duration
 }
 
 func newDemoCmd(g *globals) *cobra.Command {
@@ -105,6 +109,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.dataDir, "data-dir", "", "data directory (default: a temporary one, removed on exit)")
 	f.IntVar(&o.stripes, "stripes", 2, "stripes of the demo cluster")
 	f.IntVar(&o.sps, "servers-per-stripe", 4, "servers per stripe (8 H100 GPUs each)")
+	f.DurationVar(&o.feed, "feed", 5*time.Second, "submit a demo job this often and act as their runtime (0: no stream)")
 	return cmd
 }
 
@@ -161,14 +166,85 @@ Try, in another shell:
 
   go run ./cmd/jobfabric job explain 1
   go run ./cmd/jobfabric job submit --dry-run --workspace globex/inference --gpus 4
+  go run ./cmd/jobfabric node list
 
+A job is submitted every %s (research borrows, prod reclaims, globex runs MIG
+slices and shares; all with time limits) and the demo plays their runtime.
 Press Ctrl-C to stop.
-`, dir, s.URL(), s.URL(), token, s.URL(), token)
+`, dir, s.URL(), s.URL(), token, s.URL(), token, o.feed)
 	if ready != nil {
 		ready(s.URL(), token)
 	}
+	if o.feed > 0 {
+		feedDemo(ctx, c, o)
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// feedDemo submits a stream of jobs with time limits (so they finish by
+// themselves) and plays their runtime: Ready jobs are reported running,
+// Preempting ones stop a few seconds later. Research borrows big
+// preemptible jobs; prod's guaranteed jobs reclaim them; globex runs MIG
+// slices and shares. It stops when ctx ends.
+func feedDemo(ctx context.Context, c *client.Client, o demoOptions) {
+	rng := rand.New(rand.NewPCG(7, 11)) // the same stream every run
+	t := time.NewTicker(o.feed)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := c.Jobs(ctx, client.JobQuery{})
+		if err != nil {
+			continue
+		}
+		pending := 0
+		for _, j := range jobs {
+			switch j.State {
+			case domain.JobPending:
+				pending++
+			case domain.JobReady:
+				_ = c.Do(ctx, "POST", fmt.Sprintf("/v1/jobs/%d/report", j.ID), map[string]string{"state": "running", "message": "demo runtime started it"}, nil)
+			case domain.JobRunning:
+				// Demo jobs finish 10s before their time limit.
+				if j.StartedAt != nil && time.Since(*j.StartedAt) > time.Duration(j.TimeLimitSeconds-10)*time.Second && j.TimeLimitSeconds > 10 {
+					_ = c.Do(ctx, "POST", fmt.Sprintf("/v1/jobs/%d/report", j.ID), map[string]string{"state": "succeeded", "message": "demo job finished"}, nil)
+				}
+			case domain.JobPreempting:
+				if j.StopDeadline != nil && time.Until(*j.StopDeadline) < 25*time.Second {
+					_ = c.Do(ctx, "POST", fmt.Sprintf("/v1/jobs/%d/report", j.ID), map[string]string{"state": "stopped", "message": "demo runtime checkpointed and stopped"}, nil)
+				}
+			}
+		}
+		if pending >= 6 {
+			continue // let the queue drain
+		}
+		limit := int64(30 + rng.IntN(90))
+		var spec domain.JobSpec
+		switch n % 4 {
+		case 0, 2:
+			g := []int{8, 16}[rng.IntN(2)]
+			spec = domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: g, GPUsPerNode: 8, Preemptible: true, Name: fmt.Sprintf("train-%d", n)}
+		case 1:
+			spec = domain.JobSpec{Tenant: "acme", Workspace: "prod", GPUs: 8, GPUsPerNode: 8, Name: fmt.Sprintf("serve-%d", n)}
+			limit = 45
+		case 3:
+			switch rng.IntN(3) {
+			case 0:
+				spec = domain.JobSpec{Tenant: "globex", Workspace: "inference", MIGProfile: "3g.40gb", MIGCount: 2}
+			case 1:
+				spec = domain.JobSpec{Tenant: "globex", Workspace: "inference", Share: 0.5}
+			default:
+				spec = domain.JobSpec{Tenant: "globex", Workspace: "inference", GPUs: 1 + rng.IntN(2)}
+			}
+			spec.Name = fmt.Sprintf("infer-%d", n)
+		}
+		spec.TimeLimitSeconds = limit
+		_, _ = c.SubmitJob(ctx, spec) // a refused demo job is just skipped
+	}
 }
 
 func seedDemo(ctx context.Context, c *client.Client, o demoOptions) error {
@@ -218,7 +294,7 @@ func seedDemo(ctx context.Context, c *client.Client, o demoOptions) error {
 	jobs := []domain.JobSpec{
 		{Name: "llama-pretrain", Tenant: "acme", Workspace: "research", GPUs: 16, GPUsPerNode: 8, GPUModel: "H100-80GB", Preemptible: true},
 		{Name: "serving-canary", Tenant: "acme", Workspace: "prod", GPUs: 8, GPUsPerNode: 8, Priority: 10},
-		{Name: "embedding-batch", Tenant: "globex", Workspace: "inference", GPUs: 2},
+		{Name: "embedding-batch", Tenant: "globex", Workspace: "inference", MIGProfile: "3g.40gb", MIGCount: 2},
 	}
 	for _, j := range jobs {
 		if _, err := c.SubmitJob(ctx, j); err != nil {
