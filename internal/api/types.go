@@ -72,3 +72,11 @@ type DryRun struct {
 	Level     string             `json:"level,omitempty"`
 	Reason    *domain.Reason     `json:"reason,omitempty"`
 }
+
+// JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's
+// word on a job. State is running (also a heartbeat), succeeded, failed,
+// or stopped (a Preempting job has stopped; its GPUs may go).
+type JobReportRequest struct {
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,14 +14,22 @@ import (
 )
 
 func newJobCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show and cancel jobs"}
+	cmd := &cobra.Command{Use: "job", Short: "Submit, list, show, cancel, watch and report on jobs"}
 	var spec domain.JobSpec
 	var ws string
 	var dry bool
+	var timeLimit, minRuntime time.Duration
 	submit := &cobra.Command{
 		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := setRef(ws, &spec.Tenant, &spec.Workspace); err != nil {
+				return err
+			}
+			var err error
+			if spec.TimeLimitSeconds, err = durationSeconds("time-limit", timeLimit); err != nil {
+				return err
+			}
+			if spec.MinRuntimeSeconds, err = durationSeconds("min-runtime", minRuntime); err != nil {
 				return err
 			}
 			c, err := g.client()
@@ -59,6 +68,8 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.BoolVar(&spec.Preemptible, "preemptible", false, "the job may be preempted")
 	f.StringVar(&spec.Name, "name", "", "job name (default job-ID)")
 	f.BoolVar(&dry, "dry-run", false, "answer where the job would land now, or why it would wait, without submitting it")
+	f.DurationVar(&timeLimit, "time-limit", 0, "end the job this long after it is placed, e.g. 2h (whole seconds; 0: no limit)")
+	f.DurationVar(&minRuntime, "min-runtime", 0, "protect the job from preemption for this long after it is placed, e.g. 10m (whole seconds)")
 
 	var q client.JobQuery
 	var state string
@@ -123,8 +134,103 @@ func newJobCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(submit, list, show, explain, cancel)
+	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g))
 	return cmd
+}
+
+// durationSeconds converts a duration flag to the API's whole seconds,
+// naming the flag when it cannot be one.
+func durationSeconds(flag string, d time.Duration) (int64, error) {
+	switch {
+	case d < 0:
+		return 0, domain.Invalid(flag, "--%s %s is negative", flag, d)
+	case d%time.Second != 0:
+		return 0, domain.Invalid(flag, "--%s %s is not a whole number of seconds (the smallest limit is 1s)", flag, d)
+	case d > domain.MaxSeconds*time.Second:
+		return 0, domain.Invalid(flag, "--%s %s is longer than the limit of %s", flag, d, time.Duration(domain.MaxSeconds)*time.Second)
+	}
+	return int64(d / time.Second), nil
+}
+
+func newJobReportCmd(g *globals) *cobra.Command {
+	var st, msg string
+	cmd := &cobra.Command{
+		Use:   "report ID --state running|succeeded|failed|stopped",
+		Short: "Report a job's progress as its runtime (a runtime or admin token)",
+		Long: `Report a job's progress, as the runtime that runs it: running when it starts
+(and again as a heartbeat), succeeded or failed when it ends, stopped when a
+Preempting job has stopped and its GPUs may go.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Report(cmd.Context(), id, st, msg)
+			if err != nil {
+				return err
+			}
+			return g.emit(j, func(w io.Writer) { jobDetail(w, j) })
+		},
+	}
+	cmd.Flags().StringVar(&st, "state", "", "running, succeeded, failed or stopped")
+	cmd.Flags().StringVar(&msg, "message", "", "what the runtime has to say (at most 1024 characters)")
+	_ = cmd.MarkFlagRequired("state")
+	return cmd
+}
+
+func newJobWatchCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch ID",
+		Short: "Print a line each time a job changes, until it ends (-o json: one JSON object per line)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseJobID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return c.Watch(cmd.Context(), id, func(j *domain.Job) error { return g.emitLine(j) })
+		},
+	}
+}
+
+// emitLine prints one job of a stream as it comes: a line (time, state,
+// reason, the runtime's message), a line of JSON, or a YAML document.
+func (g *globals) emitLine(j *domain.Job) error {
+	switch g.output {
+	case "json":
+		b, err := jsonBytes(j)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(g.stdout, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := orderedYAML(j)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(g.stdout, "---\n%s", b)
+		return err
+	}
+	reason := "-"
+	if j.Reason != nil {
+		reason = fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code)
+	}
+	line := fmt.Sprintf("%s  %-10s  %s", j.UpdatedAt.Format("2006-01-02 15:04:05"), j.State, reason)
+	if j.Message != "" {
+		line += fmt.Sprintf("  message: %q", j.Message)
+	}
+	_, err := fmt.Fprintln(g.stdout, line)
+	return err
 }
 
 func parseJobID(raw string) (uint64, error) {
@@ -190,14 +296,34 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	row(w, "GPU model:", orDash(j.GPUModel))
 	row(w, "Priority:", j.Priority)
 	row(w, "Preemptible:", j.Preemptible)
+	if j.TimeLimitSeconds > 0 {
+		row(w, "Time limit:", time.Duration(j.TimeLimitSeconds)*time.Second)
+	}
+	if j.MinRuntimeSeconds > 0 {
+		row(w, "Min runtime:", time.Duration(j.MinRuntimeSeconds)*time.Second)
+	}
 	row(w, "State:", j.State)
 	if j.Reason != nil {
 		row(w, "Reason:", fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code))
 	}
+	if j.Message != "" {
+		row(w, "Message:", j.Message)
+	}
 	for _, p := range j.Placement {
 		row(w, "Placement:", p.Server+" GPUs "+joinInts(p.GPUs))
 	}
+	if j.Requeues > 0 {
+		row(w, "Requeues:", j.Requeues)
+	}
 	row(w, "Submitted:", j.SubmittedAt.Format("2006-01-02 15:04:05")+" by "+orDash(j.SubmittedBy))
+	for _, t := range []struct {
+		label string
+		at    *time.Time
+	}{{"Placed:", j.PlacedAt}, {"Started:", j.StartedAt}, {"Stop by:", j.StopDeadline}, {"Ended:", j.EndedAt}} {
+		if t.at != nil {
+			row(w, t.label, t.at.Format("2006-01-02 15:04:05"))
+		}
+	}
 }
 
 func newEventsCmd(g *globals) *cobra.Command {

@@ -259,8 +259,8 @@ func newTokenCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&role, "role", "", "admin, tenant-admin or member")
-	f.StringVar(&req.Tenant, "tenant", "", "tenant of a tenant-admin or member token")
+	f.StringVar(&role, "role", "", "admin, tenant-admin, member or runtime (a workload runtime or node agent: reads jobs, reports their progress)")
+	f.StringVar(&req.Tenant, "tenant", "", "tenant of a tenant-admin, member or runtime token (a runtime token without one serves the whole platform)")
 	f.StringVar(&ws, "workspace", "", "workspace of a member token (NAME with --tenant, or TENANT/NAME)")
 	f.StringVar(&req.Description, "description", "", "what the token is for")
 	list := &cobra.Command{
@@ -306,6 +306,8 @@ func scope(t domain.Token) string {
 		return " " + t.Tenant + "/" + t.Workspace
 	case t.Tenant != "":
 		return " " + t.Tenant
+	case t.Role == domain.RoleRuntime:
+		return " platform"
 	}
 	return ""
 }

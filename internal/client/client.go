@@ -26,6 +26,8 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	// stream has no overall timeout: a watch lasts as long as its job.
+	stream *http.Client
 	// RetryFor bounds how long a request answered "unavailable" (an election
 	// in progress) is retried; 0 disables retries.
 	RetryFor time.Duration
@@ -45,7 +47,7 @@ func New(base, token string, tlsConf *tls.Config) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConf
 	tr.MaxIdleConnsPerHost = 256
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, RetryFor: 10 * time.Second}, nil
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, stream: &http.Client{Transport: tr}, RetryFor: 10 * time.Second}, nil
 }
 
 // Do sends a request with a JSON (or raw, when body is []byte) body and
@@ -118,11 +120,7 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}, false
 	}
 	if resp.StatusCode >= 300 {
-		var de domain.Error
-		if json.Unmarshal(b, &de) == nil && de.Code != "" {
-			return &de, false
-		}
-		return &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %s: %s", method, path, resp.Status, bytes.TrimSpace(b))}, false
+		return answerError(method, path, resp.Status, b), false
 	}
 	if out == nil {
 		return nil, false
@@ -135,6 +133,15 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err), false
 	}
 	return nil, false
+}
+
+// answerError decodes an API error answer; anything else is internal.
+func answerError(method, path, status string, b []byte) error {
+	var de domain.Error
+	if json.Unmarshal(b, &de) == nil && de.Code != "" {
+		return &de
+	}
+	return &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %s: %s", method, path, status, bytes.TrimSpace(b))}
 }
 
 func newKey() string {
@@ -230,6 +237,13 @@ func (c *Client) Job(ctx context.Context, id uint64) (*domain.Job, error) {
 func (c *Client) CancelJob(ctx context.Context, id uint64) (*domain.Job, error) {
 	var j domain.Job
 	return &j, c.Do(ctx, "POST", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &j)
+}
+
+// Report sends a runtime's word on a job: state is running (also a
+// heartbeat), succeeded, failed or stopped; message is optional.
+func (c *Client) Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error) {
+	var j domain.Job
+	return &j, c.Do(ctx, "POST", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/report", api.JobReportRequest{State: state, Message: message}, &j)
 }
 
 // EventQuery filters the audit trail.

@@ -26,19 +26,16 @@ const (
 // JobStates lists every state, in life order.
 var JobStates = []JobState{JobPending, JobPlaced, JobReady, JobRunning, JobPreempting, JobPreempted, JobSucceeded, JobFailed, JobCancelled}
 
-// Terminal reports whether a job in this state will never run again (a
-// preempted job that is requeued goes back to Pending, so Preempted is not
-// terminal).
+// Terminal reports whether a job in this state will never run again. A
+// preempted job that is preemptible goes back to Pending instead, so a job
+// that is Preempted stays so.
 func (s JobState) Terminal() bool {
-	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled || s == JobPreempted
 }
 
-// Ended reports whether a job in this state will never hold GPUs again: a
-// terminal state, or Preempted (only a job that is not preemptible ends
-// there; a preemptible one goes back to Pending instead). Watches stop here.
-func (s JobState) Ended() bool {
-	return s.Terminal() || s == JobPreempted
-}
+// Ended is Terminal: a job in such a state holds no GPUs and never will
+// again. Watches stop here.
+func (s JobState) Ended() bool { return s.Terminal() }
 
 // Valid reports whether s is a known state.
 func (s JobState) Valid() bool {

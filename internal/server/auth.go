@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -16,19 +17,25 @@ func (p *principal) actor() string { return string(p.tok.Role) + ":" + p.tok.ID 
 
 func (p *principal) admin() bool { return p.tok.Role == domain.RoleAdmin }
 
-// seesTenant: admin sees all tenants, tenant-scoped tokens only their own.
-// Everything a principal cannot see answers 404, as if it did not exist.
-func (p *principal) seesTenant(tenant string) bool {
-	return p.admin() || p.tok.Tenant == tenant
+// platform: an admin, or a runtime token with no tenant (a platform-wide
+// runtime or node agent), which sees every tenant but changes none.
+func (p *principal) platform() bool {
+	return p.admin() || (p.tok.Role == domain.RoleRuntime && p.tok.Tenant == "")
 }
 
-// seesWorkspace: a member sees only its own workspace.
+// seesTenant: admin and platform runtime see all tenants, tenant-scoped
+// tokens only their own. Everything a principal cannot see answers 404, as
+// if it did not exist.
+func (p *principal) seesTenant(tenant string) bool {
+	return p.platform() || p.tok.Tenant == tenant
+}
+
+// seesWorkspace: a member sees only its own workspace; tenant admins and
+// runtimes every workspace of their tenant.
 func (p *principal) seesWorkspace(tenant, ws string) bool {
 	switch p.tok.Role {
-	case domain.RoleAdmin:
-		return true
-	case domain.RoleTenantAdmin:
-		return p.tok.Tenant == tenant
+	case domain.RoleAdmin, domain.RoleTenantAdmin, domain.RoleRuntime:
+		return p.seesTenant(tenant)
 	default:
 		return p.tok.Tenant == tenant && p.tok.Workspace == ws
 	}
@@ -37,6 +44,21 @@ func (p *principal) seesWorkspace(tenant, ws string) bool {
 // managesTenant: admin, or the tenant's tenant-admin.
 func (p *principal) managesTenant(tenant string) bool {
 	return p.admin() || (p.tok.Role == domain.RoleTenantAdmin && p.tok.Tenant == tenant)
+}
+
+// reports: a job's progress is its runtime's word (or an admin's); users
+// who submit jobs may not claim them running or done.
+func (p *principal) reports() bool {
+	return p.admin() || p.tok.Role == domain.RoleRuntime
+}
+
+// runtime: runtimes read, watch and report; they never submit, cancel or
+// manage anything.
+func (p *principal) runtime() bool { return p.tok.Role == domain.RoleRuntime }
+
+// denied is the 403 of a caller that may see the object but not do this.
+func (p *principal) denied(what string) error {
+	return &domain.Error{Code: domain.CodePermissionDenied, Message: fmt.Sprintf("a %s token cannot %s", p.tok.Role, what)}
 }
 
 func (s *Server) authenticate(r *http.Request) (*principal, error) {

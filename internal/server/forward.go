@@ -36,6 +36,11 @@ func newForwarder(peerTLS *tls.Config) *forwarder {
 	f := &forwarder{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 	f.proxy = &httputil.ReverseProxy{
 		Transport: tr,
+		// Flush every write at once: a watch streams events for as long as
+		// the job lives, and an event held in a buffer is an event late.
+		// (The proxy detects text/event-stream by itself; this does not
+		// depend on it. Other answers only flush in smaller pieces.)
+		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(targetKey{}).(*url.URL))
 			pr.Out.Host = pr.Out.URL.Host

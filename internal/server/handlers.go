@@ -43,6 +43,10 @@ func (s *Server) buildRoutes() []route {
 			query: []param{{"dryRun", "boolean", "place against the current state without submitting (answers a DryRun)"}}, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
 		{method: "GET", path: "/v1/jobs/{id}", summary: "One job", access: authed, resp: domain.Job{}, h: s.getJob},
 		{method: "POST", path: "/v1/jobs/{id}/cancel", summary: "Cancel a job", access: authed, resp: domain.Job{}, h: s.cancelJob},
+		{method: "POST", path: "/v1/jobs/{id}/report", summary: "Report a job's progress as its runtime (runtime or admin): running (also a heartbeat), succeeded, failed, or stopped (a Preempting job has let its GPUs go)", access: authed,
+			body: api.JobReportRequest{}, resp: domain.Job{}, h: s.reportJob},
+		{method: "GET", path: "/v1/jobs/{id}/watch", summary: "Stream a job as Server-Sent Events: `event: job` with the job as `data` now and after every change, until it ends (Succeeded, Failed, Cancelled, Preempted); a `: heartbeat` comment every 15s", access: authed,
+			resp: domain.Job{}, sse: s.watchJob},
 		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when", access: authed,
 			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest"}}, resp: []domain.Event{}, h: s.events},
 	}
@@ -293,7 +297,7 @@ func (s *Server) listTokens(r *http.Request, p *principal) (any, error) {
 }
 
 // seesToken: admins see all tokens, tenant admins their tenant's, members
-// only themselves.
+// and runtimes only themselves.
 func seesToken(p *principal, t *domain.Token) bool {
 	switch p.tok.Role {
 	case domain.RoleAdmin:
@@ -314,14 +318,13 @@ func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
 		return nil, err
 	}
 	if !p.admin() {
-		if req.Tenant == "" || !p.seesTenant(req.Tenant) {
-			if req.Role == domain.RoleAdmin {
-				return nil, errAdminOnly
-			}
+		switch {
+		case req.Tenant == "": // an admin or platform runtime token
+			return nil, &domain.Error{Code: domain.CodePermissionDenied, Message: "a token without a tenant (admin, platform runtime) needs an admin token to create"}
+		case !p.seesTenant(req.Tenant):
 			return nil, notFoundf("tenant", req.Tenant)
-		}
-		if !p.managesTenant(req.Tenant) {
-			return nil, &domain.Error{Code: domain.CodePermissionDenied, Message: "a member token cannot create tokens"}
+		case !p.managesTenant(req.Tenant):
+			return nil, p.denied("create tokens")
 		}
 	}
 	if len(req.Description) > 200 {
@@ -340,12 +343,12 @@ func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
 
 func (s *Server) deleteToken(r *http.Request, p *principal) (any, error) {
 	id := r.PathValue("id")
-	var found *domain.Token
-	for _, t := range s.fsm.Tokens(func(t *domain.Token) bool { return t.ID == id }) {
-		found = &t
-	}
-	if found == nil || !seesToken(p, found) {
+	found, ok := s.fsm.Token(id)
+	if !ok || !seesToken(p, found) {
 		return nil, notFoundf("token", id)
+	}
+	if p.runtime() {
+		return nil, p.denied("revoke tokens")
 	}
 	return s.propose(r.Context(), state.CmdTokenDelete, p.actor(), state.TokenDelete{ID: id})
 }
@@ -381,6 +384,10 @@ func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
 	switch p.tok.Role {
 	case domain.RoleTenantAdmin:
 		tenant = p.tok.Tenant
+	case domain.RoleRuntime:
+		if p.tok.Tenant != "" {
+			tenant = p.tok.Tenant
+		}
 	case domain.RoleMember:
 		tenant, ws = p.tok.Tenant, p.tok.Workspace
 	}
@@ -407,7 +414,12 @@ func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {
 	if !p.seesWorkspace(spec.Tenant, spec.Workspace) {
 		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: "workspace " + strconv.Quote(domain.Ref(spec.Tenant, spec.Workspace)) + " not found"}
 	}
-	if r.URL.Query().Get("dryRun") == "true" {
+	dry := r.URL.Query().Get("dryRun") == "true"
+	if p.runtime() && !dry {
+		// Runtimes run what users submit; they do not add work.
+		return nil, p.denied("submit jobs")
+	}
+	if dry {
 		d, err := s.dryRun(spec)
 		if err != nil {
 			return nil, err
@@ -441,8 +453,39 @@ func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.runtime() {
+		// A runtime ends a job by reporting it failed or stopped.
+		return nil, p.denied("cancel jobs (report the job failed instead)")
+	}
 	return s.propose(r.Context(), state.CmdJobCancel, p.actor(), state.JobCancel{ID: j.ID})
 }
+
+func (s *Server) reportJob(r *http.Request, p *principal) (any, error) {
+	j, err := s.visibleJob(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.reports() {
+		return nil, p.denied("report on jobs: a report is the runtime's word (use a runtime token)")
+	}
+	var req api.JobReportRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	switch req.State {
+	case state.ReportRunning, state.ReportSucceeded, state.ReportFailed, state.ReportStopped:
+	default:
+		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", req.State)
+	}
+	if len(req.Message) > maxReportMessage {
+		return nil, domain.Invalid("message", "message is %d characters; the limit is %d", len(req.Message), maxReportMessage)
+	}
+	return s.propose(r.Context(), state.CmdJobReport, p.actor(), state.JobReport{ID: j.ID, State: req.State, Message: req.Message})
+}
+
+// maxReportMessage matches the state machine's limit, checked here first so
+// an oversized report never reaches the log.
+const maxReportMessage = 1024
 
 func (s *Server) events(r *http.Request, p *principal) (any, error) {
 	q := r.URL.Query()
@@ -451,6 +494,9 @@ func (s *Server) events(r *http.Request, p *principal) (any, error) {
 	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
 		return nil, err
 	}
+	// A platform runtime reads tenants' events; the platform's own
+	// (topology, members, admin tokens) stay with admins.
+	f.TenantsOnly = p.runtime()
 	if since := q.Get("since"); since != "" {
 		if d, err := time.ParseDuration(since); err == nil && d >= 0 {
 			f.Since = s.clock.Now().Add(-d)

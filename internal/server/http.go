@@ -37,6 +37,9 @@ type route struct {
 	resp   any // success response type
 	status int // success status (200 if 0)
 	h      func(r *http.Request, p *principal) (any, error)
+	// sse, instead of h, streams Server-Sent Events (resp documents the
+	// data of each event). It returns an error only before it has written.
+	sse func(w http.ResponseWriter, r *http.Request, p *principal) error
 }
 
 func (s *Server) handler() http.Handler {
@@ -54,12 +57,24 @@ func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					// The reverse proxy lost the leader mid-answer (a stream
+					// cut by a leader change): let net/http drop the
+					// connection, the client reconnects.
+					panic(v)
+				}
 				s.log.Error("handler panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				writeError(w, domain.Errorf(domain.CodeInternal, "internal error"))
 			}
 		}()
 		if r.Method == http.MethodGet || (rt.dedup && r.Header.Get(idempotencyHeader) != "") {
 			r = r.WithContext(context.WithValue(r.Context(), retrySafeKey{}, true))
+		}
+		if rt.sse != nil {
+			// Before forwarding too: a follower's proxy streams as well.
+			var end func()
+			w, r, end = s.stream(w, r)
+			defer end()
 		}
 		if !rt.local && !s.store.IsLeader() {
 			if by := r.Header.Get(forwardedHeader); by != "" {
@@ -81,6 +96,12 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(w, err)
 				return
 			}
+		}
+		if rt.sse != nil {
+			if err := rt.sse(w, r, p); err != nil {
+				writeError(w, err)
+			}
+			return
 		}
 		v, err := rt.h(r, p)
 		if err != nil {

@@ -14,6 +14,8 @@ func TestBadInput(t *testing.T) {
 	c := startCluster(t, 1)
 	admin := c.Client(0)
 	seed(t, admin)
+	// Job 1, to report on; placed before the count of events starts.
+	waitJob(t, admin, submit(t, admin, "acme", "research", 1).ID, "Ready", isReady)
 	url, tok := c.Servers[0].URL(), c.AdminToken
 	cases := map[string]struct {
 		method, path, body string
@@ -36,6 +38,15 @@ func TestBadInput(t *testing.T) {
 		"lend above guaranteed": {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","guaranteed":1,"lendLimit":2}`, 400, "lendLimit"},
 		"zero weight":           {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","weight":0}`, 400, "weight"},
 		"bad role":              {"POST", "/v1/tokens", `{"role":"root"}`, 400, "role"},
+		"negative time limit":   {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"timeLimitSeconds":-60}`, 400, "timeLimitSeconds"},
+		"absurd time limit":     {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"timeLimitSeconds":99999999999}`, 400, "timeLimitSeconds"},
+		"time limit as text":    {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"timeLimitSeconds":"2h"}`, 400, "timeLimitSeconds"},
+		"negative min runtime":  {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"minRuntimeSeconds":-1}`, 400, "minRuntimeSeconds"},
+		"fractional min":        {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"minRuntimeSeconds":0.5}`, 400, "minRuntimeSeconds"},
+		"report bad state":      {"POST", "/v1/jobs/1/report", `{"state":"exploded"}`, 400, "state"},
+		"report bad body":       {"POST", "/v1/jobs/1/report", `{"state":1}`, 400, "state"},
+		"report bad job id":     {"POST", "/v1/jobs/x/report", `{"state":"running"}`, 400, "id"},
+		"watch bad job id":      {"GET", "/v1/jobs/-1/watch", "", 400, "id"},
 		"bad job id":            {"GET", "/v1/jobs/abc", "", 400, "id"},
 		"bad state filter":      {"GET", "/v1/jobs?state=Sleeping", "", 400, "state"},
 		"bad since":             {"GET", "/v1/events?since=yesterday", "", 400, "since"},

@@ -60,8 +60,18 @@ func buildOpenAPI(routes []route) map[string]any {
 			status = http.StatusOK
 		}
 		errResp := map[string]any{"description": "error", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+		content := map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.resp))}}
+		if rt.sse != nil {
+			// OpenAPI 3.0 cannot type an event stream: say in words what
+			// each event's data is, and reference its schema.
+			name := reflect.TypeOf(rt.resp).Name()
+			content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
+				"type":        "string",
+				"description": "Server-Sent Events; the data of each event is one JSON " + name + " (#/components/schemas/" + name + ")",
+			}}}
+		}
 		op["responses"] = map[string]any{
-			strconv.Itoa(status): map[string]any{"description": http.StatusText(status), "content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.resp))}}},
+			strconv.Itoa(status): map[string]any{"description": http.StatusText(status), "content": content},
 			"default":            errResp,
 		}
 		if rt.access != public {

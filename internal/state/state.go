@@ -757,7 +757,7 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	for id, r := range p.Reasons {
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && (j.Reason == nil || *j.Reason != r) {
 			r := r
-			j.Reason = &r
+			j.Reason, j.UpdatedAt = &r, c.At
 		}
 	}
 	return res, nil
