@@ -28,6 +28,17 @@ type (
 		Isolation       domain.Isolation    `json:"isolation"`
 		Network         domain.NetworkModel `json:"network"`
 		JobSegmentation bool                `json:"jobSegmentation"`
+		// Quota bounds the tenant as a whole (optional).
+		Quota *domain.TenantQuota `json:"quota,omitempty"`
+		// Sites limits where its jobs run (optional, data residency).
+		Sites []string `json:"sites,omitempty"`
+	}
+	// TenantUpdateRequest changes a tenant's quota and sites; unset fields
+	// stay.
+	TenantUpdateRequest struct {
+		Quota       *domain.TenantQuota `json:"quota,omitempty"`
+		RemoveQuota bool                `json:"removeQuota,omitempty"`
+		Sites       *[]string           `json:"sites,omitempty"`
 	}
 	WorkspaceCreateRequest struct {
 		Name        string `json:"name"`

@@ -19,6 +19,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	var ws string
 	var dry bool
 	var timeLimit, minRuntime time.Duration
+	var topo string
 	submit := &cobra.Command{
 		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,6 +32,12 @@ func newJobCmd(g *globals) *cobra.Command {
 			}
 			if spec.MinRuntimeSeconds, err = durationSeconds("min-runtime", minRuntime); err != nil {
 				return err
+			}
+			if spec.Topology, err = parseTopology(topo); err != nil {
+				return err
+			}
+			if spec.MIGProfile == "" {
+				spec.MIGCount = 0 // the flag's default only applies with --mig
 			}
 			c, err := g.client()
 			if err != nil {
@@ -61,7 +68,12 @@ func newJobCmd(g *globals) *cobra.Command {
 	}
 	f := submit.Flags()
 	f.StringVar(&ws, "workspace", "", "TENANT/WORKSPACE to run in (a member token's own workspace when omitted)")
-	f.IntVar(&spec.GPUs, "gpus", 0, "number of GPUs")
+	f.IntVar(&spec.GPUs, "gpus", 0, "number of whole GPUs")
+	f.StringVar(&spec.MIGProfile, "mig", "", "MIG profile of each slice instead of whole GPUs, e.g. 3g.40gb")
+	f.IntVar(&spec.MIGCount, "mig-count", 1, "number of MIG slices (with --mig)")
+	f.Float64Var(&spec.Share, "share", 0, "a time-sliced fraction of one GPU instead of whole GPUs, e.g. 0.25")
+	f.StringVar(&topo, "topology", "", "pack the gang within one nvlink-domain, leaf or stripe (preferred; add :required to wait rather than spread)")
+	f.StringVar(&spec.MinDriver, "min-driver", "", "lowest NVIDIA driver version accepted, e.g. 535.104")
 	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
 	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")
 	f.IntVar(&spec.Priority, "priority", 0, "priority within the workspace")
@@ -281,7 +293,7 @@ func jobTable(w io.Writer, js []domain.Job) {
 		for i, p := range j.Placement {
 			servers[i] = p.Server
 		}
-		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, j.GPUs, j.State, orDash(strings.Join(servers, ",")), orDash(reason))
+		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, demand(&j.JobSpec), j.State, orDash(strings.Join(servers, ",")), orDash(reason))
 	}
 }
 
@@ -289,7 +301,7 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	row(w, "ID:", j.ID)
 	row(w, "Name:", j.Name)
 	row(w, "Workspace:", j.Tenant+"/"+j.Workspace)
-	row(w, "GPUs:", j.GPUs)
+	row(w, "Asks for:", demand(&j.JobSpec))
 	if j.GPUsPerNode > 0 {
 		row(w, "GPUs per node:", j.GPUsPerNode)
 	}
@@ -309,8 +321,35 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	if j.Message != "" {
 		row(w, "Message:", j.Message)
 	}
+	if t := j.Topology; t != nil {
+		mode := "preferred"
+		if t.Required {
+			mode = "required"
+		}
+		row(w, "Topology:", t.Level+" ("+mode+")")
+	}
 	for _, p := range j.Placement {
-		row(w, "Placement:", p.Server+" GPUs "+joinInts(p.GPUs))
+		where := p.Server
+		switch {
+		case len(p.MIG) > 0:
+			parts := make([]string, len(p.MIG))
+			for i, s := range p.MIG {
+				parts[i] = fmt.Sprintf("GPU %d %s@%d", s.GPU, s.Profile, s.Start)
+			}
+			where += " MIG " + strings.Join(parts, ", ")
+		case p.Share > 0:
+			where += fmt.Sprintf(" GPU %s share %g", joinInts(p.GPUs), p.Share)
+		default:
+			where += " GPUs " + joinInts(p.GPUs)
+		}
+		if p.NVLinkDomain != "" {
+			where += " (NVLink domain " + p.NVLinkDomain
+			if len(p.Leaves) > 0 {
+				where += "; leaves " + strings.Join(uniq(p.Leaves), ",")
+			}
+			where += ")"
+		}
+		row(w, "Placement:", where)
 	}
 	if j.Requeues > 0 {
 		row(w, "Requeues:", j.Requeues)
@@ -395,4 +434,42 @@ func newClusterCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(status, remove)
 	return cmd
+}
+
+// demand says what a job asks for: "16", "2x3g.40gb", "0.25".
+func demand(s *domain.JobSpec) string {
+	switch {
+	case s.MIGProfile != "":
+		return fmt.Sprintf("%dx%s", s.MIGCount, s.MIGProfile)
+	case s.Share > 0:
+		return fmt.Sprintf("%g", s.Share)
+	}
+	return strconv.Itoa(s.GPUs)
+}
+
+func uniq(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if len(out) == 0 || out[len(out)-1] != x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// parseTopology reads LEVEL[:required|:preferred].
+func parseTopology(v string) (*domain.TopologyRequirement, error) {
+	if v == "" {
+		return nil, nil
+	}
+	level, mode, _ := strings.Cut(v, ":")
+	r := &domain.TopologyRequirement{Level: level}
+	switch mode {
+	case "", "preferred":
+	case "required":
+		r.Required = true
+	default:
+		return nil, domain.Invalid("topology", "--topology %q: the mode after ':' is required or preferred", v)
+	}
+	return r, nil
 }

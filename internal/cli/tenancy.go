@@ -31,6 +31,19 @@ func newTenantCmd(g *globals) *cobra.Command {
 			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{*t}) })
 		},
 	}
+	var q domain.TenantQuota
+	var sites []string
+	create.Flags().IntVar(&q.Guaranteed, "guaranteed", 0, "GPUs reserved for the tenant as a whole (with a tenant quota)")
+	create.Flags().IntVar(&q.BorrowLimit, "borrow-limit", 0, "GPUs the tenant may borrow from other tenants")
+	create.Flags().IntVar(&q.LendLimit, "lend-limit", 0, "GPUs of its idle guarantee other tenants may borrow")
+	create.Flags().StringSliceVar(&sites, "sites", nil, "sites its jobs may run in (data residency; default anywhere)")
+	create.PreRun = func(cmd *cobra.Command, args []string) {
+		fl := cmd.Flags()
+		if fl.Changed("guaranteed") || fl.Changed("borrow-limit") || fl.Changed("lend-limit") {
+			req.Quota = &q
+		}
+		req.Sites = sites
+	}
 	create.Flags().StringVar(&iso, "isolation", "server", "isolation mode: server (a server hosts one tenant at a time) or gpu")
 	create.Flags().StringVar(&net, "network", "pure-rt5", "network model: pure-rt5 or vlan-aware")
 	create.Flags().BoolVar(&req.JobSegmentation, "job-segmentation", false, "give each job its own group-policy segment")
@@ -60,7 +73,56 @@ func newTenantCmd(g *globals) *cobra.Command {
 			return tenantDo(cmd, g, "DELETE", args[0], func(w io.Writer, t domain.Tenant) { fmt.Fprintf(w, "tenant %s deleted\n", t.Name) })
 		},
 	}
-	cmd.AddCommand(create, list, show, del)
+	var uq domain.TenantQuota
+	var usites []string
+	var noQuota bool
+	update := &cobra.Command{
+		Use: "update NAME", Short: "Change a tenant's quota or sites (admin); only the flags given change", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			var body api.TenantUpdateRequest
+			if fl.Changed("guaranteed") || fl.Changed("borrow-limit") || fl.Changed("lend-limit") {
+				var cur domain.Tenant
+				if err := c.Do(cmd.Context(), "GET", "/v1/tenants/"+url.PathEscape(args[0]), nil, &cur); err != nil {
+					return err
+				}
+				q := domain.TenantQuota{}
+				if cur.Quota != nil {
+					q = *cur.Quota
+				}
+				if fl.Changed("guaranteed") {
+					q.Guaranteed = uq.Guaranteed
+				}
+				if fl.Changed("borrow-limit") {
+					q.BorrowLimit = uq.BorrowLimit
+				}
+				if fl.Changed("lend-limit") {
+					q.LendLimit = uq.LendLimit
+				}
+				body.Quota = &q
+			}
+			body.RemoveQuota = noQuota
+			if fl.Changed("sites") {
+				body.Sites = &usites
+			}
+			var t domain.Tenant
+			if err := c.Do(cmd.Context(), "PATCH", "/v1/tenants/"+url.PathEscape(args[0]), body, &t); err != nil {
+				return err
+			}
+			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{t}) })
+		},
+	}
+	uf := update.Flags()
+	uf.IntVar(&uq.Guaranteed, "guaranteed", 0, "GPUs reserved for the tenant as a whole")
+	uf.IntVar(&uq.BorrowLimit, "borrow-limit", 0, "GPUs the tenant may borrow from other tenants")
+	uf.IntVar(&uq.LendLimit, "lend-limit", 0, "GPUs of its idle guarantee other tenants may borrow")
+	uf.BoolVar(&noQuota, "no-quota", false, "remove the tenant quota (its workspaces' limits alone apply)")
+	uf.StringSliceVar(&usites, "sites", nil, "sites its jobs may run in (empty: anywhere)")
+	cmd.AddCommand(create, update, list, show, del)
 	return cmd
 }
 
@@ -77,9 +139,13 @@ func tenantDo(cmd *cobra.Command, g *globals, method, name string, table func(io
 }
 
 func tenantTable(w io.Writer, ts []domain.Tenant) {
-	row(w, "NAME", "ISOLATION", "NETWORK", "JOB-SEGMENTATION", "CREATED")
+	row(w, "NAME", "ISOLATION", "NETWORK", "JOB-SEGMENTATION", "QUOTA", "SITES", "CREATED")
 	for _, t := range ts {
-		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, t.CreatedAt.Format("2006-01-02 15:04:05"))
+		quota := "-"
+		if q := t.Quota; q != nil {
+			quota = fmt.Sprintf("%d+%d (lends %d)", q.Guaranteed, q.BorrowLimit, q.LendLimit)
+		}
+		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, quota, orDash(strings.Join(t.Sites, ",")), t.CreatedAt.Format("2006-01-02 15:04:05"))
 	}
 }
 

@@ -28,6 +28,7 @@ func (s *Server) buildRoutes() []route {
 		{method: "GET", path: "/v1/tenants", summary: "Tenants the caller can see", access: authed, resp: []domain.Tenant{}, h: s.listTenants},
 		{method: "POST", path: "/v1/tenants", summary: "Create a tenant (admin)", access: authed, body: api.TenantCreateRequest{}, resp: domain.Tenant{}, status: http.StatusCreated, h: s.createTenant},
 		{method: "GET", path: "/v1/tenants/{tenant}", summary: "One tenant", access: authed, resp: domain.Tenant{}, h: s.getTenant},
+		{method: "PATCH", path: "/v1/tenants/{tenant}", summary: "Change a tenant's quota and sites (admin)", access: authed, body: api.TenantUpdateRequest{}, resp: domain.Tenant{}, h: s.updateTenant},
 		{method: "DELETE", path: "/v1/tenants/{tenant}", summary: "Delete a tenant without workspaces (admin)", access: authed, resp: domain.Tenant{}, h: s.deleteTenant},
 		{method: "GET", path: "/v1/tenants/{tenant}/workspaces", summary: "A tenant's workspaces the caller can see", access: authed, resp: []domain.Workspace{}, h: s.listWorkspaces},
 		{method: "POST", path: "/v1/tenants/{tenant}/workspaces", summary: "Create a workspace (admin)", access: authed, body: api.WorkspaceCreateRequest{}, resp: domain.Workspace{}, status: http.StatusCreated, h: s.createWorkspace},
@@ -182,11 +183,44 @@ func (s *Server) createTenant(r *http.Request, p *principal) (any, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	t := domain.Tenant{Name: req.Name, Isolation: req.Isolation, Network: req.Network, JobSegmentation: req.JobSegmentation}
+	t := domain.Tenant{Name: req.Name, Isolation: req.Isolation, Network: req.Network, JobSegmentation: req.JobSegmentation, Quota: req.Quota, Sites: req.Sites}
 	if err := domain.ValidateTenant(&t); err != nil {
 		return nil, err
 	}
 	return s.propose(r.Context(), state.CmdTenantCreate, p.actor(), state.TenantCreate{Tenant: t})
+}
+
+func (s *Server) updateTenant(r *http.Request, p *principal) (any, error) {
+	t, err := s.visibleTenant(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var req api.TenantUpdateRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if req.RemoveQuota && req.Quota != nil {
+		return nil, domain.Invalid("removeQuota", "give either a quota or removeQuota, not both")
+	}
+	upd := state.TenantUpdate{Name: t.Name, Quota: t.Quota, Sites: t.Sites}
+	if req.Quota != nil {
+		upd.Quota = req.Quota
+	}
+	if req.RemoveQuota {
+		upd.Quota = nil
+	}
+	if req.Sites != nil {
+		upd.Sites = *req.Sites
+	}
+	cand := *t
+	cand.Quota, cand.Sites = upd.Quota, upd.Sites
+	if err := domain.ValidateTenant(&cand); err != nil {
+		return nil, err
+	}
+	return s.propose(r.Context(), state.CmdTenantUpdate, p.actor(), upd)
 }
 
 // visibleTenant returns the tenant named in the path if the caller may see it.
