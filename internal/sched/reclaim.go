@@ -81,6 +81,11 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		return cands[a].ID > cands[b].ID
 	})
+	// Victims free at most what they hold: until they hold the shortfall,
+	// no placement can work, so the costly check waits for it.
+	avail := st.c.total - st.u.usedTotal - st.u.protectedFrom(st.s, w)
+	shortfall := demand(j) - max(0, avail)
+	freedSoFar := 0
 	var chosen []*domain.Job
 	found := false
 	left := map[string]int{} // usage of victims' workspaces once the chosen stop
@@ -96,7 +101,8 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		left[vref] -= held(v)
 		chosen = append(chosen, v)
-		if st.fitsWithout(j, chosen) {
+		freedSoFar += held(v)
+		if freedSoFar >= shortfall && st.fitsWithout(j, chosen) {
 			found = true
 			break
 		}

@@ -461,3 +461,38 @@ func TestTenantQuota(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkScheduleReclaim: a full 2,048-GPU cluster lent out to borrowers
+// (preemptible 8-GPU jobs), and 200 pending jobs within their guarantees:
+// every one needs a reclaim search.
+func BenchmarkScheduleReclaim(b *testing.B) {
+	topo, _ := topology.Generate(topology.GenerateOptions{Stripes: 8, ServersPerStripe: 32, GPUsPerServer: 8})
+	s := &Snapshot{Topology: topo, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	s.Tenants["lender"] = &domain.Tenant{Name: "lender", Isolation: domain.IsolationGPU}
+	s.Tenants["borrower"] = &domain.Tenant{Name: "borrower", Isolation: domain.IsolationGPU}
+	s.Workspaces["lender/w"] = &domain.Workspace{Tenant: "lender", Name: "w", Guaranteed: 2048, LendLimit: 2048, Weight: 1}
+	s.Workspaces["borrower/w"] = &domain.Workspace{Tenant: "borrower", Name: "w", BorrowLimit: 2048, Weight: 1}
+	id := uint64(1)
+	for _, srv := range topo.Servers() {
+		t := now.Add(-time.Duration(id) * time.Minute)
+		s.Jobs = append(s.Jobs, &domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "borrower", Workspace: "w", GPUs: 8, Preemptible: true},
+			State: domain.JobRunning, PlacedAt: &t, Placement: []domain.Placement{{Server: srv.Name, GPUs: seq(0, 8)}}})
+		id++
+	}
+	for i := 0; i < 200; i++ {
+		g := []int{1, 8, 16}[i%3]
+		per := 0
+		if g > 8 {
+			per = 8
+		}
+		s.Jobs = append(s.Jobs, &domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "lender", Workspace: "w", GPUs: g, GPUsPerNode: per}, State: domain.JobPending})
+		id++
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		p := Schedule(s, now)
+		if len(p.Preemptions) == 0 {
+			b.Fatal("no reclaim")
+		}
+	}
+}

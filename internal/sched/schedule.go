@@ -86,10 +86,14 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			pl, level, r = st.c.place(j, t)
 		}
 		if pl == nil {
+			// A job whose GPUs are being freed holds nothing back: the
+			// freed GPUs stay busy until released, and it is ahead of the
+			// jobs behind it when they are. A job that simply does not fit
+			// holds back its workspace.
 			if !st.reclaim(j) {
 				st.plan.Pending[j.ID] = r
+				blocked[ref] = j.ID
 			}
-			blocked[ref] = j.ID
 			continue
 		}
 		st.c.commit(j, t, pl)
