@@ -41,3 +41,14 @@ func TestSubmitSmoke(t *testing.T) {
 		t.Fatal("a follower of a 1-server cluster was accepted")
 	}
 }
+
+func TestSchedSmall(t *testing.T) {
+	r, err := Sched(SchedOptions{Stripes: 2, ServersPerStripe: 8, Tenants: 4, Workspaces: 8, Jobs: 300, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 128-GPU servers cannot hold the 256- and 512-GPU jobs: about 1 in 40.
+	if r.Placements+r.Unplaced < 300 || r.Unplaced > 20 || r.Gang64Trials == 0 || r.PlacementsPerSecond <= 0 {
+		t.Fatalf("result %+v: the queue must drain but for jobs larger than the cluster", r)
+	}
+}

@@ -67,7 +67,35 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.ViaFollower, "via-follower", false, "send to a follower (forwarded to the leader)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
-	cmd.AddCommand(submit)
+	var so bench.SchedOptions
+	schedCmd := &cobra.Command{
+		Use:   "sched",
+		Short: "Drain a queue of mixed jobs (whole GPUs, gangs up to 512, MIG, shares) through the scheduler on a large synthetic cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			r, err := bench.Sched(so)
+			if err != nil {
+				return err
+			}
+			return g.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "cluster: %d servers, %d GPUs, %d tenants, %d workspaces; %d pending jobs\n", r.Servers, r.GPUs, r.Tenants, r.Workspaces, r.Jobs)
+				fmt.Fprintf(w, "drained in %d cycles: %d placements in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
+				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
+				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
+			})
+		},
+	}
+	sf := schedCmd.Flags()
+	sf.IntVar(&so.Stripes, "stripes", 32, "stripes of 8 rails")
+	sf.IntVar(&so.ServersPerStripe, "servers-per-stripe", 64, "8-GPU servers per stripe")
+	sf.IntVar(&so.Tenants, "tenants", 50, "tenants")
+	sf.IntVar(&so.Workspaces, "workspaces", 200, "workspaces, spread over the tenants")
+	sf.IntVar(&so.Jobs, "jobs", 10000, "pending jobs")
+	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
+	cmd.AddCommand(submit, schedCmd)
 	return cmd
 }
 

@@ -246,11 +246,35 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	if !ok {
 		return nil, "", domain.Reason{Code: ReasonNoInventory, Message: fmt.Sprintf("%d GPUs per node do not fit the largest eligible server (%d %s)", j.GPUsPerNode, size, model)}
 	}
+	sets := indexSets(size, per)
 	best := (*choice)(nil)
-	for _, set := range indexSets(size, per) {
+	if nodes == 1 {
+		// One server: the fullest that has a fitting set (best fit), in
+		// topology order among equals; no grouping needed.
+		var bv *server
+		var bset []int
+		for _, v := range cands {
+			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) {
+				continue
+			}
+			for _, set := range sets {
+				if hasAll(v, set) {
+					bv, bset = v, set
+					break
+				}
+			}
+		}
+		if bv != nil {
+			best = &choice{servers: []*server{bv}, level: LevelServer, set: bset}
+		}
+	}
+	for _, set := range sets {
+		if nodes == 1 {
+			break
+		}
 		var fit []*server
 		for _, v := range cands {
-			if hasAll(v, set) {
+			if v.nfree >= per && hasAll(v, set) {
 				fit = append(fit, v)
 			}
 		}
@@ -334,8 +358,8 @@ func pack(fit []*server, nodes, per int) *choice {
 		name string
 		key  func(*server) string
 	}{
-		{LevelNVLinkDomain, func(v *server) string { return v.fabric + "|" + v.domain }},
-		{LevelStripe, func(v *server) string { return fmt.Sprintf("%s|%d", v.fabric, v.stripe) }},
+		{LevelNVLinkDomain, func(v *server) string { return v.domainKey }},
+		{LevelStripe, func(v *server) string { return v.stripeKey }},
 		{LevelFabric, func(v *server) string { return v.fabric }},
 	}
 	for rank, lv := range levels {

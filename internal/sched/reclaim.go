@@ -24,6 +24,11 @@ import (
 // Victims get a deadline (the grace period); the job waits with a
 // reclaim_pending reason and is placed once the GPUs are released.
 
+// maxReclaimSearches bounds the reclaim searches of one cycle, so a deep
+// queue of guaranteed demand cannot make a cycle slow; the next cycles take
+// the rest, in queue order.
+const maxReclaimSearches = 32
+
 // victimRule says whether v may be preempted for j, and why not.
 type victimRule func(j, v *domain.Job) bool
 
@@ -31,11 +36,19 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	// GPUs already being freed for this job: wait for them, take no more.
-	if n, deadline := st.freeingFor(j.ID); n > 0 {
+	if f := st.freeing[j.ID]; f.units > 0 {
 		st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
-			"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(n), deadline.UTC().Format(time.RFC3339))}
+			"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}
 		return true
 	}
+	// Searches are bounded per cycle (the rest are served in the next
+	// cycles), and a shape that found no victims in a workspace will not
+	// find any for the next job of that shape: victims only get fewer.
+	failKey := ref + "|" + shapeKey(j)
+	if st.reclaims >= maxReclaimSearches || st.reclaimFailed[failKey] {
+		return false
+	}
+	st.reclaims++
 	withinGuarantee := st.u.used[ref]+demand(j) <= w.Guaranteed*unit
 	var kind string
 	var rule victimRule
@@ -59,6 +72,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 	}
 	if len(cands) == 0 {
+		st.reclaimFailed[failKey] = true
 		return false
 	}
 	// A victim whose workspace stays at or above its guarantee without it
@@ -108,6 +122,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 	}
 	if !found {
+		st.reclaimFailed[failKey] = true
 		return false
 	}
 	// Drop victims the placement does not need, the costliest first.
@@ -143,15 +158,11 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 // victims' GPUs are free.
 func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
 	gone := map[uint64]bool{}
-	u := &usage{used: map[string]int{}, usedTotal: st.u.usedTotal, guaranteed: st.u.guaranteed}
-	for k, n := range st.u.used {
-		u.used[k] = n
-	}
+	u := st.u.clone()
 	for _, v := range victims {
 		gone[v.ID] = true
 		n := held(v)
-		u.used[v.Tenant+"/"+v.Workspace] -= n
-		u.usedTotal -= n
+		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -n)
 	}
 	c := st.c.clone()
 	for _, v := range victims {
@@ -200,22 +211,6 @@ func (st *cycle) cost(v *domain.Job) float64 {
 		return 0
 	}
 	return float64(held(v)) / unit * max(0, st.now.Sub(*since).Seconds())
-}
-
-// freeingFor counts GPUs of Preempting jobs stopping for job id, and their
-// latest deadline.
-func (st *cycle) freeingFor(id uint64) (int, time.Time) {
-	n := 0
-	var last time.Time
-	for _, v := range st.s.Jobs {
-		if v.State == domain.JobPreempting && v.PreemptedFor == id {
-			n += held(v)
-			if v.StopDeadline != nil && v.StopDeadline.After(last) {
-				last = *v.StopDeadline
-			}
-		}
-	}
-	return n, last
 }
 
 // releases lists allocations due now, and the next time one falls due.

@@ -353,7 +353,8 @@ func TestNodeConditionsAndResidency(t *testing.T) {
 				w.s.Nodes = map[string]domain.NodeCondition{"s1-gpu001": {Server: "s1-gpu001", Cordoned: true}}
 				return w
 			},
-			want: map[uint64]string{1: "pending capacity", 2: "pending queued_behind"},
+			// Job 1 cannot fit the 8 schedulable GPUs at all, so it holds nothing back.
+			want: map[uint64]string{1: "pending capacity", 2: "s1-gpu002:0-7 (server)"},
 		},
 		"unhealthy server skipped": {
 			world: func(t *testing.T) *world {

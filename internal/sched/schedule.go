@@ -18,13 +18,23 @@ type cycle struct {
 	plan     *Plan
 	victim   map[uint64]bool          // chosen for preemption this cycle
 	onServer map[string][]*domain.Job // jobs holding GPUs, by server
+	freeing  map[uint64]freeing       // GPUs being freed, by the job they are freed for
+	// reclaims counts reclaim searches this cycle; reclaimFailed remembers
+	// shapes (per workspace) a search found no victims for.
+	reclaims      int
+	reclaimFailed map[string]bool
+}
+
+type freeing struct {
+	units    int
+	deadline time.Time
 }
 
 // Schedule runs one cycle over the snapshot at time now (passed in, never
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, onServer: map[string][]*domain.Job{}}
+		victim: map[uint64]bool{}, onServer: map[string][]*domain.Job{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -41,6 +51,14 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	for _, j := range s.Jobs {
 		for _, p := range j.Placement {
 			st.onServer[p.Server] = append(st.onServer[p.Server], j)
+		}
+		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
+			f := st.freeing[j.PreemptedFor]
+			f.units += held(j)
+			if j.StopDeadline != nil && j.StopDeadline.After(f.deadline) {
+				f.deadline = *j.StopDeadline
+			}
+			st.freeing[j.PreemptedFor] = f
 		}
 	}
 	// Allocations that are due end first: their GPUs are not free in this
@@ -61,7 +79,15 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	blocked := map[string]uint64{}
+	type block struct {
+		id   uint64
+		prio int
+	}
+	blocked := map[string]block{}
+	// noFit remembers shapes that found no placement this cycle: capacity
+	// only shrinks within a cycle, so the same shape of the same tenant
+	// cannot fit later in it either.
+	noFit := map[string]domain.Reason{}
 	for _, j := range pending {
 		ref := j.Tenant + "/" + j.Workspace
 		w := s.Workspaces[ref]
@@ -70,8 +96,8 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}
 			continue
 		}
-		if first, ok := blocked[ref]; ok && j.Priority <= s.jobPriority(first) {
-			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first, ref)}
+		if first, ok := blocked[ref]; ok && j.Priority <= first.prio {
+			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
 			continue
 		}
 		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.used[ref]+demand(j) > w.Guaranteed*unit {
@@ -82,8 +108,13 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		r, ok := quota(j, w, s, st.u, st.c)
 		var pl []domain.Placement
 		var level string
+		key := shapeKey(j)
 		if ok {
-			pl, level, r = st.c.place(j, t)
+			if why, failed := noFit[key]; failed {
+				r = why
+			} else if pl, level, r = st.c.place(j, t); pl == nil {
+				noFit[key] = r
+			}
 		}
 		if pl == nil {
 			// A job whose GPUs are being freed holds nothing back: the
@@ -92,25 +123,29 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			// holds back its workspace.
 			if !st.reclaim(j) {
 				st.plan.Pending[j.ID] = r
-				blocked[ref] = j.ID
+				// A job that could not fit even an empty cluster (servers
+				// cordoned or gone since it was submitted) holds nothing back.
+				if r.Code != ReasonNoInventory && demand(j) <= st.c.total {
+					blocked[ref] = block{j.ID, j.Priority}
+				}
 			}
 			continue
 		}
 		st.c.commit(j, t, pl)
-		st.u.used[ref] += demand(j)
-		st.u.usedTotal += demand(j)
+		st.u.add(j.Tenant, ref, demand(j))
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
 	}
 	return st.plan
 }
 
-func (s *Snapshot) jobPriority(id uint64) int {
-	for _, j := range s.Jobs {
-		if j.ID == id {
-			return j.Priority
-		}
+// shapeKey identifies what decides whether a job can be placed: its tenant
+// (isolation, sites), and its request.
+func shapeKey(j *domain.Job) string {
+	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.MinDriver)
+	if t := j.Topology; t != nil {
+		k += fmt.Sprintf("|%s|%t", t.Level, t.Required)
 	}
-	return 0
+	return k
 }
 
 // order sorts the queue: workspace priority, job priority, jobs that fit in
@@ -166,7 +201,7 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 	}
 	tenant := s.Tenants[j.Tenant]
 	if tenant != nil && tenant.Quota != nil {
-		tUsed := u.tenantUsed(j.Tenant)
+		tUsed := u.tenantUsed[j.Tenant]
 		if limit := (tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit) * unit; tUsed+need > limit {
 			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
 				"tenant %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",

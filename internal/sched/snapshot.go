@@ -1,10 +1,10 @@
 package sched
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -20,6 +20,8 @@ type Snapshot struct {
 	// Jobs are the non-terminal jobs: pending ones to place, the others
 	// holding GPUs (their Placement).
 	Jobs []*domain.Job
+	// Static, when set, is NewStatic(Topology) built once by the caller.
+	Static *Static
 	// Nodes holds the conditions of servers that are not plainly
 	// schedulable (cordoned, draining, unhealthy).
 	Nodes map[string]domain.NodeCondition
@@ -111,21 +113,15 @@ const (
 
 // server is the scheduler's working view of one server.
 type server struct {
-	s      *domain.Server
-	site   string
-	fabric string // site/fabric
-	stripe int
-	domain string // NVLink domain
-	free   []bool // free[i]: GPU i is wholly free (no job, slice or share on it)
+	*static
+	free []bool // free[i]: GPU i is wholly free (no job, slice or share on it)
 	// mig[i] holds the MIG instances on GPU i; share[i] the units of
 	// time-sliced shares on it and shareTenant[i] their tenant (shares
 	// never mix tenants on a GPU).
 	mig         [][]mig.Instance
 	share       []int
 	shareTenant []string
-	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
-	leafOf []string
-	nfree  int
+	nfree       int
 	// tenants holding GPUs here, and whether any of them is server-isolated.
 	holders   map[string]bool
 	exclusive string // a server-isolated tenant holding it, "" if none
@@ -230,12 +226,34 @@ type cluster struct {
 	nodes map[string]domain.NodeCondition
 }
 
-func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{byName: map[string]*server{}, nodes: s.Nodes}
-	if s.Topology == nil {
-		return c
+// Static is what the scheduler derives from the topology alone. The caller
+// may build it once per topology (NewStatic) and pass it in every snapshot;
+// a snapshot without it (or with one of another topology) builds its own.
+type Static struct {
+	topo    *domain.Topology
+	servers []static
+}
+
+// static is one server's fixed facts.
+type static struct {
+	s      *domain.Server
+	site   string
+	fabric string // site/fabric
+	stripe int
+	domain string // NVLink domain
+	// Packing group keys, built once: they are compared for every gang.
+	domainKey, stripeKey string
+	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
+	leafOf []string
+}
+
+// NewStatic indexes a topology for the scheduler.
+func NewStatic(t *domain.Topology) *Static {
+	st := &Static{topo: t}
+	if t == nil {
+		return st
 	}
-	for _, site := range s.Topology.Sites {
+	for _, site := range t.Sites {
 		for _, f := range site.Fabrics {
 			leafOf := map[[2]string]string{} // server, nic -> leaf
 			for _, cb := range f.Cables {
@@ -247,22 +265,48 @@ func buildCluster(s *Snapshot) *cluster {
 				if d == "" {
 					d = srv.Name
 				}
-				v := &server{s: srv, site: site.Name, fabric: site.Name + "/" + f.Name, stripe: srv.Stripe, domain: d,
-					free: make([]bool, srv.GPUs), nfree: srv.GPUs, holders: map[string]bool{}}
-				for g := range v.free {
-					v.free[g] = true
-				}
-				v.mig, v.share, v.shareTenant = make([][]mig.Instance, srv.GPUs), make([]int, srv.GPUs), make([]string, srv.GPUs)
-				v.leafOf = make([]string, srv.GPUs)
+				fab := site.Name + "/" + f.Name
+				x := static{s: srv, site: site.Name, fabric: fab, stripe: srv.Stripe, domain: d,
+					domainKey: fab + "|" + d, stripeKey: fmt.Sprintf("%s|%d", fab, srv.Stripe), leafOf: make([]string, srv.GPUs)}
 				for _, nic := range srv.NICs {
-					if nic.GPU >= 0 && nic.GPU < srv.GPUs && v.leafOf[nic.GPU] == "" {
-						v.leafOf[nic.GPU] = leafOf[[2]string{srv.Name, nic.Name}]
+					if nic.GPU >= 0 && nic.GPU < srv.GPUs && x.leafOf[nic.GPU] == "" {
+						x.leafOf[nic.GPU] = leafOf[[2]string{srv.Name, nic.Name}]
 					}
 				}
-				c.servers = append(c.servers, v)
-				c.byName[srv.Name] = v
+				st.servers = append(st.servers, x)
 			}
 		}
+	}
+	return st
+}
+
+func buildCluster(s *Snapshot) *cluster {
+	c := &cluster{byName: map[string]*server{}, nodes: s.Nodes}
+	st := s.Static
+	if st == nil || st.topo != s.Topology {
+		st = NewStatic(s.Topology)
+	}
+	gpus := 0
+	for i := range st.servers {
+		gpus += st.servers[i].s.GPUs
+	}
+	// One backing array per field for the whole cluster: a few allocations
+	// instead of several per server.
+	free, migs, share, sharer := make([]bool, gpus), make([][]mig.Instance, gpus), make([]int, gpus), make([]string, gpus)
+	views := make([]server, len(st.servers))
+	c.servers = make([]*server, len(st.servers))
+	off := 0
+	for i := range st.servers {
+		n := st.servers[i].s.GPUs
+		v := &views[i]
+		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], mig: migs[off : off+n : off+n],
+			share: share[off : off+n : off+n], shareTenant: sharer[off : off+n : off+n], nfree: n}
+		for g := range v.free {
+			v.free[g] = true
+		}
+		off += n
+		c.servers[i] = v
+		c.byName[v.s.Name] = v
 	}
 	for _, j := range s.Jobs {
 		for _, p := range j.Placement {
@@ -308,20 +352,46 @@ func (c *cluster) release(j *domain.Job, holders func(server string) (map[string
 }
 
 func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {
+	if v.holders == nil {
+		v.holders = map[string]bool{}
+	}
 	v.holders[tenant] = true
 	if t != nil && t.Isolation == domain.IsolationServer {
 		v.exclusive = tenant
 	}
 }
 
-// usage is phase 2's result: GPUs held per workspace.
+// usage is phase 2's result: capacity held per workspace and tenant.
 type usage struct {
 	used       map[string]int // by workspace ref
+	tenantUsed map[string]int // by tenant
 	usedTotal  int
 	guaranteed int
+	// ws lists the workspaces sorted by ref, once per cycle.
+	ws []*domain.Workspace
 	// decayed is each workspace's time-decayed usage in GPU-seconds: the
 	// fair-share measure among borrowers.
 	decayed map[string]float64
+}
+
+// add records n units more (or less) held by a workspace.
+func (u *usage) add(tenant, ref string, n int) {
+	u.used[ref] += n
+	u.tenantUsed[tenant] += n
+	u.usedTotal += n
+}
+
+func (u *usage) clone() *usage {
+	cp := *u
+	cp.used = make(map[string]int, len(u.used))
+	for k, n := range u.used {
+		cp.used[k] = n
+	}
+	cp.tenantUsed = make(map[string]int, len(u.tenantUsed))
+	for k, n := range u.tenantUsed {
+		cp.tenantUsed[k] = n
+	}
+	return &cp
 }
 
 // decayedUsage is amount x the integral over [start, end] of 2^-(now-t)/h.
@@ -355,16 +425,13 @@ func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
 }
 
 func buildUsage(s *Snapshot) *usage {
-	u := &usage{used: map[string]int{}}
+	u := &usage{used: map[string]int{}, tenantUsed: map[string]int{}, ws: sortedWorkspaces(s)}
 	for _, j := range s.Jobs {
-		if len(j.Placement) == 0 {
-			continue
+		if len(j.Placement) > 0 {
+			u.add(j.Tenant, j.Tenant+"/"+j.Workspace, held(j))
 		}
-		n := held(j)
-		u.used[j.Tenant+"/"+j.Workspace] += n
-		u.usedTotal += n
 	}
-	for _, w := range s.Workspaces {
+	for _, w := range u.ws {
 		u.guaranteed += w.Guaranteed * unit
 	}
 	return u
@@ -376,16 +443,6 @@ func (u *usage) protected(w *domain.Workspace) int {
 	return max(0, idle-w.LendLimit*unit)
 }
 
-func (u *usage) tenantUsed(tenant string) int {
-	n := 0
-	for ref, k := range u.used {
-		if t, _, _ := strings.Cut(ref, "/"); t == tenant {
-			n += k
-		}
-	}
-	return n
-}
-
 // protectedFrom counts the GPUs a job of workspace w may not take: the
 // protected idle guarantees of the other workspaces of its tenant, and of
 // every other tenant the larger of its workspaces' and (with a tenant
@@ -394,9 +451,9 @@ func (u *usage) tenantUsed(tenant string) int {
 func (u *usage) protectedFrom(s *Snapshot, w *domain.Workspace) int {
 	byTenant := map[string]int{}
 	own := 0
-	for _, o := range sortedWorkspaces(s) {
+	for _, o := range u.ws {
 		switch {
-		case o.Ref() == w.Ref():
+		case o == w || (o.Tenant == w.Tenant && o.Name == w.Name):
 		case o.Tenant == w.Tenant:
 			own += u.protected(o)
 		default:
@@ -410,7 +467,7 @@ func (u *usage) protectedFrom(s *Snapshot, w *domain.Workspace) int {
 		}
 		p := byTenant[name]
 		if t.Quota != nil {
-			idle := t.Quota.Guaranteed*unit - u.tenantUsed(name)
+			idle := t.Quota.Guaranteed*unit - u.tenantUsed[name]
 			p = max(p, idle-t.Quota.LendLimit*unit)
 		}
 		total += max(0, p)

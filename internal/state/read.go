@@ -246,7 +246,7 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &sched.Snapshot{Topology: f.d.Topology, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	s := &sched.Snapshot{Topology: f.d.Topology, Static: f.cap.static, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
 	for k, t := range f.d.Tenants {
 		cp := *t
 		s.Tenants[k] = &cp

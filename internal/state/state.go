@@ -50,6 +50,8 @@ type capacity struct {
 	total        int
 	byModel      map[string]int
 	maxPerServer map[string]int // GPU model -> most GPUs on one server
+	// static is the scheduler's index of the topology, built once per apply.
+	static *sched.Static
 }
 
 // FSM is the state machine. It implements raft.FSM.
@@ -92,7 +94,7 @@ func (f *FSM) reset(d data) {
 }
 
 func deriveCapacity(t *domain.Topology) capacity {
-	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}}
+	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}, static: sched.NewStatic(t)}
 	if t == nil {
 		return c
 	}

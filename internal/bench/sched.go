@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// SchedOptions sizes the scheduler benchmark.
+type SchedOptions struct {
+	Stripes, ServersPerStripe int // default 32 x 64 = 2,048 servers of 8 GPUs
+	Tenants, Workspaces       int // default 50 tenants, 200 workspaces
+	Jobs                      int // pending jobs, default 10,000
+	Seed                      uint64
+}
+
+// SchedResult is what the scheduler benchmark measured.
+type SchedResult struct {
+	Servers, GPUs, Tenants, Workspaces, Jobs int
+	Cycles                                   int     `json:"cycles"`
+	Placements                               int     `json:"placements"`
+	ScheduleSeconds                          float64 `json:"scheduleSeconds"` // time inside sched.Schedule
+	PlacementsPerSecond                      float64 `json:"placementsPerSecond"`
+	Gang64P50ms                              float64 `json:"gang64P50ms"`
+	Gang64P99ms                              float64 `json:"gang64P99ms"`
+	Gang64Trials                             int     `json:"gang64Trials"`
+	PeakRSSMiB                               float64 `json:"peakRSSMiB"`
+	PeakHeapMiB                              float64 `json:"peakHeapMiB"`
+	// Unplaced jobs never fit (e.g. larger than their workspace may use).
+	Unplaced int `json:"unplaced"`
+}
+
+// Sched drains a queue of mixed jobs through the real scheduler the way the
+// leader does (commit each plan, let some running jobs finish between
+// cycles), and times a 64-GPU gang decision against the cluster as it
+// fills. The job stream is seeded: the same options give the same run.
+func Sched(o SchedOptions) (*SchedResult, error) {
+	if o.Stripes == 0 {
+		o.Stripes = 32
+	}
+	if o.ServersPerStripe == 0 {
+		o.ServersPerStripe = 64
+	}
+	if o.Tenants == 0 {
+		o.Tenants = 50
+	}
+	if o.Workspaces == 0 {
+		o.Workspaces = 200
+	}
+	if o.Jobs == 0 {
+		o.Jobs = 10_000
+	}
+	if o.Workspaces < o.Tenants {
+		return nil, domain.Invalid("workspaces", "workspaces %d must be at least tenants %d", o.Workspaces, o.Tenants)
+	}
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: 8})
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 42))
+	totalGPUs := o.Stripes * o.ServersPerStripe * 8
+	// Like the server, index the topology once, not every cycle.
+	s := &sched.Snapshot{Topology: topo, Static: sched.NewStatic(topo), Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	var refs []string
+	g := totalGPUs * 3 / 4 / o.Workspaces // guarantees cover 3/4 of the cluster
+	for i := 0; i < o.Workspaces; i++ {
+		tn := fmt.Sprintf("t%02d", i%o.Tenants)
+		if _, ok := s.Tenants[tn]; !ok {
+			iso := domain.IsolationGPU
+			if i%5 == 0 {
+				iso = domain.IsolationServer
+			}
+			s.Tenants[tn] = &domain.Tenant{Name: tn, Isolation: iso}
+		}
+		w := &domain.Workspace{Tenant: tn, Name: fmt.Sprintf("w%03d", i), Guaranteed: g, BorrowLimit: 1024, LendLimit: g / 2, Weight: 1 + i%3}
+		s.Workspaces[w.Ref()] = w
+		refs = append(refs, w.Ref())
+	}
+	for id := 1; id <= o.Jobs; id++ {
+		w := s.Workspaces[refs[rng.IntN(len(refs))]]
+		spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0}
+		switch r := rng.IntN(100); {
+		case r < 5:
+			spec.MIGProfile, spec.MIGCount = []string{"1g.10gb", "3g.40gb"}[rng.IntN(2)], 1+rng.IntN(2)
+		case r < 10:
+			spec.Share = 0.25
+		case r < 70:
+			spec.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
+		case r < 95:
+			spec.GPUs, spec.GPUsPerNode = []int{16, 32, 64}[rng.IntN(3)], 8
+		default:
+			spec.GPUs, spec.GPUsPerNode = []int{128, 256, 512}[rng.IntN(3)], 8
+		}
+		s.Jobs = append(s.Jobs, &domain.Job{ID: uint64(id), JobSpec: spec, State: domain.JobPending})
+	}
+	res := &SchedResult{Servers: len(topo.Servers()), GPUs: totalGPUs, Tenants: len(s.Tenants), Workspaces: len(s.Workspaces), Jobs: o.Jobs}
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var gang []time.Duration
+	var peakHeap uint64
+	var spent time.Duration
+	idle := 0
+	for cycle := 0; cycle < 2000; cycle++ {
+		res.Cycles++
+		t0 := time.Now()
+		plan := sched.Schedule(s, now)
+		spent += time.Since(t0)
+		placed := map[uint64][]domain.Placement{}
+		for _, p := range plan.Placements {
+			placed[p.JobID] = p.Placement
+		}
+		res.Placements += len(plan.Placements)
+		pending := 0
+		var live []*domain.Job
+		for _, j := range s.Jobs {
+			if pl, ok := placed[j.ID]; ok {
+				t := now
+				j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl, &t
+			}
+			// Between cycles a tenth of the running jobs finish.
+			if j.State == domain.JobRunning && rng.IntN(10) == 0 && len(placed[j.ID]) == 0 {
+				continue
+			}
+			if j.State == domain.JobPending {
+				pending++
+			}
+			live = append(live, j)
+		}
+		s.Jobs = live
+		// A 64-GPU gang decided against the cluster as it is now.
+		probe := &sched.Snapshot{Topology: topo, Static: s.Static, Tenants: s.Tenants, Workspaces: s.Workspaces}
+		for _, j := range s.Jobs {
+			if len(j.Placement) > 0 {
+				probe.Jobs = append(probe.Jobs, j)
+			}
+		}
+		w := s.Workspaces[refs[cycle%len(refs)]]
+		probe.Jobs = append(probe.Jobs, &domain.Job{ID: 1 << 62, JobSpec: domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, GPUs: 64, GPUsPerNode: 8}, State: domain.JobPending})
+		t1 := time.Now()
+		sched.Schedule(probe, now)
+		gang = append(gang, time.Since(t1))
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapAlloc)
+		now = now.Add(10 * time.Second)
+		running := len(s.Jobs) - pending
+		if len(plan.Placements) == 0 && running == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+		res.Unplaced = pending
+		if pending == 0 || idle > 3 {
+			break
+		}
+	}
+	res.ScheduleSeconds = spent.Seconds()
+	res.PlacementsPerSecond = float64(res.Placements) / spent.Seconds()
+	sort.Slice(gang, func(a, b int) bool { return gang[a] < gang[b] })
+	res.Gang64Trials = len(gang)
+	res.Gang64P50ms = float64(gang[len(gang)/2].Microseconds()) / 1000
+	res.Gang64P99ms = float64(gang[(len(gang)*99)/100].Microseconds()) / 1000
+	res.PeakHeapMiB = float64(peakHeap) / (1 << 20)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		res.PeakRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
+	}
+	return res, nil
+}
