@@ -164,7 +164,7 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
 		n := held(v)
 		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -n)
 	}
-	c := st.c.clone()
+	c := st.c.shallow()
 	for _, v := range victims {
 		c.release(v, func(server string) (map[string]bool, string) { return st.holdersWithout(server, gone) })
 	}

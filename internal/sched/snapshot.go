@@ -122,6 +122,7 @@ type server struct {
 	share       []int
 	shareTenant []string
 	nfree       int
+	idx         int // position in cluster.servers
 	// tenants holding GPUs here, and whether any of them is server-isolated.
 	holders   map[string]bool
 	exclusive string // a server-isolated tenant holding it, "" if none
@@ -224,6 +225,8 @@ type cluster struct {
 	// no capacity).
 	total int
 	nodes map[string]domain.NodeCondition
+	// cow marks a shallow what-if view (see shallow).
+	cow bool
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
@@ -305,6 +308,7 @@ func buildCluster(s *Snapshot) *cluster {
 			v.free[g] = true
 		}
 		off += n
+		v.idx = i
 		c.servers[i] = v
 		c.byName[v.s.Name] = v
 	}
@@ -328,14 +332,11 @@ func buildCluster(s *Snapshot) *cluster {
 	return c
 }
 
-func (c *cluster) clone() *cluster {
-	cp := &cluster{byName: make(map[string]*server, len(c.byName)), total: c.total, nodes: c.nodes}
-	for _, v := range c.servers {
-		nv := v.clone()
-		cp.servers = append(cp.servers, nv)
-		cp.byName[nv.s.Name] = nv
-	}
-	return cp
+// shallow returns a copy-on-write view of the cluster for what-if checks:
+// servers are shared until release changes one, which is then cloned. The
+// view must only be read (place) and released into, never committed to.
+func (c *cluster) shallow() *cluster {
+	return &cluster{servers: append([]*server(nil), c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true}
 }
 
 // release frees a job's GPUs in the working view and recomputes who holds
@@ -345,6 +346,12 @@ func (c *cluster) release(j *domain.Job, holders func(server string) (map[string
 		v := c.byName[p.Server]
 		if v == nil {
 			continue
+		}
+		if c.cow {
+			if c.servers[v.idx] == v {
+				c.servers[v.idx] = v.clone()
+			}
+			v = c.servers[v.idx]
 		}
 		v.give(p)
 		v.holders, v.exclusive = holders(p.Server)
