@@ -36,16 +36,23 @@ func mustRun(t *testing.T, env map[string]string, args ...string) string {
 	return out
 }
 
-// TestTour runs the README's tour against a real server, through the
-// environment variables the README tells users to set.
-func TestTour(t *testing.T) {
+// startServer starts a real single-server cluster for the test.
+func startServer(t *testing.T) *devcluster.Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestTour runs the README's tour against a real server, through the
+// environment variables the README tells users to set.
+func TestTour(t *testing.T) {
+	c := startServer(t)
 	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
 
 	yamlFile := filepath.Join(t.TempDir(), "cluster.yaml")

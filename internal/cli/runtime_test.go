@@ -11,21 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jobfabric/jobfabric/internal/devcluster"
 )
 
 // TestRuntimeTour: what a runtime integration does with the CLI: a runtime
 // token, a job with a time limit, the runtime watching it and reporting
 // its progress, and the errors that guard all of that.
 func TestRuntimeTour(t *testing.T) {
+	c := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	url := c.Servers[0].URL()
 	env := map[string]string{"JOBFABRIC_SERVER": url, "JOBFABRIC_TOKEN": c.AdminToken}
 

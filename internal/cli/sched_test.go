@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jobfabric/jobfabric/internal/devcluster"
 )
 
 // waitFor polls a CLI command until its output contains want.
@@ -31,13 +28,7 @@ func waitFor(t *testing.T, env map[string]string, want string, args ...string) s
 // TestSchedulingTour: MIG slices, shares, topology requirements, tenant
 // quotas and sites, and node conditions through the CLI.
 func TestSchedulingTour(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startServer(t)
 	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(file, []byte(mustRun(t, env, "topology", "generate", "--stripes", "1", "--servers-per-stripe", "4")), 0o644); err != nil {
