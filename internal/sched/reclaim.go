@@ -29,6 +29,9 @@ import (
 // the rest, in queue order.
 const maxReclaimSearches = 32
 
+// maxPruneChecks bounds the one-by-one pruning of a victim set.
+const maxPruneChecks = 32
+
 // victimRule says whether v may be preempted for j, and why not.
 type victimRule func(j, v *domain.Job) bool
 
@@ -99,7 +102,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// no placement can work, so the costly check waits for it.
 	avail := st.c.total - st.u.usedTotal - st.u.protectedFrom(st.s, w)
 	shortfall := demand(j) - max(0, avail)
-	freedSoFar := 0
+	freedSoFar, checkAt := 0, 0
 	var chosen []*domain.Job
 	found := false
 	left := map[string]int{} // usage of victims' workspaces once the chosen stop
@@ -116,17 +119,34 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		left[vref] -= held(v)
 		chosen = append(chosen, v)
 		freedSoFar += held(v)
-		if freedSoFar >= shortfall && st.fitsWithout(j, chosen) {
-			found = true
-			break
+		// A placement check walks the whole cluster: past the shortfall,
+		// check at doubling set sizes (1, 2, 4... victims more), not at every
+		// victim; pruning below takes the set back to what is needed.
+		if freedSoFar >= shortfall && (checkAt == 0 || len(chosen) >= checkAt) {
+			if st.fitsWithout(j, chosen) {
+				found = true
+				break
+			}
+			checkAt = 2*len(chosen) + 1
 		}
+	}
+	if !found && len(chosen) > 0 && checkAt != 0 && len(chosen) < checkAt && st.fitsWithout(j, chosen) {
+		found = true // the last candidates, between two checks
 	}
 	if !found {
 		st.reclaimFailed[failKey] = true
 		return false
 	}
-	// Drop victims the placement does not need, the costliest first.
-	for i := len(chosen) - 1; i >= 0; i-- {
+	// Drop victims the placement does not need, the costliest first (a
+	// bounded number of checks: a large set is first halved while it holds).
+	for len(chosen) > 1 {
+		half := chosen[:len(chosen)/2]
+		if !st.fitsWithout(j, half) {
+			break
+		}
+		chosen = half
+	}
+	for i, checks := len(chosen)-1, 0; i >= 0 && checks < maxPruneChecks; i, checks = i-1, checks+1 {
 		trial := append(append([]*domain.Job(nil), chosen[:i]...), chosen[i+1:]...)
 		if len(trial) > 0 && st.fitsWithout(j, trial) {
 			chosen = trial
