@@ -103,11 +103,41 @@ func dgx(stripes, servers int) topology.GenerateOptions {
 	return topology.GenerateOptions{Stripes: stripes, ServersPerStripe: servers, GPUsPerServer: 8}
 }
 
+// planCase is one scheduling scenario: a world and, per job, the rendered
+// outcome it must get.
+type planCase struct {
+	world func(t *testing.T) *world
+	want  map[uint64]string
+}
+
+// runPlanCases schedules each case and checks the outcomes, that every
+// pending reason has a message, and that the plan is deterministic.
+func runPlanCases(t *testing.T, cases map[string]planCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := tc.world(t)
+			plan := Schedule(w.s, now)
+			got := render(plan)
+			for id, want := range tc.want {
+				if got[id] != want {
+					t.Errorf("job %d: got %q (%s), want %q", id, got[id], plan.Pending[id].Message, want)
+				}
+			}
+			for _, r := range plan.Pending {
+				if r.Message == "" {
+					t.Errorf("pending reason %s without a message", r.Code)
+				}
+			}
+			if again := Schedule(w.s, now); !reflect.DeepEqual(again, plan) {
+				t.Error("the same snapshot gave a different plan")
+			}
+		})
+	}
+}
+
 func TestSchedule(t *testing.T) {
-	cases := map[string]struct {
-		world func(t *testing.T) *world
-		want  map[uint64]string
-	}{
+	cases := map[string]planCase{
 		"gang of two whole servers packs into one stripe": {
 			world: func(t *testing.T) *world {
 				return newWorld(t, dgx(2, 4)).tenant("acme", domain.IsolationServer).ws("acme/r", 64, 0, 0, 1).
@@ -284,26 +314,7 @@ func TestSchedule(t *testing.T) {
 			want: map[uint64]string{1: "pending capacity"},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			w := tc.world(t)
-			plan := Schedule(w.s, now)
-			got := render(plan)
-			for id, want := range tc.want {
-				if got[id] != want {
-					t.Errorf("job %d: got %q, want %q", id, got[id], want)
-				}
-			}
-			for _, r := range plan.Pending {
-				if r.Message == "" {
-					t.Errorf("pending reason %s without a message", r.Code)
-				}
-			}
-			if again := Schedule(w.s, now); !reflect.DeepEqual(again, plan) {
-				t.Error("the same snapshot gave a different plan")
-			}
-		})
-	}
+	runPlanCases(t, cases)
 }
 
 func TestReasonsNameNoOtherTenant(t *testing.T) {
@@ -343,10 +354,7 @@ func BenchmarkSchedule(b *testing.B) {
 }
 
 func TestNodeConditionsAndResidency(t *testing.T) {
-	cases := map[string]struct {
-		world func(t *testing.T) *world
-		want  map[uint64]string
-	}{
+	cases := map[string]planCase{
 		"cordoned servers take nothing new and their free GPUs are no capacity": {
 			world: func(t *testing.T) *world {
 				w := newWorld(t, dgx(1, 2)).tenant("g", domain.IsolationGPU).ws("g/w", 16, 0, 0, 1).job("g/w", 16, 8, 0).job("g/w", 8, 0, 0)
@@ -374,25 +382,17 @@ func TestNodeConditionsAndResidency(t *testing.T) {
 		},
 		"minimum driver": {
 			world: func(t *testing.T) *world {
-				w := newWorld(t, dgx(1, 1)).tenant("g", domain.IsolationGPU).ws("g/w", 8, 0, 0, 1).job("g/w", 1, 0, 0).job("g/w", 1, 0, 0)
+				// Two workspaces, so the refused job holds nothing back.
+				w := newWorld(t, dgx(1, 1)).tenant("g", domain.IsolationGPU).ws("g/w", 4, 0, 0, 1).ws("g/x", 4, 0, 0, 1).
+					job("g/w", 1, 0, 0).job("g/x", 1, 0, 0)
 				w.s.Jobs[0].MinDriver = "550.54"    // generated servers run 535.183.01
-				w.s.Jobs[1].MinDriver = "535.104.5" // older than 535.183.01
+				w.s.Jobs[1].MinDriver = "535.104.5" // older than 535.183.01: accepted
 				return w
 			},
-			want: map[uint64]string{1: "pending capacity", 2: "pending queued_behind"},
+			want: map[uint64]string{1: "pending capacity", 2: "s1-gpu001:0 (server)"},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			plan := Schedule(tc.world(t).s, now)
-			got := render(plan)
-			for id, want := range tc.want {
-				if got[id] != want {
-					t.Errorf("job %d: got %q (%s), want %q", id, got[id], plan.Pending[id].Message, want)
-				}
-			}
-		})
-	}
+	runPlanCases(t, cases)
 }
 
 func TestDrainPreemptsWithGrace(t *testing.T) {
@@ -423,10 +423,7 @@ func TestPlacementNamesDomainAndLeaves(t *testing.T) {
 }
 
 func TestTenantQuota(t *testing.T) {
-	cases := map[string]struct {
-		world func(t *testing.T) *world
-		want  map[uint64]string
-	}{
+	cases := map[string]planCase{
 		"a tenant's borrow limit caps its workspaces together": {
 			world: func(t *testing.T) *world {
 				w := newWorld(t, dgx(1, 4)).tenant("a", domain.IsolationGPU).ws("a/x", 8, 8, 0, 1).ws("a/y", 8, 8, 0, 1).
@@ -450,17 +447,7 @@ func TestTenantQuota(t *testing.T) {
 			want: map[uint64]string{1: "pending cluster_quota", 2: "s1-gpu001:0-7 s1-gpu002:0-7 (stripe)"},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			plan := Schedule(tc.world(t).s, now)
-			got := render(plan)
-			for id, want := range tc.want {
-				if got[id] != want {
-					t.Errorf("job %d: got %q (%s), want %q", id, got[id], plan.Pending[id].Message, want)
-				}
-			}
-		})
-	}
+	runPlanCases(t, cases)
 }
 
 // BenchmarkScheduleReclaim: a full 2,048-GPU cluster lent out to borrowers
