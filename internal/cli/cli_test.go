@@ -49,6 +49,28 @@ func startServer(t *testing.T) *devcluster.Cluster {
 	return c
 }
 
+// errCase is a command line that must fail with want in its error output.
+type errCase struct {
+	env  map[string]string
+	args []string
+	want string
+}
+
+func runErrCases(t *testing.T, cases map[string]errCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs, code := run(t, tc.env, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want non-zero")
+			}
+			if !strings.Contains(errs, tc.want) {
+				t.Fatalf("stderr %q does not contain %q", errs, tc.want)
+			}
+		})
+	}
+}
+
 // TestTour runs the README's tour against a real server, through the
 // environment variables the README tells users to set.
 func TestTour(t *testing.T) {
@@ -171,11 +193,7 @@ func TestTour(t *testing.T) {
 	}
 
 	// Errors exit non-zero and name the field.
-	errCases := map[string]struct {
-		env  map[string]string
-		args []string
-		want string
-	}{
+	errCases := map[string]errCase{
 		"other tenant's job":  {acme, []string{"job", "show", "2"}, "not found"},
 		"explain other's job": {acme, []string{"job", "explain", "2"}, "not found"},
 		"other tenant":        {acme, []string{"tenant", "show", "globex"}, "not found"},
@@ -190,17 +208,7 @@ func TestTour(t *testing.T) {
 		"quota above inv":     {env, []string{"workspace", "create", "acme/big", "--guaranteed", "1000"}, "never overcommitted"},
 		"bootstrap with join": {env, []string{"server", "--data-dir", t.TempDir(), "--bootstrap", "--join", "http://x"}, "give one of them"},
 	}
-	for name, tc := range errCases {
-		t.Run(name, func(t *testing.T) {
-			_, errs, code := run(t, tc.env, tc.args...)
-			if code == 0 {
-				t.Fatalf("exit 0, want non-zero")
-			}
-			if !strings.Contains(errs, tc.want) {
-				t.Fatalf("stderr %q does not contain %q", errs, tc.want)
-			}
-		})
-	}
+	runErrCases(t, errCases)
 }
 
 // TestDemoSeeds: the demo command starts a server and fills it through the

@@ -130,11 +130,7 @@ func TestRuntimeTour(t *testing.T) {
 		t.Fatalf("token list does not show the runtime tokens' scopes:\n%s", out)
 	}
 
-	errCases := map[string]struct {
-		env  map[string]string
-		args []string
-		want string
-	}{
+	errCases := map[string]errCase{
 		"negative time limit":   {user, []string{"job", "submit", "--gpus", "1", "--time-limit", "-1h"}, "field time-limit"},
 		"sub-second limit":      {user, []string{"job", "submit", "--gpus", "1", "--time-limit", "500ms"}, "field time-limit"},
 		"fractional min":        {user, []string{"job", "submit", "--gpus", "1", "--min-runtime", "1.5s"}, "field min-runtime"},
@@ -151,15 +147,5 @@ func TestRuntimeTour(t *testing.T) {
 		"watch a missing job":   {rt, []string{"job", "watch", "999"}, "not found"},
 		"watch a bad id":        {rt, []string{"job", "watch", "x"}, "field id"},
 	}
-	for name, tc := range errCases {
-		t.Run(name, func(t *testing.T) {
-			_, errs, code := run(t, tc.env, tc.args...)
-			if code == 0 {
-				t.Fatalf("exit 0, want non-zero")
-			}
-			if !strings.Contains(errs, tc.want) {
-				t.Fatalf("stderr %q does not contain %q", errs, tc.want)
-			}
-		})
-	}
+	runErrCases(t, errCases)
 }
