@@ -174,6 +174,33 @@ func Lookup(model, name string) (Profile, error) {
 	return p.clone(), nil
 }
 
+// Units is the capacity of profile name in GPU units (ComputeSlices of
+// seven), looked up without allocating: the scheduler asks it for every
+// held slice in every cycle. An empty model searches the MIG models in name
+// order. ok is false for an unknown model or profile.
+func Units(model, name string) (units int, ok bool) {
+	if model == "" {
+		for _, m := range sortedModels {
+			if u, ok := Units(m, name); ok {
+				return u, true
+			}
+		}
+		return 0, false
+	}
+	for _, p := range catalog[model] {
+		if p.Name == name {
+			return p.GPUUnits(), true
+		}
+	}
+	if n := normalizeName(name); n != name {
+		return Units(model, n)
+	}
+	return 0, false
+}
+
+// sortedModels is Models() computed once; the catalog never changes.
+var sortedModels = Models()
+
 // lookup is Lookup without the copy, naming field in errors; the callers in
 // this package never modify the result.
 func lookup(model, name, field string) (Profile, error) {

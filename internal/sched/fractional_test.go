@@ -83,8 +83,8 @@ func TestMIGAndShares(t *testing.T) {
 	w.apply(plan)
 	// Quota is counted exactly: a holds 4/7 + 1/7 + 0.75 GPUs.
 	u := buildUsage(w.s)
-	if want := 4000 + 1000 + 5250; u.used["a/w"] != want {
-		t.Errorf("a/w uses %d units, want %d", u.used["a/w"], want)
+	if want := 4000 + 1000 + 5250; u.usedOf("a/w") != want {
+		t.Errorf("a/w uses %d units, want %d", u.usedOf("a/w"), want)
 	}
 	// An impossible MIG request explains itself.
 	w.migJob("b/w", "7g.80gb", 5)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/mig"
@@ -21,10 +22,28 @@ const (
 // isolation (a server-isolated tenant shares a server with no one; nobody
 // joins a server a server-isolated tenant holds).
 func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
+	if !v.staticEligible(j, t, c.nodes) {
+		return false
+	}
+	if v.exclusive != "" && v.exclusive != j.Tenant {
+		return false
+	}
+	if t.Isolation == domain.IsolationServer {
+		for _, h := range v.holders {
+			if h != j.Tenant {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// staticEligible is eligible without who holds the server now.
+func (v *server) staticEligible(j *domain.Job, t *domain.Tenant, nodes map[string]domain.NodeCondition) bool {
 	if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {
 		return false
 	}
-	if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+	if cond, ok := nodes[v.s.Name]; ok && !cond.Schedulable() {
 		return false
 	}
 	if len(t.Sites) > 0 && !slices.Contains(t.Sites, v.site) {
@@ -33,16 +52,6 @@ func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
 	if j.MinDriver != "" {
 		if cmp, ok := domain.CompareVersions(v.s.Driver, j.MinDriver); !ok || cmp < 0 {
 			return false
-		}
-	}
-	if v.exclusive != "" && v.exclusive != j.Tenant {
-		return false
-	}
-	if t.Isolation == domain.IsolationServer {
-		for h := range v.holders {
-			if h != j.Tenant {
-				return false
-			}
 		}
 	}
 	return true
@@ -117,8 +126,35 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 // topology order among equals: fractional work fills GPUs already in use
 // before it breaks a whole one.
 func bestFit(vs []*server) []*server {
-	out := append([]*server(nil), vs...)
-	sort.SliceStable(out, func(a, b int) bool { return out[a].nfree < out[b].nfree })
+	return byFree(vs)
+}
+
+// byFree is a stable counting sort by free GPUs: servers have few GPUs, so
+// it is linear, where a comparison sort of every server for every
+// fractional job was a cycle's largest cost.
+func byFree(vs []*server) []*server {
+	var count [17]int
+	big := false
+	for _, v := range vs {
+		if v.nfree >= len(count)-1 {
+			big = true
+			break
+		}
+		count[v.nfree+1]++
+	}
+	out := make([]*server, len(vs))
+	if big {
+		copy(out, vs)
+		slices.SortStableFunc(out, func(a, b *server) int { return a.nfree - b.nfree })
+		return out
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	for _, v := range vs {
+		out[count[v.nfree]] = v
+		count[v.nfree]++
+	}
 	return out
 }
 
@@ -133,7 +169,7 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 		if !c.eligible(v, j, t) {
 			continue
 		}
-		if _, err := mig.Lookup(v.s.GPUModel, j.MIGProfile); err != nil {
+		if _, ok := mig.Units(v.s.GPUModel, j.MIGProfile); !ok {
 			continue
 		}
 		tried++
@@ -196,9 +232,13 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 		if !c.eligible(v, j, t) {
 			continue
 		}
-		for g := range v.free {
-			if v.shareTenant[g] == j.Tenant && v.share[g]+need <= unit && (best == nil || best.used < v.share[g]) {
-				best = &spot{v, g, v.share[g]}
+		for g, used := range v.share {
+			if v.shareTenant[g] != j.Tenant || used+need > unit {
+				continue
+			}
+			// Map order is random: ties go to the lowest GPU index.
+			if best == nil || best.used < used || (best.v == v && best.used == used && g < best.g) {
+				best = &spot{v, g, used}
 			}
 		}
 	}
@@ -227,24 +267,40 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 // placeGang finds a gang placement of whole GPUs for j or explains why
 // there is none.
 func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
-	var cands []*server
-	size := 0
-	for _, v := range c.servers {
-		if c.eligible(v, j, t) {
-			cands = append(cands, v)
-			size = max(size, len(v.free))
-		}
-	}
 	model := "GPUs"
 	if j.GPUModel != "" {
 		model = j.GPUModel + " GPUs"
 	}
-	if len(cands) == 0 {
+	// The gang's shape comes from the largest server the job could ever
+	// use (model, site, driver, schedulable), not from who holds what now.
+	size := c.largestServer(j, t)
+	if size == 0 {
 		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
 	}
 	nodes, per, ok := shape(j, size)
 	if !ok {
 		return nil, "", domain.Reason{Code: ReasonNoInventory, Message: fmt.Sprintf("%d GPUs per node do not fit the largest eligible server (%d %s)", j.GPUsPerNode, size, model)}
+	}
+	// Only servers with enough free GPUs are candidates; the cheap count
+	// check goes before the eligibility rules.
+	cands := c.cands[:0]
+	for _, v := range c.servers {
+		if v.nfree >= per && c.eligible(v, j, t) {
+			cands = append(cands, v)
+		}
+	}
+	c.cands = cands // reused by the next call: nothing returned aliases it
+	if len(cands) == 0 {
+		var all []*server
+		for _, v := range c.servers {
+			if c.eligible(v, j, t) {
+				all = append(all, v)
+			}
+		}
+		if len(all) == 0 {
+			return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
+		}
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
 	}
 	sets := indexSets(size, per)
 	best := (*choice)(nil)
@@ -272,19 +328,26 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		if nodes == 1 {
 			break
 		}
-		var fit []*server
+		fit := c.fit[:0]
 		for _, v := range cands {
 			if v.nfree >= per && hasAll(v, set) {
 				fit = append(fit, v)
 			}
 		}
+		c.fit = fit // pack copies what it keeps
 		if ch := pack(fit, nodes, per); ch != nil && (best == nil || ch.better(best)) {
 			ch.set = set
 			best = ch
 		}
 	}
 	if best == nil {
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(cands, nodes, per, model)}
+		var all []*server
+		for _, v := range c.servers {
+			if c.eligible(v, j, t) {
+				all = append(all, v)
+			}
+		}
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
 	}
 	if req := j.Topology; req != nil && req.Required && best.rank > maxRank(req.Level) {
 		return nil, "", domain.Reason{Code: ReasonTopology, Message: fmt.Sprintf(
@@ -300,6 +363,25 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		}
 	}
 	return out, best.level, domain.Reason{}
+}
+
+// largestServer is the most GPUs a server the job may ever use has: its
+// model, the tenant's sites, the job's minimum driver, and schedulable.
+// Cached per cycle by what it depends on (cow views share the cache: none
+// of these change within a cycle).
+func (c *cluster) largestServer(j *domain.Job, t *domain.Tenant) int {
+	key := j.GPUModel + "|" + j.MinDriver + "|" + strings.Join(t.Sites, ",")
+	if n, ok := c.sizes[key]; ok {
+		return n
+	}
+	n := 0
+	for _, v := range c.servers {
+		if v.staticEligible(j, t, c.nodes) {
+			n = max(n, len(v.free))
+		}
+	}
+	c.sizes[key] = n
+	return n
 }
 
 // maxRank is the loosest packing rank a required topology level accepts
@@ -349,39 +431,44 @@ func pack(fit []*server, nodes, per int) *choice {
 	if len(fit) < nodes {
 		return nil
 	}
-	sorted := append([]*server(nil), fit...)
-	sort.SliceStable(sorted, func(a, b int) bool { return sorted[a].nfree < sorted[b].nfree })
+	sorted := byFree(fit)
 	if nodes == 1 {
 		return &choice{servers: sorted[:1], level: LevelServer}
 	}
 	levels := []struct {
 		name string
-		key  func(*server) string
+		key  func(*server) int
 	}{
-		{LevelNVLinkDomain, func(v *server) string { return v.domainKey }},
-		{LevelStripe, func(v *server) string { return v.stripeKey }},
-		{LevelFabric, func(v *server) string { return v.fabric }},
+		{LevelNVLinkDomain, func(v *server) int { return v.domainID }},
+		{LevelStripe, func(v *server) int { return v.stripeID }},
+		{LevelFabric, func(v *server) int { return v.fabricID }},
 	}
+	count := map[int]int{}
 	for rank, lv := range levels {
-		groups := map[string][]*server{}
-		var keys []string
+		clear(count)
+		var keys []int // in order of first appearance
 		for _, v := range sorted {
 			k := lv.key(v)
-			if _, ok := groups[k]; !ok {
+			if count[k] == 0 {
 				keys = append(keys, k)
 			}
-			groups[k] = append(groups[k], v)
+			count[k]++
 		}
-		bestKey := ""
+		bestKey, bestN := 0, 0
 		for _, k := range keys {
-			if n := len(groups[k]); n >= nodes && (bestKey == "" || n < len(groups[bestKey])) {
-				bestKey = k
+			if n := count[k]; n >= nodes && (bestN == 0 || n < bestN) {
+				bestKey, bestN = k, n
 			}
 		}
-		if bestKey == "" {
+		if bestN == 0 {
 			continue
 		}
-		g := groups[bestKey]
+		g := make([]*server, 0, bestN)
+		for _, v := range sorted {
+			if lv.key(v) == bestKey {
+				g = append(g, v)
+			}
+		}
 		if rank > 0 {
 			g = fewestSubgroups(g, levels[rank-1].key)
 		}
@@ -392,9 +479,9 @@ func pack(fit []*server, nodes, per int) *choice {
 
 // fewestSubgroups reorders servers so that the largest subgroups (by key)
 // come first: taking from them spans the fewest NVLink domains or stripes.
-func fewestSubgroups(g []*server, key func(*server) string) []*server {
-	count := map[string]int{}
-	first := map[string]int{}
+func fewestSubgroups(g []*server, key func(*server) int) []*server {
+	count := map[int]int{}
+	first := map[int]int{}
 	for i, v := range g {
 		k := key(v)
 		if _, ok := first[k]; !ok {
@@ -402,14 +489,25 @@ func fewestSubgroups(g []*server, key func(*server) string) []*server {
 		}
 		count[k]++
 	}
-	out := append([]*server(nil), g...)
-	sort.SliceStable(out, func(a, b int) bool {
-		ka, kb := key(out[a]), key(out[b])
-		if count[ka] != count[kb] {
-			return count[ka] > count[kb]
+	type keyed struct {
+		v            *server
+		count, first int
+	}
+	ks := make([]keyed, len(g))
+	for i, v := range g {
+		k := key(v)
+		ks[i] = keyed{v, count[k], first[k]}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		if a.count != b.count {
+			return b.count - a.count
 		}
-		return first[ka] < first[kb]
+		return a.first - b.first
 	})
+	out := make([]*server, len(g))
+	for i := range ks {
+		out[i] = ks[i].v
+	}
 	return out
 }
 

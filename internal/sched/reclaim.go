@@ -1,8 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -52,7 +53,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		return false
 	}
 	st.reclaims++
-	withinGuarantee := st.u.used[ref]+demand(j) <= w.Guaranteed*unit
+	withinGuarantee := st.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	var kind string
 	var rule victimRule
 	switch {
@@ -60,7 +61,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		kind = "reclaim"
 		rule = func(j, v *domain.Job) bool {
 			vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-			return vw != nil && vw.Ref() != ref && st.u.used[vw.Ref()] > vw.Guaranteed*unit
+			return vw != nil && vw.Ref() != ref && st.u.usedOf(vw.Ref()) > vw.Guaranteed*unit
 		}
 	default:
 		kind = "priority"
@@ -68,39 +69,32 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 			return v.Tenant == j.Tenant && v.Workspace == j.Workspace && v.Priority < j.Priority
 		}
 	}
-	var cands []*domain.Job
-	for _, v := range st.s.Jobs {
-		if (v.State == domain.JobReady || v.State == domain.JobRunning) && !st.victim[v.ID] && rule(j, v) && !st.young(v) {
+	// Candidates in preemption order: the running jobs sorted once per
+	// cycle by cost (fewest GPU-hours lost, then lowest priority, then
+	// newest), filtered here by the rule. A victim whose workspace stays at
+	// or above its guarantee without it costs only its own work; one whose
+	// gang straddles the guarantee also takes guaranteed GPUs from its
+	// workspace: such victims go last (a stable partition keeps the order).
+	var cands, last []*domain.Job
+	for _, v := range st.victimOrder() {
+		if st.victim[v.ID] || !rule(j, v) || st.young(v) {
+			continue
+		}
+		vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
+		if vw != nil && st.u.usedOf(vw.Ref())-held(v) < vw.Guaranteed*unit {
+			last = append(last, v)
+		} else {
 			cands = append(cands, v)
 		}
 	}
+	cands = append(cands, last...)
 	if len(cands) == 0 {
 		st.reclaimFailed[failKey] = true
 		return false
 	}
-	// A victim whose workspace stays at or above its guarantee without it
-	// costs only its own work; one whose gang straddles the guarantee also
-	// takes guaranteed GPUs from its workspace: such victims go last.
-	straddles := func(v *domain.Job) bool {
-		vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-		return vw != nil && st.u.used[vw.Ref()]-held(v) < vw.Guaranteed*unit
-	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		if sa, sb := straddles(cands[a]), straddles(cands[b]); sa != sb {
-			return !sa
-		}
-		ca, cb := st.cost(cands[a]), st.cost(cands[b])
-		if ca != cb {
-			return ca < cb
-		}
-		if cands[a].Priority != cands[b].Priority {
-			return cands[a].Priority < cands[b].Priority
-		}
-		return cands[a].ID > cands[b].ID
-	})
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
-	avail := st.c.total - st.u.usedTotal - st.u.protectedFrom(st.s, w)
+	avail := st.c.total - st.u.usedTotal - st.u.protectedFrom(w)
 	shortfall := demand(j) - max(0, avail)
 	freedSoFar, checkAt := 0, 0
 	var chosen []*domain.Job
@@ -109,7 +103,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	for _, v := range cands {
 		vref := v.Tenant + "/" + v.Workspace
 		if _, ok := left[vref]; !ok {
-			left[vref] = st.u.used[vref]
+			left[vref] = st.u.usedOf(vref)
 		}
 		// Reclaim takes only what a workspace borrowed: once the chosen
 		// victims bring it back to its guarantee, its other jobs stay.
@@ -174,6 +168,38 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	return true
 }
 
+// victimOrder is the running jobs, cheapest to preempt first; built once
+// per cycle (costs depend on the cycle's time only).
+func (st *cycle) victimOrder() []*domain.Job {
+	if st.byCost != nil {
+		return st.byCost
+	}
+	type ranked struct {
+		v    *domain.Job
+		cost float64
+	}
+	var rs []ranked
+	for _, v := range st.s.Jobs {
+		if v.State == domain.JobReady || v.State == domain.JobRunning {
+			rs = append(rs, ranked{v, st.cost(v)})
+		}
+	}
+	slices.SortFunc(rs, func(ra, rb ranked) int {
+		if c := cmp.Compare(ra.cost, rb.cost); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ra.v.Priority, rb.v.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(rb.v.ID, ra.v.ID)
+	})
+	st.byCost = make([]*domain.Job, len(rs))
+	for i := range rs {
+		st.byCost[i] = rs[i].v
+	}
+	return st.byCost
+}
+
 // fitsWithout reports whether j passes quota and has a placement once the
 // victims' GPUs are free.
 func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
@@ -184,9 +210,10 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
 		n := held(v)
 		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -n)
 	}
-	c := st.c.shallow()
+	c := st.c.shallow(st.scratch)
+	st.scratch = c.servers
 	for _, v := range victims {
-		c.release(v, func(server string) (map[string]bool, string) { return st.holdersWithout(server, gone) })
+		c.release(v, func(server string) ([]string, string) { return st.holdersWithout(server, gone) })
 	}
 	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
 	if _, ok := quota(j, w, st.s, u, c); !ok {
@@ -197,14 +224,24 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
 }
 
 // holdersWithout recomputes who holds a server once the gone jobs left it.
-func (st *cycle) holdersWithout(server string, gone map[uint64]bool) (map[string]bool, string) {
-	h := map[string]bool{}
+func (st *cycle) holdersWithout(server string, gone map[uint64]bool) ([]string, string) {
+	var h []string
 	excl := ""
+	if st.onServer == nil {
+		st.onServer = map[string][]*domain.Job{}
+		for _, j := range st.s.Jobs {
+			for _, p := range j.Placement {
+				st.onServer[p.Server] = append(st.onServer[p.Server], j)
+			}
+		}
+	}
 	for _, o := range st.onServer[server] {
 		if gone[o.ID] {
 			continue
 		}
-		h[o.Tenant] = true
+		if !slices.Contains(h, o.Tenant) {
+			h = append(h, o.Tenant)
+		}
 		if t := st.s.Tenants[o.Tenant]; t != nil && t.Isolation == domain.IsolationServer {
 			excl = o.Tenant
 		}

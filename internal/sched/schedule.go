@@ -1,8 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -17,12 +18,16 @@ type cycle struct {
 	u        *usage
 	plan     *Plan
 	victim   map[uint64]bool          // chosen for preemption this cycle
-	onServer map[string][]*domain.Job // jobs holding GPUs, by server
+	onServer map[string][]*domain.Job // jobs holding GPUs, by server; built on first use (reclaim)
+	// scratch backs what-if views (one at a time).
+	scratch []*server
 	freeing  map[uint64]freeing       // GPUs being freed, by the job they are freed for
 	// reclaims counts reclaim searches this cycle; reclaimFailed remembers
 	// shapes (per workspace) a search found no victims for.
 	reclaims      int
 	reclaimFailed map[string]bool
+	// byCost caches victimOrder.
+	byCost []*domain.Job
 }
 
 type freeing struct {
@@ -34,7 +39,7 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, onServer: map[string][]*domain.Job{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
+		victim: map[uint64]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -49,9 +54,6 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.u = buildUsage(s)
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
-		for _, p := range j.Placement {
-			st.onServer[p.Server] = append(st.onServer[p.Server], j)
-		}
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
 			f := st.freeing[j.PreemptedFor]
 			f.units += held(j)
@@ -100,7 +102,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
 			continue
 		}
-		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.used[ref]+demand(j) > w.Guaranteed*unit {
+		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
 			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 				"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}
 			continue
@@ -153,39 +155,47 @@ func shapeKey(j *domain.Job) string {
 // the least time-decayed usage per weight (fair share among borrowers), then
 // age.
 func order(jobs []*domain.Job, s *Snapshot, u *usage) {
-	within := func(j *domain.Job) bool {
-		w := s.Workspaces[j.Tenant+"/"+j.Workspace]
-		return w != nil && u.used[w.Ref()]+demand(j) <= w.Guaranteed*unit
+	// Keys are computed once per job, not in every comparison.
+	type key struct {
+		j      *domain.Job
+		wprio  int
+		within bool
+		share  float64
 	}
-	share := func(j *domain.Job) float64 {
-		w := s.Workspaces[j.Tenant+"/"+j.Workspace]
-		if w == nil || w.Weight <= 0 {
-			return 0
-		}
-		return u.decayed[w.Ref()] / float64(w.Weight)
-	}
-	wprio := func(j *domain.Job) int {
+	ks := make([]key, len(jobs))
+	for i, j := range jobs {
+		k := key{j: j}
 		if w := s.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {
-			return w.Priority
+			ref := w.Ref()
+			k.wprio = w.Priority
+			k.within = u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
+			if w.Weight > 0 {
+				k.share = u.decayedOf(ref) / float64(w.Weight)
+			}
 		}
-		return 0
+		ks[i] = k
 	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		ja, jb := jobs[a], jobs[b]
-		if pa, pb := wprio(ja), wprio(jb); pa != pb {
-			return pa > pb
+	slices.SortStableFunc(ks, func(ka, kb key) int {
+		if c := cmp.Compare(kb.wprio, ka.wprio); c != 0 {
+			return c
 		}
-		if ja.Priority != jb.Priority {
-			return ja.Priority > jb.Priority
+		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
+			return c
 		}
-		if wa, wb := within(ja), within(jb); wa != wb {
-			return wa
+		if ka.within != kb.within {
+			if ka.within {
+				return -1
+			}
+			return 1
 		}
-		if sa, sb := share(ja), share(jb); sa != sb {
-			return sa < sb
+		if c := cmp.Compare(ka.share, kb.share); c != 0 {
+			return c
 		}
-		return ja.ID < jb.ID
+		return cmp.Compare(ka.j.ID, kb.j.ID)
 	})
+	for i := range ks {
+		jobs[i] = ks[i].j
+	}
 }
 
 // quota checks that admitting j overcommits nothing: the workspace stays
@@ -193,7 +203,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 // workspace's protected (idle, not lendable) guarantee.
 func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
 	need := demand(j)
-	used := u.used[w.Ref()]
+	used := u.usedOf(w.Ref())
 	if limit := (w.Guaranteed + w.BorrowLimit) * unit; used+need > limit {
 		return domain.Reason{Code: ReasonWorkspaceQuota, Message: fmt.Sprintf(
 			"workspace %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
@@ -201,14 +211,14 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 	}
 	tenant := s.Tenants[j.Tenant]
 	if tenant != nil && tenant.Quota != nil {
-		tUsed := u.tenantUsed[j.Tenant]
+		tUsed := u.tenantUsedOf(j.Tenant)
 		if limit := (tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit) * unit; tUsed+need > limit {
 			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
 				"tenant %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
 				j.Tenant, gpus(tUsed), gpus(need), gpus(limit), tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, gpus(tUsed+need-limit))}, false
 		}
 	}
-	protected := u.protectedFrom(s, w)
+	protected := u.protectedFrom(w)
 	free := c.total - u.usedTotal
 	if need > free {
 		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %s GPUs; %s of the cluster's %s are free", gpus(need), gpus(free), gpus(c.total))}, false
@@ -225,7 +235,7 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 // commit marks a placement's GPUs busy in the working view.
 func (c *cluster) commit(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	for _, p := range pl {
-		v := c.byName[p.Server]
+		v := c.server(p.Server)
 		v.take(p, j.Tenant)
 		c.hold(v, j.Tenant, t)
 	}

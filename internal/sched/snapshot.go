@@ -2,7 +2,7 @@ package sched
 
 import (
 	"fmt"
-	"math"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -118,13 +118,15 @@ type server struct {
 	// mig[i] holds the MIG instances on GPU i; share[i] the units of
 	// time-sliced shares on it and shareTenant[i] their tenant (shares
 	// never mix tenants on a GPU).
-	mig         [][]mig.Instance
-	share       []int
-	shareTenant []string
+	// They are maps, nil until used: most servers hold whole GPUs only, and
+	// per-GPU slices for every server were most of a cycle's allocation.
+	mig         map[int][]mig.Instance
+	share       map[int]int
+	shareTenant map[int]string
 	nfree       int
 	idx         int // position in cluster.servers
 	// tenants holding GPUs here, and whether any of them is server-isolated.
-	holders   map[string]bool
+	holders   []string
 	exclusive string // a server-isolated tenant holding it, "" if none
 }
 
@@ -136,9 +138,15 @@ func (v *server) take(p domain.Placement, tenant string) {
 		}
 		switch {
 		case p.Share > 0:
+			if v.share == nil {
+				v.share, v.shareTenant = map[int]int{}, map[int]string{}
+			}
 			v.share[g] += domain.ShareUnits(p.Share)
 			v.shareTenant[g] = tenant
 		case len(p.MIG) > 0:
+			if v.mig == nil {
+				v.mig = map[int][]mig.Instance{}
+			}
 			for _, sl := range p.MIG {
 				if sl.GPU == g {
 					v.mig[g] = append(v.mig[g], mig.Instance{Profile: sl.Profile, Start: sl.Start})
@@ -162,7 +170,8 @@ func (v *server) give(p domain.Placement) {
 		case p.Share > 0:
 			v.share[g] -= domain.ShareUnits(p.Share)
 			if v.share[g] <= 0 {
-				v.share[g], v.shareTenant[g] = 0, ""
+				delete(v.share, g)
+				delete(v.shareTenant, g)
 			}
 		case len(p.MIG) > 0:
 			var keep []mig.Instance
@@ -171,7 +180,11 @@ func (v *server) give(p domain.Placement) {
 					keep = append(keep, in)
 				}
 			}
-			v.mig[g] = keep
+			if len(keep) == 0 {
+				delete(v.mig, g)
+			} else {
+				v.mig[g] = keep
+			}
 		}
 		if !v.free[g] && len(v.mig[g]) == 0 && v.share[g] == 0 {
 			v.free[g] = true
@@ -189,8 +202,8 @@ func (v *server) usedUnits() int {
 			n += v.share[g]
 		case len(v.mig[g]) > 0:
 			for _, in := range v.mig[g] {
-				if p, err := migProfile(v.s.GPUModel, in.Profile); err == nil {
-					n += p.GPUUnits()
+				if u, ok := mig.Units(v.s.GPUModel, in.Profile); ok {
+					n += u
 				}
 			}
 		case !v.free[g]:
@@ -203,30 +216,36 @@ func (v *server) usedUnits() int {
 func (v *server) clone() *server {
 	cp := *v
 	cp.free = append([]bool(nil), v.free...)
-	cp.mig = make([][]mig.Instance, len(v.mig))
-	for i, l := range v.mig {
-		cp.mig[i] = append([]mig.Instance(nil), l...)
+	if v.mig != nil {
+		cp.mig = make(map[int][]mig.Instance, len(v.mig))
+		for g, l := range v.mig {
+			cp.mig[g] = append([]mig.Instance(nil), l...)
+		}
 	}
-	cp.share = append([]int(nil), v.share...)
-	cp.shareTenant = append([]string(nil), v.shareTenant...)
-	cp.holders = make(map[string]bool, len(v.holders))
-	for k := range v.holders {
-		cp.holders[k] = true
-	}
+	cp.share = maps.Clone(v.share)
+	cp.shareTenant = maps.Clone(v.shareTenant)
+	cp.holders = append([]string(nil), v.holders...)
 	return &cp
 }
 
 // cluster is phase 1's result.
 type cluster struct {
 	servers []*server // in topology order
-	byName  map[string]*server
+	byName  map[string]int // server name -> index, from Static
 	// total counts the GPUs jobs may use: all GPUs of schedulable servers,
 	// and the busy ones of the others (free GPUs of a cordoned server are
 	// no capacity).
 	total int
 	nodes map[string]domain.NodeCondition
-	// cow marks a shallow what-if view (see shallow).
-	cow bool
+	// cow marks a shallow what-if view (see shallow); cloned marks the
+	// servers it has copied.
+	cow    bool
+	cloned map[int]bool
+	// sizes caches largestServer; shared with what-if views.
+	sizes map[string]int
+	// cands and fit are placeGang's reused buffers; what-if views share
+	// them (one check runs at a time).
+	cands, fit []*server
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
@@ -235,6 +254,7 @@ type cluster struct {
 type Static struct {
 	topo    *domain.Topology
 	servers []static
+	byName  map[string]int
 }
 
 // static is one server's fixed facts.
@@ -245,14 +265,24 @@ type static struct {
 	stripe int
 	domain string // NVLink domain
 	// Packing group keys, built once: they are compared for every gang.
-	domainKey, stripeKey string
+	// Packing group ids (dense per Static), compared for every gang.
+	domainID, stripeID, fabricID int
 	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
 	leafOf []string
 }
 
 // NewStatic indexes a topology for the scheduler.
 func NewStatic(t *domain.Topology) *Static {
-	st := &Static{topo: t}
+	st := &Static{topo: t, byName: map[string]int{}}
+	groups := map[string]int{}
+	ids := func(key string) int {
+		id, ok := groups[key]
+		if !ok {
+			id = len(groups) + 1
+			groups[key] = id
+		}
+		return id
+	}
 	if t == nil {
 		return st
 	}
@@ -270,12 +300,13 @@ func NewStatic(t *domain.Topology) *Static {
 				}
 				fab := site.Name + "/" + f.Name
 				x := static{s: srv, site: site.Name, fabric: fab, stripe: srv.Stripe, domain: d,
-					domainKey: fab + "|" + d, stripeKey: fmt.Sprintf("%s|%d", fab, srv.Stripe), leafOf: make([]string, srv.GPUs)}
+					domainID: ids(fab + "|" + d), stripeID: ids(fmt.Sprintf("%s|%d", fab, srv.Stripe)), fabricID: ids(fab), leafOf: make([]string, srv.GPUs)}
 				for _, nic := range srv.NICs {
 					if nic.GPU >= 0 && nic.GPU < srv.GPUs && x.leafOf[nic.GPU] == "" {
 						x.leafOf[nic.GPU] = leafOf[[2]string{srv.Name, nic.Name}]
 					}
 				}
+				st.byName[srv.Name] = len(st.servers)
 				st.servers = append(st.servers, x)
 			}
 		}
@@ -284,37 +315,36 @@ func NewStatic(t *domain.Topology) *Static {
 }
 
 func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{byName: map[string]*server{}, nodes: s.Nodes}
+	c := &cluster{nodes: s.Nodes, sizes: map[string]int{}}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
 	}
+	c.byName = st.byName
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs
 	}
 	// One backing array per field for the whole cluster: a few allocations
 	// instead of several per server.
-	free, migs, share, sharer := make([]bool, gpus), make([][]mig.Instance, gpus), make([]int, gpus), make([]string, gpus)
+	free := make([]bool, gpus)
 	views := make([]server, len(st.servers))
 	c.servers = make([]*server, len(st.servers))
 	off := 0
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
-		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], mig: migs[off : off+n : off+n],
-			share: share[off : off+n : off+n], shareTenant: sharer[off : off+n : off+n], nfree: n}
+		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n}
 		for g := range v.free {
 			v.free[g] = true
 		}
 		off += n
 		v.idx = i
 		c.servers[i] = v
-		c.byName[v.s.Name] = v
 	}
 	for _, j := range s.Jobs {
 		for _, p := range j.Placement {
-			v := c.byName[p.Server]
+			v := c.server(p.Server)
 			if v == nil {
 				continue // the state machine refuses removing busy servers; be safe anyway
 			}
@@ -332,154 +362,46 @@ func buildCluster(s *Snapshot) *cluster {
 	return c
 }
 
-// shallow returns a copy-on-write view of the cluster for what-if checks:
+// server is the working view of the named server, nil if unknown.
+func (c *cluster) server(name string) *server {
+	if i, ok := c.byName[name]; ok {
+		return c.servers[i]
+	}
+	return nil
+}
+
+// shallow returns a copy-on-write view (its server list in buf, reused) of the cluster for what-if checks:
 // servers are shared until release changes one, which is then cloned. The
 // view must only be read (place) and released into, never committed to.
-func (c *cluster) shallow() *cluster {
-	return &cluster{servers: append([]*server(nil), c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true}
+func (c *cluster) shallow(buf []*server) *cluster {
+	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, sizes: c.sizes, cands: c.cands, fit: c.fit}
 }
 
 // release frees a job's GPUs in the working view and recomputes who holds
 // the servers it leaves.
-func (c *cluster) release(j *domain.Job, holders func(server string) (map[string]bool, string)) {
+func (c *cluster) release(j *domain.Job, holders func(server string) ([]string, string)) {
 	for _, p := range j.Placement {
-		v := c.byName[p.Server]
-		if v == nil {
+		i, ok := c.byName[p.Server]
+		if !ok {
 			continue
 		}
-		if c.cow {
-			if c.servers[v.idx] == v {
-				c.servers[v.idx] = v.clone()
-			}
-			v = c.servers[v.idx]
+		if c.cow && !c.cloned[i] {
+			c.servers[i] = c.servers[i].clone()
+			c.cloned[i] = true
 		}
+		v := c.servers[i]
 		v.give(p)
 		v.holders, v.exclusive = holders(p.Server)
 	}
 }
 
 func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {
-	if v.holders == nil {
-		v.holders = map[string]bool{}
+	if !slices.Contains(v.holders, tenant) {
+		v.holders = append(v.holders, tenant)
 	}
-	v.holders[tenant] = true
 	if t != nil && t.Isolation == domain.IsolationServer {
 		v.exclusive = tenant
 	}
-}
-
-// usage is phase 2's result: capacity held per workspace and tenant.
-type usage struct {
-	used       map[string]int // by workspace ref
-	tenantUsed map[string]int // by tenant
-	usedTotal  int
-	guaranteed int
-	// ws lists the workspaces sorted by ref, once per cycle.
-	ws []*domain.Workspace
-	// decayed is each workspace's time-decayed usage in GPU-seconds: the
-	// fair-share measure among borrowers.
-	decayed map[string]float64
-}
-
-// add records n units more (or less) held by a workspace.
-func (u *usage) add(tenant, ref string, n int) {
-	u.used[ref] += n
-	u.tenantUsed[tenant] += n
-	u.usedTotal += n
-}
-
-func (u *usage) clone() *usage {
-	cp := *u
-	cp.used = make(map[string]int, len(u.used))
-	for k, n := range u.used {
-		cp.used[k] = n
-	}
-	cp.tenantUsed = make(map[string]int, len(u.tenantUsed))
-	for k, n := range u.tenantUsed {
-		cp.tenantUsed[k] = n
-	}
-	return &cp
-}
-
-// decayedUsage is amount x the integral over [start, end] of 2^-(now-t)/h.
-func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float64 {
-	if !end.After(start) {
-		return 0
-	}
-	hs := h.Seconds()
-	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / hs) }
-	return float64(amount) * hs / math.Ln2 * (w(end) - w(start))
-}
-
-func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
-	u.decayed = map[string]float64{}
-	add := func(j *domain.Job, units int) {
-		if j.PlacedAt == nil {
-			return
-		}
-		end := now
-		if j.EndedAt != nil {
-			end = *j.EndedAt
-		}
-		u.decayed[j.Tenant+"/"+j.Workspace] += decayedUsage(units, *j.PlacedAt, end, now, h) / unit
-	}
-	for _, j := range s.Jobs {
-		add(j, held(j))
-	}
-	for _, j := range s.History {
-		add(j, demand(j))
-	}
-}
-
-func buildUsage(s *Snapshot) *usage {
-	u := &usage{used: map[string]int{}, tenantUsed: map[string]int{}, ws: sortedWorkspaces(s)}
-	for _, j := range s.Jobs {
-		if len(j.Placement) > 0 {
-			u.add(j.Tenant, j.Tenant+"/"+j.Workspace, held(j))
-		}
-	}
-	for _, w := range u.ws {
-		u.guaranteed += w.Guaranteed * unit
-	}
-	return u
-}
-
-// protected is the idle guarantee of w that others may not borrow.
-func (u *usage) protected(w *domain.Workspace) int {
-	idle := w.Guaranteed*unit - u.used[w.Ref()]
-	return max(0, idle-w.LendLimit*unit)
-}
-
-// protectedFrom counts the GPUs a job of workspace w may not take: the
-// protected idle guarantees of the other workspaces of its tenant, and of
-// every other tenant the larger of its workspaces' and (with a tenant
-// quota) the tenant's own: a tenant lends other tenants at most its
-// lendLimit, whatever its workspaces would lend.
-func (u *usage) protectedFrom(s *Snapshot, w *domain.Workspace) int {
-	byTenant := map[string]int{}
-	own := 0
-	for _, o := range u.ws {
-		switch {
-		case o == w || (o.Tenant == w.Tenant && o.Name == w.Name):
-		case o.Tenant == w.Tenant:
-			own += u.protected(o)
-		default:
-			byTenant[o.Tenant] += u.protected(o)
-		}
-	}
-	total := own
-	for name, t := range s.Tenants {
-		if name == w.Tenant {
-			continue
-		}
-		p := byTenant[name]
-		if t.Quota != nil {
-			idle := t.Quota.Guaranteed*unit - u.tenantUsed[name]
-			p = max(p, idle-t.Quota.LendLimit*unit)
-		}
-		total += max(0, p)
-	}
-	return total
 }
 
 func sortedWorkspaces(s *Snapshot) []*domain.Workspace {

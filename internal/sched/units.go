@@ -20,6 +20,9 @@ func Demand(j *domain.JobSpec) (int, error) {
 	case j.Share > 0:
 		return domain.ShareUnits(j.Share), nil
 	case j.MIGProfile != "":
+		if u, ok := mig.Units(j.GPUModel, j.MIGProfile); ok {
+			return j.MIGCount * u, nil
+		}
 		p, err := migProfile(j.GPUModel, j.MIGProfile)
 		if err != nil {
 			return 0, err
@@ -57,8 +60,8 @@ func held(j *domain.Job) int {
 			n += domain.ShareUnits(p.Share)
 		case len(p.MIG) > 0:
 			for _, s := range p.MIG {
-				if pr, err := migProfile("", s.Profile); err == nil {
-					n += pr.GPUUnits()
+				if u, ok := mig.Units("", s.Profile); ok {
+					n += u
 				}
 			}
 		default:

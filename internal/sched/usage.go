@@ -1,0 +1,222 @@
+package sched
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// usage is phase 2's result: capacity held per workspace and tenant.
+//
+// Workspaces and tenants are numbered once per cycle and their figures kept
+// in slices: a what-if check (fitsWithout) clones the usage many times per
+// cycle, and the protected capacity a job may not take is kept up to date on
+// every change instead of summed over all workspaces for every job.
+type usage struct {
+	ix *usageIndex // shared by clones: never changed after buildUsage
+
+	used      []int // by workspace index
+	prot      []int // protected (idle, not lendable) guarantee, by workspace
+	tUsed     []int // by tenant index
+	tProtWs   []int // sum of prot over the tenant's workspaces
+	tProt     []int // what the tenant withholds from other tenants (>= 0)
+	protTotal int   // sum of tProt
+	usedTotal int
+	// decayed is each workspace's time-decayed usage in GPU-seconds: the
+	// fair-share measure among borrowers.
+	decayed []float64
+}
+
+// usageIndex numbers the workspaces (sorted by ref) and tenants.
+type usageIndex struct {
+	ws       []*domain.Workspace
+	wsTenant []int // tenant index of each workspace, -1 when unknown
+	byRef    map[string]int
+	tenants  []*domain.Tenant // nil entries for workspaces' tenants not in the snapshot
+	byTenant map[string]int
+}
+
+func buildUsage(s *Snapshot) *usage {
+	ix := &usageIndex{ws: sortedWorkspaces(s), byRef: map[string]int{}, byTenant: map[string]int{}}
+	names := make([]string, 0, len(s.Tenants))
+	for n := range s.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ix.byTenant[n] = len(ix.tenants)
+		ix.tenants = append(ix.tenants, s.Tenants[n])
+	}
+	ix.wsTenant = make([]int, len(ix.ws))
+	for i, w := range ix.ws {
+		ix.byRef[w.Ref()] = i
+		t, ok := ix.byTenant[w.Tenant]
+		if !ok {
+			t = -1
+		}
+		ix.wsTenant[i] = t
+	}
+	u := &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
+		tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
+		decayed: make([]float64, len(ix.ws))}
+	for _, j := range s.Jobs {
+		if len(j.Placement) > 0 {
+			u.addRaw(j.Tenant, j.Tenant+"/"+j.Workspace, held(j))
+		}
+	}
+	for i := range ix.ws {
+		u.prot[i] = u.protectedAt(i)
+		if t := ix.wsTenant[i]; t >= 0 {
+			u.tProtWs[t] += u.prot[i]
+		}
+	}
+	for t := range ix.tenants {
+		u.tProt[t] = u.tenantWithheld(t)
+		u.protTotal += u.tProt[t]
+	}
+	return u
+}
+
+// usedOf is what workspace ref holds, in units.
+func (u *usage) usedOf(ref string) int {
+	if i, ok := u.ix.byRef[ref]; ok {
+		return u.used[i]
+	}
+	return 0
+}
+
+// tenantUsedOf is what tenant holds, in units.
+func (u *usage) tenantUsedOf(tenant string) int {
+	if t, ok := u.ix.byTenant[tenant]; ok {
+		return u.tUsed[t]
+	}
+	return 0
+}
+
+// decayedOf is workspace ref's time-decayed usage.
+func (u *usage) decayedOf(ref string) float64 {
+	if i, ok := u.ix.byRef[ref]; ok {
+		return u.decayed[i]
+	}
+	return 0
+}
+
+// addRaw changes the held figures only (buildUsage computes protection once
+// after them).
+func (u *usage) addRaw(tenant, ref string, n int) {
+	if i, ok := u.ix.byRef[ref]; ok {
+		u.used[i] += n
+	}
+	if t, ok := u.ix.byTenant[tenant]; ok {
+		u.tUsed[t] += n
+	}
+	u.usedTotal += n
+}
+
+// add records n units more (or less) held by a workspace, and updates what
+// it and its tenant protect.
+func (u *usage) add(tenant, ref string, n int) {
+	u.addRaw(tenant, ref, n)
+	i, ok := u.ix.byRef[ref]
+	if !ok {
+		return
+	}
+	p := u.protectedAt(i)
+	t := u.ix.wsTenant[i]
+	if t >= 0 {
+		u.tProtWs[t] += p - u.prot[i]
+	}
+	u.prot[i] = p
+	if t, ok := u.ix.byTenant[tenant]; ok {
+		w := u.tenantWithheld(t)
+		u.protTotal += w - u.tProt[t]
+		u.tProt[t] = w
+	}
+}
+
+// protectedAt is the idle guarantee of workspace i that others may not
+// borrow.
+func (u *usage) protectedAt(i int) int {
+	w := u.ix.ws[i]
+	idle := w.Guaranteed*unit - u.used[i]
+	return max(0, idle-w.LendLimit*unit)
+}
+
+// tenantWithheld is what tenant t withholds from other tenants: its
+// workspaces' protected guarantees, or (with a tenant quota) the tenant's
+// own idle guarantee beyond its lendLimit when that is larger.
+func (u *usage) tenantWithheld(t int) int {
+	p := u.tProtWs[t]
+	if q := u.ix.tenants[t].Quota; q != nil {
+		p = max(p, q.Guaranteed*unit-u.tUsed[t]-q.LendLimit*unit)
+	}
+	return max(0, p)
+}
+
+func (u *usage) clone() *usage {
+	cp := *u
+	cp.used = append([]int(nil), u.used...)
+	cp.prot = append([]int(nil), u.prot...)
+	cp.tUsed = append([]int(nil), u.tUsed...)
+	cp.tProtWs = append([]int(nil), u.tProtWs...)
+	cp.tProt = append([]int(nil), u.tProt...)
+	return &cp
+}
+
+// protected is the idle guarantee of w that others may not borrow.
+func (u *usage) protected(w *domain.Workspace) int {
+	if i, ok := u.ix.byRef[w.Ref()]; ok {
+		return u.prot[i]
+	}
+	return 0
+}
+
+// protectedFrom counts the GPUs a job of workspace w may not take: the
+// protected idle guarantees of the other workspaces of its tenant, and of
+// every other tenant the larger of its workspaces' and (with a tenant
+// quota) the tenant's own: a tenant lends other tenants at most its
+// lendLimit, whatever its workspaces would lend.
+func (u *usage) protectedFrom(w *domain.Workspace) int {
+	total := u.protTotal
+	i, known := u.ix.byRef[w.Ref()]
+	if t, ok := u.ix.byTenant[w.Tenant]; ok {
+		total += u.tProtWs[t] - u.tProt[t]
+		if known {
+			total -= u.prot[i]
+		}
+	}
+	return total
+}
+
+// decayedUsage is amount x the integral over [start, end] of 2^-(now-t)/h.
+func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float64 {
+	if !end.After(start) {
+		return 0
+	}
+	hs := h.Seconds()
+	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / hs) }
+	return float64(amount) * hs / math.Ln2 * (w(end) - w(start))
+}
+
+func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
+	add := func(j *domain.Job, units int) {
+		if j.PlacedAt == nil {
+			return
+		}
+		end := now
+		if j.EndedAt != nil {
+			end = *j.EndedAt
+		}
+		if i, ok := u.ix.byRef[j.Tenant+"/"+j.Workspace]; ok {
+			u.decayed[i] += decayedUsage(units, *j.PlacedAt, end, now, h) / unit
+		}
+	}
+	for _, j := range s.Jobs {
+		add(j, held(j))
+	}
+	for _, j := range s.History {
+		add(j, demand(j))
+	}
+}
