@@ -21,7 +21,7 @@ type cycle struct {
 	onServer map[string][]*domain.Job // jobs holding GPUs, by server; built on first use (reclaim)
 	// scratch backs what-if views (one at a time).
 	scratch []*server
-	freeing  map[uint64]freeing       // GPUs being freed, by the job they are freed for
+	freeing map[uint64]freeing // GPUs being freed, by the job they are freed for
 	// reclaims counts reclaim searches this cycle; reclaimFailed remembers
 	// shapes (per workspace) a search found no victims for.
 	reclaims      int

@@ -230,7 +230,7 @@ func (v *server) clone() *server {
 
 // cluster is phase 1's result.
 type cluster struct {
-	servers []*server // in topology order
+	servers []*server      // in topology order
 	byName  map[string]int // server name -> index, from Static
 	// total counts the GPUs jobs may use: all GPUs of schedulable servers,
 	// and the busy ones of the others (free GPUs of a cordoned server are
