@@ -26,6 +26,7 @@ type SchedResult struct {
 	Servers, GPUs, Tenants, Workspaces, Jobs int
 	Cycles                                   int     `json:"cycles"`
 	Placements                               int     `json:"placements"`
+	Preemptions                              int     `json:"preemptions"`
 	ScheduleSeconds                          float64 `json:"scheduleSeconds"` // time inside sched.Schedule
 	PlacementsPerSecond                      float64 `json:"placementsPerSecond"`
 	Gang64P50ms                              float64 `json:"gang64P50ms"`
@@ -111,14 +112,33 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		t0 := time.Now()
 		plan := sched.Schedule(s, now)
 		spent += time.Since(t0)
+		// Commit the plan as the state machine does: releases end
+		// allocations (a preempted job is requeued), preemptions start
+		// the grace period, placements start jobs.
 		placed := map[uint64][]domain.Placement{}
 		for _, p := range plan.Placements {
 			placed[p.JobID] = p.Placement
 		}
+		released := map[uint64]bool{}
+		for _, r := range plan.Releases {
+			released[r.JobID] = true
+		}
+		stopping := map[uint64]sched.Preemption{}
+		for _, p := range plan.Preemptions {
+			stopping[p.JobID] = p
+		}
 		res.Placements += len(plan.Placements)
+		res.Preemptions += len(plan.Preemptions)
 		pending := 0
 		var live []*domain.Job
 		for _, j := range s.Jobs {
+			if released[j.ID] {
+				j.State, j.Placement, j.PlacedAt, j.StopDeadline, j.PreemptedFor = domain.JobPending, nil, nil, nil, 0
+			}
+			if p, ok := stopping[j.ID]; ok {
+				d := p.Deadline
+				j.State, j.StopDeadline, j.PreemptedFor, j.BorrowNotBefore = domain.JobPreempting, &d, p.ForJob, p.BorrowBackoff
+			}
 			if pl, ok := placed[j.ID]; ok {
 				t := now
 				j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl, &t

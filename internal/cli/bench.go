@@ -82,7 +82,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			}
 			return g.emit(r, func(w io.Writer) {
 				fmt.Fprintf(w, "cluster: %d servers, %d GPUs, %d tenants, %d workspaces; %d pending jobs\n", r.Servers, r.GPUs, r.Tenants, r.Workspaces, r.Jobs)
-				fmt.Fprintf(w, "drained in %d cycles: %d placements in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
+				fmt.Fprintf(w, "drained in %d cycles: %d placements (%d preemptions) in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.Preemptions, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
 				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
 				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
 			})

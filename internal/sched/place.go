@@ -22,7 +22,7 @@ const (
 // isolation (a server-isolated tenant shares a server with no one; nobody
 // joins a server a server-isolated tenant holds).
 func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
-	if !v.staticEligible(j, t, c.nodes) {
+	if !c.statics.of(c, j, t).ok[v.idx] {
 		return false
 	}
 	if v.exclusive != "" && v.exclusive != j.Tenant {
@@ -30,12 +30,48 @@ func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
 	}
 	if t.Isolation == domain.IsolationServer {
 		for _, h := range v.holders {
-			if h != j.Tenant {
+			if h.tenant != j.Tenant {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// statics caches, per cycle, which servers a job may ever use (its model,
+// the tenant's sites, its minimum driver, schedulable) by what that depends
+// on; the last job asked is remembered, as place asks for every server.
+// Views of a cycle share it: none of these change within a cycle.
+type statics struct {
+	byKey map[string]*staticSet
+	lastJ *domain.Job
+	lastT *domain.Tenant
+	last  *staticSet
+}
+
+type staticSet struct {
+	ok   []bool // by server index
+	size int    // GPUs of the largest such server
+}
+
+func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
+	if j == m.lastJ && t == m.lastT && m.last != nil {
+		return m.last
+	}
+	key := j.GPUModel + "|" + j.MinDriver + "|" + strings.Join(t.Sites, ",")
+	set, ok := m.byKey[key]
+	if !ok {
+		set = &staticSet{ok: make([]bool, len(c.servers))}
+		for i, v := range c.servers {
+			if v.staticEligible(j, t, c.nodes) {
+				set.ok[i] = true
+				set.size = max(set.size, len(v.free))
+			}
+		}
+		m.byKey[key] = set
+	}
+	m.lastJ, m.lastT, m.last = j, t, set
+	return set
 }
 
 // staticEligible is eligible without who holds the server now.
@@ -281,36 +317,19 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	if !ok {
 		return nil, "", domain.Reason{Code: ReasonNoInventory, Message: fmt.Sprintf("%d GPUs per node do not fit the largest eligible server (%d %s)", j.GPUsPerNode, size, model)}
 	}
-	// Only servers with enough free GPUs are candidates; the cheap count
-	// check goes before the eligibility rules.
-	cands := c.cands[:0]
-	for _, v := range c.servers {
-		if v.nfree >= per && c.eligible(v, j, t) {
-			cands = append(cands, v)
-		}
-	}
-	c.cands = cands // reused by the next call: nothing returned aliases it
-	if len(cands) == 0 {
-		var all []*server
-		for _, v := range c.servers {
-			if c.eligible(v, j, t) {
-				all = append(all, v)
-			}
-		}
-		if len(all) == 0 {
-			return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
-		}
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
-	}
 	sets := indexSets(size, per)
 	best := (*choice)(nil)
+	// Only servers with enough free GPUs are candidates; the cheap count
+	// checks go before the eligibility rules.
+	cands := c.cands[:0]
 	if nodes == 1 {
 		// One server: the fullest that has a fitting set (best fit), in
-		// topology order among equals; no grouping needed.
+		// topology order among equals; no grouping needed, and a server no
+		// fuller than the best so far needs no eligibility check.
 		var bv *server
 		var bset []int
-		for _, v := range cands {
-			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) {
+		for _, v := range c.servers {
+			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) || !c.eligible(v, j, t) {
 				continue
 			}
 			for _, set := range sets {
@@ -323,6 +342,29 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		if bv != nil {
 			best = &choice{servers: []*server{bv}, level: LevelServer, set: bset}
 		}
+	}
+	if nodes > 1 {
+		for _, v := range c.servers {
+			if v.nfree >= per && c.eligible(v, j, t) {
+				cands = append(cands, v)
+			}
+		}
+	}
+	c.cands = cands // reused by the next call: nothing returned aliases it
+	if best == nil && len(cands) == 0 {
+		if c.cow {
+			return nil, "", domain.Reason{Code: ReasonCapacity} // what-if views need no explanation
+		}
+		var all []*server
+		for _, v := range c.servers {
+			if c.eligible(v, j, t) {
+				all = append(all, v)
+			}
+		}
+		if len(all) == 0 {
+			return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
+		}
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
 	}
 	for _, set := range sets {
 		if nodes == 1 {
@@ -341,6 +383,9 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		}
 	}
 	if best == nil {
+		if c.cow {
+			return nil, "", domain.Reason{Code: ReasonCapacity}
+		}
 		var all []*server
 		for _, v := range c.servers {
 			if c.eligible(v, j, t) {
@@ -367,21 +412,8 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 
 // largestServer is the most GPUs a server the job may ever use has: its
 // model, the tenant's sites, the job's minimum driver, and schedulable.
-// Cached per cycle by what it depends on (cow views share the cache: none
-// of these change within a cycle).
 func (c *cluster) largestServer(j *domain.Job, t *domain.Tenant) int {
-	key := j.GPUModel + "|" + j.MinDriver + "|" + strings.Join(t.Sites, ",")
-	if n, ok := c.sizes[key]; ok {
-		return n
-	}
-	n := 0
-	for _, v := range c.servers {
-		if v.staticEligible(j, t, c.nodes) {
-			n = max(n, len(v.free))
-		}
-	}
-	c.sizes[key] = n
-	return n
+	return c.statics.of(c, j, t).size
 }
 
 // maxRank is the loosest packing rank a required topology level accepts

@@ -28,22 +28,33 @@ import (
 // maxReclaimSearches bounds the reclaim searches of one cycle, so a deep
 // queue of guaranteed demand cannot make a cycle slow; the next cycles take
 // the rest, in queue order.
-const maxReclaimSearches = 32
+const maxReclaimSearches = 256
 
 // maxPruneChecks bounds the one-by-one pruning of a victim set.
 const maxPruneChecks = 32
 
-// victimRule says whether v may be preempted for j, and why not.
-type victimRule func(j, v *domain.Job) bool
-
 func (st *cycle) reclaim(j *domain.Job) bool {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
-	// GPUs already being freed for this job: wait for them, take no more.
-	if f := st.freeing[j.ID]; f.units > 0 {
-		st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
-			"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}
-		return true
+	t := st.s.Tenants[j.Tenant]
+	st.futureView()
+	withinGuarantee := st.fu.usedOf(ref)+demand(j) <= w.Guaranteed*unit
+	// GPUs already being freed (for this job, or left over by the victims
+	// of other reclaims) may be enough once they stop: reserve them in the
+	// future view and take no more. Only a job entitled to reclaim may
+	// reserve; a borrowing job waits for free GPUs like any other.
+	// (The future view differs from now only by reservations, which take
+	// GPUs, until something is released into it.)
+	if f := st.freeing[j.ID]; st.futureFreed && (withinGuarantee || f.units > 0) {
+		if pl := st.fitsWithout(j, nil); pl != nil {
+			st.reserve(j, t, pl)
+			msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.futureBy.UTC().Format(time.RFC3339))
+			if f.units > 0 {
+				msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
+			}
+			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: msg}
+			return true
+		}
 	}
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
@@ -53,35 +64,43 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		return false
 	}
 	st.reclaims++
-	withinGuarantee := st.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
-	var kind string
-	var rule victimRule
-	switch {
-	case withinGuarantee:
+	kind := "priority"
+	if withinGuarantee {
 		kind = "reclaim"
-		rule = func(j, v *domain.Job) bool {
-			vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-			return vw != nil && vw.Ref() != ref && st.u.usedOf(vw.Ref()) > vw.Guaranteed*unit
-		}
-	default:
-		kind = "priority"
-		rule = func(j, v *domain.Job) bool {
-			return v.Tenant == j.Tenant && v.Workspace == j.Workspace && v.Priority < j.Priority
-		}
+	}
+	// Reclaim needs another workspace above its guarantee (once the jobs
+	// told to stop have stopped): checked per workspace before any job.
+	if kind == "reclaim" && !st.fu.anyAbove(ref) {
+		st.reclaimFailed[failKey] = true
+		return false
 	}
 	// Candidates in preemption order: the running jobs sorted once per
 	// cycle by cost (fewest GPU-hours lost, then lowest priority, then
-	// newest), filtered here by the rule. A victim whose workspace stays at
-	// or above its guarantee without it costs only its own work; one whose
-	// gang straddles the guarantee also takes guaranteed GPUs from its
-	// workspace: such victims go last (a stable partition keeps the order).
-	var cands, last []*domain.Job
-	for _, v := range st.victimOrder() {
-		if st.victim[v.ID] || !rule(j, v) || st.young(v) {
+	// newest), filtered here:
+	//   - reclaim: jobs of other workspaces above their guarantee;
+	//   - priority: lower-priority jobs of the job's own workspace.
+	// A victim whose workspace stays at or above its guarantee without it
+	// costs only its own work; one whose gang straddles the guarantee also
+	// takes guaranteed GPUs from its workspace: such victims go last (a
+	// stable partition keeps the order).
+	own := st.fu.index(ref)
+	pool := st.victimOrder()
+	if kind == "priority" {
+		pool = st.victimsIn(own)
+	}
+	var cands, last []victim
+	for _, v := range pool {
+		if v.wi < 0 || v.young || st.victim[v.ID] {
 			continue
 		}
-		vw := st.s.Workspaces[v.Tenant+"/"+v.Workspace]
-		if vw != nil && st.u.usedOf(vw.Ref())-held(v) < vw.Guaranteed*unit {
+		used, g := st.fu.used[v.wi], st.fu.ix.ws[v.wi].Guaranteed*unit
+		if kind == "reclaim" && (v.wi == own || used <= g) {
+			continue
+		}
+		if kind == "priority" && v.Priority >= j.Priority {
+			continue
+		}
+		if used-v.held < g {
 			last = append(last, v)
 		} else {
 			cands = append(cands, v)
@@ -94,62 +113,113 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	}
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
-	avail := st.c.total - st.u.usedTotal - st.u.protectedFrom(w)
+	avail := st.future.total - st.fu.usedTotal - st.fu.protectedFrom(w)
 	shortfall := demand(j) - max(0, avail)
-	freedSoFar, checkAt := 0, 0
+	// Take allowed victims in order until the job can be placed: reclaim
+	// takes only what a workspace borrowed, so once the victims before
+	// bring it back to its guarantee, its other jobs stay. One what-if view
+	// grows with the victims; a placement check walks the whole cluster, so
+	// past the shortfall it runs at doubling set sizes (1, 2, 4... victims
+	// more), not at every victim, and pruning below takes the set back to
+	// what is needed.
+	// Victims enter the view only when a check is due: a search that never
+	// reaches the shortfall costs no view at all.
+	var view *whatIf
+	dropped := 0
+	var pl []domain.Placement
 	var chosen []*domain.Job
 	found := false
-	left := map[string]int{} // usage of victims' workspaces once the chosen stop
-	for _, v := range cands {
-		vref := v.Tenant + "/" + v.Workspace
-		if _, ok := left[vref]; !ok {
-			left[vref] = st.u.usedOf(vref)
+	check := func(chosen []*domain.Job) bool {
+		if view == nil {
+			view = st.whatIf(nil)
 		}
-		// Reclaim takes only what a workspace borrowed: once the chosen
-		// victims bring it back to its guarantee, its other jobs stay.
-		if vw := st.s.Workspaces[vref]; kind == "reclaim" && left[vref] <= vw.Guaranteed*unit {
+		for ; dropped < len(chosen); dropped++ {
+			view.drop(chosen[dropped])
+		}
+		pl = view.fits(st, j)
+		return pl != nil
+	}
+	left := map[int]int{} // usage of victims' workspaces once the chosen stop
+	freedSoFar, checkAt := 0, 0
+	for _, v := range cands {
+		if _, ok := left[v.wi]; !ok {
+			left[v.wi] = st.fu.used[v.wi]
+		}
+		if kind == "reclaim" && left[v.wi] <= st.fu.ix.ws[v.wi].Guaranteed*unit {
 			continue
 		}
-		left[vref] -= held(v)
-		chosen = append(chosen, v)
-		freedSoFar += held(v)
-		// A placement check walks the whole cluster: past the shortfall,
-		// check at doubling set sizes (1, 2, 4... victims more), not at every
-		// victim; pruning below takes the set back to what is needed.
+		left[v.wi] -= v.held
+		chosen = append(chosen, v.Job)
+		freedSoFar += v.held
 		if freedSoFar >= shortfall && (checkAt == 0 || len(chosen) >= checkAt) {
-			if st.fitsWithout(j, chosen) {
+			if check(chosen) {
 				found = true
 				break
 			}
 			checkAt = 2*len(chosen) + 1
 		}
 	}
-	if !found && len(chosen) > 0 && checkAt != 0 && len(chosen) < checkAt && st.fitsWithout(j, chosen) {
+	if !found && len(chosen) > 0 && checkAt > 0 && len(chosen) < checkAt && check(chosen) {
 		found = true // the last candidates, between two checks
 	}
 	if !found {
 		st.reclaimFailed[failKey] = true
 		return false
 	}
-	// Drop victims the placement does not need, the costliest first (a
-	// bounded number of checks: a large set is first halved while it holds).
+	// First keep only the victims on the servers the placement uses (one
+	// check where one-by-one pruning of a set grown cheapest-first across
+	// the cluster would take many).
+	{
+		on := map[string]bool{}
+		for _, p := range pl {
+			on[p.Server] = true
+		}
+		var keep []*domain.Job
+		for _, v := range chosen {
+			if slices.ContainsFunc(v.Placement, func(p domain.Placement) bool { return on[p.Server] }) {
+				keep = append(keep, v)
+			}
+		}
+		if len(keep) > 0 && len(keep) < len(chosen) && st.fitsWithout(j, keep) != nil {
+			chosen = keep
+		}
+	}
+	// A set that frees less than the shortfall cannot work: such trials
+	// are skipped without a placement check.
+	sum := func(vs []*domain.Job) int {
+		n := 0
+		for _, v := range vs {
+			n += held(v)
+		}
+		return n
+	}
 	for len(chosen) > 1 {
 		half := chosen[:len(chosen)/2]
-		if !st.fitsWithout(j, half) {
+		if sum(half) < shortfall || st.fitsWithout(j, half) == nil {
 			break
 		}
 		chosen = half
 	}
-	for i, checks := len(chosen)-1, 0; i >= 0 && checks < maxPruneChecks; i, checks = i-1, checks+1 {
+	total := sum(chosen)
+	for i, checks := len(chosen)-1, 0; i >= 0 && checks < maxPruneChecks; i-- {
+		if len(chosen) == 1 || total-held(chosen[i]) < shortfall {
+			continue
+		}
+		checks++
 		trial := append(append([]*domain.Job(nil), chosen[:i]...), chosen[i+1:]...)
-		if len(trial) > 0 && st.fitsWithout(j, trial) {
+		if st.fitsWithout(j, trial) != nil {
+			total -= held(chosen[i])
 			chosen = trial
 		}
 	}
+	pl = st.fitsWithout(j, chosen)
 	deadline := st.now.Add(st.policy.Grace)
 	freed := 0
 	for _, v := range chosen {
 		st.victim[v.ID] = true
+		st.futureFreed = true
+		st.future.release(v)
+		st.fu.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
 		if kind == "reclaim" {
@@ -163,90 +233,148 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		st.plan.Preemptions = append(st.plan.Preemptions, p)
 	}
+	if deadline.After(st.futureBy) {
+		st.futureBy = deadline
+	}
+	st.reserve(j, t, pl)
 	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
 		"%s: freeing %s GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, gpus(freed), len(chosen), deadline.UTC().Format(time.RFC3339))}
 	return true
 }
 
+// victim is a running job with what reclaim asks of it, computed once per
+// cycle.
+type victim struct {
+	*domain.Job
+	wi    int // workspace index in the usage, -1 if unknown
+	held  int
+	young bool
+	cost  float64
+}
+
 // victimOrder is the running jobs, cheapest to preempt first; built once
 // per cycle (costs depend on the cycle's time only).
-func (st *cycle) victimOrder() []*domain.Job {
+func (st *cycle) victimOrder() []victim {
 	if st.byCost != nil {
 		return st.byCost
 	}
 	type ranked struct {
-		v    *domain.Job
+		victim
 		cost float64
 	}
 	var rs []ranked
 	for _, v := range st.s.Jobs {
 		if v.State == domain.JobReady || v.State == domain.JobRunning {
-			rs = append(rs, ranked{v, st.cost(v)})
+			c := st.cost(v)
+			rs = append(rs, ranked{victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: c}, c})
 		}
 	}
 	slices.SortFunc(rs, func(ra, rb ranked) int {
 		if c := cmp.Compare(ra.cost, rb.cost); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ra.v.Priority, rb.v.Priority); c != 0 {
+		if c := cmp.Compare(ra.Priority, rb.Priority); c != 0 {
 			return c
 		}
-		return cmp.Compare(rb.v.ID, ra.v.ID)
+		return cmp.Compare(rb.ID, ra.ID)
 	})
-	st.byCost = make([]*domain.Job, len(rs))
+	st.byCost = make([]victim, len(rs))
 	for i := range rs {
-		st.byCost[i] = rs[i].v
+		st.byCost[i] = rs[i].victim
 	}
 	return st.byCost
 }
 
-// fitsWithout reports whether j passes quota and has a placement once the
-// victims' GPUs are free.
-func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) bool {
-	gone := map[uint64]bool{}
-	u := st.u.clone()
-	for _, v := range victims {
-		gone[v.ID] = true
-		n := held(v)
-		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -n)
+// victimsIn is victimOrder restricted to one workspace.
+func (st *cycle) victimsIn(wi int) []victim {
+	if st.byWorkspace == nil {
+		st.byWorkspace = map[int][]victim{}
+		for _, v := range st.victimOrder() {
+			st.byWorkspace[v.wi] = append(st.byWorkspace[v.wi], v)
+		}
 	}
-	c := st.c.shallow(st.scratch)
-	st.scratch = c.servers
-	for _, v := range victims {
-		c.release(v, func(server string) ([]string, string) { return st.holdersWithout(server, gone) })
-	}
-	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
-	if _, ok := quota(j, w, st.s, u, c); !ok {
-		return false
-	}
-	pl, _, _ := c.place(j, st.s.Tenants[j.Tenant])
-	return pl != nil
+	return st.byWorkspace[wi]
 }
 
-// holdersWithout recomputes who holds a server once the gone jobs left it.
-func (st *cycle) holdersWithout(server string, gone map[uint64]bool) ([]string, string) {
-	var h []string
-	excl := ""
-	if st.onServer == nil {
-		st.onServer = map[string][]*domain.Job{}
-		for _, j := range st.s.Jobs {
-			for _, p := range j.Placement {
-				st.onServer[p.Server] = append(st.onServer[p.Server], j)
+// futureView builds, once per cycle, the cluster and usage as they will be
+// once every job told to stop has stopped: reclaims are planned against it,
+// so a job served by GPUs already being freed takes no new victims, and two
+// reclaiming jobs never count on the same freed GPUs.
+func (st *cycle) futureView() {
+	if st.future != nil {
+		return
+	}
+	st.future, st.fu = st.c.shallow(nil), st.u.clone()
+	for _, v := range st.s.Jobs {
+		if v.State == domain.JobPreempting || st.victim[v.ID] {
+			st.futureFreed = true
+			st.future.release(v)
+			st.fu.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+			if v.StopDeadline != nil && v.StopDeadline.After(st.futureBy) {
+				st.futureBy = *v.StopDeadline
 			}
 		}
 	}
-	for _, o := range st.onServer[server] {
-		if gone[o.ID] {
-			continue
-		}
-		if !slices.Contains(h, o.Tenant) {
-			h = append(h, o.Tenant)
-		}
-		if t := st.s.Tenants[o.Tenant]; t != nil && t.Isolation == domain.IsolationServer {
-			excl = o.Tenant
-		}
+	if !st.futureBy.After(st.now) {
+		st.futureBy = st.now.Add(st.policy.Grace)
 	}
-	return h, excl
+}
+
+// reserve books j's placement in the future view.
+func (st *cycle) reserve(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
+	st.future.commit(j, t, pl)
+	st.fu.add(j.Tenant, j.Tenant+"/"+j.Workspace, demand(j))
+}
+
+// whatIf is the future view with some more jobs gone.
+type whatIf struct {
+	c *cluster
+	u *usage
+}
+
+// whatIf builds a view of the future without the victims. Views share the
+// cycle's scratch buffers: one is used at a time.
+func (st *cycle) whatIf(victims []*domain.Job) *whatIf {
+	c := st.future.shallow(st.scratch)
+	st.scratch = c.servers
+	clear(st.cloned)
+	c.cloned = st.cloned
+	w := &whatIf{c: c, u: st.fu.clone()}
+	for _, v := range victims {
+		w.drop(v)
+	}
+	return w
+}
+
+// drop removes a job from the view.
+func (w *whatIf) drop(v *domain.Job) {
+	w.c.release(v)
+	w.u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+}
+
+// fits returns j's placement in the view if quota and capacity allow one.
+func (w *whatIf) fits(st *cycle, j *domain.Job) []domain.Placement {
+	ws := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	if _, ok := quota(j, ws, st.s, w.u, w.c); !ok {
+		return nil
+	}
+	pl, _, _ := w.c.place(j, st.s.Tenants[j.Tenant])
+	return pl
+}
+
+// fitsWithout returns j's placement in the future view once the victims
+// have stopped too, if quota and capacity allow one (nil otherwise).
+func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) []domain.Placement {
+	// Quota first: it needs only the usage, not a view of the servers.
+	u := st.fu.clone()
+	for _, v := range victims {
+		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+	}
+	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	if _, ok := quota(j, w, st.s, u, st.future); !ok {
+		return nil
+	}
+	return st.whatIf(victims).fits(st, j)
 }
 
 // young: within its minimum runtime, a job may not be preempted.

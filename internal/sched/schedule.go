@@ -26,8 +26,17 @@ type cycle struct {
 	// shapes (per workspace) a search found no victims for.
 	reclaims      int
 	reclaimFailed map[string]bool
-	// byCost caches victimOrder.
-	byCost []*domain.Job
+	// byCost caches victimOrder, byWorkspace victimsIn.
+	byCost      []victim
+	byWorkspace map[int][]victim
+	// future and fu are the cluster and usage once every job told to stop
+	// has stopped, with reclaiming jobs' placements reserved (futureView);
+	// futureBy is when that is at the latest.
+	future      *cluster
+	fu          *usage
+	futureBy    time.Time
+	futureFreed bool         // something was released into the future view
+	cloned      map[int]bool // reused by what-if views of the future
 }
 
 type freeing struct {
@@ -39,7 +48,7 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
+		victim: map[uint64]bool{}, cloned: map[int]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -133,6 +142,11 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			}
 			continue
 		}
+		if st.future != nil {
+			// First: the future view copies a server before the base
+			// changes it (copy on write).
+			st.reserve(j, t, pl)
+		}
 		st.c.commit(j, t, pl)
 		st.u.add(j.Tenant, ref, demand(j))
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
@@ -176,17 +190,20 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 		ks[i] = k
 	}
 	slices.SortStableFunc(ks, func(ka, kb key) int {
-		if c := cmp.Compare(kb.wprio, ka.wprio); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
-			return c
-		}
+		// Guarantees first, whatever the priorities: a borrowing job of a
+		// high-priority workspace must not take GPUs that were freed (or
+		// are free) for another workspace's guarantee.
 		if ka.within != kb.within {
 			if ka.within {
 				return -1
 			}
 			return 1
+		}
+		if c := cmp.Compare(kb.wprio, ka.wprio); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
+			return c
 		}
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c
@@ -232,10 +249,13 @@ func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster
 	return domain.Reason{}, true
 }
 
-// commit marks a placement's GPUs busy in the working view.
+// commit marks a placement's GPUs busy in the view.
 func (c *cluster) commit(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	for _, p := range pl {
-		v := c.server(p.Server)
+		v := c.mut(p.Server)
+		if v == nil {
+			continue
+		}
 		v.take(p, j.Tenant)
 		c.hold(v, j.Tenant, t)
 	}

@@ -126,7 +126,7 @@ type server struct {
 	nfree       int
 	idx         int // position in cluster.servers
 	// tenants holding GPUs here, and whether any of them is server-isolated.
-	holders   []string
+	holders   []holder
 	exclusive string // a server-isolated tenant holding it, "" if none
 }
 
@@ -224,7 +224,7 @@ func (v *server) clone() *server {
 	}
 	cp.share = maps.Clone(v.share)
 	cp.shareTenant = maps.Clone(v.shareTenant)
-	cp.holders = append([]string(nil), v.holders...)
+	cp.holders = append([]holder(nil), v.holders...)
 	return &cp
 }
 
@@ -241,8 +241,8 @@ type cluster struct {
 	// servers it has copied.
 	cow    bool
 	cloned map[int]bool
-	// sizes caches largestServer; shared with what-if views.
-	sizes map[string]int
+	// statics caches static eligibility; shared with what-if views.
+	statics *statics
 	// cands and fit are placeGang's reused buffers; what-if views share
 	// them (one check runs at a time).
 	cands, fit []*server
@@ -315,7 +315,7 @@ func NewStatic(t *domain.Topology) *Static {
 }
 
 func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{nodes: s.Nodes, sizes: map[string]int{}}
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
@@ -374,33 +374,73 @@ func (c *cluster) server(name string) *server {
 // servers are shared until release changes one, which is then cloned. The
 // view must only be read (place) and released into, never committed to.
 func (c *cluster) shallow(buf []*server) *cluster {
-	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, sizes: c.sizes, cands: c.cands, fit: c.fit}
+	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, statics: c.statics, cands: c.cands, fit: c.fit}
 }
 
-// release frees a job's GPUs in the working view and recomputes who holds
+// release frees a job's GPUs in the view and drops it from the holders of
 // the servers it leaves.
-func (c *cluster) release(j *domain.Job, holders func(server string) ([]string, string)) {
+func (c *cluster) release(j *domain.Job) {
 	for _, p := range j.Placement {
-		i, ok := c.byName[p.Server]
-		if !ok {
+		v := c.mut(p.Server)
+		if v == nil {
 			continue
 		}
-		if c.cow && !c.cloned[i] {
-			c.servers[i] = c.servers[i].clone()
-			c.cloned[i] = true
-		}
-		v := c.servers[i]
 		v.give(p)
-		v.holders, v.exclusive = holders(p.Server)
+		v.unhold(j.Tenant)
 	}
+}
+
+// mut is the named server, writable: a copy-on-write view copies it first.
+func (c *cluster) mut(name string) *server {
+	i, ok := c.byName[name]
+	if !ok {
+		return nil
+	}
+	if c.cow && !c.cloned[i] {
+		c.servers[i] = c.servers[i].clone()
+		c.cloned[i] = true
+	}
+	return c.servers[i]
+}
+
+// holder is a tenant holding placements on a server.
+type holder struct {
+	tenant    string
+	n         int  // placements
+	exclusive bool // the tenant is server-isolated
 }
 
 func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {
-	if !slices.Contains(v.holders, tenant) {
-		v.holders = append(v.holders, tenant)
-	}
-	if t != nil && t.Isolation == domain.IsolationServer {
+	excl := t != nil && t.Isolation == domain.IsolationServer
+	if excl {
 		v.exclusive = tenant
+	}
+	for i := range v.holders {
+		if v.holders[i].tenant == tenant {
+			v.holders[i].n++
+			return
+		}
+	}
+	v.holders = append(v.holders, holder{tenant: tenant, n: 1, exclusive: excl})
+}
+
+// unhold undoes one hold of tenant.
+func (v *server) unhold(tenant string) {
+	for i := range v.holders {
+		if v.holders[i].tenant != tenant {
+			continue
+		}
+		if v.holders[i].n--; v.holders[i].n > 0 {
+			return
+		}
+		v.holders = slices.Delete(v.holders, i, i+1)
+		break
+	}
+	v.exclusive = ""
+	for _, h := range v.holders {
+		if h.exclusive {
+			v.exclusive = h.tenant
+		}
 	}
 }
 

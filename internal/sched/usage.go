@@ -79,6 +79,14 @@ func buildUsage(s *Snapshot) *usage {
 	return u
 }
 
+// index is workspace ref's index, -1 if unknown.
+func (u *usage) index(ref string) int {
+	if i, ok := u.ix.byRef[ref]; ok {
+		return i
+	}
+	return -1
+}
+
 // usedOf is what workspace ref holds, in units.
 func (u *usage) usedOf(ref string) int {
 	if i, ok := u.ix.byRef[ref]; ok {
@@ -163,6 +171,17 @@ func (u *usage) clone() *usage {
 	cp.tProtWs = append([]int(nil), u.tProtWs...)
 	cp.tProt = append([]int(nil), u.tProt...)
 	return &cp
+}
+
+// anyAbove reports whether a workspace other than ref uses more than its
+// guarantee (borrows).
+func (u *usage) anyAbove(ref string) bool {
+	for i, w := range u.ix.ws {
+		if u.used[i] > w.Guaranteed*unit && w.Ref() != ref {
+			return true
+		}
+	}
+	return false
 }
 
 // protected is the idle guarantee of w that others may not borrow.
