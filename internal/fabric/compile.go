@@ -1,0 +1,933 @@
+package fabric
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Compile turns inventory, tenants, allocations and pool ids into the
+// desired state of every leaf and spine. It is a pure function of its Input:
+// no clock, no randomness, no map-order dependence; the same Input gives the
+// same Intent. A bad input (an allocation naming an unknown server, two
+// tenants claiming one link, an id used twice) returns an invalid_argument
+// *domain.Error whose Field is the JSON-ish path of the offending input.
+func Compile(in Input) (*Intent, error) {
+	c, err := newCompiler(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func() error{c.indexTopology, c.registerTenants, c.tenantIDs, c.assign, c.linkIDs, c.indexGroups, c.buildPorts} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return c.intent(), nil
+}
+
+type options struct {
+	placement  VRFPlacement
+	overlay    OverlaySessions
+	rtASN      uint32
+	irb4, irb6 netip.Prefix
+	mac        string
+	nos        string
+}
+
+type compiler struct {
+	in   Input
+	opts options
+
+	fabrics  []*fabricState
+	switches map[string]*switchState
+	servers  map[string]*serverState
+	leaves   []*switchState // file order
+	spines   []*switchState
+	srvList  []*serverState
+
+	tenants    map[string]*tenantState
+	tenantList []*tenantState // sorted by name
+	groupByJob map[jobKey]*groupState
+
+	// seen ids, for uniqueness: value -> who uses it
+	vnis, vrfIDs, rts, l3vlans, groupIDs map[uint32]string
+
+	warnings []string
+}
+
+type fabricState struct {
+	site, name   string
+	pool4, pool6 netip.Prefix
+}
+
+type switchState struct {
+	sw       *domain.Switch
+	role     Role
+	fab      *fabricState
+	loopback netip.Addr
+	links    []*link // leaves: server links, sorted by port
+	uplinks  []Uplink
+	sessions []Session
+}
+
+type serverState struct {
+	srv   *domain.Server
+	fab   *fabricState
+	nics  []*link // NIC order; nil for an uncabled NIC
+	whole string  // tenant holding the whole server
+	// holders are the tenants with an allocation here, with the path of
+	// the first one, for error messages.
+	holders map[string]string
+}
+
+type link struct {
+	ref        LinkRef
+	srv        *serverState
+	nic        *domain.NIC
+	ipv4, ipv6 netip.Prefix
+	tenant     string
+	claimedBy  string
+	jobs       []string
+	ids        LinkIDs
+	gw4, gw6   netip.Prefix
+	group      *groupState
+}
+
+type jobKey struct{ tenant, job string }
+
+type tenantState struct {
+	t      *domain.Tenant
+	ids    TenantIDs
+	vrf    string
+	rt     RouteTarget
+	macRT  RouteTarget
+	sites  map[string]bool // nil: any site
+	groups map[string]*groupState
+	// contracts lists each contracted pair once, by group.
+	contracts [][2]*groupState
+}
+
+type groupState struct {
+	g        *Group
+	external []netip.Prefix
+	peers    []*groupState
+	links    []*link
+	members  []netip.Prefix // every member prefix, fabric-wide
+	allowed  []netip.Prefix // members of the group and of its contracted groups
+}
+
+func newCompiler(in Input) (*compiler, error) {
+	if in.Topology == nil {
+		return nil, domain.Invalid("topology", "no topology given")
+	}
+	o := options{placement: in.Options.VRFPlacement, overlay: in.Options.Overlay, rtASN: in.Options.RTASN, nos: in.Options.DefaultNOS}
+	switch o.placement {
+	case "":
+		o.placement = VRFsOnAllLeaves
+	case VRFsOnAllLeaves, VRFsWhereUsed:
+	default:
+		return nil, domain.Invalid("options.vrfPlacement", "VRF placement %q is not one of %s, %s", o.placement, VRFsOnAllLeaves, VRFsWhereUsed)
+	}
+	switch o.overlay {
+	case "":
+		o.overlay = OverlayOnLinks
+	case OverlayOnLinks, OverlayOnLoopbacks:
+	default:
+		return nil, domain.Invalid("options.overlay", "overlay %q is not one of %s, %s", o.overlay, OverlayOnLinks, OverlayOnLoopbacks)
+	}
+	if o.rtASN == 0 {
+		o.rtASN = DefaultRTASN
+	}
+	if o.nos == "" {
+		o.nos = DefaultNOS
+	}
+	var err error
+	if o.irb4, err = parsePool(in.Options.IRBPool4, DefaultIRBPool4, true, irbBits4); err != nil {
+		return nil, domain.Invalid("options.irbPool4", "%v", err)
+	}
+	if o.irb6, err = parsePool(in.Options.IRBPool6, DefaultIRBPool6, false, irbBits6); err != nil {
+		return nil, domain.Invalid("options.irbPool6", "%v", err)
+	}
+	mac := in.Options.AnycastMAC
+	if mac == "" {
+		mac = DefaultAnycastMAC
+	}
+	if o.mac, err = parseMAC(mac); err != nil {
+		return nil, domain.Invalid("options.anycastMac", "%v", err)
+	}
+	return &compiler{
+		in: in, opts: o,
+		switches: map[string]*switchState{}, servers: map[string]*serverState{},
+		tenants: map[string]*tenantState{}, groupByJob: map[jobKey]*groupState{},
+		vnis: map[uint32]string{}, vrfIDs: map[uint32]string{}, rts: map[uint32]string{},
+		l3vlans: map[uint32]string{}, groupIDs: map[uint32]string{},
+	}, nil
+}
+
+func parsePool(s, def string, v4 bool, bits int) (netip.Prefix, error) {
+	if s == "" {
+		s = def
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil || p.Addr().Is4() != v4 || p.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("gateway pool %q is not an %s prefix such as %s", s, map[bool]string{true: "IPv4", false: "IPv6"}[v4], def)
+	}
+	if p.Bits() > bits {
+		return netip.Prefix{}, fmt.Errorf("gateway pool %s is smaller than one /%d", p, bits)
+	}
+	return p.Masked(), nil
+}
+
+// --- topology -------------------------------------------------------------
+
+func (c *compiler) indexTopology() error {
+	t := c.in.Topology
+	for si := range t.Sites {
+		site := &t.Sites[si]
+		for fi := range site.Fabrics {
+			f := &site.Fabrics[fi]
+			path := fmt.Sprintf("topology.sites[%d].fabrics[%d]", si, fi)
+			fs := &fabricState{site: site.Name, name: f.Name}
+			if f.LinkPools.IPv4 != "" {
+				p, err := netip.ParsePrefix(f.LinkPools.IPv4)
+				if err != nil {
+					return domain.Invalid(path+".linkPools.ipv4", "link pool %q: %v", f.LinkPools.IPv4, err)
+				}
+				fs.pool4 = p.Masked()
+			}
+			if f.LinkPools.IPv6 != "" {
+				p, err := netip.ParsePrefix(f.LinkPools.IPv6)
+				if err != nil {
+					return domain.Invalid(path+".linkPools.ipv6", "link pool %q: %v", f.LinkPools.IPv6, err)
+				}
+				fs.pool6 = p.Masked()
+			}
+			c.fabrics = append(c.fabrics, fs)
+			for _, group := range []struct {
+				sws  []domain.Switch
+				role Role
+				name string
+			}{{f.Spines, RoleSpine, "spines"}, {f.Leaves, RoleLeaf, "leaves"}} {
+				for i := range group.sws {
+					sw := &group.sws[i]
+					lo, err := netip.ParseAddr(sw.Loopback)
+					if err != nil || !lo.Is4() {
+						return domain.Invalid(fmt.Sprintf("%s.%s[%d].loopback", path, group.name, i), "%s %s has loopback %q; it needs an IPv4 address (router ID and VTEP)", group.role, sw.Name, sw.Loopback)
+					}
+					if _, dup := c.switches[sw.Name]; dup {
+						return domain.Invalid(fmt.Sprintf("%s.%s[%d].name", path, group.name, i), "switch name %q is used twice", sw.Name)
+					}
+					st := &switchState{sw: sw, role: group.role, fab: fs, loopback: lo}
+					c.switches[sw.Name] = st
+					if group.role == RoleLeaf {
+						c.leaves = append(c.leaves, st)
+					} else {
+						c.spines = append(c.spines, st)
+					}
+				}
+			}
+			for i := range f.Servers {
+				s := &f.Servers[i]
+				if _, dup := c.servers[s.Name]; dup {
+					return domain.Invalid(fmt.Sprintf("%s.servers[%d].name", path, i), "server name %q is used twice", s.Name)
+				}
+				ss := &serverState{srv: s, fab: fs, nics: make([]*link, len(s.NICs)), holders: map[string]string{}}
+				c.servers[s.Name] = ss
+				c.srvList = append(c.srvList, ss)
+			}
+			for i := range f.Cables {
+				if err := c.cable(fs, fmt.Sprintf("%s.cables[%d]", path, i), &f.Cables[i]); err != nil {
+					return err
+				}
+			}
+			for i := range f.Uplinks {
+				if err := c.uplink(fmt.Sprintf("%s.uplinks[%d]", path, i), &f.Uplinks[i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, l := range c.leaves {
+		slices.SortFunc(l.links, func(a, b *link) int { return ComparePorts(a.ref.Port, b.ref.Port) })
+	}
+	return nil
+}
+
+func (c *compiler) cable(fs *fabricState, path string, cb *domain.Cable) error {
+	leaf := c.switches[cb.Leaf]
+	if leaf == nil || leaf.role != RoleLeaf {
+		return domain.Invalid(path+".leaf", "cable %s/%s names leaf %q, which is not a leaf of the topology", cb.Server, cb.NIC, cb.Leaf)
+	}
+	srv := c.servers[cb.Server]
+	if srv == nil {
+		return domain.Invalid(path+".server", "cable names server %q, which is not in the topology", cb.Server)
+	}
+	ni := slices.IndexFunc(srv.srv.NICs, func(n domain.NIC) bool { return n.Name == cb.NIC })
+	if ni < 0 {
+		return domain.Invalid(path+".nic", "server %s has no NIC %q", cb.Server, cb.NIC)
+	}
+	l := &link{ref: LinkRef{Leaf: cb.Leaf, Port: cb.Port}, srv: srv, nic: &srv.srv.NICs[ni]}
+	var err error
+	if l.ipv4, err = parseLinkPrefix(cb.IPv4); err != nil {
+		return domain.Invalid(path+".ipv4", "%v", err)
+	}
+	if l.ipv6, err = parseLinkPrefix(cb.IPv6); err != nil {
+		return domain.Invalid(path+".ipv6", "%v", err)
+	}
+	if srv.nics[ni] == nil {
+		srv.nics[ni] = l
+	}
+	leaf.links = append(leaf.links, l)
+	return nil
+}
+
+func parseLinkPrefix(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, fmt.Errorf("link address %q: %w", s, err)
+	}
+	return p, nil
+}
+
+func (c *compiler) uplink(path string, u *domain.Uplink) error {
+	leaf, spine := c.switches[u.Leaf], c.switches[u.Spine]
+	if leaf == nil || leaf.role != RoleLeaf {
+		return domain.Invalid(path+".leaf", "uplink names leaf %q, which is not a leaf of the topology", u.Leaf)
+	}
+	if spine == nil || spine.role != RoleSpine {
+		return domain.Invalid(path+".spine", "uplink names spine %q, which is not a spine of the topology", u.Spine)
+	}
+	lu := Uplink{Port: u.LeafPort, Peer: u.Spine, PeerPort: u.SpinePort}
+	su := Uplink{Port: u.SpinePort, Peer: u.Leaf, PeerPort: u.LeafPort}
+	var leafAddr, spineAddr netip.Addr
+	if u.IPv4 != "" {
+		p, err := netip.ParsePrefix(u.IPv4)
+		if err != nil || !p.Addr().Is4() || p.Bits() != 31 {
+			return domain.Invalid(path+".ipv4", "uplink address %q is not an IPv4 /31", u.IPv4)
+		}
+		// The spine takes the first address, the leaf the second (as in
+		// the reference lab).
+		spineAddr = p.Masked().Addr()
+		leafAddr = spineAddr.Next()
+		lu.Address = netip.PrefixFrom(leafAddr, 31)
+		su.Address = netip.PrefixFrom(spineAddr, 31)
+	}
+	leaf.uplinks = append(leaf.uplinks, lu)
+	spine.uplinks = append(spine.uplinks, su)
+	leaf.sessions = append(leaf.sessions, c.linkSession(spine, u.LeafPort, spineAddr, false))
+	spine.sessions = append(spine.sessions, c.linkSession(leaf, u.SpinePort, leafAddr, true))
+	if c.opts.overlay == OverlayOnLoopbacks {
+		addOverlay(leaf, spine, false)
+		addOverlay(spine, leaf, true)
+	}
+	return nil
+}
+
+func (c *compiler) linkSession(peer *switchState, port string, peerAddr netip.Addr, spine bool) Session {
+	s := Session{Peer: peer.sw.Name, PeerASN: peer.sw.ASN, Interface: port, Address: peerAddr, Unicast: true}
+	if c.opts.overlay == OverlayOnLinks {
+		s.EVPN = true
+		s.NextHopUnchanged = spine
+	}
+	return s
+}
+
+// addOverlay adds one multihop EVPN session from sw to peer, once however
+// many links join them.
+func addOverlay(sw, peer *switchState, spine bool) {
+	for _, s := range sw.sessions {
+		if s.Multihop && s.Peer == peer.sw.Name {
+			return
+		}
+	}
+	sw.sessions = append(sw.sessions, Session{Peer: peer.sw.Name, PeerASN: peer.sw.ASN, Address: peer.loopback, Multihop: true, EVPN: true, NextHopUnchanged: spine})
+}
+
+// --- tenants --------------------------------------------------------------
+
+// reservedVRFNames are VRF names some NOS keeps for itself.
+var reservedVRFNames = []string{"default", "global", "main", "management", "master", "mgmt"}
+
+// maxVRFName is the longest VRF name every NOS accepts: a Linux interface
+// name (FRR, SONiC) holds 15 characters.
+const maxVRFName = 15
+
+func (c *compiler) registerTenants() error {
+	for i := range c.in.Tenants {
+		t := &c.in.Tenants[i]
+		path := fmt.Sprintf("tenants[%d]", i)
+		if e := domain.ValidateTenant(t); e != nil {
+			e.Field = path + "." + e.Field
+			return e
+		}
+		if _, dup := c.tenants[t.Name]; dup {
+			return domain.Invalid(path+".name", "tenant %q is given twice", t.Name)
+		}
+		ts := &tenantState{t: t, groups: map[string]*groupState{}}
+		if len(t.Sites) > 0 {
+			ts.sites = map[string]bool{}
+			for _, s := range t.Sites {
+				ts.sites[s] = true
+			}
+		}
+		c.tenants[t.Name] = ts
+		c.tenantList = append(c.tenantList, ts)
+	}
+	slices.SortFunc(c.tenantList, func(a, b *tenantState) int { return strings.Compare(a.t.Name, b.t.Name) })
+	return nil
+}
+
+// tenantIDs checks every tenant's ids, in name order so the same input
+// always reports the same conflict.
+func (c *compiler) tenantIDs() error {
+	for _, ts := range c.tenantList {
+		t := ts.t
+		ids, ok := c.in.IDs.Tenants[t.Name]
+		idp := "ids.tenants[" + t.Name + "]"
+		if !ok {
+			return domain.Invalid(idp, "tenant %q has no ids: allocate its L3VNI and VRF id before compiling", t.Name)
+		}
+		ts.ids = ids
+		who := "tenant " + t.Name
+		if ids.L3VNI == 0 || ids.L3VNI >= 1<<24 {
+			return domain.Invalid(idp+".l3vni", "%s has L3VNI %d; a VNI is 1..16777215", who, ids.L3VNI)
+		}
+		if err := claim(c.vnis, ids.L3VNI, "VNI", who+" (L3VNI)", idp+".l3vni"); err != nil {
+			return err
+		}
+		if ids.VRFID == 0 {
+			return domain.Invalid(idp+".vrfId", "%s has no VRF id (the RD number)", who)
+		}
+		if err := claim(c.vrfIDs, uint32(ids.VRFID), "VRF id", who, idp+".vrfId"); err != nil {
+			return err
+		}
+		rt := ids.RT
+		if rt == 0 {
+			rt = ids.L3VNI
+		}
+		var err error
+		if ts.rt, err = c.routeTarget(rt, who, idp+".rt"); err != nil {
+			return err
+		}
+		if ids.L3VLAN != 0 {
+			if ids.L3VLAN < 2 || ids.L3VLAN > 4094 {
+				return domain.Invalid(idp+".l3vlan", "%s has L3 VLAN %d; a VLAN is 2..4094", who, ids.L3VLAN)
+			}
+			if err := claim(c.l3vlans, uint32(ids.L3VLAN), "L3 VLAN", who, idp+".l3vlan"); err != nil {
+				return err
+			}
+		}
+		if t.Network == domain.NetworkVLANAware {
+			if ids.MACVRFID == 0 || ids.MACRT == 0 {
+				return domain.Invalid(idp+".macVrfId", "vlan-aware %s needs a MAC-VRF id and route-target value", who)
+			}
+			if err := claim(c.vrfIDs, uint32(ids.MACVRFID), "VRF id", who+" (MAC-VRF)", idp+".macVrfId"); err != nil {
+				return err
+			}
+			if ts.macRT, err = c.routeTarget(ids.MACRT, who+" (MAC-VRF)", idp+".macRt"); err != nil {
+				return err
+			}
+		}
+		if t.JobSegmentation && ids.UnclassifiedGroup != 0 {
+			if err := claim(c.groupIDs, uint32(ids.UnclassifiedGroup), "group ID", who+" (unclassified)", idp+".unclassifiedGroup"); err != nil {
+				return err
+			}
+		}
+		ts.vrf = t.Name
+		if len(t.Name) > maxVRFName || slices.Contains(reservedVRFNames, t.Name) {
+			ts.vrf = "T" + strconv.Itoa(int(ids.VRFID))
+		}
+	}
+	return nil
+}
+
+func (c *compiler) routeTarget(v uint32, who, field string) (RouteTarget, error) {
+	if c.opts.rtASN > 0xffff && v > 0xffff {
+		return RouteTarget{}, domain.Invalid(field, "%s has route-target value %d, but with a 4-byte RT ASN (%d) the value holds 16 bits: use a 2-byte options.rtAsn", who, v, c.opts.rtASN)
+	}
+	if err := claim(c.rts, v, "route-target value", who, field); err != nil {
+		return RouteTarget{}, err
+	}
+	return RouteTarget{ASN: c.opts.rtASN, Value: v}, nil
+}
+
+// claim records that who uses id v of a kind, refusing a second user: two
+// tenants sharing a VNI, RD number, RT or group would share routes or
+// policy.
+func claim(seen map[uint32]string, v uint32, kind, who, field string) error {
+	if other, ok := seen[v]; ok && other != who {
+		return domain.Invalid(field, "%s %d of %s is already used by %s", kind, v, who, other)
+	}
+	seen[v] = who
+	return nil
+}
+
+// --- ownership ------------------------------------------------------------
+
+func (c *compiler) assign() error {
+	for i := range c.in.Allocations {
+		a := &c.in.Allocations[i]
+		path := fmt.Sprintf("allocations[%d]", i)
+		ts := c.tenants[a.Tenant]
+		if ts == nil {
+			return domain.Invalid(path+".tenant", "allocation names tenant %q, which is not in the input", a.Tenant)
+		}
+		ss := c.servers[a.Server]
+		if ss == nil {
+			return domain.Invalid(path+".server", "allocation names server %q, which is not in the topology", a.Server)
+		}
+		gpus := map[int]bool{}
+		for j, g := range a.GPUs {
+			if g < 0 || g >= ss.srv.GPUs {
+				return domain.Invalid(fmt.Sprintf("%s.gpus[%d]", path, j), "server %s has GPUs 0..%d, not %d", a.Server, ss.srv.GPUs-1, g)
+			}
+			gpus[g] = true
+		}
+		whole := a.Whole || ts.t.Isolation == domain.IsolationServer
+		if whole {
+			if ss.whole != "" && ss.whole != a.Tenant {
+				return domain.Invalid(path, "server %s is held whole by tenant %q and by tenant %q", a.Server, ss.whole, a.Tenant)
+			}
+			ss.whole = a.Tenant
+		}
+		if _, ok := ss.holders[a.Tenant]; !ok {
+			ss.holders[a.Tenant] = path
+		}
+		for _, l := range ss.nics {
+			if l == nil {
+				continue
+			}
+			own := gpus[l.nic.GPU]
+			if !whole && !own {
+				continue
+			}
+			if l.tenant != "" && l.tenant != a.Tenant {
+				return domain.Invalid(path, "link %s/%s (%s %s) is claimed by tenant %q (%s) and tenant %q: one link belongs to one VRF",
+					l.ref.Leaf, l.ref.Port, a.Server, l.nic.Name, l.tenant, l.claimedBy, a.Tenant)
+			}
+			if l.tenant == "" {
+				l.tenant, l.claimedBy = a.Tenant, path
+			}
+			if a.JobID != "" && (a.Whole || own) && !slices.Contains(l.jobs, a.JobID) {
+				l.jobs = append(l.jobs, a.JobID)
+			}
+		}
+		if !a.Whole {
+			for _, g := range a.GPUs {
+				if !slices.ContainsFunc(ss.nics, func(l *link) bool { return l != nil && l.nic.GPU == g }) {
+					c.warn("job %q: GPU %d of server %s has no cabled NIC of its own (NIC.gpu), so it has no fabric link", a.JobID, g, a.Server)
+				}
+			}
+		}
+	}
+	for _, ss := range c.srvList {
+		if ss.whole == "" {
+			continue
+		}
+		for _, t := range slices.Sorted(maps.Keys(ss.holders)) {
+			if t != ss.whole {
+				return domain.Invalid(ss.holders[t], "server %s is held whole by tenant %q (server isolation), but tenant %q also holds GPUs on it", ss.srv.Name, ss.whole, t)
+			}
+		}
+	}
+	for _, l := range c.allLinks() {
+		slices.Sort(l.jobs)
+	}
+	return nil
+}
+
+// allLinks lists every server link, leaf by leaf (file order), port by port.
+func (c *compiler) allLinks() []*link {
+	var out []*link
+	for _, l := range c.leaves {
+		out = append(out, l.links...)
+	}
+	return out
+}
+
+// linkIDs checks and attaches the ids of vlan-aware links and derives their
+// gateway subnets.
+func (c *compiler) linkIDs() error {
+	gateways := map[netip.Prefix]LinkRef{}
+	for _, leaf := range c.leaves {
+		vlans := map[uint32]string{}
+		for _, l := range leaf.links {
+			ts := c.tenants[l.tenant]
+			if ts == nil || ts.t.Network != domain.NetworkVLANAware {
+				continue
+			}
+			field := fmt.Sprintf("ids.links[%s/%s]", l.ref.Leaf, l.ref.Port)
+			ids, ok := c.in.IDs.Links[l.ref]
+			who := fmt.Sprintf("link %s/%s", l.ref.Leaf, l.ref.Port)
+			switch {
+			case !ok:
+				return domain.Invalid(field, "%s belongs to vlan-aware tenant %q but has no VLAN and L2VNI: allocate them first", who, l.tenant)
+			case ids.Tenant != l.tenant:
+				return domain.Invalid(field+".tenant", "%s belongs to tenant %q but its VLAN and L2VNI were allocated for %q: release them and allocate new ones", who, l.tenant, ids.Tenant)
+			case ids.VLAN < 2 || ids.VLAN > 4094:
+				return domain.Invalid(field+".vlan", "%s has VLAN %d; a VLAN is 2..4094", who, ids.VLAN)
+			case ids.L2VNI == 0 || ids.L2VNI >= 1<<24:
+				return domain.Invalid(field+".l2vni", "%s has L2VNI %d; a VNI is 1..16777215", who, ids.L2VNI)
+			}
+			if other, ok := c.l3vlans[uint32(ids.VLAN)]; ok {
+				return domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+			}
+			if err := claim(vlans, uint32(ids.VLAN), "VLAN", who, field+".vlan"); err != nil {
+				return err
+			}
+			if err := claim(c.vnis, ids.L2VNI, "VNI", who+" (L2VNI)", field+".l2vni"); err != nil {
+				return err
+			}
+			fs := l.srv.fab
+			gw4, gw6, err := IRBSubnets(fs.pool4, l.ipv4, c.opts.irb4, fs.pool6, l.ipv6, c.opts.irb6)
+			if err != nil {
+				return domain.Invalid(field, "%s: %v", who, err)
+			}
+			if !gw4.IsValid() && !gw6.IsValid() {
+				return domain.Invalid(field, "%s has no gateway subnet: give its fabric linkPools and its cable addresses from them", who)
+			}
+			for _, g := range []netip.Prefix{gw4.Masked(), gw6.Masked()} {
+				if !g.IsValid() {
+					continue
+				}
+				if other, dup := gateways[g]; dup {
+					return domain.Invalid(field, "%s and link %s/%s get the same gateway subnet %s (their fabrics' link pools overlap): give the fabrics distinct link pools", who, other.Leaf, other.Port, g)
+				}
+				gateways[g] = l.ref
+			}
+			l.ids, l.gw4, l.gw6 = ids, gw4, gw6
+		}
+	}
+	return nil
+}
+
+// --- groups ---------------------------------------------------------------
+
+func (c *compiler) indexGroups() error {
+	for i := range c.in.Groups {
+		g := &c.in.Groups[i]
+		path := fmt.Sprintf("groups[%d]", i)
+		ts := c.tenants[g.Tenant]
+		switch {
+		case ts == nil:
+			return domain.Invalid(path+".tenant", "group %q names tenant %q, which is not in the input", g.Name, g.Tenant)
+		case !ts.t.JobSegmentation:
+			return domain.Invalid(path+".tenant", "tenant %q does not ask for job segmentation, so it has no groups", g.Tenant)
+		case g.Name == "":
+			return domain.Invalid(path+".name", "a group needs a name")
+		case g.ID == 0:
+			return domain.Invalid(path+".id", "group %q has no ID (0 means \"no group\" in the VXLAN header)", g.Name)
+		}
+		if _, dup := ts.groups[g.Name]; dup {
+			return domain.Invalid(path+".name", "tenant %q has two groups named %q", g.Tenant, g.Name)
+		}
+		who := fmt.Sprintf("group %s/%s", g.Tenant, g.Name)
+		if err := claim(c.groupIDs, uint32(g.ID), "group ID", who, path+".id"); err != nil {
+			return err
+		}
+		gs := &groupState{g: g}
+		for j, s := range g.Prefixes {
+			p, err := netip.ParsePrefix(s)
+			if err != nil || p.Masked() != p {
+				return domain.Invalid(fmt.Sprintf("%s.prefixes[%d]", path, j), "%q is not a prefix written with its first address, such as 10.9.0.0/24", s)
+			}
+			gs.external = append(gs.external, p)
+		}
+		sortPrefixes(gs.external)
+		if g.JobID != "" {
+			k := jobKey{g.Tenant, g.JobID}
+			if other, dup := c.groupByJob[k]; dup {
+				return domain.Invalid(path+".jobId", "job %q of tenant %q has two groups, %q and %q", g.JobID, g.Tenant, other.g.Name, g.Name)
+			}
+			c.groupByJob[k] = gs
+		}
+		ts.groups[g.Name] = gs
+	}
+	for i, ct := range c.in.Contracts {
+		path := fmt.Sprintf("contracts[%d]", i)
+		ts := c.tenants[ct.Tenant]
+		if ts == nil {
+			return domain.Invalid(path+".tenant", "contract names tenant %q, which is not in the input", ct.Tenant)
+		}
+		a, b := ts.groups[ct.A], ts.groups[ct.B]
+		if a == nil {
+			return domain.Invalid(path+".a", "tenant %q has no group %q", ct.Tenant, ct.A)
+		}
+		if b == nil {
+			return domain.Invalid(path+".b", "tenant %q has no group %q", ct.Tenant, ct.B)
+		}
+		if a == b {
+			return domain.Invalid(path+".b", "a contract joins two different groups; members of group %q already talk to each other", ct.A)
+		}
+		if a.g.ID > b.g.ID {
+			a, b = b, a
+		}
+		if slices.Contains(a.peers, b) {
+			continue
+		}
+		a.peers = append(a.peers, b)
+		b.peers = append(b.peers, a)
+		ts.contracts = append(ts.contracts, [2]*groupState{a, b})
+	}
+	for _, ts := range c.tenantList {
+		slices.SortFunc(ts.contracts, func(x, y [2]*groupState) int {
+			return cmp.Or(cmp.Compare(x[0].g.ID, y[0].g.ID), cmp.Compare(x[1].g.ID, y[1].g.ID))
+		})
+	}
+	return nil
+}
+
+// --- ports ----------------------------------------------------------------
+
+// buildPorts classifies every link into its job's group and computes each
+// group's members and allow-list.
+func (c *compiler) buildPorts() error {
+	for _, l := range c.allLinks() {
+		ts := c.tenants[l.tenant]
+		if ts == nil || !ts.t.JobSegmentation {
+			continue
+		}
+		var groups []*groupState
+		for _, j := range l.jobs {
+			if g := c.groupByJob[jobKey{l.tenant, j}]; g != nil && !slices.Contains(groups, g) {
+				groups = append(groups, g)
+			} else if g == nil {
+				c.warn("job %q of segmented tenant %q has no group: its port %s/%s reaches nothing", j, l.tenant, l.ref.Leaf, l.ref.Port)
+			}
+		}
+		if len(groups) == 0 {
+			continue
+		}
+		slices.SortFunc(groups, func(a, b *groupState) int { return cmp.Compare(a.g.ID, b.g.ID) })
+		if len(groups) > 1 {
+			c.warn("port %s/%s serves jobs %s of tenant %q: the network cannot separate jobs that share a NIC; it is classified into group %d (%s)",
+				l.ref.Leaf, l.ref.Port, strings.Join(l.jobs, ", "), l.tenant, groups[0].g.ID, groups[0].g.Name)
+		}
+		l.group = groups[0]
+		l.group.links = append(l.group.links, l)
+	}
+	for _, ts := range c.tenantList {
+		for _, g := range ts.groups {
+			g.members = slices.Clone(g.external)
+			for _, l := range g.links {
+				g.members = append(g.members, c.linkPrefixes(l)...)
+			}
+			sortPrefixes(g.members)
+		}
+		for _, g := range ts.groups {
+			g.allowed = slices.Clone(g.members)
+			for _, p := range g.peers {
+				g.allowed = append(g.allowed, p.members...)
+			}
+			sortPrefixes(g.allowed)
+			g.allowed = slices.Compact(g.allowed)
+		}
+	}
+	return nil
+}
+
+func (c *compiler) linkPrefixes(l *link) []netip.Prefix {
+	return linkPrefixes(l.ids.VLAN != 0, l.ipv4, l.ipv6, l.gw4, l.gw6)
+}
+
+// port is the intent of one server port.
+func (c *compiler) port(l *link) Port {
+	p := Port{Name: l.ref.Port, Server: l.srv.srv.Name, NIC: l.nic.Name, Rail: l.nic.Rail, GPU: l.nic.GPU, IPv4: l.ipv4, IPv6: l.ipv6}
+	ts := c.tenants[l.tenant]
+	if ts == nil {
+		return p
+	}
+	p.VRF, p.Tenant, p.Jobs = ts.vrf, l.tenant, l.jobs
+	if ts.t.Network == domain.NetworkVLANAware {
+		p.VLAN, p.L2VNI, p.Gateway4, p.Gateway6 = l.ids.VLAN, l.ids.L2VNI, l.gw4, l.gw6
+	}
+	if ts.t.JobSegmentation {
+		p.ACL = &ACL{Allow: []netip.Prefix{}}
+		if l.group != nil {
+			p.Group = l.group.g.ID
+			p.ACL.Allow = l.group.allowed
+		}
+	}
+	return p
+}
+
+// --- devices --------------------------------------------------------------
+
+func (c *compiler) intent() *Intent {
+	in := &Intent{}
+	for _, sw := range c.spines {
+		in.Devices = append(in.Devices, c.device(sw))
+	}
+	for _, sw := range c.leaves {
+		in.Devices = append(in.Devices, c.device(sw))
+	}
+	slices.SortFunc(in.Devices, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(c.warnings)
+	in.Warnings = slices.Compact(c.warnings)
+	return in
+}
+
+func (c *compiler) device(sw *switchState) Device {
+	d := Device{
+		Name: sw.sw.Name, Role: sw.role, NOS: cmp.Or(sw.sw.NOS, c.opts.nos), Site: sw.fab.site, Fabric: sw.fab.name,
+		ASN: sw.sw.ASN, Loopback: sw.loopback,
+		Uplinks: slices.Clone(sw.uplinks), Sessions: slices.Clone(sw.sessions),
+	}
+	slices.SortFunc(d.Uplinks, func(a, b Uplink) int { return ComparePorts(a.Port, b.Port) })
+	slices.SortFunc(d.Sessions, func(a, b Session) int {
+		return cmp.Or(cmpBool(a.Multihop, b.Multihop), ComparePorts(a.Interface, b.Interface), strings.Compare(a.Peer, b.Peer))
+	})
+	if sw.role != RoleLeaf {
+		return d
+	}
+	owners := map[string]bool{}
+	for _, l := range sw.links {
+		p := c.port(l)
+		if p.Assigned() {
+			owners[l.tenant] = true
+		}
+		d.Ports = append(d.Ports, p)
+	}
+	for _, ts := range c.tenantList {
+		here := owners[ts.t.Name]
+		if c.opts.placement == VRFsOnAllLeaves && (ts.sites == nil || ts.sites[sw.fab.site]) {
+			here = true
+		}
+		if !here {
+			continue
+		}
+		v := VRF{
+			Name: ts.vrf, Tenant: ts.t.Name, Model: ts.t.Network, L3VNI: ts.ids.L3VNI, L3VLAN: ts.ids.L3VLAN,
+			RD: RD{Addr: sw.loopback, Num: ts.ids.VRFID}, RT: ts.rt,
+		}
+		if ts.t.Network == domain.NetworkVLANAware {
+			v.MAC = &MACVRF{Name: ts.vrf + "-mac", RD: RD{Addr: sw.loopback, Num: ts.ids.MACVRFID}, RT: ts.macRT}
+			d.AnycastMAC = c.opts.mac
+		}
+		if ts.t.JobSegmentation {
+			v.Policy = c.policy(ts, sw)
+		}
+		d.VRFs = append(d.VRFs, v)
+	}
+	slices.SortFunc(d.VRFs, func(a, b VRF) int { return strings.Compare(a.Name, b.Name) })
+	return d
+}
+
+// policy is a segmented tenant's group policy on one leaf: the groups with
+// local members, the groups contracted with them, and those contracts.
+func (c *compiler) policy(ts *tenantState, sw *switchState) *Policy {
+	pol := &Policy{Unclassified: ts.ids.UnclassifiedGroup}
+	local := map[*groupState][]*link{}
+	for _, l := range sw.links {
+		if l.tenant == ts.t.Name && l.group != nil {
+			local[l.group] = append(local[l.group], l)
+		}
+	}
+	listed := map[*groupState]bool{}
+	for g := range local {
+		listed[g] = true
+		for _, p := range g.peers {
+			listed[p] = true
+		}
+	}
+	for g := range listed {
+		pg := PolicyGroup{ID: g.g.ID, Name: g.g.Name, Job: g.g.JobID, External: g.external}
+		for _, l := range local[g] {
+			pg.Ports = append(pg.Ports, l.ref.Port)
+			pg.Prefixes = append(pg.Prefixes, c.linkPrefixes(l)...)
+		}
+		sortPrefixes(pg.Prefixes)
+		pol.Groups = append(pol.Groups, pg)
+	}
+	slices.SortFunc(pol.Groups, func(a, b PolicyGroup) int { return cmp.Compare(a.ID, b.ID) })
+	for _, pair := range ts.contracts {
+		if local[pair[0]] != nil || local[pair[1]] != nil {
+			pol.Contracts = append(pol.Contracts, PolicyContract{A: pair[0].g.ID, B: pair[1].g.ID})
+		}
+	}
+	return pol
+}
+
+func (c *compiler) warn(format string, args ...any) {
+	c.warnings = append(c.warnings, fmt.Sprintf(format, args...))
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+func sortPrefixes(ps []netip.Prefix) {
+	slices.SortFunc(ps, ComparePrefixes)
+}
+
+// ComparePrefixes orders prefixes IPv4 first, then by address and length.
+func ComparePrefixes(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}
+
+// ComparePorts orders port names the way people read them: by the name
+// without its trailing number, then by that number (swp2 before swp10).
+func ComparePorts(a, b string) int {
+	pa, na := splitPort(a)
+	pb, nb := splitPort(b)
+	return cmp.Or(strings.Compare(pa, pb), cmp.Compare(na, nb), strings.Compare(a, b))
+}
+
+func splitPort(s string) (string, int) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	if i == len(s) || len(s)-i > 9 {
+		return s, -1
+	}
+	n, _ := strconv.Atoi(s[i:])
+	return s[:i], n
+}
+
+// LinkOwner says which tenant owns a server link and which jobs use it.
+type LinkOwner struct {
+	Link   LinkRef
+	Server string
+	NIC    string
+	Tenant string
+	Jobs   []string
+}
+
+// Owners applies the ownership rules of Compile to the topology, tenants
+// and allocations only (no ids needed) and lists every owned link, leaf by
+// leaf in file order, port by port. The caller uses it to allocate the VLAN
+// and L2VNI of vlan-aware tenants' links before compiling.
+func Owners(in Input) ([]LinkOwner, error) {
+	c, err := newCompiler(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func() error{c.indexTopology, c.registerTenants, c.assign} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	var out []LinkOwner
+	for _, l := range c.allLinks() {
+		if l.tenant != "" {
+			out = append(out, LinkOwner{Link: l.ref, Server: l.srv.srv.Name, NIC: l.nic.Name, Tenant: l.tenant, Jobs: l.jobs})
+		}
+	}
+	return out, nil
+}
