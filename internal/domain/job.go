@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -70,7 +72,10 @@ type JobSpec struct {
 	Share       float64 `json:"share,omitempty"`
 	GPUsPerNode int     `json:"gpusPerNode,omitempty"`
 	GPUModel    string  `json:"gpuModel,omitempty"`
-	Priority    int     `json:"priority"`
+	// GPUModels lets the job run on any of several models, in order of
+	// preference (a gang always lands on one model). Use it or GPUModel.
+	GPUModels []string `json:"gpuModels,omitempty"`
+	Priority  int      `json:"priority"`
 	// Preemptible jobs are requeued when preempted; others end Preempted.
 	Preemptible bool `json:"preemptible"`
 	// TimeLimitSeconds ends the allocation that long after the job was
@@ -78,11 +83,27 @@ type JobSpec struct {
 	TimeLimitSeconds int64 `json:"timeLimitSeconds,omitempty"`
 	// MinRuntimeSeconds protects a young job from preemption.
 	MinRuntimeSeconds int64 `json:"minRuntimeSeconds,omitempty"`
+	// ExpectedDurationSeconds is the user's estimate of the run time: it
+	// tells waiting jobs when GPUs should free up and feeds simulations; it
+	// ends nothing (TimeLimitSeconds does).
+	ExpectedDurationSeconds int64 `json:"expectedDurationSeconds,omitempty"`
 	// Topology constrains how tightly the gang is packed.
 	Topology *TopologyRequirement `json:"topology,omitempty"`
 	// MinDriver is the lowest NVIDIA driver version the job accepts
 	// (e.g. "535.104"); servers with an older or unknown driver are skipped.
 	MinDriver string `json:"minDriver,omitempty"`
+}
+
+// Models is the GPU models the job accepts, in order of preference; nil
+// means any.
+func (s *JobSpec) Models() []string {
+	if len(s.GPUModels) > 0 {
+		return s.GPUModels
+	}
+	if s.GPUModel != "" {
+		return []string{s.GPUModel}
+	}
+	return nil
 }
 
 // CompareVersions compares dotted numeric versions ("535.183.01"): -1, 0
@@ -275,6 +296,21 @@ func ValidateJobSpec(s *JobSpec) *Error {
 		if _, ok := LookupGPUModel(s.GPUModel); !ok {
 			return Invalid("gpuModel", "gpuModel %q is unknown; known models: %v", s.GPUModel, GPUModelNames())
 		}
+		if len(s.GPUModels) > 0 {
+			return Invalid("gpuModels", "give gpuModel or gpuModels, not both")
+		}
+	}
+	if len(s.GPUModels) > MaxModels {
+		return Invalid("gpuModels", "%d GPU models; the limit is %d", len(s.GPUModels), MaxModels)
+	}
+	for i, m := range s.GPUModels {
+		f := fmt.Sprintf("gpuModels[%d]", i)
+		if _, ok := LookupGPUModel(m); !ok {
+			return Invalid(f, "GPU model %q is unknown; known models: %v", m, GPUModelNames())
+		}
+		if slices.Index(s.GPUModels, m) != i {
+			return Invalid(f, "GPU model %s is listed twice", m)
+		}
 	}
 	if s.MinDriver != "" {
 		if _, ok := versionParts(s.MinDriver); !ok {
@@ -293,6 +329,12 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	}
 	if err := ValidateRange("minRuntimeSeconds", s.MinRuntimeSeconds, 0, MaxSeconds); err != nil {
 		return err
+	}
+	if err := ValidateRange("expectedDurationSeconds", s.ExpectedDurationSeconds, 0, MaxSeconds); err != nil {
+		return err
+	}
+	if s.TimeLimitSeconds > 0 && s.ExpectedDurationSeconds > s.TimeLimitSeconds {
+		return Invalid("expectedDurationSeconds", "expectedDurationSeconds %d exceeds timeLimitSeconds %d: the allocation would end first", s.ExpectedDurationSeconds, s.TimeLimitSeconds)
 	}
 	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
 }

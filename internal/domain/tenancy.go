@@ -77,11 +77,36 @@ type Workspace struct {
 	// BorrowLimit is how much above Guaranteed the workspace may use from idle capacity.
 	BorrowLimit int `json:"borrowLimit"`
 	// LendLimit is how much of its idle Guaranteed others may borrow.
-	LendLimit int       `json:"lendLimit"`
-	Weight    int       `json:"weight"`
-	Priority  int       `json:"priority"`
-	CreatedAt time.Time `json:"createdAt"`
-	CreatedBy string    `json:"createdBy,omitempty"`
+	LendLimit int `json:"lendLimit"`
+	// Models carve the totals above per GPU model: each reserves part of
+	// Guaranteed on one model and caps the workspace's use of that model.
+	// Models not listed are bounded by the totals alone.
+	Models    []ModelQuota `json:"models,omitempty"`
+	Weight    int          `json:"weight"`
+	Priority  int          `json:"priority"`
+	CreatedAt time.Time    `json:"createdAt"`
+	CreatedBy string       `json:"createdBy,omitempty"`
+}
+
+// ModelQuota is a workspace's quota on one GPU model, in GPU-equivalents of
+// that model: Guaranteed of them are reserved (part of the workspace's
+// Guaranteed), at most Guaranteed + BorrowLimit are used, at most LendLimit
+// of the idle reserved ones are lent.
+type ModelQuota struct {
+	Model       string `json:"model"`
+	Guaranteed  int    `json:"guaranteed"`
+	BorrowLimit int    `json:"borrowLimit"`
+	LendLimit   int    `json:"lendLimit"`
+}
+
+// Model returns the workspace's quota on model, nil if it has none.
+func (w *Workspace) Model(model string) *ModelQuota {
+	for i := range w.Models {
+		if w.Models[i].Model == model {
+			return &w.Models[i]
+		}
+	}
+	return nil
 }
 
 // Ref returns "tenant/workspace".
@@ -93,6 +118,7 @@ const (
 	MaxGPUs     = 1_000_000
 	MaxWeight   = 10_000
 	MaxPriority = 1_000_000
+	MaxModels   = 16 // GPU models named by one workspace or job
 )
 
 // ValidateTenant checks a tenant's fields (not its relations to state).
@@ -148,6 +174,34 @@ func ValidateWorkspace(w *Workspace) *Error {
 	}
 	if err := ValidateRange("weight", int64(w.Weight), 1, MaxWeight); err != nil {
 		return err
+	}
+	if len(w.Models) > MaxModels {
+		return Invalid("models", "%d model quotas; the limit is %d", len(w.Models), MaxModels)
+	}
+	sum := 0
+	for i, m := range w.Models {
+		f := fmt.Sprintf("models[%d]", i)
+		if _, ok := LookupGPUModel(m.Model); !ok {
+			return Invalid(f+".model", "GPU model %q is unknown; known models: %v", m.Model, GPUModelNames())
+		}
+		if w.Model(m.Model) != &w.Models[i] {
+			return Invalid(f+".model", "GPU model %s has two quotas", m.Model)
+		}
+		for _, x := range []struct {
+			name string
+			v    int
+		}{{"guaranteed", m.Guaranteed}, {"borrowLimit", m.BorrowLimit}, {"lendLimit", m.LendLimit}} {
+			if err := ValidateRange(f+"."+x.name, int64(x.v), 0, MaxGPUs); err != nil {
+				return err
+			}
+		}
+		if m.LendLimit > m.Guaranteed {
+			return Invalid(f+".lendLimit", "lendLimit %d exceeds guaranteed %d of %s", m.LendLimit, m.Guaranteed, m.Model)
+		}
+		sum += m.Guaranteed
+	}
+	if sum > w.Guaranteed {
+		return Invalid("models", "model guarantees total %d GPUs, more than the workspace's guaranteed %d: they carve it, they do not add to it", sum, w.Guaranteed)
 	}
 	return ValidateRange("priority", int64(w.Priority), -MaxPriority, MaxPriority)
 }

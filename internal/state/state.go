@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -263,6 +265,12 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
 			Message: fmt.Sprintf("workspaces guarantee %d GPUs but this topology has %d: lower guarantees first", g, next.total)}
 	}
+	for _, ref := range slices.Sorted(maps.Keys(f.d.Workspaces)) {
+		if err := f.checkModelGuarantees(f.d.Workspaces[ref], next.byModel); err != nil {
+			return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+				Message: fmt.Sprintf("workspace %s: %s: lower its model guarantees first", ref, err.Message)}
+		}
+	}
 	f.d.Topology, f.d.Fingerprint, f.cap = t, fp, next
 	f.d.TopologyRev++
 	sum := t.Summary()
@@ -435,6 +443,28 @@ func (f *FSM) checkCapacity(field string, delta int) *domain.Error {
 	return nil
 }
 
+// checkModelGuarantees refuses model quotas whose guarantees, with every
+// other workspace's on the same model, exceed that model's GPUs in the
+// inventory (replacing the workspace's own when it exists).
+func (f *FSM) checkModelGuarantees(w *domain.Workspace, byModel map[string]int) *domain.Error {
+	for i, q := range w.Models {
+		total := q.Guaranteed
+		for ref, o := range f.d.Workspaces {
+			if ref == w.Ref() {
+				continue
+			}
+			if oq := o.Model(q.Model); oq != nil {
+				total += oq.Guaranteed
+			}
+		}
+		if have := byModel[q.Model]; total > have {
+			return &domain.Error{Code: domain.CodeFailedPrecondition, Field: fmt.Sprintf("models[%d].guaranteed", i),
+				Message: fmt.Sprintf("guarantees on %s would total %d GPUs but the inventory has %d: guarantees are never overcommitted", q.Model, total, have)}
+		}
+	}
+	return nil
+}
+
 func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
 	p, derr := decode[WorkspaceCreate](c)
 	if derr != nil {
@@ -451,6 +481,9 @@ func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
 		return nil, &domain.Error{Code: domain.CodeAlreadyExists, Field: "name", Message: fmt.Sprintf("workspace %q already exists", w.Ref())}
 	}
 	if err := f.checkGuarantee("guaranteed", w.Tenant, w.Guaranteed); err != nil {
+		return nil, err
+	}
+	if err := f.checkModelGuarantees(&w, f.cap.byModel); err != nil {
 		return nil, err
 	}
 	w.CreatedAt, w.CreatedBy = c.At, c.Actor
@@ -478,6 +511,9 @@ func (f *FSM) applyWorkspaceUpdate(c *Command) (any, *domain.Error) {
 		return nil, domain.NotFound("workspace", w.Ref())
 	}
 	if err := f.checkGuarantee("guaranteed", w.Tenant, w.Guaranteed-old.Guaranteed); err != nil {
+		return nil, err
+	}
+	if err := f.checkModelGuarantees(&w, f.cap.byModel); err != nil {
 		return nil, err
 	}
 	w.CreatedAt, w.CreatedBy = old.CreatedAt, old.CreatedBy
@@ -622,23 +658,53 @@ func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
 // checkFits refuses a job that could never be admitted, whatever else runs:
 // better an error now than a job pending forever.
 func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	models := s.Models()
+	accepts := func(m string) bool { return len(models) == 0 || slices.Contains(models, m) }
+	what := "GPUs"
+	if len(models) > 0 {
+		what = strings.Join(models, " or ") + " GPUs"
+		inInventory := false
+		for _, m := range models {
+			inInventory = inInventory || f.cap.byModel[m] > 0
+		}
+		if !inInventory {
+			field := "gpuModel"
+			if len(s.GPUModels) > 0 {
+				field = "gpuModels"
+			}
+			return domain.Invalid(field, "the inventory has no %s", what)
+		}
+	}
 	if s.MIGProfile != "" || s.Share > 0 {
-		return f.checkFitsFractional(s, w)
+		return f.checkFitsFractional(s, w, accepts, what)
 	}
 	if max := w.Guaranteed + w.BorrowLimit; s.GPUs > max {
 		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d = %d)", s.GPUs, w.Ref(), w.Guaranteed, w.BorrowLimit, max)
 	}
-	have, what := f.cap.total, "GPUs"
-	if s.GPUModel != "" {
-		have, what = f.cap.byModel[s.GPUModel], s.GPUModel+" GPUs"
+	// A gang runs on one model: the largest model it accepts bounds it, and
+	// so do the workspace's model quotas.
+	have, quotaMax, capped := 0, 0, true
+	for m, n := range f.cap.byModel {
+		if !accepts(m) {
+			continue
+		}
+		have = max(have, n)
+		if q := w.Model(m); q != nil {
+			quotaMax = max(quotaMax, q.Guaranteed+q.BorrowLimit)
+		} else if n > 0 {
+			capped = false
+		}
 	}
 	if s.GPUs > have {
-		return domain.Invalid("gpus", "gpus %d exceeds the inventory's %d %s", s.GPUs, have, what)
+		return domain.Invalid("gpus", "gpus %d exceeds the inventory's %d %s (a gang runs on one model)", s.GPUs, have, what)
+	}
+	if capped && s.GPUs > quotaMax {
+		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may use of %s under its model quotas (at most %d)", s.GPUs, w.Ref(), what, quotaMax)
 	}
 	if s.GPUsPerNode > 0 {
 		most := 0
 		for m, n := range f.cap.maxPerServer {
-			if (s.GPUModel == "" || m == s.GPUModel) && n > most {
+			if accepts(m) && n > most {
 				most = n
 			}
 		}
@@ -650,9 +716,9 @@ func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
 }
 
 // checkFitsFractional: a MIG profile must exist on a GPU model the
-// inventory has (the job's model when it names one), a MIG request must
-// fit the GPUs of one server, and the demand must fit the workspace's limit.
-func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+// inventory has (one the job accepts), a MIG request must fit the GPUs of
+// one server, and the demand must fit the workspace's limit.
+func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace, accepts func(string) bool, what string) *domain.Error {
 	units, err := sched.Demand(s)
 	if err != nil {
 		return asDomainError(err)
@@ -662,7 +728,7 @@ func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace) *domai
 		field = "migCount"
 		fits := false
 		for m, per := range f.cap.maxPerServer {
-			if s.GPUModel != "" && m != s.GPUModel {
+			if !accepts(m) {
 				continue
 			}
 			if p, err := mig.Lookup(m, s.MIGProfile); err == nil && s.MIGCount <= per*p.MaxInstances {
@@ -670,10 +736,8 @@ func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace) *domai
 			}
 		}
 		if !fits {
-			return domain.Invalid("migProfile", "no server in the inventory can hold %d x MIG %s%s", s.MIGCount, s.MIGProfile, modelSuffix(s.GPUModel))
+			return domain.Invalid("migProfile", "no server in the inventory can hold %d x MIG %s of %s", s.MIGCount, s.MIGProfile, what)
 		}
-	} else if s.GPUModel != "" && f.cap.byModel[s.GPUModel] == 0 {
-		return domain.Invalid("gpuModel", "the inventory has no %s GPUs", s.GPUModel)
 	} else if f.cap.total == 0 {
 		return domain.Invalid("share", "the inventory has no GPUs")
 	}
@@ -694,13 +758,6 @@ func demandString(s *domain.JobSpec) string {
 		return fmt.Sprintf("%g of a GPU", s.Share)
 	}
 	return fmt.Sprintf("%d GPUs", s.GPUs)
-}
-
-func modelSuffix(m string) string {
-	if m == "" {
-		return ""
-	}
-	return " on " + m
 }
 
 func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {

@@ -88,6 +88,10 @@ func MakeWorkspace(tenant, name string) *wsB {
 func (b *wsB) Guaranteed(n int) *wsB { b.w.Guaranteed = n; return b }
 func (b *wsB) Borrow(n int) *wsB     { b.w.BorrowLimit = n; return b }
 func (b *wsB) Lend(n int) *wsB       { b.w.LendLimit = n; return b }
+func (b *wsB) ModelQuota(m string, g, borrow, lend int) *wsB {
+	b.w.Models = append(b.w.Models, domain.ModelQuota{Model: m, Guaranteed: g, BorrowLimit: borrow, LendLimit: lend})
+	return b
+}
 func (b *wsB) Obj() domain.Workspace { return b.w }
 func (b *wsB) Weight(n int) *wsB     { b.w.Weight = n; return b }
 
@@ -98,8 +102,16 @@ func MakeJob(ws string, gpus int) *jobB {
 }
 func (b *jobB) PerNode(n int) *jobB  { b.s.GPUsPerNode = n; return b }
 func (b *jobB) Model(m string) *jobB { b.s.GPUModel = m; return b }
-func (b *jobB) Name(n string) *jobB  { b.s.Name = n; return b }
-func (b *jobB) Obj() JobSubmit       { return JobSubmit{Spec: b.s} }
+func (b *jobB) Models(m ...string) *jobB {
+	b.s.GPUModels = m
+	return b
+}
+func (b *jobB) Expect(d, limit int64) *jobB {
+	b.s.ExpectedDurationSeconds, b.s.TimeLimitSeconds = d, limit
+	return b
+}
+func (b *jobB) Name(n string) *jobB { b.s.Name = n; return b }
+func (b *jobB) Obj() JobSubmit      { return JobSubmit{Spec: b.s} }
 
 func TestJobSubmit(t *testing.T) {
 	cases := map[string]struct {
@@ -107,18 +119,24 @@ func TestJobSubmit(t *testing.T) {
 		wantCode  domain.Code
 		wantField string
 	}{
-		"fits":                     {job: MakeJob("research", 16).PerNode(8).Model("H100-80GB").Obj()},
-		"default name":             {job: MakeJob("research", 1).Obj()},
-		"zero gpus":                {job: MakeJob("research", 0).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
-		"negative gpus":            {job: MakeJob("research", -4).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
-		"absurd gpus":              {job: MakeJob("research", 1<<40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
-		"beyond borrow limit":      {job: MakeJob("research", 40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
-		"per node not a divisor":   {job: MakeJob("research", 12).PerNode(8).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
-		"per node beyond a server": {job: MakeJob("research", 16).PerNode(16).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
-		"unknown model":            {job: MakeJob("research", 8).Model("H900").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModel"},
-		"model not in inventory":   {job: MakeJob("research", 8).Model("A100-80GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
-		"unknown workspace":        {job: MakeJob("nope", 8).Obj(), wantCode: domain.CodeNotFound, wantField: "workspace"},
-		"bad name":                 {job: MakeJob("research", 8).Name("Bad_Name").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "name"},
+		"fits":                      {job: MakeJob("research", 16).PerNode(8).Model("H100-80GB").Obj()},
+		"default name":              {job: MakeJob("research", 1).Obj()},
+		"zero gpus":                 {job: MakeJob("research", 0).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"negative gpus":             {job: MakeJob("research", -4).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"absurd gpus":               {job: MakeJob("research", 1<<40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"beyond borrow limit":       {job: MakeJob("research", 40).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpus"},
+		"per node not a divisor":    {job: MakeJob("research", 12).PerNode(8).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
+		"per node beyond a server":  {job: MakeJob("research", 16).PerNode(16).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpusPerNode"},
+		"unknown model":             {job: MakeJob("research", 8).Model("H900").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModel"},
+		"model not in inventory":    {job: MakeJob("research", 8).Model("A100-80GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModel"},
+		"unknown workspace":         {job: MakeJob("nope", 8).Obj(), wantCode: domain.CodeNotFound, wantField: "workspace"},
+		"models, one in inventory":  {job: MakeJob("research", 8).Models("A100-80GB", "H100-80GB").Obj()},
+		"models, none in inventory": {job: MakeJob("research", 8).Models("A100-80GB", "B200-180GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModels"},
+		"model and models":          {job: MakeJob("research", 8).Model("H100-80GB").Models("H100-80GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModels"},
+		"model listed twice":        {job: MakeJob("research", 8).Models("H100-80GB", "H100-80GB").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "gpuModels[1]"},
+		"expected within limit":     {job: MakeJob("research", 8).Expect(3600, 7200).Obj()},
+		"expected beyond limit":     {job: MakeJob("research", 8).Expect(7200, 3600).Obj(), wantCode: domain.CodeInvalidArgument, wantField: "expectedDurationSeconds"},
+		"bad name":                  {job: MakeJob("research", 8).Name("Bad_Name").Obj(), wantCode: domain.CodeInvalidArgument, wantField: "name"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -193,6 +211,26 @@ func TestTenancyRules(t *testing.T) {
 		"token for unknown workspace": {steps: func(h *harness) *Result {
 			return h.apply(CmdTokenCreate, TokenCreate{Token: domain.Token{ID: "abc", Role: domain.RoleMember, Tenant: "acme", Workspace: "nope"}, Hash: HashSecret("x")})
 		}, wantCode: domain.CodeNotFound},
+		"model quota": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "m").Guaranteed(8).ModelQuota("H100-80GB", 8, 8, 4).Obj()})
+		}},
+		"model guarantees beyond the workspace's": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "m").Guaranteed(4).ModelQuota("H100-80GB", 8, 0, 0).Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "models"},
+		"model guarantee without that model": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "m").Guaranteed(8).ModelQuota("A100-80GB", 8, 0, 0).Obj()})
+		}, wantCode: domain.CodeFailedPrecondition, wantFld: "models[0].guaranteed"},
+		"model listed twice in a workspace": {steps: func(h *harness) *Result {
+			h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(16).Borrow(16).ModelQuota("H100-80GB", 16, 0, 0).Obj()})
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "m").Guaranteed(16).ModelQuota("H100-80GB", 0, 0, 0).ModelQuota("A100-80GB", 0, 4, 0).ModelQuota("H100-80GB", 1, 0, 0).Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "models[2].model"},
+		"model lend above its guarantee": {steps: func(h *harness) *Result {
+			return h.apply(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "m").Guaranteed(8).ModelQuota("H100-80GB", 2, 0, 4).Obj()})
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "models[0].lendLimit"},
+		"job beyond its model quota": {steps: func(h *harness) *Result {
+			h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(16).Borrow(16).ModelQuota("H100-80GB", 8, 4, 0).Obj()})
+			return h.apply(CmdJobSubmit, MakeJob("research", 16).Obj())
+		}, wantCode: domain.CodeInvalidArgument, wantFld: "gpus"},
 		"valid update": {steps: func(h *harness) *Result {
 			return h.apply(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(32).Borrow(0).Obj()})
 		}},
