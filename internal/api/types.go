@@ -47,6 +47,8 @@ type (
 		LendLimit   int    `json:"lendLimit"`
 		Weight      *int   `json:"weight,omitempty"` // default 1
 		Priority    int    `json:"priority"`
+		// Models carve the quota per GPU model.
+		Models []domain.ModelQuota `json:"models,omitempty"`
 	}
 	// WorkspaceUpdateRequest changes only the fields it sets.
 	WorkspaceUpdateRequest struct {
@@ -55,6 +57,9 @@ type (
 		LendLimit   *int `json:"lendLimit,omitempty"`
 		Weight      *int `json:"weight,omitempty"`
 		Priority    *int `json:"priority,omitempty"`
+		// Models, when set, replaces the model quotas (an empty list
+		// removes them).
+		Models *[]domain.ModelQuota `json:"models,omitempty"`
 	}
 	TokenCreateRequest struct {
 		Role        domain.Role `json:"role"`

@@ -188,25 +188,42 @@ func TestTour(t *testing.T) {
 	if out := mustRun(t, acme, "job", "cancel", "1"); !strings.Contains(out, "Cancelled") {
 		t.Fatalf("job cancel:\n%s", out)
 	}
+	// Model quotas, several accepted models and an expected duration.
+	if out := mustRun(t, env, "workspace", "create", "globex/train", "--guaranteed", "8", "--borrow-limit", "8", "--model-quota", "H100-80GB=8:0:4"); !strings.Contains(out, "H100-80GB=8:0:4") {
+		t.Fatalf("workspace create --model-quota:\n%s", out)
+	}
+	if out := mustRun(t, env, "workspace", "update", "globex/train", "--no-model-quotas"); strings.Contains(out, "H100-80GB=") {
+		t.Fatalf("workspace update --no-model-quotas:\n%s", out)
+	}
+	out = mustRun(t, env, "job", "submit", "--workspace", "globex/train", "--gpus", "4", "--gpu-models", "A100-80GB,H100-80GB", "--expected-duration", "90m", "--name", "any-model")
+	if !strings.Contains(out, "any-model") {
+		t.Fatalf("job submit --gpu-models:\n%s", out)
+	}
+	if out := mustRun(t, env, "job", "show", "4"); !strings.Contains(out, "A100-80GB or H100-80GB") || !strings.Contains(out, "1h30m0s") {
+		t.Fatalf("job show lacks models or expected duration:\n%s", out)
+	}
 	if out := mustRun(t, env, "events", "--tenant", "acme", "--since", "1h"); !strings.Contains(out, "job.cancel") || strings.Contains(out, "globex") {
 		t.Fatalf("events --tenant acme:\n%s", out)
 	}
 
 	// Errors exit non-zero and name the field.
 	errCases := map[string]errCase{
-		"other tenant's job":  {acme, []string{"job", "show", "2"}, "not found"},
-		"explain other's job": {acme, []string{"job", "explain", "2"}, "not found"},
-		"other tenant":        {acme, []string{"tenant", "show", "globex"}, "not found"},
-		"negative gpus":       {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "field gpus"},
-		"bad workspace ref":   {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},
-		"no token":            {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "unauthenticated"},
-		"bad output":          {env, []string{"job", "list", "-o", "xml"}, "field output"},
-		"no server":           {map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, []string{"--token", "x", "job", "list"}, "cannot reach"},
-		"missing file":        {env, []string{"topology", "apply", "-f", "/nonexistent.yaml"}, "cannot read"},
-		"tenant-admin apply":  {acme, []string{"topology", "apply", "-f", yamlFile}, "admin token"},
-		"unknown subcommand":  {env, []string{"jobs", "list"}, "unknown command"},
-		"quota above inv":     {env, []string{"workspace", "create", "acme/big", "--guaranteed", "1000"}, "never overcommitted"},
-		"bootstrap with join": {env, []string{"server", "--data-dir", t.TempDir(), "--bootstrap", "--join", "http://x"}, "give one of them"},
+		"other tenant's job":   {acme, []string{"job", "show", "2"}, "not found"},
+		"explain other's job":  {acme, []string{"job", "explain", "2"}, "not found"},
+		"other tenant":         {acme, []string{"tenant", "show", "globex"}, "not found"},
+		"negative gpus":        {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "field gpus"},
+		"bad workspace ref":    {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},
+		"no token":             {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "unauthenticated"},
+		"bad output":           {env, []string{"job", "list", "-o", "xml"}, "field output"},
+		"no server":            {map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, []string{"--token", "x", "job", "list"}, "cannot reach"},
+		"missing file":         {env, []string{"topology", "apply", "-f", "/nonexistent.yaml"}, "cannot read"},
+		"tenant-admin apply":   {acme, []string{"topology", "apply", "-f", yamlFile}, "admin token"},
+		"unknown subcommand":   {env, []string{"jobs", "list"}, "unknown command"},
+		"quota above inv":      {env, []string{"workspace", "create", "acme/big", "--guaranteed", "1000"}, "never overcommitted"},
+		"bad model quota":      {env, []string{"workspace", "create", "acme/m", "--guaranteed", "8", "--model-quota", "H100-80GB=x"}, "field model-quota"},
+		"model quota no model": {env, []string{"workspace", "create", "acme/m", "--guaranteed", "8", "--model-quota", "A100-80GB=8"}, "field models[0].guaranteed"},
+		"model and models":     {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "1", "--gpu-model", "H100-80GB", "--gpu-models", "A100-80GB"}, "field gpuModels"},
+		"bootstrap with join":  {env, []string{"server", "--data-dir", t.TempDir(), "--bootstrap", "--join", "http://x"}, "give one of them"},
 	}
 	runErrCases(t, errCases)
 }

@@ -18,7 +18,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	var spec domain.JobSpec
 	var ws string
 	var dry bool
-	var timeLimit, minRuntime time.Duration
+	var timeLimit, minRuntime, expected time.Duration
 	var topo string
 	submit := &cobra.Command{
 		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
@@ -31,6 +31,9 @@ func newJobCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if spec.MinRuntimeSeconds, err = durationSeconds("min-runtime", minRuntime); err != nil {
+				return err
+			}
+			if spec.ExpectedDurationSeconds, err = durationSeconds("expected-duration", expected); err != nil {
 				return err
 			}
 			if spec.Topology, err = parseTopology(topo); err != nil {
@@ -76,12 +79,14 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.StringVar(&spec.MinDriver, "min-driver", "", "lowest NVIDIA driver version accepted, e.g. 535.104")
 	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
 	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")
+	f.StringSliceVar(&spec.GPUModels, "gpu-models", nil, "GPU models the job accepts, in order of preference, e.g. H100-80GB,A100-80GB (instead of --gpu-model)")
 	f.IntVar(&spec.Priority, "priority", 0, "priority within the workspace")
 	f.BoolVar(&spec.Preemptible, "preemptible", false, "the job may be preempted")
 	f.StringVar(&spec.Name, "name", "", "job name (default job-ID)")
 	f.BoolVar(&dry, "dry-run", false, "answer where the job would land now, or why it would wait, without submitting it")
 	f.DurationVar(&timeLimit, "time-limit", 0, "end the job this long after it is placed, e.g. 2h (whole seconds; 0: no limit)")
 	f.DurationVar(&minRuntime, "min-runtime", 0, "protect the job from preemption for this long after it is placed, e.g. 10m (whole seconds)")
+	f.DurationVar(&expected, "expected-duration", 0, "how long the job is expected to run, e.g. 6h: tells waiting jobs when GPUs free up; ends nothing")
 
 	var q client.JobQuery
 	var state string
@@ -305,7 +310,7 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	if j.GPUsPerNode > 0 {
 		row(w, "GPUs per node:", j.GPUsPerNode)
 	}
-	row(w, "GPU model:", orDash(j.GPUModel))
+	row(w, "GPU model:", orDash(strings.Join(j.Models(), " or ")))
 	row(w, "Priority:", j.Priority)
 	row(w, "Preemptible:", j.Preemptible)
 	if j.TimeLimitSeconds > 0 {
@@ -313,6 +318,9 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	}
 	if j.MinRuntimeSeconds > 0 {
 		row(w, "Min runtime:", time.Duration(j.MinRuntimeSeconds)*time.Second)
+	}
+	if j.ExpectedDurationSeconds > 0 {
+		row(w, "Expected duration:", time.Duration(j.ExpectedDurationSeconds)*time.Second)
 	}
 	row(w, "State:", j.State)
 	if j.Reason != nil {

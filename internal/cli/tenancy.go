@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -176,6 +177,7 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "workspace", Short: "Create, list, change and delete workspaces (quota holders inside a tenant)"}
 	var req api.WorkspaceCreateRequest
 	var weight int
+	var modelQuotas []string
 	create := &cobra.Command{
 		Use: "create TENANT/NAME", Short: "Create a workspace (admin)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -188,6 +190,9 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req.Name, req.Weight = w, &weight
+			if req.Models, err = parseModelQuotas(modelQuotas); err != nil {
+				return err
+			}
 			ws, err := c.CreateWorkspace(cmd.Context(), t, req)
 			if err != nil {
 				return err
@@ -201,8 +206,11 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	f.IntVar(&req.LendLimit, "lend-limit", 0, "GPUs of its idle guarantee others may borrow (<= guaranteed)")
 	f.IntVar(&weight, "weight", 1, "share of borrowed capacity relative to other borrowers")
 	f.IntVar(&req.Priority, "priority", 0, "priority of the workspace's jobs against other workspaces")
+	f.StringArrayVar(&modelQuotas, "model-quota", nil, modelQuotaHelp)
 
 	var upd api.WorkspaceUpdateRequest
+	var updModels []string
+	var noModels bool
 	update := &cobra.Command{
 		Use: "update TENANT/NAME", Short: "Change a workspace's quota (admin); only the flags given change", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -221,6 +229,19 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 					*dst = &v
 				}
 			}
+			if noModels && len(updModels) > 0 {
+				return domain.Invalid("model-quota", "--model-quota and --no-model-quotas exclude each other")
+			}
+			if len(updModels) > 0 || noModels {
+				ms, err := parseModelQuotas(updModels)
+				if err != nil {
+					return err
+				}
+				if ms == nil {
+					ms = []domain.ModelQuota{}
+				}
+				upd.Models = &ms
+			}
 			var ws domain.Workspace
 			if err := c.Do(cmd.Context(), "PATCH", "/v1/tenants/"+t+"/workspaces/"+w, upd, &ws); err != nil {
 				return err
@@ -234,6 +255,8 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	uf.Int("lend-limit", 0, "GPUs of its idle guarantee others may borrow")
 	uf.Int("weight", 1, "share of borrowed capacity")
 	uf.Int("priority", 0, "priority")
+	uf.StringArrayVar(&updModels, "model-quota", nil, modelQuotaHelp+"; replaces all model quotas")
+	uf.BoolVar(&noModels, "no-model-quotas", false, "remove all model quotas")
 
 	list := &cobra.Command{
 		Use: "list TENANT", Short: "List a tenant's workspaces", Args: cobra.ExactArgs(1),
@@ -282,10 +305,38 @@ func workspaceDo(cmd *cobra.Command, g *globals, method, ref string) error {
 }
 
 func workspaceTable(w io.Writer, ws []domain.Workspace) {
-	row(w, "WORKSPACE", "GUARANTEED", "BORROW-LIMIT", "LEND-LIMIT", "WEIGHT", "PRIORITY")
+	row(w, "WORKSPACE", "GUARANTEED", "BORROW-LIMIT", "LEND-LIMIT", "WEIGHT", "PRIORITY", "MODEL-QUOTAS")
 	for _, x := range ws {
-		row(w, x.Ref(), x.Guaranteed, x.BorrowLimit, x.LendLimit, x.Weight, x.Priority)
+		var ms []string
+		for _, m := range x.Models {
+			ms = append(ms, fmt.Sprintf("%s=%d:%d:%d", m.Model, m.Guaranteed, m.BorrowLimit, m.LendLimit))
+		}
+		row(w, x.Ref(), x.Guaranteed, x.BorrowLimit, x.LendLimit, x.Weight, x.Priority, orDash(strings.Join(ms, ",")))
 	}
+}
+
+const modelQuotaHelp = "quota on one GPU model as MODEL=GUARANTEED[:BORROW[:LEND]], e.g. H100-80GB=8:8:4 (repeatable; guarantees carve --guaranteed)"
+
+// parseModelQuotas reads --model-quota values.
+func parseModelQuotas(vals []string) ([]domain.ModelQuota, error) {
+	var out []domain.ModelQuota
+	for _, v := range vals {
+		model, nums, ok := strings.Cut(v, "=")
+		parts := strings.Split(nums, ":")
+		if !ok || model == "" || len(parts) > 3 {
+			return nil, domain.Invalid("model-quota", "--model-quota %q is not MODEL=GUARANTEED[:BORROW[:LEND]]", v)
+		}
+		q := domain.ModelQuota{Model: model}
+		for i, dst := range []*int{&q.Guaranteed, &q.BorrowLimit, &q.LendLimit}[:len(parts)] {
+			n, err := strconv.Atoi(parts[i])
+			if err != nil {
+				return nil, domain.Invalid("model-quota", "--model-quota %q: %q is not a whole number of GPUs", v, parts[i])
+			}
+			*dst = n
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 func newTokenCmd(g *globals) *cobra.Command {

@@ -82,7 +82,7 @@ func TestMIGAndShares(t *testing.T) {
 	}
 	w.apply(plan)
 	// Quota is counted exactly: a holds 4/7 + 1/7 + 0.75 GPUs.
-	u := buildUsage(w.s)
+	u := buildUsage(w.s, buildCluster(w.s))
 	if want := 4000 + 1000 + 5250; u.usedOf("a/w") != want {
 		t.Errorf("a/w uses %d units, want %d", u.usedOf("a/w"), want)
 	}

@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,6 +55,19 @@ func newSim(t *testing.T, seed uint64) *sim {
 				Guaranteed: g, BorrowLimit: rng.IntN(total), LendLimit: rng.IntN(g + 1), Weight: 1 + rng.IntN(3), Priority: rng.IntN(2)}
 		}
 	}
+	// A third of the clusters mix GPU models (every other server A100);
+	// then one workspace carves an H100 quota out of its guarantee.
+	if rng.IntN(3) == 0 {
+		srv := topo.Sites[0].Fabrics[0].Servers
+		for i := range srv {
+			if i%2 == 1 {
+				srv[i].GPUModel = "A100-80GB"
+			}
+		}
+		w := sortedWorkspaces(s)[0]
+		g := min(w.Guaranteed, total/4)
+		w.Models = []domain.ModelQuota{{Model: "H100-80GB", Guaranteed: g, BorrowLimit: rng.IntN(total / 2), LendLimit: rng.IntN(g + 1)}}
+	}
 	return &sim{t: t, rng: rng, s: s, now: now, next: 1, reclaim: map[uint64][]time.Time{}, waiting: map[uint64]time.Time{}}
 }
 
@@ -74,6 +88,12 @@ func (m *sim) submit() {
 	}
 	if m.rng.IntN(4) == 0 {
 		spec.MinRuntimeSeconds = 20
+	}
+	switch m.rng.IntN(6) {
+	case 0:
+		spec.GPUModels = []string{"A100-80GB", "H100-80GB"}
+	case 1:
+		spec.GPUModel = "H100-80GB"
 	}
 	m.s.Jobs = append(m.s.Jobs, &domain.Job{ID: m.next, JobSpec: spec, State: domain.JobPending, SubmittedAt: m.now})
 	m.next++
@@ -154,6 +174,7 @@ func (m *sim) check(round int) {
 	sharer := map[[2]any]string{}
 	tenantsOn := map[string]map[string]bool{}
 	used := map[string]int{}
+	usedModel := map[[2]string]int{}
 	for _, j := range m.s.Jobs {
 		if len(j.Placement) == 0 {
 			continue
@@ -191,6 +212,25 @@ func (m *sim) check(round int) {
 				}
 			}
 		}
+		// A job runs on one GPU model, one it accepts, and within its
+		// workspace's quota on that model.
+		model := ""
+		for _, p := range j.Placement {
+			pm := ""
+			for _, srv := range m.s.Topology.Servers() {
+				if srv.Name == p.Server {
+					pm = srv.GPUModel
+				}
+			}
+			if model != "" && pm != model && len(p.MIG) == 0 && p.Share == 0 {
+				t.Fatalf("round %d: job %d spans GPU models %s and %s", round, j.ID, model, pm)
+			}
+			model = pm
+			if ms := j.Models(); len(ms) > 0 && !slices.Contains(ms, pm) {
+				t.Fatalf("round %d: job %d accepts %v but runs on %s", round, j.ID, ms, pm)
+			}
+		}
+		usedModel[[2]string{j.Tenant + "/" + j.Workspace, model}] += demand(j)
 		if got != demand(j) {
 			t.Fatalf("round %d: job %d holds %d units, asked for %d: gangs are whole or nothing", round, j.ID, got, demand(j))
 		}
@@ -216,6 +256,11 @@ func (m *sim) check(round int) {
 					t.Fatalf("round %d: server %s shared by %v though %s is server-isolated", round, srv, ts, name)
 				}
 			}
+		}
+	}
+	for k, n := range usedModel {
+		if q := m.s.Workspaces[k[0]].Model(k[1]); q != nil && n > (q.Guaranteed+q.BorrowLimit)*unit {
+			t.Fatalf("round %d: workspace %s uses %s %s GPUs, above its model quota %d + %d", round, k[0], gpus(n), k[1], q.Guaranteed, q.BorrowLimit)
 		}
 	}
 	for ref, n := range used {
@@ -255,7 +300,7 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 	if testing.Short() {
 		seeds = 5
 	}
-	placed, reclaims, migs, shares := 0, 0, 0, 0
+	placed, reclaims, migs, shares, multi := 0, 0, 0, 0, 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := newSim(t, seed)
@@ -266,6 +311,9 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 				plan := Schedule(m.s, m.now)
 				for _, p := range plan.Placements {
 					placed++
+					if len(m.job(p.JobID).GPUModels) > 0 {
+						multi++
+					}
 					for _, x := range p.Placement {
 						if len(x.MIG) > 0 {
 							migs++
@@ -288,8 +336,8 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 		})
 	}
 	// The streams must exercise what the invariants guard.
-	if placed < 100 || reclaims == 0 || migs == 0 || shares == 0 {
-		t.Fatalf("weak coverage: %d placements, %d reclaims, %d MIG and %d share placements", placed, reclaims, migs, shares)
+	if placed < 100 || reclaims == 0 || migs == 0 || shares == 0 || multi == 0 {
+		t.Fatalf("weak coverage: %d placements, %d reclaims, %d MIG, %d share and %d several-model placements", placed, reclaims, migs, shares, multi)
 	}
-	t.Logf("%d placements, %d reclaims, %d MIG and %d share placements checked", placed, reclaims, migs, shares)
+	t.Logf("%d placements, %d reclaims, %d MIG, %d share and %d several-model placements checked", placed, reclaims, migs, shares, multi)
 }

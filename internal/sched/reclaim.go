@@ -219,7 +219,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		st.victim[v.ID] = true
 		st.futureFreed = true
 		st.future.release(v)
-		st.fu.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+		st.fu.addJob(v, v.Placement, -1)
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
 		if kind == "reclaim" {
@@ -309,7 +309,7 @@ func (st *cycle) futureView() {
 		if v.State == domain.JobPreempting || st.victim[v.ID] {
 			st.futureFreed = true
 			st.future.release(v)
-			st.fu.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+			st.fu.addJob(v, v.Placement, -1)
 			if v.StopDeadline != nil && v.StopDeadline.After(st.futureBy) {
 				st.futureBy = *v.StopDeadline
 			}
@@ -323,7 +323,7 @@ func (st *cycle) futureView() {
 // reserve books j's placement in the future view.
 func (st *cycle) reserve(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	st.future.commit(j, t, pl)
-	st.fu.add(j.Tenant, j.Tenant+"/"+j.Workspace, demand(j))
+	st.fu.addJob(j, pl, 1)
 }
 
 // whatIf is the future view with some more jobs gone.
@@ -349,16 +349,17 @@ func (st *cycle) whatIf(victims []*domain.Job) *whatIf {
 // drop removes a job from the view.
 func (w *whatIf) drop(v *domain.Job) {
 	w.c.release(v)
-	w.u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+	w.u.addJob(v, v.Placement, -1)
 }
 
 // fits returns j's placement in the view if quota and capacity allow one.
 func (w *whatIf) fits(st *cycle, j *domain.Job) []domain.Placement {
 	ws := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
-	if _, ok := quota(j, ws, st.s, w.u, w.c); !ok {
+	models, _, ok := admit(j, ws, st.s, w.u, w.c)
+	if !ok {
 		return nil
 	}
-	pl, _, _ := w.c.place(j, st.s.Tenants[j.Tenant])
+	pl, _, _ := w.c.placeIn(j, st.s.Tenants[j.Tenant], models)
 	return pl
 }
 
@@ -368,10 +369,10 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) []domain.Plac
 	// Quota first: it needs only the usage, not a view of the servers.
 	u := st.fu.clone()
 	for _, v := range victims {
-		u.add(v.Tenant, v.Tenant+"/"+v.Workspace, -held(v))
+		u.addJob(v, v.Placement, -1)
 	}
 	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
-	if _, ok := quota(j, w, st.s, u, st.future); !ok {
+	if _, _, ok := admit(j, w, st.s, u, st.future); !ok {
 		return nil
 	}
 	return st.whatIf(victims).fits(st, j)

@@ -311,7 +311,7 @@ func TestSchedule(t *testing.T) {
 				w.s.Jobs[0].GPUModel = "A100-80GB"
 				return w
 			},
-			want: map[uint64]string{1: "pending capacity"},
+			want: map[uint64]string{1: "pending no_inventory"},
 		},
 	}
 	runPlanCases(t, cases)

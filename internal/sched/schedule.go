@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -26,6 +27,8 @@ type cycle struct {
 	// shapes (per workspace) a search found no victims for.
 	reclaims      int
 	reclaimFailed map[string]bool
+	// nextRelease caches expectedRelease.
+	nextRelease *time.Time
 	// byCost caches victimOrder, byWorkspace victimsIn.
 	byCost      []victim
 	byWorkspace map[int][]victim
@@ -60,7 +63,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	}
 	// Phase 1 and 2: who holds what.
 	st.c = buildCluster(s)
-	st.u = buildUsage(s)
+	st.u = buildUsage(s, st.c)
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
@@ -116,15 +119,20 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 				"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}
 			continue
 		}
-		r, ok := quota(j, w, s, st.u, st.c)
+		models, r, ok := admit(j, w, s, st.u, st.c)
 		var pl []domain.Placement
 		var level string
-		key := shapeKey(j)
+		key := shapeKey(j) + "|" + strings.Join(models, ",")
 		if ok {
 			if why, failed := noFit[key]; failed {
 				r = why
-			} else if pl, level, r = st.c.place(j, t); pl == nil {
+			} else if pl, level, r = st.c.placeIn(j, t, models); pl == nil {
 				noFit[key] = r
+			}
+		}
+		if pl == nil && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
+			if at, ok := st.expectedRelease(); ok {
+				r.Message += fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
 			}
 		}
 		if pl == nil {
@@ -148,16 +156,40 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.reserve(j, t, pl)
 		}
 		st.c.commit(j, t, pl)
-		st.u.add(j.Tenant, ref, demand(j))
+		st.u.addJob(j, pl, 1)
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
 	}
 	return st.plan
 }
 
+// expectedRelease is the earliest time a running job is expected to end
+// (its expected duration or time limit from placement), computed once per
+// cycle; it names no job, as reasons never show other tenants' work.
+func (st *cycle) expectedRelease() (time.Time, bool) {
+	if st.nextRelease == nil {
+		var best time.Time
+		for _, j := range st.s.Jobs {
+			if (j.State != domain.JobRunning && j.State != domain.JobReady) || j.PlacedAt == nil {
+				continue
+			}
+			for _, secs := range []int64{j.ExpectedDurationSeconds, j.TimeLimitSeconds} {
+				if secs <= 0 {
+					continue
+				}
+				if end := j.PlacedAt.Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
+					best = end
+				}
+			}
+		}
+		st.nextRelease = &best
+	}
+	return *st.nextRelease, !st.nextRelease.IsZero()
+}
+
 // shapeKey identifies what decides whether a job can be placed: its tenant
 // (isolation, sites), and its request.
 func shapeKey(j *domain.Job) string {
-	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.MinDriver)
+	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%v|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.GPUModels, j.MinDriver)
 	if t := j.Topology; t != nil {
 		k += fmt.Sprintf("|%s|%t", t.Level, t.Required)
 	}

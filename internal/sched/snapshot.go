@@ -243,6 +243,9 @@ type cluster struct {
 	cloned map[int]bool
 	// statics caches static eligibility; shared with what-if views.
 	statics *statics
+	// totalModel is total per GPU model, modelNames the models by name.
+	totalModel map[string]int
+	modelNames []string
 	// cands and fit are placeGang's reused buffers; what-if views share
 	// them (one check runs at a time).
 	cands, fit []*server
@@ -330,11 +333,14 @@ func buildCluster(s *Snapshot) *cluster {
 	free := make([]bool, gpus)
 	views := make([]server, len(st.servers))
 	c.servers = make([]*server, len(st.servers))
+	// One holder slot per server from one array: most servers have at
+	// most one holder; a second one grows that server's slice alone.
+	slots := make([]holder, len(st.servers))
 	off := 0
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
-		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n}
+		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i:i:i+1]}
 		for g := range v.free {
 			v.free[g] = true
 		}
@@ -352,13 +358,19 @@ func buildCluster(s *Snapshot) *cluster {
 			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
 		}
 	}
+	c.totalModel = map[string]int{}
 	for _, v := range c.servers {
+		n := len(v.free) * unit
 		if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
-			c.total += v.usedUnits()
-		} else {
-			c.total += len(v.free) * unit
+			n = v.usedUnits()
 		}
+		c.total += n
+		if _, ok := c.totalModel[v.s.GPUModel]; !ok {
+			c.modelNames = append(c.modelNames, v.s.GPUModel)
+		}
+		c.totalModel[v.s.GPUModel] += n
 	}
+	slices.Sort(c.modelNames)
 	return c
 }
 
@@ -374,7 +386,7 @@ func (c *cluster) server(name string) *server {
 // servers are shared until release changes one, which is then cloned. The
 // view must only be read (place) and released into, never committed to.
 func (c *cluster) shallow(buf []*server) *cluster {
-	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, statics: c.statics, cands: c.cands, fit: c.fit}
+	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, statics: c.statics, totalModel: c.totalModel, modelNames: c.modelNames, cands: c.cands, fit: c.fit}
 }
 
 // release frees a job's GPUs in the view and drops it from the holders of

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"maps"
 	"math"
 	"sort"
 	"time"
@@ -27,6 +28,11 @@ type usage struct {
 	// decayed is each workspace's time-decayed usage in GPU-seconds: the
 	// fair-share measure among borrowers.
 	decayed []float64
+	// Per GPU model, kept only when some workspace has model quotas
+	// (tracksModels): mUsed by workspace index, usedModel cluster-wide.
+	mUsed     []map[string]int
+	usedModel map[string]int
+	modelOf   func(server string) string
 }
 
 // usageIndex numbers the workspaces (sorted by ref) and tenants.
@@ -38,7 +44,7 @@ type usageIndex struct {
 	byTenant map[string]int
 }
 
-func buildUsage(s *Snapshot) *usage {
+func buildUsage(s *Snapshot, c *cluster) *usage {
 	ix := &usageIndex{ws: sortedWorkspaces(s), byRef: map[string]int{}, byTenant: map[string]int{}}
 	names := make([]string, 0, len(s.Tenants))
 	for n := range s.Tenants {
@@ -61,9 +67,34 @@ func buildUsage(s *Snapshot) *usage {
 	u := &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
 		tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
 		decayed: make([]float64, len(ix.ws))}
+	u.modelOf = func(server string) string {
+		if v := c.server(server); v != nil {
+			return v.s.GPUModel
+		}
+		return ""
+	}
+	for _, w := range ix.ws {
+		if len(w.Models) > 0 {
+			u.mUsed, u.usedModel = make([]map[string]int, len(ix.ws)), map[string]int{}
+			break
+		}
+	}
 	for _, j := range s.Jobs {
 		if len(j.Placement) > 0 {
 			u.addRaw(j.Tenant, j.Tenant+"/"+j.Workspace, held(j))
+			if u.tracksModels() {
+				i := u.index(j.Tenant + "/" + j.Workspace)
+				for _, p := range j.Placement {
+					m, n := u.modelOf(p.Server), placementUnits(p)
+					u.usedModel[m] += n
+					if i >= 0 {
+						if u.mUsed[i] == nil {
+							u.mUsed[i] = map[string]int{}
+						}
+						u.mUsed[i][m] += n
+					}
+				}
+			}
 		}
 	}
 	for i := range ix.ws {
@@ -170,6 +201,13 @@ func (u *usage) clone() *usage {
 	cp.tUsed = append([]int(nil), u.tUsed...)
 	cp.tProtWs = append([]int(nil), u.tProtWs...)
 	cp.tProt = append([]int(nil), u.tProt...)
+	if u.tracksModels() {
+		cp.mUsed = make([]map[string]int, len(u.mUsed))
+		for i, m := range u.mUsed {
+			cp.mUsed[i] = maps.Clone(m)
+		}
+		cp.usedModel = maps.Clone(u.usedModel)
+	}
 	return &cp
 }
 

@@ -266,7 +266,7 @@ func (s *Server) createWorkspace(r *http.Request, p *principal) (any, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority}
+	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority, Models: req.Models}
 	if req.Weight != nil {
 		w.Weight = *req.Weight
 	}
@@ -308,6 +308,9 @@ func (s *Server) updateWorkspace(r *http.Request, p *principal) (any, error) {
 		if f.v != nil {
 			*f.dst = *f.v
 		}
+	}
+	if req.Models != nil {
+		w.Models = *req.Models
 	}
 	if err := domain.ValidateWorkspace(w); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"time"
 
@@ -65,6 +66,7 @@ func (f *FSM) Workspace(tenant, name string) (*domain.Workspace, bool) {
 		return nil, false
 	}
 	cp := *w
+	cp.Models = slices.Clone(w.Models) // a read never aliases state
 	return &cp, true
 }
 
@@ -75,7 +77,9 @@ func (f *FSM) Workspaces(tenant string, keep func(*domain.Workspace) bool) []dom
 	out := []domain.Workspace{}
 	for _, w := range f.d.Workspaces {
 		if (tenant == "" || w.Tenant == tenant) && (keep == nil || keep(w)) {
-			out = append(out, *w)
+			cp := *w
+			cp.Models = slices.Clone(w.Models)
+			out = append(out, cp)
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Ref() < out[b].Ref() })
@@ -253,6 +257,7 @@ func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	}
 	for k, w := range f.d.Workspaces {
 		cp := *w
+		cp.Models = slices.Clone(w.Models) // a read never aliases state
 		s.Workspaces[k] = &cp
 	}
 	s.Nodes = map[string]domain.NodeCondition{}

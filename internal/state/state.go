@@ -829,10 +829,20 @@ type gpuUsage struct {
 	share   map[gpuKey]int            // GPU -> shared units
 	sharer  map[gpuKey]string         // GPU -> the tenant sharing it
 	holders map[string]map[string]bool
+	// units held per workspace, and per workspace and GPU model.
+	wsUnits    map[string]int
+	modelUnits map[[2]string]int
+	model      func(server string) string
 }
 
 func (f *FSM) gpuUse() *gpuUsage {
-	u := &gpuUsage{whole: map[gpuKey]uint64{}, mig: map[gpuKey][]mig.Instance{}, share: map[gpuKey]int{}, sharer: map[gpuKey]string{}, holders: map[string]map[string]bool{}}
+	u := &gpuUsage{whole: map[gpuKey]uint64{}, mig: map[gpuKey][]mig.Instance{}, share: map[gpuKey]int{}, sharer: map[gpuKey]string{}, holders: map[string]map[string]bool{},
+		wsUnits: map[string]int{}, modelUnits: map[[2]string]int{}, model: func(server string) string {
+			if s, ok := f.cap.servers[server]; ok {
+				return s.GPUModel
+			}
+			return ""
+		}}
 	for _, j := range f.sortedJobs() {
 		if !j.State.Terminal() {
 			u.add(j, j.Placement)
@@ -842,6 +852,11 @@ func (f *FSM) gpuUse() *gpuUsage {
 }
 
 func (u *gpuUsage) add(j *domain.Job, pls []domain.Placement) {
+	if len(pls) > 0 {
+		n, _ := sched.Demand(&j.JobSpec)
+		u.wsUnits[j.Tenant+"/"+j.Workspace] += n
+		u.modelUnits[[2]string{j.Tenant + "/" + j.Workspace, u.model(pls[0].Server)}] += n
+	}
 	for _, pl := range pls {
 		for _, g := range pl.GPUs {
 			k := gpuKey{pl.Server, g}
@@ -936,6 +951,31 @@ func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, use *gpuUsag
 			}
 		}
 	}
+	// The job's GPU model and its workspace's quotas, which may have
+	// changed since the scheduler's snapshot.
+	model := ""
+	for _, pl := range pls {
+		m := f.cap.servers[pl.Server].GPUModel
+		if model != "" && m != model {
+			return fmt.Sprintf("the plan spans GPU models %s and %s; a job runs on one", model, m)
+		}
+		model = m
+	}
+	if ms := j.Models(); len(ms) > 0 && !containsString(ms, model) {
+		return fmt.Sprintf("the plan uses %s GPUs; the job accepts %s", model, strings.Join(ms, ", "))
+	}
+	if w := f.d.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {
+		need, _ := sched.Demand(&j.JobSpec)
+		if used, limit := use.wsUnits[w.Ref()], (w.Guaranteed+w.BorrowLimit)*domain.UnitsPerGPU; used+need > limit {
+			return fmt.Sprintf("workspace %s would use %.2f GPUs, above its limit of %d", w.Ref(), float64(used+need)/domain.UnitsPerGPU, w.Guaranteed+w.BorrowLimit)
+		}
+		if q := w.Model(model); q != nil {
+			used, limit := use.modelUnits[[2]string{w.Ref(), model}], (q.Guaranteed+q.BorrowLimit)*domain.UnitsPerGPU
+			if used+need > limit {
+				return fmt.Sprintf("workspace %s would use %.2f %s GPUs, above its model limit of %d", w.Ref(), float64(used+need)/domain.UnitsPerGPU, model, q.Guaranteed+q.BorrowLimit)
+			}
+		}
+	}
 	switch {
 	case j.MIGProfile != "" && slices != j.MIGCount:
 		return fmt.Sprintf("job asks for %d MIG slices, the plan gives %d", j.MIGCount, slices)
@@ -951,6 +991,15 @@ func placementString(pls []domain.Placement) string {
 		parts[i] = fmt.Sprintf("%s%v", p.Server, p.GPUs)
 	}
 	return strings.Join(parts, " ")
+}
+
+func containsString(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 type gpuKey struct {
@@ -986,6 +1035,11 @@ func (f *FSM) sortedJobs() []*domain.Job {
 
 func copyJob(j *domain.Job) *domain.Job {
 	cp := *j
+	cp.GPUModels = slices.Clone(j.GPUModels)
+	if j.Topology != nil {
+		t := *j.Topology
+		cp.Topology = &t
+	}
 	if j.Reason != nil {
 		r := *j.Reason
 		cp.Reason = &r

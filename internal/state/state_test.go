@@ -3,6 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -537,5 +539,32 @@ func TestFractionalSubmitAndRecheck(t *testing.T) {
 	whole := h.must(CmdJobSubmit, JobSubmit{Spec: domain.JobSpec{Tenant: "glx", Workspace: "w", GPUs: 1}}).(*domain.Job)
 	if res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: whole.ID, Placements: []domain.Placement{{Server: srv, GPUs: []int{0}}}}}}).(*PlanResult); res.Rejected[whole.ID] == "" {
 		t.Fatal("a whole-GPU job took a GPU running MIG instances")
+	}
+}
+
+// The plan applier re-checks quotas and GPU models against the state it
+// applies to: a plan computed before a quota change is refused, not
+// committed over the new limit.
+func TestPlanApplierRechecksQuotaAndModel(t *testing.T) {
+	h := newHarness(t).cluster(1, 4, 8) // research: guaranteed 8, borrow 8
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobSubmit, MakeJob("research", 8).Models("A100-80GB", "H100-80GB").Obj())
+	srv := func(i int) string { return fmt.Sprintf("s1-gpu%03d", i) }
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	// The quota shrinks after the scheduler planned both jobs.
+	h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(8).Borrow(0).Obj()})
+	res := h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{
+		{ID: 1, Placements: []domain.Placement{{Server: srv(1), GPUs: all}}},
+		{ID: 2, Placements: []domain.Placement{{Server: srv(2), GPUs: all}}},
+	}}).(*PlanResult)
+	if len(res.Placed) != 1 || res.Placed[0] != 1 || !strings.Contains(res.Rejected[2], "above its limit") {
+		t.Fatalf("placed %v rejected %v: want job 1 placed and job 2 refused by the new limit", res.Placed, res.Rejected)
+	}
+	// A model quota on H100 with no room refuses job 3 on H100.
+	h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(8).Borrow(8).ModelQuota("H100-80GB", 8, 0, 0).Obj()})
+	res = h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 3, Placements: []domain.Placement{{Server: srv(3), GPUs: all}}}}}).(*PlanResult)
+	if len(res.Placed) != 0 || !strings.Contains(res.Rejected[3], "model limit") {
+		t.Fatalf("placed %v rejected %v: want job 3 refused by the H100 quota", res.Placed, res.Rejected)
 	}
 }
