@@ -529,7 +529,7 @@ func TestCompileErrors(t *testing.T) {
 		}, "groups[1].id", "unclassified"},
 		"group of an unsegmented tenant": {fabrictest.Segmented, func(in *fabric.Input) {
 			in.Groups = append(in.Groups, fabric.Group{Tenant: "acme", Name: "x", ID: 7})
-		}, "groups[3].tenant", "does not ask for job segmentation"},
+		}, "groups[4].tenant", "does not ask for job segmentation"},
 		"contract with an unknown group": {fabrictest.Segmented, func(in *fabric.Input) {
 			in.Contracts[0].B = "backup"
 		}, "contracts[0].b", "no group \"backup\""},
@@ -562,7 +562,7 @@ func TestWarnings(t *testing.T) {
 	in.Allocations = append(in.Allocations,
 		fabric.Allocation{Tenant: "globex", Server: "s1-gpu004", GPUs: []int{0}, JobID: "24"},
 		fabric.Allocation{Tenant: "globex", Server: "s1-gpu004", GPUs: []int{0}, JobID: "22"},
-		fabric.Allocation{Tenant: "globex", Server: "s1-gpu003", GPUs: []int{0}, JobID: "25"})
+		fabric.Allocation{Tenant: "globex", Server: "s2-gpu004", GPUs: []int{0}, JobID: "25"})
 	in.Groups = append(in.Groups, fabric.Group{Tenant: "globex", Name: "job-24", ID: 104, JobID: "24"})
 	it := compile(t, in)
 	joined := strings.Join(it.Warnings, "\n")

@@ -340,7 +340,7 @@ func buildCluster(s *Snapshot) *cluster {
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
-		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i:i:i+1]}
+		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i : i : i+1]}
 		for g := range v.free {
 			v.free[g] = true
 		}

@@ -14,7 +14,7 @@ import (
 const (
 	PureRT5   = "pure-rt5"     // acme (server isolation) and globex (GPU isolation), routed /31 links
 	VLANAware = "vlan-aware"   // adds initech, vlan-aware with per-link VLANs and anycast gateways
-	Segmented = "segmentation" // globex segmented: a group per job, a storage group, a contract
+	Segmented = "segmentation" // globex (pure type-5) and initech (vlan-aware) segmented: a group per job, a storage group, a contract
 )
 
 // Models lists the scenarios.
@@ -118,6 +118,15 @@ func Input(nos, model string) (fabric.Input, error) {
 			{Tenant: "globex", Name: "storage", ID: 110, Prefixes: []string{"10.99.0.0/24", "fd00:99::/64"}},
 		}
 		in.Contracts = []fabric.Contract{{Tenant: "globex", A: "job-22", B: "storage"}}
+		in.Tenants = append(in.Tenants, domain.Tenant{Name: "initech", Isolation: domain.IsolationGPU, Network: domain.NetworkVLANAware, JobSegmentation: true})
+		in.IDs.Tenants["initech"] = fabric.TenantIDs{L3VNI: 10003, VRFID: 3, L3VLAN: 3003, MACVRFID: 103, MACRT: 1<<24 + 3, UnclassifiedGroup: 998}
+		in.Allocations = append(in.Allocations,
+			fabric.Allocation{Tenant: "initech", Server: "s1-gpu003", GPUs: []int{0, 1}, JobID: "31"},
+			fabric.Allocation{Tenant: "initech", Server: "s2-gpu003", GPUs: []int{0}, JobID: "31"})
+		in.Groups = append(in.Groups, fabric.Group{Tenant: "initech", Name: "job-31", ID: 131, JobID: "31"})
+		if err := AssignLinkIDs(&in, 1000, 20000); err != nil {
+			return in, err
+		}
 	default:
 		return in, fmt.Errorf("unknown model %q", model)
 	}
