@@ -1,0 +1,270 @@
+package render
+
+import (
+	"fmt"
+
+	"github.com/jobfabric/jobfabric/internal/fabric"
+)
+
+// frrStyle is what differs between FRR on a Linux leaf (the lab) and FRR
+// inside SONiC: VRF names, and whether frr.conf carries interface addresses
+// (SONiC keeps them in CONFIG_DB).
+type frrStyle struct {
+	vrfName    func(v *fabric.VRF) string
+	interfaces bool
+}
+
+func renderFRR(d *fabric.Device) ([]File, error) {
+	st := frrStyle{vrfName: func(v *fabric.VRF) string { return v.Name }, interfaces: true}
+	files := []File{{Name: "frr.conf", Content: frrConf(d, st)}}
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		if v.Policy != nil {
+			files = append(files, File{Name: "gbp-" + v.Name + ".nft", Content: nftGBP(d, v)})
+		}
+	}
+	return files, nil
+}
+
+// frrConf renders frr.conf the way the reference lab's leaf1-frr.conf and
+// spine1-bgpd.conf are written: a VRF stanza with its VNI, one BGP instance
+// for the underlay and EVPN, and one per tenant VRF with explicit RD and
+// route targets.
+func frrConf(d *fabric.Device, st frrStyle) string {
+	var w lines
+	w.b.WriteString(header("!", d, "FRR configuration"))
+	w.add(0, "frr defaults datacenter")
+	w.add(0, "hostname %s", d.Name)
+	w.add(0, "log syslog informational")
+	w.add(0, "service integrated-vtysh-config")
+	w.add(0, "!")
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		w.add(0, "vrf %s", st.vrfName(v))
+		w.add(1, "vni %d", v.L3VNI)
+		w.add(0, "exit-vrf")
+		w.add(0, "!")
+	}
+	if st.interfaces {
+		frrInterfaces(&w, d, st)
+	}
+
+	w.add(0, "router bgp %d", d.ASN)
+	w.add(1, "bgp router-id %s", d.Loopback)
+	// The lab runs eBGP without policies; datacenter defaults still ask
+	// for them, so say so explicitly.
+	w.add(1, "no bgp ebgp-requires-policy")
+	w.add(1, "no bgp default ipv4-unicast")
+	w.add(1, "bgp bestpath as-path multipath-relax")
+	for _, s := range d.Sessions {
+		k := peerKey(s)
+		if s.Unnumbered() {
+			w.add(1, "neighbor %s interface remote-as %d", k, s.PeerASN)
+		} else {
+			w.add(1, "neighbor %s remote-as %d", k, s.PeerASN)
+		}
+		w.add(1, "neighbor %s description %s", k, s.Peer)
+		if s.Multihop {
+			w.add(1, "neighbor %s update-source lo", k)
+			w.add(1, "neighbor %s ebgp-multihop 2", k)
+		}
+	}
+	w.add(1, "address-family ipv4 unicast")
+	w.add(2, "network %s/32", d.Loopback)
+	for _, s := range d.Sessions {
+		if s.Unicast {
+			w.add(2, "neighbor %s activate", peerKey(s))
+		}
+	}
+	w.add(1, "exit-address-family")
+	w.add(1, "address-family l2vpn evpn")
+	for _, s := range d.Sessions {
+		if s.EVPN {
+			w.add(2, "neighbor %s activate", peerKey(s))
+		}
+	}
+	for _, s := range d.Sessions {
+		if s.EVPN && s.NextHopUnchanged {
+			w.add(2, "neighbor %s attribute-unchanged next-hop", peerKey(s))
+		}
+	}
+	if d.Role == fabric.RoleLeaf {
+		w.add(2, "advertise-all-vni")
+		// One EVI per L2VNI (FRR has no vlan-aware bundles): the RD stays
+		// automatic (router-id:unique number), the route targets are the
+		// tenant's MAC-VRF target, explicit like every other target.
+		for i := range d.Ports {
+			p := &d.Ports[i]
+			if !p.Assigned() || !p.VLANAware() {
+				continue
+			}
+			v := vrfOf(d, p)
+			w.add(2, "vni %d", p.L2VNI)
+			w.add(3, "route-target import %s", v.MAC.RT)
+			w.add(3, "route-target export %s", v.MAC.RT)
+			w.add(2, "exit-vni")
+		}
+	}
+	w.add(1, "exit-address-family")
+	w.add(0, "exit")
+	w.add(0, "!")
+
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		w.add(0, "router bgp %d vrf %s", d.ASN, st.vrfName(v))
+		w.add(1, "bgp router-id %s", d.Loopback)
+		w.add(1, "no bgp ebgp-requires-policy")
+		for _, af := range []string{"ipv4", "ipv6"} {
+			w.add(1, "address-family %s unicast", af)
+			w.add(2, "redistribute connected")
+			w.add(1, "exit-address-family")
+		}
+		w.add(1, "address-family l2vpn evpn")
+		w.add(2, "rd %s", v.RD)
+		w.add(2, "route-target import %s", v.RT)
+		w.add(2, "route-target export %s", v.RT)
+		w.add(2, "advertise ipv4 unicast")
+		w.add(2, "advertise ipv6 unicast")
+		w.add(1, "exit-address-family")
+		w.add(0, "exit")
+		w.add(0, "!")
+	}
+	return w.String()
+}
+
+// frrInterfaces renders the interface stanzas of a Linux (FRR-only) switch:
+// loopback, uplinks, server ports and the SVIs of vlan-aware links. Ports
+// are enslaved to their VRF (or bridge) by the host's network setup; zebra
+// sets the addresses.
+func frrInterfaces(w *lines, d *fabric.Device, st frrStyle) {
+	w.add(0, "interface lo")
+	w.add(1, "ip address %s/32", d.Loopback)
+	w.add(0, "exit")
+	w.add(0, "!")
+	for _, ph := range physicalPorts(d) {
+		if u := ph.up; u != nil {
+			w.add(0, "interface %s", u.Port)
+			w.add(1, "description %s", uplinkDescription(*u))
+			if u.Unnumbered() {
+				// BGP unnumbered finds its peer through router advertisements.
+				w.add(1, "ipv6 nd ra-interval 5")
+				w.add(1, "no ipv6 nd suppress-ra")
+			} else {
+				w.add(1, "ip address %s", u.Address)
+			}
+			w.add(0, "exit")
+			w.add(0, "!")
+			continue
+		}
+		p := ph.port
+		switch {
+		case !p.Assigned():
+			w.add(0, "interface %s", p.Name)
+			w.add(1, "description %s", portDescription(p))
+		case p.VLANAware():
+			// The port is an access member of its own VLAN; the routed
+			// interface is the VLAN's SVI, the anycast gateway.
+			w.add(0, "interface %s", p.Name)
+			w.add(1, "description %s", portDescription(p))
+			w.add(0, "exit")
+			w.add(0, "!")
+			w.add(0, "interface %s vrf %s", sviName(p), st.vrfName(vrfOf(d, p)))
+			w.add(1, "description gateway of %s", portDescription(p))
+			for _, g := range []fmtPrefix{{p.Gateway4, "ip"}, {p.Gateway6, "ipv6"}} {
+				if g.p.IsValid() {
+					w.add(1, "%s address %s", g.kw, g.p)
+				}
+			}
+		default:
+			w.add(0, "interface %s vrf %s", p.Name, st.vrfName(vrfOf(d, p)))
+			w.add(1, "description %s", portDescription(p))
+			for _, g := range []fmtPrefix{{p.IPv4, "ip"}, {p.IPv6, "ipv6"}} {
+				if g.p.IsValid() {
+					w.add(1, "%s address %s", g.kw, g.p)
+				}
+			}
+		}
+		w.add(0, "exit")
+		w.add(0, "!")
+	}
+}
+
+// sviName is the Linux name of a vlan-aware link's gateway interface.
+func sviName(p *fabric.Port) string { return fmt.Sprintf("vlan%d", p.VLAN) }
+
+// l3vniBridge is the Linux bridge of a VRF's L3VNI (the router-MAC SVI of
+// the reference lab, named br<L3VNI> there too).
+func l3vniBridge(v *fabric.VRF) string { return fmt.Sprintf("br%d", v.L3VNI) }
+
+// nftGBP renders the group policy of one VRF of a Linux leaf as an nftables
+// ruleset, loaded inside the VRF's network namespace (the lab's point 7):
+// the VXLAN device runs with the gbp flag, so the packet mark travels as the
+// VXLAN group ID. Ingress sets the mark from the server port's group; egress
+// to a server port passes only for an allowed (group, port) pair. Traffic
+// towards the fabric (the L3VNI bridge) is enforced by the egress leaf.
+func nftGBP(d *fabric.Device, v *fabric.VRF) string {
+	var w lines
+	w.b.WriteString(header("#", d, fmt.Sprintf("VXLAN group-policy rules of VRF %s (tenant %s, L3VNI %d)", v.Name, v.Tenant, v.L3VNI)))
+	w.add(0, "# Load inside the VRF's network namespace: nft -f FILE (the file replaces its own table).")
+	w.add(0, "# Ingress: the mark of a packet from a server port is the port's group (the VXLAN GBP group ID).")
+	w.add(0, "# Egress to a server port: only its own group and groups with a contract pass; default deny.")
+	var mapped, allowed []string
+	for _, p := range vrfPorts(d, v.Name) {
+		if p.Group == 0 {
+			continue
+		}
+		ifn := p.Name
+		if p.VLANAware() {
+			ifn = sviName(p)
+		}
+		mapped = append(mapped, fmt.Sprintf("%q : %d", ifn, p.Group))
+		allowed = append(allowed, fmt.Sprintf("%d . %q", p.Group, ifn))
+		for _, c := range v.Policy.Contracts {
+			switch p.Group {
+			case c.A:
+				allowed = append(allowed, fmt.Sprintf("%d . %q", c.B, ifn))
+			case c.B:
+				allowed = append(allowed, fmt.Sprintf("%d . %q", c.A, ifn))
+			}
+		}
+	}
+	for _, g := range v.Policy.Groups {
+		w.add(0, "# group %d: %s", g.ID, groupName(v, g))
+	}
+	w.tab(0, "table inet jobfabric_gbp")
+	w.tab(0, "delete table inet jobfabric_gbp")
+	w.tab(0, "table inet jobfabric_gbp {")
+	w.tab(1, "map port_group {")
+	w.tab(2, "type ifname : mark")
+	nftElements(&w, mapped)
+	w.tab(1, "}")
+	w.tab(1, "set allowed {")
+	w.tab(2, "type mark . ifname")
+	nftElements(&w, allowed)
+	w.tab(1, "}")
+	// Chain names must not be nft keywords ("fwd" is one).
+	w.tab(1, "chain gbppre {")
+	w.tab(2, "type filter hook prerouting priority mangle; policy accept;")
+	w.tab(2, "iifname != %q meta mark set iifname map @port_group", l3vniBridge(v))
+	w.tab(1, "}")
+	w.tab(1, "chain gbpfw {")
+	w.tab(2, "type filter hook forward priority filter; policy accept;")
+	w.tab(2, "oifname %q accept", l3vniBridge(v))
+	w.tab(2, "meta mark . oifname != @allowed counter drop")
+	w.tab(1, "}")
+	w.tab(0, "}")
+	return w.String()
+}
+
+// nftElements writes one element per line (trailing commas are fine in
+// nft), so a job starting or stopping changes only its own lines.
+func nftElements(w *lines, elems []string) {
+	if len(elems) == 0 {
+		return // nft refuses an empty element list; an empty set is just declared
+	}
+	w.tab(2, "elements = {")
+	for _, e := range elems {
+		w.tab(3, "%s,", e)
+	}
+	w.tab(2, "}")
+}

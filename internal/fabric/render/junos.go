@@ -1,0 +1,231 @@
+package render
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/fabric"
+)
+
+// renderJunos writes set-style configuration (load set / load replace is
+// up to the deploy driver), following Juniper's EVPN-VXLAN type-5 and
+// mac-vrf examples: routing-instances of type vrf with ip-prefix-routes,
+// mac-vrf instances of service-type vlan-aware for vlan-aware tenants,
+// eBGP underlay with RFC 5549 unnumbered peering where uplinks have no IPv4.
+func renderJunos(d *fabric.Device) ([]File, error) {
+	var w lines
+	w.b.WriteString(header("#", d, "Junos configuration"))
+	set := func(format string, args ...any) { w.add(0, "set "+format, args...) }
+
+	set("system host-name %s", d.Name)
+	set("interfaces lo0 unit 0 family inet address %s/32", d.Loopback)
+	set("routing-options router-id %s", d.Loopback)
+	set("routing-options autonomous-system %d", d.ASN)
+	set("routing-options forwarding-table export JF-ECMP")
+	set("policy-options policy-statement JF-ECMP then load-balance per-packet")
+	set("policy-options policy-statement JF-LOOPBACK term lo0 from interface lo0.0")
+	set("policy-options policy-statement JF-LOOPBACK term lo0 then accept")
+
+	// Underlay: one eBGP group over the uplinks.
+	for _, u := range d.Uplinks {
+		set("interfaces %s description %q", u.Port, uplinkDescription(u))
+		set("interfaces %s mtu 9216", u.Port)
+		if u.Unnumbered() {
+			set("interfaces %s unit 0 family inet", u.Port)
+			set("interfaces %s unit 0 family inet6", u.Port)
+			set("protocols router-advertisement interface %s.0", u.Port)
+		} else {
+			set("interfaces %s unit 0 family inet address %s", u.Port, u.Address)
+		}
+	}
+	const ul = "protocols bgp group underlay "
+	set(ul + "type external")
+	set(ul + "multipath multiple-as")
+	set(ul + "export JF-LOOPBACK")
+	unnumbered := false
+	linkEVPN := false
+	var peerASNs []uint32
+	for _, s := range d.Sessions {
+		if s.Multihop {
+			continue
+		}
+		if s.EVPN {
+			linkEVPN = true
+			if s.NextHopUnchanged {
+				// Junos keeps a next hop only per session (multihop
+				// no-nexthop-change), which would also keep the underlay's.
+				return nil, unsupported("a Junos spine cannot keep EVPN next hops on a session that also carries the underlay: compile with overlay %q", fabric.OverlayOnLoopbacks)
+			}
+		}
+		if s.Unnumbered() {
+			unnumbered = true
+			if !containsU32(peerASNs, s.PeerASN) {
+				peerASNs = append(peerASNs, s.PeerASN)
+			}
+			continue
+		}
+		set(ul+"neighbor %s description %s", s.Address, s.Peer)
+		set(ul+"neighbor %s peer-as %d", s.Address, s.PeerASN)
+	}
+	if unnumbered {
+		set(ul + "family inet unicast extended-nexthop")
+		set(ul + "dynamic-neighbor JF-FABRIC peer-auto-discovery family inet6 ipv6-nd")
+		for _, s := range d.Sessions {
+			if s.Unnumbered() {
+				set(ul+"dynamic-neighbor JF-FABRIC peer-auto-discovery interface %s.0", s.Interface)
+			}
+		}
+		for _, a := range peerASNs {
+			set("policy-options as-list JF-FABRIC-PEERS members %d", a)
+		}
+		set(ul + "peer-as-list JF-FABRIC-PEERS")
+	} else {
+		set(ul + "family inet unicast")
+	}
+	if linkEVPN {
+		set(ul + "family evpn signaling")
+	}
+	// Overlay: EVPN between loopbacks; spines keep the originating VTEP as
+	// next hop and keep every route (they have no VRF importing them).
+	const ol = "protocols bgp group overlay "
+	overlay := false
+	for _, s := range d.Sessions {
+		if !s.Multihop {
+			continue
+		}
+		if !overlay {
+			overlay = true
+			set(ol + "type external")
+			set(ol + "local-address " + d.Loopback.String())
+			set(ol + "family evpn signaling")
+			set(ol + "multipath multiple-as")
+			set(ol + "multihop ttl 2")
+			if s.NextHopUnchanged {
+				set(ol + "multihop no-nexthop-change")
+				set(ol + "keep all")
+			}
+		}
+		set(ol+"neighbor %s description %s", s.Address, s.Peer)
+		set(ol+"neighbor %s peer-as %d", s.Address, s.PeerASN)
+	}
+
+	if d.Role == fabric.RoleLeaf {
+		if err := junosLeaf(d, &w, set); err != nil {
+			return nil, err
+		}
+	}
+	return []File{{Name: "junos.set", Content: w.String()}}, nil
+}
+
+func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
+	if len(d.VRFs) > 0 {
+		set("switch-options vtep-source-interface lo0.0")
+		set("policy-options policy-statement JF-T5-EXPORT term direct from protocol direct")
+		set("policy-options policy-statement JF-T5-EXPORT term direct then accept")
+	}
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		ri := "routing-instances " + v.Name + " "
+		set(ri + "instance-type vrf")
+		set(ri+"route-distinguisher %s", v.RD)
+		set(ri+"vrf-target target:%s", v.RT)
+		set(ri + "routing-options multipath")
+		set(ri + "protocols evpn ip-prefix-routes advertise direct-nexthop")
+		set(ri + "protocols evpn ip-prefix-routes encapsulation vxlan")
+		set(ri+"protocols evpn ip-prefix-routes vni %d", v.L3VNI)
+		set(ri + "protocols evpn ip-prefix-routes export JF-T5-EXPORT")
+		if v.MAC != nil {
+			mi := "routing-instances " + v.MAC.Name + " "
+			set(mi + "instance-type mac-vrf")
+			set(mi + "service-type vlan-aware")
+			set(mi + "protocols evpn encapsulation vxlan")
+			set(mi + "protocols evpn default-gateway no-gateway-community")
+			set(mi + "protocols evpn extended-vni-list all")
+			set(mi + "vtep-source-interface lo0.0")
+			set(mi+"route-distinguisher %s", v.MAC.RD)
+			set(mi+"vrf-target target:%s", v.MAC.RT)
+		}
+	}
+	if hasSegmented(d) {
+		w.add(0, "# Job segmentation: this configuration uses no group-based policy, so each port of a")
+		w.add(0, "# segmented VRF gets input filters allowing only its job's (and contracted groups') prefixes.")
+	}
+	for i := range d.Ports {
+		p := &d.Ports[i]
+		set("interfaces %s description %q", p.Name, portDescription(p))
+		if !p.Assigned() {
+			// No unit: no address, no VLAN, so the port reaches nothing.
+			continue
+		}
+		set("interfaces %s mtu 9216", p.Name)
+		v := vrfOf(d, p)
+		l3 := p.Name + ".0" // the routed interface that joins the VRF
+		if p.VLANAware() {
+			vl := fmt.Sprintf("v%d", p.VLAN)
+			irb := fmt.Sprintf("irb.%d", p.VLAN)
+			set("interfaces %s unit 0 family ethernet-switching interface-mode access", p.Name)
+			set("interfaces %s unit 0 family ethernet-switching vlan members %s", p.Name, vl)
+			// Anycast gateway: the same address and MAC on every leaf.
+			set("interfaces irb unit %d description %q", p.VLAN, "gateway of "+portDescription(p))
+			set("interfaces irb unit %d mac %s", p.VLAN, d.AnycastMAC)
+			junosAddrs(set, fmt.Sprintf("interfaces irb unit %d", p.VLAN), p.Gateway4, p.Gateway6)
+			mi := "routing-instances " + v.MAC.Name + " "
+			set(mi+"interface %s.0", p.Name)
+			set(mi+"vlans %s vlan-id %d", vl, p.VLAN)
+			set(mi+"vlans %s l3-interface %s", vl, irb)
+			set(mi+"vlans %s vxlan vni %d", vl, p.L2VNI)
+			l3 = irb
+		} else {
+			junosAddrs(set, "interfaces "+p.Name+" unit 0", p.IPv4, p.IPv6)
+		}
+		set("routing-instances %s interface %s", v.Name, l3)
+		if p.ACL != nil {
+			junosACL(set, p, l3)
+		}
+	}
+	return nil
+}
+
+func junosAddrs(set func(string, ...any), unit string, v4, v6 netip.Prefix) {
+	if v4.IsValid() {
+		set("%s family inet address %s", unit, v4)
+	}
+	if v6.IsValid() {
+		set("%s family inet6 address %s", unit, v6)
+	}
+}
+
+// junosACL renders a port's group policy as input filters on its routed
+// interface: this renderer does not use Junos group-based policy, so job
+// segmentation falls back to per-port filters of the job's link prefixes.
+func junosACL(set func(string, ...any), p *fabric.Port, l3 string) {
+	unit := "interfaces " + strings.Replace(l3, ".", " unit ", 1)
+	v4, v6 := aclSplit(p.ACL)
+	for _, fam := range []struct {
+		name   string
+		suffix string
+		allow  []netip.Prefix
+	}{{"inet", "", v4}, {"inet6", "6", v6}} {
+		f := fmt.Sprintf("jf-%s-in%s", sanitize(l3), fam.suffix)
+		fl := "firewall family " + fam.name + " filter " + f + " "
+		set(fl + "interface-specific")
+		for _, a := range fam.allow {
+			set(fl+"term allow from destination-address %s", a)
+		}
+		if len(fam.allow) > 0 {
+			set(fl + "term allow then accept")
+		}
+		set(fl + "term deny then discard")
+		set("%s family %s filter input %s", unit, fam.name, f)
+	}
+}
+
+func containsU32(s []uint32, v uint32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
