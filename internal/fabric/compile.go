@@ -354,8 +354,14 @@ func addOverlay(sw, peer *switchState, spine bool) {
 
 // --- tenants --------------------------------------------------------------
 
-// reservedVRFNames are VRF names some NOS keeps for itself.
-var reservedVRFNames = []string{"default", "global", "main", "management", "master", "mgmt"}
+// reservedVRFName reports whether some NOS keeps a VRF name for itself.
+func reservedVRFName(n string) bool {
+	switch n {
+	case "default", "global", "main", "management", "master", "mgmt":
+		return true
+	}
+	return false
+}
 
 // maxVRFName is the longest VRF name every NOS accepts: a Linux interface
 // name (FRR, SONiC) holds 15 characters.
@@ -443,7 +449,7 @@ func (c *compiler) tenantIDs() error {
 			}
 		}
 		ts.vrf = t.Name
-		if len(t.Name) > maxVRFName || slices.Contains(reservedVRFNames, t.Name) {
+		if len(t.Name) > maxVRFName || reservedVRFName(t.Name) {
 			ts.vrf = "T" + strconv.Itoa(int(ids.VRFID))
 		}
 	}

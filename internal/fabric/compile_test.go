@@ -594,3 +594,29 @@ func TestOwners(t *testing.T) {
 		t.Errorf("owners\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestVRFNames(t *testing.T) {
+	tests := map[string]struct {
+		tenant string
+		want   string
+	}{
+		"the tenant's name":                  {"hooli", "hooli"},
+		"a name some NOS reserves":           {"default", "T9"},
+		"longer than a Linux interface name": {"a-very-long-tenant-name", "T9"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := input(t, "frr", fabrictest.PureRT5)
+			in.Tenants = append(in.Tenants, domain.Tenant{Name: tc.tenant, Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5})
+			in.IDs.Tenants[tc.tenant] = fabric.TenantIDs{L3VNI: 10009, VRFID: 9}
+			in.Allocations = append(in.Allocations, fabric.Allocation{Tenant: tc.tenant, Server: "s1-gpu004", GPUs: []int{0}})
+			it := compile(t, in)
+			if got := port(t, it, "s1-leaf0", "swp4").VRF; got != tc.want {
+				t.Errorf("VRF %q, want %q", got, tc.want)
+			}
+			if it.Device("s2-leaf1").VRF(tc.want) == nil {
+				t.Errorf("no VRF %q on s2-leaf1", tc.want)
+			}
+		})
+	}
+}

@@ -44,34 +44,39 @@ type Spec struct {
 // for stale EVPN routes to age out.
 const DefaultQuarantine = time.Hour
 
-// Default ranges. VNIs start at 10000 to stay clear of small hand-made VNIs;
-// L3 VLANs and link VLANs use disjoint ranges so they never meet on a leaf;
-// route-target values from the RT pool start above the largest VNI, so they
-// never equal a target derived from a VNI (65000:<L3VNI>).
-var (
-	defaultRanges = map[string][2]uint32{
-		VNI:    {10000, 1<<24 - 1},
-		L3VLAN: {3000, 3999},
-		VRFID:  {1, 1<<16 - 1},
-		RT:     {1 << 24, 1<<32 - 1},
-		Group:  {1, 1<<16 - 1},
+// defaultRange is each pool's default range. VNIs start at 10000 to stay
+// clear of small hand-made VNIs; L3 VLANs and link VLANs use disjoint ranges
+// so they never meet on a leaf; route-target values from the RT pool start
+// above the largest VNI, so they never equal a target derived from a VNI
+// (65000:<L3VNI>).
+func defaultRange(name string) (lo, hi uint32) {
+	switch name {
+	case VNI:
+		return 10000, 1<<24 - 1
+	case L3VLAN:
+		return 3000, 3999
+	case VRFID, Group:
+		return 1, 1<<16 - 1
+	case RT:
+		return 1 << 24, 1<<32 - 1
 	}
-	linkVLANRange = [2]uint32{1000, 2999}
-)
+	return 1000, 2999 // link VLANs
+}
 
 // DefaultSpecs returns the fabric-wide pools with their default ranges.
 func DefaultSpecs(quarantine time.Duration) []Spec {
 	var out []Spec
 	for _, n := range []string{VNI, L3VLAN, VRFID, RT, Group} {
-		r := defaultRanges[n]
-		out = append(out, Spec{Name: n, Min: r[0], Max: r[1], Quarantine: quarantine})
+		lo, hi := defaultRange(n)
+		out = append(out, Spec{Name: n, Min: lo, Max: hi, Quarantine: quarantine})
 	}
 	return out
 }
 
 // LinkVLANSpec returns the default pool of link VLANs of one leaf.
 func LinkVLANSpec(leaf string, quarantine time.Duration) Spec {
-	return Spec{Name: LinkVLAN(leaf), Min: linkVLANRange[0], Max: linkVLANRange[1], Quarantine: quarantine}
+	lo, hi := defaultRange(LinkVLAN(leaf))
+	return Spec{Name: LinkVLAN(leaf), Min: lo, Max: hi, Quarantine: quarantine}
 }
 
 // State is every pool, keyed by name. It is the replicated state's copy:

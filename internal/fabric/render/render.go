@@ -157,12 +157,14 @@ func hasVLANAware(d *fabric.Device) bool {
 // linkLocalV6 are destinations every ACL permits so that IPv6 neighbor
 // discovery on the link keeps working: a port's allow-list is about which
 // servers it may reach, not about its own link.
-var linkLocalV6 = []netip.Prefix{netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("ff02::/16")}
+func linkLocalV6() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("ff02::/16")}
+}
 
 // aclSplit splits an allow-list into its IPv4 and IPv6 destinations, the
 // IPv6 list led by the link-local ones.
 func aclSplit(acl *fabric.ACL) (v4, v6 []netip.Prefix) {
-	v6 = slices.Clone(linkLocalV6)
+	v6 = linkLocalV6()
 	for _, p := range acl.Allow {
 		if p.Addr().Is4() {
 			v4 = append(v4, p)
