@@ -59,6 +59,10 @@ type Reason struct {
 // ReasonQueued is a new job's reason until a scheduling cycle has looked at it.
 const ReasonQueued = "queued"
 
+// ReasonNetwork is a Placed job's reason while the fabric revision carrying
+// its tenant VRF, ports and group rules is not yet deployed on its leaves.
+const ReasonNetwork = "network_pending"
+
 // JobSpec is what a user asks for.
 type JobSpec struct {
 	Name      string `json:"name,omitempty"`
@@ -92,6 +96,18 @@ type JobSpec struct {
 	// MinDriver is the lowest NVIDIA driver version the job accepts
 	// (e.g. "535.104"); servers with an older or unknown driver are skipped.
 	MinDriver string `json:"minDriver,omitempty"`
+	// CPUMilli and MemoryMiB are what the job needs of each server it runs
+	// on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with
+	// neither GPUs nor MIG slices nor a share is CPU-only and must ask for
+	// CPU.
+	CPUMilli  int64 `json:"cpuMilli,omitempty"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+}
+
+// CPUOnly reports whether the job asks for no GPU at all (CPU and memory
+// only).
+func (s *JobSpec) CPUOnly() bool {
+	return s.GPUs == 0 && s.MIGProfile == "" && s.MIGCount == 0 && s.Share == 0
 }
 
 // Models is the GPU models the job accepts, in order of preference; nil
@@ -217,6 +233,9 @@ type Job struct {
 	UpdatedAt   time.Time   `json:"updatedAt"`
 	// PlacedAt is when the job got its GPUs (time limits count from it).
 	PlacedAt *time.Time `json:"placedAt,omitempty"`
+	// NetworkRev is the fabric revision that carries the job's ports and
+	// groups; the job is Ready once it is deployed on the job's leaves.
+	NetworkRev uint64 `json:"networkRevision,omitempty"`
 	// StartedAt is when its runtime reported it running.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
@@ -252,10 +271,21 @@ func ValidateJobSpec(s *JobSpec) *Error {
 			kinds++
 		}
 	}
-	if kinds != 1 {
-		return Invalid("gpus", "ask for exactly one of gpus (whole GPUs), migProfile with migCount (MIG slices), or share (a fraction of one GPU)")
+	if err := ValidateRange("cpuMilli", s.CPUMilli, 0, MaxCPUMilli); err != nil {
+		return err
+	}
+	if err := ValidateRange("memoryMiB", s.MemoryMiB, 0, MaxMemoryMiB); err != nil {
+		return err
+	}
+	if kinds == 0 && s.CPUMilli > 0 {
+		if s.GPUsPerNode != 0 {
+			return Invalid("gpusPerNode", "a CPU-only job runs on one server: gpusPerNode does not apply")
+		}
+	} else if kinds != 1 {
+		return Invalid("gpus", "ask for exactly one of gpus (whole GPUs), migProfile with migCount (MIG slices), or share (a fraction of one GPU); a CPU-only job asks for none of them and for cpuMilli")
 	}
 	switch {
+	case kinds == 0:
 	case s.GPUs != 0:
 		if err := ValidateRange("gpus", int64(s.GPUs), 1, MaxGPUs); err != nil {
 			return err

@@ -69,6 +69,25 @@ type Server struct {
 	GPUNUMA []int  `json:"gpuNuma,omitempty"`
 	Driver  string `json:"driver,omitempty"`
 	NICs    []NIC  `json:"nics"`
+	// CPUMilli and MemoryMiB are what jobs may request of the server's
+	// CPUs (in 1/1000 CPU) and memory; 0 means not tracked (no limit).
+	CPUMilli  int64 `json:"cpuMilli,omitempty"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+}
+
+// Limits of server and job CPU and memory figures.
+const (
+	MaxCPUMilli  = 1 << 30 // about a million CPUs
+	MaxMemoryMiB = 1 << 40 // a zebibyte
+)
+
+// ValidateServerResources checks a server's CPU and memory (field is its
+// path, e.g. "sites[0].fabrics[0].servers[3]").
+func ValidateServerResources(field string, s *Server) *Error {
+	if err := ValidateRange(field+".cpuMilli", s.CPUMilli, 0, MaxCPUMilli); err != nil {
+		return err
+	}
+	return ValidateRange(field+".memoryMiB", s.MemoryMiB, 0, MaxMemoryMiB)
 }
 
 // NIC is a server's network interface used for GPU traffic.

@@ -297,6 +297,9 @@ func (v *validator) server(s *fabricScope, p string, srv *domain.Server, missing
 	if !gpusOK {
 		v.ps.add(p+".gpus", obj, "gpu-count", "server %s has %d GPUs; it must have 1..%d", srv.Name, srv.GPUs, maxGPUsPerServer)
 	}
+	if err := domain.ValidateServerResources(p, srv); err != nil {
+		v.ps.add(err.Field, obj, "server-resources", "server %s: %s", srv.Name, err.Message)
+	}
 	if srv.Stripe < 0 {
 		v.ps.add(p+".stripe", obj, "stripe-range", "server %s has stripe %d; stripes are numbered from 0", srv.Name, srv.Stripe)
 	}
