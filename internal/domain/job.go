@@ -96,6 +96,9 @@ type JobSpec struct {
 	// MinDriver is the lowest NVIDIA driver version the job accepts
 	// (e.g. "535.104"); servers with an older or unknown driver are skipped.
 	MinDriver string `json:"minDriver,omitempty"`
+	// ExternalID is a workload runtime's id of the job ("slurm:4242"): the
+	// Slurm prolog finds the job by it. Unique among jobs holding GPUs.
+	ExternalID string `json:"externalId,omitempty"`
 	// CPUMilli and MemoryMiB are what the job needs of each server it runs
 	// on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with
 	// neither GPUs nor MIG slices nor a share is CPU-only and must ask for
@@ -250,6 +253,9 @@ type Job struct {
 	// this time (no admit-reclaim-admit thrash); its own guarantee it may use.
 	BorrowNotBefore *time.Time `json:"borrowNotBefore,omitempty"`
 	Message         string     `json:"message,omitempty"` // last runtime report
+	// Warnings are what went wrong under the job without ending it (a GPU
+	// that vanished, a server that went silent), newest last.
+	Warnings []Reason `json:"warnings,omitempty"`
 }
 
 // ValidateJobSpec checks a job request's fields (not its relations to state).
@@ -365,6 +371,11 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	}
 	if s.TimeLimitSeconds > 0 && s.ExpectedDurationSeconds > s.TimeLimitSeconds {
 		return Invalid("expectedDurationSeconds", "expectedDurationSeconds %d exceeds timeLimitSeconds %d: the allocation would end first", s.ExpectedDurationSeconds, s.TimeLimitSeconds)
+	}
+	if s.ExternalID != "" {
+		if err := ValidateExternalID("externalId", s.ExternalID); err != nil {
+			return err
+		}
 	}
 	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
 }

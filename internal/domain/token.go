@@ -20,10 +20,13 @@ const (
 
 // Token is a bearer token as stored: only the SHA-256 of its secret is kept.
 type Token struct {
-	ID          string    `json:"id"`
-	Role        Role      `json:"role"`
-	Tenant      string    `json:"tenant,omitempty"`
-	Workspace   string    `json:"workspace,omitempty"`
+	ID        string `json:"id"`
+	Role      Role   `json:"role"`
+	Tenant    string `json:"tenant,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// Node scopes a runtime token to one server's agent (host facts,
+	// heartbeats, the bindings of jobs placed there).
+	Node        string    `json:"node,omitempty"`
 	Description string    `json:"description,omitempty"`
 	Hash        string    `json:"-"`
 	CreatedAt   time.Time `json:"createdAt"`
