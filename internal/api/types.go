@@ -96,3 +96,17 @@ type JobReportRequest struct {
 	State   string `json:"state"`
 	Message string `json:"message,omitempty"`
 }
+
+// FabricDiff is the per-device difference between two fabric revisions.
+type FabricDiff struct {
+	From    uint64       `json:"from"`
+	To      uint64       `json:"to"`
+	Devices []DeviceDiff `json:"devices"`
+}
+
+// DeviceDiff is one device's changes as a person reads them (Junos:
+// delete/set lines; others: unified hunks named by their section).
+type DeviceDiff struct {
+	Device string `json:"device"`
+	Text   string `json:"text"`
+}

@@ -80,6 +80,9 @@ start the first one alone (--bootstrap), then start the others with
 	f.DurationVar(&cfg.PreemptionGrace, "preemption-grace", 30*time.Second, "how long a preempted job has to stop before its GPUs are released anyway")
 	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
+	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets) or none (no deploy and no network gate)")
+	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")
+	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr driver")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -167,11 +170,14 @@ Try, in another shell:
   go run ./cmd/jobfabric job explain 1
   go run ./cmd/jobfabric job submit --dry-run --workspace globex/inference --gpus 4
   go run ./cmd/jobfabric node list
+  go run ./cmd/jobfabric fabric status
+  go run ./cmd/jobfabric fabric diff
+  ls %s/fabric/        # each leaf's and spine's config, as deployed by the file driver
 
 A job is submitted every %s (research borrows, prod reclaims, globex runs MIG
 slices and shares; all with time limits) and the demo plays their runtime.
 Press Ctrl-C to stop.
-`, dir, s.URL(), s.URL(), token, s.URL(), token, o.feed)
+`, dir, s.URL(), s.URL(), token, s.URL(), token, dir, o.feed)
 	if ready != nil {
 		ready(s.URL(), token)
 	}

@@ -264,7 +264,7 @@ func (st *cycle) victimOrder() []victim {
 	}
 	var rs []ranked
 	for _, v := range st.s.Jobs {
-		if v.State == domain.JobReady || v.State == domain.JobRunning {
+		if v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning {
 			c := st.cost(v)
 			rs = append(rs, ranked{victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: c}, c})
 		}
@@ -415,7 +415,7 @@ func (st *cycle) releases() {
 			} else {
 				soon(*v.StopDeadline)
 			}
-		case (v.State == domain.JobReady || v.State == domain.JobRunning) && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
+		case (v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning) && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
 			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
 			if !st.now.Before(end) {
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
@@ -430,7 +430,7 @@ func (st *cycle) releases() {
 // drain tells the jobs on draining servers to stop by the grace deadline.
 func (st *cycle) drain() {
 	for _, v := range st.s.Jobs {
-		if v.State != domain.JobReady && v.State != domain.JobRunning {
+		if v.State != domain.JobPlaced && v.State != domain.JobReady && v.State != domain.JobRunning {
 			continue
 		}
 		for _, p := range v.Placement {

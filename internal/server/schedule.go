@@ -97,7 +97,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 			return plan.Next, err
 		}
 	}
-	cmd := state.JobsPlace{Reasons: map[uint64]domain.Reason{}}
+	cmd := state.JobsPlace{Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, p := range plan.Placements {
 		cmd.Jobs = append(cmd.Jobs, state.JobPlacement{ID: p.JobID, Placements: p.Placement})
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
@@ -56,6 +57,15 @@ type Config struct {
 	// PreemptionGrace, ReclaimBackoff and FairShareHalfLife configure the
 	// scheduler (0: its defaults, 30s, 5m and 1h).
 	PreemptionGrace, ReclaimBackoff, FairShareHalfLife time.Duration
+	// FabricDriver deploys device configurations: "file" (default: into
+	// FabricDir, default DATA_DIR/fabric), "frr" (FRRTargets names the
+	// running daemons) or "none" (no deploy, and no network gate: placed
+	// jobs are Ready at once).
+	FabricDriver string
+	FabricDir    string
+	FRRTargets   string
+	// Driver, when set, is used instead of FabricDriver (tests).
+	Driver deploy.Driver
 }
 
 // Server is a running API server.
@@ -77,6 +87,11 @@ type Server struct {
 	closed   bool
 	adminTok string
 	kick     chan struct{}
+	// driver deploys the fabric (nil: --fabric-driver none); fabricMu
+	// serialises compile and deploy.
+	driver     deploy.Driver
+	fabricKick chan struct{}
+	fabricMu   sync.Mutex
 	// streams ends when the server shuts down, and with it every open
 	// stream (watch.go): Shutdown waits for idle connections, and a stream
 	// is never idle.
@@ -103,7 +118,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	switch {
+	case cfg.Driver != nil:
+		s.driver = cfg.Driver
+	case cfg.FabricDriver == "none":
+	case cfg.FabricDriver == "" || cfg.FabricDriver == "file" || cfg.FabricDriver == "frr":
+		name, dir := cfg.FabricDriver, cfg.FabricDir
+		if name == "" {
+			name = "file"
+		}
+		if dir == "" {
+			dir = filepath.Join(cfg.DataDir, "fabric")
+		}
+		if s.driver, err = deploy.New(name, dir, cfg.FRRTargets); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", cfg.FabricDriver)
+	}
 
 	var serverTLS, peerTLS *tls.Config
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
@@ -156,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
-	s.routes = append(s.buildRoutes(), s.nodeRoutes()...)
+	s.routes = append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
@@ -187,6 +220,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.leaderLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.scheduleLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.fabricLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {

@@ -81,6 +81,9 @@ type (
 		Jobs []JobPlacement `json:"jobs"`
 		// Reasons explain pending jobs the plan did not place.
 		Reasons map[uint64]domain.Reason `json:"reasons,omitempty"`
+		// NetworkGate: placed jobs wait (Placed) for the fabric revision
+		// carrying their network to be deployed before they are Ready.
+		NetworkGate bool `json:"networkGate,omitempty"`
 	}
 	JobPlacement struct {
 		ID         uint64             `json:"id"`

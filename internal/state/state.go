@@ -39,6 +39,8 @@ type data struct {
 	SubmitKeys     map[string]uint64 `json:"submitKeys"`
 	SubmitKeyOrder []string          `json:"submitKeyOrder"`
 	NextEvent      uint64            `json:"nextEvent"`
+	// Fabric is the network side: id pools, revisions, devices (fabric.go).
+	Fabric fabricData `json:"fabric"`
 }
 
 type storedToken struct {
@@ -215,6 +217,8 @@ var handlers = map[CommandType]handler{
 	CmdJobsRelease:     (*FSM).applyJobsRelease,
 	CmdNodeSet:         (*FSM).applyNodeSet,
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
+	CmdFabricRevision:  (*FSM).applyFabricRevision,
+	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {
@@ -808,8 +812,16 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 		}
 		use.add(j, jp.Placements)
 		at := c.At
-		j.State, j.Placement, j.UpdatedAt, j.PlacedAt = domain.JobReady, jp.Placements, c.At, &at
-		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (the network gate lands with the fabric compiler)"}
+		j.Placement, j.UpdatedAt, j.PlacedAt, j.NetworkRev = jp.Placements, c.At, &at, 0
+		if p.NetworkGate {
+			// Ready once the fabric revision carrying its network is
+			// deployed on its leaves (fabric.go, gate).
+			j.State = domain.JobPlaced
+			j.Reason = &domain.Reason{Code: domain.ReasonNetwork, Message: "placed; waiting for the fabric to carry its tenant VRF, ports and group rules"}
+		} else {
+			j.State = domain.JobReady
+			j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (no fabric driver: no network gate)"}
+		}
 		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placements)))
 		res.Placed = append(res.Placed, j.ID)
 	}

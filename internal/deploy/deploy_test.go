@@ -1,0 +1,152 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
+)
+
+func dev(name, hash string, files ...string) Device {
+	d := Device{Name: name, NOS: "frr", Hash: hash}
+	for i := 0; i+1 < len(files); i += 2 {
+		d.Files = append(d.Files, render.File{Name: files[i], Content: files[i+1]})
+	}
+	return d
+}
+
+func TestFileDriverSwapsWholeDevices(t *testing.T) {
+	dir := t.TempDir()
+	f := &File{Dir: dir, Keep: 1}
+	ctx := context.Background()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, "leaf1", name))
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+	if err := f.Apply(ctx, dev("leaf1", "aaa", "frr.conf", "v1", "gbp-a.nft", "rules1")); err != nil {
+		t.Fatal(err)
+	}
+	if read("frr.conf") != "v1" || read("gbp-a.nft") != "rules1" {
+		t.Fatalf("after v1: %q %q", read("frr.conf"), read("gbp-a.nft"))
+	}
+	// v2 drops a file: the device directory holds exactly v2's files.
+	if err := f.Apply(ctx, dev("leaf1", "bbb", "frr.conf", "v2")); err != nil {
+		t.Fatal(err)
+	}
+	if read("frr.conf") != "v2" || !strings.Contains(read("gbp-a.nft"), "no such file") {
+		t.Fatalf("after v2: %q %q", read("frr.conf"), read("gbp-a.nft"))
+	}
+	for _, h := range []string{"ccc", "ddd"} {
+		if err := f.Apply(ctx, dev("leaf1", h, "frr.conf", h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, ".rev"))
+	if len(entries) != 2 { // current + Keep
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf(".rev holds %v, want the current version and 1 older", names)
+	}
+	// Re-applying the current version is harmless.
+	if err := f.Apply(ctx, dev("leaf1", "ddd", "frr.conf", "ddd")); err != nil || read("frr.conf") != "ddd" {
+		t.Fatalf("re-apply: %v %q", err, read("frr.conf"))
+	}
+	for name, d := range map[string]Device{
+		"device escapes": dev("../x", "e", "frr.conf", "x"),
+		"file escapes":   dev("leaf2", "e", "../frr.conf", "x"),
+		"hidden file":    dev("leaf2", "e", ".frr.conf", "x"),
+	} {
+		if err := f.Apply(ctx, d); err == nil {
+			t.Errorf("%s: applied, want refused", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "leaf2")); err == nil {
+		t.Error("a refused device left files behind")
+	}
+}
+
+// fakeFRR records commands; fail makes the command whose line contains
+// the key fail.
+type fakeFRR struct {
+	calls []string
+	fail  map[string]bool
+}
+
+func (r *fakeFRR) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	line := name + " " + strings.Join(args, " ")
+	r.calls = append(r.calls, line)
+	for k := range r.fail {
+		if strings.Contains(line, k) {
+			return []byte("line 3: % Unknown command"), errors.New("exit status 1")
+		}
+	}
+	return nil, nil
+}
+
+func TestFRRDriver(t *testing.T) {
+	cases := map[string]struct {
+		fail      map[string]bool
+		wantErr   string
+		wantCalls []string // substrings, in order
+		wantConf  string   // frr.conf after
+	}{
+		"applied": {
+			wantCalls: []string{"--test", "--reload", "netns exec lab-leaf1-a nft -f"},
+			wantConf:  "new",
+		},
+		"refused by the check": {
+			fail:      map[string]bool{"--test": true},
+			wantErr:   "nothing applied",
+			wantCalls: []string{"--test"},
+			wantConf:  "old",
+		},
+		"reload fails: previous restored": {
+			fail:      map[string]bool{"--reload --vty_socket /s --confdir CONF --rundir CONF CONF/frr.conf.next": true},
+			wantErr:   "previous config restored",
+			wantCalls: []string{"--test", "--reload", "--reload"},
+			wantConf:  "old",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			conf := t.TempDir()
+			os.WriteFile(filepath.Join(conf, "frr.conf"), []byte("old"), 0o644)
+			r := &fakeFRR{fail: map[string]bool{}}
+			for k := range tc.fail {
+				r.fail[strings.ReplaceAll(k, "CONF", conf)] = true
+			}
+			f := &FRR{Run: r.run, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf, Netns: "lab-leaf1", VRFNetns: map[string]string{"a": "lab-leaf1-a"}}}}
+			err := f.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "new", "gbp-a.nft", "table inet x {}"))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			i := 0
+			for _, c := range r.calls {
+				if i < len(tc.wantCalls) && strings.Contains(c, tc.wantCalls[i]) {
+					i++
+				}
+			}
+			if i != len(tc.wantCalls) {
+				t.Fatalf("calls %q, want in order %q", r.calls, tc.wantCalls)
+			}
+			if !strings.HasPrefix(r.calls[0], "ip netns exec lab-leaf1 python3 ") {
+				t.Fatalf("frr-reload not run in the device's namespace: %q", r.calls[0])
+			}
+			if b, _ := os.ReadFile(filepath.Join(conf, "frr.conf")); string(b) != tc.wantConf {
+				t.Fatalf("frr.conf = %q, want %q", b, tc.wantConf)
+			}
+		})
+	}
+	if err := (&FRR{Run: (&fakeFRR{}).run}).Apply(context.Background(), dev("nope", "h", "frr.conf", "x")); err == nil {
+		t.Fatal("a device without a target was applied")
+	}
+}

@@ -1,0 +1,160 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// FRRTarget says where one device's FRR runs.
+type FRRTarget struct {
+	// VtySocket is the directory of the daemons' vty sockets (vtysh
+	// --vty_socket).
+	VtySocket string `json:"vtySocket"`
+	// ConfDir holds the device's frr.conf (written by the driver).
+	ConfDir string `json:"confDir"`
+	// Netns runs vtysh, frr-reload and nft inside this network namespace
+	// ("" for the current one).
+	Netns string `json:"netns,omitempty"`
+	// VRFNetns maps a VRF name to the namespace its nftables ruleset
+	// (gbp-<vrf>.nft) is loaded into: FRR's netns VRF backend makes each VRF
+	// a namespace. A VRF missing here gets Netns.
+	VRFNetns map[string]string `json:"vrfNetns,omitempty"`
+}
+
+// LoadFRRTargets reads a JSON object of device name -> FRRTarget.
+func LoadFRRTargets(path string) (map[string]FRRTarget, error) {
+	if path == "" {
+		return nil, domain.Invalid("frr-targets", "the frr driver needs --frr-targets FILE (device -> vty socket, conf dir, namespaces)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, domain.Invalid("frr-targets", "cannot read %s: %v", path, err)
+	}
+	var ts map[string]FRRTarget
+	if err := json.Unmarshal(b, &ts); err != nil {
+		return nil, domain.Invalid("frr-targets", "%s is not a JSON object of device -> target: %v", path, err)
+	}
+	for name, t := range ts {
+		if t.VtySocket == "" || t.ConfDir == "" {
+			return nil, domain.Invalid("frr-targets", "device %s needs vtySocket and confDir", name)
+		}
+	}
+	return ts, nil
+}
+
+// Runner runs a command and returns its combined output.
+type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)
+
+// ExecRunner runs commands with os/exec.
+func ExecRunner(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
+
+// FRR applies frr.conf to running FRR daemons with frr-reload.py (which
+// computes and applies the difference to the running config) and loads
+// the nftables rulesets of segmented VRFs. The whole new config is checked
+// first (frr-reload --test); if the reload fails, the previous frr.conf is
+// reloaded again.
+type FRR struct {
+	Targets map[string]FRRTarget
+	Run     Runner
+	// Reload is the frr-reload.py path (default /usr/lib/frr/frr-reload.py).
+	Reload string
+}
+
+// Name implements Driver.
+func (f *FRR) Name() string { return "frr" }
+
+func (f *FRR) reloadPath() string {
+	if f.Reload != "" {
+		return f.Reload
+	}
+	return "/usr/lib/frr/frr-reload.py"
+}
+
+// in runs a command in the target's namespace.
+func (f *FRR) in(ctx context.Context, netns string, name string, args ...string) ([]byte, error) {
+	if netns != "" {
+		args = append([]string{"netns", "exec", netns, name}, args...)
+		name = "ip"
+	}
+	return f.Run(ctx, name, args...)
+}
+
+// Apply implements Driver.
+func (f *FRR) Apply(ctx context.Context, d Device) error {
+	t, ok := f.Targets[d.Name]
+	if !ok {
+		return fmt.Errorf("device %s: no FRR target configured", d.Name)
+	}
+	var conf string
+	var rules []struct{ vrf, content string }
+	for _, file := range d.Files {
+		switch {
+		case file.Name == "frr.conf":
+			conf = file.Content
+		case strings.HasPrefix(file.Name, "gbp-") && strings.HasSuffix(file.Name, ".nft"):
+			rules = append(rules, struct{ vrf, content string }{strings.TrimSuffix(strings.TrimPrefix(file.Name, "gbp-"), ".nft"), file.Content})
+		}
+	}
+	if conf == "" {
+		return fmt.Errorf("device %s: no frr.conf to apply (NOS %s)", d.Name, d.NOS)
+	}
+	current := filepath.Join(t.ConfDir, "frr.conf")
+	next := filepath.Join(t.ConfDir, "frr.conf.next")
+	if err := writeSynced(next, []byte(conf)); err != nil {
+		return fmt.Errorf("device %s: %w", d.Name, err)
+	}
+	reload := func(mode, file string) error {
+		out, err := f.in(ctx, t.Netns, "python3", f.reloadPath(), mode, "--vty_socket", t.VtySocket, "--confdir", t.ConfDir, "--rundir", t.ConfDir, file)
+		if err != nil {
+			return fmt.Errorf("frr-reload %s: %v: %s", mode, err, lastLines(out, 5))
+		}
+		return nil
+	}
+	if err := reload("--test", next); err != nil {
+		return fmt.Errorf("device %s: the new config was refused, nothing applied: %w", d.Name, err)
+	}
+	if err := reload("--reload", next); err != nil {
+		if _, statErr := os.Stat(current); statErr == nil {
+			if rerr := reload("--reload", current); rerr != nil {
+				return fmt.Errorf("device %s: %w; restoring the previous config failed too: %v", d.Name, err, rerr)
+			}
+		}
+		return fmt.Errorf("device %s: %w (previous config restored)", d.Name, err)
+	}
+	if err := os.Rename(next, current); err != nil {
+		return fmt.Errorf("device %s: %w", d.Name, err)
+	}
+	for _, r := range rules {
+		ns := t.Netns
+		if v, ok := t.VRFNetns[r.vrf]; ok {
+			ns = v
+		}
+		path := filepath.Join(t.ConfDir, "gbp-"+r.vrf+".nft")
+		if err := writeSynced(path, []byte(r.content)); err != nil {
+			return fmt.Errorf("device %s: %w", d.Name, err)
+		}
+		// nft -f replaces the table atomically: the ruleset flushes its own
+		// table first and the whole file is one transaction.
+		if out, err := f.in(ctx, ns, "nft", "-f", path); err != nil {
+			return fmt.Errorf("device %s: nft -f %s in %s: %v: %s", d.Name, path, ns, err, lastLines(out, 5))
+		}
+	}
+	return nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

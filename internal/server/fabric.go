@@ -1,0 +1,357 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/deploy"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
+	"github.com/jobfabric/jobfabric/internal/state"
+)
+
+// The leader's fabric loop: after every change of the state (and on a
+// tick, which also retries failed devices) it compiles the fabric from
+// the state, commits a revision when a device's configuration changed or
+// placed jobs wait for their network, deploys what is not deployed yet
+// through the driver, and commits each device's outcome. The state machine
+// turns Placed jobs Ready once their revision is on their leaves.
+
+// fabricEnabled: a driver deploys, so placed jobs wait for the network.
+func (s *Server) fabricEnabled() bool { return s.driver != nil }
+
+func (s *Server) kickFabric() {
+	select {
+	case s.fabricKick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) fabricLoop(ctx context.Context) {
+	if s.driver == nil {
+		return
+	}
+	interval := s.cfg.ScheduleInterval
+	if interval <= 0 {
+		interval = defaultScheduleInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	retry := true
+	for {
+		changed := s.fsm.Changed()
+		if s.store.IsLeader() {
+			if err := s.fabricOnce(ctx, retry); err != nil && ctx.Err() == nil {
+				s.log.Warn("fabric cycle", "err", err)
+			}
+		}
+		retry = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			// Let a burst of changes land, then compile once.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		case <-s.fabricKick:
+			retry = true
+		case <-t.C:
+			retry = true
+		}
+	}
+}
+
+// fabricOnce compiles, commits and deploys. retry also redeploys devices
+// whose last deploy failed (on the tick, not on every change).
+func (s *Server) fabricOnce(ctx context.Context, retry bool) error {
+	s.fabricMu.Lock()
+	defer s.fabricMu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.compileFabric(cctx); err != nil {
+		return err
+	}
+	return s.deployFabric(cctx, retry)
+}
+
+// compiled is one compile of the current state.
+type compiled struct {
+	in      fabric.Input
+	intent  *fabric.Intent
+	files   []render.DeviceFiles
+	idsHash string
+	jobs    []uint64
+}
+
+// compileNow compiles the state with the id pools synced at now (the
+// revision command carries the same time, so the state machine's sync
+// gives the same ids).
+func (s *Server) compileNow(now time.Time) (*compiled, error) {
+	in, idsHash, jobs, err := s.fsm.FabricInput(now)
+	if err != nil {
+		return nil, err
+	}
+	if in.Topology == nil {
+		return nil, nil
+	}
+	it, err := fabric.Compile(in)
+	if err != nil {
+		return nil, err
+	}
+	files, err := render.RenderIntent(it)
+	if err != nil {
+		return nil, err
+	}
+	return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs}, nil
+}
+
+func (s *Server) compileFabric(ctx context.Context) error {
+	now := s.clock.Now()
+	c, err := s.compileNow(now)
+	if err != nil || c == nil {
+		return err
+	}
+	cur, rev, derr := s.fsm.DeviceConfigs(0)
+	if derr != nil {
+		return derr
+	}
+	cmd := state.FabricRevisionCmd{SyncAt: now, IDsHash: c.idsHash, Changed: map[string]state.DeviceConfig{}, Jobs: c.jobs, InUse: c.intent.InUse()}
+	roles := map[string]string{}
+	for _, d := range c.intent.Devices {
+		roles[d.Name] = string(d.Role)
+	}
+	seen := map[string]bool{}
+	for _, df := range c.files {
+		seen[df.Device] = true
+		h := state.ConfigHash(df.NOS, df.Files)
+		if cur[df.Device].Hash != h {
+			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: df.Files, Hash: h}
+		}
+	}
+	for name := range cur {
+		if !seen[name] {
+			cmd.Removed = append(cmd.Removed, name)
+		}
+	}
+	slices.Sort(cmd.Removed)
+	waiting := s.fsm.JobsAwaitingNetwork()
+	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 {
+		return nil // nothing to commit
+	}
+	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
+	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code == domain.CodeFailedPrecondition {
+			s.log.Debug("fabric revision stale; compiling again", "err", err)
+			s.kickFabric()
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// deployFabric applies every device whose deployed configuration is not
+// the desired one, in parallel, and commits the outcomes.
+func (s *Server) deployFabric(ctx context.Context, retry bool) error {
+	st := s.fsm.FabricStatus()
+	cfgs, rev, derr := s.fsm.DeviceConfigs(0)
+	if derr != nil || rev == 0 {
+		return nil
+	}
+	var todo []deploy.Device
+	for _, d := range st.Devices {
+		if d.Deployed == d.DesiredHash || (d.Error != "" && !retry) {
+			continue
+		}
+		dc := cfgs[d.Name]
+		todo = append(todo, deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: dc.Files})
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	results := make([]state.DeployResult, len(todo))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, d := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = state.DeployResult{Device: d.Name, Hash: d.Hash}
+			if err := s.driver.Apply(ctx, d); err != nil {
+				results[i].Error = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	_, err := s.propose(ctx, state.CmdFabricDeployed, "fabric", state.FabricDeployedCmd{Rev: rev, Results: results})
+	return err
+}
+
+func (s *Server) fabricRoutes() []route {
+	revQ := param{"rev", "integer", "revision (default: the latest)"}
+	devQ := param{"device", "string", "only this device"}
+	return []route{
+		{method: "GET", path: "/v1/fabric/status", summary: "The latest fabric revision and every device's deployed revision and last error (admin)", access: authed, resp: state.FabricStatus{}, h: s.fabricStatus},
+		{method: "GET", path: "/v1/fabric/revisions", summary: "The kept fabric revisions (admin)", access: authed, resp: []state.RevisionInfo{}, h: s.fabricRevisions},
+		{method: "GET", path: "/v1/fabric/configs", summary: "Rendered device configurations of a revision, or of the current state for another NOS (admin)", access: authed,
+			query: []param{revQ, devQ, {"nos", "string", "render the current intent for this NOS (junos, nxos, eos, sonic, frr) instead of the device's own"}}, resp: []render.DeviceFiles{}, h: s.fabricConfigs},
+		{method: "GET", path: "/v1/fabric/diff", summary: "Per-device minimal diff between two revisions (admin)", access: authed,
+			query: []param{{"from", "integer", "older revision (default: the one before to)"}, {"to", "integer", "newer revision (default: the latest)"}, devQ}, resp: api.FabricDiff{}, h: s.fabricDiff},
+		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: state.FabricStatus{}, h: s.fabricDeploy},
+	}
+}
+
+func (s *Server) fabricStatus(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return s.fsm.FabricStatus(), nil
+}
+
+func (s *Server) fabricRevisions(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return s.fsm.FabricRevisions(), nil
+}
+
+func uintQuery(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, domain.Invalid(name, "%s %q is not a revision number", name, v)
+	}
+	return n, nil
+}
+
+func (s *Server) fabricConfigs(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	rev, err := uintQuery(r, "rev")
+	if err != nil {
+		return nil, err
+	}
+	device, nos := r.URL.Query().Get("device"), r.URL.Query().Get("nos")
+	if nos != "" {
+		if rev != 0 {
+			return nil, domain.Invalid("nos", "nos renders the current state; it does not combine with rev")
+		}
+		if !slices.Contains(render.NOSes(), nos) {
+			return nil, domain.Invalid("nos", "nos %q is not one of %v", nos, render.NOSes())
+		}
+		c, err := s.compileNow(s.clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		out := []render.DeviceFiles{}
+		if c == nil {
+			return out, nil
+		}
+		for i := range c.intent.Devices {
+			d := &c.intent.Devices[i]
+			if device != "" && d.Name != device {
+				continue
+			}
+			files, err := render.Render(d, nos)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, render.DeviceFiles{Device: d.Name, NOS: nos, Files: files})
+		}
+		if device != "" && len(out) == 0 {
+			return nil, notFoundf("device", device)
+		}
+		return out, nil
+	}
+	cfgs, _, derr := s.fsm.DeviceConfigs(rev)
+	if derr != nil {
+		return nil, derr
+	}
+	out := []render.DeviceFiles{}
+	for _, df := range state.DeviceFiles(cfgs) {
+		if device == "" || df.Device == device {
+			out = append(out, df)
+		}
+	}
+	if device != "" && len(out) == 0 {
+		return nil, notFoundf("device", device)
+	}
+	return out, nil
+}
+
+func (s *Server) fabricDiff(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	to, err := uintQuery(r, "to")
+	if err != nil {
+		return nil, err
+	}
+	from, err := uintQuery(r, "from")
+	if err != nil {
+		return nil, err
+	}
+	newCfg, to, derr := s.fsm.DeviceConfigs(to)
+	if derr != nil {
+		return nil, derr
+	}
+	if r.URL.Query().Get("from") == "" && to > 0 {
+		from = to - 1
+	}
+	oldCfg := map[string]state.DeviceConfig{}
+	if from > 0 {
+		if oldCfg, from, derr = s.fsm.DeviceConfigs(from); derr != nil {
+			return nil, derr
+		}
+	}
+	if from > to {
+		return nil, domain.Invalid("from", "from %d is after to %d", from, to)
+	}
+	device := r.URL.Query().Get("device")
+	keep := func(m map[string]state.DeviceConfig) map[string]state.DeviceConfig {
+		if device == "" {
+			return m
+		}
+		out := map[string]state.DeviceConfig{}
+		if dc, ok := m[device]; ok {
+			out[device] = dc
+		}
+		return out
+	}
+	out := api.FabricDiff{From: from, To: to, Devices: []api.DeviceDiff{}}
+	for _, d := range render.Diff(state.DeviceFiles(keep(oldCfg)), state.DeviceFiles(keep(newCfg))) {
+		out.Devices = append(out.Devices, api.DeviceDiff{Device: d.Device, Text: d.String()})
+	}
+	return out, nil
+}
+
+func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	if s.driver == nil {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "fabric-driver", Message: "this server runs without a fabric driver (--fabric-driver none)"}
+	}
+	if err := s.fabricOnce(r.Context(), true); err != nil {
+		return nil, err
+	}
+	return s.fsm.FabricStatus(), nil
+}

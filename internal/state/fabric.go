@@ -1,0 +1,577 @@
+package state
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/pool"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
+)
+
+// The fabric in the replicated state. The leader compiles the desired
+// configuration of every switch from the state (fabric.Compile), renders it
+// and commits it as a numbered revision; it deploys the revision through a
+// driver and commits each device's outcome. The state machine keeps:
+//   - the id pools (VNIs, RDs, RTs, VLANs, group IDs): ids are decided here,
+//     at the time recorded in the command, never by the compiler;
+//   - the revisions (only the devices each one changed; the full set at
+//     any kept revision is the newest change of each device up to it);
+//   - each device's deployed revision and last error;
+//   - the network readiness gate: a Placed job becomes Ready once the
+//     revision carrying its ports and groups is deployed on every leaf its
+//     GPUs use.
+
+// Fabric commands.
+const (
+	CmdFabricRevision CommandType = "fabric.revision"
+	CmdFabricDeployed CommandType = "fabric.deployed"
+)
+
+// maxRevisions is how many revisions are kept; older ones fold into the
+// oldest kept one (their devices' configs stay reachable).
+const maxRevisions = 64
+
+type (
+	// FabricRevisionCmd commits a compiled revision. SyncAt is the time the
+	// leader synced the id pools at; the state machine syncs again at that
+	// time and refuses the revision when the result differs from IDsHash
+	// (the state changed in between: the leader compiles again).
+	FabricRevisionCmd struct {
+		SyncAt  time.Time               `json:"syncAt"`
+		IDsHash string                  `json:"idsHash"`
+		Cause   string                  `json:"cause,omitempty"`
+		Changed map[string]DeviceConfig `json:"changed,omitempty"`
+		Removed []string                `json:"removed,omitempty"`
+		Jobs    []uint64                `json:"jobs,omitempty"` // jobs whose allocations the revision carries
+		InUse   fabric.InUse            `json:"inUse"`
+		Verify  []string                `json:"verify,omitempty"` // verifier failures, for the record
+	}
+	// FabricDeployedCmd records a deploy of revision Rev.
+	FabricDeployedCmd struct {
+		Rev     uint64         `json:"rev"`
+		Results []DeployResult `json:"results"`
+	}
+	// DeployResult is one device's outcome: applied whole, or not at all.
+	DeployResult struct {
+		Device string `json:"device"`
+		Hash   string `json:"hash"`
+		Error  string `json:"error,omitempty"`
+	}
+)
+
+// DeviceConfig is one device's rendered configuration.
+type DeviceConfig struct {
+	NOS   string        `json:"nos"`
+	Role  string        `json:"role"`
+	Files []render.File `json:"files"`
+	Hash  string        `json:"hash"`
+}
+
+// ConfigHash fingerprints a device's files.
+func ConfigHash(nos string, files []render.File) string {
+	h := sha256.New()
+	h.Write([]byte(nos))
+	for _, f := range files {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", f.Name, len(f.Content))
+		h.Write([]byte(f.Content))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// FabricRevision is one committed compile.
+type FabricRevision struct {
+	Rev     uint64                  `json:"rev"`
+	At      time.Time               `json:"at"`
+	Cause   string                  `json:"cause,omitempty"`
+	Changed map[string]DeviceConfig `json:"changed,omitempty"`
+	Removed []string                `json:"removed,omitempty"`
+	InUse   fabric.InUse            `json:"inUse"`
+	Verify  []string                `json:"verify,omitempty"`
+}
+
+// DeviceState is what the state knows of one switch.
+type DeviceState struct {
+	Name        string    `json:"name"`
+	NOS         string    `json:"nos"`
+	Role        string    `json:"role"`
+	DesiredRev  uint64    `json:"desiredRevision"`
+	DesiredHash string    `json:"desiredHash"`
+	DeployedRev uint64    `json:"deployedRevision"`
+	Deployed    string    `json:"deployedHash,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt,omitzero"`
+}
+
+// fabricData is the fabric part of the persisted state.
+type fabricData struct {
+	Pools     *pool.State             `json:"pools,omitempty"`
+	Rev       uint64                  `json:"rev"`
+	Revisions []*FabricRevision       `json:"revisions,omitempty"`
+	Devices   map[string]*DeviceState `json:"devices,omitempty"`
+	Options   fabric.Options          `json:"options"`
+}
+
+// holdsGPUs: the job's allocation is in the fabric.
+func holdsGPUs(j *domain.Job) bool {
+	switch j.State {
+	case domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting:
+		return len(j.Placement) > 0
+	}
+	return false
+}
+
+// FabricInput is the compiler's input built from the state at now: the id
+// pools are synced on a copy (what the state machine will do when the
+// revision is committed with SyncAt now) and the ids filled in. IDsHash
+// identifies the sync's outcome.
+func (f *FSM) FabricInput(now time.Time) (in fabric.Input, idsHash string, jobs []uint64, err error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ps := f.pools().Clone()
+	in, jobs = f.fabricInput()
+	if err := syncIDs(ps, &in, now); err != nil {
+		return in, "", nil, err
+	}
+	return in, poolsHash(ps), jobs, nil
+}
+
+func (f *FSM) pools() *pool.State {
+	if f.d.Fabric.Pools != nil {
+		return f.d.Fabric.Pools
+	}
+	ps, _ := pool.New(pool.DefaultSpecs(pool.DefaultQuarantine)...)
+	return ps
+}
+
+// fabricInput lists tenants, allocations and the jobs they belong to.
+func (f *FSM) fabricInput() (fabric.Input, []uint64) {
+	in := fabric.Input{Topology: f.d.Topology, Options: f.d.Fabric.Options}
+	for _, name := range slices.Sorted(maps.Keys(f.d.Tenants)) {
+		in.Tenants = append(in.Tenants, *f.d.Tenants[name])
+	}
+	var jobs []uint64
+	for _, j := range f.sortedJobs() {
+		if !holdsGPUs(j) {
+			continue
+		}
+		jobs = append(jobs, j.ID)
+		for _, p := range j.Placement {
+			whole := false
+			if s, ok := f.cap.servers[p.Server]; ok {
+				whole = len(p.GPUs) == s.GPUs && len(p.MIG) == 0 && p.Share == 0
+			}
+			in.Allocations = append(in.Allocations, fabric.Allocation{Tenant: j.Tenant, Server: p.Server, GPUs: slices.Clone(p.GPUs), Whole: whole, JobID: strconv.FormatUint(j.ID, 10)})
+		}
+	}
+	return in, jobs
+}
+
+// syncIDs makes the pools hold exactly the ids the input needs (tenant
+// VRFs, vlan-aware MAC-VRFs and links, job groups of segmented tenants),
+// releasing the others into quarantine, and fills in.IDs and in.Groups.
+// Deterministic: owners are visited in sorted order.
+func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
+	for _, sp := range pool.DefaultSpecs(pool.DefaultQuarantine) {
+		if err := ps.Ensure(sp); err != nil {
+			return err
+		}
+	}
+	type need struct{ pool, owner string }
+	var want []need
+	segmented := map[string]bool{}
+	vlanAware := map[string]bool{}
+	for _, t := range in.Tenants {
+		o := "tenant/" + t.Name
+		want = append(want, need{pool.VNI, o}, need{pool.VRFID, o}, need{pool.L3VLAN, o})
+		if t.Network == domain.NetworkVLANAware {
+			vlanAware[t.Name] = true
+			want = append(want, need{pool.VRFID, o + "/mac"}, need{pool.RT, o + "/mac"})
+		}
+		if t.JobSegmentation {
+			segmented[t.Name] = true
+			want = append(want, need{pool.Group, o + "/unclassified"})
+		}
+	}
+	seenJob := map[string]bool{}
+	for _, a := range in.Allocations {
+		if segmented[a.Tenant] && a.JobID != "" && !seenJob[a.JobID] {
+			seenJob[a.JobID] = true
+			want = append(want, need{pool.Group, "job/" + a.JobID})
+		}
+	}
+	var links []fabric.LinkOwner
+	if len(vlanAware) > 0 && in.Topology != nil {
+		owners, err := fabric.Owners(*in)
+		if err != nil {
+			return err
+		}
+		for _, o := range owners {
+			if vlanAware[o.Tenant] {
+				links = append(links, o)
+				if err := ps.Ensure(pool.LinkVLANSpec(o.Link.Leaf, pool.DefaultQuarantine)); err != nil {
+					return err
+				}
+				lo := linkOwner(o)
+				want = append(want, need{pool.LinkVLAN(o.Link.Leaf), lo}, need{pool.VNI, lo})
+			}
+		}
+	}
+	wanted := map[need]bool{}
+	for _, n := range want {
+		wanted[n] = true
+	}
+	// Release first, so that ids in quarantine are not handed out again
+	// within this sync.
+	for _, name := range ps.Names() {
+		for _, e := range slices.Clone(ps.Pools[name].Entries) {
+			if e.Owner != "" && !wanted[need{name, e.Owner}] {
+				if _, _, err := ps.Release(name, e.Owner, now); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, n := range want {
+		if _, err := ps.Allocate(n.pool, n.owner, now); err != nil {
+			return err
+		}
+	}
+	look := func(p, o string) uint32 { id, _ := ps.Lookup(p, o); return id }
+	in.IDs = fabric.IDs{Tenants: map[string]fabric.TenantIDs{}, Links: map[fabric.LinkRef]fabric.LinkIDs{}}
+	for _, t := range in.Tenants {
+		o := "tenant/" + t.Name
+		ids := fabric.TenantIDs{L3VNI: look(pool.VNI, o), VRFID: uint16(look(pool.VRFID, o)), L3VLAN: uint16(look(pool.L3VLAN, o))}
+		if vlanAware[t.Name] {
+			ids.MACVRFID, ids.MACRT = uint16(look(pool.VRFID, o+"/mac")), look(pool.RT, o+"/mac")
+		}
+		if segmented[t.Name] {
+			ids.UnclassifiedGroup = uint16(look(pool.Group, o+"/unclassified"))
+		}
+		in.IDs.Tenants[t.Name] = ids
+	}
+	for _, o := range links {
+		lo := linkOwner(o)
+		in.IDs.Links[o.Link] = fabric.LinkIDs{Tenant: o.Tenant, VLAN: uint16(look(pool.LinkVLAN(o.Link.Leaf), lo)), L2VNI: look(pool.VNI, lo)}
+	}
+	in.Groups = nil
+	done := map[string]bool{}
+	for _, a := range in.Allocations {
+		if segmented[a.Tenant] && a.JobID != "" && !done[a.JobID] {
+			done[a.JobID] = true
+			in.Groups = append(in.Groups, fabric.Group{Tenant: a.Tenant, Name: "job-" + a.JobID, ID: uint16(look(pool.Group, "job/"+a.JobID)), JobID: a.JobID})
+		}
+	}
+	return nil
+}
+
+func linkOwner(o fabric.LinkOwner) string {
+	return "link/" + o.Link.Leaf + "/" + o.Link.Port + "/" + o.Tenant
+}
+
+func poolsHash(ps *pool.State) string {
+	b, _ := json.Marshal(ps)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
+	p, derr := decode[FabricRevisionCmd](c)
+	if derr != nil {
+		return nil, derr
+	}
+	ps := f.pools().Clone()
+	in, _ := f.fabricInput()
+	if err := syncIDs(ps, &in, p.SyncAt); err != nil {
+		return nil, asDomainError(err)
+	}
+	if h := poolsHash(ps); h != p.IDsHash {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "idsHash",
+			Message: "the state changed since this revision was compiled (ids differ): compile again"}
+	}
+	for name, dc := range p.Changed {
+		if dc.Hash != ConfigHash(dc.NOS, dc.Files) {
+			return nil, domain.Invalid("changed", "device %s: hash %s does not match its files", name, dc.Hash)
+		}
+	}
+	fd := &f.d.Fabric
+	fd.Pools = ps
+	fd.Rev++
+	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify}
+	fd.Revisions = append(fd.Revisions, rev)
+	f.foldRevisions()
+	if fd.Devices == nil {
+		fd.Devices = map[string]*DeviceState{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Changed)) {
+		dc := p.Changed[name]
+		d := fd.Devices[name]
+		if d == nil {
+			d = &DeviceState{Name: name}
+			fd.Devices[name] = d
+		}
+		d.NOS, d.Role, d.DesiredRev, d.DesiredHash = dc.NOS, dc.Role, fd.Rev, dc.Hash
+	}
+	for _, name := range p.Removed {
+		delete(fd.Devices, name)
+	}
+	// A device the revision does not change, and that runs its desired
+	// config, runs this revision too.
+	for name, d := range fd.Devices {
+		if _, changed := p.Changed[name]; !changed && d.Deployed == d.DesiredHash && d.Error == "" {
+			d.DeployedRev = fd.Rev
+		}
+	}
+	for _, id := range p.Jobs {
+		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
+			j.NetworkRev = fd.Rev
+		}
+	}
+	msg := fmt.Sprintf("revision %d: %d devices changed, %d removed", fd.Rev, len(p.Changed), len(p.Removed))
+	if p.Cause != "" {
+		msg += " (" + p.Cause + ")"
+	}
+	if len(p.Verify) > 0 {
+		msg += fmt.Sprintf("; verifier: %d failures", len(p.Verify))
+	}
+	f.event(c, "fabric.revision", fmt.Sprintf("fabric/%d", fd.Rev), "", "", msg)
+	f.gate(c)
+	return rev, nil
+}
+
+// foldRevisions keeps maxRevisions revisions: the oldest dropped one's
+// device configs move into the next unless that one changed them too.
+func (f *FSM) foldRevisions() {
+	fd := &f.d.Fabric
+	for len(fd.Revisions) > maxRevisions {
+		old, next := fd.Revisions[0], fd.Revisions[1]
+		if next.Changed == nil {
+			next.Changed = map[string]DeviceConfig{}
+		}
+		for name, dc := range old.Changed {
+			if _, ok := next.Changed[name]; !ok && !slices.Contains(next.Removed, name) {
+				next.Changed[name] = dc
+			}
+		}
+		fd.Revisions = fd.Revisions[1:]
+	}
+}
+
+func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
+	p, derr := decode[FabricDeployedCmd](c)
+	if derr != nil {
+		return nil, derr
+	}
+	fd := &f.d.Fabric
+	if p.Rev == 0 || p.Rev > fd.Rev {
+		return nil, domain.Invalid("rev", "revision %d does not exist (latest %d)", p.Rev, fd.Rev)
+	}
+	var ok, failed []string
+	for _, r := range p.Results {
+		d := fd.Devices[r.Device]
+		if d == nil {
+			continue // removed since
+		}
+		d.UpdatedAt = c.At
+		if r.Error != "" {
+			d.Error = r.Error
+			failed = append(failed, r.Device)
+			continue
+		}
+		d.Error = ""
+		if r.Hash == d.DesiredHash || p.Rev >= d.DeployedRev {
+			d.DeployedRev, d.Deployed = p.Rev, r.Hash
+		}
+		ok = append(ok, r.Device)
+	}
+	if len(failed) > 0 {
+		f.event(c, "fabric.deploy", fmt.Sprintf("fabric/%d", p.Rev), "", "", fmt.Sprintf("revision %d: %d devices applied, failed: %s", p.Rev, len(ok), strings.Join(failed, ", ")))
+	} else {
+		f.event(c, "fabric.deploy", fmt.Sprintf("fabric/%d", p.Rev), "", "", fmt.Sprintf("revision %d: %d devices applied", p.Rev, len(ok)))
+	}
+	f.markDeployed(c.At)
+	f.gate(c)
+	return f.fabricStatusLocked(), nil
+}
+
+// markDeployed tells the pools which ids the devices may be running: those
+// of every revision from the oldest any device still runs to the newest.
+func (f *FSM) markDeployed(now time.Time) {
+	fd := &f.d.Fabric
+	if fd.Pools == nil {
+		return
+	}
+	oldest := fd.Rev
+	for _, d := range fd.Devices {
+		oldest = min(oldest, d.DeployedRev)
+	}
+	ids := map[string][]uint32{}
+	for _, r := range fd.Revisions {
+		if r.Rev < oldest {
+			continue
+		}
+		ids[pool.VNI] = append(ids[pool.VNI], r.InUse.VNIs...)
+		ids[pool.VRFID] = append(ids[pool.VRFID], r.InUse.VRFIDs...)
+		ids[pool.RT] = append(ids[pool.RT], r.InUse.RTs...)
+		ids[pool.Group] = append(ids[pool.Group], r.InUse.Groups...)
+		ids[pool.L3VLAN] = append(ids[pool.L3VLAN], r.InUse.L3VLANs...)
+		for leaf, v := range r.InUse.LinkVLANs {
+			ids[pool.LinkVLAN(leaf)] = append(ids[pool.LinkVLAN(leaf)], v...)
+		}
+	}
+	for _, name := range fd.Pools.Names() {
+		_ = fd.Pools.SetDeployed(name, ids[name], now) // every name exists: listed by Names
+	}
+}
+
+// gate makes Placed jobs Ready once the revision carrying their network is
+// deployed on every leaf their GPUs use, and says what a job waits for.
+func (f *FSM) gate(c *Command) {
+	fd := &f.d.Fabric
+	for _, j := range f.sortedJobs() {
+		if j.State != domain.JobPlaced || j.NetworkRev == 0 {
+			continue
+		}
+		var waiting []string
+		for _, leaf := range jobLeaves(j) {
+			d := fd.Devices[leaf]
+			switch {
+			case d == nil:
+				waiting = append(waiting, leaf+" (not in the fabric)")
+			case d.DeployedRev < j.NetworkRev && d.Error != "":
+				waiting = append(waiting, fmt.Sprintf("%s (deploy failed: %s)", leaf, d.Error))
+			case d.DeployedRev < j.NetworkRev:
+				waiting = append(waiting, leaf)
+			}
+		}
+		if len(waiting) == 0 {
+			j.State, j.UpdatedAt = domain.JobReady, c.At
+			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
+			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(jobLeaves(j), ", ")))
+			continue
+		}
+		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
+		if j.Reason == nil || *j.Reason != r {
+			j.Reason, j.UpdatedAt = &r, c.At
+		}
+	}
+}
+
+// JobsAwaitingNetwork lists Placed jobs no revision carries yet.
+func (f *FSM) JobsAwaitingNetwork() []uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []uint64
+	for _, j := range f.sortedJobs() {
+		if j.State == domain.JobPlaced && j.NetworkRev == 0 {
+			out = append(out, j.ID)
+		}
+	}
+	return out
+}
+
+// jobLeaves are the leaves a job's GPUs use, sorted.
+func jobLeaves(j *domain.Job) []string {
+	var out []string
+	for _, p := range j.Placement {
+		out = append(out, p.Leaves...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// FabricStatus is the fabric as the state knows it.
+type FabricStatus struct {
+	Revision uint64        `json:"revision"`
+	Devices  []DeviceState `json:"devices"`
+}
+
+// FabricStatus reports the latest revision and every device.
+func (f *FSM) FabricStatus() *FabricStatus {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.fabricStatusLocked()
+}
+
+func (f *FSM) fabricStatusLocked() *FabricStatus {
+	st := &FabricStatus{Revision: f.d.Fabric.Rev, Devices: []DeviceState{}}
+	for _, name := range slices.Sorted(maps.Keys(f.d.Fabric.Devices)) {
+		st.Devices = append(st.Devices, *f.d.Fabric.Devices[name])
+	}
+	return st
+}
+
+// RevisionInfo summarises a kept revision.
+type RevisionInfo struct {
+	Rev     uint64    `json:"rev"`
+	At      time.Time `json:"at"`
+	Cause   string    `json:"cause,omitempty"`
+	Changed []string  `json:"changed"`
+	Removed []string  `json:"removed,omitempty"`
+	Verify  []string  `json:"verify,omitempty"`
+}
+
+// FabricRevisions lists the kept revisions, oldest first.
+func (f *FSM) FabricRevisions() []RevisionInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []RevisionInfo{}
+	for _, r := range f.d.Fabric.Revisions {
+		out = append(out, RevisionInfo{Rev: r.Rev, At: r.At, Cause: r.Cause, Changed: slices.Sorted(maps.Keys(r.Changed)), Removed: slices.Clone(r.Removed), Verify: slices.Clone(r.Verify)})
+	}
+	return out
+}
+
+// DeviceConfigs returns every device's configuration at revision rev (0:
+// the latest), or not_found when rev is not kept.
+func (f *FSM) DeviceConfigs(rev uint64) (map[string]DeviceConfig, uint64, *domain.Error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fd := &f.d.Fabric
+	if rev == 0 {
+		rev = fd.Rev
+	}
+	if rev == 0 {
+		return map[string]DeviceConfig{}, 0, nil
+	}
+	if len(fd.Revisions) == 0 || rev < fd.Revisions[0].Rev || rev > fd.Rev {
+		first := uint64(0)
+		if len(fd.Revisions) > 0 {
+			first = fd.Revisions[0].Rev
+		}
+		return nil, 0, &domain.Error{Code: domain.CodeNotFound, Field: "rev", Message: fmt.Sprintf("revision %d is not kept (kept: %d-%d)", rev, first, fd.Rev)}
+	}
+	out := map[string]DeviceConfig{}
+	for _, r := range fd.Revisions {
+		if r.Rev > rev {
+			break
+		}
+		for _, name := range r.Removed {
+			delete(out, name)
+		}
+		for name, dc := range r.Changed {
+			out[name] = dc
+		}
+	}
+	return out, rev, nil
+}
+
+// DeviceFiles turns configs into the renderer's form, sorted by device.
+func DeviceFiles(cfgs map[string]DeviceConfig) []render.DeviceFiles {
+	out := make([]render.DeviceFiles, 0, len(cfgs))
+	for _, name := range slices.Sorted(maps.Keys(cfgs)) {
+		dc := cfgs[name]
+		out = append(out, render.DeviceFiles{Device: name, NOS: dc.NOS, Files: dc.Files})
+	}
+	slices.SortFunc(out, func(a, b render.DeviceFiles) int { return cmp.Compare(a.Device, b.Device) })
+	return out
+}
