@@ -166,6 +166,22 @@ func TestTour(t *testing.T) {
 	if out := mustRun(t, acme, "job", "show", "1"); !strings.Contains(out, "Placement:") {
 		t.Fatalf("job show does not show the placement:\n%s", out)
 	}
+	// The fabric carries it: device configs per revision, diffs, status.
+	if out := mustRun(t, env, "fabric", "status"); !strings.Contains(out, "s1-leaf0") || !strings.Contains(out, "in sync") {
+		t.Fatalf("fabric status:\n%s", out)
+	}
+	if out := mustRun(t, env, "fabric", "render", "--device", "s1-leaf0"); !strings.Contains(out, "==== s1-leaf0/frr.conf") || !strings.Contains(out, "router bgp") {
+		t.Fatalf("fabric render:\n%.500s", out)
+	}
+	if out := mustRun(t, env, "fabric", "render", "--device", "s1-leaf0", "--nos", "eos"); !strings.Contains(out, "interface Vxlan1") {
+		t.Fatalf("fabric render --nos eos:\n%.500s", out)
+	}
+	if out := mustRun(t, env, "fabric", "diff", "--from", "0"); !strings.Contains(out, "devices differ") || !strings.Contains(out, "+") {
+		t.Fatalf("fabric diff --from 0:\n%.500s", out)
+	}
+	if out := mustRun(t, env, "fabric", "revisions"); !strings.Contains(out, "REV") {
+		t.Fatalf("fabric revisions:\n%s", out)
+	}
 	// A job beyond what is free waits, and says why.
 	mustRun(t, acme, "job", "submit", "--workspace", "acme/research", "--gpus", "40", "--gpus-per-node", "8", "--name", "too-big")
 	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "8"); !strings.Contains(out, "would run now") {
