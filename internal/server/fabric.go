@@ -28,6 +28,9 @@ import (
 // fabricEnabled: a driver deploys, so placed jobs wait for the network.
 func (s *Server) fabricEnabled() bool { return s.driver != nil }
 
+// errStale: the state changed between compile and commit.
+var errStale = errors.New("fabric revision stale")
+
 func (s *Server) kickFabric() {
 	select {
 	case s.fabricKick <- struct{}{}:
@@ -46,11 +49,21 @@ func (s *Server) fabricLoop(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	retry := true
+	var last uint64
 	for {
 		changed := s.fsm.Changed()
+		// Compile only when something the fabric reads changed (a submit
+		// does not), or on the tick, which also retries failed devices.
 		if s.store.IsLeader() {
-			if err := s.fabricOnce(ctx, retry); err != nil && ctx.Err() == nil {
+			fp := s.fsm.FabricFingerprint()
+			switch err := s.fabricOnce(ctx, fp != last, retry); {
+			case errors.Is(err, errStale):
+				last = 0 // compile again at the kick
+			case err != nil && ctx.Err() == nil:
 				s.log.Warn("fabric cycle", "err", err)
+				last = 0
+			default:
+				last = fp
 			}
 		}
 		retry = false
@@ -72,15 +85,19 @@ func (s *Server) fabricLoop(ctx context.Context) {
 	}
 }
 
-// fabricOnce compiles, commits and deploys. retry also redeploys devices
-// whose last deploy failed (on the tick, not on every change).
-func (s *Server) fabricOnce(ctx context.Context, retry bool) error {
+// fabricOnce compiles and commits (when compile: the fingerprint of what
+// the fabric reads changed) and deploys what is not deployed. retry also
+// redeploys devices whose last deploy failed (on the tick, not on every
+// change).
+func (s *Server) fabricOnce(ctx context.Context, compile, retry bool) error {
 	s.fabricMu.Lock()
 	defer s.fabricMu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.compileFabric(cctx); err != nil {
-		return err
+	if compile {
+		if err := s.compileFabric(cctx); err != nil {
+			return err
+		}
 	}
 	return s.deployFabric(cctx, retry)
 }
@@ -155,7 +172,7 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		if errors.As(err, &de) && de.Code == domain.CodeFailedPrecondition {
 			s.log.Debug("fabric revision stale; compiling again", "err", err)
 			s.kickFabric()
-			return nil
+			return errStale
 		}
 		return err
 	}
@@ -350,7 +367,7 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 	if s.driver == nil {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "fabric-driver", Message: "this server runs without a fabric driver (--fabric-driver none)"}
 	}
-	if err := s.fabricOnce(r.Context(), true); err != nil {
+	if err := s.fabricOnce(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
 		return nil, err
 	}
 	return s.fsm.FabricStatus(), nil

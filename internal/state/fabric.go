@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -464,6 +465,29 @@ func (f *FSM) gate(c *Command) {
 			j.Reason, j.UpdatedAt = &r, c.At
 		}
 	}
+}
+
+// FabricFingerprint hashes everything a compile reads (topology, tenants,
+// the allocations of jobs holding GPUs, the latest revision): the leader
+// compiles only when it changed, not on every submit.
+func (f *FSM) FabricFingerprint() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%d|%d\n", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
+	for _, name := range slices.Sorted(maps.Keys(f.d.Tenants)) {
+		t := f.d.Tenants[name]
+		fmt.Fprintf(h, "t|%s|%s|%s|%t|%v\n", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
+	}
+	for _, j := range f.sortedJobs() {
+		if holdsGPUs(j) {
+			fmt.Fprintf(h, "j|%d|%s|%t|%d\n", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, len(j.Placement))
+			for _, p := range j.Placement {
+				fmt.Fprintf(h, "%s%v\n", p.Server, p.GPUs)
+			}
+		}
+	}
+	return h.Sum64()
 }
 
 // JobsAwaitingNetwork lists Placed jobs no revision carries yet.
