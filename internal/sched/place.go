@@ -150,10 +150,14 @@ func hasAll(v *server, set []int) bool {
 // place finds a placement for j or explains why there is none.
 func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	switch {
+	case c.sc != nil && scorable(j, c.largestServer(j, t)):
+		return c.placeScored(j, t, nil)
 	case j.MIGProfile != "":
 		return c.placeMIG(j, t)
 	case j.Share > 0:
 		return c.placeShare(j, t)
+	case j.CPUOnly():
+		return c.placeCPU(j, t)
 	}
 	return c.placeGang(j, t)
 }
@@ -202,7 +206,7 @@ func byFree(vs []*server) []*server {
 func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	tried := 0
 	for _, v := range bestFit(c.servers) {
-		if !c.eligible(v, j, t) {
+		if !c.eligible(v, j, t) || !v.fitsHost(j) {
 			continue
 		}
 		if _, ok := mig.Units(v.s.GPUModel, j.MIGProfile); !ok {
@@ -265,7 +269,7 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 	}
 	var best *spot
 	for _, v := range bestFit(c.servers) {
-		if !c.eligible(v, j, t) {
+		if !c.eligible(v, j, t) || !v.fitsHost(j) {
 			continue
 		}
 		for g, used := range v.share {
@@ -280,7 +284,7 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 	}
 	if best == nil {
 		for _, v := range bestFit(c.servers) {
-			if !c.eligible(v, j, t) {
+			if !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
 			if g := slices.Index(v.free, true); g >= 0 {
@@ -329,7 +333,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		var bv *server
 		var bset []int
 		for _, v := range c.servers {
-			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) || !c.eligible(v, j, t) {
+			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
 			for _, set := range sets {
@@ -345,7 +349,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	}
 	if nodes > 1 {
 		for _, v := range c.servers {
-			if v.nfree >= per && c.eligible(v, j, t) {
+			if v.nfree >= per && c.eligible(v, j, t) && v.fitsHost(j) {
 				cands = append(cands, v)
 			}
 		}

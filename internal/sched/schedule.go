@@ -290,5 +290,6 @@ func (c *cluster) commit(j *domain.Job, t *domain.Tenant, pl []domain.Placement)
 		}
 		v.take(p, j.Tenant)
 		c.hold(v, j.Tenant, t)
+		c.account(v, j, 1)
 	}
 }

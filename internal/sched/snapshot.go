@@ -30,6 +30,10 @@ type Snapshot struct {
 	History []*domain.Job
 	// Policy holds the cluster-wide knobs.
 	Policy Policy
+	// Scorer, when set, places single-server jobs (whole GPUs on one
+	// server, shares, CPU-only jobs) on the server it rates highest; nil
+	// keeps the built-in best-fit path (score.go).
+	Scorer Scorer
 }
 
 // Policy is the scheduler's configuration.
@@ -128,6 +132,10 @@ type server struct {
 	// tenants holding GPUs here, and whether any of them is server-isolated.
 	holders   []holder
 	exclusive string // a server-isolated tenant holding it, "" if none
+	// cpuUsed and memUsed are what jobs here request of CPU and memory;
+	// ver counts changes (scorers cache by it).
+	cpuUsed, memUsed int64
+	ver              uint32
 }
 
 // take marks a placement's GPUs, slices or share as used.
@@ -249,6 +257,8 @@ type cluster struct {
 	// cands and fit are placeGang's reused buffers; what-if views share
 	// them (one check runs at a time).
 	cands, fit []*server
+	// sc is the snapshot's placement scorer, nil for the built-in path.
+	sc *scoring
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
@@ -324,6 +334,9 @@ func buildCluster(s *Snapshot) *cluster {
 		st = NewStatic(s.Topology)
 	}
 	c.byName = st.byName
+	if s.Scorer != nil {
+		c.sc = newScoring(s.Scorer, len(st.servers))
+	}
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs
@@ -356,6 +369,7 @@ func buildCluster(s *Snapshot) *cluster {
 			}
 			v.take(p, j.Tenant)
 			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
+			c.account(v, j, 1)
 		}
 	}
 	c.totalModel = map[string]int{}
@@ -386,7 +400,7 @@ func (c *cluster) server(name string) *server {
 // servers are shared until release changes one, which is then cloned. The
 // view must only be read (place) and released into, never committed to.
 func (c *cluster) shallow(buf []*server) *cluster {
-	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, statics: c.statics, totalModel: c.totalModel, modelNames: c.modelNames, cands: c.cands, fit: c.fit}
+	return &cluster{servers: append(buf[:0], c.servers...), byName: c.byName, total: c.total, nodes: c.nodes, cow: true, cloned: map[int]bool{}, statics: c.statics, totalModel: c.totalModel, modelNames: c.modelNames, cands: c.cands, fit: c.fit, sc: c.sc}
 }
 
 // release frees a job's GPUs in the view and drops it from the holders of
@@ -399,6 +413,7 @@ func (c *cluster) release(j *domain.Job) {
 		}
 		v.give(p)
 		v.unhold(j.Tenant)
+		c.account(v, j, -1)
 	}
 }
 

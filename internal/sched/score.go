@@ -1,0 +1,361 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Placement scoring. A job that fits on one server (whole GPUs on one
+// server, a time-sliced share, or CPU and memory only) can be placed by a
+// Scorer: every server that may hold it (eligibility, isolation, GPU model,
+// free GPUs, CPU and memory) is rated, the highest rating wins, and ties go
+// to the earliest server in topology order. Gangs over several servers and
+// MIG slices keep the built-in packing (pack, placeMIG).
+//
+// A snapshot without a Scorer takes the built-in path: fullest servers
+// first (fewest free GPUs, then topology order), shares on the fullest GPU
+// the tenant already time-slices. That is the JobFabric policy without a
+// workload; NewJobFabric with the workload's shapes is the same policy
+// made fragmentation-aware.
+
+// Milli is one thousandth of a GPU, the unit scorers see (a capacity unit
+// is 1/7000 GPU: 7 units per milli).
+const Milli = unit / 1000
+
+// Host is what a scorer sees of one server.
+type Host struct {
+	Name  string
+	Model string
+	// Free is each GPU's idle capacity in milli-GPU (1000: wholly free) as
+	// the job may use it: a GPU another tenant time-slices, or one with MIG
+	// instances, counts 0.
+	Free []int
+	// CPU and memory: capacity and what is left (capacity 0: not tracked,
+	// and the free figure is then the job's own request).
+	CPUMilli, CPUFree  int64
+	MemoryMiB, MemFree int64
+	// Jobs counts the jobs holding GPUs here by kind: key 0 for shares, n
+	// for jobs of n whole GPUs.
+	Jobs map[int]int
+}
+
+// FreeMilli is the idle milli-GPU of the host.
+func (h *Host) FreeMilli() int {
+	n := 0
+	for _, f := range h.Free {
+		n += f
+	}
+	return n
+}
+
+// FullyFree counts the wholly free GPUs.
+func (h *Host) FullyFree() int {
+	n := 0
+	for _, f := range h.Free {
+		if f == 1000 {
+			n++
+		}
+	}
+	return n
+}
+
+// Request is a single-server job as scorers see it.
+type Request struct {
+	// GPUs is how many GPUs it uses (1 for a share, 0 CPU-only); Milli is
+	// what it takes of each (1000 for whole GPUs).
+	GPUs, Milli         int
+	CPUMilli, MemoryMiB int64
+}
+
+// Share reports whether the request is a fraction of one GPU.
+func (r *Request) Share() bool { return r.GPUs == 1 && r.Milli < 1000 }
+
+// Scorer rates a feasible server for a request; higher is better. For a
+// share it also picks the GPU (an index of h.Free with room); whole GPUs
+// always take the lowest-indexed free ones, so gpu is ignored for them.
+// Scores of one server for one request shape are cached until the server
+// changes, unless the scorer implements Uncached.
+type Scorer interface {
+	Name() string
+	Score(h *Host, r *Request) (score float64, gpu int)
+}
+
+// Uncached is implemented by scorers whose score is not a function of the
+// server and the request alone (Random).
+type Uncached interface{ Uncached() }
+
+// scoring is a cluster's scorer and its cache.
+type scoring struct {
+	scorer  Scorer
+	cached  bool
+	shapes  map[string]int
+	cache   [][]scoreEntry // by server index, then shape id
+	host    Host
+	jobs    []map[int]int // by server index
+	scratch []int
+}
+
+type scoreEntry struct {
+	ver   uint32
+	ok    bool // the entry is valid
+	score float64
+	gpu   int
+}
+
+func newScoring(s Scorer, n int) *scoring {
+	_, unc := s.(Uncached)
+	return &scoring{scorer: s, cached: !unc, shapes: map[string]int{}, cache: make([][]scoreEntry, n), jobs: make([]map[int]int, n)}
+}
+
+// account records j's use of CPU, memory and job kinds on v (sign 1: takes,
+// -1: gives back) and marks v changed for the scorers' cache.
+func (c *cluster) account(v *server, j *domain.Job, sign int) {
+	v.ver++
+	if j.CPUMilli != 0 || j.MemoryMiB != 0 {
+		v.cpuUsed += int64(sign) * j.CPUMilli
+		v.memUsed += int64(sign) * j.MemoryMiB
+	}
+	if c.sc != nil && !c.cow { // what-if views leave the shared tally alone
+		k, ok := jobKind(j)
+		if !ok {
+			return
+		}
+		m := c.sc.jobs[v.idx]
+		if m == nil {
+			m = map[int]int{}
+			c.sc.jobs[v.idx] = m
+		}
+		if m[k] += sign; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// jobKind is the Host.Jobs key of a job: 0 for a share, n for n whole GPUs.
+func jobKind(j *domain.Job) (int, bool) {
+	switch {
+	case j.Share > 0:
+		return 0, true
+	case j.GPUs > 0 && j.MIGProfile == "":
+		return j.GPUs, true
+	}
+	return 0, false
+}
+
+// fitsHost reports whether v has the CPU and memory j needs (untracked
+// capacity always fits).
+func (v *server) fitsHost(j *domain.Job) bool {
+	return (j.CPUMilli == 0 || v.s.CPUMilli == 0 || v.cpuUsed+j.CPUMilli <= v.s.CPUMilli) &&
+		(j.MemoryMiB == 0 || v.s.MemoryMiB == 0 || v.memUsed+j.MemoryMiB <= v.s.MemoryMiB)
+}
+
+// scorable reports whether a scorer places j: one server, whole GPUs, a
+// share, or CPU only.
+func scorable(j *domain.Job, size int) bool {
+	switch {
+	case j.MIGProfile != "" || j.MIGCount != 0:
+		return false
+	case j.Share > 0 || j.CPUOnly():
+		return true
+	}
+	if j.GPUsPerNode > 0 && j.GPUsPerNode != j.GPUs {
+		return false
+	}
+	return j.GPUs <= size
+}
+
+// placeCPU puts a CPU-only job on the first eligible server with the CPU
+// and memory (the built-in path; a scorer decides otherwise).
+func (c *cluster) placeCPU(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
+	for _, v := range c.servers {
+		if c.eligible(v, j, t) && v.fitsHost(j) {
+			return []domain.Placement{{Server: v.s.Name, NVLinkDomain: v.domain}}, LevelServer, domain.Reason{}
+		}
+	}
+	return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("no eligible server has %d milli-CPU and %d MiB of memory free", j.CPUMilli, j.MemoryMiB)}
+}
+
+// request is j as scorers see it.
+func request(j *domain.Job) Request {
+	r := Request{CPUMilli: j.CPUMilli, MemoryMiB: j.MemoryMiB}
+	switch {
+	case j.Share > 0:
+		r.GPUs, r.Milli = 1, domain.ShareUnits(j.Share)/Milli
+	case j.GPUs > 0:
+		r.GPUs, r.Milli = j.GPUs, 1000
+	}
+	return r
+}
+
+// hostOf fills the scoring host buffer with v as j may use it.
+func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
+	h := &c.sc.host
+	h.Name, h.Model = v.s.Name, v.s.GPUModel
+	h.Free = h.Free[:0]
+	for g := range v.free {
+		f := 0
+		switch {
+		case v.free[g]:
+			f = 1000
+		case v.share[g] > 0 && len(v.mig[g]) == 0 && v.shareTenant[g] == j.Tenant:
+			f = (unit - v.share[g]) / Milli
+		}
+		h.Free = append(h.Free, f)
+	}
+	h.CPUMilli, h.MemoryMiB = v.s.CPUMilli, v.s.MemoryMiB
+	h.CPUFree, h.MemFree = v.s.CPUMilli-v.cpuUsed, v.s.MemoryMiB-v.memUsed
+	if v.s.CPUMilli == 0 {
+		h.CPUFree = j.CPUMilli
+	}
+	if v.s.MemoryMiB == 0 {
+		h.MemFree = j.MemoryMiB
+	}
+	h.Jobs = c.sc.jobs[v.idx]
+	return h
+}
+
+// shapeID numbers the request shapes a cache entry is valid for.
+func (sc *scoring) shapeID(j *domain.Job, models []string) int {
+	key := fmt.Sprintf("%s|%d|%g|%d|%d|%s", j.Tenant, j.GPUs, j.Share, j.CPUMilli, j.MemoryMiB, strings.Join(models, ","))
+	id, ok := sc.shapes[key]
+	if !ok {
+		id = len(sc.shapes)
+		sc.shapes[key] = id
+	}
+	return id
+}
+
+// placeScored places a single-server job where the scorer rates highest
+// (ties: topology order). models limits the GPU models (nil: any).
+func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) ([]domain.Placement, string, domain.Reason) {
+	sc := c.sc
+	jm := j
+	if j.GPUModel != "" || len(j.GPUModels) > 0 {
+		cp := *j
+		cp.GPUModel, cp.GPUModels = "", nil
+		jm = &cp
+	}
+	r := request(j)
+	id := -1
+	if sc.cached && !c.cow {
+		id = sc.shapeID(j, models)
+	}
+	var best *server
+	bestScore, bestGPU := 0.0, -1
+	for _, v := range c.servers {
+		if v.nfree < r.GPUs && r.Milli == 1000 {
+			continue
+		}
+		if len(models) > 0 && !slices.Contains(models, v.s.GPUModel) {
+			continue
+		}
+		if !v.fitsHost(j) || !c.eligible(v, jm, t) {
+			continue
+		}
+		var e *scoreEntry
+		if id >= 0 {
+			row := sc.cache[v.idx]
+			if id >= len(row) {
+				row = append(row, make([]scoreEntry, id+1-len(row))...)
+				sc.cache[v.idx] = row
+			}
+			e = &row[id]
+			if e.ok && e.ver == v.ver {
+				if e.gpu == -2 {
+					continue // infeasible
+				}
+				if best == nil || e.score > bestScore {
+					best, bestScore, bestGPU = v, e.score, e.gpu
+				}
+				continue
+			}
+		}
+		h := c.hostOf(v, j)
+		feasible := r.GPUs == 0
+		if r.GPUs > 0 {
+			n := 0
+			for _, f := range h.Free {
+				if f >= r.Milli {
+					n++
+				}
+			}
+			feasible = n >= r.GPUs
+		}
+		score, gpu := 0.0, -2
+		if feasible {
+			score, gpu = sc.scorer.Score(h, &r)
+			if r.Share() && (gpu < 0 || gpu >= len(h.Free) || h.Free[gpu] < r.Milli) {
+				gpu = firstFit(h.Free, r.Milli)
+			}
+		}
+		if e != nil {
+			*e = scoreEntry{ver: v.ver, ok: true, score: score, gpu: gpu}
+		}
+		if gpu == -2 {
+			continue
+		}
+		if best == nil || score > bestScore {
+			best, bestScore, bestGPU = v, score, gpu
+		}
+	}
+	if best == nil {
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.scoredMiss(j, r)}
+	}
+	p := domain.Placement{Server: best.s.Name, NVLinkDomain: best.domain}
+	switch {
+	case r.Share():
+		p.GPUs, p.Share = []int{bestGPU}, j.Share
+	case r.GPUs > 0:
+		p.GPUs = wholeGPUs(best, r.GPUs)
+	}
+	for _, g := range p.GPUs {
+		if l := best.leafOf[g]; l != "" {
+			p.Leaves = append(p.Leaves, l)
+		}
+	}
+	return []domain.Placement{p}, LevelServer, domain.Reason{}
+}
+
+// wholeGPUs picks n free GPUs of v: the first aligned or contiguous set
+// (rails and NVLink stay aligned), else the lowest-indexed free GPUs.
+func wholeGPUs(v *server, n int) []int {
+	for _, set := range indexSets(len(v.free), n) {
+		if hasAll(v, set) {
+			return set
+		}
+	}
+	out := make([]int, 0, n)
+	for g, f := range v.free {
+		if f && len(out) < n {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// firstFit is the lowest-indexed GPU with milli free, -1 if none.
+func firstFit(free []int, milli int) int {
+	for g, f := range free {
+		if f >= milli {
+			return g
+		}
+	}
+	return -1
+}
+
+func (c *cluster) scoredMiss(j *domain.Job, r Request) string {
+	what := fmt.Sprintf("%d free GPUs", r.GPUs)
+	switch {
+	case r.Share():
+		what = fmt.Sprintf("a GPU with %d milli-GPU free", r.Milli)
+	case r.GPUs == 0:
+		what = "room"
+	}
+	if j.CPUMilli > 0 || j.MemoryMiB > 0 {
+		what += fmt.Sprintf(" and %d milli-CPU, %d MiB of memory", j.CPUMilli, j.MemoryMiB)
+	}
+	return "no eligible server has " + what + " now"
+}

@@ -1,0 +1,239 @@
+package sched
+
+import (
+	"math"
+	"strings"
+)
+
+// Shape is a kind of job of a workload and how often it arrives: the
+// "typical pods" of fragmentation gradient descent.
+type Shape struct {
+	CPUMilli  int64
+	MemoryMiB int64
+	// GPUs and Milli: GPUs used and milli-GPU of each (0, 0: CPU only).
+	GPUs, Milli int
+	// Models it may run on (empty: any).
+	Models []string
+	// Freq is its share of arrivals; the shapes of a workload sum to 1.
+	Freq float64
+}
+
+// fits reports whether shape s can use a server of model with free GPUs.
+func (s *Shape) accessible(model string) bool {
+	if len(s.Models) == 0 {
+		return true
+	}
+	for _, m := range s.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseModels splits an "A|B" GPU model list (empty entries ignored).
+func ParseModels(spec string) []string {
+	var out []string
+	for _, m := range strings.Split(spec, "|") {
+		if m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// FGD is fragmentation gradient descent (Weng et al., USENIX ATC 2023):
+// a server's fragmentation is, over the workload's shapes weighted by
+// frequency, the idle GPU capacity that shape could not use there (all of
+// it when the shape does not fit the server's CPU or GPUs, or is CPU-only;
+// else the GPUs too small for it). A placement is rated
+// int(100 x sigmoid((frag before - frag after) / 1000)); a share takes the
+// GPU whose use leaves the server least fragmented (first index on ties).
+// Memory is ignored, as in the paper.
+type FGD struct{ Shapes []Shape }
+
+// Name implements Scorer.
+func (*FGD) Name() string { return "fgd" }
+
+// frag is the server's fragmentation with free GPUs and cpuFree CPU left;
+// memory counts only when mem is set (JobFabric).
+func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+	total := 0
+	for _, f := range free {
+		total += f
+	}
+	if total == 0 {
+		return 0
+	}
+	var out float64
+	for i := range shapes {
+		s := &shapes[i]
+		amount := total
+		if s.Milli > 0 && s.accessible(model) && (!cpuTracked || cpuFree >= s.CPUMilli) && (!memTracked || memFree >= s.MemoryMiB) {
+			n, small := 0, 0
+			for _, f := range free {
+				if f >= s.Milli {
+					n++
+				} else {
+					small += f
+				}
+			}
+			if n >= s.GPUs {
+				amount = small
+			}
+		}
+		out += s.Freq * float64(amount)
+	}
+	return out
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// after is the free GPU list once r is placed on gpu (a share) or on the
+// least-idle GPUs that hold it (whole GPUs), written into buf.
+func after(buf, free []int, r *Request, gpu int) []int {
+	buf = append(buf[:0], free...)
+	switch {
+	case r.GPUs == 0:
+	case gpu >= 0:
+		buf[gpu] -= r.Milli
+	default:
+		need := r.GPUs
+		for need > 0 {
+			best := -1
+			for g, f := range buf {
+				if f >= r.Milli && (best < 0 || f < buf[best]) {
+					best = g
+				}
+			}
+			if best < 0 {
+				break
+			}
+			buf[best] -= r.Milli
+			need--
+		}
+	}
+	return buf
+}
+
+// Score implements Scorer.
+func (f *FGD) Score(h *Host, r *Request) (float64, int) {
+	tracked := h.CPUMilli > 0
+	before := frag(f.Shapes, h.Model, h.Free, tracked, h.CPUFree, false, 0)
+	var buf [16]int
+	if r.Share() {
+		score, gpu := int64(0), -1
+		for g, fr := range h.Free {
+			if fr < r.Milli {
+				continue
+			}
+			a := frag(f.Shapes, h.Model, after(buf[:0], h.Free, r, g), tracked, h.CPUFree-r.CPUMilli, false, 0)
+			s := int64(sigmoid((before-a)/1000) * 100)
+			if gpu < 0 || s > score {
+				score, gpu = s, g
+			}
+		}
+		return float64(score), gpu
+	}
+	a := frag(f.Shapes, h.Model, after(buf[:0], h.Free, r, -1), tracked, h.CPUFree-r.CPUMilli, false, 0)
+	return float64(int64(sigmoid((before-a)/1000) * 100)), -1
+}
+
+// JobFabric is jobfabric's placement policy, the scheduler's default. With
+// no workload it is best fit: the server left with the least idle GPU
+// capacity (then CPU), a share on the fullest GPU that holds it. Given the
+// workload's shapes (with their memory) it rates a placement as FGD does,
+// and breaks FGD's many ties (its rating has 100 steps) by how much of the
+// server's idle GPU capacity copies of the shapes could still use once the
+// placement is made, counting CPU and memory: FGD asks only whether one
+// copy fits, so a server whose memory or CPU runs out first strands GPUs
+// it calls usable.
+type JobFabric struct{ Shapes []Shape }
+
+// NewJobFabric is the default policy for a workload (nil: best fit).
+func NewJobFabric(shapes []Shape) *JobFabric { return &JobFabric{Shapes: shapes} }
+
+// Name implements Scorer.
+func (*JobFabric) Name() string { return "jobfabric" }
+
+// Score implements Scorer.
+func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
+	var buf [16]int
+	if len(p.Shapes) == 0 {
+		// Best fit: least idle GPU left, then least CPU left.
+		gpu := bestGPU(h.Free, r.Milli)
+		left := h.FreeMilli() - r.GPUs*r.Milli
+		return -float64(left) - float64(h.CPUFree-r.CPUMilli)/maxSpecCPU, gpu
+	}
+	cpuT, memT := h.CPUMilli > 0, h.MemoryMiB > 0
+	fgdBefore := frag(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, false, 0)
+	capBefore := fragCap(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	rate := func(free []int) float64 {
+		fgd := frag(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, false, 0)
+		capacity := fragCap(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		// The tie-break term stays below one rating step: fragmentation
+		// is at most 16,000 milli-GPU per server.
+		return float64(int64(sigmoid((fgdBefore-fgd)/1000)*100)) + 1e-6*(capBefore-capacity)
+	}
+	if r.Share() {
+		best, gpu := 0.0, -1
+		for g, fr := range h.Free {
+			if fr < r.Milli {
+				continue
+			}
+			if s := rate(after(buf[:0], h.Free, r, g)); gpu < 0 || s > best {
+				best, gpu = s, g
+			}
+		}
+		return best, gpu
+	}
+	return rate(after(buf[:0], h.Free, r, -1)), -1
+}
+
+// Fragmentation is FGD's fragmentation of a host (milli-GPU the shapes,
+// weighted by frequency, could not use there); memory is ignored.
+func Fragmentation(shapes []Shape, h *Host) float64 {
+	return frag(shapes, h.Model, h.Free, h.CPUMilli > 0, h.CPUFree, false, 0)
+}
+
+// fragCap is the idle GPU capacity, weighted over the shapes, that copies
+// of each shape could not use: all of it for CPU-only shapes and shapes
+// the server's model refuses, else what is left once as many copies as the
+// GPUs, the CPU and the memory allow are placed.
+func fragCap(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+	total := 0
+	whole := 0
+	for _, f := range free {
+		total += f
+		if f == 1000 {
+			whole++
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	var out float64
+	for i := range shapes {
+		s := &shapes[i]
+		amount := total
+		if s.Milli > 0 && s.accessible(model) {
+			n := 0
+			if s.Milli == 1000 {
+				n = whole / s.GPUs
+			} else {
+				for _, f := range free {
+					n += f / s.Milli
+				}
+			}
+			if cpuTracked && s.CPUMilli > 0 {
+				n = min(n, int(max(cpuFree, 0)/s.CPUMilli))
+			}
+			if memTracked && s.MemoryMiB > 0 {
+				n = min(n, int(max(memFree, 0)/s.MemoryMiB))
+			}
+			amount = max(0, total-n*s.GPUs*s.Milli)
+		}
+		out += s.Freq * float64(amount)
+	}
+	return out
+}

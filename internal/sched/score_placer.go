@@ -1,0 +1,88 @@
+package sched
+
+import (
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Placer places jobs one at a time with the scheduler's own placement
+// functions (eligibility, isolation, CPU and memory, gang shapes, MIG
+// geometry, shares, and the snapshot's Scorer) on a cluster view built once
+// from a snapshot, and keeps that view up to date as it places and releases
+// jobs. It is phase 1 and the placement step of Schedule without queue
+// order, quotas or reclaim: trace simulators use it where building a whole
+// snapshot per decision would cost more than the decision.
+//
+// One difference from Schedule: a job's GPUModels are a set here (any of
+// them, every eligible server rated together), as placement traces such as
+// openb's gpu_spec mean them; Schedule takes them as an order of preference.
+type Placer struct {
+	c       *cluster
+	tenants map[string]*domain.Tenant
+}
+
+// NewPlacer builds the cluster view of s: its topology, node conditions,
+// scorer, and the placements of s.Jobs.
+func NewPlacer(s *Snapshot) *Placer {
+	return &Placer{c: buildCluster(s), tenants: s.Tenants}
+}
+
+// tenant is j's tenant; an unknown tenant shares GPUs (isolation gpu).
+func (p *Placer) tenant(j *domain.Job) *domain.Tenant {
+	if t := p.tenants[j.Tenant]; t != nil {
+		return t
+	}
+	return &domain.Tenant{Name: j.Tenant, Isolation: domain.IsolationGPU}
+}
+
+// Find returns where j would go now, or why it cannot, without placing it.
+func (p *Placer) Find(j *domain.Job) ([]domain.Placement, domain.Reason) {
+	t := p.tenant(j)
+	models := j.Models()
+	if p.c.sc != nil && scorable(j, p.c.largestServer(j, t)) {
+		pl, _, r := p.c.placeScored(j, t, models)
+		return pl, r
+	}
+	pl, _, r := p.c.placeIn(j, t, models)
+	return pl, r
+}
+
+// Place finds a placement for j and commits it to the view (j.Placement is
+// left to the caller).
+func (p *Placer) Place(j *domain.Job) ([]domain.Placement, domain.Reason) {
+	pl, r := p.Find(j)
+	if pl != nil {
+		p.c.commit(j, p.tenant(j), pl)
+	}
+	return pl, r
+}
+
+// Release gives back what j holds (j.Placement).
+func (p *Placer) Release(j *domain.Job) {
+	p.c.release(j)
+}
+
+// FreeGPUs is the capacity no job holds, in GPUs (fractions count).
+func (p *Placer) FreeGPUs() float64 {
+	used := 0
+	for _, v := range p.c.servers {
+		used += v.usedUnits()
+	}
+	return float64(p.c.total-used) / unit
+}
+
+// Hosts calls fn with every server as a job of tenant would see it (the
+// Host is reused between calls).
+func (p *Placer) Hosts(tenant string, fn func(*Host)) {
+	sc := p.c.sc
+	if sc == nil {
+		sc = newScoring(BestFit{}, len(p.c.servers))
+	}
+	saved := p.c.sc
+	p.c.sc = sc
+	j := &domain.Job{}
+	j.Tenant = tenant
+	for _, v := range p.c.servers {
+		fn(p.c.hostOf(v, j))
+	}
+	p.c.sc = saved
+}
