@@ -32,7 +32,9 @@ const maxItems = 4
 func Compare(in DriftInput) []domain.HostCondition {
 	s, f := in.Server, in.Facts
 	found := map[string][]string{}
-	add := func(kind, format string, args ...any) { found[kind] = append(found[kind], fmt.Sprintf(format, args...)) }
+	add := func(kind, format string, args ...any) {
+		found[kind] = append(found[kind], fmt.Sprintf(format, args...))
+	}
 
 	if len(f.GPUs) != s.GPUs {
 		add(domain.DriftGPUCount, "%d GPUs reported, the inventory declares %d", len(f.GPUs), s.GPUs)

@@ -130,7 +130,7 @@ func TestParseTopo(t *testing.T) {
 			wantClosest: map[string]int{"mlx5_0": 0, "mlx5_3": 3, "mlx5_4": 4, "mlx5_7": 7}, wantCPU0: "0-47,96-143", wantNUMA7: 1, wantGroups: 1, wantNVLinks: 18},
 		"8 GPUs, 12 NICs, several per PCIe switch": {file: "nvidia-smi-topo-m_8gpu-nv18_12nic-cx7-ib_mooncake-issue-2039.txt", wantGPUs: 8, wantNICs: 12,
 			wantClosest: map[string]int{"mlx5_0": 0, "mlx5_1": 0, "mlx5_2": 0, "mlx5_3": 1, "mlx5_5": 3, "mlx5_8": 4, "mlx5_9": 5, "mlx5_11": 7},
-			wantCPU0: "4,6,8,10,12", wantNUMA7: 1, wantGroups: 1, wantNVLinks: 18},
+			wantCPU0:    "4,6,8,10,12", wantNUMA7: 1, wantGroups: 1, wantNVLinks: 18},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
