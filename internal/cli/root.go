@@ -79,7 +79,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	root.AddCommand(
 		newServerCmd(g), newDemoCmd(g), newTopologyCmd(g), newTenantCmd(g), newWorkspaceCmd(g),
-		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g),
+		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
 	)
 	return root
 }

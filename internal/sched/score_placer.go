@@ -86,3 +86,9 @@ func (p *Placer) Hosts(tenant string, fn func(*Host)) {
 	}
 	p.c.sc = saved
 }
+
+// Commit records a placement decided earlier (Find) or given back for a
+// what-if (Release) as held again.
+func (p *Placer) Commit(j *domain.Job, pl []domain.Placement) {
+	p.c.commit(j, p.tenant(j), pl)
+}

@@ -1,0 +1,669 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+)
+
+// ITPJob is one row of an ITP job trace.
+type ITPJob struct {
+	ID       string
+	Submit   int64 // seconds
+	Duration int64 // seconds
+	GPUs     int
+}
+
+// ReadITP reads an ITP trace (job_id, submission_time, duration, num_gpu).
+func ReadITP(name string, r io.Reader) ([]ITPJob, error) {
+	t, err := readTable(name, r, "job_id", "submission_time", "duration", "num_gpu")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ITPJob, 0, len(t.rows))
+	for i := range t.rows {
+		j := ITPJob{ID: t.str(i, "job_id")}
+		if j.Submit, err = t.int64(i, "submission_time", 0, math.MaxInt32*64); err != nil {
+			return nil, err
+		}
+		if j.Duration, err = t.int64(i, "duration", 0, domain.MaxSeconds*10); err != nil {
+			return nil, err
+		}
+		g, err := t.int64(i, "num_gpu", 1, 4096)
+		if err != nil {
+			return nil, err
+		}
+		j.GPUs = int(g)
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return nil, bad(name, "jobs", "%s lists no job", name)
+	}
+	return out, nil
+}
+
+// Tenant is one trace as a tenant of the shared pool.
+type Tenant struct {
+	Name string
+	Jobs []ITPJob
+}
+
+// ParseCluster reads "128x8": servers x GPUs per server.
+func ParseCluster(s string) (servers, gpus int, err error) {
+	a, b, ok := strings.Cut(s, "x")
+	servers, e1 := strconv.Atoi(a)
+	gpus, e2 := strconv.Atoi(b)
+	if !ok || e1 != nil || e2 != nil || servers < 1 || servers > 100000 || gpus < 1 || gpus > 16 {
+		return 0, 0, bad("cluster", "cluster-shape", "cluster %q is not SERVERSxGPUS such as 128x8 (1..100000 servers of 1..16 GPUs)", s)
+	}
+	return servers, gpus, nil
+}
+
+// JobsPolicies are the policies of `sim jobs`.
+var JobsPolicies = []string{"static", "borrow", "jobfabric"}
+
+// JobsRun configures one replay of job traces on a shared pool.
+type JobsRun struct {
+	Tenants        []Tenant
+	Servers, GPUs  int    // the pool: Servers x GPUs
+	Policy         string // static, borrow, jobfabric
+	Checkpoint     time.Duration
+	Grace          time.Duration // jobfabric's preemption grace
+	MaxArrivalTime time.Duration // arrivals after this are dropped (0: all)
+}
+
+// TenantResult is one tenant's outcome.
+type TenantResult struct {
+	Name       string  `json:"name"`
+	Jobs       int     `json:"jobs"`
+	P90Demand  int     `json:"p90Demand"`
+	Guaranteed int     `json:"guaranteed"`
+	Attainment float64 `json:"quotaAttainment"` // share of time with demand it got min(demand, guarantee)
+	GPUHours   float64 `json:"gpuHours"`
+	Borrowed   float64 `json:"borrowedGPUHours"`
+	MeanJCTh   float64 `json:"meanJCTHours"`
+}
+
+// JobsResult is one replay's outcome.
+type JobsResult struct {
+	Policy         string         `json:"policy"`
+	Servers        int            `json:"servers"`
+	GPUs           int            `json:"gpus"`
+	Jobs           int            `json:"jobs"`
+	Completed      int            `json:"completed"`
+	Utilization    float64        `json:"utilization"` // time-averaged allocated / pool, %
+	MeanJCTh       float64        `json:"meanJCTHours"`
+	P50JCTh        float64        `json:"p50JCTHours"`
+	P99JCTh        float64        `json:"p99JCTHours"`
+	MeanQueueh     float64        `json:"meanQueueHours"`
+	P50Queueh      float64        `json:"p50QueueHours"`
+	P99Queueh      float64        `json:"p99QueueHours"`
+	Makespanh      float64        `json:"makespanHours"`
+	Attainment     float64        `json:"quotaAttainment"` // mean over tenants, %
+	Jain           float64        `json:"jainFairness"`
+	BorrowedGPUh   float64        `json:"borrowedGPUHours"`
+	Preemptions    int            `json:"preemptions"`
+	LostGPUh       float64        `json:"lostGPUHours"`
+	ReclaimP50s    float64        `json:"reclaimP50Seconds"`
+	ReclaimP99s    float64        `json:"reclaimP99Seconds"`
+	ReclaimBounds  float64        `json:"reclaimBoundSeconds"`
+	Reclaims       int            `json:"reclaims"`
+	Cycles         int            `json:"cycles"`
+	Seconds        float64        `json:"seconds"`
+	Tenants        []TenantResult `json:"tenants"`
+	UtilizationSer []float64      `json:"utilizationSeries"` // allocated % per hour
+}
+
+// simJob is a job's life in the replay.
+type simJob struct {
+	j         *domain.Job
+	tenant    int
+	submit    int64
+	left      float64 // seconds of work left
+	start     int64   // when the current run (or last checkpoint) began
+	firstRun  int64   // -1 until placed once
+	end       int64
+	reclaimAt int64 // first reclaim issued for it, -1 none
+	gpus      int
+}
+
+// p90Concurrency is the 90th percentile of a trace's concurrent GPU demand
+// had it run alone with no queueing, sampled at every arrival and end.
+func p90Concurrency(jobs []ITPJob) int {
+	type ev struct {
+		t int64
+		d int
+	}
+	var evs []ev
+	for _, j := range jobs {
+		evs = append(evs, ev{j.Submit, j.GPUs}, ev{j.Submit + j.Duration, -j.GPUs})
+	}
+	sort.Slice(evs, func(a, b int) bool {
+		if evs[a].t != evs[b].t {
+			return evs[a].t < evs[b].t
+		}
+		return evs[a].d < evs[b].d
+	})
+	// Time-weighted: the level held over each interval.
+	type lvl struct {
+		v  int
+		dt int64
+	}
+	var ls []lvl
+	cur := 0
+	var total int64
+	for i, e := range evs {
+		cur += e.d
+		if i+1 < len(evs) {
+			dt := evs[i+1].t - e.t
+			if dt > 0 {
+				ls = append(ls, lvl{cur, dt})
+				total += dt
+			}
+		}
+	}
+	sort.Slice(ls, func(a, b int) bool { return ls[a].v < ls[b].v })
+	var acc int64
+	for _, l := range ls {
+		acc += l.dt
+		if float64(acc) >= 0.9*float64(total) {
+			return l.v
+		}
+	}
+	return cur
+}
+
+// Guarantees splits the pool among tenants in proportion to each trace's
+// p90 concurrent GPU demand (floor; the remainder stays unguaranteed).
+func Guarantees(tenants []Tenant, pool int) (p90, g []int) {
+	p90 = make([]int, len(tenants))
+	g = make([]int, len(tenants))
+	sum := 0
+	for i, t := range tenants {
+		p90[i] = max(1, p90Concurrency(t.Jobs))
+		sum += p90[i]
+	}
+	for i := range tenants {
+		g[i] = pool * p90[i] / sum
+	}
+	return p90, g
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// poolTopology is Servers x GPUs servers, 32 servers per stripe.
+func poolTopology(servers, gpus int) *domain.Topology {
+	f := domain.Fabric{Name: "pool"}
+	for i := 0; i < servers; i++ {
+		f.Servers = append(f.Servers, domain.Server{Name: fmt.Sprintf("s%05d", i), Stripe: i / 32, GPUModel: "H100-80GB", GPUs: gpus})
+	}
+	return &domain.Topology{Sites: []domain.Site{{Name: "sim", Fabrics: []domain.Fabric{f}}}}
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(s int64) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+
+// RunJobs replays the traces on the pool with a simulated clock.
+func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
+	if !containsStr(JobsPolicies, o.Policy) {
+		return nil, bad("policy", "policy-name", "policy %q is not one of %s", o.Policy, strings.Join(JobsPolicies, ", "))
+	}
+	if len(o.Tenants) == 0 {
+		return nil, bad("trace", "required", "sim jobs needs at least one --trace")
+	}
+	if o.Checkpoint <= 0 {
+		o.Checkpoint = 30 * time.Minute
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
+	}
+	pool := o.Servers * o.GPUs
+	p90, guar := Guarantees(o.Tenants, pool)
+	res := &JobsResult{Policy: o.Policy, Servers: o.Servers, GPUs: pool}
+	topo := poolTopology(o.Servers, o.GPUs)
+	static := sched.NewStatic(topo)
+	tenants := map[string]*domain.Tenant{}
+	workspaces := map[string]*domain.Workspace{}
+	for i, t := range o.Tenants {
+		tenants[t.Name] = &domain.Tenant{Name: t.Name, Isolation: domain.IsolationGPU}
+		w := &domain.Workspace{Tenant: t.Name, Name: "default", Guaranteed: guar[i], Weight: 1}
+		if o.Policy != "static" {
+			w.BorrowLimit, w.LendLimit = pool, guar[i]
+		}
+		workspaces[w.Ref()] = w
+	}
+	// Jobs, by arrival; each trace shifted so it starts at 0.
+	var all []*simJob
+	for ti, t := range o.Tenants {
+		first := int64(math.MaxInt64)
+		for _, j := range t.Jobs {
+			first = min(first, j.Submit)
+		}
+		for _, x := range t.Jobs {
+			sub := x.Submit - first
+			if o.MaxArrivalTime > 0 && sub > int64(o.MaxArrivalTime/time.Second) {
+				continue
+			}
+			if x.GPUs > pool {
+				continue
+			}
+			gpus := x.GPUs
+			j := &domain.Job{State: domain.JobPending, SubmittedAt: at(sub)}
+			j.Tenant, j.Workspace, j.Name, j.GPUs, j.Preemptible = t.Name, "default", x.ID, gpus, true
+			if gpus > o.GPUs && gpus%o.GPUs != 0 {
+				j.GPUsPerNode = 0
+			}
+			j.ExpectedDurationSeconds = min(x.Duration, domain.MaxSeconds)
+			all = append(all, &simJob{j: j, tenant: ti, submit: sub, left: float64(max(x.Duration, 1)), firstRun: -1, reclaimAt: -1, gpus: gpus})
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].submit < all[b].submit })
+	for i, s := range all {
+		s.j.ID = uint64(i + 1)
+	}
+	res.Jobs = len(all)
+	byID := map[uint64]*simJob{}
+	for _, s := range all {
+		byID[s.j.ID] = s
+	}
+	nt := len(o.Tenants)
+	alloc := make([]int, nt)  // GPUs held per tenant
+	demand := make([]int, nt) // GPUs of pending + holding jobs
+	attainT := make([]float64, nt)
+	demandT := make([]float64, nt)
+	gpuSec := make([]float64, nt)
+	borrowSec := make([]float64, nt)
+	var utilSec float64
+	active := map[uint64]*simJob{} // arrived, not ended
+	var placer *sched.Placer
+	if o.Policy != "jobfabric" {
+		placer = sched.NewPlacer(&sched.Snapshot{Topology: topo, Static: static, Tenants: tenants})
+	}
+	var queue []*simJob // static/borrow FIFO of pending jobs
+	var jct, qd, reclaim []float64
+	var lastEnd int64
+	hourly := map[int64]float64{}
+	next := 0
+	now := int64(0)
+	prev := int64(0)
+	var nextDue int64 = -1
+	start := time.Now()
+	holds := func(s *simJob) bool {
+		st := s.j.State
+		return st == domain.JobRunning || st == domain.JobPreempting
+	}
+	// stop ends a job's run: finished, or preempted (work since the last
+	// checkpoint lost).
+	stop := func(s *simJob, finished bool) {
+		alloc[s.tenant] -= s.gpus
+		ran := float64(now - s.start)
+		if finished {
+			s.j.State = domain.JobSucceeded
+			demand[s.tenant] -= s.gpus
+			e := at(now)
+			s.j.EndedAt = &e
+			jct = append(jct, float64(now-s.submit))
+			lastEnd = max(lastEnd, now)
+			delete(active, s.j.ID)
+			res.Completed++
+		} else {
+			kept := math.Floor(ran/o.Checkpoint.Seconds()) * o.Checkpoint.Seconds()
+			s.left -= kept
+			res.LostGPUh += (ran - kept) * float64(s.gpus) / 3600
+			res.Preemptions++
+			s.j.State = domain.JobPending
+			s.j.Requeues++
+		}
+		if placer != nil {
+			placer.Release(s.j)
+		}
+		s.j.Placement, s.j.PlacedAt, s.j.StartedAt, s.j.StopDeadline, s.j.PreemptedFor = nil, nil, nil, nil, 0
+	}
+	run := func(s *simJob, pl []domain.Placement) {
+		s.j.State, s.j.Placement = domain.JobRunning, pl
+		t := at(now)
+		s.j.PlacedAt, s.j.StartedAt = &t, &t
+		s.start = now
+		s.end = now + int64(math.Ceil(s.left))
+		// Reclaim latency counts jobs still within their tenant's
+		// guarantee when placed (a job its own tenant's later work pushed
+		// into borrowing waits as a borrower, not for a reclaim).
+		if s.reclaimAt >= 0 && alloc[s.tenant]+s.gpus <= guar[s.tenant] {
+			reclaim = append(reclaim, float64(now-s.reclaimAt))
+		}
+		s.reclaimAt = -1
+		alloc[s.tenant] += s.gpus
+		if s.firstRun < 0 {
+			s.firstRun = now
+			qd = append(qd, float64(now-s.submit))
+		}
+	}
+	var history []*domain.Job
+	for {
+		// Next event: an arrival, an end, a due deadline.
+		t := int64(math.MaxInt64)
+		if next < len(all) {
+			t = all[next].submit
+		}
+		for _, s := range active {
+			if holds(s) && s.end < t {
+				t = s.end
+			}
+		}
+		if nextDue >= 0 && nextDue < t {
+			t = nextDue
+		}
+		if t == math.MaxInt64 {
+			break
+		}
+		now = t
+		// Integrate the metrics over [prev, now).
+		if dt := float64(now - prev); dt > 0 {
+			tot := 0
+			for i := 0; i < nt; i++ {
+				tot += alloc[i]
+				gpuSec[i] += float64(alloc[i]) * dt
+				borrowSec[i] += float64(max(0, alloc[i]-guar[i])) * dt
+				if demand[i] > 0 {
+					demandT[i] += dt
+					if alloc[i] >= min(demand[i], guar[i]) {
+						attainT[i] += dt
+					}
+				}
+			}
+			utilSec += float64(tot) * dt
+			for h := prev / 3600; h <= (now-1)/3600; h++ {
+				lo, hi := max(prev, h*3600), min(now, (h+1)*3600)
+				hourly[h] += float64(tot) * float64(hi-lo)
+			}
+		}
+		prev = now
+		// Ends first, then arrivals.
+		var ended []*simJob
+		for _, s := range active {
+			if holds(s) && s.end <= now {
+				ended = append(ended, s)
+			}
+		}
+		sort.Slice(ended, func(a, b int) bool { return ended[a].j.ID < ended[b].j.ID })
+		for _, s := range ended {
+			stop(s, true)
+			if o.Policy == "jobfabric" {
+				history = append(history, s.j)
+			}
+		}
+		for next < len(all) && all[next].submit <= now {
+			s := all[next]
+			active[s.j.ID] = s
+			demand[s.tenant] += s.gpus
+			queue = append(queue, s)
+			next++
+		}
+		res.Cycles++
+		if o.Policy == "jobfabric" {
+			nextDue = cycleJobfabric(&o, now, active, byID, tenants, workspaces, topo, static, &history, stop, run, res)
+		} else {
+			queue = cycleQuota(o.Policy == "borrow", now, queue, active, placer, guar, alloc, pool, stop, run)
+			nextDue = -1
+		}
+		if progress != nil && res.Cycles%5000 == 0 {
+			progress(fmt.Sprintf("%s: %d/%d jobs arrived, %d done, %.0f h simulated", o.Policy, next, len(all), res.Completed, float64(now)/3600))
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	span := float64(max(lastEnd, 1))
+	res.Makespanh = span / 3600
+	res.Utilization = 100 * utilSec / (span * float64(pool))
+	res.MeanJCTh, res.P50JCTh, res.P99JCTh = mean(jct)/3600, percentile(jct, .5)/3600, percentile(jct, .99)/3600
+	res.MeanQueueh, res.P50Queueh, res.P99Queueh = mean(qd)/3600, percentile(qd, .5)/3600, percentile(qd, .99)/3600
+	res.Reclaims = len(reclaim)
+	res.ReclaimP50s, res.ReclaimP99s = percentile(reclaim, .5), percentile(reclaim, .99)
+	if o.Policy == "jobfabric" {
+		res.ReclaimBounds = o.Grace.Seconds() + 2 // grace + the leader's 2 s cycle
+	}
+	var sumA, sumA2 float64
+	for i, t := range o.Tenants {
+		tr := TenantResult{Name: t.Name, Jobs: len(t.Jobs), P90Demand: p90[i], Guaranteed: guar[i], GPUHours: gpuSec[i] / 3600, Borrowed: borrowSec[i] / 3600}
+		if demandT[i] > 0 {
+			tr.Attainment = 100 * attainT[i] / demandT[i]
+		} else {
+			tr.Attainment = 100
+		}
+		var js []float64
+		for _, s := range all {
+			if s.tenant == i && s.j.State == domain.JobSucceeded && s.j.EndedAt != nil {
+				js = append(js, s.j.EndedAt.Sub(s.j.SubmittedAt).Seconds())
+			}
+		}
+		tr.MeanJCTh = mean(js) / 3600
+		res.BorrowedGPUh += tr.Borrowed
+		sumA += tr.Attainment
+		sumA2 += tr.Attainment * tr.Attainment
+		res.Tenants = append(res.Tenants, tr)
+	}
+	res.Attainment = sumA / float64(nt)
+	if sumA2 > 0 {
+		res.Jain = sumA * sumA / (float64(nt) * sumA2)
+	}
+	hours := int64(span / 3600)
+	for h := int64(0); h <= hours; h++ {
+		res.UtilizationSer = append(res.UtilizationSer, 100*hourly[h]/3600/float64(pool))
+	}
+	return res, nil
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cycleJobfabric runs one scheduler cycle (sched.Schedule) and applies its
+// plan: releases, then preemptions (the job runs on until its deadline),
+// then placements. It returns when the next cycle is due without an event
+// (a deadline; now again when releases freed GPUs this cycle), -1 if none.
+func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[uint64]*simJob, tenants map[string]*domain.Tenant,
+	workspaces map[string]*domain.Workspace, topo *domain.Topology, static *sched.Static, history *[]*domain.Job,
+	stop func(*simJob, bool), run func(*simJob, []domain.Placement), res *JobsResult) int64 {
+	jobs := make([]*domain.Job, 0, len(active))
+	for _, s := range active {
+		jobs = append(jobs, s.j)
+	}
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
+	pol := sched.Policy{Grace: o.Grace}
+	h := *history
+	horizon := at(now).Add(-pol.HistoryHorizon())
+	for len(h) > 0 && h[0].EndedAt.Before(horizon) {
+		h = h[1:]
+	}
+	*history = h
+	plan := sched.Schedule(&sched.Snapshot{Topology: topo, Static: static, Tenants: tenants, Workspaces: workspaces, Jobs: jobs, History: h, Policy: pol}, at(now))
+	for _, r := range plan.Releases {
+		if s := byID[r.JobID]; s != nil && s.j.State == domain.JobPreempting {
+			stop(s, false)
+		}
+	}
+	for _, p := range plan.Preemptions {
+		s := byID[p.JobID]
+		if s == nil || s.j.State != domain.JobRunning {
+			continue
+		}
+		d := p.Deadline
+		s.j.State, s.j.StopDeadline, s.j.PreemptedFor, s.j.BorrowNotBefore = domain.JobPreempting, &d, p.ForJob, p.BorrowBackoff
+		if f := byID[p.ForJob]; f != nil && f.reclaimAt < 0 {
+			f.reclaimAt = now
+		}
+	}
+	for _, p := range plan.Placements {
+		if s := byID[p.JobID]; s != nil && s.j.State == domain.JobPending {
+			run(s, p.Placement)
+		}
+	}
+	if len(plan.Releases) > 0 {
+		return now
+	}
+	if plan.Next.IsZero() {
+		return -1
+	}
+	return int64(math.Ceil(plan.Next.Sub(epoch).Seconds()))
+}
+
+// cycleQuota is the static and the Kueue-like admission over the queue in
+// arrival order (blocked jobs do not hold back later ones). A job within
+// its tenant's guarantee is admitted when it fits; with borrowing, a job
+// above its guarantee is admitted on idle capacity, and a job within its
+// guarantee that does not fit reclaims: running jobs of tenants above their
+// guarantee are evicted at once (no grace, no backoff), most recently
+// admitted first, never taking a tenant below its guarantee, until it fits.
+func cycleQuota(borrow bool, now int64, queue []*simJob, active map[uint64]*simJob, placer *sched.Placer, guar, alloc []int, pool int,
+	stop func(*simJob, bool), run func(*simJob, []domain.Placement)) []*simJob {
+	var keep, requeued []*simJob
+	for _, s := range queue {
+		if s.j.State != domain.JobPending {
+			continue
+		}
+		within := alloc[s.tenant]+s.gpus <= guar[s.tenant]
+		if !within && !borrow {
+			keep = append(keep, s)
+			continue
+		}
+		pl, _ := placer.Find(s.j)
+		if pl == nil && within && borrow {
+			var cands []*simJob
+			for _, v := range active {
+				if v.j.State == domain.JobRunning && v.tenant != s.tenant && alloc[v.tenant] > guar[v.tenant] {
+					cands = append(cands, v)
+				}
+			}
+			sort.Slice(cands, func(a, b int) bool {
+				if cands[a].start != cands[b].start {
+					return cands[a].start > cands[b].start
+				}
+				return cands[a].j.ID > cands[b].j.ID
+			})
+			over := map[int]int{}
+			var victims []*simJob
+			for _, v := range cands {
+				if alloc[v.tenant]-over[v.tenant]-v.gpus < guar[v.tenant] {
+					continue
+				}
+				over[v.tenant] += v.gpus
+				placer.Release(v.j)
+				victims = append(victims, v)
+				if pl, _ = placer.Find(s.j); pl != nil {
+					break
+				}
+			}
+			for _, v := range victims {
+				placer.Commit(v.j, v.j.Placement)
+			}
+			if pl != nil {
+				for _, v := range victims {
+					stop(v, false)
+					requeued = append(requeued, v)
+				}
+				s.reclaimAt = now
+			}
+		}
+		if pl == nil {
+			keep = append(keep, s)
+			continue
+		}
+		placer.Commit(s.j, pl)
+		run(s, pl)
+	}
+	if len(requeued) > 0 {
+		keep = append(keep, requeued...)
+		sort.SliceStable(keep, func(a, b int) bool { return keep[a].submit < keep[b].submit })
+	}
+	return keep
+}
+
+// JobsSummary is what `sim jobs` writes to jobs.json.
+type JobsSummary struct {
+	Kind       string        `json:"kind"` // "jobs"
+	Cluster    string        `json:"cluster"`
+	Traces     []string      `json:"traces"`
+	Checkpoint string        `json:"checkpoint"`
+	Runs       []*JobsResult `json:"runs"`
+}
+
+// JobsTable writes the replay's headline figures, one policy per column.
+func JobsTable(w io.Writer, runs []*JobsResult) {
+	fmt.Fprint(w, "METRIC")
+	for _, r := range runs {
+		fmt.Fprintf(w, "\t%s", strings.ToUpper(r.Policy))
+	}
+	fmt.Fprintln(w)
+	line := func(name string, f func(r *JobsResult) string) {
+		fmt.Fprint(w, name)
+		for _, r := range runs {
+			fmt.Fprintf(w, "\t%s", f(r))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, m := range jobsMetrics {
+		line(m.name, m.f)
+	}
+}
+
+var jobsMetrics = []struct {
+	name string
+	f    func(r *JobsResult) string
+}{
+	{"GPU utilization %", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Utilization) }},
+	{"JCT mean / p50 / p99 (h)", func(r *JobsResult) string {
+		return fmt.Sprintf("%.2f / %.2f / %.1f", r.MeanJCTh, r.P50JCTh, r.P99JCTh)
+	}},
+	{"queueing mean / p50 / p99 (h)", func(r *JobsResult) string {
+		return fmt.Sprintf("%.2f / %.2f / %.1f", r.MeanQueueh, r.P50Queueh, r.P99Queueh)
+	}},
+	{"makespan (h)", func(r *JobsResult) string { return fmt.Sprintf("%.0f", r.Makespanh) }},
+	{"quota attainment % (mean of tenants)", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Attainment) }},
+	{"Jain fairness of attainment", func(r *JobsResult) string { return fmt.Sprintf("%.3f", r.Jain) }},
+	{"borrowed GPU-hours", func(r *JobsResult) string { return fmt.Sprintf("%.0f", r.BorrowedGPUh) }},
+	{"preemptions", func(r *JobsResult) string { return fmt.Sprintf("%d", r.Preemptions) }},
+	{"GPU-hours lost", func(r *JobsResult) string { return fmt.Sprintf("%.0f", r.LostGPUh) }},
+	{"reclaims; latency p50 / p99 (s)", func(r *JobsResult) string {
+		if r.Reclaims == 0 {
+			return "0"
+		}
+		s := fmt.Sprintf("%d; %.0f / %.0f", r.Reclaims, r.ReclaimP50s, r.ReclaimP99s)
+		if r.ReclaimBounds > 0 {
+			s += fmt.Sprintf(" (bound %.0f)", r.ReclaimBounds)
+		}
+		return s
+	}},
+	{"jobs completed / submitted", func(r *JobsResult) string { return fmt.Sprintf("%d / %d", r.Completed, r.Jobs) }},
+	{"simulation seconds", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Seconds) }},
+}
