@@ -31,4 +31,8 @@ type NodeView struct {
 	UsedGPUs     int           `json:"usedGPUs"`
 	Tenants      []string      `json:"tenants"`
 	Condition    NodeCondition `json:"condition"`
+	// ReportedDriver and Conditions come from the node's agent: the driver
+	// it runs, drift from the inventory and lost heartbeats.
+	ReportedDriver string          `json:"reportedDriver,omitempty"`
+	Conditions     []HostCondition `json:"conditions,omitempty"`
 }

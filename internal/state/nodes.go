@@ -17,6 +17,9 @@ type NodeSet struct {
 	Draining  *bool  `json:"draining,omitempty"`
 	Unhealthy *bool  `json:"unhealthy,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// GraceSeconds, with Draining true, tells the server's running jobs to
+	// stop within this grace (0: the scheduler's preemption grace).
+	GraceSeconds int64 `json:"graceSeconds,omitempty"`
 }
 
 func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
@@ -39,7 +42,11 @@ func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
 			*x.dst = *x.v
 		}
 	}
+	if err := domain.ValidateRange("graceSeconds", p.GraceSeconds, 0, domain.MaxSeconds); err != nil {
+		return nil, err
+	}
 	cur.Reason, cur.UpdatedAt, cur.UpdatedBy = p.Reason, c.At, c.Actor
+	f.operatorSetNode(c, p) // hosts.go: the operator's word replaces the host policy's
 	if cur.Schedulable() && cur.Reason == "" {
 		delete(f.d.Nodes, p.Server) // back to normal: nothing to keep
 	} else {
@@ -85,6 +92,7 @@ func (f *FSM) Nodes() []domain.NodeView {
 			for _, s := range fab.Servers {
 				v := domain.NodeView{Name: s.Name, Site: site.Name, Fabric: fab.Name, Stripe: s.Stripe, NVLinkDomain: s.NVLinkDomain,
 					GPUModel: s.GPUModel, GPUs: s.GPUs, Driver: s.Driver, UsedGPUs: used[s.Name], Tenants: []string{}, Condition: f.node(s.Name)}
+				v.Conditions, v.ReportedDriver = f.hostView(s.Name)
 				for t := range tenants[s.Name] {
 					v.Tenants = append(v.Tenants, t)
 				}

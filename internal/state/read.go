@@ -272,6 +272,7 @@ func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 			s.History = append(s.History, copyJob(j))
 		}
 	}
+	f.foldTenantDrivers(s.Jobs) // a tenant's minimum driver (hosts.go)
 	return s
 }
 

@@ -41,6 +41,8 @@ type data struct {
 	NextEvent      uint64            `json:"nextEvent"`
 	// Fabric is the network side: id pools, revisions, devices (fabric.go).
 	Fabric fabricData `json:"fabric"`
+	// Hosts holds node agents' facts, conditions and the host policy (hosts.go).
+	Hosts hostsData `json:"hosts"`
 }
 
 type storedToken struct {
@@ -219,6 +221,10 @@ var handlers = map[CommandType]handler{
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
+	CmdHostReport:      (*FSM).applyHostReport,
+	CmdHostHeartbeat:   (*FSM).applyHostHeartbeat,
+	CmdHostAccept:      (*FSM).applyHostAccept,
+	CmdHostPolicy:      (*FSM).applyHostPolicy,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {
@@ -655,6 +661,9 @@ func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
 	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
 	if !ok {
 		return &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
+	}
+	if err := f.checkExternalID(s); err != nil {
+		return err
 	}
 	return f.checkFits(s, w)
 }
