@@ -190,6 +190,11 @@ type VRF struct {
 	L3VLAN uint16      `json:"l3vlan,omitempty"`
 	RD     RD          `json:"rd"`
 	RT     RouteTarget `json:"rt"` // import and export
+	// Imports are route targets imported besides RT. Compile sets none: a
+	// tenant imports only its own target. The field lets an intent that
+	// was edited, or read back from a device, say that it leaks, so the
+	// verifier (internal/fabric/verify) can catch it.
+	Imports []RouteTarget `json:"imports,omitempty"`
 	// MAC is the tenant's MAC-VRF (vlan-aware tenants).
 	MAC *MACVRF `json:"mac,omitempty"`
 	// Policy is the job segmentation of the VRF (segmented tenants).

@@ -5,5 +5,10 @@
 // describe the same cluster, and a fixture copied into each test file would
 // drift.
 //
-// It is pure (no I/O) and meant for tests only.
+// Scale builds the large synthetic clusters of the benchmarks (issue #4's
+// 256 leaves, 1,000 tenants, 10,000 running jobs), and StartJob/StopJob
+// the changes a job start and stop make, for the fabric tests and for
+// internal/bench.
+//
+// It is pure (no I/O) and meant for tests and benchmarks only.
 package fabrictest

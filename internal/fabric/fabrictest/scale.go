@@ -1,0 +1,217 @@
+package fabrictest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// ScaleOptions size a synthetic cluster for benchmarks. The zero value is
+// issue #4's target: 32 stripes x 64 servers x 8 GPUs (256 leaves, 2,048
+// servers, 16,384 GPUs), 16 spines, 1,000 tenants, 10,000 running jobs.
+type ScaleOptions struct {
+	Stripes, ServersPerStripe, GPUsPerServer, Spines int
+	Tenants                                          int
+	Jobs                                             int
+	// NOS of every switch; "" means the topology generator's default.
+	NOS string
+}
+
+func (o *ScaleOptions) defaults() {
+	o.Stripes = cmpOr(o.Stripes, 32)
+	o.ServersPerStripe = cmpOr(o.ServersPerStripe, 64)
+	o.GPUsPerServer = cmpOr(o.GPUsPerServer, 8)
+	o.Spines = cmpOr(o.Spines, 16)
+	o.Tenants = cmpOr(o.Tenants, 1000)
+	o.Jobs = cmpOr(o.Jobs, 10_000)
+}
+
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Scale builds the input of a large, busy cluster, deterministically:
+//   - tenants: every 4th server-isolated (the others GPU-isolated), every
+//     10th (from the 6th) vlan-aware, every 3rd segmented with a "storage"
+//     group (an external /24) that every 5th of its jobs has a contract with;
+//   - jobs fill servers in order: a server-isolated tenant takes every 4th
+//     server whole, GPU-isolated tenants share the others; per server the
+//     jobs are 1, 2, 4 or 8 GPUs in a fixed rotation, until Jobs jobs run;
+//     the servers after the last job stay free;
+//   - ids as the pools would give them: L3VNI 10000+i, VRF id i+1, L3 VLAN
+//     3000+i (so at most 1,094 tenants), group IDs counting from 1, per-link
+//     VLANs and L2VNIs for vlan-aware links (AssignLinkIDs).
+func Scale(o ScaleOptions) (fabric.Input, error) {
+	o.defaults()
+	if o.Tenants < 4 || o.Tenants > 1094 {
+		return fabric.Input{}, fmt.Errorf("tenants %d: between 4 and 1,094 (one L3 VLAN each)", o.Tenants)
+	}
+	top, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: o.GPUsPerServer, Spines: o.Spines, NOS: o.NOS})
+	if err != nil {
+		return fabric.Input{}, err
+	}
+	in := fabric.Input{Topology: top, IDs: fabric.IDs{Tenants: map[string]fabric.TenantIDs{}}}
+	var srvTenants, gpuTenants []int
+	nextGroup := uint16(1)
+	for i := range o.Tenants {
+		t := domain.Tenant{Name: fmt.Sprintf("t%04d", i), Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5, JobSegmentation: i%3 == 0}
+		ids := fabric.TenantIDs{L3VNI: uint32(10000 + i), VRFID: uint16(1 + i), L3VLAN: uint16(3000 + i)}
+		if i%4 == 0 {
+			t.Isolation = domain.IsolationServer
+			srvTenants = append(srvTenants, i)
+		} else {
+			gpuTenants = append(gpuTenants, i)
+		}
+		if i%10 == 5 {
+			t.Network = domain.NetworkVLANAware
+			ids.MACVRFID, ids.MACRT = uint16(2000+i), uint32(2_000_000+i)
+		}
+		if t.JobSegmentation {
+			ids.UnclassifiedGroup = uint16(65535 - i)
+			in.Groups = append(in.Groups, fabric.Group{Tenant: t.Name, Name: "storage", ID: nextGroup,
+				Prefixes: []string{fmt.Sprintf("10.%d.%d.0/24", 200+i/256, i%256)}})
+			nextGroup++
+		}
+		in.Tenants = append(in.Tenants, t)
+		in.IDs.Tenants[t.Name] = ids
+	}
+	sizes := []int{1, 1, 2, 1, 1, 1, 4, 1, 1, 2}
+	rot, gpuRot := 0, 0
+	job := 0
+	jobsOf := map[int]int{}
+	for s, srv := range top.Servers() {
+		if job >= o.Jobs {
+			break
+		}
+		whole := -1
+		if s%4 == 0 {
+			whole = srvTenants[(s/4)%len(srvTenants)]
+		}
+		for g := 0; g < srv.GPUs && job < o.Jobs; {
+			n := min(sizes[rot%len(sizes)], srv.GPUs-g)
+			rot++
+			ti := whole
+			if ti < 0 {
+				ti = gpuTenants[gpuRot%len(gpuTenants)]
+				gpuRot++
+			}
+			job++
+			t := in.Tenants[ti]
+			id := fmt.Sprint(job)
+			a := fabric.Allocation{Tenant: t.Name, Server: srv.Name, JobID: id}
+			for k := range n {
+				a.GPUs = append(a.GPUs, g+k)
+			}
+			g += n
+			in.Allocations = append(in.Allocations, a)
+			if t.JobSegmentation {
+				if nextGroup >= 65535-uint16(o.Tenants) {
+					return fabric.Input{}, fmt.Errorf("more segmented jobs than group IDs")
+				}
+				name := "job-" + id
+				in.Groups = append(in.Groups, fabric.Group{Tenant: t.Name, Name: name, ID: nextGroup, JobID: id})
+				nextGroup++
+				if jobsOf[ti]++; jobsOf[ti]%5 == 0 {
+					in.Contracts = append(in.Contracts, fabric.Contract{Tenant: t.Name, A: name, B: "storage"})
+				}
+			}
+		}
+	}
+	if job < o.Jobs {
+		return fabric.Input{}, fmt.Errorf("the cluster holds %d jobs, not %d", job, o.Jobs)
+	}
+	if err := AssignLinkIDs(&in, 100, 100_000); err != nil {
+		return fabric.Input{}, err
+	}
+	return in, nil
+}
+
+// FreeServers lists the servers no allocation of in touches, in topology
+// order: where a benchmark can start a job.
+func FreeServers(in fabric.Input) []string {
+	used := map[string]bool{}
+	for _, a := range in.Allocations {
+		used[a.Server] = true
+	}
+	var out []string
+	for _, s := range in.Topology.Servers() {
+		if !used[s.Name] {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// StartJob is the change that starts one job of tenant on gpus of server:
+// its allocation, its group (and a contract with "storage") when the tenant
+// is segmented, and the ids of its links when the tenant is vlan-aware. in
+// is the input before the change; the returned input is the one after.
+func StartJob(in fabric.Input, tenant, server, jobID string, gpus []int, groupID uint16) (fabric.Input, fabric.Change, error) {
+	var t *domain.Tenant
+	for i := range in.Tenants {
+		if in.Tenants[i].Name == tenant {
+			t = &in.Tenants[i]
+		}
+	}
+	if t == nil {
+		return in, fabric.Change{}, fmt.Errorf("no tenant %q", tenant)
+	}
+	next := in
+	next.Allocations = slices.Clone(in.Allocations)
+	next.Groups = slices.Clone(in.Groups)
+	next.Contracts = slices.Clone(in.Contracts)
+	a := fabric.Allocation{Tenant: tenant, Server: server, GPUs: gpus, JobID: jobID}
+	ch := fabric.Change{Add: []fabric.Allocation{a}}
+	next.Allocations = append(next.Allocations, a)
+	if t.JobSegmentation {
+		g := fabric.Group{Tenant: tenant, Name: "job-" + jobID, ID: groupID, JobID: jobID}
+		c := fabric.Contract{Tenant: tenant, A: g.Name, B: "storage"}
+		next.Groups = append(next.Groups, g)
+		next.Contracts = append(next.Contracts, c)
+		ch.AddGroups, ch.AddContracts = []fabric.Group{g}, []fabric.Contract{c}
+	}
+	if t.Network == domain.NetworkVLANAware {
+		links := make(map[fabric.LinkRef]fabric.LinkIDs, len(in.IDs.Links)+len(gpus))
+		for k, v := range in.IDs.Links {
+			links[k] = v
+		}
+		next.IDs.Links = links
+		if err := AssignLinkIDs(&next, 100, 100_000); err != nil {
+			return in, fabric.Change{}, err
+		}
+		ch.Links = map[fabric.LinkRef]fabric.LinkIDs{}
+		for ref, ids := range next.IDs.Links {
+			if old, ok := in.IDs.Links[ref]; !ok || old != ids {
+				ch.Links[ref] = ids
+			}
+		}
+	}
+	return next, ch, nil
+}
+
+// StopJob is the change that undoes StartJob.
+func StopJob(start fabric.Change) fabric.Change {
+	ch := fabric.Change{Remove: start.Add, RemoveContracts: start.AddContracts}
+	for _, g := range start.AddGroups {
+		ch.RemoveGroups = append(ch.RemoveGroups, fabric.GroupRef{Tenant: g.Tenant, Name: g.Name})
+	}
+	for ref := range start.Links {
+		ch.DropLinks = append(ch.DropLinks, ref)
+	}
+	slices.SortFunc(ch.DropLinks, func(a, b fabric.LinkRef) int {
+		if a.Leaf != b.Leaf {
+			if a.Leaf < b.Leaf {
+				return -1
+			}
+			return 1
+		}
+		return fabric.ComparePorts(a.Port, b.Port)
+	})
+	return ch
+}

@@ -1,0 +1,235 @@
+package verify
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+)
+
+// expected is what the input says the fabric must do, derived here from the
+// topology, tenants and allocations with rules of its own (the same rules
+// as the compiler's, written again so that a compiler bug shows up as a
+// disagreement instead of being copied):
+//
+//   - a server-isolated tenant, or an allocation with Whole set, owns every
+//     cabled link of the server (a NIC's first cable is its link);
+//   - otherwise an allocation owns the link of each GPU it holds: the link
+//     of the NIC whose NIC.GPU names it (the GPU's rail);
+//   - a job's endpoints are the links of its GPUs, or every link of the
+//     server when the allocation is Whole.
+type expected struct {
+	tenants map[string]*domain.Tenant
+	links   map[fabric.LinkRef]*owner
+	// cables are every cable of the topology (not only a NIC's first).
+	cables map[fabric.LinkRef]bool
+	jobs   []job // sorted by tenant, then job id
+	// groups: (tenant, job) -> the job's group; named: (tenant, group name).
+	groups    map[jobRef]*fabric.Group
+	named     map[jobRef]*fabric.Group
+	contracts map[contractKey]bool
+	problems  []Failure
+}
+
+type owner struct {
+	tenant string
+	jobs   []string // sorted, each once
+}
+
+type jobRef struct{ tenant, name string }
+
+type contractKey struct{ tenant, a, b string }
+
+type job struct {
+	tenant, id string
+	links      []fabric.LinkRef
+}
+
+func deriveExpected(in fabric.Input) *expected {
+	x := &expected{tenants: map[string]*domain.Tenant{}, links: map[fabric.LinkRef]*owner{}, cables: map[fabric.LinkRef]bool{},
+		groups: map[jobRef]*fabric.Group{}, named: map[jobRef]*fabric.Group{}, contracts: map[contractKey]bool{}}
+	problem := func(format string, args ...any) {
+		x.problems = append(x.problems, Failure{Rule: RuleInput, Detail: fmt.Sprintf(format, args...)})
+	}
+	for i := range in.Tenants {
+		t := &in.Tenants[i]
+		x.tenants[t.Name] = t
+	}
+	type srv struct {
+		s     *domain.Server
+		links []fabric.LinkRef // per NIC; zero when uncabled
+		whole string
+	}
+	servers := map[string]*srv{}
+	if in.Topology != nil {
+		for si := range in.Topology.Sites {
+			for fi := range in.Topology.Sites[si].Fabrics {
+				f := &in.Topology.Sites[si].Fabrics[fi]
+				for i := range f.Servers {
+					s := &f.Servers[i]
+					servers[s.Name] = &srv{s: s, links: make([]fabric.LinkRef, len(s.NICs))}
+				}
+				for _, c := range f.Cables {
+					ref := fabric.LinkRef{Leaf: c.Leaf, Port: c.Port}
+					x.cables[ref] = true
+					s := servers[c.Server]
+					if s == nil {
+						continue
+					}
+					if ni := slices.IndexFunc(s.s.NICs, func(n domain.NIC) bool { return n.Name == c.NIC }); ni >= 0 && s.links[ni] == (fabric.LinkRef{}) {
+						s.links[ni] = ref
+					}
+				}
+			}
+		}
+	}
+	jobs := map[jobRef]*job{}
+	for i, a := range in.Allocations {
+		t := x.tenants[a.Tenant]
+		s := servers[a.Server]
+		if t == nil {
+			problem("allocations[%d] names tenant %q, which the input does not have", i, a.Tenant)
+			continue
+		}
+		if s == nil {
+			problem("allocations[%d] names server %q, which the topology does not have", i, a.Server)
+			continue
+		}
+		held := map[int]bool{}
+		for _, g := range a.GPUs {
+			if g < 0 || g >= s.s.GPUs {
+				problem("allocations[%d] holds GPU %d of server %s, which has %d", i, g, a.Server, s.s.GPUs)
+			}
+			held[g] = true
+		}
+		whole := a.Whole || t.Isolation == domain.IsolationServer
+		if whole {
+			if s.whole != "" && s.whole != a.Tenant {
+				problem("server %s is held whole by tenants %q and %q", a.Server, s.whole, a.Tenant)
+			}
+			s.whole = a.Tenant
+		}
+		var j *job
+		if a.JobID != "" {
+			k := jobRef{a.Tenant, a.JobID}
+			if j = jobs[k]; j == nil {
+				j = &job{tenant: a.Tenant, id: a.JobID}
+				jobs[k] = j
+			}
+		}
+		for ni, ref := range s.links {
+			if ref == (fabric.LinkRef{}) {
+				continue
+			}
+			own := held[s.s.NICs[ni].GPU]
+			if !whole && !own {
+				continue
+			}
+			o := x.links[ref]
+			if o == nil {
+				o = &owner{tenant: a.Tenant}
+				x.links[ref] = o
+			} else if o.tenant != a.Tenant {
+				problem("link %s/%s of server %s is held by tenants %q and %q", ref.Leaf, ref.Port, a.Server, o.tenant, a.Tenant)
+				continue
+			}
+			if j != nil && (a.Whole || own) {
+				if !slices.Contains(o.jobs, a.JobID) {
+					o.jobs = append(o.jobs, a.JobID)
+				}
+				if !slices.Contains(j.links, ref) {
+					j.links = append(j.links, ref)
+				}
+			}
+		}
+	}
+	// A server held whole by one tenant holds no other tenant's GPUs.
+	for i, a := range in.Allocations {
+		if s := servers[a.Server]; s != nil && s.whole != "" && s.whole != a.Tenant && x.tenants[a.Tenant] != nil {
+			problem("allocations[%d]: tenant %q holds GPUs of server %s, which tenant %q holds whole", i, a.Tenant, a.Server, s.whole)
+		}
+	}
+	for _, o := range x.links {
+		slices.Sort(o.jobs)
+	}
+	for _, j := range jobs {
+		slices.SortFunc(j.links, compareRefs)
+		x.jobs = append(x.jobs, *j)
+	}
+	slices.SortFunc(x.jobs, func(a, b job) int {
+		if a.tenant != b.tenant {
+			if a.tenant < b.tenant {
+				return -1
+			}
+			return 1
+		}
+		return compareJobIDs(a.id, b.id)
+	})
+	for i := range in.Groups {
+		g := &in.Groups[i]
+		x.named[jobRef{g.Tenant, g.Name}] = g
+		if g.JobID != "" {
+			x.groups[jobRef{g.Tenant, g.JobID}] = g
+		}
+	}
+	for _, c := range in.Contracts {
+		x.contracts[contractKey{c.Tenant, c.A, c.B}] = true
+		x.contracts[contractKey{c.Tenant, c.B, c.A}] = true
+	}
+	return x
+}
+
+func compareRefs(a, b fabric.LinkRef) int {
+	return compareEndpoints(Endpoint(a), Endpoint(b))
+}
+
+// compareJobIDs orders job ids numerically when both are numbers.
+func compareJobIDs(a, b string) int {
+	if len(a) != len(b) && isDigits(a) && isDigits(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// segmented reports whether the input's tenant asks for job segmentation.
+func (x *expected) segmented(tenant string) bool {
+	t := x.tenants[tenant]
+	return t != nil && t.JobSegmentation
+}
+
+// intended reports whether endpoints used by jobs js and jt of a segmented
+// tenant may talk: they share a job, or the input has a contract between
+// their jobs' groups.
+func (x *expected) intended(tenant string, js, jt []string) bool {
+	for _, a := range js {
+		for _, b := range jt {
+			if a == b {
+				return true
+			}
+			ga, gb := x.groups[jobRef{tenant, a}], x.groups[jobRef{tenant, b}]
+			if ga != nil && gb != nil && x.contracts[contractKey{tenant, ga.Name, gb.Name}] {
+				return true
+			}
+		}
+	}
+	return false
+}
