@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -245,5 +246,96 @@ Writes DIR/jobs.json; progress goes to stderr.`,
 }
 
 func newSimReportCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "report", Short: "Report", RunE: func(cmd *cobra.Command, args []string) error { return nil }}
+	var expected, out string
+	c := &cobra.Command{
+		Use:   "report DIR...",
+		Short: "Markdown summary and SVG plots of sim openb / sim jobs output directories",
+		Long: `Read the output directories of sim openb (runs.json, analysis_allo_discrete.csv) and
+sim jobs (jobs.json) and write report.md with SVG plots to --out (default: the first DIR).
+--expected FILE compares openb runs with published results in the same CSV layout
+(e.g. the FGD paper's analysis_allo_discrete.csv).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				out = args[0]
+			}
+			var exp []sim.AllocRow
+			if expected != "" {
+				f, err := openFile("expected", expected)
+				if err != nil {
+					return err
+				}
+				exp, err = sim.ReadAllocCSV(filepath.Base(expected), f)
+				f.Close()
+				if err != nil {
+					return err
+				}
+			}
+			var md strings.Builder
+			md.WriteString("# jobfabric simulation report\n\n")
+			files := map[string]string{}
+			var rows []sim.AllocRow
+			var runs []*sim.OpenbResult
+			for _, dir := range args {
+				found := false
+				if f, err := os.Open(filepath.Join(dir, "analysis_allo_discrete.csv")); err == nil {
+					rs, err := sim.ReadAllocCSV(filepath.Join(dir, "analysis_allo_discrete.csv"), f)
+					f.Close()
+					if err != nil {
+						return err
+					}
+					rows = append(rows, rs...)
+					found = true
+					if b, err := os.ReadFile(filepath.Join(dir, "runs.json")); err == nil {
+						var sum sim.OpenbSummary
+						if err := json.Unmarshal(b, &sum); err != nil {
+							return domain.Invalid("dir", "%s/runs.json: %v", dir, err)
+						}
+						runs = append(runs, sum.Runs...)
+					}
+				}
+				if b, err := os.ReadFile(filepath.Join(dir, "jobs.json")); err == nil {
+					var sum sim.JobsSummary
+					if err := json.Unmarshal(b, &sum); err != nil {
+						return domain.Invalid("dir", "%s/jobs.json: %v", dir, err)
+					}
+					rep := sim.JobsReport(sum)
+					md.WriteString(rep.Markdown + "\n")
+					for k, v := range rep.Files {
+						files[k] = v
+					}
+					found = true
+				}
+				if !found {
+					return domain.Invalid("dir", "%s holds no sim output (analysis_allo_discrete.csv or jobs.json)", dir)
+				}
+			}
+			if len(rows) > 0 {
+				rep := sim.OpenbReport(rows, runs, exp)
+				md.WriteString(rep.Markdown + "\n")
+				for k, v := range rep.Files {
+					files[k] = v
+				}
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return domain.Invalid("out", "cannot create %s: %v", out, err)
+			}
+			files["report.md"] = md.String()
+			names := make([]string, 0, len(files))
+			for k := range files {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			for _, k := range names {
+				if err := writeFile(out, k, func(w io.Writer) error { _, err := io.WriteString(w, files[k]); return err }); err != nil {
+					return err
+				}
+				fmt.Fprintln(g.stdout, filepath.Join(out, k))
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&expected, "expected", "", "published results to validate openb runs against (analysis_allo_discrete.csv layout)")
+	c.Flags().StringVar(&out, "out", "", "where to write report.md and the plots (default: the first DIR)")
+	return c
 }

@@ -142,12 +142,13 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // JobFabric is jobfabric's placement policy, the scheduler's default. With
 // no workload it is best fit: the server left with the least idle GPU
 // capacity (then CPU), a share on the fullest GPU that holds it. Given the
-// workload's shapes (with their memory) it rates a placement as FGD does,
-// and breaks FGD's many ties (its rating has 100 steps) by how much of the
-// server's idle GPU capacity copies of the shapes could still use once the
-// placement is made, counting CPU and memory: FGD asks only whether one
-// copy fits, so a server whose memory or CPU runs out first strands GPUs
-// it calls usable.
+// workload's shapes (with their memory) it rates a placement as FGD does
+// but counts a shape as fitting only where its memory fits too (FGD
+// ignores memory), and breaks FGD's many ties (its rating has 100 steps)
+// by how much of the server's idle GPU capacity copies of the shapes could
+// still use once the placement is made, counting CPU and memory: FGD asks
+// only whether one copy fits, so a server whose memory or CPU runs out
+// first strands GPUs it calls usable.
 type JobFabric struct{ Shapes []Shape }
 
 // NewJobFabric is the default policy for a workload (nil: best fit).
@@ -166,10 +167,10 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 		return -float64(left) - float64(h.CPUFree-r.CPUMilli)/maxSpecCPU, gpu
 	}
 	cpuT, memT := h.CPUMilli > 0, h.MemoryMiB > 0
-	fgdBefore := frag(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, false, 0)
+	fgdBefore := frag(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	capBefore := fragCap(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	rate := func(free []int) float64 {
-		fgd := frag(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, false, 0)
+		fgd := frag(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		capacity := fragCap(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		// The tie-break term stays below one rating step: fragmentation
 		// is at most 16,000 milli-GPU per server.

@@ -514,3 +514,5 @@ func WriteAllocCSV(w io.Writer, runs []*OpenbResult) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
