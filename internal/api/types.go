@@ -1,6 +1,9 @@
 package api
 
-import "github.com/jobfabric/jobfabric/internal/domain"
+import (
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/verify"
+)
 
 type (
 	// Health is the answer of GET /v1/health.
@@ -62,10 +65,12 @@ type (
 		Models *[]domain.ModelQuota `json:"models,omitempty"`
 	}
 	TokenCreateRequest struct {
-		Role        domain.Role `json:"role"`
-		Tenant      string      `json:"tenant,omitempty"`
-		Workspace   string      `json:"workspace,omitempty"`
-		Description string      `json:"description,omitempty"`
+		Role      domain.Role `json:"role"`
+		Tenant    string      `json:"tenant,omitempty"`
+		Workspace string      `json:"workspace,omitempty"`
+		// Node scopes a runtime token without tenant to one node's agent.
+		Node        string `json:"node,omitempty"`
+		Description string `json:"description,omitempty"`
 	}
 	// TokenCreated carries the secret: the only time it is ever shown.
 	TokenCreated struct {
@@ -109,4 +114,13 @@ type FabricDiff struct {
 type DeviceDiff struct {
 	Device string `json:"device"`
 	Text   string `json:"text"`
+}
+
+// FabricVerify is the verifier's answer about the current intent.
+type FabricVerify struct {
+	OK     bool           `json:"ok"`
+	Report *verify.Report `json:"report"` // one check per property, with its failures
+	Text   string         `json:"text"`   // the report as a person reads it
+	// Reachability maps "leaf/port" to the ports it reaches (with matrix=true).
+	Reachability map[string][]string `json:"reachability,omitempty"`
 }

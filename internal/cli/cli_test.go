@@ -182,6 +182,9 @@ func TestTour(t *testing.T) {
 	if out := mustRun(t, env, "fabric", "revisions"); !strings.Contains(out, "REV") {
 		t.Fatalf("fabric revisions:\n%s", out)
 	}
+	if out := mustRun(t, env, "fabric", "verify", "--matrix"); !strings.Contains(out, "s1-leaf0/") || !strings.Contains(out, " -> ") {
+		t.Fatalf("fabric verify --matrix:\n%.800s", out)
+	}
 	// A job beyond what is free waits, and says why.
 	mustRun(t, acme, "job", "submit", "--workspace", "acme/research", "--gpus", "40", "--gpus-per-node", "8", "--name", "too-big")
 	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "8"); !strings.Contains(out, "would run now") {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -155,7 +156,48 @@ func newFabricCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd)
+	var matrix bool
+	verifyCmd := &cobra.Command{
+		Use: "verify", Short: "Prove on the current intent that tenants (and jobs of segmented tenants) cannot reach each other, ids are unique, bindings match allocations; exits non-zero with a report when not", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := "/v1/fabric/verify"
+			if matrix {
+				path += "?matrix=true"
+			}
+			var v api.FabricVerify
+			if err := c.Do(cmd.Context(), "GET", path, nil, &v); err != nil {
+				return err
+			}
+			if err := g.emit(v, func(w io.Writer) {
+				fmt.Fprint(w, v.Text)
+				if !strings.HasSuffix(v.Text, "\n") {
+					fmt.Fprintln(w)
+				}
+				if matrix {
+					keys := make([]string, 0, len(v.Reachability))
+					for k := range v.Reachability {
+						keys = append(keys, k)
+					}
+					slices.Sort(keys)
+					for _, k := range keys {
+						fmt.Fprintf(w, "%s -> %s\n", k, orDash(strings.Join(v.Reachability[k], " ")))
+					}
+				}
+			}); err != nil {
+				return err
+			}
+			if !v.OK {
+				return fmt.Errorf("fabric verify failed: see the report above")
+			}
+			return nil
+		},
+	}
+	verifyCmd.Flags().BoolVar(&matrix, "matrix", false, "also print which server port reaches which (as the deployed NOSes enforce it)")
+	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd, verifyCmd)
 	return cmd
 }
 

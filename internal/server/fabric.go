@@ -15,6 +15,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
+	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 	"github.com/jobfabric/jobfabric/internal/state"
 )
 
@@ -109,6 +110,7 @@ type compiled struct {
 	files   []render.DeviceFiles
 	idsHash string
 	jobs    []uint64
+	report  *verify.Report
 }
 
 // compileNow compiles the state with the id pools synced at now (the
@@ -130,7 +132,8 @@ func (s *Server) compileNow(now time.Time) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs}, nil
+	// The same check as `fabric verify`, after every compile.
+	return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs, report: verify.Verify(in, it)}, nil
 }
 
 func (s *Server) compileFabric(ctx context.Context) error {
@@ -165,6 +168,15 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	waiting := s.fsm.JobsAwaitingNetwork()
 	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 {
 		return nil // nothing to commit
+	}
+	if !c.report.OK() {
+		for _, f := range c.report.Failures() {
+			cmd.Verify = append(cmd.Verify, f.String())
+		}
+		if len(cmd.Verify) > 50 {
+			cmd.Verify = cmd.Verify[:50]
+		}
+		s.log.Error("fabric verifier failed: the revision is committed for the record, but look", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
 	}
 	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
 	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
@@ -228,6 +240,8 @@ func (s *Server) fabricRoutes() []route {
 			query: []param{revQ, devQ, {"nos", "string", "render the current intent for this NOS (junos, nxos, eos, sonic, frr) instead of the device's own"}}, resp: []render.DeviceFiles{}, h: s.fabricConfigs},
 		{method: "GET", path: "/v1/fabric/diff", summary: "Per-device minimal diff between two revisions (admin)", access: authed,
 			query: []param{{"from", "integer", "older revision (default: the one before to)"}, {"to", "integer", "newer revision (default: the latest)"}, devQ}, resp: api.FabricDiff{}, h: s.fabricDiff},
+		{method: "GET", path: "/v1/fabric/verify", summary: "Verify the current intent: one VRF per link; no shared VRF, VNI, RD or route target, no foreign RT import; job endpoints in their VRF and group; allocations and port bindings agree; no reachability between tenants, nor between jobs of a segmented tenant (admin)", access: authed,
+			query: []param{{"matrix", "boolean", "also return the reachability matrix (leaf/port -> leaf/ports) as the deployed NOSes enforce it"}}, resp: api.FabricVerify{}, h: s.fabricVerify},
 		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: state.FabricStatus{}, h: s.fabricDeploy},
 	}
 }
@@ -371,4 +385,29 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 		return nil, err
 	}
 	return s.fsm.FabricStatus(), nil
+}
+
+func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	c, err := s.compileNow(s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "topology", Message: "no topology applied yet: nothing to verify"}
+	}
+	out := api.FabricVerify{OK: c.report.OK(), Report: c.report, Text: c.report.Text(50)}
+	if r.URL.Query().Get("matrix") == "true" {
+		out.Reachability = map[string][]string{}
+		for from, tos := range verify.Reachability(c.intent, verify.EnforceByNOS) {
+			var ts []string
+			for _, to := range tos {
+				ts = append(ts, to.String())
+			}
+			out.Reachability[from.String()] = ts
+		}
+	}
+	return out, nil
 }

@@ -121,6 +121,16 @@ func TestNetworkGate(t *testing.T) {
 		}
 	}
 
+	// The verifier agrees that nothing leaks, and says who reaches whom:
+	// acme's job reaches its own ports only, globex's job nothing of acme.
+	var v api.FabricVerify
+	if err := admin.Do(ctxT(t), "GET", "/v1/fabric/verify?matrix=true", nil, &v); err != nil || !v.OK {
+		t.Fatalf("verify (%v):\n%s", err, v.Text)
+	}
+	if len(v.Reachability) == 0 {
+		t.Fatal("verify ?matrix=true returned no matrix")
+	}
+
 	// The job ends: its group and ports leave the fabric in a new revision.
 	before := len(revs)
 	if _, err := admin.CancelJob(ctxT(t), j1.ID); err != nil {
