@@ -6,4 +6,7 @@ type NodeUpdateRequest struct {
 	Draining  *bool  `json:"draining,omitempty"`
 	Unhealthy *bool  `json:"unhealthy,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// GraceSeconds, with draining true, gives the server's jobs this long
+	// to stop (0: the scheduler's preemption grace).
+	GraceSeconds int64 `json:"graceSeconds,omitempty"`
 }

@@ -17,10 +17,11 @@ func (p *principal) actor() string { return string(p.tok.Role) + ":" + p.tok.ID 
 
 func (p *principal) admin() bool { return p.tok.Role == domain.RoleAdmin }
 
-// platform: an admin, or a runtime token with no tenant (a platform-wide
-// runtime or node agent), which sees every tenant but changes none.
+// platform: an admin, or a runtime token with no tenant and no node (a
+// platform-wide runtime), which sees every tenant but changes none. A
+// node agent's token sees only its node (hosts.go).
 func (p *principal) platform() bool {
-	return p.admin() || (p.tok.Role == domain.RoleRuntime && p.tok.Tenant == "")
+	return p.admin() || (p.tok.Role == domain.RoleRuntime && p.tok.Tenant == "" && p.tok.Node == "")
 }
 
 // seesTenant: admin and platform runtime see all tenants, tenant-scoped

@@ -354,6 +354,9 @@ func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
 	if err := domain.ValidateTokenScope(req.Role, req.Tenant, req.Workspace); err != nil {
 		return nil, err
 	}
+	if err := domain.ValidateTokenNode(req.Role, req.Tenant, req.Node); err != nil {
+		return nil, err
+	}
 	if !p.admin() {
 		switch {
 		case req.Tenant == "": // an admin or platform runtime token
@@ -371,6 +374,7 @@ func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	tok.Node = req.Node // a node agent's token (hosts.go)
 	v, err := s.propose(r.Context(), state.CmdTokenCreate, p.actor(), state.TokenCreate{Token: tok, Hash: hash})
 	if err != nil {
 		return nil, err
@@ -407,6 +411,9 @@ func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
 // what the caller may see: naming an invisible tenant or workspace is "not
 // found"; a tenant admin always gets its tenant, a member its workspace.
 func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
+	if p.nodeAgent() != "" {
+		return "", "", p.denied("list tenants' jobs or events: a node agent's token reads only its node's jobs (hosts.go)")
+	}
 	q := r.URL.Query()
 	tenant, ws = q.Get("tenant"), q.Get("workspace")
 	if ws != "" && tenant == "" {

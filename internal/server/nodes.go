@@ -35,5 +35,5 @@ func (s *Server) updateNode(r *http.Request, p *principal) (any, error) {
 		return nil, domain.Invalid("cordoned", "set at least one of cordoned, draining, unhealthy")
 	}
 	return s.propose(r.Context(), state.CmdNodeSet, p.actor(), state.NodeSet{
-		Server: r.PathValue("name"), Cordoned: req.Cordoned, Draining: req.Draining, Unhealthy: req.Unhealthy, Reason: req.Reason})
+		Server: r.PathValue("name"), Cordoned: req.Cordoned, Draining: req.Draining, Unhealthy: req.Unhealthy, Reason: req.Reason, GraceSeconds: req.GraceSeconds})
 }

@@ -92,6 +92,8 @@ type Server struct {
 	driver     deploy.Driver
 	fabricKick chan struct{}
 	fabricMu   sync.Mutex
+	// hosts is the leader's memory of node agents' heartbeats (hosts.go).
+	hosts *hostWatch
 	// streams ends when the server shuts down, and with it every open
 	// stream (watch.go): Shutdown waits for idle connections, and a stream
 	// is never idle.
@@ -189,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
-	s.routes = append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...)
+	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
@@ -222,6 +224,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.scheduleLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.fabricLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.hostLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {

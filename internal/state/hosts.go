@@ -624,3 +624,19 @@ func (f *FSM) operatorSetNode(c *Command, p *NodeSet) {
 		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, r.Message)
 	}
 }
+
+// HasServer reports whether the inventory has a server of that name.
+func (f *FSM) HasServer(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.cap.servers[name]
+	return ok
+}
+
+// NodeCondition returns a server's condition (the zero condition when
+// plainly schedulable).
+func (f *FSM) NodeCondition(name string) domain.NodeCondition {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.node(name)
+}

@@ -125,7 +125,7 @@ func TestHostGPUVanishedWhileAJobRuns(t *testing.T) {
 	gone := f.GPUs[3]
 	f.GPUs = slices.Delete(f.GPUs, 3, 4)
 	f.NVLinkGroups = nil // topo -m no longer matches the GPU list
-	for range 2 { // the second identical report warns no more
+	for range 2 {        // the second identical report warns no more
 		h.reportFacts(node, f)
 	}
 	j, _ := h.f.Job(1)

@@ -567,6 +567,9 @@ func (f *FSM) applyTokenCreate(c *Command) (any, *domain.Error) {
 	if err := domain.ValidateTokenScope(t.Role, t.Tenant, t.Workspace); err != nil {
 		return nil, err
 	}
+	if err := domain.ValidateTokenNode(t.Role, t.Tenant, t.Node); err != nil {
+		return nil, err
+	}
 	if len(p.Hash) != 64 {
 		return nil, domain.Errorf(domain.CodeInternal, "token hash must be a hex SHA-256")
 	}
