@@ -77,6 +77,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.Float64Var(&spec.Share, "share", 0, "a time-sliced fraction of one GPU instead of whole GPUs, e.g. 0.25")
 	f.StringVar(&topo, "topology", "", "pack the gang within one nvlink-domain, leaf or stripe (preferred; add :required to wait rather than spread)")
 	f.StringVar(&spec.MinDriver, "min-driver", "", "lowest NVIDIA driver version accepted, e.g. 535.104")
+	f.StringVar(&spec.ExternalID, "external-id", "", "the workload runtime's id of the job, e.g. slurm:4242 (the Slurm prolog finds the job by it)")
 	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
 	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")
 	f.StringSliceVar(&spec.GPUModels, "gpu-models", nil, "GPU models the job accepts, in order of preference, e.g. H100-80GB,A100-80GB (instead of --gpu-model)")
@@ -151,7 +152,7 @@ func newJobCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g))
+	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g))
 	return cmd
 }
 
@@ -370,6 +371,9 @@ func jobDetail(w io.Writer, j *domain.Job) {
 		if t.at != nil {
 			row(w, t.label, t.at.Format("2006-01-02 15:04:05"))
 		}
+	}
+	for _, warn := range j.Warnings { // host problems under the job (hosts.go)
+		row(w, "Warning:", warn.Message+" ("+warn.Code+")")
 	}
 }
 

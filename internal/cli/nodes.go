@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,10 +55,15 @@ func newNodeCmd(g *globals) *cobra.Command {
 		return c
 	}
 	t, f := true, false
+	var grace time.Duration
+	drain := verb("drain", "Place nothing new and stop its jobs within --grace (default: the preemption grace)", func(u *api.NodeUpdateRequest) {
+		u.Draining, u.GraceSeconds = &t, int64(grace/time.Second)
+	})
+	drain.Flags().DurationVar(&grace, "grace", 0, "how long the server's running jobs have to stop (e.g. 10m; 0: the scheduler's preemption grace)")
 	cmd.AddCommand(list,
 		verb("cordon", "Place nothing new on the server", func(u *api.NodeUpdateRequest) { u.Cordoned = &t }),
 		verb("uncordon", "Allow placements on the server again", func(u *api.NodeUpdateRequest) { u.Cordoned, u.Draining = &f, &f }),
-		verb("drain", "Place nothing new and stop its jobs after the preemption grace", func(u *api.NodeUpdateRequest) { u.Draining = &t }),
+		drain,
 		verb("unhealthy", "Mark the server unhealthy: nothing new is placed on it", func(u *api.NodeUpdateRequest) { u.Unhealthy = &t }),
 		verb("healthy", "Mark the server healthy again", func(u *api.NodeUpdateRequest) { u.Unhealthy = &f }),
 	)

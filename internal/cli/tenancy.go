@@ -380,6 +380,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 	f.StringVar(&req.Tenant, "tenant", "", "tenant of a tenant-admin, member or runtime token (a runtime token without one serves the whole platform)")
 	f.StringVar(&ws, "workspace", "", "workspace of a member token (NAME with --tenant, or TENANT/NAME)")
 	f.StringVar(&req.Description, "description", "", "what the token is for")
+	f.StringVar(&req.Node, "node", "", "scope a runtime token without tenant to one node's agent (jobfabric agent --node)")
 	list := &cobra.Command{
 		Use: "list", Short: "List tokens (never their secrets)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
