@@ -782,7 +782,13 @@ func (c *compiler) intent() *Intent {
 	return in
 }
 
-func (c *compiler) device(sw *switchState) Device {
+func (c *compiler) device(sw *switchState) Device { return c.renderDevice(sw, nil, nil) }
+
+// renderDevice renders sw. Given old, an earlier render of sw, it takes the
+// VRF of every tenant not in dirty from old instead of building it again:
+// the incremental Compiler knows which tenants' VRFs a change may touch on
+// a leaf, and a leaf carries every tenant's VRF.
+func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]bool) Device {
 	d := Device{
 		Name: sw.sw.Name, Role: sw.role, NOS: cmp.Or(sw.sw.NOS, c.opts.nos), Site: sw.fab.site, Fabric: sw.fab.name,
 		ASN: sw.sw.ASN, Loopback: sw.loopback,
@@ -803,7 +809,23 @@ func (c *compiler) device(sw *switchState) Device {
 		}
 		d.Ports = append(d.Ports, p)
 	}
+	if old != nil && len(dirty) == 0 {
+		d.VRFs, d.AnycastMAC = old.VRFs, old.AnycastMAC // shared: intents are read-only
+		return d
+	}
+	if old != nil && len(old.VRFs) > 0 {
+		d.VRFs = make([]VRF, 0, len(old.VRFs)+len(dirty))
+	}
 	for _, ts := range c.tenantList {
+		if old != nil && !dirty[ts.t.Name] {
+			if i, ok := slices.BinarySearchFunc(old.VRFs, ts.vrf, func(v VRF, n string) int { return strings.Compare(v.Name, n) }); ok {
+				if old.VRFs[i].MAC != nil {
+					d.AnycastMAC = c.opts.mac
+				}
+				d.VRFs = append(d.VRFs, old.VRFs[i])
+			}
+			continue
+		}
 		here := owners[ts.t.Name]
 		if c.opts.placement == VRFsOnAllLeaves && (ts.sites == nil || ts.sites[sw.fab.site]) {
 			here = true
@@ -825,6 +847,9 @@ func (c *compiler) device(sw *switchState) Device {
 		d.VRFs = append(d.VRFs, v)
 	}
 	slices.SortFunc(d.VRFs, func(a, b VRF) int { return strings.Compare(a.Name, b.Name) })
+	if len(d.VRFs) == 0 {
+		d.VRFs = nil // as a render from scratch has it
+	}
 	return d
 }
 

@@ -123,7 +123,7 @@ func NewCompiler(in Input) (*Compiler, error) {
 	}
 	st := k.begin()
 	if err := k.apply(st, Change{Add: in.Allocations, AddGroups: in.Groups, AddContracts: in.Contracts, Links: in.IDs.Links},
-		changePaths{add: "allocations", addGroups: "groups", addContracts: "contracts", links: "ids.links"}); err != nil {
+		changePaths{add: "allocations", addGroups: "groups", addContracts: "contracts"}); err != nil {
 		return nil, domain.Errorf(domain.CodeInternal, "incremental compile disagrees with the full compile, which accepted the input: %v", err)
 	}
 	k.undo = nil
@@ -172,7 +172,7 @@ func (k *Compiler) Input() Input {
 // and leaves the Compiler as it was.
 func (k *Compiler) Apply(ch Change) ([]*Device, error) {
 	st := k.begin()
-	if err := k.apply(st, ch, changePaths{add: "change.add", addGroups: "change.addGroups", addContracts: "change.addContracts", links: "change.links"}); err != nil {
+	if err := k.apply(st, ch, changePaths{add: "change.add", addGroups: "change.addGroups", addContracts: "change.addContracts"}); err != nil {
 		for i := len(k.undo) - 1; i >= 0; i-- {
 			k.undo[i]()
 		}
@@ -187,8 +187,8 @@ func (k *Compiler) Apply(ch Change) ([]*Device, error) {
 	var next *Intent
 	var changed []int
 	for _, sw := range leaves {
-		d := k.c.device(sw)
-		i := k.devIdx[d.Name]
+		i := k.devIdx[sw.sw.Name]
+		d := k.c.renderDevice(sw, &k.intent.Devices[i], st.vrfs[sw])
 		if deviceEqual(&k.intent.Devices[i], &d) {
 			continue
 		}
@@ -239,12 +239,15 @@ func deviceEqual(a, b *Device) bool {
 	return true
 }
 
-type changePaths struct{ add, addGroups, addContracts, links string }
+type changePaths struct{ add, addGroups, addContracts string }
 
 // applyState is what one Apply found: what to re-render, and the warnings
 // to commit once it succeeds.
 type applyState struct {
-	leaves    map[*switchState]bool
+	leaves map[*switchState]bool
+	// vrfs names, per leaf, the tenants whose VRF there may change; the
+	// other VRFs are taken from the leaf's previous render.
+	vrfs      map[*switchState]map[string]bool
 	servers   map[*serverState]bool
 	srvWarn   map[*serverState][]string
 	linkWarn  map[*link][]string
@@ -259,12 +262,26 @@ type applyState struct {
 
 func (k *Compiler) begin() *applyState {
 	k.undo = k.undo[:0]
-	return &applyState{leaves: map[*switchState]bool{}, servers: map[*serverState]bool{}, srvWarn: map[*serverState][]string{},
+	return &applyState{leaves: map[*switchState]bool{}, vrfs: map[*switchState]map[string]bool{}, servers: map[*serverState]bool{}, srvWarn: map[*serverState][]string{},
 		linkWarn: map[*link][]string{}, links: map[*link]bool{}, reclass: map[*link]bool{}, tenants: map[*tenantState]bool{},
 		oldPeers: map[*groupState][]*groupState{}, oldGroups: map[*tenantState]map[string]*groupState{}}
 }
 
 func (k *Compiler) onUndo(f func()) { k.undo = append(k.undo, f) }
+
+// touchVRF marks the VRF of tenant on the leaf of link l for rendering.
+func (st *applyState) touchVRF(leaf *switchState, tenant string) {
+	st.leaves[leaf] = true
+	if tenant == "" {
+		return
+	}
+	m := st.vrfs[leaf]
+	if m == nil {
+		m = map[string]bool{}
+		st.vrfs[leaf] = m
+	}
+	m[tenant] = true
+}
 
 func (k *Compiler) apply(st *applyState, ch Change, paths changePaths) error {
 	c := k.c
@@ -426,6 +443,8 @@ func (k *Compiler) assignServer(st *applyState, ss *serverState) error {
 		}
 		st.links[l] = true
 		st.reclass[l] = true
+		st.touchVRF(k.leafOf[l], old[i].tenant)
+		st.touchVRF(k.leafOf[l], l.tenant)
 		k.indexJobs(l, old[i].tenant, old[i].jobs, false)
 		k.indexJobs(l, l.tenant, l.jobs, true)
 	}
@@ -783,7 +802,7 @@ func (k *Compiler) classify(st *applyState) {
 	}
 	drop := map[*groupState]map[*link]bool{}
 	for l := range st.reclass {
-		st.leaves[k.leafOf[l]] = true
+		st.touchVRF(k.leafOf[l], l.tenant)
 		ts := c.tenants[l.tenant]
 		var g *groupState
 		var warns []string
@@ -851,7 +870,7 @@ func (k *Compiler) classify(st *applyState) {
 			if !samePeers(g.peers, st.oldPeers[g]) || old[g.g.Name] != g {
 				allowed[g] = true
 				for _, l := range g.links {
-					st.leaves[k.leafOf[l]] = true
+					st.touchVRF(k.leafOf[l], ts.t.Name)
 				}
 			}
 		}

@@ -17,8 +17,8 @@ import (
 )
 
 // mixedInput is a cluster of 3 stripes x 6 servers x 4 GPUs with tenants in
-// every isolation mode and network model, segmented and not, some limited
-// to... (one site), and no allocations yet.
+// every isolation mode and network model, segmented (each with a storage
+// group) and not, and no allocations yet.
 func mixedInput(t *testing.T) fabric.Input {
 	t.Helper()
 	top, err := topology.Generate(topology.GenerateOptions{Stripes: 3, ServersPerStripe: 6, GPUsPerServer: 4, Spines: 2})

@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+)
+
+// TestFabricSmall runs the fabric benchmark on a small cluster so the code
+// behind docs/benchmarks.md is exercised by `make test`; it asserts the
+// figures are consistent and the compiles correct, never speed.
+func TestFabricSmall(t *testing.T) {
+	r, err := Fabric(FabricOptions{Stripes: 2, ServersPerStripe: 16, Spines: 2, Tenants: 12, Jobs: 120, Runs: 3, Starts: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Leaves != 16 || r.Spines != 2 || r.Servers != 32 || r.Tenants != 12 || r.Jobs != 120 || r.Ports != 256 || r.VRFs != 16*12 {
+		t.Errorf("sizes %+v", r)
+	}
+	if !r.VerifyOK || !r.IncrementalOK {
+		t.Errorf("verify ok %v, incremental ok %v: want both", r.VerifyOK, r.IncrementalOK)
+	}
+	for name, s := range map[string]Spread{"compile": r.CompileMs, "verify": r.VerifyMs, "full": r.FullMs, "start": r.StartMs, "stop": r.StopMs} {
+		if !(0 < s.Min && s.Min <= s.Median && s.Median <= s.Max) {
+			t.Errorf("%s: %+v out of order", name, s)
+		}
+	}
+	if r.Devices < 1 || r.Devices > 8 || r.PeakRSSMiB <= 0 {
+		t.Errorf("devices per start %d, RSS %.0f MiB", r.Devices, r.PeakRSSMiB)
+	}
+	if _, err := Fabric(FabricOptions{Placement: "nowhere"}); domain.CodeOf(err) != domain.CodeInvalidArgument {
+		t.Errorf("a bad placement: %v", err)
+	}
+}
+
+// BenchmarkFabric runs the fabric benchmark at issue #4's scale once per
+// iteration, for each VRF placement, and reports its medians
+// (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench Fabric -benchtime 1x ./internal/bench/
+func BenchmarkFabric(b *testing.B) {
+	for _, placement := range []fabric.VRFPlacement{fabric.VRFsOnAllLeaves, fabric.VRFsWhereUsed} {
+		b.Run("vrfs="+string(placement), func(b *testing.B) {
+			for b.Loop() {
+				r, err := Fabric(FabricOptions{Placement: placement})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !r.VerifyOK || !r.IncrementalOK {
+					b.Fatalf("verify ok %v, incremental ok %v", r.VerifyOK, r.IncrementalOK)
+				}
+				b.ReportMetric(r.CompileMs.Median, "compile-ms")
+				b.ReportMetric(r.VerifyMs.Median, "verify-ms")
+				b.ReportMetric(r.FullMs.Median, "full-ms")
+				b.ReportMetric(r.StartMs.Median, "start-ms")
+				b.ReportMetric(r.StartP90Ms, "start-p90-ms")
+				b.ReportMetric(r.StopMs.Median, "stop-ms")
+				b.ReportMetric(float64(r.Devices), "devices/start")
+				b.ReportMetric(r.PeakRSSMiB, "rss-MiB")
+				b.Logf("%+v", *r)
+			}
+		})
+	}
+}
