@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/bench"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -95,7 +96,41 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.IntVar(&so.Workspaces, "workspaces", 200, "workspaces, spread over the tenants")
 	sf.IntVar(&so.Jobs, "jobs", 10000, "pending jobs")
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
-	cmd.AddCommand(submit, schedCmd)
+	var fo bench.FabricOptions
+	var placement string
+	fabricCmd := &cobra.Command{
+		Use:   "fabric",
+		Short: "Compile and verify a large fabric (256 leaves, 16 spines, 1,000 tenants, 10,000 running jobs), then time single job starts compiled incrementally",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			fo.Placement = fabric.VRFPlacement(placement)
+			r, err := bench.Fabric(fo)
+			if err != nil {
+				return err
+			}
+			return g.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "fabric: %d leaves, %d spines, %d servers, %d tenants, %d running jobs, %d ports, %d VRF instances (VRFs on %s leaves)\n",
+					r.Leaves, r.Spines, r.Servers, r.Tenants, r.Jobs, r.Ports, r.VRFs, r.Placement)
+				fmt.Fprintf(w, "full compile + verify: median %.0f ms [%.0f-%.0f] (compile %.0f ms, verify %.0f ms) over %d runs; verifier ok: %t\n",
+					r.FullMs.Median, r.FullMs.Min, r.FullMs.Max, r.CompileMs.Median, r.VerifyMs.Median, r.Runs, r.VerifyOK)
+				fmt.Fprintf(w, "one job start, incremental: median %.2f ms [%.2f-%.2f], p90 %.2f ms, %d devices changed (median) over %d starts; equal to a full compile: %t\n",
+					r.StartMs.Median, r.StartMs.Min, r.StartMs.Max, r.StartP90Ms, r.Devices, r.Starts, r.IncrementalOK)
+				fmt.Fprintf(w, "memory: peak RSS %.0f MiB, live heap %.0f MiB\n", r.PeakRSSMiB, r.HeapMiB)
+			})
+		},
+	}
+	ff := fabricCmd.Flags()
+	ff.IntVar(&fo.Stripes, "stripes", 0, "stripes of 8 leaves (default 32: 256 leaves)")
+	ff.IntVar(&fo.ServersPerStripe, "servers-per-stripe", 0, "servers per stripe (default: the generator's)")
+	ff.IntVar(&fo.Spines, "spines", 0, "spines (default 16)")
+	ff.IntVar(&fo.Tenants, "tenants", 0, "tenants (default 1,000)")
+	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
+	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")
+	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
+	cmd.AddCommand(submit, schedCmd, fabricCmd)
 	return cmd
 }
 
