@@ -143,7 +143,7 @@ func TestNodeAgentScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := b.Shell()
-	for _, want := range []string{"CUDA_VISIBLE_DEVICES=GPU-566e6f65", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1", "NCCL_CROSS_NIC=0", "JOBFABRIC_TENANT=acme"} {
+	for _, want := range []string{"CUDA_VISIBLE_DEVICES=GPU-566e6f65", "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1", "NCCL_CROSS_NIC=0", "JOBFABRIC_TENANT=acme", "JOBFABRIC_VRF=acme", "JOBFABRIC_GROUP_ID="} {
 		if !strings.Contains(env, want) {
 			t.Errorf("binding lacks %s:\n%s", want, env)
 		}

@@ -336,8 +336,8 @@ func (f *FSM) applyHostHeartbeat(c *Command) (any, *domain.Error) {
 	changed := []string{}
 	for _, n := range slices.Sorted(slices.Values(p.Nodes)) {
 		rec := f.d.Hosts.Records[n]
-		if rec == nil {
-			continue // never reported: nothing to lose
+		if _, inInventory := f.cap.servers[n]; rec == nil || !inInventory {
+			continue // never reported, or no longer in the inventory: nothing to mark
 		}
 		if !p.Lost {
 			if f.heartbeatRestored(c, rec) {
@@ -473,6 +473,9 @@ func (f *FSM) HeartbeatState() map[string]bool {
 	defer f.mu.RUnlock()
 	out := make(map[string]bool, len(f.d.Hosts.Records))
 	for n, r := range f.d.Hosts.Records {
+		if _, ok := f.cap.servers[n]; !ok {
+			continue // the server left the inventory; its record stays for the record
+		}
 		_, lost := r.Condition(domain.CondHeartbeat)
 		out[n] = lost
 	}

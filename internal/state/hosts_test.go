@@ -338,3 +338,27 @@ func TestBindingInputAndSnapshot(t *testing.T) {
 		t.Fatalf("restored host %+v", rec)
 	}
 }
+
+func TestHostsOfServersLeavingTheInventory(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	topo := h.f.Topology().Topology
+	gone := topo.Sites[0].Fabrics[0].Servers[1].Name
+	h.reportFacts(gone, recordedFacts(t))
+	f := &topo.Sites[0].Fabrics[0]
+	f.Servers = f.Servers[:1]
+	var cables []domain.Cable
+	for _, c := range f.Cables {
+		if c.Server != gone {
+			cables = append(cables, c)
+		}
+	}
+	f.Cables = cables
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	if _, tracked := h.f.HeartbeatState()[gone]; tracked {
+		t.Fatal("a server no longer in the inventory is still watched for heartbeats")
+	}
+	h.refusedChangesNothingSoft(CmdHostHeartbeat, HostHeartbeat{Nodes: []string{gone}, Lost: true, TimeoutSeconds: 60})
+	if _, ok := h.f.Host(gone); !ok {
+		t.Fatal("the record of a removed server is gone")
+	}
+}
