@@ -260,18 +260,18 @@ func (r resolver) gpus(b *Binding, pl *domain.Placement) error {
 
 // sharedWithOtherTenant reports whether another tenant's job holds any
 // part of GPU g of the node.
-func (r resolver) sharedWithOtherTenant(g int) (string, bool) {
+func (r resolver) sharedWithOtherTenant(g int) bool {
 	for _, o := range r.in.Others {
 		if o.ID == r.in.Job.ID || o.Tenant == r.in.Job.Tenant || !holds(o.State) {
 			continue
 		}
 		for _, p := range o.Placement {
 			if p.Server == r.in.Node && slices.Contains(p.GPUs, g) {
-				return o.Tenant, true
+				return true
 			}
 		}
 	}
-	return "", false
+	return false
 }
 
 func (r resolver) nics(b *Binding, pl *domain.Placement) {
@@ -285,8 +285,10 @@ func (r resolver) nics(b *Binding, pl *domain.Placement) {
 			}
 			found = true
 			if !whole {
-				if t, shared := r.sharedWithOtherTenant(g); shared {
-					b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s serves GPU %d, which tenant %s's job also uses: it is not bound (one link belongs to one tenant)", dn.Name, g, t))
+				if r.sharedWithOtherTenant(g) {
+					// The other tenant stays unnamed: a binding tells a job
+					// nothing about other tenants.
+					b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s serves GPU %d, which another tenant's job also uses: it is not bound (one link belongs to one tenant)", dn.Name, g))
 					continue
 				}
 			}

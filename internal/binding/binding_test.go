@@ -2,6 +2,7 @@ package binding_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -93,7 +94,7 @@ func TestBindGolden(t *testing.T) {
 			mine := job(7, "globex", domain.Placement{Server: "gpu-a1", GPUs: []int{0}, MIG: []domain.MIGSlice{{GPU: 0, Profile: "1g.20gb", Start: 4}, {GPU: 0, Profile: "1g.20gb", Start: 2}}})
 			other := job(8, "acme", domain.Placement{Server: "gpu-a1", GPUs: []int{0}, MIG: []domain.MIGSlice{{GPU: 0, Profile: "1g.20gb", Start: 0}}})
 			return binding.Input{Job: mine, Node: "gpu-a1", Server: a100Server(), Host: host(t, "a100-mig"), Others: []domain.Job{*other}, Fabric: id("globex")}
-		}, wantWarnings: []string{"NIC eth0 serves GPU 0, which tenant acme's job also uses: it is not bound"}},
+		}, wantWarnings: []string{"NIC eth0 serves GPU 0, which another tenant's job also uses: it is not bound"}},
 		"no-agent-yet": {in: func(t *testing.T) binding.Input {
 			return binding.Input{Job: job(44, "acme", domain.Placement{Server: "gpu-a1", GPUs: []int{6, 7}}), Node: "gpu-a1", Server: h100Server(), Fabric: id("acme")}
 		}, wantWarnings: []string{"has not reported its GPUs", "GPU device minors unknown", "verbs devices of mlx5_6, mlx5_7 unknown"}},
@@ -247,9 +248,10 @@ func TestBindMIGAcrossTenants(t *testing.T) {
 	g := job(2, "globex", domain.Placement{Server: "gpu-a1", GPUs: []int{0}, MIG: []domain.MIGSlice{{GPU: 0, Profile: "1g.20gb", Start: 2}, {GPU: 0, Profile: "1g.20gb", Start: 4}}})
 	others := []domain.Job{*a, *g}
 	for _, tc := range []struct {
-		j    *domain.Job
-		mine []int
-	}{{a, []int{0, 6}}, {g, []int{2, 4}}} {
+		j     *domain.Job
+		mine  []int
+		other string
+	}{{a, []int{0, 6}, "globex"}, {g, []int{2, 4}, "acme"}} {
 		b, err := binding.Bind(binding.Input{Job: tc.j, Node: "gpu-a1", Server: a100Server(), Host: h, Others: others})
 		if err != nil {
 			t.Fatal(err)
@@ -268,6 +270,9 @@ func TestBindMIGAcrossTenants(t *testing.T) {
 		}
 		if len(b.CDIDevices) != 2 || !strings.HasPrefix(b.CDIDevices[0], "nvidia.com/gpu=MIG-") {
 			t.Errorf("CDI devices %v", b.CDIDevices)
+		}
+		if js, _ := json.Marshal(b); strings.Contains(string(js), tc.other) {
+			t.Errorf("job %d's binding names the other tenant %s: %s", tc.j.ID, tc.other, js)
 		}
 	}
 }
