@@ -77,6 +77,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.Float64Var(&spec.Share, "share", 0, "a time-sliced fraction of one GPU instead of whole GPUs, e.g. 0.25")
 	f.StringVar(&topo, "topology", "", "pack the gang within one nvlink-domain, leaf or stripe (preferred; add :required to wait rather than spread)")
 	f.StringVar(&spec.MinDriver, "min-driver", "", "lowest NVIDIA driver version accepted, e.g. 535.104")
+	f.StringVar(&spec.Driver, "driver", "", "exact NVIDIA driver version required, e.g. 535.183.01 (a validated stack)")
 	f.StringVar(&spec.ExternalID, "external-id", "", "the workload runtime's id of the job, e.g. slurm:4242 (the Slurm prolog finds the job by it)")
 	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
 	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")

@@ -96,6 +96,9 @@ type JobSpec struct {
 	// MinDriver is the lowest NVIDIA driver version the job accepts
 	// (e.g. "535.104"); servers with an older or unknown driver are skipped.
 	MinDriver string `json:"minDriver,omitempty"`
+	// Driver, when set, is the exact NVIDIA driver version the job needs
+	// (e.g. a validated stack): only servers declaring it are used.
+	Driver string `json:"driver,omitempty"`
 	// ExternalID is a workload runtime's id of the job ("slurm:4242"): the
 	// Slurm prolog finds the job by it. Unique among jobs holding GPUs.
 	ExternalID string `json:"externalId,omitempty"`
@@ -346,6 +349,16 @@ func ValidateJobSpec(s *JobSpec) *Error {
 		}
 		if slices.Index(s.GPUModels, m) != i {
 			return Invalid(f, "GPU model %s is listed twice", m)
+		}
+	}
+	if s.Driver != "" {
+		if _, ok := versionParts(s.Driver); !ok {
+			return Invalid("driver", "driver %q is not a dotted numeric version such as 535.183.01", s.Driver)
+		}
+		if s.MinDriver != "" {
+			if cmp, _ := CompareVersions(s.Driver, s.MinDriver); cmp < 0 {
+				return Invalid("driver", "driver %s is older than minDriver %s", s.Driver, s.MinDriver)
+			}
 		}
 	}
 	if s.MinDriver != "" {

@@ -58,7 +58,7 @@ func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
 	if j == m.lastJ && t == m.lastT && m.last != nil {
 		return m.last
 	}
-	key := j.GPUModel + "|" + j.MinDriver + "|" + strings.Join(t.Sites, ",")
+	key := j.GPUModel + "|" + j.MinDriver + "|" + j.Driver + "|" + strings.Join(t.Sites, ",")
 	set, ok := m.byKey[key]
 	if !ok {
 		set = &staticSet{ok: make([]bool, len(c.servers))}
@@ -87,6 +87,11 @@ func (v *server) staticEligible(j *domain.Job, t *domain.Tenant, nodes map[strin
 	}
 	if j.MinDriver != "" {
 		if cmp, ok := domain.CompareVersions(v.s.Driver, j.MinDriver); !ok || cmp < 0 {
+			return false
+		}
+	}
+	if j.Driver != "" {
+		if cmp, ok := domain.CompareVersions(v.s.Driver, j.Driver); !ok || cmp != 0 {
 			return false
 		}
 	}
@@ -588,6 +593,11 @@ func (c *cluster) noServer(j *domain.Job, t *domain.Tenant, model string) string
 				continue
 			}
 		}
+		if j.Driver != "" {
+			if cmp, ok := domain.CompareVersions(v.s.Driver, j.Driver); !ok || cmp != 0 {
+				continue
+			}
+		}
 		withDriver++
 	}
 	switch {
@@ -598,6 +608,9 @@ func (c *cluster) noServer(j *domain.Job, t *domain.Tenant, model string) string
 	case inSite == 0:
 		return fmt.Sprintf("no schedulable server with %s is in the tenant's sites %v", model, t.Sites)
 	case withDriver == 0:
+		if j.Driver != "" {
+			return fmt.Sprintf("no schedulable server with %s has driver %s (exactly)", model, j.Driver)
+		}
 		return fmt.Sprintf("no schedulable server with %s has driver %s or newer", model, j.MinDriver)
 	}
 	return fmt.Sprintf("no server with %s is free of other tenants (isolation %s)", model, t.Isolation)

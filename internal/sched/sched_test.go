@@ -391,6 +391,16 @@ func TestNodeConditionsAndResidency(t *testing.T) {
 			},
 			want: map[uint64]string{1: "pending capacity", 2: "s1-gpu001:0 (server)"},
 		},
+		"exact driver": {
+			world: func(t *testing.T) *world {
+				w := newWorld(t, dgx(1, 1)).tenant("g", domain.IsolationGPU).ws("g/w", 4, 0, 0, 1).ws("g/x", 4, 0, 0, 1).
+					job("g/w", 1, 0, 0).job("g/x", 1, 0, 0)
+				w.s.Jobs[0].Driver = "535.104.05" // not what the servers run
+				w.s.Jobs[1].Driver = "535.183.01" // exactly what they run
+				return w
+			},
+			want: map[uint64]string{1: "pending capacity", 2: "s1-gpu001:0 (server)"},
+		},
 	}
 	runPlanCases(t, cases)
 }

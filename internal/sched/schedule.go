@@ -189,7 +189,7 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 // shapeKey identifies what decides whether a job can be placed: its tenant
 // (isolation, sites), and its request.
 func shapeKey(j *domain.Job) string {
-	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%v|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.GPUModels, j.MinDriver)
+	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%v|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.GPUModels, j.MinDriver+"="+j.Driver)
 	if t := j.Topology; t != nil {
 		k += fmt.Sprintf("|%s|%t", t.Level, t.Required)
 	}

@@ -674,6 +674,18 @@ func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
 // checkFits refuses a job that could never be admitted, whatever else runs:
 // better an error now than a job pending forever.
 func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	if s.Driver != "" {
+		found := false
+		for _, srv := range f.cap.servers {
+			if cmp, ok := domain.CompareVersions(srv.Driver, s.Driver); ok && cmp == 0 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return domain.Invalid("driver", "no server in the inventory declares driver %s", s.Driver)
+		}
+	}
 	models := s.Models()
 	accepts := func(m string) bool { return len(models) == 0 || slices.Contains(models, m) }
 	what := "GPUs"

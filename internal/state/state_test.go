@@ -108,6 +108,7 @@ func (b *jobB) Models(m ...string) *jobB {
 	b.s.GPUModels = m
 	return b
 }
+func (b *jobB) Driver(v string) *jobB { b.s.Driver = v; return b }
 func (b *jobB) Expect(d, limit int64) *jobB {
 	b.s.ExpectedDurationSeconds, b.s.TimeLimitSeconds = d, limit
 	return b
