@@ -498,41 +498,8 @@ func (c *compiler) assign() error {
 			}
 			gpus[g] = true
 		}
-		whole := a.Whole || ts.t.Isolation == domain.IsolationServer
-		if whole {
-			if ss.whole != "" && ss.whole != a.Tenant {
-				return domain.Invalid(path, "server %s is held whole by tenant %q and by tenant %q", a.Server, ss.whole, a.Tenant)
-			}
-			ss.whole = a.Tenant
-		}
-		if _, ok := ss.holders[a.Tenant]; !ok {
-			ss.holders[a.Tenant] = path
-		}
-		for _, l := range ss.nics {
-			if l == nil {
-				continue
-			}
-			own := gpus[l.nic.GPU]
-			if !whole && !own {
-				continue
-			}
-			if l.tenant != "" && l.tenant != a.Tenant {
-				return domain.Invalid(path, "link %s/%s (%s %s) is claimed by tenant %q (%s) and tenant %q: one link belongs to one VRF",
-					l.ref.Leaf, l.ref.Port, a.Server, l.nic.Name, l.tenant, l.claimedBy, a.Tenant)
-			}
-			if l.tenant == "" {
-				l.tenant, l.claimedBy = a.Tenant, path
-			}
-			if a.JobID != "" && (a.Whole || own) && !slices.Contains(l.jobs, a.JobID) {
-				l.jobs = append(l.jobs, a.JobID)
-			}
-		}
-		if !a.Whole {
-			for _, g := range a.GPUs {
-				if !slices.ContainsFunc(ss.nics, func(l *link) bool { return l != nil && l.nic.GPU == g }) {
-					c.warn("job %q: GPU %d of server %s has no cabled NIC of its own (NIC.gpu), so it has no fabric link", a.JobID, g, a.Server)
-				}
-			}
+		if err := ss.claim(a, path, ts.t.Isolation, gpus, func(msg string) { c.warn("%s", msg) }); err != nil {
+			return err
 		}
 	}
 	for _, ss := range c.srvList {
@@ -961,4 +928,48 @@ func Owners(in Input) ([]LinkOwner, error) {
 		}
 	}
 	return out, nil
+}
+
+// claim gives an allocation's links to its tenant and jobs (the ownership
+// rule shared by Compile and Compiler.Apply): a whole server or a
+// server-isolated tenant takes every link of the server, otherwise the link
+// of each GPU held. warn is told of GPUs without a link of their own.
+func (ss *serverState) claim(a *Allocation, path string, iso domain.Isolation, gpus map[int]bool, warn func(string)) error {
+	whole := a.Whole || iso == domain.IsolationServer
+	if whole {
+		if ss.whole != "" && ss.whole != a.Tenant {
+			return domain.Invalid(path, "server %s is held whole by tenant %q and by tenant %q", a.Server, ss.whole, a.Tenant)
+		}
+		ss.whole = a.Tenant
+	}
+	if _, ok := ss.holders[a.Tenant]; !ok {
+		ss.holders[a.Tenant] = path
+	}
+	for _, l := range ss.nics {
+		if l == nil {
+			continue
+		}
+		own := gpus[l.nic.GPU]
+		if !whole && !own {
+			continue
+		}
+		if l.tenant != "" && l.tenant != a.Tenant {
+			return domain.Invalid(path, "link %s/%s (%s %s) is claimed by tenant %q (%s) and tenant %q: one link belongs to one VRF",
+				l.ref.Leaf, l.ref.Port, a.Server, l.nic.Name, l.tenant, l.claimedBy, a.Tenant)
+		}
+		if l.tenant == "" {
+			l.tenant, l.claimedBy = a.Tenant, path
+		}
+		if a.JobID != "" && (a.Whole || own) && !slices.Contains(l.jobs, a.JobID) {
+			l.jobs = append(l.jobs, a.JobID)
+		}
+	}
+	if !a.Whole {
+		for _, g := range a.GPUs {
+			if !slices.ContainsFunc(ss.nics, func(l *link) bool { return l != nil && l.nic.GPU == g }) {
+				warn(fmt.Sprintf("job %q: GPU %d of server %s has no cabled NIC of its own (NIC.gpu), so it has no fabric link", a.JobID, g, a.Server))
+			}
+		}
+	}
+	return nil
 }

@@ -391,41 +391,8 @@ func (k *Compiler) assignServer(st *applyState, ss *serverState) error {
 		for _, g := range a.GPUs {
 			gpus[g] = true
 		}
-		whole := a.Whole || ts.t.Isolation == domain.IsolationServer
-		if whole {
-			if ss.whole != "" && ss.whole != a.Tenant {
-				return domain.Invalid(path, "server %s is held whole by tenant %q and by tenant %q", a.Server, ss.whole, a.Tenant)
-			}
-			ss.whole = a.Tenant
-		}
-		if _, ok := ss.holders[a.Tenant]; !ok {
-			ss.holders[a.Tenant] = path
-		}
-		for _, l := range ss.nics {
-			if l == nil {
-				continue
-			}
-			own := gpus[l.nic.GPU]
-			if !whole && !own {
-				continue
-			}
-			if l.tenant != "" && l.tenant != a.Tenant {
-				return domain.Invalid(path, "link %s/%s (%s %s) is claimed by tenant %q (%s) and tenant %q: one link belongs to one VRF",
-					l.ref.Leaf, l.ref.Port, a.Server, l.nic.Name, l.tenant, l.claimedBy, a.Tenant)
-			}
-			if l.tenant == "" {
-				l.tenant, l.claimedBy = a.Tenant, path
-			}
-			if a.JobID != "" && (a.Whole || own) && !slices.Contains(l.jobs, a.JobID) {
-				l.jobs = append(l.jobs, a.JobID)
-			}
-		}
-		if !a.Whole {
-			for _, g := range a.GPUs {
-				if !slices.ContainsFunc(ss.nics, func(l *link) bool { return l != nil && l.nic.GPU == g }) {
-					warns = append(warns, fmt.Sprintf("job %q: GPU %d of server %s has no cabled NIC of its own (NIC.gpu), so it has no fabric link", a.JobID, g, a.Server))
-				}
-			}
+		if err := ss.claim(a, path, ts.t.Isolation, gpus, func(msg string) { warns = append(warns, msg) }); err != nil {
+			return err
 		}
 	}
 	if ss.whole != "" {
