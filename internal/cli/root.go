@@ -81,6 +81,7 @@ func newRoot(g *globals) *cobra.Command {
 		newServerCmd(g), newDemoCmd(g), newTopologyCmd(g), newTenantCmd(g), newWorkspaceCmd(g),
 		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
 		newAgentCmd(g), newHostCmd(g), newSlurmCmd(g), // agent.go, binding.go
+		newLabCmd(g), // lab.go
 	)
 	return root
 }

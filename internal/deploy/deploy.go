@@ -44,6 +44,15 @@ func New(name, dir, targetsFile string) (Driver, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A targets file written by `jobfabric lab up` also builds each
+		// device's VRF namespaces from its config (lab.go).
+		lab, err := LoadLabTargets(targetsFile)
+		if err != nil {
+			return nil, err
+		}
+		if lab != nil {
+			return NewLab(lab), nil
+		}
 		return &FRR{Targets: ts, Run: ExecRunner}, nil
 	}
 	return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", name)
