@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -335,16 +334,4 @@ func recordedOnly(p *domain.HostPolicy) []string {
 		}
 	}
 	return out
-}
-
-// writeFileAtomic writes a file readers never see half-written.
-func writeFileAtomic(path string, b []byte, mode fs.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/binding"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fileutil"
 )
 
 // newJobEnvCmd is `jobfabric job env ID --node N`: the job's binding on a
@@ -92,7 +93,7 @@ func writeCDI(dir string, b *binding.Binding) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, fmt.Sprintf("jobfabric-job-%d.json", b.Job))
-	if err := writeFileAtomic(p, js, 0o644); err != nil {
+	if err := fileutil.WriteAtomic(p, js, 0o644); err != nil {
 		return "", fmt.Errorf("write CDI spec: %w", err)
 	}
 	return p, nil
@@ -241,7 +242,7 @@ See docs/operations.md.`,
 				if err := os.MkdirAll(pf.spool, 0o755); err != nil {
 					return fmt.Errorf("spool: %w", err)
 				}
-				if err := writeFileAtomic(pf.spoolFile(e.jobID), []byte(lines), 0o644); err != nil {
+				if err := fileutil.WriteAtomic(pf.spoolFile(e.jobID), []byte(lines), 0o644); err != nil {
 					return fmt.Errorf("spool: %w", err)
 				}
 			}

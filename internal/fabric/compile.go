@@ -19,16 +19,28 @@ import (
 // tenants claiming one link, an id used twice) returns an invalid_argument
 // *domain.Error whose Field is the JSON-ish path of the offending input.
 func Compile(in Input) (*Intent, error) {
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs,
+		(*compiler).assign, (*compiler).linkIDs, (*compiler).indexGroups, (*compiler).buildPorts)
+	if err != nil {
+		return nil, err
+	}
+	return c.intent(), nil
+}
+
+// compileSteps makes a compiler of in and runs the steps on it in order,
+// stopping at the first that fails: Compile runs them all, Owners and
+// NewCompiler the first few.
+func compileSteps(in Input, steps ...func(*compiler) error) (*compiler, error) {
 	c, err := newCompiler(in)
 	if err != nil {
 		return nil, err
 	}
-	for _, step := range []func() error{c.indexTopology, c.registerTenants, c.tenantIDs, c.assign, c.linkIDs, c.indexGroups, c.buildPorts} {
-		if err := step(); err != nil {
+	for _, step := range steps {
+		if err := step(c); err != nil {
 			return nil, err
 		}
 	}
-	return c.intent(), nil
+	return c, nil
 }
 
 type options struct {
@@ -483,37 +495,55 @@ func (c *compiler) assign() error {
 	for i := range c.in.Allocations {
 		a := &c.in.Allocations[i]
 		path := fmt.Sprintf("allocations[%d]", i)
-		ts := c.tenants[a.Tenant]
-		if ts == nil {
-			return domain.Invalid(path+".tenant", "allocation names tenant %q, which is not in the input", a.Tenant)
+		ts, ss, err := c.checkAllocation(a, path)
+		if err != nil {
+			return err
 		}
-		ss := c.servers[a.Server]
-		if ss == nil {
-			return domain.Invalid(path+".server", "allocation names server %q, which is not in the topology", a.Server)
-		}
-		gpus := map[int]bool{}
-		for j, g := range a.GPUs {
-			if g < 0 || g >= ss.srv.GPUs {
-				return domain.Invalid(fmt.Sprintf("%s.gpus[%d]", path, j), "server %s has GPUs 0..%d, not %d", a.Server, ss.srv.GPUs-1, g)
-			}
-			gpus[g] = true
-		}
-		if err := ss.claim(a, path, ts.t.Isolation, gpus, func(msg string) { c.warn("%s", msg) }); err != nil {
+		if err := ss.claim(a, path, ts.t.Isolation, func(msg string) { c.warn("%s", msg) }); err != nil {
 			return err
 		}
 	}
 	for _, ss := range c.srvList {
-		if ss.whole == "" {
-			continue
-		}
-		for _, t := range slices.Sorted(maps.Keys(ss.holders)) {
-			if t != ss.whole {
-				return domain.Invalid(ss.holders[t], "server %s is held whole by tenant %q (server isolation), but tenant %q also holds GPUs on it", ss.srv.Name, ss.whole, t)
-			}
+		if err := ss.checkWhole(); err != nil {
+			return err
 		}
 	}
 	for _, l := range c.allLinks() {
 		slices.Sort(l.jobs)
+	}
+	return nil
+}
+
+// checkAllocation finds the tenant and server allocation a (at path) names
+// and checks that the server has the GPUs it holds.
+func (c *compiler) checkAllocation(a *Allocation, path string) (*tenantState, *serverState, error) {
+	ts := c.tenants[a.Tenant]
+	if ts == nil {
+		return nil, nil, domain.Invalid(path+".tenant", "allocation names tenant %q, which is not in the input", a.Tenant)
+	}
+	ss := c.servers[a.Server]
+	if ss == nil {
+		return nil, nil, domain.Invalid(path+".server", "allocation names server %q, which is not in the topology", a.Server)
+	}
+	for j, g := range a.GPUs {
+		if g < 0 || g >= ss.srv.GPUs {
+			return nil, nil, domain.Invalid(fmt.Sprintf("%s.gpus[%d]", path, j), "server %s has GPUs 0..%d, not %d", a.Server, ss.srv.GPUs-1, g)
+		}
+	}
+	return ts, ss, nil
+}
+
+// checkWhole refuses a server held whole by one tenant (server isolation)
+// on which another tenant also holds GPUs, once all its allocations are
+// claimed.
+func (ss *serverState) checkWhole() error {
+	if ss.whole == "" {
+		return nil
+	}
+	for _, t := range slices.Sorted(maps.Keys(ss.holders)) {
+		if t != ss.whole {
+			return domain.Invalid(ss.holders[t], "server %s is held whole by tenant %q (server isolation), but tenant %q also holds GPUs on it", ss.srv.Name, ss.whole, t)
+		}
 	}
 	return nil
 }
@@ -530,29 +560,17 @@ func (c *compiler) allLinks() []*link {
 // linkIDs checks and attaches the ids of vlan-aware links and derives their
 // gateway subnets.
 func (c *compiler) linkIDs() error {
-	gateways := map[netip.Prefix]LinkRef{}
+	gateways := map[netip.Prefix]*link{}
 	for _, leaf := range c.leaves {
 		vlans := map[uint32]string{}
 		for _, l := range leaf.links {
-			ts := c.tenants[l.tenant]
-			if ts == nil || ts.t.Network != domain.NetworkVLANAware {
+			if !c.vlanAware(l) {
 				continue
 			}
-			field := fmt.Sprintf("ids.links[%s/%s]", l.ref.Leaf, l.ref.Port)
 			ids, ok := c.in.IDs.Links[l.ref]
-			who := fmt.Sprintf("link %s/%s", l.ref.Leaf, l.ref.Port)
-			switch {
-			case !ok:
-				return domain.Invalid(field, "%s belongs to vlan-aware tenant %q but has no VLAN and L2VNI: allocate them first", who, l.tenant)
-			case ids.Tenant != l.tenant:
-				return domain.Invalid(field+".tenant", "%s belongs to tenant %q but its VLAN and L2VNI were allocated for %q: release them and allocate new ones", who, l.tenant, ids.Tenant)
-			case ids.VLAN < 2 || ids.VLAN > 4094:
-				return domain.Invalid(field+".vlan", "%s has VLAN %d; a VLAN is 2..4094", who, ids.VLAN)
-			case ids.L2VNI == 0 || ids.L2VNI >= 1<<24:
-				return domain.Invalid(field+".l2vni", "%s has L2VNI %d; a VNI is 1..16777215", who, ids.L2VNI)
-			}
-			if other, ok := c.l3vlans[uint32(ids.VLAN)]; ok {
-				return domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+			field, who, err := c.checkLinkIDs(l, ids, ok)
+			if err != nil {
+				return err
 			}
 			if err := claim(vlans, uint32(ids.VLAN), "VLAN", who, field+".vlan"); err != nil {
 				return err
@@ -560,22 +578,14 @@ func (c *compiler) linkIDs() error {
 			if err := claim(c.vnis, ids.L2VNI, "VNI", who+" (L2VNI)", field+".l2vni"); err != nil {
 				return err
 			}
-			fs := l.srv.fab
-			gw4, gw6, err := IRBSubnets(fs.pool4, l.ipv4, c.opts.irb4, fs.pool6, l.ipv6, c.opts.irb6)
+			gw4, gw6, err := c.gatewaySubnets(l, field, who, gateways)
 			if err != nil {
-				return domain.Invalid(field, "%s: %v", who, err)
-			}
-			if !gw4.IsValid() && !gw6.IsValid() {
-				return domain.Invalid(field, "%s has no gateway subnet: give its fabric linkPools and its cable addresses from them", who)
+				return err
 			}
 			for _, g := range []netip.Prefix{gw4.Masked(), gw6.Masked()} {
-				if !g.IsValid() {
-					continue
+				if g.IsValid() {
+					gateways[g] = l
 				}
-				if other, dup := gateways[g]; dup {
-					return domain.Invalid(field, "%s and link %s/%s get the same gateway subnet %s (their fabrics' link pools overlap): give the fabrics distinct link pools", who, other.Leaf, other.Port, g)
-				}
-				gateways[g] = l.ref
 			}
 			l.ids, l.gw4, l.gw6 = ids, gw4, gw6
 		}
@@ -583,80 +593,163 @@ func (c *compiler) linkIDs() error {
 	return nil
 }
 
+// vlanAware reports whether link l belongs to a vlan-aware tenant, and so
+// needs link ids.
+func (c *compiler) vlanAware(l *link) bool {
+	ts := c.tenants[l.tenant]
+	return ts != nil && ts.t.Network == domain.NetworkVLANAware
+}
+
+// checkLinkIDs checks the ids of vlan-aware link l (ok: it has some)
+// against its owner and the tenants' L3 VLANs, and names the link for
+// errors: field is its path in the input, who its name. Whether another
+// link uses the same VLAN or VNI is the caller's check.
+func (c *compiler) checkLinkIDs(l *link, ids LinkIDs, ok bool) (field, who string, err error) {
+	field = fmt.Sprintf("ids.links[%s/%s]", l.ref.Leaf, l.ref.Port)
+	who = fmt.Sprintf("link %s/%s", l.ref.Leaf, l.ref.Port)
+	switch {
+	case !ok:
+		return "", "", domain.Invalid(field, "%s belongs to vlan-aware tenant %q but has no VLAN and L2VNI: allocate them first", who, l.tenant)
+	case ids.Tenant != l.tenant:
+		return "", "", domain.Invalid(field+".tenant", "%s belongs to tenant %q but its VLAN and L2VNI were allocated for %q: release them and allocate new ones", who, l.tenant, ids.Tenant)
+	case ids.VLAN < 2 || ids.VLAN > 4094:
+		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d; a VLAN is 2..4094", who, ids.VLAN)
+	case ids.L2VNI == 0 || ids.L2VNI >= 1<<24:
+		return "", "", domain.Invalid(field+".l2vni", "%s has L2VNI %d; a VNI is 1..16777215", who, ids.L2VNI)
+	}
+	if other, taken := c.l3vlans[uint32(ids.VLAN)]; taken {
+		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+	}
+	return field, who, nil
+}
+
+// gatewaySubnets derives the gateway subnets of vlan-aware link l (field
+// and who as checkLinkIDs gives them), refusing none at all and one that
+// another link already has in gateways. It records nothing.
+func (c *compiler) gatewaySubnets(l *link, field, who string, gateways map[netip.Prefix]*link) (gw4, gw6 netip.Prefix, err error) {
+	fs := l.srv.fab
+	gw4, gw6, err = IRBSubnets(fs.pool4, l.ipv4, c.opts.irb4, fs.pool6, l.ipv6, c.opts.irb6)
+	if err != nil {
+		return netip.Prefix{}, netip.Prefix{}, domain.Invalid(field, "%s: %v", who, err)
+	}
+	if !gw4.IsValid() && !gw6.IsValid() {
+		return netip.Prefix{}, netip.Prefix{}, domain.Invalid(field, "%s has no gateway subnet: give its fabric linkPools and its cable addresses from them", who)
+	}
+	for _, g := range []netip.Prefix{gw4.Masked(), gw6.Masked()} {
+		if other := gateways[g]; g.IsValid() && other != nil && other != l {
+			return netip.Prefix{}, netip.Prefix{}, domain.Invalid(field, "%s and link %s/%s get the same gateway subnet %s (their fabrics' link pools overlap): give the fabrics distinct link pools", who, other.ref.Leaf, other.ref.Port, g)
+		}
+	}
+	return gw4, gw6, nil
+}
+
 // --- groups ---------------------------------------------------------------
 
 func (c *compiler) indexGroups() error {
 	for i := range c.in.Groups {
-		g := &c.in.Groups[i]
-		path := fmt.Sprintf("groups[%d]", i)
-		ts := c.tenants[g.Tenant]
-		switch {
-		case ts == nil:
-			return domain.Invalid(path+".tenant", "group %q names tenant %q, which is not in the input", g.Name, g.Tenant)
-		case !ts.t.JobSegmentation:
-			return domain.Invalid(path+".tenant", "tenant %q does not ask for job segmentation, so it has no groups", g.Tenant)
-		case g.Name == "":
-			return domain.Invalid(path+".name", "a group needs a name")
-		case g.ID == 0:
-			return domain.Invalid(path+".id", "group %q has no ID (0 means \"no group\" in the VXLAN header)", g.Name)
-		}
-		if _, dup := ts.groups[g.Name]; dup {
-			return domain.Invalid(path+".name", "tenant %q has two groups named %q", g.Tenant, g.Name)
-		}
-		who := fmt.Sprintf("group %s/%s", g.Tenant, g.Name)
-		if err := claim(c.groupIDs, uint32(g.ID), "group ID", who, path+".id"); err != nil {
+		ts, gs, err := c.newGroup(&c.in.Groups[i], fmt.Sprintf("groups[%d]", i))
+		if err != nil {
 			return err
 		}
-		gs := &groupState{g: g}
-		for j, s := range g.Prefixes {
-			p, err := netip.ParsePrefix(s)
-			if err != nil || p.Masked() != p {
-				return domain.Invalid(fmt.Sprintf("%s.prefixes[%d]", path, j), "%q is not a prefix written with its first address, such as 10.9.0.0/24", s)
-			}
-			gs.external = append(gs.external, p)
-		}
-		sortPrefixes(gs.external)
-		if g.JobID != "" {
-			k := jobKey{g.Tenant, g.JobID}
-			if other, dup := c.groupByJob[k]; dup {
-				return domain.Invalid(path+".jobId", "job %q of tenant %q has two groups, %q and %q", g.JobID, g.Tenant, other.g.Name, g.Name)
-			}
-			c.groupByJob[k] = gs
-		}
-		ts.groups[g.Name] = gs
+		ts.groups[gs.g.Name] = gs
 	}
 	for i, ct := range c.in.Contracts {
 		path := fmt.Sprintf("contracts[%d]", i)
-		ts := c.tenants[ct.Tenant]
-		if ts == nil {
-			return domain.Invalid(path+".tenant", "contract names tenant %q, which is not in the input", ct.Tenant)
+		ts, err := c.contractTenant(ct, path)
+		if err != nil {
+			return err
 		}
-		a, b := ts.groups[ct.A], ts.groups[ct.B]
-		if a == nil {
-			return domain.Invalid(path+".a", "tenant %q has no group %q", ct.Tenant, ct.A)
+		if err := ts.contract(ct, path); err != nil {
+			return err
 		}
-		if b == nil {
-			return domain.Invalid(path+".b", "tenant %q has no group %q", ct.Tenant, ct.B)
-		}
-		if a == b {
-			return domain.Invalid(path+".b", "a contract joins two different groups; members of group %q already talk to each other", ct.A)
-		}
-		if a.g.ID > b.g.ID {
-			a, b = b, a
-		}
-		if slices.Contains(a.peers, b) {
-			continue
-		}
-		a.peers = append(a.peers, b)
-		b.peers = append(b.peers, a)
-		ts.contracts = append(ts.contracts, [2]*groupState{a, b})
 	}
 	for _, ts := range c.tenantList {
-		slices.SortFunc(ts.contracts, func(x, y [2]*groupState) int {
-			return cmp.Or(cmp.Compare(x[0].g.ID, y[0].g.ID), cmp.Compare(x[1].g.ID, y[1].g.ID))
-		})
+		ts.sortContracts()
 	}
 	return nil
+}
+
+// newGroup checks group g (at path), claims its ID and indexes it by its
+// job. It returns the group's tenant; adding the group to the tenant's
+// groups is the caller's.
+func (c *compiler) newGroup(g *Group, path string) (*tenantState, *groupState, error) {
+	ts := c.tenants[g.Tenant]
+	switch {
+	case ts == nil:
+		return nil, nil, domain.Invalid(path+".tenant", "group %q names tenant %q, which is not in the input", g.Name, g.Tenant)
+	case !ts.t.JobSegmentation:
+		return nil, nil, domain.Invalid(path+".tenant", "tenant %q does not ask for job segmentation, so it has no groups", g.Tenant)
+	case g.Name == "":
+		return nil, nil, domain.Invalid(path+".name", "a group needs a name")
+	case g.ID == 0:
+		return nil, nil, domain.Invalid(path+".id", "group %q has no ID (0 means \"no group\" in the VXLAN header)", g.Name)
+	}
+	if _, dup := ts.groups[g.Name]; dup {
+		return nil, nil, domain.Invalid(path+".name", "tenant %q has two groups named %q", g.Tenant, g.Name)
+	}
+	who := fmt.Sprintf("group %s/%s", g.Tenant, g.Name)
+	if err := claim(c.groupIDs, uint32(g.ID), "group ID", who, path+".id"); err != nil {
+		return nil, nil, err
+	}
+	gs := &groupState{g: g}
+	for j, s := range g.Prefixes {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || p.Masked() != p {
+			return nil, nil, domain.Invalid(fmt.Sprintf("%s.prefixes[%d]", path, j), "%q is not a prefix written with its first address, such as 10.9.0.0/24", s)
+		}
+		gs.external = append(gs.external, p)
+	}
+	sortPrefixes(gs.external)
+	if g.JobID != "" {
+		k := jobKey{g.Tenant, g.JobID}
+		if other, dup := c.groupByJob[k]; dup {
+			return nil, nil, domain.Invalid(path+".jobId", "job %q of tenant %q has two groups, %q and %q", g.JobID, g.Tenant, other.g.Name, g.Name)
+		}
+		c.groupByJob[k] = gs
+	}
+	return ts, gs, nil
+}
+
+// contractTenant finds the tenant contract ct (at path) names.
+func (c *compiler) contractTenant(ct Contract, path string) (*tenantState, error) {
+	ts := c.tenants[ct.Tenant]
+	if ts == nil {
+		return nil, domain.Invalid(path+".tenant", "contract names tenant %q, which is not in the input", ct.Tenant)
+	}
+	return ts, nil
+}
+
+// contract makes the groups contract ct (at path) joins peers, and lists
+// the pair in ts.contracts once however many contracts join it; sort the
+// list with sortContracts once every contract is in.
+func (ts *tenantState) contract(ct Contract, path string) error {
+	a, b := ts.groups[ct.A], ts.groups[ct.B]
+	if a == nil {
+		return domain.Invalid(path+".a", "tenant %q has no group %q", ct.Tenant, ct.A)
+	}
+	if b == nil {
+		return domain.Invalid(path+".b", "tenant %q has no group %q", ct.Tenant, ct.B)
+	}
+	if a == b {
+		return domain.Invalid(path+".b", "a contract joins two different groups; members of group %q already talk to each other", ct.A)
+	}
+	if a.g.ID > b.g.ID {
+		a, b = b, a
+	}
+	if slices.Contains(a.peers, b) {
+		return nil
+	}
+	a.peers = append(a.peers, b)
+	b.peers = append(b.peers, a)
+	ts.contracts = append(ts.contracts, [2]*groupState{a, b})
+	return nil
+}
+
+// sortContracts orders the contracted pairs by group IDs.
+func (ts *tenantState) sortContracts() {
+	slices.SortFunc(ts.contracts, func(x, y [2]*groupState) int {
+		return cmp.Or(cmp.Compare(x[0].g.ID, y[0].g.ID), cmp.Compare(x[1].g.ID, y[1].g.ID))
+	})
 }
 
 // --- ports ----------------------------------------------------------------
@@ -665,47 +758,72 @@ func (c *compiler) indexGroups() error {
 // group's members and allow-list.
 func (c *compiler) buildPorts() error {
 	for _, l := range c.allLinks() {
-		ts := c.tenants[l.tenant]
-		if ts == nil || !ts.t.JobSegmentation {
-			continue
+		g, warns := c.linkGroup(l)
+		c.warnings = append(c.warnings, warns...)
+		if g != nil {
+			l.group = g
+			g.links = append(g.links, l)
 		}
-		var groups []*groupState
-		for _, j := range l.jobs {
-			if g := c.groupByJob[jobKey{l.tenant, j}]; g != nil && !slices.Contains(groups, g) {
-				groups = append(groups, g)
-			} else if g == nil {
-				c.warn("job %q of segmented tenant %q has no group: its port %s/%s reaches nothing", j, l.tenant, l.ref.Leaf, l.ref.Port)
-			}
-		}
-		if len(groups) == 0 {
-			continue
-		}
-		slices.SortFunc(groups, func(a, b *groupState) int { return cmp.Compare(a.g.ID, b.g.ID) })
-		if len(groups) > 1 {
-			c.warn("port %s/%s serves jobs %s of tenant %q: the network cannot separate jobs that share a NIC; it is classified into group %d (%s)",
-				l.ref.Leaf, l.ref.Port, strings.Join(l.jobs, ", "), l.tenant, groups[0].g.ID, groups[0].g.Name)
-		}
-		l.group = groups[0]
-		l.group.links = append(l.group.links, l)
 	}
 	for _, ts := range c.tenantList {
 		for _, g := range ts.groups {
-			g.members = slices.Clone(g.external)
-			for _, l := range g.links {
-				g.members = append(g.members, c.linkPrefixes(l)...)
-			}
-			sortPrefixes(g.members)
+			g.members = c.groupMembers(g)
 		}
 		for _, g := range ts.groups {
-			g.allowed = slices.Clone(g.members)
-			for _, p := range g.peers {
-				g.allowed = append(g.allowed, p.members...)
-			}
-			sortPrefixes(g.allowed)
-			g.allowed = slices.Compact(g.allowed)
+			g.allowed = g.allowList()
 		}
 	}
 	return nil
+}
+
+// linkGroup decides the group of link l: for a link of a segmented tenant,
+// the group of its jobs with the lowest ID, else none. warns are what the
+// link is warned of: jobs without a group, and jobs of several groups
+// sharing it.
+func (c *compiler) linkGroup(l *link) (g *groupState, warns []string) {
+	ts := c.tenants[l.tenant]
+	if ts == nil || !ts.t.JobSegmentation {
+		return nil, nil
+	}
+	var groups []*groupState
+	for _, j := range l.jobs {
+		if jg := c.groupByJob[jobKey{l.tenant, j}]; jg != nil && !slices.Contains(groups, jg) {
+			groups = append(groups, jg)
+		} else if jg == nil {
+			warns = append(warns, fmt.Sprintf("job %q of segmented tenant %q has no group: its port %s/%s reaches nothing", j, l.tenant, l.ref.Leaf, l.ref.Port))
+		}
+	}
+	if len(groups) == 0 {
+		return nil, warns
+	}
+	slices.SortFunc(groups, func(a, b *groupState) int { return cmp.Compare(a.g.ID, b.g.ID) })
+	if len(groups) > 1 {
+		warns = append(warns, fmt.Sprintf("port %s/%s serves jobs %s of tenant %q: the network cannot separate jobs that share a NIC; it is classified into group %d (%s)",
+			l.ref.Leaf, l.ref.Port, strings.Join(l.jobs, ", "), l.tenant, groups[0].g.ID, groups[0].g.Name))
+	}
+	return groups[0], warns
+}
+
+// groupMembers lists every member prefix of group g, fabric-wide: its
+// external prefixes and those of its links, sorted.
+func (c *compiler) groupMembers(g *groupState) []netip.Prefix {
+	m := slices.Clone(g.external)
+	for _, l := range g.links {
+		m = append(m, c.linkPrefixes(l)...)
+	}
+	sortPrefixes(m)
+	return m
+}
+
+// allowList lists the members of group g and of its contracted groups,
+// sorted, once each.
+func (g *groupState) allowList() []netip.Prefix {
+	a := slices.Clone(g.members)
+	for _, p := range g.peers {
+		a = append(a, p.members...)
+	}
+	sortPrefixes(a)
+	return slices.Compact(a)
 }
 
 func (c *compiler) linkPrefixes(l *link) []netip.Prefix {
@@ -912,14 +1030,9 @@ type LinkOwner struct {
 // leaf in file order, port by port. The caller uses it to allocate the VLAN
 // and L2VNI of vlan-aware tenants' links before compiling.
 func Owners(in Input) ([]LinkOwner, error) {
-	c, err := newCompiler(in)
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).assign)
 	if err != nil {
 		return nil, err
-	}
-	for _, step := range []func() error{c.indexTopology, c.registerTenants, c.assign} {
-		if err := step(); err != nil {
-			return nil, err
-		}
 	}
 	var out []LinkOwner
 	for _, l := range c.allLinks() {
@@ -934,7 +1047,11 @@ func Owners(in Input) ([]LinkOwner, error) {
 // rule shared by Compile and Compiler.Apply): a whole server or a
 // server-isolated tenant takes every link of the server, otherwise the link
 // of each GPU held. warn is told of GPUs without a link of their own.
-func (ss *serverState) claim(a *Allocation, path string, iso domain.Isolation, gpus map[int]bool, warn func(string)) error {
+func (ss *serverState) claim(a *Allocation, path string, iso domain.Isolation, warn func(string)) error {
+	gpus := map[int]bool{}
+	for _, g := range a.GPUs {
+		gpus[g] = true
+	}
 	whole := a.Whole || iso == domain.IsolationServer
 	if whole {
 		if ss.whole != "" && ss.whole != a.Tenant {

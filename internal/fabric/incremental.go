@@ -92,14 +92,9 @@ func NewCompiler(in Input) (*Compiler, error) {
 	if _, err := Compile(in); err != nil {
 		return nil, err
 	}
-	c, err := newCompiler(in)
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs)
 	if err != nil {
 		return nil, err
-	}
-	for _, step := range []func() error{c.indexTopology, c.registerTenants, c.tenantIDs} {
-		if err := step(); err != nil {
-			return nil, err
-		}
 	}
 	k := &Compiler{
 		c: c, linkByRef: map[LinkRef]*link{}, leafOf: map[*link]*switchState{}, linkOrder: map[*link]int{}, srvOrder: map[*serverState]int{},
@@ -287,18 +282,8 @@ func (k *Compiler) apply(st *applyState, ch Change, paths changePaths) error {
 	c := k.c
 	// 1. Allocations: validate the new ones, then edit the server lists.
 	for i, a := range ch.Add {
-		path := fmt.Sprintf("%s[%d]", paths.add, i)
-		if c.tenants[a.Tenant] == nil {
-			return domain.Invalid(path+".tenant", "allocation names tenant %q, which is not in the input", a.Tenant)
-		}
-		ss := c.servers[a.Server]
-		if ss == nil {
-			return domain.Invalid(path+".server", "allocation names server %q, which is not in the topology", a.Server)
-		}
-		for j, g := range a.GPUs {
-			if g < 0 || g >= ss.srv.GPUs {
-				return domain.Invalid(fmt.Sprintf("%s.gpus[%d]", path, j), "server %s has GPUs 0..%d, not %d", a.Server, ss.srv.GPUs-1, g)
-			}
+		if _, _, err := c.checkAllocation(&a, fmt.Sprintf("%s[%d]", paths.add, i)); err != nil {
+			return err
 		}
 	}
 	for i, a := range ch.Remove {
@@ -387,20 +372,12 @@ func (k *Compiler) assignServer(st *applyState, ss *serverState) error {
 	for _, e := range k.allocs[ss] {
 		a, path := &e.a, e.path
 		ts := k.c.tenants[a.Tenant]
-		gpus := map[int]bool{}
-		for _, g := range a.GPUs {
-			gpus[g] = true
-		}
-		if err := ss.claim(a, path, ts.t.Isolation, gpus, func(msg string) { warns = append(warns, msg) }); err != nil {
+		if err := ss.claim(a, path, ts.t.Isolation, func(msg string) { warns = append(warns, msg) }); err != nil {
 			return err
 		}
 	}
-	if ss.whole != "" {
-		for _, t := range slices.Sorted(maps.Keys(ss.holders)) {
-			if t != ss.whole {
-				return domain.Invalid(ss.holders[t], "server %s is held whole by tenant %q (server isolation), but tenant %q also holds GPUs on it", ss.srv.Name, ss.whole, t)
-			}
-		}
+	if err := ss.checkWhole(); err != nil {
+		return err
 	}
 	st.srvWarn[ss] = warns
 	for i, l := range links {
@@ -468,9 +445,9 @@ func (k *Compiler) applyGroups(st *applyState, ch Change, paths changePaths) err
 	}
 	for i, ct := range ch.RemoveContracts {
 		path := fmt.Sprintf("change.removeContracts[%d]", i)
-		ts := c.tenants[ct.Tenant]
-		if ts == nil {
-			return domain.Invalid(path+".tenant", "contract names tenant %q, which is not in the input", ct.Tenant)
+		ts, err := c.contractTenant(ct, path)
+		if err != nil {
+			return err
 		}
 		j := slices.IndexFunc(k.contracts[ts], func(x Contract) bool { return x == ct || x == Contract{Tenant: ct.Tenant, A: ct.B, B: ct.A} })
 		if j < 0 {
@@ -513,45 +490,18 @@ func (k *Compiler) applyGroups(st *applyState, ch Change, paths changePaths) err
 	for i := range ch.AddGroups {
 		g := ch.AddGroups[i]
 		g.Prefixes = slices.Clone(g.Prefixes)
-		path := fmt.Sprintf("%s[%d]", paths.addGroups, i)
-		ts := c.tenants[g.Tenant]
-		switch {
-		case ts == nil:
-			return domain.Invalid(path+".tenant", "group %q names tenant %q, which is not in the input", g.Name, g.Tenant)
-		case !ts.t.JobSegmentation:
-			return domain.Invalid(path+".tenant", "tenant %q does not ask for job segmentation, so it has no groups", g.Tenant)
-		case g.Name == "":
-			return domain.Invalid(path+".name", "a group needs a name")
-		case g.ID == 0:
-			return domain.Invalid(path+".id", "group %q has no ID (0 means \"no group\" in the VXLAN header)", g.Name)
-		}
-		touch(ts)
-		if _, dup := ts.groups[g.Name]; dup {
-			return domain.Invalid(path+".name", "tenant %q has two groups named %q", g.Tenant, g.Name)
-		}
-		who := fmt.Sprintf("group %s/%s", g.Tenant, g.Name)
+		// Undo the claim of the ID even if newGroup fails after making it.
 		id := uint32(g.ID)
 		if _, taken := c.groupIDs[id]; !taken {
 			k.onUndo(func() { delete(c.groupIDs, id) })
 		}
-		if err := claim(c.groupIDs, id, "group ID", who, path+".id"); err != nil {
+		ts, gs, err := c.newGroup(&g, fmt.Sprintf("%s[%d]", paths.addGroups, i))
+		if err != nil {
 			return err
 		}
-		gs := &groupState{g: &g}
-		for j, s := range g.Prefixes {
-			p, err := netip.ParsePrefix(s)
-			if err != nil || p.Masked() != p {
-				return domain.Invalid(fmt.Sprintf("%s.prefixes[%d]", path, j), "%q is not a prefix written with its first address, such as 10.9.0.0/24", s)
-			}
-			gs.external = append(gs.external, p)
-		}
-		sortPrefixes(gs.external)
+		touch(ts)
 		if g.JobID != "" {
 			key := jobKey{g.Tenant, g.JobID}
-			if other, dup := c.groupByJob[key]; dup {
-				return domain.Invalid(path+".jobId", "job %q of tenant %q has two groups, %q and %q", g.JobID, g.Tenant, other.g.Name, g.Name)
-			}
-			c.groupByJob[key] = gs
 			k.onUndo(func() { delete(c.groupByJob, key) })
 			for l := range k.jobLinks[key] {
 				st.reclass[l] = true
@@ -561,10 +511,9 @@ func (k *Compiler) applyGroups(st *applyState, ch Change, paths changePaths) err
 		st.added = append(st.added, gs)
 	}
 	for i, ct := range ch.AddContracts {
-		path := fmt.Sprintf("%s[%d]", paths.addContracts, i)
-		ts := c.tenants[ct.Tenant]
-		if ts == nil {
-			return domain.Invalid(path+".tenant", "contract names tenant %q, which is not in the input", ct.Tenant)
+		ts, err := c.contractTenant(ct, fmt.Sprintf("%s[%d]", paths.addContracts, i))
+		if err != nil {
+			return err
 		}
 		touch(ts)
 		k.contracts[ts] = append(k.contracts[ts], ct)
@@ -579,30 +528,11 @@ func (k *Compiler) applyGroups(st *applyState, ch Change, paths changePaths) err
 		}
 		ts.contracts = nil
 		for i, ct := range k.contracts[ts] {
-			path := fmt.Sprintf("contracts[%s][%d]", ts.t.Name, i)
-			a, b := ts.groups[ct.A], ts.groups[ct.B]
-			if a == nil {
-				return domain.Invalid(path+".a", "tenant %q has no group %q", ct.Tenant, ct.A)
+			if err := ts.contract(ct, fmt.Sprintf("contracts[%s][%d]", ts.t.Name, i)); err != nil {
+				return err
 			}
-			if b == nil {
-				return domain.Invalid(path+".b", "tenant %q has no group %q", ct.Tenant, ct.B)
-			}
-			if a == b {
-				return domain.Invalid(path+".b", "a contract joins two different groups; members of group %q already talk to each other", ct.A)
-			}
-			if a.g.ID > b.g.ID {
-				a, b = b, a
-			}
-			if slices.Contains(a.peers, b) {
-				continue
-			}
-			a.peers = append(a.peers, b)
-			b.peers = append(b.peers, a)
-			ts.contracts = append(ts.contracts, [2]*groupState{a, b})
 		}
-		slices.SortFunc(ts.contracts, func(x, y [2]*groupState) int {
-			return cmp.Or(cmp.Compare(x[0].g.ID, y[0].g.ID), cmp.Compare(x[1].g.ID, y[1].g.ID))
-		})
+		ts.sortContracts()
 	}
 	return nil
 }
@@ -686,25 +616,13 @@ func (k *Compiler) setLinkIDs(ref LinkRef, ids LinkIDs, set bool) {
 
 func (k *Compiler) claimLinkIDs(l *link) error {
 	c := k.c
-	ts := c.tenants[l.tenant]
-	if ts == nil || ts.t.Network != domain.NetworkVLANAware {
+	if !c.vlanAware(l) {
 		return nil
 	}
-	field := fmt.Sprintf("ids.links[%s/%s]", l.ref.Leaf, l.ref.Port)
 	ids, ok := k.linkIDs[l.ref]
-	who := fmt.Sprintf("link %s/%s", l.ref.Leaf, l.ref.Port)
-	switch {
-	case !ok:
-		return domain.Invalid(field, "%s belongs to vlan-aware tenant %q but has no VLAN and L2VNI: allocate them first", who, l.tenant)
-	case ids.Tenant != l.tenant:
-		return domain.Invalid(field+".tenant", "%s belongs to tenant %q but its VLAN and L2VNI were allocated for %q: release them and allocate new ones", who, l.tenant, ids.Tenant)
-	case ids.VLAN < 2 || ids.VLAN > 4094:
-		return domain.Invalid(field+".vlan", "%s has VLAN %d; a VLAN is 2..4094", who, ids.VLAN)
-	case ids.L2VNI == 0 || ids.L2VNI >= 1<<24:
-		return domain.Invalid(field+".l2vni", "%s has L2VNI %d; a VNI is 1..16777215", who, ids.L2VNI)
-	}
-	if other, ok := c.l3vlans[uint32(ids.VLAN)]; ok {
-		return domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+	field, who, err := c.checkLinkIDs(l, ids, ok)
+	if err != nil {
+		return err
 	}
 	leaf := k.leafOf[l]
 	vl := k.vlans[leaf]
@@ -721,21 +639,9 @@ func (k *Compiler) claimLinkIDs(l *link) error {
 	if other := k.l2vnis[ids.L2VNI]; other != nil && other != l {
 		return domain.Invalid(field+".l2vni", "VNI %d of %s (L2VNI) is already used by link %s/%s (L2VNI)", ids.L2VNI, who, other.ref.Leaf, other.ref.Port)
 	}
-	fs := l.srv.fab
-	gw4, gw6, err := IRBSubnets(fs.pool4, l.ipv4, c.opts.irb4, fs.pool6, l.ipv6, c.opts.irb6)
+	gw4, gw6, err := c.gatewaySubnets(l, field, who, k.gateways)
 	if err != nil {
-		return domain.Invalid(field, "%s: %v", who, err)
-	}
-	if !gw4.IsValid() && !gw6.IsValid() {
-		return domain.Invalid(field, "%s has no gateway subnet: give its fabric linkPools and its cable addresses from them", who)
-	}
-	for _, g := range []netip.Prefix{gw4.Masked(), gw6.Masked()} {
-		if !g.IsValid() {
-			continue
-		}
-		if other := k.gateways[g]; other != nil && other != l {
-			return domain.Invalid(field, "%s and link %s/%s get the same gateway subnet %s (their fabrics' link pools overlap): give the fabrics distinct link pools", who, other.ref.Leaf, other.ref.Port, g)
-		}
+		return err
 	}
 	vlan, vni := ids.VLAN, ids.L2VNI
 	vl[vlan] = l
@@ -770,27 +676,7 @@ func (k *Compiler) classify(st *applyState) {
 	drop := map[*groupState]map[*link]bool{}
 	for l := range st.reclass {
 		st.touchVRF(k.leafOf[l], l.tenant)
-		ts := c.tenants[l.tenant]
-		var g *groupState
-		var warns []string
-		if ts != nil && ts.t.JobSegmentation {
-			var groups []*groupState
-			for _, j := range l.jobs {
-				if gg := c.groupByJob[jobKey{l.tenant, j}]; gg != nil && !slices.Contains(groups, gg) {
-					groups = append(groups, gg)
-				} else if gg == nil {
-					warns = append(warns, fmt.Sprintf("job %q of segmented tenant %q has no group: its port %s/%s reaches nothing", j, l.tenant, l.ref.Leaf, l.ref.Port))
-				}
-			}
-			if len(groups) > 0 {
-				slices.SortFunc(groups, func(a, b *groupState) int { return cmp.Compare(a.g.ID, b.g.ID) })
-				if len(groups) > 1 {
-					warns = append(warns, fmt.Sprintf("port %s/%s serves jobs %s of tenant %q: the network cannot separate jobs that share a NIC; it is classified into group %d (%s)",
-						l.ref.Leaf, l.ref.Port, strings.Join(l.jobs, ", "), l.tenant, groups[0].g.ID, groups[0].g.Name))
-				}
-				g = groups[0]
-			}
-		}
+		g, warns := c.linkGroup(l)
 		st.linkWarn[l] = warns
 		if g == l.group {
 			continue
@@ -813,11 +699,7 @@ func (k *Compiler) classify(st *applyState) {
 	}
 	allowed := map[*groupState]bool{}
 	for g := range members {
-		m := slices.Clone(g.external)
-		for _, l := range g.links {
-			m = append(m, c.linkPrefixes(l)...)
-		}
-		sortPrefixes(m)
+		m := c.groupMembers(g)
 		if slices.Equal(m, g.members) && !slices.Contains(st.added, g) {
 			continue
 		}
@@ -846,12 +728,7 @@ func (k *Compiler) classify(st *applyState) {
 		if !k.live(g) {
 			continue
 		}
-		a := slices.Clone(g.members)
-		for _, p := range g.peers {
-			a = append(a, p.members...)
-		}
-		sortPrefixes(a)
-		a = slices.Compact(a)
+		a := g.allowList()
 		if slices.Equal(a, g.allowed) && g.allowed != nil {
 			continue
 		}

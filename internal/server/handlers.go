@@ -478,13 +478,19 @@ func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {
 }
 
 func (s *Server) visibleJob(r *http.Request, p *principal) (*domain.Job, error) {
+	return s.pathJob(r, func(j *domain.Job) bool { return p.seesWorkspace(j.Tenant, j.Workspace) })
+}
+
+// pathJob reads the job whose id is in the path; a job the caller does not
+// see is not found.
+func (s *Server) pathJob(r *http.Request, sees func(*domain.Job) bool) (*domain.Job, error) {
 	raw := r.PathValue("id")
 	id, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil {
 		return nil, domain.Invalid("id", "job id %q is not a positive integer", raw)
 	}
 	j, ok := s.fsm.Job(id)
-	if !ok || !p.seesWorkspace(j.Tenant, j.Workspace) {
+	if !ok || !sees(j) {
 		return nil, notFoundf("job", id)
 	}
 	return j, nil
@@ -512,6 +518,12 @@ func (s *Server) reportJob(r *http.Request, p *principal) (any, error) {
 	if !p.reports() {
 		return nil, p.denied("report on jobs: a report is the runtime's word (use a runtime token)")
 	}
+	return s.proposeReport(r, p, j)
+}
+
+// proposeReport reads a report on job j from the request body, checks it
+// and proposes it.
+func (s *Server) proposeReport(r *http.Request, p *principal, j *domain.Job) (any, error) {
 	var req api.JobReportRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, err

@@ -228,16 +228,7 @@ func (s *Server) putHostPolicy(r *http.Request, p *principal) (any, error) {
 // jobFor reads the job in the path, visible to its readers and to the
 // agents of the nodes it is placed on.
 func (s *Server) jobFor(r *http.Request, p *principal) (*domain.Job, error) {
-	raw := r.PathValue("id")
-	id, err := strconv.ParseUint(raw, 10, 64)
-	if err != nil {
-		return nil, domain.Invalid("id", "job id %q is not a positive integer", raw)
-	}
-	j, ok := s.fsm.Job(id)
-	if !ok || !p.seesJob(j) {
-		return nil, notFoundf("job", id)
-	}
-	return j, nil
+	return s.pathJob(r, p.seesJob)
 }
 
 func (s *Server) getBinding(r *http.Request, p *principal) (any, error) {
@@ -290,19 +281,7 @@ func (s *Server) reportNodeJob(r *http.Request, p *principal) (any, error) {
 	if !placedOn(j, node) {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "name", Message: "job " + strconv.FormatUint(j.ID, 10) + " holds nothing on node " + node + " (it is " + string(j.State) + ")"}
 	}
-	var req api.JobReportRequest
-	if err := decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	switch req.State {
-	case state.ReportRunning, state.ReportSucceeded, state.ReportFailed, state.ReportStopped:
-	default:
-		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", req.State)
-	}
-	if len(req.Message) > maxReportMessage {
-		return nil, domain.Invalid("message", "message is %d characters; the limit is %d", len(req.Message), maxReportMessage)
-	}
-	return s.propose(r.Context(), state.CmdJobReport, p.actor(), state.JobReport{ID: j.ID, State: req.State, Message: req.Message})
+	return s.proposeReport(r, p, j)
 }
 
 // hostLoop, on the leader, marks nodes whose agent went silent for the

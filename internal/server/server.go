@@ -20,6 +20,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fileutil"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
@@ -432,7 +433,7 @@ func (s *Server) bootstrapAdmin(ctx context.Context, fresh bool) error {
 		return err
 	}
 	path := filepath.Join(s.cfg.DataDir, "admin.token")
-	if err := writeFileAtomic(path, []byte(secret+"\n"), 0o600); err != nil {
+	if err := fileutil.WriteAtomic(path, []byte(secret+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err := s.propose(wctx, state.CmdTokenCreate, "system", state.TokenCreate{Token: tok, Hash: hash}); err != nil {
@@ -441,17 +442,6 @@ func (s *Server) bootstrapAdmin(ctx context.Context, fresh bool) error {
 	}
 	s.adminTok = secret
 	return nil
-}
-
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // newToken makes a token: jf_<id>_<secret>, where id names the token in the

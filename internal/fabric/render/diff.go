@@ -39,18 +39,8 @@ func Diff(old, new []DeviceFiles) []DeviceDiff {
 		return m
 	}
 	om, nm := byName(old), byName(new)
-	var names []string
-	for n := range om {
-		names = append(names, n)
-	}
-	for n := range nm {
-		if _, ok := om[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
 	var out []DeviceDiff
-	for _, n := range names {
+	for _, n := range unionKeys(om, nm) {
 		o, nw := om[n], nm[n]
 		nos := nw.NOS
 		if nos == "" {
@@ -74,18 +64,8 @@ func DiffFiles(old, new []File) []FileDiff {
 	for _, f := range new {
 		nm[f.Name] = f.Content
 	}
-	var names []string
-	for n := range om {
-		names = append(names, n)
-	}
-	for n := range nm {
-		if _, ok := om[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
 	var out []FileDiff
-	for _, n := range names {
+	for _, n := range unionKeys(om, nm) {
 		o, inOld := om[n]
 		nw, inNew := nm[n]
 		if inOld && inNew && o == nw {
@@ -103,6 +83,21 @@ func DiffFiles(old, new []File) []FileDiff {
 		}
 	}
 	return out
+}
+
+// unionKeys lists the names in old, new or both, sorted, once each.
+func unionKeys[V any](old, new map[string]V) []string {
+	names := make([]string, 0, len(old)+len(new))
+	for n := range old {
+		names = append(names, n)
+	}
+	for n := range new {
+		if _, ok := old[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // DiffFile compares two versions of one file (named so the format is known:
@@ -151,14 +146,26 @@ func (d DeviceDiff) String() string {
 // change is the multiset difference: deletes (last first, children before
 // parents), then sets in their new order.
 func diffSet(old, new []string) []string {
+	dels := setsMissing(old, new)
+	for i, l := range dels {
+		dels[i] = "delete " + strings.TrimPrefix(l, "set ")
+	}
+	slices.Reverse(dels)
+	return append(dels, setsMissing(new, old)...)
+}
+
+// setsMissing lists, in order, the set commands of lines that others lacks,
+// counting repeats: a command twice in lines and once in others is listed
+// once.
+func setsMissing(lines, others []string) []string {
 	count := map[string]int{}
-	for _, l := range new {
+	for _, l := range others {
 		if strings.HasPrefix(l, "set ") {
 			count[l]++
 		}
 	}
-	var dels []string
-	for _, l := range old {
+	var out []string
+	for _, l := range lines {
 		if !strings.HasPrefix(l, "set ") {
 			continue
 		}
@@ -166,25 +173,9 @@ func diffSet(old, new []string) []string {
 			count[l]--
 			continue
 		}
-		dels = append(dels, "delete "+strings.TrimPrefix(l, "set "))
+		out = append(out, l)
 	}
-	slices.Reverse(dels)
-	count = map[string]int{}
-	for _, l := range old {
-		count[l]++
-	}
-	var sets []string
-	for _, l := range new {
-		if !strings.HasPrefix(l, "set ") {
-			continue
-		}
-		if count[l] > 0 {
-			count[l]--
-			continue
-		}
-		sets = append(sets, l)
-	}
-	return append(dels, sets...)
+	return out
 }
 
 // diffUnified writes a -U0 unified diff of old and new with section
