@@ -143,12 +143,17 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 		}
 	}
 	p := &plumber{l: l, dev: d.Name, t: t}
+	var bound []labVRF // VRFs whose namespace zebra is only now shown
 	for _, v := range lc.VRFs {
-		if err := p.ensureVRF(ctx, v, lc.Loopback); err != nil {
+		fresh, err := p.ensureVRF(ctx, v, lc.Loopback)
+		if err != nil {
 			return fmt.Errorf("device %s: vrf %s: %w", d.Name, v.Name, err)
 		}
+		if fresh {
+			bound = append(bound, v)
+		}
 	}
-	if err := p.waitVRFs(ctx, lc.VRFs); err != nil {
+	if err := p.waitVRFs(ctx, bound); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
 	if err := p.bindVNIs(ctx, lc.VRFs); err != nil {
@@ -282,12 +287,13 @@ func RouterMAC(device string, vni uint32) net.HardwareAddr {
 }
 
 // ensureVRF makes VRF v exist: its namespace (also in the daemons' view)
-// holding vx<VNI> (gbp) enslaved to br<VNI> with the router MAC.
-func (p *plumber) ensureVRF(ctx context.Context, v labVRF, loopback netip.Addr) error {
+// holding vx<VNI> (gbp) enslaved to br<VNI> with the router MAC. fresh:
+// the daemons' view of the namespace was bound now.
+func (p *plumber) ensureVRF(ctx context.Context, v labVRF, loopback netip.Addr) (fresh bool, err error) {
 	ns := p.vrfNetns(v.Name)
 	if _, err := os.Stat(p.l.netnsDir() + "/" + ns); err != nil {
 		if err := p.run(ctx, "ip", "netns", "add", ns); err != nil {
-			return err
+			return fresh, err
 		}
 		for _, c := range [][]string{
 			{"ip", "-n", ns, "link", "set", "lo", "up"},
@@ -295,34 +301,32 @@ func (p *plumber) ensureVRF(ctx context.Context, v labVRF, loopback netip.Addr) 
 				"net.ipv4.conf.default.rp_filter=0", "net.ipv6.conf.all.forwarding=1"},
 		} {
 			if err := p.run(ctx, c[0], c[1:]...); err != nil {
-				return err
+				return fresh, err
 			}
 		}
 	}
-	// The daemons' view: /run/netns/<vrf> in their mount namespace. The
-	// bind source is the mounting process's own network namespace (nsenter
-	// opens --net before it enters the mount namespace, where the host's
-	// /run/netns is hidden).
+	// The daemons' view: /run/netns/<vrf> in their mount namespace.
 	if err := p.run(ctx, "nsenter", "--mount="+p.t.Lab.MountNS, "--", "mountpoint", "-q", "/run/netns/"+v.Name); err != nil {
 		if err := p.bindView(ctx, v.Name); err != nil {
-			return err
+			return false, err
 		}
+		fresh = true
 	}
 	names, err := p.links(ctx, ns)
 	if err != nil {
-		return err
+		return fresh, err
 	}
 	vx, br := "vx"+strconv.Itoa(int(v.VNI)), "br"+strconv.Itoa(int(v.VNI))
 	// A VNI that changed: drop the old tunnel and bridge.
 	for _, n := range names {
 		if (strings.HasPrefix(n, "vx") || strings.HasPrefix(n, "br")) && n != vx && n != br {
 			if err := p.run(ctx, "ip", "-n", ns, "link", "del", n); err != nil {
-				return err
+				return fresh, err
 			}
 		}
 	}
 	if slices.Contains(names, vx) && slices.Contains(names, br) {
-		return nil
+		return fresh, nil
 	}
 	u := p.t.Netns
 	mac := RouterMAC(p.dev, v.VNI).String()
@@ -344,10 +348,10 @@ func (p *plumber) ensureVRF(ctx context.Context, v labVRF, loopback netip.Addr) 
 		[]string{"ip", "-n", ns, "link", "set", vx, "up"})
 	for _, c := range cmds {
 		if err := p.run(ctx, c[0], c[1:]...); err != nil {
-			return err
+			return fresh, err
 		}
 	}
-	return nil
+	return fresh, nil
 }
 
 // bindView makes VRF name's namespace appear as /run/netns/<name> in the

@@ -33,7 +33,26 @@ func (l *Lab) Down(ctx context.Context) error {
 		return fmt.Errorf("lab prefix %q is not one the lab makes: refusing to delete namespaces by it", l.Prefix)
 	}
 	ours := l.netnsInodes()
+	host := netnsOf(os.Getpid())
+	// A process is the lab's if it runs in one of the lab's switch
+	// namespaces, or (namespaces already gone) names the run directory
+	// (the daemons' pid files), or is a holder still sleeping outside the
+	// host's namespace.
+	isOurs := func(pid int, holder bool) bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cmd := string(b)
+		switch {
+		case pid <= 1:
+			return false
+		case ours[netnsOf(pid)]:
+			return true
+		case l.RunDir != "" && strings.Contains(cmd, l.RunDir+"/"):
+			return true
+		}
+		return holder && cmd == "sleep\x00infinity\x00" && netnsOf(pid) != host
+	}
 	var pids []int
+	holders := map[int]bool{}
 	for _, d := range l.Devices {
 		for _, daemon := range []string{"bgpd", "zebra"} {
 			b, err := os.ReadFile(filepath.Join(d.Dir, daemon+".pid"))
@@ -46,11 +65,12 @@ func (l *Lab) Down(ctx context.Context) error {
 		}
 		if d.HolderPID > 0 {
 			pids = append(pids, d.HolderPID)
+			holders[d.HolderPID] = true
 		}
 	}
 	var live []int
 	for _, pid := range pids {
-		if pid > 1 && ours[netnsOf(pid)] {
+		if isOurs(pid, holders[pid]) {
 			if err := syscall.Kill(pid, syscall.SIGTERM); err == nil {
 				live = append(live, pid)
 			}
@@ -58,7 +78,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	}
 	if err := waitFor(ctx, 3*time.Second, func() bool { return !anyAlive(live) }); err != nil {
 		for _, pid := range live {
-			if alive(pid) && ours[netnsOf(pid)] {
+			if alive(pid) && isOurs(pid, holders[pid]) {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

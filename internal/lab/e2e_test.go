@@ -119,6 +119,8 @@ func TestLabEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("underlay deployed and converged at %s", time.Since(start).Round(time.Millisecond))
+	rev0 := e.deployed(nil)
+	tenantsAt := time.Now()
 	for _, tr := range []api.TenantCreateRequest{
 		{Name: "tenant-a", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5, JobSegmentation: true},
 		{Name: "tenant-b", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5},
@@ -130,6 +132,10 @@ func TestLabEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// The tenants' VRFs (namespace, L3VNI, BGP instance) on every leaf.
+	e.deployed(&rev0)
+	t.Logf("tenant VRFs deployed on every leaf %s after the tenants were created", time.Since(tenantsAt).Round(time.Millisecond))
 
 	// Tenant A (server isolation, job segmentation) runs jobs 100 and 101
 	// on two servers each, one per stripe: every job spans all 4 leaves.

@@ -154,7 +154,19 @@ func Check() error {
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		return fmt.Errorf("cannot create a network namespace: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	exec.Command("ip", "netns", "del", name).Run()
+	defer exec.Command("ip", "netns", "del", name).Run()
+	for _, c := range []struct {
+		what string
+		cmd  []string
+	}{
+		{"a VXLAN device with group-policy extension (gbp)", []string{"ip", "-n", name, "link", "add", "vx1", "type", "vxlan", "id", "1", "dstport", "4789", "local", "127.0.0.1", "gbp"}},
+		{"nftables in a network namespace", []string{"ip", "netns", "exec", name, "nft", "list", "ruleset"}},
+		{"a private mount namespace with a tmpfs", []string{"unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "jflcheck", "/mnt"}},
+	} {
+		if out, err := exec.Command(c.cmd[0], c.cmd[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("cannot make %s: %v: %s", c.what, err, strings.TrimSpace(string(out)))
+		}
+	}
 	return nil
 }
 
