@@ -473,21 +473,26 @@ func (f *FSM) gate(c *Command) {
 func (f *FSM) FabricFingerprint() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s|%d|%d\n", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
-	for _, name := range slices.Sorted(maps.Keys(f.d.Tenants)) {
-		t := f.d.Tenants[name]
-		fmt.Fprintf(h, "t|%s|%s|%s|%t|%v\n", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
+	if f.d.Topology == nil {
+		return 0
 	}
-	for _, j := range f.sortedJobs() {
+	// A sum of per-item hashes: independent of map order, so no sorting
+	// (this runs after every change, with the apply lock waiting).
+	item := func(format string, args ...any) uint64 {
+		h := fnv.New64a()
+		fmt.Fprintf(h, format, args...)
+		return h.Sum64()
+	}
+	sum := item("%s|%d|%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
+	for _, t := range f.d.Tenants {
+		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
+	}
+	for _, j := range f.d.Jobs {
 		if holdsGPUs(j) {
-			fmt.Fprintf(h, "j|%d|%s|%t|%d\n", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, len(j.Placement))
-			for _, p := range j.Placement {
-				fmt.Fprintf(h, "%s%v\n", p.Server, p.GPUs)
-			}
+			sum += item("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
 		}
 	}
-	return h.Sum64()
+	return sum
 }
 
 // JobsAwaitingNetwork lists Placed jobs no revision carries yet.
