@@ -7,8 +7,9 @@
 // A cycle runs in numbered phases:
 //  1. build the free-GPU view of every server and who holds it (isolation);
 //  2. account each workspace's usage against its quota;
-//  3. order the pending jobs (priority, then within-guarantee before
-//     borrowing, then least weighted usage, then age);
+//  3. order the pending jobs (within-guarantee before borrowing, then
+//     priority, then jobs GPUs are being freed for, then least weighted
+//     usage, then age);
 //  4. for each job: check quota (no overcommit of anyone's protected
 //     guarantee), then find a gang placement packed into the fewest NVLink
 //     domains, then stripes, with GPU indices aligned across servers so rails

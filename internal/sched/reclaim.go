@@ -47,7 +47,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// GPUs, until something is released into it.)
 	if f := st.freeing[j.ID]; st.futureFreed && (withinGuarantee || f.units > 0) {
 		if pl := st.fitsWithout(j, nil); pl != nil {
-			st.reserve(j, t, pl)
+			st.book(j, t, pl)
 			msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.futureBy.UTC().Format(time.RFC3339))
 			if f.units > 0 {
 				msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
@@ -115,52 +115,15 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// no placement can work, so the costly check waits for it.
 	avail := st.future.total - st.fu.usedTotal - st.fu.protectedFrom(w)
 	shortfall := demand(j) - max(0, avail)
-	// Take allowed victims in order until the job can be placed: reclaim
-	// takes only what a workspace borrowed, so once the victims before
-	// bring it back to its guarantee, its other jobs stay. One what-if view
-	// grows with the victims; a placement check walks the whole cluster, so
-	// past the shortfall it runs at doubling set sizes (1, 2, 4... victims
-	// more), not at every victim, and pruning below takes the set back to
-	// what is needed.
-	// Victims enter the view only when a check is due: a search that never
-	// reaches the shortfall costs no view at all.
-	var view *whatIf
-	dropped := 0
-	var pl []domain.Placement
-	var chosen []*domain.Job
-	found := false
-	check := func(chosen []*domain.Job) bool {
-		if view == nil {
-			view = st.whatIf(nil)
-		}
-		for ; dropped < len(chosen); dropped++ {
-			view.drop(chosen[dropped])
-		}
-		pl = view.fits(st, j)
-		return pl != nil
-	}
-	left := map[int]int{} // usage of victims' workspaces once the chosen stop
-	freedSoFar, checkAt := 0, 0
-	for _, v := range cands {
-		if _, ok := left[v.wi]; !ok {
-			left[v.wi] = st.fu.used[v.wi]
-		}
-		if kind == "reclaim" && left[v.wi] <= st.fu.ix.ws[v.wi].Guaranteed*unit {
-			continue
-		}
-		left[v.wi] -= v.held
-		chosen = append(chosen, v.Job)
-		freedSoFar += v.held
-		if freedSoFar >= shortfall && (checkAt == 0 || len(chosen) >= checkAt) {
-			if check(chosen) {
-				found = true
-				break
-			}
-			checkAt = 2*len(chosen) + 1
-		}
-	}
-	if !found && len(chosen) > 0 && checkAt > 0 && len(chosen) < checkAt && check(chosen) {
-		found = true // the last candidates, between two checks
+	// Take allowed victims in cost order until the job can be placed. Cost
+	// order scatters victims over the servers; a job of whole GPUs needs
+	// them together (whole servers for a gang), and what reclaim may take
+	// is bounded by what the victims' workspaces borrowed, so when that
+	// fails the same victims are tried server by server: the servers they
+	// can empty first.
+	chosen, pl, found := st.pick(j, kind, cands, shortfall)
+	if !found && j.GPUs > 0 && j.MIGProfile == "" && j.Share == 0 {
+		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
 	}
 	if !found {
 		st.reclaimFailed[failKey] = true
@@ -236,10 +199,148 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	if deadline.After(st.futureBy) {
 		st.futureBy = deadline
 	}
-	st.reserve(j, t, pl)
+	st.book(j, t, pl)
 	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
 		"%s: freeing %s GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, gpus(freed), len(chosen), deadline.UTC().Format(time.RFC3339))}
 	return true
+}
+
+// pick takes victims from cands, in order, until j can be placed: reclaim
+// takes only what a workspace borrowed, so once the victims before bring it
+// back to its guarantee, its other jobs stay. One what-if view grows with
+// the victims; a placement check walks the whole cluster, so past the
+// shortfall it runs at doubling set sizes (1, 2, 4... victims more), not at
+// every victim, and the caller's pruning takes the set back to what is
+// needed. Victims enter the view only when a check is due: a search that
+// never reaches the shortfall costs no view at all.
+func (st *cycle) pick(j *domain.Job, kind string, cands []victim, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
+	var view *whatIf
+	dropped := 0
+	var pl []domain.Placement
+	var chosen []*domain.Job
+	check := func() bool {
+		if view == nil {
+			view = st.whatIf(nil)
+		}
+		for ; dropped < len(chosen); dropped++ {
+			view.drop(chosen[dropped])
+		}
+		pl = view.fits(st, j)
+		return pl != nil
+	}
+	left := map[int]int{} // usage of victims' workspaces once the chosen stop
+	freedSoFar, checkAt := 0, 0
+	for _, v := range cands {
+		if _, ok := left[v.wi]; !ok {
+			left[v.wi] = st.fu.used[v.wi]
+		}
+		if kind == "reclaim" && left[v.wi] <= st.fu.ix.ws[v.wi].Guaranteed*unit {
+			continue
+		}
+		left[v.wi] -= v.held
+		chosen = append(chosen, v.Job)
+		freedSoFar += v.held
+		if freedSoFar >= shortfall && (checkAt == 0 || len(chosen) >= checkAt) {
+			if check() {
+				return chosen, pl, true
+			}
+			checkAt = 2*len(chosen) + 1
+		}
+	}
+	if len(chosen) > 0 && checkAt > 0 && len(chosen) < checkAt && check() {
+		return chosen, pl, true // the last candidates, between two checks
+	}
+	return nil, nil, false
+}
+
+// byServer orders reclaim candidates server by server: first the servers
+// the candidates can empty (with the GPUs already free there) within what
+// their workspaces borrowed, taken greedily so one server's victims do not
+// use up what another's need; then the others by the share of the server
+// they can free, then the cheapest. Each server's candidates keep their
+// cost order; a gang over several servers comes with the first of them.
+func (st *cycle) byServer(kind string, cands []victim) []victim {
+	type srv struct {
+		name     string
+		freeable int // free GPUs + whole GPUs candidates hold here
+		size     int
+		cost     float64
+		on       []int // candidates with a placement here, in cost order
+		empty    bool  // emptied within what the workspaces borrowed
+	}
+	var order []*srv
+	per := map[string]*srv{}
+	for i, v := range cands {
+		for _, p := range v.Placement {
+			s := per[p.Server]
+			if s == nil {
+				sv := st.future.server(p.Server)
+				if sv == nil {
+					continue
+				}
+				s = &srv{name: p.Server, freeable: sv.nfree, size: len(sv.free)}
+				per[p.Server] = s
+				order = append(order, s)
+			}
+			if p.Share == 0 && len(p.MIG) == 0 {
+				s.freeable += len(p.GPUs)
+			}
+			s.cost += v.cost
+			s.on = append(s.on, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b *srv) int {
+		// Share of the server that can be freed, compared exactly.
+		if c := cmp.Compare(b.freeable*a.size, a.freeable*b.size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.cost, b.cost)
+	})
+	// Reclaim takes from a workspace at most what it borrowed.
+	borrowed := map[int]int{}
+	for _, s := range order {
+		if s.freeable < s.size {
+			break
+		}
+		need := map[int]int{}
+		ok := true
+		for _, i := range s.on {
+			v := cands[i]
+			if _, seen := borrowed[v.wi]; !seen {
+				borrowed[v.wi] = st.fu.used[v.wi] - st.fu.ix.ws[v.wi].Guaranteed*unit
+			}
+			need[v.wi] += v.held
+			if kind == "reclaim" && need[v.wi] > borrowed[v.wi] {
+				ok = false
+			}
+		}
+		if ok {
+			s.empty = true
+			for wi, n := range need {
+				borrowed[wi] -= n
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b *srv) int {
+		if a.empty != b.empty {
+			if a.empty {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	out := make([]victim, 0, len(cands))
+	taken := make([]bool, len(cands))
+	for _, s := range order {
+		for _, i := range s.on {
+			if !taken[i] {
+				taken[i] = true
+				out = append(out, cands[i])
+			}
+		}
+	}
+	return out
 }
 
 // victim is a running job with what reclaim asks of it, computed once per
@@ -264,7 +365,7 @@ func (st *cycle) victimOrder() []victim {
 	}
 	var rs []ranked
 	for _, v := range st.s.Jobs {
-		if v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning {
+		if (v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning) && !st.released[v.ID] {
 			c := st.cost(v)
 			rs = append(rs, ranked{victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: c}, c})
 		}
@@ -306,7 +407,7 @@ func (st *cycle) futureView() {
 	}
 	st.future, st.fu = st.c.shallow(nil), st.u.clone()
 	for _, v := range st.s.Jobs {
-		if v.State == domain.JobPreempting || st.victim[v.ID] {
+		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
 			st.futureFreed = true
 			st.future.release(v)
 			st.fu.addJob(v, v.Placement, -1)
@@ -324,6 +425,34 @@ func (st *cycle) futureView() {
 func (st *cycle) reserve(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	st.future.commit(j, t, pl)
 	st.fu.addJob(j, pl, 1)
+}
+
+// book reserves a waiting job's placement in the future view and keeps
+// the GPUs of it that are free now from the jobs after it in this cycle:
+// placed now, a later job (a borrower, say) would take GPUs the waiting job
+// counts on, and at the deadline it would need another reclaim and another
+// grace period. Whole GPUs are held back (shares and MIG slices are not:
+// their GPUs may already hold the victims' instances); the job's tenant
+// counts as holding the servers, for isolation.
+func (st *cycle) book(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
+	st.reserve(j, t, pl)
+	for _, p := range pl {
+		if p.Share > 0 || len(p.MIG) > 0 {
+			continue
+		}
+		v := st.c.mut(p.Server)
+		if v == nil {
+			continue
+		}
+		for _, g := range p.GPUs {
+			if g >= 0 && g < len(v.free) && v.free[g] {
+				v.free[g] = false
+				v.nfree--
+				v.ver++
+			}
+		}
+		st.c.hold(v, j.Tenant, t)
+	}
 }
 
 // whatIf is the future view with some more jobs gone.
@@ -412,6 +541,7 @@ func (st *cycle) releases() {
 		case v.State == domain.JobPreempting && v.StopDeadline != nil:
 			if !st.now.Before(*v.StopDeadline) {
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "deadline"})
+				st.release(v)
 			} else {
 				soon(*v.StopDeadline)
 			}
@@ -419,6 +549,7 @@ func (st *cycle) releases() {
 			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
 			if !st.now.Before(end) {
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
+				st.release(v)
 			} else {
 				soon(end)
 			}
@@ -427,10 +558,18 @@ func (st *cycle) releases() {
 	st.plan.Next = next
 }
 
+// release takes a due allocation out of the cycle's view: the release
+// commits before the placements.
+func (st *cycle) release(v *domain.Job) {
+	st.released[v.ID] = true
+	st.c.release(v)
+	st.u.addJob(v, v.Placement, -1)
+}
+
 // drain tells the jobs on draining servers to stop by the grace deadline.
 func (st *cycle) drain() {
 	for _, v := range st.s.Jobs {
-		if v.State != domain.JobPlaced && v.State != domain.JobReady && v.State != domain.JobRunning {
+		if v.State != domain.JobPlaced && v.State != domain.JobReady && v.State != domain.JobRunning || st.released[v.ID] {
 			continue
 		}
 		for _, p := range v.Placement {

@@ -40,6 +40,9 @@ type cycle struct {
 	futureBy    time.Time
 	futureFreed bool         // something was released into the future view
 	cloned      map[int]bool // reused by what-if views of the future
+	// released are the allocations this cycle ends (due releases): out of
+	// the cycle's view already.
+	released map[uint64]bool
 }
 
 type freeing struct {
@@ -51,7 +54,8 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, cloned: map[int]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{}}
+		victim: map[uint64]bool{}, cloned: map[int]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{},
+		released: map[uint64]bool{}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -75,8 +79,9 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.freeing[j.PreemptedFor] = f
 		}
 	}
-	// Allocations that are due end first: their GPUs are not free in this
-	// cycle's view (the release commits first), the next cycle uses them.
+	// Allocations that are due end first: the releases commit before the
+	// placements, so their GPUs serve this cycle's placements, first the
+	// jobs they were freed for (a reclaim is served at its deadline).
 	st.releases()
 	st.drain()
 
@@ -87,7 +92,13 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			pending = append(pending, j)
 		}
 	}
-	order(pending, s, st.u)
+	stopping := map[string]int{} // held by jobs told to stop, by workspace
+	for _, j := range s.Jobs {
+		if j.State == domain.JobPreempting && !st.released[j.ID] {
+			stopping[j.Tenant+"/"+j.Workspace] += held(j)
+		}
+	}
+	order(pending, s, st.u, stopping, st.freeing)
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
 	// allow. A job that cannot be placed does not block jobs behind it (no
@@ -159,6 +170,13 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		st.u.addJob(j, pl, 1)
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
 	}
+	// The deadlines of this plan's own preemptions fall due too: the cycle
+	// then releases the victims' GPUs to the jobs waiting for them.
+	for _, p := range st.plan.Preemptions {
+		if st.plan.Next.IsZero() || p.Deadline.Before(st.plan.Next) {
+			st.plan.Next = p.Deadline
+		}
+	}
 	return st.plan
 }
 
@@ -196,30 +214,73 @@ func shapeKey(j *domain.Job) string {
 	return k
 }
 
-// order sorts the queue: workspace priority, job priority, jobs that fit in
-// their workspace's guarantee before borrowing ones, then the workspace with
-// the least time-decayed usage per weight (fair share among borrowers), then
+// order sorts the queue: jobs that fit in their workspace's guarantee
+// before borrowing ones (a workspace's pending jobs, in its own order of
+// priority then age, each taking what is left of its guarantee above what
+// it holds once its jobs told to stop have stopped; one that does not fit
+// borrows, and a later, smaller one may still fit), then workspace
+// priority, job priority, jobs GPUs are being freed for (a reclaim or
+// preemption issued for them) before the others of their rank, so the
+// freed GPUs serve the job they were freed for; then the workspace with the
+// least time-decayed usage per weight (fair share among borrowers), then
 // age.
-func order(jobs []*domain.Job, s *Snapshot, u *usage) {
+func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) {
 	// Keys are computed once per job, not in every comparison.
 	type key struct {
-		j      *domain.Job
-		wprio  int
-		within bool
-		share  float64
+		j       *domain.Job
+		wprio   int
+		within  bool
+		freeing bool
+		share   float64
 	}
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
-		k := key{j: j}
+		k := key{j: j, freeing: freeingFor[j.ID].units > 0}
 		if w := s.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {
 			ref := w.Ref()
 			k.wprio = w.Priority
-			k.within = u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 			if w.Weight > 0 {
 				k.share = u.decayedOf(ref) / float64(w.Weight)
 			}
 		}
 		ks[i] = k
+	}
+	// Within the guarantee: each workspace's jobs in its own order, each
+	// taking what is left.
+	byWS := make([]int, len(ks))
+	for i := range byWS {
+		byWS[i] = i
+	}
+	slices.SortStableFunc(byWS, func(a, b int) int {
+		ja, jb := ks[a].j, ks[b].j
+		if c := cmp.Compare(ja.Tenant, jb.Tenant); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ja.Workspace, jb.Workspace); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(jb.Priority, ja.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(ja.ID, jb.ID)
+	})
+	left := map[string]int{}
+	for _, i := range byWS {
+		j := ks[i].j
+		ref := j.Tenant + "/" + j.Workspace
+		w := s.Workspaces[ref]
+		if w == nil {
+			continue
+		}
+		l, ok := left[ref]
+		if !ok {
+			l = w.Guaranteed*unit - u.usedOf(ref) + stopping[ref]
+		}
+		if d := demand(j); d <= l {
+			ks[i].within = true
+			l -= d
+		}
+		left[ref] = l
 	}
 	slices.SortStableFunc(ks, func(ka, kb key) int {
 		// Guarantees first, whatever the priorities: a borrowing job of a
@@ -236,6 +297,12 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage) {
 		}
 		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
 			return c
+		}
+		if ka.freeing != kb.freeing {
+			if ka.freeing {
+				return -1
+			}
+			return 1
 		}
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c

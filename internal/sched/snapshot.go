@@ -81,8 +81,9 @@ type Plan struct {
 	// Releases end allocations that are due: grace deadlines passed, time
 	// limits reached.
 	Releases []Release `json:"releases,omitempty"`
-	// Next is the earliest future time a deadline or time limit falls due
-	// (zero if none): the leader runs a cycle then.
+	// Next is the earliest future time a deadline or time limit falls due,
+	// the deadlines of this plan's preemptions included (zero if none): the
+	// leader runs a cycle then.
 	Next time.Time `json:"next,omitempty"`
 }
 

@@ -93,45 +93,67 @@ type TenantResult struct {
 
 // JobsResult is one replay's outcome.
 type JobsResult struct {
-	Policy         string         `json:"policy"`
-	Servers        int            `json:"servers"`
-	GPUs           int            `json:"gpus"`
-	Jobs           int            `json:"jobs"`
-	Completed      int            `json:"completed"`
-	Utilization    float64        `json:"utilization"` // time-averaged allocated / pool, %
-	MeanJCTh       float64        `json:"meanJCTHours"`
-	P50JCTh        float64        `json:"p50JCTHours"`
-	P99JCTh        float64        `json:"p99JCTHours"`
-	MeanQueueh     float64        `json:"meanQueueHours"`
-	P50Queueh      float64        `json:"p50QueueHours"`
-	P99Queueh      float64        `json:"p99QueueHours"`
-	Makespanh      float64        `json:"makespanHours"`
-	Attainment     float64        `json:"quotaAttainment"` // mean over tenants, %
-	Jain           float64        `json:"jainFairness"`
-	BorrowedGPUh   float64        `json:"borrowedGPUHours"`
-	Preemptions    int            `json:"preemptions"`
-	LostGPUh       float64        `json:"lostGPUHours"`
-	ReclaimP50s    float64        `json:"reclaimP50Seconds"`
-	ReclaimP99s    float64        `json:"reclaimP99Seconds"`
-	ReclaimBounds  float64        `json:"reclaimBoundSeconds"`
-	Reclaims       int            `json:"reclaims"`
-	Cycles         int            `json:"cycles"`
-	Seconds        float64        `json:"seconds"`
-	Tenants        []TenantResult `json:"tenants"`
-	UtilizationSer []float64      `json:"utilizationSeries"` // allocated % per hour
+	Policy      string  `json:"policy"`
+	Servers     int     `json:"servers"`
+	GPUs        int     `json:"gpus"`
+	Jobs        int     `json:"jobs"`
+	Completed   int     `json:"completed"`
+	Utilization float64 `json:"utilization"` // time-averaged allocated / pool, %
+	// UtilizationArrivals is the same until the last arrival: makespan
+	// hangs on when the last long jobs start, this does not.
+	UtilizationArrivals float64 `json:"utilizationArrivals"`
+	MeanJCTh            float64 `json:"meanJCTHours"`
+	P50JCTh             float64 `json:"p50JCTHours"`
+	P99JCTh             float64 `json:"p99JCTHours"`
+	MeanQueueh          float64 `json:"meanQueueHours"`
+	P50Queueh           float64 `json:"p50QueueHours"`
+	P99Queueh           float64 `json:"p99QueueHours"`
+	Makespanh           float64 `json:"makespanHours"`
+	Attainment          float64 `json:"quotaAttainment"` // mean over tenants, %
+	Jain                float64 `json:"jainFairness"`
+	BorrowedGPUh        float64 `json:"borrowedGPUHours"`
+	Preemptions         int     `json:"preemptions"`
+	LostGPUh            float64 `json:"lostGPUHours"`
+	// Reclaim latency: from the moment a tenant under its guarantee has a
+	// pending job that fits in what is left of its guarantee (the tenant's
+	// pending jobs taken in queue order) until that job is placed. Reclaims
+	// counts such waits that ended in a placement; ReclaimLost those that
+	// ended because the tenant's other work took the room first.
+	ReclaimP50s      float64 `json:"reclaimP50Seconds"`
+	ReclaimP99s      float64 `json:"reclaimP99Seconds"`
+	ReclaimMaxs      float64 `json:"reclaimMaxSeconds"`
+	ReclaimBounds    float64 `json:"reclaimBoundSeconds"`
+	Reclaims         int     `json:"reclaims"`
+	ReclaimOverBound int     `json:"reclaimsOverBound"`
+	// ReclaimFragmented counts the waits over the bound whose job no
+	// reclaim within the rules could have placed when its wait began
+	// (reclaimable): the borrowed GPUs were spread over servers that hold
+	// guaranteed work too, and no room of its shape (whole servers for a
+	// gang) could be freed.
+	ReclaimFragmented int            `json:"reclaimsFragmented"`
+	ReclaimLost       int            `json:"reclaimsLost"`
+	Cycles            int            `json:"cycles"`
+	Seconds           float64        `json:"seconds"`
+	Tenants           []TenantResult `json:"tenants"`
+	UtilizationSer    []float64      `json:"utilizationSeries"` // allocated % per hour
 }
 
 // simJob is a job's life in the replay.
 type simJob struct {
-	j         *domain.Job
-	tenant    int
-	submit    int64
-	left      float64 // seconds of work left
-	start     int64   // when the current run (or last checkpoint) began
-	firstRun  int64   // -1 until placed once
-	end       int64
-	reclaimAt int64 // first reclaim issued for it, -1 none
-	gpus      int
+	j        *domain.Job
+	tenant   int
+	submit   int64
+	left     float64 // seconds of work left
+	start    int64   // when the current run (or last checkpoint) began
+	firstRun int64   // -1 until placed once
+	end      int64
+	// entitledAt is when the job became guaranteed demand (pending, and
+	// fitting in what is left of its tenant's guarantee), -1 if it is not.
+	entitledAt int64
+	// fragmented: when the clock started, no reclaim within the rules
+	// could make room for it (reclaimable).
+	fragmented bool
+	gpus       int
 }
 
 // p90Concurrency is the 90th percentile of a trace's concurrent GPU demand
@@ -245,6 +267,9 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 		o.Grace = 30 * time.Second
 	}
 	pool := o.Servers * o.GPUs
+	// jobfabric's bound on reclaim latency: the grace period and one cycle
+	// of the leader (2 s); the waits of every policy are counted against it.
+	bound := o.Grace.Seconds() + 2
 	p90, guar := Guarantees(o.Tenants, pool)
 	res := &JobsResult{Policy: o.Policy, Servers: o.Servers, GPUs: pool}
 	topo := poolTopology(o.Servers, o.GPUs)
@@ -281,7 +306,7 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 				j.GPUsPerNode = 0
 			}
 			j.ExpectedDurationSeconds = min(x.Duration, domain.MaxSeconds)
-			all = append(all, &simJob{j: j, tenant: ti, submit: sub, left: float64(max(x.Duration, 1)), firstRun: -1, reclaimAt: -1, gpus: gpus})
+			all = append(all, &simJob{j: j, tenant: ti, submit: sub, left: float64(max(x.Duration, 1)), firstRun: -1, entitledAt: -1, gpus: gpus})
 		}
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].submit < all[b].submit })
@@ -300,7 +325,7 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 	demandT := make([]float64, nt)
 	gpuSec := make([]float64, nt)
 	borrowSec := make([]float64, nt)
-	var utilSec float64
+	var utilSec, utilArr float64
 	active := map[uint64]*simJob{} // arrived, not ended
 	var placer *sched.Placer
 	if o.Policy != "jobfabric" {
@@ -352,13 +377,17 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 		s.j.PlacedAt, s.j.StartedAt = &t, &t
 		s.start = now
 		s.end = now + int64(math.Ceil(s.left))
-		// Reclaim latency counts jobs still within their tenant's
-		// guarantee when placed (a job its own tenant's later work pushed
-		// into borrowing waits as a borrower, not for a reclaim).
-		if s.reclaimAt >= 0 && alloc[s.tenant]+s.gpus <= guar[s.tenant] {
-			reclaim = append(reclaim, float64(now-s.reclaimAt))
+		if s.entitledAt >= 0 {
+			wait := float64(now - s.entitledAt)
+			reclaim = append(reclaim, wait)
+			if wait > bound {
+				res.ReclaimOverBound++
+				if s.fragmented {
+					res.ReclaimFragmented++
+				}
+			}
+			s.entitledAt = -1
 		}
-		s.reclaimAt = -1
 		alloc[s.tenant] += s.gpus
 		if s.firstRun < 0 {
 			s.firstRun = now
@@ -399,6 +428,9 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 				}
 			}
 			utilSec += float64(tot) * dt
+			if lastArrival := all[len(all)-1].submit; prev < lastArrival {
+				utilArr += float64(tot) * float64(min(now, lastArrival)-prev)
+			}
 			for h := prev / 3600; h <= (now-1)/3600; h++ {
 				lo, hi := max(prev, h*3600), min(now, (h+1)*3600)
 				hourly[h] += float64(tot) * float64(hi-lo)
@@ -433,6 +465,9 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 			queue = cycleQuota(o.Policy == "borrow", now, queue, active, placer, guar, alloc, pool, stop, run)
 			nextDue = -1
 		}
+		res.ReclaimLost += entitle(now, active, guar, alloc, func(s *simJob) bool {
+			return !reclaimable(s, active, guar, o.Servers, o.GPUs)
+		})
 		if progress != nil && res.Cycles%5000 == 0 {
 			progress(fmt.Sprintf("%s: %d/%d jobs arrived, %d done, %.0f h simulated", o.Policy, next, len(all), res.Completed, float64(now)/3600))
 		}
@@ -441,13 +476,14 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 	span := float64(max(lastEnd, 1))
 	res.Makespanh = span / 3600
 	res.Utilization = 100 * utilSec / (span * float64(pool))
+	if last := all[len(all)-1].submit; last > 0 {
+		res.UtilizationArrivals = 100 * utilArr / (float64(last) * float64(pool))
+	}
 	res.MeanJCTh, res.P50JCTh, res.P99JCTh = mean(jct)/3600, percentile(jct, .5)/3600, percentile(jct, .99)/3600
 	res.MeanQueueh, res.P50Queueh, res.P99Queueh = mean(qd)/3600, percentile(qd, .5)/3600, percentile(qd, .99)/3600
 	res.Reclaims = len(reclaim)
-	res.ReclaimP50s, res.ReclaimP99s = percentile(reclaim, .5), percentile(reclaim, .99)
-	if o.Policy == "jobfabric" {
-		res.ReclaimBounds = o.Grace.Seconds() + 2 // grace + the leader's 2 s cycle
-	}
+	res.ReclaimP50s, res.ReclaimP99s, res.ReclaimMaxs = percentile(reclaim, .5), percentile(reclaim, .99), percentile(reclaim, 1)
+	res.ReclaimBounds = bound
 	var sumA, sumA2 float64
 	for i, t := range o.Tenants {
 		tr := TenantResult{Name: t.Name, Jobs: len(t.Jobs), P90Demand: p90[i], Guaranteed: guar[i], GPUHours: gpuSec[i] / 3600, Borrowed: borrowSec[i] / 3600}
@@ -477,6 +513,138 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 		res.UtilizationSer = append(res.UtilizationSer, 100*hourly[h]/3600/float64(pool))
 	}
 	return res, nil
+}
+
+// entitle starts and stops the reclaim-latency clocks after a cycle. A
+// tenant's guaranteed demand is its pending jobs, in queue order (arrival),
+// each fitting in what is left of the guarantee above what the tenant holds
+// (its jobs being preempted excluded, as the scheduler counts them) and the
+// earlier ones: a job that fits starts its clock, a job that does not is
+// skipped (a later, smaller one may fit). A clock stops at placement (run)
+// or, uncounted, when the job no longer fits because the tenant's other
+// work took the room first; entitle returns how many stopped so.
+func entitle(now int64, active map[uint64]*simJob, guar, alloc []int, fragmented func(*simJob) bool) int {
+	left := make([]int, len(guar))
+	for i := range guar {
+		left[i] = guar[i] - alloc[i]
+	}
+	for _, s := range active {
+		if s.j.State == domain.JobPreempting {
+			left[s.tenant] += s.gpus
+		}
+	}
+	var pending []*simJob
+	for _, s := range active {
+		if s.j.State == domain.JobPending && (s.entitledAt >= 0 || left[s.tenant] > 0) {
+			pending = append(pending, s)
+		}
+	}
+	sort.Slice(pending, func(a, b int) bool { return pending[a].j.ID < pending[b].j.ID })
+	lost := 0
+	for _, s := range pending {
+		if s.gpus <= left[s.tenant] {
+			left[s.tenant] -= s.gpus
+			if s.entitledAt < 0 {
+				s.entitledAt = now
+				s.fragmented = fragmented(s)
+			}
+		} else if s.entitledAt >= 0 {
+			s.entitledAt = -1
+			lost++
+		}
+	}
+	return lost
+}
+
+// reclaimable reports whether a reclaim within the rules could make room
+// for s now: victims only from tenants above their guarantee, from each at
+// most what it borrowed. Optimistic: jobs being preempted count as gone,
+// though their GPUs may be promised to other waiting jobs. Per server:
+// its free GPUs plus what it could free; a job larger than a server needs
+// as many servers as its gang (the largest divisor of its GPUs that a
+// server holds, per server), the cheapest in borrowed GPUs first.
+func reclaimable(s *simJob, active map[uint64]*simJob, guar []int, nServers, gpusPer int) bool {
+	held := make([]int, len(guar))
+	occ := map[string]map[int]int{} // server -> tenant -> GPUs
+	for _, a := range active {
+		if a.j.State != domain.JobRunning {
+			continue
+		}
+		held[a.tenant] += a.gpus
+		for _, p := range a.j.Placement {
+			if occ[p.Server] == nil {
+				occ[p.Server] = map[int]int{}
+			}
+			occ[p.Server][a.tenant] += len(p.GPUs)
+		}
+	}
+	borrowed := make([]int, len(guar))
+	for t := range guar {
+		borrowed[t] = max(0, held[t]-guar[t])
+	}
+	per := s.gpus
+	if per > gpusPer {
+		per = 1
+		for d := gpusPer; d >= 1; d-- {
+			if s.gpus%d == 0 {
+				per = d
+				break
+			}
+		}
+	}
+	servers := s.gpus / per
+	type cand struct {
+		need map[int]int // borrowed GPUs to free, by tenant
+		n    int
+	}
+	// Idle servers (not in occ) are room for one part of the gang each.
+	cs := make([]cand, nServers-len(occ), nServers)
+	for _, m := range occ {
+		used := 0
+		for _, n := range m {
+			used += n
+		}
+		short := per - (gpusPer - used)
+		if short <= 0 {
+			cs = append(cs, cand{n: 0})
+			continue
+		}
+		need := map[int]int{}
+		for t, n := range m {
+			if borrowed[t] > 0 && short > 0 {
+				k := min(n, borrowed[t], short)
+				need[t] = k
+				short -= k
+			}
+		}
+		if short <= 0 {
+			sum := 0
+			for _, k := range need {
+				sum += k
+			}
+			cs = append(cs, cand{need: need, n: sum})
+		}
+	}
+	sort.Slice(cs, func(a, b int) bool { return cs[a].n < cs[b].n })
+	got := 0
+	for _, c := range cs {
+		ok := true
+		for t, k := range c.need {
+			if borrowed[t] < k {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		for t, k := range c.need {
+			borrowed[t] -= k
+		}
+		if got++; got >= servers {
+			return true
+		}
+	}
+	return false
 }
 
 func containsStr(xs []string, s string) bool {
@@ -520,9 +688,6 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 		}
 		d := p.Deadline
 		s.j.State, s.j.StopDeadline, s.j.PreemptedFor, s.j.BorrowNotBefore = domain.JobPreempting, &d, p.ForJob, p.BorrowBackoff
-		if f := byID[p.ForJob]; f != nil && f.reclaimAt < 0 {
-			f.reclaimAt = now
-		}
 	}
 	for _, p := range plan.Placements {
 		if s := byID[p.JobID]; s != nil && s.j.State == domain.JobPending {
@@ -532,6 +697,8 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 	if len(plan.Releases) > 0 {
 		return now
 	}
+	// The leader runs a cycle when the earliest deadline falls due: the
+	// plan's Next, which counts the deadlines of its own preemptions.
 	if plan.Next.IsZero() {
 		return -1
 	}
@@ -592,7 +759,6 @@ func cycleQuota(borrow bool, now int64, queue []*simJob, active map[uint64]*simJ
 					stop(v, false)
 					requeued = append(requeued, v)
 				}
-				s.reclaimAt = now
 			}
 		}
 		if pl == nil {
@@ -641,7 +807,9 @@ var jobsMetrics = []struct {
 	name string
 	f    func(r *JobsResult) string
 }{
-	{"GPU utilization %", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Utilization) }},
+	{"GPU utilization % (until the last arrival)", func(r *JobsResult) string {
+		return fmt.Sprintf("%.1f (%.1f)", r.Utilization, r.UtilizationArrivals)
+	}},
 	{"JCT mean / p50 / p99 (h)", func(r *JobsResult) string {
 		return fmt.Sprintf("%.2f / %.2f / %.1f", r.MeanJCTh, r.P50JCTh, r.P99JCTh)
 	}},
@@ -654,15 +822,14 @@ var jobsMetrics = []struct {
 	{"borrowed GPU-hours", func(r *JobsResult) string { return fmt.Sprintf("%.0f", r.BorrowedGPUh) }},
 	{"preemptions", func(r *JobsResult) string { return fmt.Sprintf("%d", r.Preemptions) }},
 	{"GPU-hours lost", func(r *JobsResult) string { return fmt.Sprintf("%.0f", r.LostGPUh) }},
-	{"reclaims; latency p50 / p99 (s)", func(r *JobsResult) string {
+	{"guaranteed waits; reclaim latency p50 / p99 / max (s)", func(r *JobsResult) string {
 		if r.Reclaims == 0 {
 			return "0"
 		}
-		s := fmt.Sprintf("%d; %.0f / %.0f", r.Reclaims, r.ReclaimP50s, r.ReclaimP99s)
-		if r.ReclaimBounds > 0 {
-			s += fmt.Sprintf(" (bound %.0f)", r.ReclaimBounds)
-		}
-		return s
+		return fmt.Sprintf("%d; %.0f / %.0f / %.0f", r.Reclaims, r.ReclaimP50s, r.ReclaimP99s, r.ReclaimMaxs)
+	}},
+	{"waits over jobfabric's bound (grace + one cycle); of them unplaceable by any reclaim", func(r *JobsResult) string {
+		return fmt.Sprintf("%d over %.0f s; %d", r.ReclaimOverBound, r.ReclaimBounds, r.ReclaimFragmented)
 	}},
 	{"jobs completed / submitted", func(r *JobsResult) string { return fmt.Sprintf("%d / %d", r.Completed, r.Jobs) }},
 	{"simulation seconds", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Seconds) }},

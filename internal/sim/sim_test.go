@@ -234,6 +234,11 @@ func TestJobsPolicies(t *testing.T) {
 			if p != "static" && r.Completed != r.Jobs {
 				t.Fatalf("%d of %d jobs completed", r.Completed, r.Jobs)
 			}
+			// jobfabric serves guaranteed demand within grace + one cycle
+			// wherever a reclaim can place it at all.
+			if p == "jobfabric" && (r.Reclaims == 0 || r.ReclaimOverBound != r.ReclaimFragmented) {
+				t.Fatalf("jobfabric: %d guaranteed waits, %d over the bound, %d of them unplaceable by any reclaim", r.Reclaims, r.ReclaimOverBound, r.ReclaimFragmented)
+			}
 			r2, _ := RunJobs(JobsRun{Tenants: ts, Servers: 3, GPUs: 8, Policy: p}, nil)
 			if r2.MeanJCTh != r.MeanJCTh || r2.Preemptions != r.Preemptions {
 				t.Fatal("replay not deterministic")
@@ -285,8 +290,8 @@ func TestReportGolden(t *testing.T) {
 		t.Fatalf("CSV round trip: %v", err)
 	}
 	jobs := JobsReport(JobsSummary{Kind: "jobs", Cluster: "2x8", Traces: []string{"a.csv"}, Runs: []*JobsResult{
-		{Policy: "static", Utilization: 50, Tenants: []TenantResult{{Name: "a", P90Demand: 8, Guaranteed: 16, Attainment: 90}}, UtilizationSer: []float64{10, 20, 30}},
-		{Policy: "jobfabric", Utilization: 60, Reclaims: 2, ReclaimP50s: 30, ReclaimP99s: 31, ReclaimBounds: 32, Tenants: []TenantResult{{Name: "a", P90Demand: 8, Guaranteed: 16, Attainment: 100, Borrowed: 3}}, UtilizationSer: []float64{15, 25, 35}},
+		{Policy: "static", Utilization: 50, UtilizationArrivals: 55, Tenants: []TenantResult{{Name: "a", P90Demand: 8, Guaranteed: 16, Attainment: 90}}, UtilizationSer: []float64{10, 20, 30}},
+		{Policy: "jobfabric", Utilization: 60, UtilizationArrivals: 65, Reclaims: 3, ReclaimP50s: 30, ReclaimP99s: 31, ReclaimMaxs: 40, ReclaimBounds: 32, ReclaimOverBound: 1, ReclaimFragmented: 1, Tenants: []TenantResult{{Name: "a", P90Demand: 8, Guaranteed: 16, Attainment: 100, Borrowed: 3}}, UtilizationSer: []float64{15, 25, 35}},
 	}})
 	for name, got := range map[string]string{
 		"openb-report.md.golden": rep.Markdown, "openb-alloc-130.svg.golden": rep.Files["openb-alloc-130.svg"],
