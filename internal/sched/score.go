@@ -89,25 +89,28 @@ type Uncached interface{ Uncached() }
 
 // scoring is a cluster's scorer and its cache.
 type scoring struct {
-	scorer  Scorer
-	cached  bool
-	shapes  map[string]int
-	cache   [][]scoreEntry // by server index, then shape id
+	scorer Scorer
+	cached bool
+	shapes map[string]int
+	// cache is by shape id, then server index: a placement reads one
+	// shape's entries for every server in order, so they sit together.
+	cache   [][]scoreEntry
+	servers int
 	host    Host
 	jobs    []map[int]int // by server index
 	scratch []int
 }
 
 type scoreEntry struct {
-	ver   uint32
-	ok    bool // the entry is valid
 	score float64
-	gpu   int
+	ver   uint32
+	gpu   int16 // -2: infeasible
+	ok    bool  // the entry is valid
 }
 
 func newScoring(s Scorer, n int) *scoring {
 	_, unc := s.(Uncached)
-	return &scoring{scorer: s, cached: !unc, shapes: map[string]int{}, cache: make([][]scoreEntry, n), jobs: make([]map[int]int, n)}
+	return &scoring{scorer: s, cached: !unc, shapes: map[string]int{}, servers: n, jobs: make([]map[int]int, n)}
 }
 
 // account records j's use of CPU, memory and job kinds on v (sign 1: takes,
@@ -148,8 +151,8 @@ func jobKind(j *domain.Job) (int, bool) {
 // fitsHost reports whether v has the CPU and memory j needs (untracked
 // capacity always fits).
 func (v *server) fitsHost(j *domain.Job) bool {
-	return (j.CPUMilli == 0 || v.s.CPUMilli == 0 || v.cpuUsed+j.CPUMilli <= v.s.CPUMilli) &&
-		(j.MemoryMiB == 0 || v.s.MemoryMiB == 0 || v.memUsed+j.MemoryMiB <= v.s.MemoryMiB)
+	return (j.CPUMilli == 0 || v.cpuCap == 0 || v.cpuUsed+j.CPUMilli <= v.cpuCap) &&
+		(j.MemoryMiB == 0 || v.memCap == 0 || v.memUsed+j.MemoryMiB <= v.memCap)
 }
 
 // scorable reports whether a scorer places j: one server, whole GPUs, a
@@ -239,9 +242,16 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		jm = &cp
 	}
 	r := request(j)
-	id := -1
+	var row []scoreEntry
 	if sc.cached && !c.cow {
-		id = sc.shapeID(j, models)
+		id := sc.shapeID(j, models)
+		for id >= len(sc.cache) {
+			sc.cache = append(sc.cache, nil)
+		}
+		if sc.cache[id] == nil {
+			sc.cache[id] = make([]scoreEntry, sc.servers)
+		}
+		row = sc.cache[id]
 	}
 	var best *server
 	bestScore, bestGPU := 0.0, -1
@@ -249,26 +259,21 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		if v.nfree < r.GPUs && r.Milli == 1000 {
 			continue
 		}
-		if len(models) > 0 && !slices.Contains(models, v.s.GPUModel) {
+		if len(models) > 0 && !slices.Contains(models, v.model) {
 			continue
 		}
 		if !v.fitsHost(j) || !c.eligible(v, jm, t) {
 			continue
 		}
 		var e *scoreEntry
-		if id >= 0 {
-			row := sc.cache[v.idx]
-			if id >= len(row) {
-				row = append(row, make([]scoreEntry, id+1-len(row))...)
-				sc.cache[v.idx] = row
-			}
-			e = &row[id]
+		if row != nil {
+			e = &row[v.idx]
 			if e.ok && e.ver == v.ver {
 				if e.gpu == -2 {
 					continue // infeasible
 				}
 				if best == nil || e.score > bestScore {
-					best, bestScore, bestGPU = v, e.score, e.gpu
+					best, bestScore, bestGPU = v, e.score, int(e.gpu)
 				}
 				continue
 			}
@@ -292,7 +297,7 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 			}
 		}
 		if e != nil {
-			*e = scoreEntry{ver: v.ver, ok: true, score: score, gpu: gpu}
+			*e = scoreEntry{ver: v.ver, ok: true, score: score, gpu: int16(gpu)}
 		}
 		if gpu == -2 {
 			continue

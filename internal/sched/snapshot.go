@@ -137,6 +137,11 @@ type server struct {
 	// ver counts changes (scorers cache by it).
 	cpuUsed, memUsed int64
 	ver              uint32
+	// cpuCap, memCap and model copy the server's CPU and memory capacity
+	// and GPU model: read for every server in a placement scan, they sit
+	// with the figures above instead of behind two pointers.
+	cpuCap, memCap int64
+	model          string
 }
 
 // take marks a placement's GPUs, slices or share as used.
@@ -354,7 +359,9 @@ func buildCluster(s *Snapshot) *cluster {
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
-		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i : i : i+1]}
+		ss := st.servers[i].s
+		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i : i : i+1],
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel}
 		for g := range v.free {
 			v.free[g] = true
 		}
