@@ -828,7 +828,7 @@ var jobsMetrics = []struct {
 		}
 		return fmt.Sprintf("%d; %.0f / %.0f / %.0f", r.Reclaims, r.ReclaimP50s, r.ReclaimP99s, r.ReclaimMaxs)
 	}},
-	{"waits over jobfabric's bound (grace + one cycle); of them unplaceable by any reclaim", func(r *JobsResult) string {
+	{"waits over jobfabric's bound (grace + one cycle); of them, no reclaim within the rules could place at first", func(r *JobsResult) string {
 		return fmt.Sprintf("%d over %.0f s; %d", r.ReclaimOverBound, r.ReclaimBounds, r.ReclaimFragmented)
 	}},
 	{"jobs completed / submitted", func(r *JobsResult) string { return fmt.Sprintf("%d / %d", r.Completed, r.Jobs) }},
