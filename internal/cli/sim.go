@@ -24,12 +24,16 @@ func newSimCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func openFile(field, path string) (*os.File, error) {
+// readInput opens path (a bad path is an error on field) and parses it with
+// read, which names the file in its own errors.
+func readInput[T any](field, path string, read func(name string, r io.Reader) (T, error)) (T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, domain.Invalid(field, "cannot read %s: %v", path, err)
+		var zero T
+		return zero, domain.Invalid(field, "cannot read %s: %v", path, err)
 	}
-	return f, nil
+	defer f.Close()
+	return read(filepath.Base(path), f)
 }
 
 func writeFile(dir, name string, write func(io.Writer) error) error {
@@ -99,23 +103,13 @@ and DIR/runs.json; progress goes to stderr.`,
 			if err != nil {
 				return err
 			}
-			f, err := openFile("nodes", nodes)
-			if err != nil {
-				return err
-			}
-			ns, err := sim.ReadNodes(filepath.Base(nodes), f)
-			f.Close()
+			ns, err := readInput("nodes", nodes, sim.ReadNodes)
 			if err != nil {
 				return err
 			}
 			suite := sim.OpenbSuite{Nodes: ns, Policies: pols, Seeds: ss, Tune: tune, Replicate: replicate, Workers: workers}
 			for _, p := range pods {
-				f, err := openFile("pods", p)
-				if err != nil {
-					return err
-				}
-				ps, err := sim.ReadPods(filepath.Base(p), f)
-				f.Close()
+				ps, err := readInput("pods", p, sim.ReadPods)
 				if err != nil {
 					return err
 				}
@@ -202,12 +196,7 @@ Writes DIR/jobs.json; progress goes to stderr.`,
 			}
 			var ts []sim.Tenant
 			for _, p := range traces {
-				f, err := openFile("trace", p)
-				if err != nil {
-					return err
-				}
-				js, err := sim.ReadITP(filepath.Base(p), f)
-				f.Close()
+				js, err := readInput("trace", p, sim.ReadITP)
 				if err != nil {
 					return err
 				}
@@ -261,13 +250,8 @@ sim jobs (jobs.json) and write report.md with SVG plots to --out (default: the f
 			}
 			var exp []sim.AllocRow
 			if expected != "" {
-				f, err := openFile("expected", expected)
-				if err != nil {
-					return err
-				}
-				exp, err = sim.ReadAllocCSV(filepath.Base(expected), f)
-				f.Close()
-				if err != nil {
+				var err error
+				if exp, err = readInput("expected", expected, sim.ReadAllocCSV); err != nil {
 					return err
 				}
 			}
