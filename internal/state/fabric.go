@@ -1,7 +1,6 @@
 package state
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -601,6 +600,5 @@ func DeviceFiles(cfgs map[string]DeviceConfig) []render.DeviceFiles {
 		dc := cfgs[name]
 		out = append(out, render.DeviceFiles{Device: name, NOS: dc.NOS, Files: dc.Files})
 	}
-	slices.SortFunc(out, func(a, b render.DeviceFiles) int { return cmp.Compare(a.Device, b.Device) })
 	return out
 }
