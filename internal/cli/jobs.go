@@ -387,6 +387,11 @@ func newEventsCmd(g *globals) *cobra.Command {
 			if err := setRef(ws, &q.Tenant, &q.Workspace); err != nil {
 				return err
 			}
+			// The client leaves a limit below 1 out of the query, which
+			// would list everything: refuse it here as the API does.
+			if cmd.Flags().Changed("limit") && q.Limit < 1 {
+				return domain.Invalid("limit", "--limit %d: give a positive number of events", q.Limit)
+			}
 			c, err := g.client()
 			if err != nil {
 				return err

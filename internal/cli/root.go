@@ -74,7 +74,9 @@ func newRoot(g *globals) *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("JOBFABRIC_SERVER", "http://127.0.0.1:7070"), "API URL of any server of the cluster (env JOBFABRIC_SERVER)")
-	pf.StringVar(&g.token, "token", os.Getenv("JOBFABRIC_TOKEN"), "bearer token (env JOBFABRIC_TOKEN)")
+	// No default from the environment: cobra prints a flag's default in
+	// --help, and a token is a secret (bearer() reads the variable).
+	pf.StringVar(&g.token, "token", "", "bearer token (default: env JOBFABRIC_TOKEN)")
 	pf.StringVar(&g.ca, "ca", os.Getenv("JOBFABRIC_CA"), "CA certificate to verify an https server (env JOBFABRIC_CA; default: system pool)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	root.AddCommand(
@@ -113,5 +115,13 @@ func (g *globals) client() (*client.Client, error) {
 		}
 		tc = c
 	}
-	return client.New(g.server, g.token, tc)
+	return client.New(g.server, g.bearer(), tc)
+}
+
+// bearer is the token to send: --token, else JOBFABRIC_TOKEN.
+func (g *globals) bearer() string {
+	if g.token != "" {
+		return g.token
+	}
+	return os.Getenv("JOBFABRIC_TOKEN")
 }

@@ -51,7 +51,7 @@ start the first one alone (--bootstrap), then start the others with
 			if err != nil {
 				return err
 			}
-			cfg.Logger, cfg.JoinToken, cfg.TLSCA = log, g.token, g.ca
+			cfg.Logger, cfg.JoinToken, cfg.TLSCA = log, g.bearer(), g.ca
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err

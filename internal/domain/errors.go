@@ -18,8 +18,13 @@ const (
 	CodeAlreadyExists      Code = "already_exists"
 	CodeFailedPrecondition Code = "failed_precondition"
 	CodePayloadTooLarge    Code = "payload_too_large"
-	CodeUnavailable        Code = "unavailable"
-	CodeInternal           Code = "internal"
+	// CodeUnsupportedMediaType: a request body in a Content-Type or
+	// Content-Encoding the operation does not take.
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	// CodeTokenExpired: the bearer token is known but past its expiry.
+	CodeTokenExpired Code = "token_expired"
+	CodeUnavailable  Code = "unavailable"
+	CodeInternal     Code = "internal"
 )
 
 // Detail is one problem among several found in one request (e.g. every broken

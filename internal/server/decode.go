@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,6 +47,9 @@ func strictUnmarshal(b []byte, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return domain.Errorf(domain.CodeInvalidArgument, "request body is empty; a JSON object is required")
 	}
+	if err := duplicateKeys(b); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -74,6 +79,107 @@ func jsonError(err error) error {
 		return domain.Invalid(f, "unknown field %q", f)
 	}
 	return domain.Errorf(domain.CodeInvalidArgument, "malformed JSON: %v", err)
+}
+
+// maxJSONDepth bounds nesting in duplicateKeys (encoding/json refuses
+// deeper documents too).
+const maxJSONDepth = 10000
+
+// duplicateKeys refuses a JSON document that gives a key twice in one
+// object, naming its path: encoding/json keeps the last silently, so a body
+// reviewed (or filtered by a proxy) as one thing would apply as another.
+// Keys are compared as encoding/json matches them to fields, ignoring case
+// ("role" and "Role" set the same field). Malformed JSON is left to the
+// decoder, whose errors say more.
+func duplicateKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var de *domain.Error
+	if err := walkKeys(dec, "", 0); errors.As(err, &de) {
+		return de
+	}
+	return nil
+}
+
+func walkKeys(dec *json.Decoder, path string, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxJSONDepth {
+		return domain.Invalid(path, "JSON nested deeper than %d levels", maxJSONDepth)
+	}
+	switch d {
+	case '{':
+		seen := map[string]string{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := kt.(string)
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			if first, dup := seen[strings.ToLower(key)]; dup {
+				if first == key {
+					return domain.Invalid(p, "duplicate key %q at %s: each key may appear once in an object", key, p)
+				}
+				return domain.Invalid(p, "duplicate key %q at %s: %q is the same field (keys match fields regardless of case)", key, p, first)
+			}
+			seen[strings.ToLower(key)] = key
+			if err := walkKeys(dec, p, depth+1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if err := walkKeys(dec, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}
+
+// checkBodyHeaders refuses a body the operation cannot read: a
+// Content-Type other than JSON (or YAML where yaml is set) and any
+// Content-Encoding but identity, with 415 naming what is accepted. A body
+// without Content-Type is read as JSON (curl and scripts often send none).
+func checkBodyHeaders(r *http.Request, yaml bool) error {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		return &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Encoding",
+			Message: fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", ce)}
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	accepted := "application/json"
+	if yaml {
+		accepted += ", application/yaml"
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Type",
+			Message: fmt.Sprintf("Content-Type %q is malformed (%v); this operation takes %s", ct, err, accepted)}
+	}
+	ok := mt == "application/json" || (yaml && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml"))
+	if !ok {
+		return &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Type",
+			Message: fmt.Sprintf("Content-Type %q is not accepted; this operation takes %s", mt, accepted)}
+	}
+	if cs, given := params["charset"]; given && !strings.EqualFold(cs, "utf-8") {
+		return &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Type",
+			Message: fmt.Sprintf("charset %q is not accepted; bodies are UTF-8", cs)}
+	}
+	return nil
 }
 
 // queryInt parses an optional integer query parameter.

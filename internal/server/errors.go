@@ -13,7 +13,7 @@ func httpStatus(c domain.Code) int {
 	switch c {
 	case domain.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case domain.CodeUnauthenticated:
+	case domain.CodeUnauthenticated, domain.CodeTokenExpired:
 		return http.StatusUnauthorized
 	case domain.CodePermissionDenied:
 		return http.StatusForbidden
@@ -23,6 +23,8 @@ func httpStatus(c domain.Code) int {
 		return http.StatusConflict
 	case domain.CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case domain.CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	case domain.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:

@@ -24,7 +24,7 @@ func (s *Server) buildRoutes() []route {
 		{method: "DELETE", path: "/v1/cluster/members/{id}", summary: "Remove a server from the cluster (admin)", access: authed, resp: api.ClusterView{}, h: s.removeMember},
 		{method: "GET", path: "/v1/topology", summary: "The applied topology with its revision and summary (admin)", access: authed, resp: domain.TopologyView{}, h: s.getTopology},
 		{method: "PUT", path: "/v1/topology", summary: "Apply a topology (YAML or JSON), all or nothing; the same file again is a no-op (admin)", access: authed,
-			query: []param{{"dryRun", "boolean", "validate and report without applying"}}, body: domain.Topology{}, resp: domain.TopologyResult{}, h: s.putTopology},
+			query: []param{{"dryRun", "boolean", "validate and report without applying"}}, body: domain.Topology{}, yaml: true, resp: domain.TopologyResult{}, h: s.putTopology},
 		{method: "GET", path: "/v1/tenants", summary: "Tenants the caller can see", access: authed, resp: []domain.Tenant{}, h: s.listTenants},
 		{method: "POST", path: "/v1/tenants", summary: "Create a tenant (admin)", access: authed, body: api.TenantCreateRequest{}, resp: domain.Tenant{}, status: http.StatusCreated, h: s.createTenant},
 		{method: "GET", path: "/v1/tenants/{tenant}", summary: "One tenant", access: authed, resp: domain.Tenant{}, h: s.getTenant},
@@ -147,28 +147,34 @@ func (s *Server) putTopology(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Check here first so a broken file never reaches the log; the state
-	// machine checks again against the state it applies to.
+	if r.URL.Query().Get("dryRun") != "true" {
+		// As parsed: the state machine fills in what the file leaves out
+		// (link addresses), which would double the log entry; propose
+		// checks it against the state first.
+		return s.propose(r.Context(), state.CmdTopologyApply, p.actor(), state.TopologyApply{Topology: *t})
+	}
 	var prev *domain.Topology
 	if cur := s.fsm.Topology(); cur != nil {
 		prev = cur.Topology
 	}
+	// The state machine's own checks first (running jobs, guarantees).
+	entry, err := state.Encode(state.CmdTopologyApply, s.clock.Now(), p.actor(), state.TopologyApply{Topology: *t})
+	if err != nil {
+		return nil, err
+	}
+	if derr := s.fsm.Check(entry); derr != nil {
+		return nil, derr
+	}
 	if err := topology.Normalize(t, prev); err != nil {
 		return nil, err
 	}
-	if derr := topology.Validate(t); derr != nil {
-		return nil, derr
+	fp := topology.Fingerprint(t)
+	cur := s.fsm.Topology()
+	res := domain.TopologyResult{Changed: cur == nil || cur.Fingerprint != fp, Fingerprint: fp, Summary: t.Summary()}
+	if cur != nil {
+		res.Revision = cur.Revision
 	}
-	if r.URL.Query().Get("dryRun") == "true" {
-		fp := topology.Fingerprint(t)
-		cur := s.fsm.Topology()
-		res := domain.TopologyResult{Changed: cur == nil || cur.Fingerprint != fp, Fingerprint: fp, Summary: t.Summary()}
-		if cur != nil {
-			res.Revision = cur.Revision
-		}
-		return res, nil
-	}
-	return s.propose(r.Context(), state.CmdTopologyApply, p.actor(), state.TopologyApply{Topology: *t})
+	return res, nil
 }
 
 func (s *Server) listTenants(r *http.Request, p *principal) (any, error) {
@@ -562,7 +568,7 @@ func (s *Server) events(r *http.Request, p *principal) (any, error) {
 			return nil, domain.Invalid("since", "since %q is neither a non-negative duration (1h, 30m) nor an RFC 3339 time", since)
 		}
 	}
-	limit, err := queryInt(r, "limit", 0, 100000)
+	limit, err := queryInt(r, "limit", 1, 100000)
 	if err != nil {
 		return nil, err
 	}

@@ -31,9 +31,11 @@ type route struct {
 	local bool
 	// dedup routes apply a request carrying an Idempotency-Key once, so a
 	// request whose outcome is unknown may be retried.
-	dedup  bool
-	query  []param
-	body   any // request body type (nil: none)
+	dedup bool
+	query []param
+	body  any // request body type (nil: none)
+	// yaml routes take a YAML body as well as JSON (the topology).
+	yaml   bool
 	resp   any // success response type
 	status int // success status (200 if 0)
 	h      func(r *http.Request, p *principal) (any, error)
@@ -69,6 +71,13 @@ func (s *Server) wrap(rt route) http.Handler {
 		}()
 		if r.Method == http.MethodGet || (rt.dedup && r.Header.Get(idempotencyHeader) != "") {
 			r = r.WithContext(context.WithValue(r.Context(), retrySafeKey{}, true))
+		}
+		if rt.body != nil {
+			// Before forwarding: a follower refuses what the leader would.
+			if err := checkBodyHeaders(r, rt.yaml); err != nil {
+				writeError(w, err)
+				return
+			}
 		}
 		if rt.sse != nil {
 			// Before forwarding too: a follower's proxy streams as well.

@@ -50,7 +50,7 @@ func buildOpenAPI(routes []route) map[string]any {
 		}
 		if rt.body != nil {
 			content := map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.body))}}
-			if rt.path == "/v1/topology" {
+			if rt.yaml {
 				content["application/yaml"] = map[string]any{"schema": g.schema(reflect.TypeOf(rt.body))}
 			}
 			op["requestBody"] = map[string]any{"required": true, "content": content}

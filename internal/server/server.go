@@ -339,11 +339,17 @@ func defaultRaftAddr(apiAddr string) (string, error) {
 }
 
 // propose encodes and applies a command through Raft, returning the typed
-// value or the FSM's refusal.
+// value or the FSM's refusal. The command is checked against the leader's
+// state first, so a refused command never enters the log (where it would
+// stay, be replicated and be replayed at every start); the FSM checks
+// again when it applies.
 func (s *Server) propose(ctx context.Context, t state.CommandType, actor string, payload any) (any, error) {
 	b, err := state.Encode(t, s.clock.Now(), actor, payload)
 	if err != nil {
 		return nil, err
+	}
+	if derr := s.fsm.Check(b); derr != nil {
+		return nil, derr
 	}
 	resp, err := s.store.Apply(ctx, b)
 	if err != nil {

@@ -1,8 +1,11 @@
 package state
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -34,6 +37,9 @@ type Command struct {
 	At      time.Time       `json:"at"`
 	Actor   string          `json:"actor"`
 	Payload json.RawMessage `json:"payload"`
+	// check is set by FSM.Check: the handler stops, with a nil value,
+	// where its checks end and its changes begin (see handler).
+	check bool
 }
 
 // Payloads.
@@ -103,13 +109,86 @@ type Member struct {
 	APIAddr  string `json:"apiAddr"`
 }
 
-// Encode builds the log entry for a command payload.
+// Log entry bounds.
+//
+// MaxEntryBytes is the most one raft log entry may hold, as stored. Raft
+// keeps recent entries in memory (the log cache), sends each whole to every
+// follower in one AppendEntries and replays every entry at each start, so
+// an unbounded entry costs memory and restart time long after it was
+// written. Encode refuses a larger command with payload_too_large (HTTP
+// 413) naming this limit.
+//
+// A command above compressAbove is stored gzip-compressed (a JSON command
+// starts with '{', a compressed one with the gzip magic 1f 8b, so entries
+// written before compression existed still decode). Compression, rather
+// than a staged upload, because the only large command is a whole
+// topology, which is regular text: a 100,000-GPU topology (12,500 servers,
+// 100,000 cables) encodes to about 21 MB of JSON and 1.5 MB compressed, so
+// it fits one entry and stays one atomic apply with nothing to clean up.
+// maxCommandBytes bounds a command once decompressed, so a corrupt or
+// hostile entry cannot expand without limit in the state machine.
+const (
+	MaxEntryBytes   = 8 << 20
+	maxCommandBytes = 256 << 20
+	compressAbove   = 64 << 10
+)
+
+// Encode builds the log entry for a command payload: compressed above
+// compressAbove, refused above MaxEntryBytes.
 func Encode(t CommandType, at time.Time, actor string, payload any) ([]byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s payload: %w", t, err)
 	}
-	return json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p})
+	b, err := json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p})
+	if err != nil || len(b) <= compressAbove {
+		return b, err
+	}
+	raw := len(b)
+	if raw > maxCommandBytes {
+		return nil, tooLarge(t, raw, 0)
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the level is valid
+	if _, err := zw.Write(b); err != nil {
+		return nil, fmt.Errorf("compress %s: %w", t, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress %s: %w", t, err)
+	}
+	if buf.Len() > MaxEntryBytes {
+		return nil, tooLarge(t, raw, buf.Len())
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(t CommandType, raw, compressed int) *domain.Error {
+	msg := fmt.Sprintf("the %s command is %d bytes", t, raw)
+	if compressed > 0 {
+		msg += fmt.Sprintf(" (%d compressed)", compressed)
+	}
+	return domain.Errorf(domain.CodePayloadTooLarge, "%s; one raft log entry holds at most %d bytes compressed and %d uncompressed (state.MaxEntryBytes): split the change or make the object smaller", msg, MaxEntryBytes, maxCommandBytes)
+}
+
+// decodeCommand reads a log entry written by Encode.
+func decodeCommand(b []byte) (Command, *domain.Error) {
+	var c Command
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, maxCommandBytes+1)); err != nil {
+			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
+		}
+		if len(b) > maxCommandBytes {
+			return c, domain.Errorf(domain.CodeInternal, "log entry expands beyond %d bytes", maxCommandBytes)
+		}
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
+	}
+	return c, nil
 }
 
 // Result is what Apply returns for every command: the created or changed

@@ -303,6 +303,9 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			return nil, domain.Invalid("changed", "device %s: hash %s does not match its files", name, dc.Hash)
 		}
 	}
+	if c.check {
+		return nil, nil
+	}
 	fd := &f.d.Fabric
 	fd.Pools = ps
 	fd.Rev++
@@ -374,6 +377,9 @@ func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
 	fd := &f.d.Fabric
 	if p.Rev == 0 || p.Rev > fd.Rev {
 		return nil, domain.Invalid("rev", "revision %d does not exist (latest %d)", p.Rev, fd.Rev)
+	}
+	if c.check {
+		return nil, nil
 	}
 	var ok, failed []string
 	for _, r := range p.Results {

@@ -91,6 +91,9 @@ func (f *FSM) applyHostPolicy(c *Command) (any, *domain.Error) {
 			return nil, &domain.Error{Code: domain.CodeNotFound, Field: "tenantMinDriver." + t, Message: fmt.Sprintf("tenant %q not found", t)}
 		}
 	}
+	if c.check {
+		return nil, nil
+	}
 	pol.CordonOn = slices.Clone(pol.CordonOn)
 	pol.TenantMinDriver = maps.Clone(pol.TenantMinDriver)
 	f.d.Hosts.Policy = &pol
@@ -113,6 +116,9 @@ func (f *FSM) applyHostReport(c *Command) (any, *domain.Error) {
 	}
 	if len(p.Hash) > 64 || len(p.Agent) > 256 {
 		return nil, domain.Invalid("hash", "hash or agent too long")
+	}
+	if c.check {
+		return nil, nil
 	}
 	if f.d.Hosts.Records == nil {
 		f.d.Hosts.Records = map[string]*domain.HostStatus{}
@@ -333,6 +339,9 @@ func (f *FSM) applyHostHeartbeat(c *Command) (any, *domain.Error) {
 	if derr != nil {
 		return nil, derr
 	}
+	if c.check {
+		return nil, nil
+	}
 	changed := []string{}
 	for _, n := range slices.Sorted(slices.Values(p.Nodes)) {
 		rec := f.d.Hosts.Records[n]
@@ -404,6 +413,9 @@ func (f *FSM) applyHostAccept(c *Command) (any, *domain.Error) {
 	rec := f.d.Hosts.Records[p.Node]
 	if rec == nil || rec.Facts == nil {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "node", Message: fmt.Sprintf("node %s has no agent report to accept", p.Node)}
+	}
+	if c.check {
+		return nil, nil
 	}
 	old := rec.Baseline
 	rec.Baseline = hostfacts.NewBaseline(rec.Facts)

@@ -72,26 +72,34 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 		return nil, domain.Invalid("message", "message is %d characters; the limit is 1024", len(p.Message))
 	}
 	at := c.At
+	// The switch decides the transition; it runs after the check line.
+	var move func()
 	switch {
 	case p.State == ReportRunning && j.State == domain.JobReady:
-		j.State, j.StartedAt = domain.JobRunning, &at
-		j.Reason = nil
+		move = func() {
+			j.State, j.StartedAt = domain.JobRunning, &at
+			j.Reason = nil
+		}
 	case p.State == ReportRunning && (j.State == domain.JobRunning || j.State == domain.JobPreempting):
-		// A repeated heartbeat: nothing changes but the message.
+		move = func() {} // a repeated heartbeat: nothing changes but the message
 	case (p.State == ReportSucceeded || p.State == ReportFailed) && (j.State == domain.JobReady || j.State == domain.JobRunning || j.State == domain.JobPreempting):
 		st := domain.JobSucceeded
 		if p.State == ReportFailed {
 			st = domain.JobFailed
 		}
-		f.end(j, st, &domain.Reason{Code: p.State, Message: "reported " + p.State + " by " + c.Actor}, at)
+		move = func() { f.end(j, st, &domain.Reason{Code: p.State, Message: "reported " + p.State + " by " + c.Actor}, at) }
 	case p.State == ReportStopped && j.State == domain.JobPreempting:
-		f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at)
+		move = func() { f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at) }
 	case p.State == ReportRunning || p.State == ReportSucceeded || p.State == ReportFailed || p.State == ReportStopped:
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "state",
 			Message: fmt.Sprintf("job %d is %s: it cannot be reported %s", j.ID, j.State, p.State)}
 	default:
 		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", p.State)
 	}
+	if c.check {
+		return nil, nil
+	}
+	move()
 	if p.Message != "" {
 		j.Message = p.Message
 	}
@@ -123,6 +131,9 @@ func (f *FSM) applyJobsPreempt(c *Command) (any, *domain.Error) {
 	if derr != nil {
 		return nil, derr
 	}
+	if c.check {
+		return nil, nil
+	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	for _, pr := range p.Jobs {
 		j, ok := f.d.Jobs[pr.ID]
@@ -150,6 +161,9 @@ func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobsRelease](c)
 	if derr != nil {
 		return nil, derr
+	}
+	if c.check {
+		return nil, nil
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	for _, rl := range p.Jobs {

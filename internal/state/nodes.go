@@ -45,6 +45,9 @@ func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
 	if err := domain.ValidateRange("graceSeconds", p.GraceSeconds, 0, domain.MaxSeconds); err != nil {
 		return nil, err
 	}
+	if c.check {
+		return nil, nil
+	}
 	cur.Reason, cur.UpdatedAt, cur.UpdatedBy = p.Reason, c.At, c.Actor
 	f.operatorSetNode(c, p) // hosts.go: the operator's word replaces the host policy's
 	if cur.Schedulable() && cur.Reason == "" {

@@ -69,6 +69,11 @@ type FSM struct {
 	applied uint64
 	// changed wakes readers waiting for the next change (watch.go).
 	changed broadcaster
+	// refused counts log entries applied since start whose command was
+	// refused: each is a command the leader's Check let through (the state
+	// changed between the check and the apply) or an entry written before
+	// Check existed.
+	refused uint64
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -124,7 +129,41 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = l.Index
-	return f.apply(l.Data)
+	r := f.apply(l.Data)
+	if r.Err != nil {
+		f.refused++
+	}
+	return r
+}
+
+// Check runs a command's checks against the current state without
+// applying it. The leader calls it before proposing, so a command the
+// state machine would refuse never enters the log. The rules are not
+// copied: Check runs the command's own handler, which stops where its
+// checks end and its changes begin (Command.check). Apply checks again,
+// against the state the entry meets.
+func (f *FSM) Check(b []byte) *domain.Error {
+	c, derr := decodeCommand(b)
+	if derr != nil {
+		return derr
+	}
+	h, ok := handlers[c.Type]
+	if !ok {
+		return domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type)
+	}
+	c.check = true
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, err := h(f, &c)
+	return err
+}
+
+// Refused is the number of log entries applied since start that the state
+// machine refused (see FSM.refused).
+func (f *FSM) Refused() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.refused
 }
 
 // ApplyCommand applies an encoded command outside Raft (tests, simulator).
@@ -136,9 +175,9 @@ func (f *FSM) ApplyCommand(b []byte) *Result {
 }
 
 func (f *FSM) apply(b []byte) *Result {
-	var c Command
-	if err := json.Unmarshal(b, &c); err != nil {
-		return &Result{Err: domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)}
+	c, derr := decodeCommand(b)
+	if derr != nil {
+		return &Result{Err: derr}
 	}
 	h, ok := handlers[c.Type]
 	if !ok {
@@ -198,7 +237,9 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 func (s *snapshot) Release() {}
 
 // handler applies one command type. It must validate everything before it
-// changes anything: a refused command leaves the state untouched.
+// changes anything: a refused command leaves the state untouched. Where
+// the checks end it returns nil, nil if c.check is set: FSM.Check runs it
+// so, under the read lock, so nothing before that line may change state.
 type handler func(f *FSM, c *Command) (any, *domain.Error)
 
 var handlers = map[CommandType]handler{
@@ -281,6 +322,9 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 				Message: fmt.Sprintf("workspace %s: %s: lower its model guarantees first", ref, err.Message)}
 		}
 	}
+	if c.check {
+		return nil, nil
+	}
 	f.d.Topology, f.d.Fingerprint, f.cap = t, fp, next
 	f.d.TopologyRev++
 	sum := t.Summary()
@@ -340,6 +384,9 @@ func (f *FSM) applyTenantCreate(c *Command) (any, *domain.Error) {
 			return nil, err
 		}
 	}
+	if c.check {
+		return nil, nil
+	}
 	t.CreatedAt, t.CreatedBy = c.At, c.Actor
 	f.d.Tenants[t.Name] = &t
 	f.event(c, "tenant.create", "tenant/"+t.Name, t.Name, "", tenantString(&t))
@@ -394,6 +441,9 @@ func (f *FSM) applyTenantUpdate(c *Command) (any, *domain.Error) {
 	if err := f.checkCapacity("quota.guaranteed", newG-f.tenantGuarantee(t.Name)); err != nil {
 		return nil, err
 	}
+	if c.check {
+		return nil, nil
+	}
 	f.d.Tenants[t.Name] = &t
 	f.event(c, "tenant.update", "tenant/"+t.Name, t.Name, "", tenantString(&t))
 	cp := t
@@ -418,6 +468,9 @@ func (f *FSM) applyTenantDelete(c *Command) (any, *domain.Error) {
 	if len(ws) > 0 {
 		sort.Strings(ws)
 		return nil, domain.Errorf(domain.CodeFailedPrecondition, "tenant %q still has workspaces %v: delete them first", p.Name, ws)
+	}
+	if c.check {
+		return nil, nil
 	}
 	delete(f.d.Tenants, p.Name)
 	for id, tok := range f.d.Tokens {
@@ -496,6 +549,9 @@ func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
 	if err := f.checkModelGuarantees(&w, f.cap.byModel); err != nil {
 		return nil, err
 	}
+	if c.check {
+		return nil, nil
+	}
 	w.CreatedAt, w.CreatedBy = c.At, c.Actor
 	f.d.Workspaces[w.Ref()] = &w
 	f.event(c, "workspace.create", "workspace/"+w.Ref(), w.Tenant, w.Name, quotaString(&w))
@@ -526,6 +582,9 @@ func (f *FSM) applyWorkspaceUpdate(c *Command) (any, *domain.Error) {
 	if err := f.checkModelGuarantees(&w, f.cap.byModel); err != nil {
 		return nil, err
 	}
+	if c.check {
+		return nil, nil
+	}
 	w.CreatedAt, w.CreatedBy = old.CreatedAt, old.CreatedBy
 	f.d.Workspaces[w.Ref()] = &w
 	f.event(c, "workspace.update", "workspace/"+w.Ref(), w.Tenant, w.Name, quotaString(&w))
@@ -547,6 +606,9 @@ func (f *FSM) applyWorkspaceDelete(c *Command) (any, *domain.Error) {
 		if j.Tenant == p.Tenant && j.Workspace == p.Name && !j.State.Terminal() {
 			return nil, domain.Errorf(domain.CodeFailedPrecondition, "workspace %q has %s job %d: cancel its jobs first", ref, j.State, j.ID)
 		}
+	}
+	if c.check {
+		return nil, nil
 	}
 	delete(f.d.Workspaces, ref)
 	for id, tok := range f.d.Tokens {
@@ -586,6 +648,9 @@ func (f *FSM) applyTokenCreate(c *Command) (any, *domain.Error) {
 	if _, ok := f.d.Tokens[t.ID]; ok {
 		return nil, domain.Errorf(domain.CodeAlreadyExists, "token %q already exists", t.ID)
 	}
+	if c.check {
+		return nil, nil
+	}
 	t.CreatedAt, t.CreatedBy = c.At, c.Actor
 	f.d.Tokens[t.ID] = &storedToken{Token: t, Hash: p.Hash}
 	f.event(c, "token.create", "token/"+t.ID, t.Tenant, t.Workspace, "role="+string(t.Role))
@@ -600,6 +665,9 @@ func (f *FSM) applyTokenDelete(c *Command) (any, *domain.Error) {
 	t, ok := f.d.Tokens[p.ID]
 	if !ok {
 		return nil, domain.NotFound("token", p.ID)
+	}
+	if c.check {
+		return nil, nil
 	}
 	delete(f.d.Tokens, p.ID)
 	f.event(c, "token.delete", "token/"+p.ID, t.Tenant, t.Workspace, "role="+string(t.Role))
@@ -628,6 +696,9 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	}
 	if err := f.checkSubmit(&s); err != nil {
 		return nil, err
+	}
+	if c.check {
+		return nil, nil
 	}
 	id := f.d.NextJobID
 	f.d.NextJobID++
@@ -800,6 +871,9 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	if j.State.Terminal() {
 		return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is already %s", j.ID, j.State)
 	}
+	if c.check {
+		return nil, nil
+	}
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
@@ -821,6 +895,9 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobsPlace](c)
 	if derr != nil {
 		return nil, derr
+	}
+	if c.check {
+		return nil, nil
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	use := f.gpuUse()
@@ -1051,6 +1128,9 @@ func (f *FSM) applyMemberSet(c *Command) (any, *domain.Error) {
 	m := p.Member
 	if m.ID == "" || m.RaftAddr == "" {
 		return nil, domain.Invalid("id", "member needs an id and a raft address")
+	}
+	if c.check {
+		return nil, nil
 	}
 	if old, ok := f.d.Members[m.ID]; ok && old == m {
 		return &m, nil

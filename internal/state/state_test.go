@@ -37,8 +37,19 @@ func (h *harness) apply(ct CommandType, payload any) *Result {
 		h.t.Fatal(err)
 	}
 	h.log = append(h.log, b)
-	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b})
-	return r.(*Result)
+	// Every command of every test is checked first, as the leader does
+	// before proposing: Check must change nothing and refuse exactly what
+	// Apply refuses.
+	before := h.snapshot()
+	chk := h.f.Check(b)
+	if after := h.snapshot(); !bytes.Equal(before, after) {
+		h.t.Fatalf("Check(%s) changed the state", ct)
+	}
+	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b}).(*Result)
+	if fmt.Sprint(chk) != fmt.Sprint(r.Err) {
+		h.t.Fatalf("%s: Check answered %v, Apply %v", ct, chk, r.Err)
+	}
+	return r
 }
 
 func (h *harness) must(ct CommandType, payload any) any {

@@ -1,0 +1,101 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// TestLargeCommandsAreCompressed: a topology above compressAbove is stored
+// gzip-compressed, applies as the plain command would, and a plain entry
+// (written before compression) still applies.
+func TestLargeCommandsAreCompressed(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 4, ServersPerStripe: 32, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(CmdTopologyApply, t0, "admin:test", TopologyApply{Topology: *topo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("a %d-byte topology entry is not compressed", len(b))
+	}
+	plain, err := Encode(CmdTopologyApply, t0, "admin:test", TopologyApply{})
+	if err != nil || plain[0] != '{' {
+		t.Fatalf("a small command is compressed or failed: %v", err)
+	}
+	h := newHarness(t)
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	if got := h.f.Topology().Summary.GPUs; got != 4*32*8 {
+		t.Fatalf("applied a compressed topology of %d GPUs, want %d", got, 4*32*8)
+	}
+	// The same topology as an uncompressed entry of an older log.
+	old := New()
+	raw, derr := decodeCommand(b)
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	uncompressed := mustJSON(t, raw)
+	if r := old.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: uncompressed}).(*Result); r.Err != nil {
+		t.Fatalf("plain entry: %v", r.Err)
+	}
+	if old.Topology().Fingerprint != h.f.Topology().Fingerprint {
+		t.Fatal("plain and compressed entries applied different topologies")
+	}
+}
+
+// TestEntryBound: a command that does not fit one log entry is refused by
+// Encode with payload_too_large naming the limit; nothing is applied.
+func TestEntryBound(t *testing.T) {
+	// Random text does not compress below MaxEntryBytes.
+	rnd := make([]byte, MaxEntryBytes)
+	if _, err := rand.Read(rnd); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Encode(CmdTenantCreate, t0, "admin:test", TenantCreate{Tenant: domain.Tenant{Name: "x", Quota: nil, Sites: []string{hex.EncodeToString(rnd)}}})
+	if domain.CodeOf(err) != domain.CodePayloadTooLarge || !strings.Contains(err.Error(), "8388608") || !strings.Contains(err.Error(), "MaxEntryBytes") {
+		t.Fatalf("oversize command: %v, want payload_too_large naming the limit of %d bytes", err, MaxEntryBytes)
+	}
+}
+
+// TestCheckRefusesWithoutApplying: Check answers the state machine's
+// refusal and the refusal counter stays 0 when only checked commands are
+// applied; an entry applied unchecked and refused is counted.
+func TestCheckRefusesWithoutApplying(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	small, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 1, GPUsPerServer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(CmdTopologyApply, t0, "admin:test", TopologyApply{Topology: *small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if derr := h.f.Check(b); derr == nil || derr.Code != domain.CodeFailedPrecondition {
+		t.Fatalf("Check of a topology below the guarantees: %v, want failed_precondition", derr)
+	}
+	if n := h.f.Refused(); n != 0 {
+		t.Fatalf("refused %d entries before any was applied", n)
+	}
+	h.f.Apply(&raft.Log{Index: 99, Type: raft.LogCommand, Data: b})
+	if n := h.f.Refused(); n != 1 {
+		t.Fatalf("refused counter %d after one refused entry, want 1", n)
+	}
+}
+
+func mustJSON(t *testing.T, c Command) []byte {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
