@@ -87,7 +87,9 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 		if p.State == ReportFailed {
 			st = domain.JobFailed
 		}
-		move = func() { f.end(j, st, &domain.Reason{Code: p.State, Message: "reported " + p.State + " by " + c.Actor}, at) }
+		move = func() {
+			f.end(j, st, &domain.Reason{Code: p.State, Message: "reported " + p.State + " by " + c.Actor}, at)
+		}
 	case p.State == ReportStopped && j.State == domain.JobPreempting:
 		move = func() { f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at) }
 	case p.State == ReportRunning || p.State == ReportSucceeded || p.State == ReportFailed || p.State == ReportStopped:
