@@ -66,6 +66,17 @@ type File struct {
 	Dir string
 	// Keep is how many older versions of a device stay in .rev (default 2).
 	Keep int
+	// Private makes every directory 0700 and file 0600 (the server sets it
+	// when Dir is inside its data dir); otherwise 0755 and 0644, for a
+	// deploy tool running as another user.
+	Private bool
+}
+
+func (f *File) modes() (dir, file os.FileMode) {
+	if f.Private {
+		return 0o700, 0o600
+	}
+	return 0o755, 0o644
 }
 
 // Name implements Driver.
@@ -79,8 +90,9 @@ func (f *File) Apply(ctx context.Context, d Device) error {
 	if err := safeName(d.Name); err != nil {
 		return err
 	}
+	dirMode, fileMode := f.modes()
 	revDir := filepath.Join(f.Dir, ".rev")
-	if err := os.MkdirAll(revDir, 0o755); err != nil {
+	if err := os.MkdirAll(revDir, dirMode); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
 	target := d.Name + "-" + d.Hash
@@ -95,7 +107,7 @@ func (f *File) Apply(ctx context.Context, d Device) error {
 			if err := safeName(file.Name); err != nil {
 				return fmt.Errorf("device %s: %w", d.Name, err)
 			}
-			if err := writeSynced(filepath.Join(tmp, file.Name), []byte(file.Content)); err != nil {
+			if err := writeSynced(filepath.Join(tmp, file.Name), []byte(file.Content), fileMode); err != nil {
 				return fmt.Errorf("device %s: %w", d.Name, err)
 			}
 		}
@@ -149,8 +161,8 @@ func (f *File) prune(revDir, device, current string) {
 	}
 }
 
-func writeSynced(path string, b []byte) error {
-	fh, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+func writeSynced(path string, b []byte, mode os.FileMode) error {
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}

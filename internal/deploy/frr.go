@@ -109,7 +109,7 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 	}
 	current := filepath.Join(t.ConfDir, "frr.conf")
 	next := filepath.Join(t.ConfDir, "frr.conf.next")
-	if err := writeSynced(next, []byte(conf)); err != nil {
+	if err := writeSynced(next, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
 	reload := func(mode, file string) error {
@@ -139,7 +139,7 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 			ns = v
 		}
 		path := filepath.Join(t.ConfDir, "gbp-"+r.vrf+".nft")
-		if err := writeSynced(path, []byte(r.content)); err != nil {
+		if err := writeSynced(path, []byte(r.content), 0o644); err != nil {
 			return fmt.Errorf("device %s: %w", d.Name, err)
 		}
 		// nft -f replaces the table atomically: the ruleset flushes its own

@@ -117,6 +117,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if err := privateDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	nodeID, fresh, err := loadNodeID(cfg.DataDir, cfg.NodeID)
 	if err != nil {
 		return nil, err
@@ -136,6 +139,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		if s.driver, err = deploy.New(name, dir, cfg.FRRTargets); err != nil {
 			return nil, err
+		}
+		if fd, ok := s.driver.(*deploy.File); ok && within(cfg.DataDir, dir) {
+			fd.Private = true
 		}
 	default:
 		return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", cfg.FabricDriver)
@@ -311,6 +317,32 @@ func loadNodeID(dir, given string) (id string, fresh bool, err error) {
 		return "", false, fmt.Errorf("write node id: %w", err)
 	}
 	return id, true, nil
+}
+
+// privateDataDir makes the data dir and what the server keeps in it owner
+// only (0700 directories, 0600 files), also in a data dir written by an
+// older version: it holds the raft log and snapshots (token hashes, the
+// whole state), the bootstrap admin token and the file driver's configs.
+// New files are created private: the raft snapshot store is wrapped
+// (store), the file driver is told (deploy.File.Private) and the server
+// writes its own files 0600. Only the server's own entries are walked, so
+// a data dir given by mistake (a home directory) keeps its other files.
+func privateDataDir(dir string) error {
+	if err := os.Chmod(dir, fileutil.PrivateDir); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	for _, name := range []string{"node-id", "admin.token", "admin.token.tmp", "raft", "fabric"} {
+		if err := fileutil.Private(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or below it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // advertiseHost turns a bound address into one peers can dial: an

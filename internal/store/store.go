@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/jobfabric/jobfabric/internal/fileutil"
 )
 
 const (
@@ -176,10 +178,15 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: log cache: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hl.Named("snapshot"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
+	snapDir := filepath.Join(dir, "snapshots")
+	if err := fileutil.Private(snapDir); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: snapDir}
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.RaftAddr)
