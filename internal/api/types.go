@@ -71,6 +71,9 @@ type (
 		// Node scopes a runtime token without tenant to one node's agent.
 		Node        string `json:"node,omitempty"`
 		Description string `json:"description,omitempty"`
+		// TTLSeconds, when set, makes the token expire this long after it
+		// is created (1 second to a year); 0: it never expires.
+		TTLSeconds int64 `json:"ttlSeconds,omitempty"`
 	}
 	// TokenCreated carries the secret: the only time it is ever shown.
 	TokenCreated struct {

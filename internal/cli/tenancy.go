@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -343,6 +344,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke bearer tokens"}
 	var req api.TokenCreateRequest
 	var role, ws string
+	var ttl time.Duration
 	create := &cobra.Command{
 		Use: "create", Short: "Create a token; its secret is printed once", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -365,13 +367,23 @@ func newTokenCmd(g *globals) *cobra.Command {
 					req.Workspace = ws
 				}
 			}
+			if req.TTLSeconds, err = durationSeconds("ttl", ttl); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("ttl") && req.TTLSeconds == 0 {
+				return domain.Invalid("ttl", "--ttl 0s: give a positive duration, or leave --ttl out for a token that never expires")
+			}
 			t, err := c.CreateToken(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
 			return g.emit(t, func(w io.Writer) {
 				fmt.Fprintln(w, t.Secret)
-				fmt.Fprintf(g.stderr, "token %s (%s%s) created; the secret above is shown only once\n", t.Token.ID, t.Token.Role, scope(t.Token))
+				exp := ""
+				if t.Token.ExpiresAt != nil {
+					exp = ", expires " + t.Token.ExpiresAt.Local().Format("2006-01-02 15:04:05")
+				}
+				fmt.Fprintf(g.stderr, "token %s (%s%s%s) created; the secret above is shown only once\n", t.Token.ID, t.Token.Role, scope(t.Token), exp)
 			})
 		},
 	}
@@ -381,6 +393,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 	f.StringVar(&ws, "workspace", "", "workspace of a member token (NAME with --tenant, or TENANT/NAME)")
 	f.StringVar(&req.Description, "description", "", "what the token is for")
 	f.StringVar(&req.Node, "node", "", "scope a runtime token without tenant to one node's agent (jobfabric agent --node)")
+	f.DurationVar(&ttl, "ttl", 0, "make the token expire this long after now, e.g. 24h (whole seconds, at most a year; default: never)")
 	list := &cobra.Command{
 		Use: "list", Short: "List tokens (never their secrets)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -393,9 +406,9 @@ func newTokenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(ts, func(w io.Writer) {
-				row(w, "ID", "ROLE", "SCOPE", "DESCRIPTION", "CREATED")
+				row(w, "ID", "ROLE", "SCOPE", "DESCRIPTION", "CREATED", "EXPIRES", "LAST-USED")
 				for _, t := range ts {
-					row(w, t.ID, t.Role, orDash(strings.TrimPrefix(scope(t), " ")), orDash(t.Description), t.CreatedAt.Format("2006-01-02 15:04:05"))
+					row(w, t.ID, t.Role, orDash(t.Scope()), orDash(t.Description), t.CreatedAt.Local().Format("2006-01-02 15:04:05"), expires(t, time.Now()), optTime(t.LastUsedAt))
 				}
 			})
 		},
@@ -418,16 +431,32 @@ func newTokenCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// scope is " " and the token's scope, or "" for an admin token.
 func scope(t domain.Token) string {
-	switch {
-	case t.Workspace != "":
-		return " " + t.Tenant + "/" + t.Workspace
-	case t.Tenant != "":
-		return " " + t.Tenant
-	case t.Role == domain.RoleRuntime:
-		return " platform"
+	if s := t.Scope(); s != "" {
+		return " " + s
 	}
 	return ""
+}
+
+// expires renders a token's expiry: "-" for never, the time, and
+// "(expired)" once past.
+func expires(t domain.Token, now time.Time) string {
+	if t.ExpiresAt == nil {
+		return "-"
+	}
+	s := t.ExpiresAt.Local().Format("2006-01-02 15:04:05")
+	if t.Expired(now) {
+		s += " (expired)"
+	}
+	return s
+}
+
+func optTime(p *time.Time) string {
+	if p == nil {
+		return "-"
+	}
+	return p.Local().Format("2006-01-02 15:04:05")
 }
 
 func newWhoamiCmd(g *globals) *cobra.Command {
@@ -442,7 +471,13 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(t, func(w io.Writer) { fmt.Fprintf(w, "token %s: %s%s\n", t.ID, t.Role, scope(*t)) })
+			return g.emit(t, func(w io.Writer) {
+				fmt.Fprintf(w, "token %s: %s%s", t.ID, t.Role, scope(*t))
+				if t.ExpiresAt != nil {
+					fmt.Fprintf(w, ", expires %s", expires(*t, time.Now()))
+				}
+				fmt.Fprintln(w)
+			})
 		},
 	}
 }

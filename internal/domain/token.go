@@ -31,6 +31,36 @@ type Token struct {
 	Hash        string    `json:"-"`
 	CreatedAt   time.Time `json:"createdAt"`
 	CreatedBy   string    `json:"createdBy,omitempty"`
+	// ExpiresAt, when set, is when the token stops authenticating: a
+	// request with it answers 401 token_expired.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// LastUsedAt is when the token last authenticated a request. The
+	// leader keeps it in memory and commits it at most once a minute per
+	// token, so it may be up to a minute behind (and a minute of it is lost
+	// when the leader changes).
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+}
+
+// Scope names what a token reaches, for people: TENANT/WORKSPACE, TENANT,
+// "node NAME" (a node agent's token), "platform" (an unscoped runtime) or
+// "" (an admin, which reaches everything).
+func (t *Token) Scope() string {
+	switch {
+	case t.Workspace != "":
+		return t.Tenant + "/" + t.Workspace
+	case t.Tenant != "":
+		return t.Tenant
+	case t.Node != "":
+		return "node " + t.Node
+	case t.Role == RoleRuntime:
+		return "platform"
+	}
+	return ""
+}
+
+// Expired reports whether the token no longer authenticates at now.
+func (t *Token) Expired(now time.Time) bool {
+	return t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)
 }
 
 // ValidateTokenScope checks that the role and scope fit together.

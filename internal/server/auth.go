@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
@@ -77,5 +78,11 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	if !ok {
 		return nil, errUnauthenticated
 	}
+	now := s.clock.Now()
+	if tok.Expired(now) {
+		return nil, &domain.Error{Code: domain.CodeTokenExpired,
+			Message: fmt.Sprintf("token %s expired at %s; ask for a new one", tok.ID, tok.ExpiresAt.UTC().Format(time.RFC3339))}
+	}
+	s.uses.record(tok.ID, now)
 	return &principal{tok: *tok}, nil
 }

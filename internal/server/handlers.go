@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -139,10 +140,26 @@ func (s *Server) putTopology(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
+	select {
+	case s.topoSem <- struct{}{}:
+	case <-r.Context().Done():
+		return nil, domain.Errorf(domain.CodeUnavailable, "gave up waiting for another topology upload to finish: %v", r.Context().Err())
+	}
+	var size int
+	defer func() {
+		<-s.topoSem
+		// Parsing a large file leaves hundreds of MB of garbage that the
+		// runtime would hand back to the OS only minutes later; a
+		// topology apply is rare, so return it now.
+		if size >= 1<<20 {
+			debug.FreeOSMemory()
+		}
+	}()
 	b, err := readBody(r, maxTopologyBody)
 	if err != nil {
 		return nil, err
 	}
+	size = len(b)
 	t, err := topology.Parse(b)
 	if err != nil {
 		return nil, err
@@ -381,6 +398,13 @@ func (s *Server) createToken(r *http.Request, p *principal) (any, error) {
 		return nil, err
 	}
 	tok.Node = req.Node // a node agent's token (hosts.go)
+	if req.TTLSeconds != 0 {
+		if err := domain.ValidateRange("ttlSeconds", req.TTLSeconds, 1, domain.MaxSeconds); err != nil {
+			return nil, err
+		}
+		exp := s.clock.Now().Add(time.Duration(req.TTLSeconds) * time.Second).UTC()
+		tok.ExpiresAt = &exp
+	}
 	v, err := s.propose(r.Context(), state.CmdTokenCreate, p.actor(), state.TokenCreate{Token: tok, Hash: hash})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,9 @@ type Config struct {
 	FRRTargets   string
 	// Driver, when set, is used instead of FabricDriver (tests).
 	Driver deploy.Driver
+	// TokenUseFlush is how often the leader commits tokens' last-use
+	// times (0: 10s); a token's is committed at most once a minute.
+	TokenUseFlush time.Duration
 }
 
 // Server is a running API server.
@@ -88,6 +91,9 @@ type Server struct {
 	closed   bool
 	adminTok string
 	kick     chan struct{}
+	// topoSem admits one topology upload at a time: parsing one holds
+	// about 25 times its size in memory (handlers.go, putTopology).
+	topoSem chan struct{}
 	// driver deploys the fabric (nil: --fabric-driver none); fabricMu
 	// serialises compile and deploy.
 	driver     deploy.Driver
@@ -95,6 +101,8 @@ type Server struct {
 	fabricMu   sync.Mutex
 	// hosts is the leader's memory of node agents' heartbeats (hosts.go).
 	hosts *hostWatch
+	// uses is the leader's memory of token uses (tokenuse.go).
+	uses tokenUses
 	// streams ends when the server shuts down, and with it every open
 	// stream (watch.go): Shutdown waits for idle connections, and a stream
 	// is never idle.
@@ -124,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
 	switch {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver
@@ -233,6 +241,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.fabricLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.hostLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.tokenUseLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
@@ -402,7 +412,7 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	if actor != "scheduler" && t != state.CmdMemberSet {
+	if actor != "scheduler" && t != state.CmdMemberSet && t != state.CmdTokensUsed {
 		s.kickScheduler()
 	}
 	return r.Value, nil

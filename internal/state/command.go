@@ -24,6 +24,7 @@ const (
 	CmdWorkspaceDelete CommandType = "workspace.delete"
 	CmdTokenCreate     CommandType = "token.create"
 	CmdTokenDelete     CommandType = "token.delete"
+	CmdTokensUsed      CommandType = "tokens.used"
 	CmdJobSubmit       CommandType = "job.submit"
 	CmdJobCancel       CommandType = "job.cancel"
 	CmdJobsPlace       CommandType = "jobs.place"
@@ -71,6 +72,12 @@ type (
 	}
 	TokenDelete struct {
 		ID string `json:"id"`
+	}
+	// TokensUsed records when tokens last authenticated a request (the
+	// leader's batch, server/tokenuse.go). A later time replaces an
+	// earlier one; unknown (revoked) tokens are skipped.
+	TokensUsed struct {
+		Used map[string]time.Time `json:"used"`
 	}
 	JobSubmit struct {
 		Spec domain.JobSpec `json:"spec"`

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -251,6 +252,7 @@ var handlers = map[CommandType]handler{
 	CmdWorkspaceDelete: (*FSM).applyWorkspaceDelete,
 	CmdTokenCreate:     (*FSM).applyTokenCreate,
 	CmdTokenDelete:     (*FSM).applyTokenDelete,
+	CmdTokensUsed:      (*FSM).applyTokensUsed,
 	CmdJobSubmit:       (*FSM).applyJobSubmit,
 	CmdJobCancel:       (*FSM).applyJobCancel,
 	CmdJobsPlace:       (*FSM).applyJobsPlace,
@@ -648,6 +650,10 @@ func (f *FSM) applyTokenCreate(c *Command) (any, *domain.Error) {
 	if _, ok := f.d.Tokens[t.ID]; ok {
 		return nil, domain.Errorf(domain.CodeAlreadyExists, "token %q already exists", t.ID)
 	}
+	if t.ExpiresAt != nil && !t.ExpiresAt.After(c.At) {
+		return nil, domain.Invalid("ttlSeconds", "token would expire at %s, not after its creation at %s", t.ExpiresAt.UTC().Format(time.RFC3339), c.At.UTC().Format(time.RFC3339))
+	}
+	t.LastUsedAt = nil
 	if c.check {
 		return nil, nil
 	}
@@ -673,6 +679,30 @@ func (f *FSM) applyTokenDelete(c *Command) (any, *domain.Error) {
 	f.event(c, "token.delete", "token/"+p.ID, t.Tenant, t.Workspace, "role="+string(t.Role))
 	tok := t.Token
 	return &tok, nil
+}
+
+// applyTokensUsed records last-use times; no audit event (a use is not a
+// change anyone needs to review, and one per minute per token would bury
+// the trail).
+func (f *FSM) applyTokensUsed(c *Command) (any, *domain.Error) {
+	p, derr := decode[TokensUsed](c)
+	if derr != nil {
+		return nil, derr
+	}
+	if c.check {
+		return nil, nil
+	}
+	n := 0
+	for _, id := range slices.Sorted(maps.Keys(p.Used)) {
+		t, ok := f.d.Tokens[id]
+		at := p.Used[id].UTC()
+		if !ok || (t.LastUsedAt != nil && !at.After(*t.LastUsedAt)) {
+			continue
+		}
+		t.LastUsedAt = &at
+		n++
+	}
+	return n, nil
 }
 
 func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {

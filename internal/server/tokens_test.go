@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/server"
+)
+
+// fakeClock is a settable clock shared by the test and the server.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func startClocked(t *testing.T) (*devcluster.Cluster, *fakeClock) {
+	t.Helper()
+	clk := &fakeClock{now: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Logger: quietLogger(), RaftTimeout: 300 * time.Millisecond,
+		Tune: func(cfg *server.Config) { cfg.Clock, cfg.TokenUseFlush = clk, 10*time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, clk
+}
+
+// TestTokenExpiry: a token created with a TTL authenticates until then and
+// answers 401 token_expired after; the expiry is listed; a TTL out of range
+// is refused naming the field.
+func TestTokenExpiry(t *testing.T) {
+	c, clk := startClocked(t)
+	admin := c.Client(0)
+	created, err := admin.CreateToken(ctxT(t), api.TokenCreateRequest{Role: domain.RoleRuntime, TTLSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := clk.Now().Add(time.Hour)
+	if e := created.Token.ExpiresAt; e == nil || !e.Equal(want) {
+		t.Fatalf("expiresAt %v, want %v", e, want)
+	}
+	rt := as(t, c.Servers[0].URL(), created.Secret)
+	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
+		t.Fatalf("fresh token: %v", err)
+	}
+	clk.advance(time.Hour)
+	_, err = rt.WhoAmI(ctxT(t))
+	if domain.CodeOf(err) != domain.CodeTokenExpired {
+		t.Fatalf("token at its expiry: %v, want token_expired", err)
+	}
+	status, code, _ := doH(t, c.Servers[0].URL(), created.Secret, "GET", "/v1/tokens", "", nil)
+	if status != 401 || code != string(domain.CodeTokenExpired) {
+		t.Fatalf("expired token: %d %s, want 401 token_expired", status, code)
+	}
+	tok, ok := c.Servers[0].State().Token(created.Token.ID)
+	if !ok || tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(want) {
+		t.Fatalf("stored token %+v does not keep its expiry", tok)
+	}
+	for name, ttl := range map[string]int64{"negative": -1, "over a year": domain.MaxSeconds + 1} {
+		_, err := admin.CreateToken(ctxT(t), api.TokenCreateRequest{Role: domain.RoleRuntime, TTLSeconds: ttl})
+		var de *domain.Error
+		if domain.CodeOf(err) != domain.CodeInvalidArgument || !asErr(err, &de) || de.Field != "ttlSeconds" {
+			t.Errorf("%s TTL: %v, want invalid_argument on ttlSeconds", name, err)
+		}
+	}
+}
+
+// TestTokenLastUsed: the leader commits a token's last use at most once a
+// minute: uses within the minute do not move it; the first use after it
+// does.
+func TestTokenLastUsed(t *testing.T) {
+	c, clk := startClocked(t)
+	admin := c.Client(0)
+	created, err := admin.CreateToken(ctxT(t), api.TokenCreateRequest{Role: domain.RoleRuntime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Token.LastUsedAt != nil {
+		t.Fatalf("a new token was used at %v", created.Token.LastUsedAt)
+	}
+	rt := as(t, c.Servers[0].URL(), created.Secret)
+	lastUsed := func() *time.Time {
+		tok, _ := c.Servers[0].State().Token(created.Token.ID)
+		return tok.LastUsedAt
+	}
+	waitUsed := func(want time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if u := lastUsed(); u != nil && u.Equal(want) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("last used %v, want %v", lastUsed(), want)
+	}
+	first := clk.Now()
+	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(first)
+	applied := c.Servers[0].State().AppliedIndex()
+	for range 20 {
+		clk.advance(2 * time.Second)
+		if _, err := rt.WhoAmI(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // ten flush ticks
+	if u := lastUsed(); !u.Equal(first) {
+		t.Fatalf("uses within a minute committed: last used %v, want %v", u, first)
+	}
+	if got := c.Servers[0].State().AppliedIndex(); got != applied {
+		t.Fatalf("20 uses within a minute wrote %d raft entries, want 0", got-applied)
+	}
+	clk.advance(21 * time.Second) // 61s after the committed use
+	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(clk.Now())
+}
+
+func asErr(err error, de **domain.Error) bool {
+	e, ok := err.(*domain.Error)
+	*de = e
+	return ok
+}
