@@ -106,7 +106,15 @@ func (f *FSM) reset(d data) {
 }
 
 func deriveCapacity(t *domain.Topology) capacity {
-	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}, static: sched.NewStatic(t)}
+	c := capacityOf(t)
+	c.static = sched.NewStatic(t)
+	return c
+}
+
+// capacityOf is deriveCapacity without the scheduler's index, which the
+// checks do not need.
+func capacityOf(t *domain.Topology) capacity {
+	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}}
 	if t == nil {
 		return c
 	}
@@ -294,7 +302,7 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 	if fp == f.d.Fingerprint {
 		return &domain.TopologyResult{Changed: false, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: t.Summary()}, nil
 	}
-	next := deriveCapacity(t)
+	next := capacityOf(t)
 	// A server (or GPUs of it) holding an active job cannot disappear.
 	for _, j := range f.sortedJobs() {
 		for _, pl := range j.Placement {
@@ -327,6 +335,7 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 	if c.check {
 		return nil, nil
 	}
+	next.static = sched.NewStatic(t)
 	f.d.Topology, f.d.Fingerprint, f.cap = t, fp, next
 	f.d.TopologyRev++
 	sum := t.Summary()
