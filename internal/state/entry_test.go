@@ -99,3 +99,48 @@ func mustJSON(t *testing.T, c Command) []byte {
 	}
 	return b
 }
+
+// TestRealisticTopologyFitsOneEntry: a 100,000-GPU topology (50 stripes of
+// 250 servers of 8 GPUs, as `jobfabric topology generate` makes it) is one
+// log entry well under MaxEntryBytes. (BenchmarkTopologyCommand checks and
+// times it; TestLargeCommandsAreCompressed applies a compressed one.)
+func TestRealisticTopologyFitsOneEntry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates and applies a 100,000-GPU topology")
+	}
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 50, ServersPerStripe: 250, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(CmdTopologyApply, t0, "admin:test", TopologyApply{Topology: *topo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1.5 MB today: a quarter of the bound leaves room for richer files.
+	if len(b) > MaxEntryBytes/4 {
+		t.Fatalf("a 100,000-GPU topology is a %d-byte entry; the bound is %d", len(b), MaxEntryBytes)
+	}
+	t.Logf("100,000-GPU topology: %d-byte entry", len(b))
+}
+
+// BenchmarkTopologyCommand measures what the leader does with a
+// 100,000-GPU topology before it proposes: encode (compress) and check.
+func BenchmarkTopologyCommand(b *testing.B) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 50, ServersPerStripe: 250, GPUsPerServer: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := New()
+	var size int
+	for b.Loop() {
+		e, err := Encode(CmdTopologyApply, t0, "admin:test", TopologyApply{Topology: *topo})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if derr := f.Check(e); derr != nil {
+			b.Fatal(derr)
+		}
+		size = len(e)
+	}
+	b.ReportMetric(float64(size), "entry-bytes")
+}
