@@ -121,7 +121,7 @@ func TestSnapshotThreshold(t *testing.T) {
 func TestNotLeader(t *testing.T) {
 	logger := testLogger(t)
 	// Not bootstrapped and alone: never elects anyone.
-	n := newNode(t, logger, "lonely", false, nil)
+	n := newNode(t, logger, "lonely", false, withSecret(testSecret))
 
 	if err := n.s.WaitForLeader(ctxT(t, 200*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitForLeader = %v, want deadline exceeded", err)
@@ -219,7 +219,7 @@ func TestShutdown(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	fsm := &listFSM{}
-	base := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", FSM: fsm}
+	base := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Listen: true, ClusterSecret: testSecret, FSM: fsm}
 	for name, tc := range map[string]struct {
 		mutate func(*Config)
 		want   string
@@ -232,6 +232,11 @@ func TestOpenErrors(t *testing.T) {
 		"bad advertise":   {func(c *Config) { c.AdvertiseAddr = "example.com" }, "advertise"},
 		"advertise port0": {func(c *Config) { c.AdvertiseAddr = "example.com:0" }, "port"},
 		"peer tls alone":  {func(c *Config) { c.PeerTLS = &tls.Config{} }, "PeerTLS"},
+		"no peer auth":    {func(c *Config) { c.ClusterSecret = nil }, "not be authenticated"},
+		"tls without ca":  {func(c *Config) { c.ClusterSecret, c.TLS = nil, &tls.Config{} }, "no client CA"},
+		"secret and tls":  {func(c *Config) { c.TLS = &tls.Config{} }, "give one"},
+		"short secret":    {func(c *Config) { c.ClusterSecret = []byte("hunter2") }, "7 bytes"},
+		"weak secret":     {func(c *Config) { c.ClusterSecret = []byte(strings.Repeat("password", 5)) }, "entropy"},
 		"bad timeouts":    {func(c *Config) { c.HeartbeatTimeout = time.Second; c.ElectionTimeout = time.Millisecond }, "raft config"},
 		"bind in use":     {func(c *Config) { c.RaftAddr = busyAddr(t) }, "listen"},
 	} {
@@ -295,6 +300,6 @@ func TestDataDirLocked(t *testing.T) {
 // busyAddr returns an address something is already listening on.
 func busyAddr(t *testing.T) string {
 	t.Helper()
-	n := newNode(t, testLogger(t), "busy", false, nil)
+	n := newNode(t, testLogger(t), "busy", false, withSecret(testSecret))
 	return n.s.Addr()
 }

@@ -21,7 +21,7 @@ func TestClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// PeerTLS is left nil: derived from TLS (same CA, same certificate).
-	nodes := startCluster(t, logger, serverTLS)
+	nodes := startCluster(t, logger, withTLS(serverTLS))
 
 	var want []string
 	for i := range 20 {
