@@ -35,7 +35,7 @@ func TestPeerAuthAttack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, wrongSecretTLS, err := secretTLS([]byte("W2r0ngS3cr3t+fr0m/an0ther-clusterQ9xZ7vKpL4="))
+	_, wrongSecretTLS, err := SecretTLS([]byte("W2r0ngS3cr3t+fr0m/an0ther-clusterQ9xZ7vKpL4="))
 	if err != nil {
 		t.Fatal(err)
 	}

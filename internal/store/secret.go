@@ -69,7 +69,7 @@ func entropyBits(b []byte) float64 {
 	return h * float64(len(pairs)+1)
 }
 
-// secretTLS derives the cluster CA from the secret and issues this
+// SecretTLS derives the cluster CA from the secret and issues this
 // process's leaf certificate under it. Every member holding the same secret
 // derives the same CA key, so members verify each other with ordinary
 // TLS 1.3 and a required client certificate: the stream is encrypted and
@@ -77,7 +77,9 @@ func entropyBits(b []byte) float64 {
 // has no external pre-shared keys; a derived CA gives the same property
 // with the standard handshake. The leaf key is new on every start and
 // never stored.
-func secretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
+//
+// It is exported for tests that play a member holding some secret.
+func SecretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
 	if err := ValidateSecret(secret); err != nil {
 		return nil, nil, err
 	}

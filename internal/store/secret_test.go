@@ -52,16 +52,16 @@ func TestValidateSecret(t *testing.T) {
 // TestSecretDerivation: the same secret gives members certificates that
 // verify each other; another secret's do not.
 func TestSecretDerivation(t *testing.T) {
-	_, dialA, err := secretTLS(testSecret)
+	_, dialA, err := SecretTLS(testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvB, _, err := secretTLS(testSecret)
+	srvB, _, err := SecretTLS(testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := []byte(base64.StdEncoding.EncodeToString([]byte("another cluster's secret, 32+ bytes long!")))
-	srvC, _, err := secretTLS(other)
+	srvC, _, err := SecretTLS(other)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,8 @@ const (
 	// boltOpenTimeout bounds waiting for bolt's file lock: a second process
 	// on the same data dir fails fast instead of hanging at start-up.
 	boltOpenTimeout = 2 * time.Second
+	// probeTimeout bounds AddVoter's check that the new peer is reachable.
+	probeTimeout = 5 * time.Second
 	// leaderPollInterval paces WaitForLeader.
 	leaderPollInterval = 20 * time.Millisecond
 )
@@ -84,7 +86,7 @@ type Config struct {
 	// transport listens only if the stored configuration has another member;
 	// otherwise raft runs over an in-memory transport and nothing listens.
 	Listen bool
-	// ClusterSecret authenticates peers: see secretTLS. Exclusive with TLS.
+	// ClusterSecret authenticates peers: see SecretTLS. Exclusive with TLS.
 	ClusterSecret []byte
 	// InsecurePeers allows a listening transport with neither ClusterSecret
 	// nor a TLS client CA: anyone who reaches the port takes part in
@@ -389,7 +391,7 @@ var ErrUnauthenticatedPeers = errors.New("store: raft peers would not be authent
 func peerSecurity(cfg Config) (auth string, serverTLS, dialTLS *tls.Config, err error) {
 	switch {
 	case cfg.ClusterSecret != nil:
-		serverTLS, dialTLS, err = secretTLS(cfg.ClusterSecret)
+		serverTLS, dialTLS, err = SecretTLS(cfg.ClusterSecret)
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("store: cluster secret: %w", err)
 		}
@@ -627,6 +629,13 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 	timeout, err := enqueueTimeout(ctx)
 	if err != nil {
 		return fmt.Errorf("store: add voter: %w", err)
+	}
+	pt := probeTimeout
+	if timeout > 0 && timeout < pt {
+		pt = timeout
+	}
+	if err := s.layer.probe(addr, pt); err != nil {
+		return fmt.Errorf("store: add voter %q: %w at %s (same cluster secret or CA on both?): %w", id, ErrPeerUnreachable, addr, err)
 	}
 	err = s.await(ctx, func() error {
 		return s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error()

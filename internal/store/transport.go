@@ -99,6 +99,18 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	return d.DialContext(ctx, "tcp", string(address))
 }
 
+// probe dials addr as raft would, TLS handshake included, so that a peer
+// this member cannot reach, or whose certificate it does not accept (another
+// cluster secret or CA), is found before it enters the configuration: a
+// voter nobody can replicate to would stall every commit.
+func (s *streamLayer) probe(addr string, timeout time.Duration) error {
+	c, err := s.Dial(raft.ServerAddress(addr), timeout)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
 type trackedConn struct {
 	net.Conn
 	layer *streamLayer
