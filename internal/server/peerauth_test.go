@@ -1,15 +1,38 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
 )
+
+// syncBuffer collects logs written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 var testSecret = []byte("q7Lm2Vx9Pz4Rk8Wn3Tb6Yc1Hd5Jf0Gs+Ae/Ui2Oo4E=")
 
@@ -55,11 +78,25 @@ func TestPeerAuthRequired(t *testing.T) {
 		})
 	}
 	t.Run("insecure peers", func(t *testing.T) {
-		s, err := startServer(t, server.Config{DataDir: t.TempDir(), Bootstrap: true, RaftAddr: "127.0.0.1:0", InsecurePeers: true})
+		var logs syncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		dir := t.TempDir()
+		for range 2 { // the warning comes at every start
+			s, err := startServer(t, server.Config{DataDir: dir, Bootstrap: true, RaftAddr: "127.0.0.1:0", InsecurePeers: true, Logger: logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+		if n := strings.Count(logs.String(), "raft peers are NOT authenticated"); n != 2 {
+			t.Errorf("%d warnings in two starts with insecure peers:\n%s", n, logs.String())
+		}
+		s, err := startServer(t, server.Config{DataDir: dir, Bootstrap: true, RaftAddr: "127.0.0.1:0", InsecurePeers: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := as(t, s.URL(), s.AdminToken()).Cluster(ctxT(t))
+		tok, _ := os.ReadFile(filepath.Join(dir, "admin.token"))
+		v, err := as(t, s.URL(), strings.TrimSpace(string(tok))).Cluster(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
