@@ -177,6 +177,17 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	// Refuse a listener without peer authentication before touching the
+	// data dir; a restarted member is checked once its configuration is read.
+	var (
+		peerAuth           = PeerAuthNone
+		serverTLS, dialTLS *tls.Config
+	)
+	if cfg.Listen {
+		if peerAuth, serverTLS, dialTLS, err = peerSecurity(cfg); err != nil {
+			return nil, err
+		}
+	}
 
 	// Undo whatever was opened if a later step fails.
 	var cleanup []func()
@@ -230,17 +241,16 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		transport raft.Transport
 		layer     *streamLayer
 		advertise string
-		peerAuth  = PeerAuthNone
 	)
-	if listen {
+	if listen && !cfg.Listen {
 		if cfg.RaftAddr == "" {
 			return nil, errors.New("store: config: the stored configuration has other members, so raft must listen, but RaftAddr is empty")
 		}
-		var serverTLS, dialTLS *tls.Config
-		peerAuth, serverTLS, dialTLS, err = peerSecurity(cfg)
-		if err != nil {
+		if peerAuth, serverTLS, dialTLS, err = peerSecurity(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if listen {
 		if peerAuth == PeerAuthInsecure {
 			logger.Warn("raft peers are NOT authenticated (insecure peers): anyone who reaches the raft port can stop writes and append entries, admin tokens included; use a cluster secret or mutual TLS", "raft_addr", cfg.RaftAddr)
 		}
