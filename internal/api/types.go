@@ -18,6 +18,11 @@ type (
 	ClusterView struct {
 		Leader  string          `json:"leader"`
 		Members []ClusterMember `json:"members"`
+		// PeerAuth is how the answering server (the leader, since requests
+		// are forwarded) authenticates raft peers: "none" (a single server:
+		// raft does not listen), "mtls", "secret" (cluster secret) or
+		// "insecure" (--insecure-peers: anyone reaching the raft port).
+		PeerAuth string `json:"peerAuth"`
 	}
 	ClusterMember struct {
 		ID       string `json:"id"`

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/store/raftinject"
 )
 
 // run executes the CLI in-process as a user would, returning stdout,
@@ -248,8 +251,13 @@ func TestTour(t *testing.T) {
 }
 
 // TestDemoSeeds: the demo command starts a server and fills it through the
-// API; its admin token works and its jobs are listed.
+// API; its admin token works and its jobs are listed. It listens on the API
+// port only: a single server has no raft listener.
 func TestDemoSeeds(t *testing.T) {
+	before, err := raftinject.ListeningPorts()
+	if err != nil {
+		t.Skipf("cannot list listening ports: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb bytes.Buffer
@@ -266,6 +274,19 @@ func TestDemoSeeds(t *testing.T) {
 		t.Fatalf("demo ended early: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("demo did not become ready")
+	}
+	after, err := raftinject.ListeningPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened []string
+	for p := range after {
+		if !before[p] {
+			opened = append(opened, strconv.Itoa(p))
+		}
+	}
+	if u, _ := url.Parse(r[0]); len(opened) != 1 || opened[0] != u.Port() {
+		t.Fatalf("the demo listens on ports %v; want only its API's (%s)", opened, r[0])
 	}
 	env := map[string]string{"JOBFABRIC_SERVER": r[0], "JOBFABRIC_TOKEN": r[1]}
 	var jobs []map[string]any

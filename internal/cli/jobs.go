@@ -429,6 +429,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(v, func(w io.Writer) {
+				fmt.Fprintf(w, "raft peer authentication: %s\n", v.PeerAuth)
 				row(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER")
 				for _, m := range v.Members {
 					row(w, m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage, m.Leader)
@@ -450,7 +451,20 @@ func newClusterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(status, remove)
+	secret := &cobra.Command{
+		Use:   "secret",
+		Short: "Print a new cluster secret (32 random bytes, base64) for --cluster-secret-file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := newClusterSecret()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(g.stdout, s)
+			return nil
+		},
+	}
+	cmd.AddCommand(status, remove, secret)
 	return cmd
 }
 

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -15,6 +18,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -29,14 +33,19 @@ func logger(level string) (*slog.Logger, error) {
 func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
-	var level string
+	var level, secretFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
 		Long: `Run a jobfabric server. Without --join it forms (or reopens) a cluster of its
-own: a single server needs nothing else. To build a 3- or 5-server cluster,
-start the first one alone (--bootstrap), then start the others with
---join URL-OF-ANY-MEMBER and an admin token (--token or JOBFABRIC_TOKEN).`,
+own: a single server needs nothing else, and its raft runs in memory (nothing
+listens but the API). To build a 3- or 5-server cluster, give every member the
+same --cluster-secret-file (from 'jobfabric cluster secret') or mutual TLS
+(--tls-cert, --tls-key, --ca), start the first one with --bootstrap, then the
+others with --join URL-OF-ANY-MEMBER and an admin token (--token or
+JOBFABRIC_TOKEN). Raft listens (on --raft-addr, default API port + 1000) with
+--bootstrap, --join or --raft-addr, and on every restart of a member of a
+multi-server cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for name, d := range map[string]time.Duration{"preemption-grace": cfg.PreemptionGrace, "reclaim-backoff": cfg.ReclaimBackoff, "fair-share-half-life": cfg.FairShareHalfLife} {
@@ -51,13 +60,22 @@ start the first one alone (--bootstrap), then start the others with
 			if err != nil {
 				return err
 			}
-			cfg.Logger, cfg.JoinToken, cfg.TLSCA = log, g.bearer(), g.ca
+			cfg.Logger, cfg.JoinToken, cfg.TLSCA, cfg.Bootstrap = log, g.bearer(), g.ca, bootstrap
+			if secretFile != "" {
+				if cfg.ClusterSecret, err = readClusterSecret(secretFile, log); err != nil {
+					return err
+				}
+			}
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			fmt.Fprintf(g.stdout, "jobfabric server %s: API %s, raft %s\n", s.NodeID(), s.URL(), s.RaftAddr())
+			raft := "in memory (single server: no raft listener)"
+			if s.RaftListening() {
+				raft = fmt.Sprintf("%s (peers: %s)", s.RaftAddr(), s.PeerAuth())
+			}
+			fmt.Fprintf(g.stdout, "jobfabric server %s: API %s, raft %s\n", s.NodeID(), s.URL(), raft)
 			if tok := s.AdminToken(); tok != "" {
 				fmt.Fprintf(g.stdout, "bootstrap admin token (shown once; also in %s):\n  %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 			}
@@ -69,11 +87,13 @@ start the first one alone (--bootstrap), then start the others with
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and node identity (required)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "API listen address")
-	f.StringVar(&cfg.RaftAddr, "raft-addr", "", "raft transport address (default: API port + 1000)")
+	f.StringVar(&cfg.RaftAddr, "raft-addr", "", "listen for raft peers here (default with --bootstrap or --join: API port + 1000)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "API URL other members use to reach this one (default from --listen)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "member ID (default: generated once, kept in DATA_DIR/node-id)")
 	f.StringVar(&cfg.Join, "join", "", "API URL of a member of an existing cluster to join")
-	f.BoolVar(&bootstrap, "bootstrap", false, "form a new cluster with this server as its first member (the default without --join)")
+	f.BoolVar(&bootstrap, "bootstrap", false, "form a cluster others will join: raft listens (with peer authentication) from the start; also grows an existing single server")
+	f.StringVar(&secretFile, "cluster-secret-file", "", "file holding the cluster secret every member shares (at least 32 random bytes; 'jobfabric cluster secret' makes one): raft peers authenticate with it over TLS 1.3")
+	f.BoolVar(&cfg.InsecurePeers, "insecure-peers", false, "allow raft to listen without peer authentication: anyone who reaches the raft port can stop writes and rewrite the state (trusted lab networks only)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the API and raft over TLS with this certificate")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key of --tls-cert")
 	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
@@ -85,6 +105,36 @@ start the first one alone (--bootstrap), then start the others with
 	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr driver")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
+}
+
+// readClusterSecret reads --cluster-secret-file: its content without
+// surrounding whitespace, which must be long and random enough.
+func readClusterSecret(path string, log *slog.Logger) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if err := store.ValidateSecret(b); err != nil {
+		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file %s: %v; generate one with `jobfabric cluster secret > FILE`", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("cluster secret file is readable by others than its owner; whoever reads it can join raft", "file", path, "mode", fi.Mode().Perm())
+	}
+	return b, nil
+}
+
+// newClusterSecret returns 32 random bytes in base64.
+func newClusterSecret() (string, error) {
+	var b [32]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate cluster secret: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b[:]), nil
 }
 
 // demoOptions sizes the demo cluster.

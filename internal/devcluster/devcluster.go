@@ -1,11 +1,14 @@
 // Package devcluster starts jobfabric servers in one process on loopback:
 // one for the demo, three or five for failover tests and benchmarks. The
-// servers are real (Raft over TCP, bbolt with fsync, HTTP); only the process
-// is shared.
+// servers are real (Raft over TLS authenticated by a cluster secret, bbolt
+// with fsync, HTTP); only the process is shared. A single server runs raft
+// in memory, as `jobfabric server` does.
 package devcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,8 +37,10 @@ type Cluster struct {
 	Dir        string
 	Servers    []*server.Server
 	AdminToken string
-	opts       Options
-	cfgs       []server.Config
+	// Secret is the cluster secret the members share (nil for one server).
+	Secret []byte
+	opts   Options
+	cfgs   []server.Config
 }
 
 // Start launches n servers under dir: the first bootstraps, the others join it.
@@ -47,6 +52,13 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	c := &Cluster{Dir: dir, opts: o}
+	if n > 1 {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("devcluster: cluster secret: %w", err)
+		}
+		c.Secret = []byte(base64.StdEncoding.EncodeToString(b[:]))
+	}
 	listen := o.Listen
 	if listen == "" {
 		listen = "127.0.0.1:0"
@@ -54,7 +66,10 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 	for i := 0; i < n; i++ {
 		cfg := server.Config{
 			DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)), NodeID: fmt.Sprintf("node%d", i+1),
-			Listen: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", Logger: o.Logger.With("node", i+1), RaftTimeout: o.RaftTimeout,
+			Listen: "127.0.0.1:0", Logger: o.Logger.With("node", i+1), RaftTimeout: o.RaftTimeout,
+		}
+		if n > 1 {
+			cfg.RaftAddr, cfg.ClusterSecret = "127.0.0.1:0", c.Secret
 		}
 		if o.Tune != nil {
 			o.Tune(&cfg)
@@ -73,7 +88,10 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 			c.AdminToken = s.AdminToken()
 		}
 		// Restarts reuse the bound addresses.
-		cfg.Listen, cfg.RaftAddr = s.ListenAddr(), s.RaftAddr()
+		cfg.Listen = s.ListenAddr()
+		if s.RaftListening() {
+			cfg.RaftAddr = s.RaftAddr()
+		}
 		c.cfgs = append(c.cfgs, cfg)
 		c.Servers = append(c.Servers, s)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -67,7 +69,7 @@ func (s *Server) clusterView() (api.ClusterView, error) {
 		return api.ClusterView{}, domain.Errorf(domain.CodeUnavailable, "read raft configuration: %v", err)
 	}
 	leader, _ := s.store.Leader()
-	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}}
+	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}, PeerAuth: s.store.PeerAuth()}
 	for _, m := range ms {
 		cm := api.ClusterMember{ID: m.ID, RaftAddr: m.Addr, Suffrage: m.Suffrage, Leader: m.Leader}
 		if sm, ok := s.fsm.Member(m.ID); ok {
@@ -103,6 +105,9 @@ func (s *Server) joinMember(r *http.Request, p *principal) (any, error) {
 		return nil, domain.Invalid("apiAddr", "apiAddr %q must be an http:// or https:// URL", req.APIAddr)
 	}
 	if err := s.store.AddVoter(r.Context(), req.ID, req.RaftAddr); err != nil {
+		if errors.Is(err, store.ErrNoListener) || errors.Is(err, store.ErrPeerUnreachable) {
+			return nil, domain.Errorf(domain.CodeFailedPrecondition, "add voter %s: %v", req.ID, err)
+		}
 		return nil, domain.Errorf(domain.CodeUnavailable, "add voter %s: %v", req.ID, err)
 	}
 	if _, err := s.propose(r.Context(), state.CmdMemberSet, p.actor(), state.MemberSet{Member: state.Member{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr}}); err != nil {

@@ -35,9 +35,25 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // Config configures one API server (one member of the control plane).
 type Config struct {
-	DataDir  string
-	Listen   string // API listen address host:port (":0" picks a port)
-	RaftAddr string // raft transport address; default: API port + 1000 on the same host
+	DataDir string
+	Listen  string // API listen address host:port (":0" picks a port)
+	// RaftAddr is where the raft transport listens; default: API port + 1000
+	// on the same host. Giving it opens the listener (see Bootstrap).
+	RaftAddr string
+	// Bootstrap forms a cluster that other servers will join: the raft
+	// transport listens from the first start. Without Bootstrap, Join or
+	// RaftAddr, raft listens only when the stored configuration has other
+	// members; a single server runs raft in memory and listens on nothing
+	// but the API.
+	Bootstrap bool
+	// ClusterSecret authenticates raft peers (every member is given the
+	// same one): TLS 1.3 with certificates under a CA derived from it. It
+	// takes precedence over TLSCert/TLSCA for raft; those still serve the
+	// API.
+	ClusterSecret []byte
+	// InsecurePeers allows a raft listener that authenticates nobody: any
+	// process that reaches the port can stop writes and rewrite the state.
+	InsecurePeers bool
 	// Advertise is the API URL other members forward to; default derived from Listen.
 	Advertise string
 	NodeID    string // default: read from or written to DATA_DIR/node-id
@@ -185,24 +201,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.url == "" {
 		s.url = scheme + "://" + advertiseHost(ln.Addr().String())
 	}
+	// Raft listens for a cluster being formed or joined; a restarted
+	// member listens because its stored configuration has peers.
+	raftListen := cfg.Join != "" || cfg.Bootstrap || cfg.RaftAddr != ""
 	raftAddr := cfg.RaftAddr
 	if raftAddr == "" {
-		raftAddr, err = defaultRaftAddr(ln.Addr().String())
-		if err != nil {
+		if raftAddr, err = defaultRaftAddr(ln.Addr().String()); err != nil && raftListen {
 			ln.Close()
 			return nil, err
 		}
 	}
-
-	st, err := store.Open(ctx, store.Config{
-		NodeID: nodeID, DataDir: cfg.DataDir, RaftAddr: raftAddr,
-		Bootstrap: cfg.Join == "", TLS: serverTLS, // PeerTLS defaults to the server certificate: raft peers use mTLS
+	scfg := store.Config{
+		NodeID: nodeID, DataDir: cfg.DataDir, RaftAddr: raftAddr, Listen: raftListen,
+		Bootstrap: cfg.Join == "", InsecurePeers: cfg.InsecurePeers,
 		FSM: s.fsm, Logger: s.log.With("component", "raft"),
 		HeartbeatTimeout: cfg.RaftTimeout, ElectionTimeout: cfg.RaftTimeout, LeaderLeaseTimeout: cfg.RaftTimeout / 2,
-	})
+	}
+	if cfg.ClusterSecret != nil {
+		scfg.ClusterSecret = cfg.ClusterSecret
+	} else {
+		scfg.TLS = serverTLS // PeerTLS defaults to the server certificate: raft peers use mTLS
+	}
+	st, err := store.Open(ctx, scfg)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, storeOpenError(err)
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
@@ -253,8 +276,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.log.Info("jobfabric server started", "api", s.url, "raft", st.Addr())
+	s.log.Info("jobfabric server started", "api", s.url, "raft", st.Addr(), "raft_listening", st.Listening(), "peer_auth", st.PeerAuth())
 	return s, nil
+}
+
+// storeOpenError names the flags behind the store's refusals.
+func storeOpenError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrWeakSecret):
+		return domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v (generate one with `jobfabric cluster secret`)", err)
+	case errors.Is(err, store.ErrUnauthenticatedPeers):
+		return domain.Invalid("cluster-secret-file", "this server listens for raft peers (--bootstrap, --join, --raft-addr, or a member of a cluster), "+
+			"so it must authenticate them: give every member the same --cluster-secret-file (generate one with `jobfabric cluster secret`), "+
+			"or --tls-cert/--tls-key with --ca for mutual TLS. --insecure-peers instead lets anyone who reaches the raft port stop writes and rewrite the state (%v)", err)
+	}
+	return fmt.Errorf("open store: %w", err)
 }
 
 // URL is the API base URL of this server.
@@ -263,8 +299,16 @@ func (s *Server) URL() string { return s.url }
 // ListenAddr is the bound API address (host:port).
 func (s *Server) ListenAddr() string { return s.ln.Addr().String() }
 
-// RaftAddr is the raft transport address.
+// RaftAddr is the raft transport address; see RaftListening.
 func (s *Server) RaftAddr() string { return s.store.Addr() }
+
+// RaftListening reports whether raft listens on the network; a single
+// server's raft runs in memory.
+func (s *Server) RaftListening() bool { return s.store.Listening() }
+
+// PeerAuth is how raft peers are authenticated: "none" (nothing listens),
+// "mtls", "secret" or "insecure".
+func (s *Server) PeerAuth() string { return s.store.PeerAuth() }
 
 // NodeID is this server's stable member ID.
 func (s *Server) NodeID() string { return s.nodeID }

@@ -47,8 +47,8 @@ func TestTLSClusterAndClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Members) != 2 {
-		t.Fatalf("members = %+v, want 2", v.Members)
+	if len(v.Members) != 2 || v.PeerAuth != "mtls" {
+		t.Fatalf("members = %+v, peer auth %q; want 2, mtls", v.Members, v.PeerAuth)
 	}
 	seed(t, cl)
 	// A client without the CA refuses the server.

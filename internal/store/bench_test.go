@@ -31,10 +31,10 @@ func BenchmarkApplyCluster3(b *testing.B) {
 	for _, par := range []int{8, 32} {
 		b.Run(fmt.Sprintf("callers=%dxGOMAXPROCS", par), func(b *testing.B) {
 			logger := testLogger(b)
-			n1 := newNode(b, logger, "n1", true, nil)
+			n1 := newNode(b, logger, "n1", true, withSecret(testSecret))
 			waitLeader(b, n1)
 			for _, id := range []string{"n2", "n3"} {
-				n := newNode(b, logger, id, false, nil)
+				n := newNode(b, logger, id, false, withSecret(testSecret))
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				err := n1.s.AddVoter(ctx, id, n.s.Addr())
 				cancel()

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,15 +12,15 @@ import (
 )
 
 // startCluster bootstraps n1 and adds n2 and n3 through the leader.
-func startCluster(t *testing.T, logger *slog.Logger, serverTLS *tls.Config) []*node {
+func startCluster(t *testing.T, logger *slog.Logger, p peers) []*node {
 	t.Helper()
-	n1 := newNode(t, logger, "n1", true, serverTLS)
+	n1 := newNode(t, logger, "n1", true, p)
 	if err := n1.s.WaitForLeader(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, func() (bool, string) { return n1.s.IsLeader(), "n1 not leader" })
-	n2 := newNode(t, logger, "n2", false, serverTLS)
-	n3 := newNode(t, logger, "n3", false, serverTLS)
+	n2 := newNode(t, logger, "n2", false, p)
+	n3 := newNode(t, logger, "n3", false, p)
 	for _, n := range []*node{n2, n3} {
 		if err := n1.s.AddVoter(ctxT(t, 10*time.Second), n.cfg.NodeID, n.s.Addr()); err != nil {
 			t.Fatalf("add voter %s: %v", n.cfg.NodeID, err)
@@ -37,7 +36,7 @@ func startCluster(t *testing.T, logger *slog.Logger, serverTLS *tls.Config) []*n
 
 func TestCluster(t *testing.T) {
 	logger := testLogger(t)
-	nodes := startCluster(t, logger, nil)
+	nodes := startCluster(t, logger, withSecret(testSecret))
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 
 	// Joining twice is a no-op; a second ID at a known address is refused.

@@ -1,7 +1,17 @@
 // Package store wires jobfabric's state machine into hashicorp/raft: durable
 // log and stable storage (raft-boltdb v2, fsync on every batch), file
-// snapshots, a TCP or mutual-TLS transport, and a small API for proposing
-// commands and managing membership.
+// snapshots, a transport, and a small API for proposing commands and
+// managing membership.
+//
+// Whoever takes part in raft can rewrite the state, so the transport never
+// trusts a peer it has not authenticated. A single server runs raft over an
+// in-memory transport and listens on nothing. A server that listens (the
+// first of a cluster that will grow, one that joins, or any member of a
+// multi-server configuration) authenticates peers with TLS: certificates
+// under a CA derived from a shared cluster secret (TLS 1.3), or mutual TLS
+// against the operator's CA. Listening without either is refused unless
+// Config.InsecurePeers says otherwise; raftinject is the attacker that
+// tests this.
 //
 // Everything the cluster agrees on goes through Store.Apply. Writes are only
 // accepted by the leader; elsewhere Apply returns *NotLeaderError naming the

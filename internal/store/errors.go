@@ -30,3 +30,11 @@ func (e *NotLeaderError) Unwrap() error { return raft.ErrNotLeader }
 // store shut down, or the caller's context ended while it was in flight.
 // Such a command may still be applied later; retry only idempotent commands.
 var ErrUnknownOutcome = errors.New("store: outcome unknown")
+
+// ErrNoListener is wrapped by AddVoter on a server whose raft transport is
+// in memory: peers could not reach it. Restart it listening first.
+var ErrNoListener = errors.New("store: this server has no raft listener (single server); restart it listening, with peer authentication, before adding members")
+
+// ErrPeerUnreachable is wrapped by AddVoter when the new peer cannot be
+// dialled or does not authenticate as a member.
+var ErrPeerUnreachable = errors.New("cannot reach and authenticate the new peer")

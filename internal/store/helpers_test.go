@@ -128,20 +128,40 @@ func fastTimings(cfg Config) Config {
 	return cfg
 }
 
-func newNode(t testing.TB, logger *slog.Logger, id string, bootstrap bool, serverTLS *tls.Config) *node {
+// peers sets how a test node's transport listens and authenticates
+// peers; nil keeps a single server on the in-memory transport.
+type peers func(*Config)
+
+// testSecret is a cluster secret (base64 of 32 random bytes).
+var testSecret = []byte("m4V0pQx8Jt2c9KzRw1LhY6sNbE3uGfTa7DqXoZiC5vA=")
+
+func withSecret(secret []byte) peers {
+	return func(c *Config) { c.Listen, c.RaftAddr, c.ClusterSecret = true, "127.0.0.1:0", secret }
+}
+
+func withTLS(serverTLS *tls.Config) peers {
+	return func(c *Config) { c.Listen, c.RaftAddr, c.TLS = true, "127.0.0.1:0", serverTLS }
+}
+
+func insecurePeers(c *Config) { c.Listen, c.RaftAddr, c.InsecurePeers = true, "127.0.0.1:0", true }
+
+func newNode(t testing.TB, logger *slog.Logger, id string, bootstrap bool, p peers) *node {
 	t.Helper()
 	n := &node{cfg: fastTimings(Config{
 		NodeID:    id,
 		DataDir:   t.TempDir(),
-		RaftAddr:  "127.0.0.1:0",
 		Bootstrap: bootstrap,
-		TLS:       serverTLS,
 		Logger:    logger,
 	})}
+	if p != nil {
+		p(&n.cfg)
+	}
 	n.start(t)
-	// Pin the port the kernel chose so that a restart keeps the address
-	// recorded in the cluster configuration.
-	n.cfg.RaftAddr = n.s.Addr()
+	if n.s.Listening() {
+		// Pin the port the kernel chose so that a restart keeps the
+		// address recorded in the cluster configuration.
+		n.cfg.RaftAddr = n.s.Addr()
+	}
 	t.Cleanup(func() { n.stop(t) })
 	return n
 }

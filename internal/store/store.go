@@ -39,6 +39,8 @@ const (
 	// boltOpenTimeout bounds waiting for bolt's file lock: a second process
 	// on the same data dir fails fast instead of hanging at start-up.
 	boltOpenTimeout = 2 * time.Second
+	// probeTimeout bounds AddVoter's check that the new peer is reachable.
+	probeTimeout = 5 * time.Second
 	// leaderPollInterval paces WaitForLeader.
 	leaderPollInterval = 20 * time.Millisecond
 )
@@ -50,6 +52,25 @@ const (
 	SuffrageStaging  = "staging"
 )
 
+// Peer authentication modes, as reported by Store.PeerAuth.
+const (
+	// PeerAuthNone: no network transport at all (a single server).
+	PeerAuthNone = "none"
+	// PeerAuthMTLS: TLS with client certificates verified by the cluster CA.
+	PeerAuthMTLS = "mtls"
+	// PeerAuthSecret: TLS 1.3 with certificates issued under a CA derived
+	// from the cluster secret.
+	PeerAuthSecret = "secret"
+	// PeerAuthInsecure: the transport listens and trusts any peer
+	// (Config.InsecurePeers).
+	PeerAuthInsecure = "insecure"
+)
+
+// localAddrPrefix marks the address of the in-memory transport of a server
+// without a listener; it is what the stored configuration holds for such a
+// server until it listens and, as leader, records its network address.
+const localAddrPrefix = "inmem:"
+
 // Config configures Open.
 type Config struct {
 	// NodeID is the stable identity of this server; it must survive
@@ -58,19 +79,32 @@ type Config struct {
 	// DataDir holds raft state in DataDir/raft: raft.db (log and stable
 	// store) and snapshots/.
 	DataDir string
-	// RaftAddr is the host:port the transport binds. With port 0 the port
-	// the kernel picked is used, and advertised unless AdvertiseAddr is set.
+	// RaftAddr is the host:port the transport binds when it listens. With
+	// port 0 the port the kernel picked is used, and advertised unless
+	// AdvertiseAddr is set.
 	RaftAddr string
+	// Listen opens the network transport at RaftAddr: for the first server
+	// of a cluster that will grow, and for one about to join. Without it the
+	// transport listens only if the stored configuration has another member;
+	// otherwise raft runs over an in-memory transport and nothing listens.
+	Listen bool
+	// ClusterSecret authenticates peers: see SecretTLS. Exclusive with TLS.
+	ClusterSecret []byte
+	// InsecurePeers allows a listening transport with neither ClusterSecret
+	// nor a TLS client CA: anyone who reaches the port takes part in
+	// replication. Tests of that hole and trusted lab networks only.
+	InsecurePeers bool
 	// AdvertiseAddr is the host:port peers dial; defaults to the bound
 	// address, which must then not be unspecified (0.0.0.0 or [::]).
 	AdvertiseAddr string
 	// Bootstrap makes this node the only voter of a new cluster, but only
 	// when DataDir holds no raft state yet: restarts never bootstrap again.
 	Bootstrap bool
-	// TLS, if set, makes the transport serve TLS. If it has ClientCAs, peers
-	// must present a certificate verified by them (ClientAuth is raised to
-	// tls.RequireAndVerifyClientCert on a copy): without that anyone who can
-	// reach the port could take part in replication.
+	// TLS, if set, makes the transport serve TLS. Peers must present a
+	// certificate verified by its ClientCAs (ClientAuth is raised to
+	// tls.RequireAndVerifyClientCert on a copy); without ClientCAs anyone who
+	// can reach the port could take part in replication, so that is refused
+	// unless InsecurePeers is set.
 	TLS *tls.Config
 	// PeerTLS is used to dial peers. When nil it is derived from TLS: its
 	// RootCAs (or else ClientCAs) verify peers and its certificates are
@@ -109,9 +143,10 @@ type Store struct {
 	id        string
 	addr      string
 	logger    *slog.Logger
+	peerAuth  string
 	raft      *raft.Raft
-	transport *raft.NetworkTransport
-	layer     *streamLayer
+	transport raft.Transport
+	layer     *streamLayer // nil: in-memory transport, nothing listens
 	bolt      *raftboltdb.BoltStore
 
 	raftNotify chan bool     // raft's NotifyCh, drained by forwardLeadership
@@ -141,12 +176,19 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("store: raft config: %w", err)
 	}
-	serverTLS, dialTLS, err := transportTLS(cfg.TLS, cfg.PeerTLS, logger)
-	if err != nil {
-		return nil, err
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	// Refuse a listener without peer authentication before touching the
+	// data dir; a restarted member is checked once its configuration is read.
+	var (
+		peerAuth           = PeerAuthNone
+		serverTLS, dialTLS *tls.Config
+	)
+	if cfg.Listen {
+		if peerAuth, serverTLS, dialTLS, err = peerSecurity(cfg); err != nil {
+			return nil, err
+		}
 	}
 
 	// Undo whatever was opened if a later step fails.
@@ -188,27 +230,70 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: snapDir}
 
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("store: listen on %s: %w", cfg.RaftAddr, err)
+	listen := cfg.Listen
+	if !listen {
+		stored, err := storedConfiguration(bolt, snaps)
+		if err != nil {
+			return nil, err
+		}
+		for _, srv := range stored.Servers {
+			if string(srv.ID) != cfg.NodeID {
+				listen = true // a member of a cluster: its peers dial in
+				break
+			}
+		}
 	}
-	cleanup = append(cleanup, func() { ln.Close() })
-	advertise := cfg.AdvertiseAddr
-	if advertise == "" {
-		advertise = ln.Addr().String()
+
+	var (
+		transport raft.Transport
+		layer     *streamLayer
+		advertise string
+	)
+	if listen && !cfg.Listen {
+		if cfg.RaftAddr == "" {
+			return nil, errors.New("store: config: the stored configuration has other members, so raft must listen, but RaftAddr is empty")
+		}
+		if peerAuth, serverTLS, dialTLS, err = peerSecurity(cfg); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkAdvertise(advertise); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+	if listen {
+		if peerAuth == PeerAuthInsecure {
+			logger.Warn("raft peers are NOT authenticated (insecure peers): anyone who reaches the raft port can stop writes and append entries, admin tokens included; use a cluster secret or mutual TLS", "raft_addr", cfg.RaftAddr)
+		}
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", cfg.RaftAddr)
+		if err != nil {
+			return nil, fmt.Errorf("store: listen on %s: %w", cfg.RaftAddr, err)
+		}
+		cleanup = append(cleanup, func() { ln.Close() })
+		advertise = cfg.AdvertiseAddr
+		if advertise == "" {
+			advertise = ln.Addr().String()
+		}
+		if err := checkAdvertise(advertise); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		layer = newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  layer,
+			MaxPool: transportMaxPool,
+			Timeout: transportTimeout,
+			Logger:  hl.Named("transport"),
+		})
+		transport = nt
+		cleanup = append(cleanup, func() { nt.Close(); layer.Close() })
+	} else {
+		// No peers and none expected: raft talks to nobody, so nothing
+		// needs to listen. The address only names this server in the
+		// configuration until it listens (see fixSelfAddr).
+		addr, it := raft.NewInmemTransport(raft.ServerAddress(localAddrPrefix + cfg.NodeID))
+		transport, advertise = it, string(addr)
+		cleanup = append(cleanup, func() { it.Close() })
+		if cfg.InsecurePeers {
+			logger.Info("insecure peers allowed but unused: a single server has no raft listener")
+		}
 	}
-	layer := newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
-	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: transportMaxPool,
-		Timeout: transportTimeout,
-		Logger:  hl.Named("transport"),
-	})
-	cleanup = append(cleanup, func() { transport.Close(); layer.Close() })
 
 	existing, err := raft.HasExistingState(logs, bolt, snaps)
 	if err != nil {
@@ -238,6 +323,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	s = &Store{
 		id:         cfg.NodeID,
 		addr:       advertise,
+		peerAuth:   peerAuth,
 		logger:     logger,
 		raft:       r,
 		transport:  transport,
@@ -249,7 +335,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		done:       make(chan struct{}),
 	}
 	go s.forwardLeadership()
-	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "tls", serverTLS != nil)
+	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "peer_auth", peerAuth)
 	return s, nil
 }
 
@@ -259,12 +345,14 @@ func validate(cfg Config) error {
 		return errors.New("store: config: NodeID is required")
 	case cfg.DataDir == "":
 		return errors.New("store: config: DataDir is required")
-	case cfg.RaftAddr == "":
-		return errors.New("store: config: RaftAddr is required")
+	case cfg.Listen && cfg.RaftAddr == "":
+		return errors.New("store: config: RaftAddr is required to listen")
 	case cfg.FSM == nil:
 		return errors.New("store: config: FSM is required")
 	case cfg.PeerTLS != nil && cfg.TLS == nil:
 		return errors.New("store: config: PeerTLS requires TLS: peers dial each other the way they serve")
+	case cfg.ClusterSecret != nil && cfg.TLS != nil:
+		return errors.New("store: config: ClusterSecret and TLS both authenticate peers: give one")
 	}
 	if cfg.AdvertiseAddr != "" {
 		if err := checkAdvertise(cfg.AdvertiseAddr); err != nil {
@@ -312,20 +400,45 @@ func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
 	return rc
 }
 
+// ErrUnauthenticatedPeers is returned by Open when the transport would
+// listen without a way to authenticate peers and InsecurePeers is not set.
+var ErrUnauthenticatedPeers = errors.New("store: raft peers would not be authenticated")
+
+// peerSecurity chooses how a listening transport authenticates peers.
+func peerSecurity(cfg Config) (auth string, serverTLS, dialTLS *tls.Config, err error) {
+	switch {
+	case cfg.ClusterSecret != nil:
+		serverTLS, dialTLS, err = SecretTLS(cfg.ClusterSecret)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("store: cluster secret: %w", err)
+		}
+		return PeerAuthSecret, serverTLS, dialTLS, nil
+	case cfg.TLS != nil && cfg.TLS.ClientCAs != nil:
+		serverTLS, dialTLS, err = transportTLS(cfg.TLS, cfg.PeerTLS)
+		return PeerAuthMTLS, serverTLS, dialTLS, err
+	case !cfg.InsecurePeers:
+		if cfg.TLS != nil {
+			return "", nil, nil, fmt.Errorf("%w: TLS has no client CA to verify peers with; give a CA, a cluster secret or allow insecure peers", ErrUnauthenticatedPeers)
+		}
+		return "", nil, nil, fmt.Errorf("%w: give a cluster secret or TLS with a client CA, or allow insecure peers", ErrUnauthenticatedPeers)
+	case cfg.TLS != nil:
+		// Encrypted, but anyone may connect.
+		serverTLS, dialTLS, err = transportTLS(cfg.TLS, cfg.PeerTLS)
+		return PeerAuthInsecure, serverTLS, dialTLS, err
+	default:
+		return PeerAuthInsecure, nil, nil, nil
+	}
+}
+
 // transportTLS derives the listener and dialer configs; see Config.TLS and
 // Config.PeerTLS. Both are copies: the caller's configs are not modified.
-func transportTLS(srv, peer *tls.Config, logger *slog.Logger) (serverTLS, dialTLS *tls.Config, err error) {
-	if srv == nil {
-		return nil, nil, nil
-	}
+func transportTLS(srv, peer *tls.Config) (serverTLS, dialTLS *tls.Config, err error) {
 	serverTLS = srv.Clone()
 	if serverTLS.MinVersion < tls.VersionTLS12 {
 		serverTLS.MinVersion = tls.VersionTLS12
 	}
 	if serverTLS.ClientCAs != nil {
 		serverTLS.ClientAuth = tls.RequireAndVerifyClientCert
-	} else {
-		logger.Warn("raft TLS has no client CA: peers are not authenticated, anyone reaching the raft port can join replication")
 	}
 	if peer != nil {
 		dialTLS = peer.Clone()
@@ -345,6 +458,43 @@ func transportTLS(srv, peer *tls.Config, logger *slog.Logger) (serverTLS, dialTL
 		return nil, nil, errors.New("store: config: raft peers must present a client certificate but neither PeerTLS nor TLS has one")
 	}
 	return serverTLS, dialTLS, nil
+}
+
+// storedConfiguration returns the newest cluster configuration in the log
+// or, failing that, in the newest snapshot: the one raft will start with.
+// The log is read backwards because configuration entries are rare and
+// the newest one wins.
+func storedConfiguration(logs raft.LogStore, snaps raft.SnapshotStore) (raft.Configuration, error) {
+	var conf raft.Configuration
+	var snapIndex uint64
+	metas, err := snaps.List()
+	if err != nil {
+		return conf, fmt.Errorf("store: list snapshots: %w", err)
+	}
+	if len(metas) > 0 {
+		conf, snapIndex = metas[0].Configuration, metas[0].Index
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return conf, fmt.Errorf("store: read log: %w", err)
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return conf, fmt.Errorf("store: read log: %w", err)
+	}
+	for i := last; i >= first && i > snapIndex && i > 0; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return conf, fmt.Errorf("store: read log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogConfiguration {
+			return raft.DecodeConfiguration(l.Data), nil
+		}
+	}
+	return conf, nil
 }
 
 // forwardLeadership drains raft's NotifyCh at once, because raft blocks on
@@ -374,6 +524,15 @@ func (s *Store) forwardLeadership() {
 func (s *Store) publishLeadership(v bool) {
 	if v {
 		s.logger.Info("raft leadership acquired")
+		if s.layer != nil {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), transportTimeout)
+				defer cancel()
+				if err := s.fixSelfAddr(ctx); err != nil {
+					s.logger.Warn("record this server's raft address", "err", err)
+				}
+			}()
+		}
 	} else {
 		s.logger.Info("raft leadership lost")
 	}
@@ -461,8 +620,16 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 	if id == "" || addr == "" {
 		return errors.New("store: add voter: id and addr are required")
 	}
+	if s.layer == nil {
+		return fmt.Errorf("store: add voter %q: %w", id, ErrNoListener)
+	}
 	if !s.IsLeader() {
 		return s.notLeader()
+	}
+	// A new member must learn where this leader listens, not the address
+	// of the transport it ran on before it listened.
+	if err := s.fixSelfAddr(ctx); err != nil {
+		return fmt.Errorf("store: add voter %q: %w", id, err)
 	}
 	servers, err := s.configuration()
 	if err != nil {
@@ -480,6 +647,13 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 	if err != nil {
 		return fmt.Errorf("store: add voter: %w", err)
 	}
+	pt := probeTimeout
+	if timeout > 0 && timeout < pt {
+		pt = timeout
+	}
+	if err := s.layer.probe(addr, pt); err != nil {
+		return fmt.Errorf("store: add voter %q: %w at %s (same cluster secret or CA on both?): %w", id, ErrPeerUnreachable, addr, err)
+	}
 	err = s.await(ctx, func() error {
 		return s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error()
 	})
@@ -487,6 +661,41 @@ func (s *Store) AddVoter(ctx context.Context, id, addr string) error {
 		return s.wrap("add voter", err, true)
 	}
 	s.logger.Info("raft voter added", "voter_id", id, "voter_addr", addr)
+	return nil
+}
+
+// fixSelfAddr makes the configuration name this leader at the address it
+// listens on. A server that ran alone (in-memory transport) or at another
+// address and restarted listening is still recorded at the old address,
+// which peers could not dial once they join. Leader only; a no-op when the
+// address is right or the store does not listen.
+func (s *Store) fixSelfAddr(ctx context.Context) error {
+	if s.layer == nil || !s.IsLeader() {
+		return nil
+	}
+	servers, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	for _, srv := range servers {
+		if string(srv.ID) != s.id || string(srv.Address) == s.addr {
+			continue
+		}
+		if srv.Suffrage != raft.Voter {
+			return nil // raft's leaders are voters; nothing to fix here
+		}
+		timeout, err := enqueueTimeout(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.await(ctx, func() error {
+			return s.raft.AddVoter(raft.ServerID(s.id), raft.ServerAddress(s.addr), 0, timeout).Error()
+		})
+		if err != nil {
+			return s.wrap("record own address", err, true)
+		}
+		s.logger.Info("raft address of this server updated in the configuration", "old_addr", srv.Address, "addr", s.addr)
+	}
 	return nil
 }
 
@@ -604,8 +813,17 @@ func (s *Store) Snapshot(ctx context.Context) error {
 	return nil
 }
 
-// Addr returns the advertised raft address.
+// Addr returns the advertised raft address; for a store that does not
+// listen, the name of its in-memory transport.
 func (s *Store) Addr() string { return s.addr }
+
+// Listening reports whether the raft transport is reachable over the
+// network.
+func (s *Store) Listening() bool { return s.layer != nil }
+
+// PeerAuth reports how peers are authenticated: PeerAuthNone (no listener),
+// PeerAuthMTLS, PeerAuthSecret or PeerAuthInsecure.
+func (s *Store) PeerAuth() string { return s.peerAuth }
 
 // ID returns this server's node ID.
 func (s *Store) ID() string { return s.id }
@@ -622,13 +840,19 @@ func (s *Store) Shutdown() error {
 		if err := s.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
-		if err := s.transport.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("transport: %w", err))
+		if c, ok := s.transport.(raft.WithClose); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("transport: %w", err))
+			}
 		}
-		if err := s.layer.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("listener: %w", err))
+		if s.layer != nil {
+			if err := s.layer.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("listener: %w", err))
+			}
 		}
-		s.transport.CloseStreams() // pooled outbound connections
+		if nt, ok := s.transport.(*raft.NetworkTransport); ok {
+			nt.CloseStreams() // pooled outbound connections
+		}
 		close(s.stop)
 		<-s.done
 		if err := s.bolt.Close(); err != nil {

@@ -121,7 +121,7 @@ func TestSnapshotThreshold(t *testing.T) {
 func TestNotLeader(t *testing.T) {
 	logger := testLogger(t)
 	// Not bootstrapped and alone: never elects anyone.
-	n := newNode(t, logger, "lonely", false, nil)
+	n := newNode(t, logger, "lonely", false, withSecret(testSecret))
 
 	if err := n.s.WaitForLeader(ctxT(t, 200*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitForLeader = %v, want deadline exceeded", err)
@@ -219,21 +219,27 @@ func TestShutdown(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	fsm := &listFSM{}
-	base := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", FSM: fsm}
+	base := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Listen: true, ClusterSecret: testSecret, FSM: fsm}
 	for name, tc := range map[string]struct {
 		mutate func(*Config)
 		want   string
+		before bool // refused before the data dir is touched
 	}{
-		"no node id":      {func(c *Config) { c.NodeID = "" }, "NodeID"},
-		"no data dir":     {func(c *Config) { c.DataDir = "" }, "DataDir"},
-		"no raft addr":    {func(c *Config) { c.RaftAddr = "" }, "RaftAddr"},
-		"no fsm":          {func(c *Config) { c.FSM = nil }, "FSM"},
-		"unspecified":     {func(c *Config) { c.RaftAddr = "0.0.0.0:0" }, "unspecified"},
-		"bad advertise":   {func(c *Config) { c.AdvertiseAddr = "example.com" }, "advertise"},
-		"advertise port0": {func(c *Config) { c.AdvertiseAddr = "example.com:0" }, "port"},
-		"peer tls alone":  {func(c *Config) { c.PeerTLS = &tls.Config{} }, "PeerTLS"},
-		"bad timeouts":    {func(c *Config) { c.HeartbeatTimeout = time.Second; c.ElectionTimeout = time.Millisecond }, "raft config"},
-		"bind in use":     {func(c *Config) { c.RaftAddr = busyAddr(t) }, "listen"},
+		"no node id":      {func(c *Config) { c.NodeID = "" }, "NodeID", false},
+		"no data dir":     {func(c *Config) { c.DataDir = "" }, "DataDir", false},
+		"no raft addr":    {func(c *Config) { c.RaftAddr = "" }, "RaftAddr", false},
+		"no fsm":          {func(c *Config) { c.FSM = nil }, "FSM", false},
+		"unspecified":     {func(c *Config) { c.RaftAddr = "0.0.0.0:0" }, "unspecified", false},
+		"bad advertise":   {func(c *Config) { c.AdvertiseAddr = "example.com" }, "advertise", false},
+		"advertise port0": {func(c *Config) { c.AdvertiseAddr = "example.com:0" }, "port", false},
+		"peer tls alone":  {func(c *Config) { c.PeerTLS = &tls.Config{} }, "PeerTLS", false},
+		"no peer auth":    {func(c *Config) { c.DataDir = t.TempDir(); c.ClusterSecret = nil }, "not be authenticated", true},
+		"tls without ca":  {func(c *Config) { c.DataDir = t.TempDir(); c.ClusterSecret, c.TLS = nil, &tls.Config{} }, "no client CA", true},
+		"secret and tls":  {func(c *Config) { c.TLS = &tls.Config{} }, "give one", false},
+		"short secret":    {func(c *Config) { c.DataDir = t.TempDir(); c.ClusterSecret = []byte("hunter2") }, "7 bytes", true},
+		"weak secret":     {func(c *Config) { c.DataDir = t.TempDir(); c.ClusterSecret = []byte(strings.Repeat("password", 5)) }, "entropy", true},
+		"bad timeouts":    {func(c *Config) { c.HeartbeatTimeout = time.Second; c.ElectionTimeout = time.Millisecond }, "raft config", false},
+		"bind in use":     {func(c *Config) { c.RaftAddr = busyAddr(t) }, "listen", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := base
@@ -246,6 +252,11 @@ func TestOpenErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want mention of %q", err, tc.want)
+			}
+			if tc.before && cfg.DataDir != "" {
+				if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("refused configuration created the raft dir (%v)", err)
+				}
 			}
 		})
 	}
@@ -295,6 +306,6 @@ func TestDataDirLocked(t *testing.T) {
 // busyAddr returns an address something is already listening on.
 func busyAddr(t *testing.T) string {
 	t.Helper()
-	n := newNode(t, testLogger(t), "busy", false, nil)
+	n := newNode(t, testLogger(t), "busy", false, withSecret(testSecret))
 	return n.s.Addr()
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 )
@@ -21,7 +23,7 @@ func TestClusterTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// PeerTLS is left nil: derived from TLS (same CA, same certificate).
-	nodes := startCluster(t, logger, serverTLS)
+	nodes := startCluster(t, logger, withTLS(serverTLS))
 
 	var want []string
 	for i := range 20 {
@@ -99,4 +101,60 @@ func tlsExchange(addr string, cfg *tls.Config) error {
 	}
 	_, err = c.Read(make([]byte, 1))
 	return err
+}
+
+// TestHandshakeTimeout: a client that connects to the TLS raft port and
+// says nothing is dropped once the handshake deadline passes.
+func TestHandshakeTimeout(t *testing.T) {
+	serverTLS, dialTLS, err := SecretTLS(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := newStreamLayer(ln, ln.Addr(), serverTLS, dialTLS)
+	layer.handshakeTimeout = 200 * time.Millisecond
+	defer layer.Close()
+
+	idle, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	c, err := layer.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Read(make([]byte, 1))
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("read from a silent client: %v after %v, want a handshake timeout", err, time.Since(start))
+	}
+	c.Close()
+
+	// A member's connection is unaffected by the deadline once past it.
+	errc := make(chan error, 1)
+	go func() {
+		c, err := layer.Dial(raft.ServerAddress(ln.Addr().String()), time.Second)
+		if err == nil {
+			time.Sleep(400 * time.Millisecond) // past the handshake deadline
+			_, err = c.Write([]byte{42})
+			c.Close()
+		}
+		errc <- err
+	}()
+	c, err = layer.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c, b); err != nil || b[0] != 42 {
+		t.Fatalf("member connection: read %v, %v", b, err)
+	}
+	c.Close()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }

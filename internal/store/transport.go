@@ -13,6 +13,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// handshakeTimeout bounds the TLS handshake of an inbound raft connection.
+const handshakeTimeout = 10 * time.Second
+
 // streamLayer is raft's network: a TCP listener, optionally wrapped in TLS,
 // and a dialer to match. It tracks accepted connections because raft's
 // NetworkTransport does not close them on shutdown: a stopped store would
@@ -22,6 +25,8 @@ type streamLayer struct {
 	advertise net.Addr
 	serverTLS *tls.Config // nil: plain TCP
 	dialTLS   *tls.Config
+	// handshakeTimeout bounds an inbound TLS handshake.
+	handshakeTimeout time.Duration
 
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
@@ -37,6 +42,8 @@ func newStreamLayer(ln net.Listener, advertise net.Addr, serverTLS, dialTLS *tls
 		serverTLS: serverTLS,
 		dialTLS:   dialTLS,
 		conns:     make(map[*trackedConn]struct{}),
+
+		handshakeTimeout: handshakeTimeout,
 	}
 }
 
@@ -58,9 +65,34 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	s.conns[tc] = struct{}{}
 	s.mu.Unlock()
 	if s.serverTLS != nil {
-		return tls.Server(tc, s.serverTLS), nil
+		return &serverConn{Conn: tls.Server(tc, s.serverTLS), timeout: s.handshakeTimeout}, nil
 	}
 	return tc, nil
+}
+
+// serverConn bounds the TLS handshake of an accepted connection: a client
+// that connects and says nothing, or stalls mid-handshake, is dropped
+// after timeout instead of holding a goroutine and a descriptor for good.
+// Raft's transport reads and writes a connection from one goroutine, and
+// the handshake happens on the first read.
+type serverConn struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *serverConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		c.Conn.SetDeadline(time.Now().Add(c.timeout))
+		if c.err = c.Conn.Handshake(); c.err == nil {
+			c.err = c.Conn.SetDeadline(time.Time{})
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
 }
 
 // Close stops accepting and closes every accepted connection.
@@ -97,6 +129,18 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	d := &tls.Dialer{NetDialer: nd, Config: s.dialTLS}
 	return d.DialContext(ctx, "tcp", string(address))
+}
+
+// probe dials addr as raft would, TLS handshake included, so that a peer
+// this member cannot reach, or whose certificate it does not accept (another
+// cluster secret or CA), is found before it enters the configuration: a
+// voter nobody can replicate to would stall every commit.
+func (s *streamLayer) probe(addr string, timeout time.Duration) error {
+	c, err := s.Dial(raft.ServerAddress(addr), timeout)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 type trackedConn struct {

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateSecret(t *testing.T) {
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		rand.Read(b)
+		return b
+	}
+	for name, tc := range map[string]struct {
+		secret []byte
+		ok     bool
+	}{
+		"32 random bytes":      {random(32), true},
+		"base64 of 32 bytes":   {[]byte(base64.StdEncoding.EncodeToString(random(32))), true},
+		"hex of 32 bytes":      {[]byte(hex.EncodeToString(random(32))), true},
+		"test secret":          {testSecret, true},
+		"31 random bytes":      {random(31), false},
+		"empty":                {[]byte{}, false},
+		"repeated word":        {[]byte(strings.Repeat("password", 5)), false},
+		"one character":        {[]byte(strings.Repeat("a", 64)), false},
+		"passphrase":           {[]byte("correct horse battery staple!!!!"), false},
+		"placeholder":          {[]byte("changeme-changeme-changeme-changeme"), false},
+		"hex counter":          {[]byte(strings.Repeat("0123456789abcdef", 4)), false},
+		"base64 of zero bytes": {[]byte(base64.StdEncoding.EncodeToString(make([]byte, 32))), false},
+		"hex of 32 zero bytes": {[]byte(hex.EncodeToString(make([]byte, 32))), false},
+		"base64 of 48 bytes":   {[]byte(base64.StdEncoding.EncodeToString(random(48))), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := ValidateSecret(tc.secret)
+			t.Logf("%.0f bits", entropyBits(tc.secret))
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrWeakSecret) {
+				t.Fatalf("err = %v, want ErrWeakSecret", err)
+			}
+		})
+	}
+}
+
+// TestSecretDerivation: the same secret gives members certificates that
+// verify each other; another secret's do not.
+func TestSecretDerivation(t *testing.T) {
+	_, dialA, err := SecretTLS(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvB, _, err := SecretTLS(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := []byte(base64.StdEncoding.EncodeToString([]byte("another cluster's secret, 32+ bytes long!")))
+	srvC, _, err := SecretTLS(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafA := dialA.Certificates[0].Certificate[0]
+	if string(leafA) == string(srvB.Certificates[0].Certificate[0]) {
+		t.Error("two starts share a leaf certificate: the leaf key must be ephemeral")
+	}
+	if err := verifyLeaf(leafA, srvB); err != nil {
+		t.Errorf("member certificate refused by a member with the same secret: %v", err)
+	}
+	if err := verifyLeaf(leafA, srvC); err == nil {
+		t.Error("member certificate accepted under another secret")
+	}
+}
+
+func verifyLeaf(der []byte, srv *tls.Config) error {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	_, err = cert.Verify(x509.VerifyOptions{Roots: srv.ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err
+}
