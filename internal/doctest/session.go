@@ -26,7 +26,10 @@ type Config struct {
 	// Timeout bounds each command (and a background command's first line,
 	// and an eventual expectation); 0 means 30 s.
 	Timeout time.Duration
-	Root    bool // running as root: sudo is dropped
+	// Eventually bounds the retries of a ~> expectation, and the wait for a
+	// background command's expectations; 0 means 15 s.
+	Eventually time.Duration
+	Root       bool // running as root: sudo is dropped
 }
 
 // Result is what one command did.
@@ -57,6 +60,7 @@ type Session struct {
 	n      int
 	bg     []bgJob
 	closed bool
+	busy   bool // a command did not finish: bash cannot take the last one
 }
 
 type bgJob struct {
@@ -70,6 +74,9 @@ type bgJob struct {
 func Start(cfg Config) (*Session, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Eventually == 0 {
+		cfg.Eventually = 15 * time.Second
 	}
 	s := &Session{cfg: cfg, work: filepath.Join(cfg.Dir, "work"), out: filepath.Join(cfg.Dir, "out")}
 	tmp, home := filepath.Join(cfg.Dir, "tmp"), filepath.Join(cfg.Dir, "home")
@@ -152,7 +159,7 @@ func (s *Session) Run(ctx context.Context, c Command) (Result, error) {
 	if background(text) {
 		return s.runBackground(ctx, c, text)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(s.cfg.Eventually)
 	for {
 		r, _, err := s.exec(ctx, text)
 		if err != nil {
@@ -219,9 +226,11 @@ func (s *Session) exec(ctx context.Context, text string) (Result, int, error) {
 		case <-s.exited:
 			return r, 0, fmt.Errorf("bash exited (stderr: %s)", s.stderr)
 		case <-timer.C:
+			s.busy = true
 			r.Stdout, r.Stderr = readFile(so), readFile(se)
 			return r, 0, fmt.Errorf("did not finish in %s (a command that runs until stopped must end in &)", s.cfg.Timeout)
 		case <-ctx.Done():
+			s.busy = true
 			return r, 0, ctx.Err()
 		}
 	}
@@ -264,16 +273,17 @@ func (s *Session) runBackground(ctx context.Context, c Command, text string) (Re
 	}
 }
 
-// Close checks the background commands' expectations (waiting up to 15 s
-// for them), then stops the background commands (SIGTERM, and bash waits
-// for them), and bash. Whatever is left of its process group is killed.
+// Close checks the background commands' expectations (waiting for them as
+// for ~>), then stops the background commands (SIGTERM, and bash waits for
+// them), and bash; after a command that did not finish, the whole process
+// group gets the SIGTERM. Whatever is left of the group is killed.
 func (s *Session) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
 	var errs []error
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(s.cfg.Eventually)
 	for _, j := range s.bg {
 		for {
 			missing := Missing(j.cmd.Expect, readFile(j.stdout)+readFile(j.stderr))
@@ -292,6 +302,9 @@ func (s *Session) Close() error {
 	done := make(chan error, 1)
 	go func() { done <- s.bash.Wait() }()
 	pgid := s.bash.Process.Pid
+	if s.busy {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	}
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
