@@ -109,6 +109,8 @@ func runPage(t *testing.T, repo, page string, blocks []Block) {
 			r, err := s.Run(ctx, c)
 			n++
 			if err != nil {
+				closed = true
+				_ = s.Abort()
 				t.Fatalf("%s:%d: %s\n  ran: %s\n  %v\n--- stdout\n%s--- stderr\n%s", page, c.Line, c.Text, r.Command, err, clip(r.Stdout), clip(r.Stderr))
 			}
 		}

@@ -113,7 +113,7 @@ func Start(cfg Config) (*Session, error) {
 
 	env := []string{
 		"PATH=" + filepath.Join(s.work, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + home, "TMPDIR=" + tmp, "LC_ALL=C.UTF-8",
+		"HOME=" + home, "TMPDIR=" + tmp,
 		"JOBFABRIC_SERVER=http://127.0.0.1:" + def, // the CLI's default, mapped
 	}
 	if tz, ok := os.LookupEnv("TZ"); ok {
@@ -277,7 +277,13 @@ func (s *Session) runBackground(ctx context.Context, c Command, text string) (Re
 // for ~>), then stops the background commands (SIGTERM, and bash waits for
 // them), and bash; after a command that did not finish, the whole process
 // group gets the SIGTERM. Whatever is left of the group is killed.
-func (s *Session) Close() error {
+func (s *Session) Close() error { return s.close(true) }
+
+// Abort stops the session without checking the background commands: a
+// command has failed already.
+func (s *Session) Abort() error { return s.close(false) }
+
+func (s *Session) close(check bool) error {
 	if s.closed {
 		return nil
 	}
@@ -285,6 +291,9 @@ func (s *Session) Close() error {
 	var errs []error
 	deadline := time.Now().Add(s.cfg.Eventually)
 	for _, j := range s.bg {
+		if !check {
+			break
+		}
 		for {
 			missing := Missing(j.cmd.Expect, readFile(j.stdout)+readFile(j.stderr))
 			if len(missing) == 0 {
