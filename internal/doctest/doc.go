@@ -26,11 +26,12 @@
 //
 // Each page runs in a fresh bash session: a scratch copy of the checkout's
 // top level (symlinks) as working directory, bin/jobfabric and jobfabric on
-// PATH the binary the test built, HOME and /tmp/ private to the session, no
-// JOBFABRIC_* variable from outside. Only what must change is rewritten:
-// `go build` lines are not run (the test built the binary), /tmp/ paths
-// move into the session, every loopback port (127.0.0.1:N, localhost:N, and
-// the CLI's default server 127.0.0.1:7070) is mapped to a free one, a
-// `jobfabric server` without --listen gets the mapped default port, and, as
-// root, sudo is dropped.
+// PATH the binary the test built, HOME, /tmp/ and the lab directory
+// (JOBFABRIC_LAB_DIR) private to the session, no JOBFABRIC_* variable from
+// outside. Only what must change is rewritten: `go build` lines are not run
+// (the test built the binary), /tmp/ and /run/jobfabric-lab paths move into
+// the session, every loopback port (127.0.0.1:N, localhost:N, and the CLI's
+// default server 127.0.0.1:7070) is mapped to a free one, a `jobfabric
+// server` without --listen gets the mapped default port, and, as root, sudo
+// is dropped. A lab the page leaves up is taken down.
 package doctest

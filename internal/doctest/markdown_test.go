@@ -131,7 +131,7 @@ func TestMissing(t *testing.T) {
 
 func TestRewrite(t *testing.T) {
 	next := 40000
-	r := &rewriter{tmp: "/s/tmp", root: true, ports: map[string]string{}, alloc: func() (int, error) { next++; return next, nil }}
+	r := &rewriter{tmp: "/s/tmp", lab: "/tmp/lab1", root: true, ports: map[string]string{}, alloc: func() (int, error) { next++; return next, nil }}
 	for _, tc := range []struct{ in, want string }{
 		{"bin/jobfabric server --data-dir /tmp/jf --listen 127.0.0.1:7070 &", "bin/jobfabric server --data-dir /s/tmp/jf --listen 127.0.0.1:40001 &"},
 		{"export JOBFABRIC_SERVER=http://127.0.0.1:7070 T=$(cat /tmp/jf/admin.token)", "export JOBFABRIC_SERVER=http://127.0.0.1:40001 T=$(cat /s/tmp/jf/admin.token)"},
@@ -139,6 +139,7 @@ func TestRewrite(t *testing.T) {
 		{"jobfabric server --listen localhost:7071 --join http://localhost:7070", "jobfabric server --listen localhost:40002 --join http://localhost:40001"},
 		{"cat /var/tmp/x; ls dir/tmp/y", "cat /var/tmp/x; ls dir/tmp/y"},
 		{"x && sudo lab down", "x && lab down"},
+		{"--frr-targets /run/jobfabric-lab/jfl1/targets.json", "--frr-targets /tmp/lab1/jfl1/targets.json"},
 	} {
 		got, err := r.rewrite(tc.in)
 		if err != nil || got != tc.want {

@@ -14,6 +14,7 @@ const defaultPort = "7070"
 var (
 	portRe       = regexp.MustCompile(`\b(127\.0\.0\.1|localhost):(\d{2,5})\b`)
 	tmpRe        = regexp.MustCompile(`(^|[\s='"(:])/tmp/`)
+	labDirRe     = regexp.MustCompile(`/run/jobfabric-lab\b`)
 	sudoRe       = regexp.MustCompile(`(^|[;&|(]\s*)sudo\s+`)
 	serverCmdRe  = regexp.MustCompile(`\bjobfabric\s+server\b`)
 	backgroundRe = regexp.MustCompile(`[^&]&\s*(#.*)?$`)
@@ -21,9 +22,11 @@ var (
 )
 
 // rewriter changes only what a page's command must not take literally on a
-// shared test machine: its ports and /tmp/ paths, sudo as root.
+// shared test machine: its ports, /tmp/ paths and lab directory, sudo as
+// root.
 type rewriter struct {
 	tmp   string            // the session's /tmp/
+	lab   string            // the session's lab directory, for /run/jobfabric-lab
 	root  bool              // drop sudo
 	ports map[string]string // page port -> free port
 	alloc func() (int, error)
@@ -65,6 +68,9 @@ func (r *rewriter) rewrite(cmd string) (string, error) {
 		out = serverCmdRe.ReplaceAllString(out, "${0} --listen 127.0.0.1:"+q)
 	}
 	out = tmpRe.ReplaceAllString(out, "${1}"+r.tmp+"/")
+	if r.lab != "" {
+		out = labDirRe.ReplaceAllLiteralString(out, r.lab)
+	}
 	if r.root {
 		out = sudoRe.ReplaceAllString(out, "${1}")
 	}

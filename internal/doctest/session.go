@@ -49,6 +49,7 @@ func (r Result) Output() string { return r.Stdout + r.Stderr }
 type Session struct {
 	cfg    Config
 	work   string
+	labDir string // JOBFABRIC_LAB_DIR: a lab a page brings up is its own
 	out    string
 	rw     *rewriter
 	bash   *exec.Cmd
@@ -100,7 +101,15 @@ func Start(cfg Config) (*Session, error) {
 	if err := os.Symlink(cfg.Binary, filepath.Join(s.work, "bin", "jobfabric")); err != nil {
 		return nil, err
 	}
-	s.rw = &rewriter{tmp: tmp, root: cfg.Root, ports: map[string]string{}, alloc: freePort}
+	// Not under the 0700 scratch directory: the lab's daemons (user frr)
+	// write into it.
+	if s.labDir, err = os.MkdirTemp("", "jobfabric-doctest-lab-"); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(s.labDir, 0o755); err != nil {
+		return nil, err
+	}
+	s.rw = &rewriter{tmp: tmp, lab: s.labDir, root: cfg.Root, ports: map[string]string{}, alloc: freePort}
 	def, err := s.rw.port(defaultPort)
 	if err != nil {
 		return nil, err
@@ -113,7 +122,7 @@ func Start(cfg Config) (*Session, error) {
 
 	env := []string{
 		"PATH=" + filepath.Join(s.work, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + home, "TMPDIR=" + tmp,
+		"HOME=" + home, "TMPDIR=" + tmp, "JOBFABRIC_LAB_DIR=" + s.labDir,
 		"JOBFABRIC_SERVER=http://127.0.0.1:" + def, // the CLI's default, mapped
 	}
 	if tz, ok := os.LookupEnv("TZ"); ok {
@@ -322,7 +331,25 @@ func (s *Session) close(check bool) error {
 		<-done
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // anything that left bash's job table
+	if err := s.labDown(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// labDown takes down a lab the page left up (its namespaces and daemons
+// outlive the shell) and removes the lab directory.
+func (s *Session) labDown() error {
+	if entries, _ := os.ReadDir(s.labDir); len(entries) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, s.cfg.Binary, "lab", "down")
+		cmd.Env = append(os.Environ(), "JOBFABRIC_LAB_DIR="+s.labDir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("jobfabric lab down (the page left a lab up): %w: %s", err, out)
+		}
+	}
+	return os.RemoveAll(s.labDir)
 }
 
 // alive says whether a process exists and is not a zombie.
