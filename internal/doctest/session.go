@@ -72,7 +72,7 @@ type bgJob struct {
 }
 
 // Start prepares the working directory and starts bash.
-func Start(cfg Config) (*Session, error) {
+func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
@@ -106,6 +106,11 @@ func Start(cfg Config) (*Session, error) {
 	if s.labDir, err = os.MkdirTemp("", "jobfabric-doctest-lab-"); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(s.labDir)
+		}
+	}()
 	if err := os.Chmod(s.labDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -237,7 +242,7 @@ func (s *Session) exec(ctx context.Context, text string) (Result, int, error) {
 		case <-timer.C:
 			s.busy = true
 			r.Stdout, r.Stderr = readFile(so), readFile(se)
-			return r, 0, fmt.Errorf("did not finish in %s (a command that runs until stopped must end in &)", s.cfg.Timeout)
+			return r, 0, fmt.Errorf("did not finish in %s (one that runs until stopped must end in &; an unclosed quote waits too)", s.cfg.Timeout)
 		case <-ctx.Done():
 			s.busy = true
 			return r, 0, ctx.Err()
