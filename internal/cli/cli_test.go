@@ -74,9 +74,11 @@ func runErrCases(t *testing.T, cases map[string]errCase) {
 	}
 }
 
-// TestTour runs the README's tour against a real server, through the
-// environment variables the README tells users to set.
-func TestTour(t *testing.T) {
+// TestCLI checks through the CLI, against a real server, what the README's
+// tour does not show: JSON and YAML shapes, a tenant-admin's view, fabric
+// subcommands, model quotas and error messages. The tour itself runs as
+// written in internal/doctest.
+func TestCLI(t *testing.T) {
 	c := startServer(t)
 	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
 
@@ -85,12 +87,7 @@ func TestTour(t *testing.T) {
 	if err := os.WriteFile(yamlFile, []byte(topo), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, env, "topology", "apply", "-f", yamlFile); !strings.Contains(out, "applied: revision 1, 32 servers, 256 GPUs, 16 leaves, 2 spines") {
-		t.Fatalf("apply: %s", out)
-	}
-	if out := mustRun(t, env, "topology", "apply", "-f", yamlFile); !strings.Contains(out, "unchanged") || !strings.Contains(out, "revision 1") {
-		t.Fatalf("re-apply is not a no-op: %s", out)
-	}
+	mustRun(t, env, "topology", "apply", "-f", yamlFile)
 	var view struct {
 		Summary struct{ Servers, GPUs, Leaves, Spines, Rails, NVLinkDomains int }
 	}
@@ -99,9 +96,6 @@ func TestTour(t *testing.T) {
 	}
 	if s := view.Summary; s.Servers != 32 || s.GPUs != 256 || s.Leaves != 16 || s.Spines != 2 || s.Rails != 8 || s.NVLinkDomains != 32 {
 		t.Fatalf("topology show summary = %+v", s)
-	}
-	if out := mustRun(t, env, "topology", "show"); !strings.Contains(out, "s2-leaf7") || !strings.Contains(out, "s2-gpu016") {
-		t.Fatalf("topology show table misses switches or servers:\n%s", out)
 	}
 	if out := mustRun(t, env, "topology", "show", "-o", "yaml"); !strings.Contains(out, "fingerprint:") {
 		t.Fatalf("topology show -o yaml:\n%.300s", out)
@@ -166,13 +160,7 @@ func TestTour(t *testing.T) {
 	if len(placed.Placement) != 2 || len(placed.Placement[0].GPUs) != 8 || !strings.HasPrefix(placed.Placement[0].Server, "s1-") || !strings.HasPrefix(placed.Placement[1].Server, "s1-") {
 		t.Fatalf("placement %+v: want 2 whole servers of stripe 1", placed.Placement)
 	}
-	if out := mustRun(t, acme, "job", "show", "1"); !strings.Contains(out, "Placement:") {
-		t.Fatalf("job show does not show the placement:\n%s", out)
-	}
-	// The fabric carries it: device configs per revision, diffs, status.
-	if out := mustRun(t, env, "fabric", "status"); !strings.Contains(out, "s1-leaf0") || !strings.Contains(out, "in sync") {
-		t.Fatalf("fabric status:\n%s", out)
-	}
+	// The fabric carries it: device configs per revision, diffs.
 	if out := mustRun(t, env, "fabric", "render", "--device", "s1-leaf0"); !strings.Contains(out, "==== s1-leaf0/frr.conf") || !strings.Contains(out, "router bgp") {
 		t.Fatalf("fabric render:\n%.500s", out)
 	}
@@ -188,24 +176,9 @@ func TestTour(t *testing.T) {
 	if out := mustRun(t, env, "fabric", "verify", "--matrix"); !strings.Contains(out, "s1-leaf0/") || !strings.Contains(out, " -> ") {
 		t.Fatalf("fabric verify --matrix:\n%.800s", out)
 	}
-	// A job beyond what is free waits, and says why.
-	mustRun(t, acme, "job", "submit", "--workspace", "acme/research", "--gpus", "40", "--gpus-per-node", "8", "--name", "too-big")
-	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "8"); !strings.Contains(out, "would run now") {
-		t.Fatalf("dry run:\n%s", out)
-	}
+	// A dry run beyond the quota says it would wait, and why.
 	if out := mustRun(t, acme, "job", "submit", "--dry-run", "--workspace", "acme/research", "--gpus", "40"); !strings.Contains(out, "would wait") || !strings.Contains(out, "workspace_quota") {
 		t.Fatalf("dry run beyond quota:\n%s", out)
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		out := mustRun(t, acme, "job", "explain", "3")
-		if strings.Contains(out, "workspace_quota") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job explain 3 gives no quota reason:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if out := mustRun(t, acme, "job", "cancel", "1"); !strings.Contains(out, "Cancelled") {
 		t.Fatalf("job cancel:\n%s", out)
@@ -221,7 +194,7 @@ func TestTour(t *testing.T) {
 	if !strings.Contains(out, "any-model") {
 		t.Fatalf("job submit --gpu-models:\n%s", out)
 	}
-	if out := mustRun(t, env, "job", "show", "4"); !strings.Contains(out, "A100-80GB or H100-80GB") || !strings.Contains(out, "1h30m0s") {
+	if out := mustRun(t, env, "job", "show", "3"); !strings.Contains(out, "A100-80GB or H100-80GB") || !strings.Contains(out, "1h30m0s") {
 		t.Fatalf("job show lacks models or expected duration:\n%s", out)
 	}
 	if out := mustRun(t, env, "events", "--tenant", "acme", "--since", "1h"); !strings.Contains(out, "job.cancel") || strings.Contains(out, "globex") {
