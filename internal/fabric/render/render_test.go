@@ -107,6 +107,49 @@ func TestRenderFacts(t *testing.T) {
 		want                     []string
 		not                      []string
 	}{
+		"junos quarantine and guard": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
+			"set interfaces et-0/0/3 disable\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term underlay from destination-address 10.254.1.1/32\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from destination-address 10.0.0.0/32\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from protocol icmp\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch then discard\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term rest then accept\n",
+			"set firewall family inet6 filter jf-et-0-0-1-0-in6 term switch-icmp from next-header icmp6\n",
+			"set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n",
+		}, []string{"set interfaces et-0/0/1 disable"}},
+		"nxos quarantine and guard": {"nxos", fabrictest.PureRT5, "s1-leaf0", "nxos.cfg", []string{
+			"interface Ethernet1/3\n  description s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown\n",
+			"  70 permit icmp any 10.0.0.0/32\n  80 permit icmp any 224.0.0.0/4\n  90 deny ip any 10.0.0.0/32\n  100 deny ip any 224.0.0.0/4\n  110 permit ip any any\n",
+			"  ip access-group JF-Ethernet1-1-IN in\n  ipv6 traffic-filter JF-Ethernet1-1-IN6 in\n",
+		}, nil},
+		"eos quarantine and guard": {"eos", fabrictest.PureRT5, "s1-leaf0", "eos.cfg", []string{
+			"   description s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown\n",
+			" permit icmpv6 any fe80::/10\n",
+			"   ip access-group JF-Ethernet1-IN in\n",
+		}, nil},
+		"sonic quarantine and guard": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
+			`"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`,
+			`"JF_Ethernet1_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD"`,
+			`"JF_Ethernet1_V4|PERMIT_ALL": {`,
+			`"JF_Ethernet1_V6|SWITCH_ICMP_1": {` + "\n" + `            "DST_IPV6": "fd00:0:0:1::/128",` + "\n" + `            "IP_PROTOCOL": "58",`,
+		}, nil},
+		"frr quarantine": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{
+			"interface swp3\n description s1-gpu003 nic0 (unassigned)\n shutdown\nexit\n",
+		}, nil},
+		"frr underlay guard": {"frr", fabrictest.PureRT5, "s1-leaf0", "guard.nft", []string{
+			"\t\ttype ifname\n\t\telements = {\n\t\t\t\"swp1\",\n",
+			"type filter hook input priority filter - 10; policy accept;\n\t\tiifname @server_ports counter drop\n",
+			"type filter hook forward priority filter - 10; policy accept;\n\t\toifname @server_ports counter drop\n",
+		}, nil},
+		"frr VRF guard": {"frr", fabrictest.PureRT5, "s1-leaf0", "guard-acme.nft", []string{
+			"type filter hook input priority filter - 10; policy drop;\n\t\tiifname \"lo\" accept\n",
+			"nd-neighbor-solicit",
+		}, []string{"tcp"}},
+		"frr switch group": {"frr", fabrictest.Segmented, "s1-leaf0", "gbp-globex.nft", []string{
+			"\t\tmeta mark 65535 accept\n\t\tmeta mark . oifname != @allowed counter drop\n",
+			"type filter hook output priority mangle; policy accept;\n\t\tmeta mark set 65535\n",
+			"meta mark . ip daddr @switch_allowed4 accept",
+		}, nil},
 		"junos type-5 VRF": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
 			"set routing-instances acme instance-type vrf",
 			"set routing-instances acme interface et-0/0/1.0",
