@@ -290,3 +290,65 @@ func TestRenderRefusals(t *testing.T) {
 		t.Error("an unknown NOS rendered")
 	}
 }
+
+// TestRenderersFollowTheIntent: quarantine and the guard are rendered from
+// the intent's fields, not re-derived, so a mutated intent renders as
+// mutated (and the verifier, which reads the same fields, catches it).
+func TestRenderersFollowTheIntent(t *testing.T) {
+	tests := []struct {
+		nos, file  string
+		port       string // unassigned port, then the guarded one
+		guarded    string
+		quarantine string // what quarantining the unassigned port renders
+		guard      string // what guarding the other port renders
+	}{
+		{"junos", "junos.set", "et-0/0/3", "et-0/0/1", "set interfaces et-0/0/3 disable", "jf-et-0-0-1-0-in"},
+		{"nxos", "nxos.cfg", "Ethernet1/3", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown", "JF-Ethernet1-1-IN"},
+		{"eos", "eos.cfg", "Ethernet3", "Ethernet1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-IN"},
+		{"sonic", "config_db.json", "Ethernet3", "Ethernet1", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet1_V4"},
+		{"frr", "frr.conf", "swp3", "swp1", "s1-gpu003 nic0 (unassigned)\n shutdown", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.nos, func(t *testing.T) {
+			content := func(it *fabric.Intent) string {
+				files, err := render.Render(it.Device("s1-leaf0"), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range files {
+					if f.Name == tc.file {
+						return f.Content
+					}
+				}
+				t.Fatalf("no %s", tc.file)
+				return ""
+			}
+			it := compile(t, tc.nos, fabrictest.PureRT5)
+			if c := content(it); !strings.Contains(c, tc.quarantine) || tc.guard != "" && !strings.Contains(c, tc.guard) {
+				t.Fatalf("the compiled intent renders without quarantine %q or guard %q", tc.quarantine, tc.guard)
+			}
+			d := it.Device("s1-leaf0")
+			d.Port(tc.port).Quarantined = false
+			d.Port(tc.guarded).Guarded = false
+			c := content(it)
+			if strings.Contains(c, tc.quarantine) {
+				t.Errorf("an un-quarantined port still renders %q", tc.quarantine)
+			}
+			if tc.guard != "" && strings.Contains(c, tc.guard) {
+				t.Errorf("an unguarded port still renders its guard %q", tc.guard)
+			}
+		})
+	}
+	// FRR's underlay guard lists guarded ports only.
+	it := compile(t, "frr", fabrictest.PureRT5)
+	it.Device("s1-leaf0").Port("swp3").Guarded = false
+	files, err := render.Render(it.Device("s1-leaf0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name == "guard.nft" && strings.Contains(f.Content, `"swp3"`) {
+			t.Errorf("an unguarded port is in the underlay guard:\n%s", f.Content)
+		}
+	}
+}
