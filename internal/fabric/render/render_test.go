@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -350,5 +351,24 @@ func TestRenderersFollowTheIntent(t *testing.T) {
 		if f.Name == "guard.nft" && strings.Contains(f.Content, `"swp3"`) {
 			t.Errorf("an unguarded port is in the underlay guard:\n%s", f.Content)
 		}
+	}
+}
+
+// TestJunosNoInet6FilterWithoutIPv6: a filter would create family inet6
+// (and a link-local address) on a unit that has no IPv6.
+func TestJunosNoInet6FilterWithoutIPv6(t *testing.T) {
+	it := compile(t, "junos", fabrictest.PureRT5)
+	d := it.Device("s1-leaf0")
+	d.Port("et-0/0/1").IPv6 = netip.Prefix{}
+	files, err := render.Render(d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := files[0].Content
+	if strings.Contains(c, "jf-et-0-0-1-0-in6") || strings.Contains(c, "interfaces et-0/0/1 unit 0 family inet6") {
+		t.Errorf("a port without IPv6 gets family inet6:\n%s", c)
+	}
+	if !strings.Contains(c, "set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n") {
+		t.Errorf("a port without IPv6 lost its IPv4 guard")
 	}
 }
