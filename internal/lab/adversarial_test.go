@@ -323,4 +323,213 @@ func TestLabAdversarial(t *testing.T) {
 	if !e.report("attack", attackers, e.attack(attackers)) {
 		t.Errorf("attack: something got through from a server port (see above)")
 	}
+
+	// ICMP errors inside a segmented job, across leaves.
+	src, _ := e.l.Endpoint("s1-gpu001/nic1") // job-100, s1-leaf1
+	dst, _ := e.l.Endpoint("s2-gpu001/nic0") // job-100, s2-leaf0
+	other, _ := e.l.Endpoint("s2-gpu001/nic1")
+	for _, f := range e.icmpErrors(*src, *dst, *other) {
+		t.Error(f)
+	}
+
+	// A GPU moves between tenants: never reachable by both.
+	overlap, _, beforeReady, seq := e.move()
+	if overlap >= 0 {
+		t.Errorf("the moved endpoint answered both tenants for %s", overlap)
+	}
+	if beforeReady < 0 {
+		t.Errorf("the old tenant reached the moved endpoint %s after the new tenant's job was Ready", -beforeReady)
+	}
+	_ = seq
+}
+
+// pingOutput runs ping in an endpoint's namespace and returns its output.
+func (e *e2e) pingOutput(ep lab.Endpoint, args ...string) string {
+	out, _ := exec.CommandContext(e.ctx, "ip", append([]string{"netns", "exec", ep.Netns, "ping", "-n"}, args...)...).CombinedOutput()
+	return string(out)
+}
+
+// icmpErrors checks that a segmented job gets the ICMP errors of the far
+// leaf (TTL exceeded; fragmentation needed, so that path-MTU discovery
+// works) and that a switch address answers every endpoint of the job
+// alike, whichever leaf the endpoint is on. src and dst are endpoints of
+// the job on different leaves, near is another endpoint of the job on
+// dst's leaf... or any leaf. It returns the failures.
+func (e *e2e) icmpErrors(src, dst, other lab.Endpoint) []string {
+	e.t.Helper()
+	var fails []string
+	// TTL 2: the near leaf forwards (TTL 1), the far leaf cannot.
+	out := e.pingOutput(src, "-c", "2", "-i", "0.3", "-W", "1", "-t", "2", dst.Addr4())
+	if !strings.Contains(out, "Time to live exceeded") {
+		fails = append(fails, fmt.Sprintf("ping -t 2 %s from %s (%s -> %s): no \"time to live exceeded\" from the far leaf:\n%s", dst.Addr4(), src.Name(), src.Leaf, dst.Leaf, out))
+	} else {
+		e.t.Logf("ping -t 2 %s from %s: %s", dst.Addr4(), src.Name(), firstLineWith(out, "exceeded"))
+	}
+	// A smaller MTU on the far leaf's port: a DF packet that fits the
+	// tunnel but not that port must come back as "fragmentation needed".
+	port, err := e.l.LeafPort(e.ctx, &dst)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	run := func(args ...string) {
+		if out, err := exec.CommandContext(e.ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			e.t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("ip", "-n", port.Netns, "link", "set", dst.Port, "mtu", "1300")
+	out = e.pingOutput(src, "-c", "3", "-i", "0.3", "-W", "1", "-M", "do", "-s", "1400", dst.Addr4())
+	rg, _ := exec.CommandContext(e.ctx, "ip", "-n", src.Netns, "route", "get", dst.Addr4()).CombinedOutput()
+	run("ip", "-n", port.Netns, "link", "set", dst.Port, "mtu", "1500")
+	run("ip", "-n", src.Netns, "route", "flush", "cache")
+	if !strings.Contains(string(rg), "mtu 1300") {
+		fails = append(fails, fmt.Sprintf("DF ping of 1428 bytes %s -> %s with MTU 1300 on %s/%s: the sender did not learn the path MTU (ip route get: %s):\n%s",
+			src.Name(), dst.Name(), dst.Leaf, dst.Port, strings.TrimSpace(string(rg)), out))
+	} else {
+		e.t.Logf("PMTU discovery %s -> %s through %s/%s at MTU 1300: %s; ip route get: %s", src.Name(), dst.Name(), dst.Leaf, dst.Port,
+			firstLineWith(out, "mtu"), strings.Join(strings.Fields(string(rg)), " "))
+	}
+	// The far port's gateway answers the job's endpoints alike.
+	gw := dst.Gateway4
+	res := map[string]bool{}
+	for _, x := range []lab.Endpoint{dst, src, other} {
+		ok, _ := e.l.Ping(e.ctx, &x, gw, 500*time.Millisecond)
+		res[fmt.Sprintf("%s (%s)", x.Name(), x.Leaf)] = ok
+	}
+	first := res[fmt.Sprintf("%s (%s)", dst.Name(), dst.Leaf)]
+	for k, v := range res {
+		if v != first {
+			fails = append(fails, fmt.Sprintf("the switch address %s (%s/%s) answers inconsistently: %v", gw, dst.Leaf, dst.Port, res))
+			break
+		}
+		_ = k
+	}
+	e.t.Logf("ping %s (the gateway of %s on %s) from the job's endpoints: %v", gw, dst.Name(), dst.Leaf, res)
+	return fails
+}
+
+func firstLineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(strings.ToLower(l), strings.ToLower(sub)) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return "(none)"
+}
+
+// portVRFs lists, for every revision after rev, the VRF of a leaf port in
+// that revision ("-" for none), and the revision numbers.
+func (e *e2e) portVRFs(after uint64, leaf, port string) (revs []uint64, vrfs []string) {
+	e.t.Helper()
+	var infos []struct {
+		Rev     uint64   `json:"rev"`
+		Changed []string `json:"changed"`
+	}
+	if err := e.admin.Do(e.ctx, "GET", "/v1/fabric/revisions", nil, &infos); err != nil {
+		e.t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^interface ` + regexp.QuoteMeta(port) + `(?: vrf (\S+))?$`)
+	for _, r := range infos {
+		if r.Rev <= after || !slices.Contains(r.Changed, leaf) {
+			continue
+		}
+		var cfgs []render.DeviceFiles
+		if err := e.admin.Do(e.ctx, "GET", fmt.Sprintf("/v1/fabric/configs?rev=%d&device=%s", r.Rev, leaf), nil, &cfgs); err != nil {
+			e.t.Fatal(err)
+		}
+		v := "?"
+		for _, f := range cfgs[0].Files {
+			if f.Name == "frr.conf" {
+				if m := re.FindStringSubmatch(f.Content); m != nil {
+					v = m[1]
+					if v == "" {
+						v = "-"
+					}
+				}
+			}
+		}
+		revs, vrfs = append(revs, r.Rev), append(vrfs, v)
+	}
+	return revs, vrfs
+}
+
+// move measures a reclaim: tenant B's job on one GPU of a server ends and
+// tenant A's job, waiting for that server, is placed on it at once. An
+// endpoint of B that stays (the old tenant's peer) and one of A's new job
+// (the new tenant's peer) ping the moved endpoint every 20 ms all along.
+func (e *e2e) move() (overlap, afterPlaced, beforeReady time.Duration, seq []string) {
+	e.t.Helper()
+	moved, _ := e.l.Endpoint("s1-gpu004/nic0")
+	oldPeer, _ := e.l.Endpoint("s2-gpu003/nic0") // tenant B, job-200, stays
+	newPeer, _ := e.l.Endpoint("s1-gpu004/nic1") // tenant A's new job, other leaf
+	j202 := e.place(domain.JobSpec{Name: "job-202", Tenant: "tenant-b", Workspace: "train", GPUs: 1}, "s1-gpu004")
+	e.waitReady(j202)
+	rev0 := e.deployed(nil)
+	var cordoned []string
+	for _, ep := range e.l.Endpoints {
+		if ep.Server != "s1-gpu004" && !slices.Contains(cordoned, ep.Server) {
+			e.setCordon(ep.Server, true)
+			cordoned = append(cordoned, ep.Server)
+		}
+	}
+	defer func() {
+		for _, s := range cordoned {
+			e.setCordon(s, false)
+		}
+	}()
+	j102, err := e.admin.SubmitJob(e.ctx, domain.JobSpec{Name: "job-102", Tenant: "tenant-a", Workspace: "train", GPUs: 2, GPUsPerNode: 2})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	oldRun, err := e.l.StartPing(e.ctx, oldPeer, moved.Addr4(), 20*time.Millisecond)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	newRun, err := e.l.StartPing(e.ctx, newPeer, moved.Addr4(), 20*time.Millisecond)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(oldRun.Replies()) < 5; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("tenant B's %s does not reach %s before the move", oldPeer.Name(), moved.Name())
+		}
+	}
+	if _, err := e.admin.CancelJob(e.ctx, j202.ID); err != nil {
+		e.t.Fatal(err)
+	}
+	var ready *domain.Job
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cur, err := e.admin.Job(e.ctx, j102.ID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if cur.State == domain.JobReady {
+			ready = cur
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("job-102 is %s 60s after job-202 ended: %+v", cur.State, cur.Reason)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(newRun.Replies()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	olds, news := oldRun.Stop(), newRun.Stop()
+	if len(news) == 0 {
+		e.t.Fatalf("tenant A's %s never reached %s after the move", newPeer.Name(), moved.Name())
+	}
+	lastOld, firstNew := olds[len(olds)-1], news[0]
+	placed := *ready.PlacedAt
+	readyAt := ready.UpdatedAt
+	overlap = lastOld.Sub(firstNew)
+	afterPlaced = lastOld.Sub(placed)
+	beforeReady = readyAt.Sub(lastOld)
+	revs, vrfs := e.portVRFs(rev0, moved.Leaf, moved.Port)
+	for i := range revs {
+		seq = append(seq, fmt.Sprintf("r%d:%s", revs[i], vrfs[i]))
+	}
+	e.t.Logf("move of %s (%s/%s) from tenant-b to tenant-a: job-102 placed %s, Ready %s after; tenant-b's %s last reply %s after placed; tenant-a's %s first reply %s after placed; both reach it for %s (negative: never); port's VRF by revision: %s",
+		moved.Name(), moved.Leaf, moved.Port, placed.Format("15:04:05.000"), readyAt.Sub(placed).Round(time.Millisecond), oldPeer.Name(), afterPlaced.Round(time.Millisecond),
+		newPeer.Name(), firstNew.Sub(placed).Round(time.Millisecond), overlap.Round(time.Millisecond), strings.Join(seq, " "))
+	return overlap, afterPlaced, beforeReady, seq
 }
