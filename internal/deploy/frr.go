@@ -95,17 +95,33 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 		return fmt.Errorf("device %s: no FRR target configured", d.Name)
 	}
 	var conf string
-	var rules []struct{ vrf, content string }
+	var guard *ruleset
+	var rules []ruleset
 	for _, file := range d.Files {
 		switch {
 		case file.Name == "frr.conf":
 			conf = file.Content
-		case strings.HasPrefix(file.Name, "gbp-") && strings.HasSuffix(file.Name, ".nft"):
-			rules = append(rules, struct{ vrf, content string }{strings.TrimSuffix(strings.TrimPrefix(file.Name, "gbp-"), ".nft"), file.Content})
+		case file.Name == "guard.nft":
+			guard = &ruleset{file: file.Name, content: file.Content}
+		case strings.HasSuffix(file.Name, ".nft"):
+			// gbp-<vrf>.nft (group policy), guard-<vrf>.nft (the VRF's
+			// server-port guard): loaded in the VRF's namespace.
+			for _, kind := range []string{"gbp-", "guard-"} {
+				if vrf, ok := strings.CutPrefix(strings.TrimSuffix(file.Name, ".nft"), kind); ok && vrf != "" {
+					rules = append(rules, ruleset{file: file.Name, vrf: vrf, content: file.Content})
+				}
+			}
 		}
 	}
 	if conf == "" {
 		return fmt.Errorf("device %s: no frr.conf to apply (NOS %s)", d.Name, d.NOS)
+	}
+	// The underlay's guard goes first: a port this config takes out of a
+	// VRF is never in the default table unguarded.
+	if guard != nil {
+		if err := f.loadRules(ctx, t, t.Netns, *guard); err != nil {
+			return fmt.Errorf("device %s: %w", d.Name, err)
+		}
 	}
 	current := filepath.Join(t.ConfDir, "frr.conf")
 	next := filepath.Join(t.ConfDir, "frr.conf.next")
@@ -138,15 +154,26 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 		if v, ok := t.VRFNetns[r.vrf]; ok {
 			ns = v
 		}
-		path := filepath.Join(t.ConfDir, "gbp-"+r.vrf+".nft")
-		if err := writeSynced(path, []byte(r.content)); err != nil {
+		if err := f.loadRules(ctx, t, ns, r); err != nil {
 			return fmt.Errorf("device %s: %w", d.Name, err)
 		}
-		// nft -f replaces the table atomically: the ruleset flushes its own
-		// table first and the whole file is one transaction.
-		if out, err := f.in(ctx, ns, "nft", "-f", path); err != nil {
-			return fmt.Errorf("device %s: nft -f %s in %s: %v: %s", d.Name, path, ns, err, lastLines(out, 5))
-		}
+	}
+	return nil
+}
+
+// ruleset is one nftables file of a device; vrf is "" for the underlay.
+type ruleset struct{ file, vrf, content string }
+
+// loadRules writes a ruleset to the device's conf dir and loads it in
+// namespace ns. nft -f replaces the table atomically: the ruleset deletes
+// its own table first and the whole file is one transaction.
+func (f *FRR) loadRules(ctx context.Context, t FRRTarget, ns string, r ruleset) error {
+	path := filepath.Join(t.ConfDir, r.file)
+	if err := writeSynced(path, []byte(r.content)); err != nil {
+		return err
+	}
+	if out, err := f.in(ctx, ns, "nft", "-f", path); err != nil {
+		return fmt.Errorf("nft -f %s in %s: %v: %s", path, ns, err, lastLines(out, 5))
 	}
 	return nil
 }

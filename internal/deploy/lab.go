@@ -28,8 +28,10 @@ import (
 //     gbp flag created in the device's underlay namespace (its UDP socket
 //     stays there) and moved into X, enslaved to bridge br<N> whose MAC is
 //     the router MAC;
-//   - `interface swpN vrf X`: the port moves into X; `interface swpN`
-//     (no VRF): back into the underlay namespace;
+//   - `interface swpN vrf X`: the port moves into X and is up; `interface
+//     swpN` (no VRF): back into the underlay namespace, down when the
+//     stanza says `shutdown` (a quarantined port: zebra would take it down
+//     too, but only once the reload runs);
 //   - a VRF the config no longer declares is removed after the reload.
 //
 // Then the FRR driver applies the config (frr-reload --test, --reload) and
@@ -159,7 +161,16 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	if err := p.bindVNIs(ctx, lc.VRFs); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
-	if err := p.placePorts(ctx, lc.PortVRF); err != nil {
+	// The underlay's guard before any port moves: a port leaving a VRF is
+	// never in the default table unguarded, even for a moment.
+	for _, f := range d.Files {
+		if f.Name == "guard.nft" {
+			if err := frr().loadRules(ctx, ft, ft.Netns, ruleset{file: f.Name, content: f.Content}); err != nil {
+				return fmt.Errorf("device %s: %w", d.Name, err)
+			}
+		}
+	}
+	if err := p.placePorts(ctx, lc); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
 	ft.VRFNetns = map[string]string{}
@@ -191,7 +202,7 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	}
 	for _, name := range have {
 		if lc.vni(name) == 0 {
-			if err := p.removeVRF(ctx, name); err != nil {
+			if err := p.removeVRF(ctx, name, lc.Shutdown); err != nil {
 				return fmt.Errorf("device %s: remove vrf %s: %w", d.Name, name, err)
 			}
 		}
@@ -258,13 +269,21 @@ func (p *plumber) vrfs() ([]string, error) {
 
 // links lists the interface names of a namespace.
 func (p *plumber) links(ctx context.Context, ns string) ([]string, error) {
+	names, _, err := p.linkStates(ctx, ns)
+	return names, err
+}
+
+// linkStates lists the interface names of a namespace and which of them
+// are administratively up.
+func (p *plumber) linkStates(ctx context.Context, ns string) ([]string, map[string]bool, error) {
 	out, err := p.l.Run(ctx, "ip", "-n", ns, "-o", "link", "show")
 	if err != nil {
-		return nil, fmt.Errorf("ip -n %s link show: %v: %s", ns, err, lastLines(out, 3))
+		return nil, nil, fmt.Errorf("ip -n %s link show: %v: %s", ns, err, lastLines(out, 3))
 	}
 	var names []string
+	up := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
-		// "3: swp1@if2: <BROADCAST,...> ..."
+		// "3: swp1@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> ..."
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
@@ -272,8 +291,11 @@ func (p *plumber) links(ctx context.Context, ns string) ([]string, error) {
 		name := strings.TrimSuffix(f[1], ":")
 		name, _, _ = strings.Cut(name, "@")
 		names = append(names, name)
+		if len(f) > 2 && slices.Contains(strings.Split(strings.Trim(f[2], "<>"), ","), "UP") {
+			up[name] = true
+		}
 	}
-	return names, nil
+	return names, up, nil
 }
 
 // RouterMAC is the router MAC of a lab device's VRF: locally administered,
@@ -501,39 +523,47 @@ func (p *plumber) noProtodown(ctx context.Context, v labVRF) error {
 }
 
 // placePorts moves every server port into the namespace its interface
-// stanza names: its VRF's, or the underlay's.
-func (p *plumber) placePorts(ctx context.Context, portVRF map[string]string) error {
+// stanza names, its VRF's or the underlay's, and sets it up, or down when
+// the stanza says `shutdown`.
+func (p *plumber) placePorts(ctx context.Context, lc *labConf) error {
 	vrfs, err := p.vrfs()
 	if err != nil {
 		return err
 	}
 	where := map[string]string{} // port -> namespace it is in now
+	isUp := map[string]bool{}
 	vrfOfNS := map[string]string{p.t.Netns: ""}
 	for _, v := range vrfs {
 		vrfOfNS[p.vrfNetns(v)] = v
 	}
 	for ns := range vrfOfNS {
-		names, err := p.links(ctx, ns)
+		names, up, err := p.linkStates(ctx, ns)
 		if err != nil {
 			return err
 		}
 		for _, n := range names {
 			if slices.Contains(p.t.Lab.Ports, n) {
-				where[n] = ns
+				where[n], isUp[n] = ns, up[n]
 			}
 		}
 	}
 	var running string // read once, when a port moves
 	for _, port := range p.t.Lab.Ports {
 		want := p.t.Netns
-		if v := portVRF[port]; v != "" {
+		if v := lc.PortVRF[port]; v != "" {
 			want = p.vrfNetns(v)
 		}
 		cur, ok := where[port]
 		if !ok {
 			return fmt.Errorf("port %s is in none of the device's namespaces", port)
 		}
+		state := map[bool]string{true: "down", false: "up"}[lc.Shutdown[port]]
 		if cur == want {
+			if isUp[port] == lc.Shutdown[port] {
+				if err := p.run(ctx, "ip", "-n", cur, "link", "set", port, state); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if running == "" {
@@ -551,7 +581,7 @@ func (p *plumber) placePorts(ctx context.Context, portVRF map[string]string) err
 		if err := p.run(ctx, "ip", "-n", cur, "link", "set", port, "netns", want); err != nil {
 			return err
 		}
-		if err := p.run(ctx, "ip", "-n", want, "link", "set", port, "up"); err != nil {
+		if err := p.run(ctx, "ip", "-n", want, "link", "set", port, state); err != nil {
 			return err
 		}
 	}
@@ -602,7 +632,7 @@ func (p *plumber) clearStanza(ctx context.Context, running, port, vrf string) er
 // removeVRF moves the server ports out of VRF name (a namespace takes its
 // veths with it when it goes), unmounts it from the daemons' view and
 // deletes it.
-func (p *plumber) removeVRF(ctx context.Context, name string) error {
+func (p *plumber) removeVRF(ctx context.Context, name string, shutdown map[string]bool) error {
 	ns := p.vrfNetns(name)
 	names, err := p.links(ctx, ns)
 	if err != nil {
@@ -618,7 +648,8 @@ func (p *plumber) removeVRF(ctx context.Context, name string) error {
 			if err := p.run(ctx, "ip", "-n", ns, "link", "set", n, "netns", p.t.Netns); err != nil {
 				return err
 			}
-			if err := p.run(ctx, "ip", "-n", p.t.Netns, "link", "set", n, "up"); err != nil {
+			state := map[bool]string{true: "down", false: "up"}[shutdown[n]]
+			if err := p.run(ctx, "ip", "-n", p.t.Netns, "link", "set", n, state); err != nil {
 				return err
 			}
 		default:

@@ -29,6 +29,7 @@ exit
 !
 interface swp2
  description s1-gpu002 nic0 (unassigned)
+ shutdown
 exit
 !
 interface swp5
@@ -50,6 +51,9 @@ func TestParseLabConf(t *testing.T) {
 	}
 	if lc.PortVRF["swp1"] != "acme" || lc.PortVRF["swp2"] != "" || lc.PortVRF["swp5"] != "" {
 		t.Fatalf("ports %v", lc.PortVRF)
+	}
+	if !lc.Shutdown["swp2"] || lc.Shutdown["swp1"] || len(lc.Shutdown) != 1 {
+		t.Fatalf("shutdown %v, want swp2 only", lc.Shutdown)
 	}
 	for name, conf := range map[string]string{
 		"vrf without vni":  "vrf acme\nexit-vrf\ninterface lo\n ip address 10.0.0.1/32\nexit\n",
@@ -202,10 +206,21 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 		Lab:       &LabDevice{MountNS: "/proc/1/ns/mnt", VRFNetnsPrefix: "lab-leaf1.vrf-", Ports: []string{"swp1", "swp2"}},
 	}}}
 	ctx := context.Background()
-	if err := l.Apply(ctx, dev("leaf1", "h1", "frr.conf", labLeafConf, "gbp-acme.nft", "table inet jobfabric_gbp {}")); err != nil {
+	if err := l.Apply(ctx, dev("leaf1", "h1", "frr.conf", labLeafConf, "gbp-acme.nft", "table inet jobfabric_gbp {}",
+		"guard.nft", "table inet jobfabric_guard {}", "guard-acme.nft", "table inet jobfabric_guard {}")); err != nil {
 		t.Fatal(err)
 	}
+	// The underlay's guard is loaded before any port moves; the VRF's in
+	// the VRF's namespace.
+	guardAt, moveAt := slices.Index(k.cmds, "ip netns exec lab-leaf1 nft -f "+filepath.Join(dir, "guard.nft")), slices.Index(k.cmds, "ip -n lab-leaf1 link set swp1 netns lab-leaf1.vrf-acme")
+	if guardAt < 0 || moveAt < 0 || guardAt > moveAt {
+		t.Errorf("guard.nft loaded at %d, swp1 moved at %d: want the guard first; ran:\n  %s", guardAt, moveAt, strings.Join(k.cmds, "\n  "))
+	}
 	for _, want := range []string{
+		"ip netns exec lab-leaf1.vrf-acme nft -f " + filepath.Join(dir, "guard-acme.nft"),
+		// The quarantined port goes down, the port joining a VRF comes up.
+		"ip -n lab-leaf1 link set swp2 down",
+		"ip -n lab-leaf1.vrf-acme link set swp1 up",
 		"ip netns add lab-leaf1.vrf-acme",
 		"nsenter --net=" + netns + "/lab-leaf1.vrf-acme --mount=/proc/1/ns/mnt -- mount --bind /proc/self/ns/net /run/netns/acme",
 		"ip -n lab-leaf1 link add vx10001 type vxlan id 10001 dstport 4789 local 10.254.1.1 nolearning gbp",

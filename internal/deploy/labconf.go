@@ -17,6 +17,9 @@ type labConf struct {
 	VRFs []labVRF
 	// PortVRF maps every interface stanza to its VRF ("" for none).
 	PortVRF map[string]string
+	// Shutdown lists the interfaces whose stanza says `shutdown`: the
+	// quarantined server ports, admin-down in the underlay.
+	Shutdown map[string]bool
 	// Loopback is the address of interface lo (the VTEP address).
 	Loopback netip.Addr
 }
@@ -30,7 +33,7 @@ type labVRF struct {
 // stanzas and the loopback address of a frr.conf as the FRR renderer
 // writes it (internal/fabric/render).
 func parseLabConf(conf string) (*labConf, error) {
-	lc := &labConf{PortVRF: map[string]string{}}
+	lc := &labConf{PortVRF: map[string]string{}, Shutdown: map[string]bool{}}
 	var routerID netip.Addr
 	sc := bufio.NewScanner(strings.NewReader(conf))
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
@@ -65,6 +68,8 @@ func parseLabConf(conf string) (*labConf, error) {
 				return nil, fmt.Errorf("frr.conf line %d: vrf %s has VNI %q, not a 24-bit number", n, vrf, f[1])
 			}
 			lc.VRFs[len(lc.VRFs)-1].VNI = uint32(v)
+		case iface != "" && len(f) == 1 && f[0] == "shutdown":
+			lc.Shutdown[iface] = true
 		case iface == "lo" && len(f) == 3 && f[0] == "ip" && f[1] == "address":
 			p, err := netip.ParsePrefix(f[2])
 			if err != nil {

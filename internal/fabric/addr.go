@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -146,4 +147,46 @@ func parseMAC(s string) (string, error) {
 		return "", fmt.Errorf("MAC %q is a multicast address; a gateway MAC must be unicast", s)
 	}
 	return strings.ToLower(s), nil
+}
+
+// Summarize returns the smallest list of prefixes covering exactly the
+// addresses of ps (no more: a summary that also covered a server's link
+// would cut it off), IPv4 first, sorted.
+func Summarize(ps []netip.Prefix) []netip.Prefix {
+	in := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if p.IsValid() {
+			in = append(in, p.Masked())
+		}
+	}
+	sortPrefixes(in)
+	in = slices.Compact(in)
+	// Drop prefixes inside an earlier one (sorted by address, then length).
+	out := in[:0]
+	for _, p := range in {
+		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	// Merge sibling halves until nothing merges: two /n that make one /n-1.
+	for merged := true; merged; {
+		merged = false
+		next := out[:0]
+		for i := 0; i < len(out); i++ {
+			p := out[i]
+			if i+1 < len(out) && p.Bits() > 0 && p.Bits() == out[i+1].Bits() {
+				parent, _ := p.Addr().Prefix(p.Bits() - 1)
+				if parent.Addr() == p.Addr() && parent.Contains(out[i+1].Addr()) {
+					next = append(next, parent)
+					i++
+					merged = true
+					continue
+				}
+			}
+			next = append(next, p)
+		}
+		out = next
+	}
+	return slices.Clip(out)
 }

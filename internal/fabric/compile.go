@@ -71,6 +71,9 @@ type compiler struct {
 	vnis, vrfIDs, rts, l3vlans, groupIDs map[uint32]string
 
 	warnings []string
+	// underlay is every loopback and uplink prefix, summarised: what no
+	// server port may reach (Device.Underlay, shared by every leaf).
+	underlay []netip.Prefix
 }
 
 type fabricState struct {
@@ -178,7 +181,7 @@ func newCompiler(in Input) (*compiler, error) {
 		switches: map[string]*switchState{}, servers: map[string]*serverState{},
 		tenants: map[string]*tenantState{}, groupByJob: map[jobKey]*groupState{},
 		vnis: map[uint32]string{}, vrfIDs: map[uint32]string{}, rts: map[uint32]string{},
-		l3vlans: map[uint32]string{}, groupIDs: map[uint32]string{},
+		l3vlans: map[uint32]string{}, groupIDs: map[uint32]string{uint32(SwitchGroup): switchGroupOwner},
 	}, nil
 }
 
@@ -268,6 +271,18 @@ func (c *compiler) indexTopology() error {
 	for _, l := range c.leaves {
 		slices.SortFunc(l.links, func(a, b *link) int { return ComparePorts(a.ref.Port, b.ref.Port) })
 	}
+	var under []netip.Prefix
+	for _, sws := range [][]*switchState{c.spines, c.leaves} {
+		for _, sw := range sws {
+			under = append(under, netip.PrefixFrom(sw.loopback, sw.loopback.BitLen()))
+			for _, u := range sw.uplinks {
+				if u.Address.IsValid() {
+					under = append(under, u.Address.Masked())
+				}
+			}
+		}
+	}
+	c.underlay = Summarize(under)
 	return nil
 }
 
@@ -832,9 +847,10 @@ func (c *compiler) linkPrefixes(l *link) []netip.Prefix {
 
 // port is the intent of one server port.
 func (c *compiler) port(l *link) Port {
-	p := Port{Name: l.ref.Port, Server: l.srv.srv.Name, NIC: l.nic.Name, Rail: l.nic.Rail, GPU: l.nic.GPU, IPv4: l.ipv4, IPv6: l.ipv6}
+	p := Port{Name: l.ref.Port, Server: l.srv.srv.Name, NIC: l.nic.Name, Rail: l.nic.Rail, GPU: l.nic.GPU, IPv4: l.ipv4, IPv6: l.ipv6, Guarded: true}
 	ts := c.tenants[l.tenant]
 	if ts == nil {
+		p.Quarantined = true
 		return p
 	}
 	p.VRF, p.Tenant, p.Jobs = ts.vrf, l.tenant, l.jobs
@@ -886,6 +902,7 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 	if sw.role != RoleLeaf {
 		return d
 	}
+	d.Underlay = c.underlay
 	owners := map[string]bool{}
 	for _, l := range sw.links {
 		p := c.port(l)
@@ -941,7 +958,7 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 // policy is a segmented tenant's group policy on one leaf: the groups with
 // local members, the groups contracted with them, and those contracts.
 func (c *compiler) policy(ts *tenantState, sw *switchState) *Policy {
-	pol := &Policy{Unclassified: ts.ids.UnclassifiedGroup}
+	pol := &Policy{Unclassified: ts.ids.UnclassifiedGroup, Switch: SwitchGroup}
 	local := map[*groupState][]*link{}
 	for _, l := range sw.links {
 		if l.tenant == ts.t.Name && l.group != nil {

@@ -60,8 +60,14 @@ type Device struct {
 	AnycastMAC string `json:"anycastMac,omitempty"`
 	VRFs       []VRF  `json:"vrfs,omitempty"`
 	// Ports are the leaf's server ports, every one of them: a port no tenant
-	// owns is in no VRF and has no address, so it reaches nothing.
+	// owns is in no VRF, has no address and is quarantined (admin-down).
 	Ports []Port `json:"ports,omitempty"`
+	// Underlay is what no server port of a leaf may reach, whatever VRF it
+	// is in: every loopback (router ID, VTEP) and uplink prefix of the
+	// fabric, summarised. Guarded ports drop traffic to it on ingress, so
+	// a server can neither reach a BGP peer nor hand a VTEP a crafted
+	// VXLAN packet. Shared by every leaf: read-only.
+	Underlay []netip.Prefix `json:"underlay,omitempty"`
 }
 
 // VRF returns the named VRF of the device, or nil.
@@ -215,9 +221,16 @@ type MACVRF struct {
 // a contract allows it.
 type Policy struct {
 	// Unclassified is the group of traffic no group claims (0: not given).
-	Unclassified uint16           `json:"unclassified,omitempty"`
-	Groups       []PolicyGroup    `json:"groups,omitempty"`
-	Contracts    []PolicyContract `json:"contracts,omitempty"`
+	Unclassified uint16 `json:"unclassified,omitempty"`
+	// Switch is the group the leaf puts on packets it originates itself in
+	// the VRF (ICMP errors: TTL exceeded, fragmentation needed / packet too
+	// big; echo replies), and that egress policy lets through to every
+	// port, so path-MTU discovery and traceroute work inside a job. Only a
+	// switch can send it: ingress sets a server's group from its port.
+	// SwitchGroup, or 0 when the policy lets no switch traffic through.
+	Switch    uint16           `json:"switch,omitempty"`
+	Groups    []PolicyGroup    `json:"groups,omitempty"`
+	Contracts []PolicyContract `json:"contracts,omitempty"`
 }
 
 // PolicyGroup is one group as this leaf sees it.
@@ -238,6 +251,13 @@ type PolicyContract struct {
 	A uint16 `json:"a"`
 	B uint16 `json:"b"`
 }
+
+// SwitchGroup is the group ID reserved for packets a leaf originates in a
+// segmented VRF (Policy.Switch). No group of the input may use it; the
+// group pool hands out IDs below it.
+const SwitchGroup uint16 = 65535
+
+const switchGroupOwner = "the switches' own traffic (reserved)"
 
 // Port is one server port of a leaf.
 type Port struct {
@@ -265,6 +285,16 @@ type Port struct {
 	Gateway6 netip.Prefix `json:"gateway6,omitzero"`
 	// Group is the port's policy group (0: none) in a segmented VRF.
 	Group uint16 `json:"group,omitempty"`
+	// Quarantined ports are administratively down: no tenant owns them, and
+	// down is the one state every NOS agrees forwards, answers and punts
+	// nothing (no ND, ARP or LLDP, no link-local address, no control
+	// plane). Set on every unassigned port.
+	Quarantined bool `json:"quarantined,omitempty"`
+	// Guarded ports carry the server-port guard on ingress: nothing to the
+	// device's Underlay, and to the switch's own addresses in the port's
+	// VRF nothing but ICMP (which then meets the port's group policy like
+	// traffic to the server behind that address). Set on every port.
+	Guarded bool `json:"guarded,omitempty"`
 	// ACL is the fallback form of the group policy for switches without
 	// group policy: the destinations traffic entering this port may reach
 	// (everything else is dropped). Set on every port of a segmented VRF; a

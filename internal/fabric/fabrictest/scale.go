@@ -73,7 +73,7 @@ func Scale(o ScaleOptions) (fabric.Input, error) {
 			ids.MACVRFID, ids.MACRT = uint16(2000+i), uint32(2_000_000+i)
 		}
 		if t.JobSegmentation {
-			ids.UnclassifiedGroup = uint16(65535 - i)
+			ids.UnclassifiedGroup = fabric.SwitchGroup - 1 - uint16(i)
 			in.Groups = append(in.Groups, fabric.Group{Tenant: t.Name, Name: "storage", ID: nextGroup,
 				Prefixes: []string{fmt.Sprintf("10.%d.%d.0/24", 200+i/256, i%256)}})
 			nextGroup++
@@ -111,7 +111,7 @@ func Scale(o ScaleOptions) (fabric.Input, error) {
 			g += n
 			in.Allocations = append(in.Allocations, a)
 			if t.JobSegmentation {
-				if nextGroup >= 65535-uint16(o.Tenants) {
+				if nextGroup >= fabric.SwitchGroup-1-uint16(o.Tenants) {
 					return fabric.Input{}, fmt.Errorf("more segmented jobs than group IDs")
 				}
 				name := "job-" + id

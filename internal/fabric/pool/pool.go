@@ -55,8 +55,11 @@ func defaultRange(name string) (lo, hi uint32) {
 		return 10000, 1<<24 - 1
 	case L3VLAN:
 		return 3000, 3999
-	case VRFID, Group:
+	case VRFID:
 		return 1, 1<<16 - 1
+	case Group:
+		// 65535 is fabric.SwitchGroup, the leaves' own traffic.
+		return 1, 1<<16 - 2
 	case RT:
 		return 1 << 24, 1<<32 - 1
 	}

@@ -66,8 +66,11 @@ func renderEOS(d *fabric.Device) ([]File, error) {
 		w.add(3, "description %s", portDescription(p))
 		switch {
 		case !p.Assigned():
-			// Routed, no address, no VRF: the port reaches nothing.
+			// Routed, no address, no VRF, quarantined: down.
 			w.add(3, "no switchport")
+			if p.Quarantined {
+				w.add(3, "shutdown")
+			}
 		case p.VLANAware():
 			w.add(3, "mtu 9214")
 			w.add(3, "switchport access vlan %d", p.VLAN)
@@ -76,7 +79,7 @@ func renderEOS(d *fabric.Device) ([]File, error) {
 			w.add(3, "no switchport")
 			w.add(3, "vrf %s", p.VRF)
 			eosAddrs(&w, "", p.IPv4, p.IPv6)
-			eosAccessGroups(&w, p)
+			eosAccessGroups(&w, d, p)
 		}
 		w.add(0, "!")
 	}
@@ -90,7 +93,7 @@ func renderEOS(d *fabric.Device) ([]File, error) {
 			w.add(3, "description gateway of %s", portDescription(p))
 			w.add(3, "vrf %s", p.VRF)
 			eosAddrs(&w, " virtual", p.Gateway4, p.Gateway6)
-			eosAccessGroups(&w, p)
+			eosAccessGroups(&w, d, p)
 			w.add(0, "!")
 		}
 		if len(d.VRFs) > 0 {
@@ -149,39 +152,43 @@ func eosACLName(p *fabric.Port, v6 bool) string {
 	return n
 }
 
-func eosAccessGroups(w *lines, p *fabric.Port) {
-	if p.ACL == nil {
+func eosAccessGroups(w *lines, d *fabric.Device, p *fabric.Port) {
+	if _, _, ok := portACL(d, p, false, true); !ok {
 		return
 	}
 	w.add(3, "ip access-group %s in", eosACLName(p, false))
 	w.add(3, "ipv6 access-group %s in", eosACLName(p, true))
 }
 
-// eosACLs renders the allow-lists of ports in segmented VRFs.
+// eosACLs renders every assigned port's inbound ACLs: the server-port
+// guard, then (segmented VRFs) the job's allow-list.
 func eosACLs(w *lines, d *fabric.Device) {
-	if !hasSegmented(d) {
-		return
+	w.add(0, "! Server-port guard: nothing to the fabric's underlay; only ICMP to the switch's own addresses.")
+	if hasSegmented(d) {
+		w.add(0, "! Job segmentation: EOS here has no VXLAN group policy, so every port of a segmented")
+		w.add(0, "! VRF's ACL then allows only its job's (and contracted groups') prefixes.")
 	}
-	w.add(0, "! Job segmentation: EOS here has no VXLAN group policy, so every port of a segmented")
-	w.add(0, "! VRF gets an inbound ACL allowing only its job's (and contracted groups') prefixes.")
 	for i := range d.Ports {
 		p := &d.Ports[i]
-		if p.ACL == nil {
-			continue
-		}
-		v4, v6 := aclSplit(p.ACL)
 		for _, fam := range []struct {
-			kw, proto string
-			v6        bool
-			allow     []netip.Prefix
-		}{{"ip", "ip", false, v4}, {"ipv6", "ipv6", true, v6}} {
+			kw, proto, icmp string
+			v6              bool
+		}{{"ip", "ip", "icmp", false}, {"ipv6", "ipv6", "icmpv6", true}} {
+			entries, permitRest, ok := portACL(d, p, fam.v6, true)
+			if !ok {
+				break
+			}
 			w.add(0, "%s access-list %s", fam.kw, eosACLName(p, fam.v6))
 			seq := 10
-			for _, a := range fam.allow {
-				w.add(3, "%d permit %s any %s", seq, fam.proto, a)
+			for _, e := range entries {
+				proto := fam.proto
+				if e.icmp {
+					proto = fam.icmp
+				}
+				w.add(3, "%d %s %s any %s", seq, map[bool]string{true: "permit", false: "deny"}[e.permit], proto, e.dst)
 				seq += 10
 			}
-			w.add(3, "%d deny %s any any", seq, fam.proto)
+			w.add(3, "%d %s %s any any", seq, map[bool]string{true: "permit", false: "deny"}[permitRest], fam.proto)
 			w.add(0, "!")
 		}
 	}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
 )
@@ -17,8 +18,12 @@ type frrStyle struct {
 func renderFRR(d *fabric.Device) ([]File, error) {
 	st := frrStyle{vrfName: func(v *fabric.VRF) string { return v.Name }, interfaces: true}
 	files := []File{{Name: "frr.conf", Content: frrConf(d, st)}}
+	if d.Role == fabric.RoleLeaf && len(d.Ports) > 0 {
+		files = append(files, File{Name: "guard.nft", Content: nftGuard(d)})
+	}
 	for i := range d.VRFs {
 		v := &d.VRFs[i]
+		files = append(files, File{Name: "guard-" + v.Name + ".nft", Content: nftVRFGuard(d, v)})
 		if v.Policy != nil {
 			files = append(files, File{Name: "gbp-" + v.Name + ".nft", Content: nftGBP(d, v)})
 		}
@@ -161,6 +166,9 @@ func frrInterfaces(w *lines, d *fabric.Device, st frrStyle) {
 		case !p.Assigned():
 			w.add(0, "interface %s", p.Name)
 			w.add(1, "description %s", portDescription(p))
+			if p.Quarantined {
+				w.add(1, "shutdown")
+			}
 		case p.VLANAware():
 			// The port is an access member of its own VLAN; the routed
 			// interface is the VLAN's SVI, the anycast gateway.
@@ -228,8 +236,36 @@ func nftGBP(d *fabric.Device, v *fabric.VRF) string {
 			}
 		}
 	}
+	var sw4, sw6 []string
+	for _, p := range vrfPorts(d, v.Name) {
+		if p.Group == 0 {
+			continue
+		}
+		marks := []uint16{p.Group}
+		for _, c := range v.Policy.Contracts {
+			switch p.Group {
+			case c.A:
+				marks = append(marks, c.B)
+			case c.B:
+				marks = append(marks, c.A)
+			}
+		}
+		for _, a := range switchAddrs(p) {
+			for _, m := range marks {
+				if a.Is4() {
+					sw4 = append(sw4, fmt.Sprintf("%d . %s", m, a))
+				} else {
+					sw6 = append(sw6, fmt.Sprintf("%d . %s", m, a))
+				}
+			}
+		}
+	}
+	hasElems := map[string]bool{"switch_allowed4": len(sw4) > 0, "switch_allowed6": len(sw6) > 0}
 	for _, g := range v.Policy.Groups {
 		w.add(0, "# group %d: %s", g.ID, groupName(v, g))
+	}
+	if v.Policy.Switch != 0 {
+		w.add(0, "# group %d: the switches' own packets (ICMP errors and replies), marked on output", v.Policy.Switch)
 	}
 	w.tab(0, "table inet jobfabric_gbp")
 	w.tab(0, "delete table inet jobfabric_gbp")
@@ -242,6 +278,14 @@ func nftGBP(d *fabric.Device, v *fabric.VRF) string {
 	w.tab(2, "type mark . ifname")
 	nftElements(&w, allowed)
 	w.tab(1, "}")
+	w.tab(1, "set switch_allowed4 {")
+	w.tab(2, "type mark . ipv4_addr")
+	nftElements(&w, sw4)
+	w.tab(1, "}")
+	w.tab(1, "set switch_allowed6 {")
+	w.tab(2, "type mark . ipv6_addr")
+	nftElements(&w, sw6)
+	w.tab(1, "}")
 	// Chain names must not be nft keywords ("fwd" is one).
 	w.tab(1, "chain gbppre {")
 	w.tab(2, "type filter hook prerouting priority mangle; policy accept;")
@@ -250,7 +294,110 @@ func nftGBP(d *fabric.Device, v *fabric.VRF) string {
 	w.tab(1, "chain gbpfw {")
 	w.tab(2, "type filter hook forward priority filter; policy accept;")
 	w.tab(2, "oifname %q accept", l3vniBridge(v))
+	if v.Policy.Switch != 0 {
+		// ICMP errors and replies of a leaf (TTL exceeded, packet too
+		// big): no server can send this group, ingress sets theirs.
+		w.tab(2, "meta mark %d accept", v.Policy.Switch)
+	}
 	w.tab(2, "meta mark . oifname != @allowed counter drop")
+	w.tab(1, "}")
+	// The switch's own addresses in the VRF answer (ICMP only, see the
+	// guard) whoever may reach the server behind that link: its group and
+	// contracted groups, from here or over the fabric (the GBP mark).
+	w.tab(1, "chain gbpin {")
+	w.tab(2, "type filter hook input priority filter; policy accept;")
+	w.tab(2, "iifname \"lo\" accept")
+	w.tab(2, "ip6 daddr { fe80::/10, ff00::/8 } accept")
+	for _, fam := range []struct{ set, kw string }{{"switch_allowed4", "ip"}, {"switch_allowed6", "ip6"}} {
+		if hasElems[fam.set] {
+			w.tab(2, "meta mark . %s daddr @%s accept", fam.kw, fam.set)
+		}
+	}
+	w.tab(2, "counter drop")
+	w.tab(1, "}")
+	if v.Policy.Switch != 0 {
+		w.tab(1, "chain gbpout {")
+		w.tab(2, "type filter hook output priority mangle; policy accept;")
+		w.tab(2, "meta mark set %d", v.Policy.Switch)
+		w.tab(1, "}")
+	}
+	w.tab(0, "}")
+	return w.String()
+}
+
+// switchAddrs are the leaf's own addresses on a server link: the first
+// address of a pure type-5 link, the anycast gateway of a vlan-aware one.
+func switchAddrs(p *fabric.Port) []netip.Addr {
+	var out []netip.Addr
+	a4, a6 := p.IPv4, p.IPv6
+	if p.VLANAware() {
+		a4, a6 = p.Gateway4, p.Gateway6
+	}
+	for _, a := range []netip.Prefix{a4, a6} {
+		if a.IsValid() {
+			out = append(out, a.Addr())
+		}
+	}
+	return out
+}
+
+// nftGuard is the server-port guard of a Linux leaf's underlay namespace:
+// a server port there (unassigned, hence also down, or on its way between
+// VRFs) reaches nothing: no local delivery (link-local, ND, bgpd, the VTEP's
+// UDP socket) and no routing in the default table, either way.
+func nftGuard(d *fabric.Device) string {
+	var w lines
+	w.b.WriteString(header("#", d, "server-port guard of the underlay (default VRF)"))
+	w.add(0, "# Load in the device's own network namespace: nft -f FILE (the file replaces its own table).")
+	w.add(0, "# A server port in the default table is quarantined (admin-down); this drops whatever it still")
+	w.add(0, "# sends or would be sent: nothing to or from a server port is delivered, answered or routed here.")
+	var ports []string
+	for i := range d.Ports {
+		if d.Ports[i].Guarded {
+			ports = append(ports, fmt.Sprintf("%q", d.Ports[i].Name))
+		}
+	}
+	w.tab(0, "table inet jobfabric_guard")
+	w.tab(0, "delete table inet jobfabric_guard")
+	w.tab(0, "table inet jobfabric_guard {")
+	w.tab(1, "set server_ports {")
+	w.tab(2, "type ifname")
+	nftElements(&w, ports)
+	w.tab(1, "}")
+	for _, c := range []struct{ name, hook, match string }{
+		{"guardin", "input", "iifname @server_ports"},
+		{"guardfw", "forward", "iifname @server_ports"},
+		{"guardfwout", "forward", "oifname @server_ports"},
+		{"guardout", "output", "oifname @server_ports"},
+	} {
+		w.tab(1, "chain %s {", c.name)
+		w.tab(2, "type filter hook %s priority filter - 10; policy accept;", c.hook)
+		w.tab(2, "%s counter drop", c.match)
+		w.tab(1, "}")
+	}
+	w.tab(0, "}")
+	return w.String()
+}
+
+// nftVRFGuard is the guard of a tenant VRF's namespace: the switch serves
+// nothing in a tenant VRF (no BGP session, no management), so all it
+// accepts for itself is what a server needs from its gateway: ICMP echo
+// and errors, and neighbour discovery. bgpd's listener in the VRF (TCP
+// 179) and everything else is dropped, from a server port or the fabric.
+func nftVRFGuard(d *fabric.Device, v *fabric.VRF) string {
+	var w lines
+	w.b.WriteString(header("#", d, fmt.Sprintf("server-port guard of VRF %s (tenant %s, L3VNI %d)", v.Name, v.Tenant, v.L3VNI)))
+	w.add(0, "# Load inside the VRF's network namespace: nft -f FILE (the file replaces its own table).")
+	w.add(0, "# What reaches the switch itself in a tenant VRF: ICMP echo and errors, neighbour discovery; nothing else.")
+	w.tab(0, "table inet jobfabric_guard")
+	w.tab(0, "delete table inet jobfabric_guard")
+	w.tab(0, "table inet jobfabric_guard {")
+	w.tab(1, "chain guardin {")
+	w.tab(2, "type filter hook input priority filter - 10; policy drop;")
+	w.tab(2, "iifname \"lo\" accept")
+	w.tab(2, "icmp type { echo-request, echo-reply, destination-unreachable, time-exceeded, parameter-problem } accept")
+	w.tab(2, "icmpv6 type { echo-request, echo-reply, destination-unreachable, packet-too-big, time-exceeded, parameter-problem, nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept")
+	w.tab(2, "counter drop")
 	w.tab(1, "}")
 	w.tab(0, "}")
 	return w.String()

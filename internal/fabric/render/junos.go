@@ -155,7 +155,10 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 		p := &d.Ports[i]
 		set("interfaces %s description %q", p.Name, portDescription(p))
 		if !p.Assigned() {
-			// No unit: no address, no VLAN, so the port reaches nothing.
+			// No unit: no address, no VLAN; quarantined, it is down too.
+			if p.Quarantined {
+				set("interfaces %s disable", p.Name)
+			}
 			continue
 		}
 		set("interfaces %s mtu 9216", p.Name)
@@ -180,9 +183,7 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 			junosAddrs(set, "interfaces "+p.Name+" unit 0", p.IPv4, p.IPv6)
 		}
 		set("routing-instances %s interface %s", v.Name, l3)
-		if p.ACL != nil {
-			junosACL(set, p, l3)
-		}
+		junosFilters(set, d, p, l3)
 	}
 	return nil
 }
@@ -196,27 +197,39 @@ func junosAddrs(set func(string, ...any), unit string, v4, v6 netip.Prefix) {
 	}
 }
 
-// junosACL renders a port's group policy as input filters on its routed
-// interface: this renderer does not use Junos group-based policy, so job
-// segmentation falls back to per-port filters of the job's link prefixes.
-func junosACL(set func(string, ...any), p *fabric.Port, l3 string) {
+// junosFilters renders a port's ingress ACL (portACL: the server-port
+// guard, then the job segmentation, which this renderer does not do with
+// Junos group-based policy) as input filters on its routed interface, one
+// per family. Consecutive entries of one kind share a term.
+func junosFilters(set func(string, ...any), d *fabric.Device, p *fabric.Port, l3 string) {
 	unit := "interfaces " + strings.Replace(l3, ".", " unit ", 1)
-	v4, v6 := aclSplit(p.ACL)
 	for _, fam := range []struct {
-		name   string
-		suffix string
-		allow  []netip.Prefix
-	}{{"inet", "", v4}, {"inet6", "6", v6}} {
+		name, suffix, icmp string
+		v6                 bool
+	}{{"inet", "", "protocol icmp", false}, {"inet6", "6", "next-header icmp6", true}} {
+		entries, permitRest, ok := portACL(d, p, fam.v6, true)
+		if !ok {
+			return
+		}
 		f := fmt.Sprintf("jf-%s-in%s", sanitize(l3), fam.suffix)
 		fl := "firewall family " + fam.name + " filter " + f + " "
 		set(fl + "interface-specific")
-		for _, a := range fam.allow {
-			set(fl+"term allow from destination-address %s", a)
+		for i := 0; i < len(entries); {
+			e := entries[i]
+			term := e.kind
+			for ; i < len(entries) && entries[i].kind == e.kind; i++ {
+				set(fl+"term %s from destination-address %s", term, entries[i].dst)
+			}
+			if e.icmp {
+				set(fl+"term %s from %s", term, fam.icmp)
+			}
+			set(fl+"term %s then %s", term, map[bool]string{true: "accept", false: "discard"}[e.permit])
 		}
-		if len(fam.allow) > 0 {
-			set(fl + "term allow then accept")
+		if permitRest {
+			set(fl + "term rest then accept")
+		} else {
+			set(fl + "term rest then discard")
 		}
-		set(fl + "term deny then discard")
 		set("%s family %s filter input %s", unit, fam.name, f)
 	}
 }

@@ -73,6 +73,7 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 			}
 		}
 		w.add(0, "!")
+		nxosACLs(&w, d)
 		for i := range d.VRFs {
 			nxosVRF(&w, d, &d.VRFs[i])
 		}
@@ -99,6 +100,7 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 			w.add(2, "vrf member %s", p.VRF)
 			nxosAddrs(&w, p.Gateway4, p.Gateway6)
 			w.add(2, "fabric forwarding mode anycast-gateway")
+			nxosAccessGroups(&w, d, p)
 			w.add(0, "!")
 		}
 	}
@@ -127,7 +129,7 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 		w.add(2, "description %s", portDescription(p))
 		switch {
 		case !p.Assigned():
-			// Routed, no address, no VRF: the port reaches nothing.
+			// Routed, no address, no VRF, quarantined: down.
 			w.add(2, "no switchport")
 		case p.VLANAware():
 			w.add(2, "switchport")
@@ -139,8 +141,13 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 			w.add(2, "mtu 9216")
 			w.add(2, "vrf member %s", p.VRF)
 			nxosAddrs(&w, p.IPv4, p.IPv6)
+			nxosAccessGroups(&w, d, p)
 		}
-		w.add(2, "no shutdown")
+		if p.Quarantined {
+			w.add(2, "shutdown")
+		} else {
+			w.add(2, "no shutdown")
+		}
 		w.add(0, "!")
 	}
 	if leaf {
@@ -149,6 +156,51 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 	}
 	nxosBGP(&w, d)
 	return []File{{Name: "nxos.cfg", Content: w.String()}}, nil
+}
+
+func nxosACLName(p *fabric.Port, v6 bool) string {
+	n := "JF-" + sanitize(p.Name) + "-IN"
+	if v6 {
+		n += "6"
+	}
+	return n
+}
+
+// nxosACLs renders every assigned port's server-port guard as router
+// ACLs (job segmentation is the security groups' on NX-OS).
+func nxosACLs(w *lines, d *fabric.Device) {
+	for i := range d.Ports {
+		p := &d.Ports[i]
+		for _, fam := range []struct {
+			kw, proto string
+			v6        bool
+		}{{"ip", "ip", false}, {"ipv6", "ipv6", true}} {
+			entries, permitRest, ok := portACL(d, p, fam.v6, false)
+			if !ok {
+				break
+			}
+			w.add(0, "%s access-list %s", fam.kw, nxosACLName(p, fam.v6))
+			seq := 10
+			for _, e := range entries {
+				proto := fam.proto
+				if e.icmp {
+					proto = "icmp" // NX-OS says icmp in IPv6 lists too
+				}
+				w.add(2, "%d %s %s any %s", seq, map[bool]string{true: "permit", false: "deny"}[e.permit], proto, e.dst)
+				seq += 10
+			}
+			w.add(2, "%d %s %s any any", seq, map[bool]string{true: "permit", false: "deny"}[permitRest], fam.proto)
+			w.add(0, "!")
+		}
+	}
+}
+
+func nxosAccessGroups(w *lines, d *fabric.Device, p *fabric.Port) {
+	if _, _, ok := portACL(d, p, false, false); !ok {
+		return
+	}
+	w.add(2, "ip access-group %s in", nxosACLName(p, false))
+	w.add(2, "ipv6 traffic-filter %s in", nxosACLName(p, true))
 }
 
 func nxosAddrs(w *lines, v4, v6 netip.Prefix) {

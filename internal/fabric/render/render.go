@@ -161,20 +161,6 @@ func linkLocalV6() []netip.Prefix {
 	return []netip.Prefix{netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("ff02::/16")}
 }
 
-// aclSplit splits an allow-list into its IPv4 and IPv6 destinations, the
-// IPv6 list led by the link-local ones.
-func aclSplit(acl *fabric.ACL) (v4, v6 []netip.Prefix) {
-	v6 = linkLocalV6()
-	for _, p := range acl.Allow {
-		if p.Addr().Is4() {
-			v4 = append(v4, p)
-		} else {
-			v6 = append(v6, p)
-		}
-	}
-	return v4, v6
-}
-
 // sanitize turns a port name into a name usable inside ACL and filter
 // names (et-0/0/1 -> et-0-0-1).
 func sanitize(s string) string {
@@ -237,5 +223,103 @@ func physicalPorts(d *fabric.Device) []physical {
 		return p.port.Name
 	}
 	slices.SortStableFunc(out, func(a, b physical) int { return fabric.ComparePorts(name(a), name(b)) })
+	return out
+}
+
+// aclEntry is one entry of a server port's ingress ACL, for the NOSes that
+// render the guard (and segmentation) as ACLs: permit or deny traffic to
+// dst, of any protocol or only ICMP (ICMPv6 in an IPv6 list).
+type aclEntry struct {
+	// kind groups entries: underlay, switch-icmp, switch, allow.
+	kind   string
+	permit bool
+	icmp   bool
+	dst    netip.Prefix
+}
+
+// portACL is the ingress ACL of an assigned server port in one family, in
+// order, ending with what everything else gets (permitRest):
+//
+//  1. the guard (guarded ports): deny the fabric's underlay; to the
+//     switch's own addresses in the port's VRF on this leaf (and link-local
+//     and multicast destinations) permit ICMP where the port may reach the
+//     link behind that address, then deny everything else;
+//  2. the job segmentation (withAllow, a port with an allow-list): permit
+//     its destinations, deny the rest; without it, permit the rest.
+//
+// ok is false when the port needs no ACL at all.
+func portACL(d *fabric.Device, p *fabric.Port, v6, withAllow bool) (entries []aclEntry, permitRest, ok bool) {
+	seg := withAllow && p.ACL != nil
+	if !p.Assigned() || (!p.Guarded && !seg) {
+		return nil, false, false
+	}
+	fam := func(q netip.Prefix) bool { return q.Addr().Is6() == v6 }
+	var allow []netip.Prefix
+	if seg {
+		for _, a := range p.ACL.Allow {
+			if fam(a) {
+				allow = append(allow, a)
+			}
+		}
+	}
+	if p.Guarded {
+		for _, u := range d.Underlay {
+			if fam(u) {
+				entries = append(entries, aclEntry{kind: "underlay", dst: u})
+			}
+		}
+		// ICMP to a switch address passes where traffic to the server
+		// behind it would: anywhere in an unsegmented VRF, the allow-list
+		// in a segmented one (link-local and multicast: ND, always).
+		icmpOK := func(a netip.Prefix) bool {
+			if p.ACL == nil || a.Addr().IsLinkLocalUnicast() || a.Addr().IsMulticast() {
+				return true
+			}
+			for _, x := range p.ACL.Allow {
+				if x.Contains(a.Addr()) {
+					return true
+				}
+			}
+			return false
+		}
+		dests := switchDests(p, v6)
+		for _, a := range dests {
+			if icmpOK(a) {
+				entries = append(entries, aclEntry{kind: "switch-icmp", permit: true, icmp: true, dst: a})
+			}
+		}
+		for _, a := range dests {
+			entries = append(entries, aclEntry{kind: "switch", dst: a})
+		}
+	} else if seg && v6 {
+		allow = append(linkLocalV6(), allow...)
+	}
+	if !seg {
+		return entries, true, true
+	}
+	for _, a := range allow {
+		entries = append(entries, aclEntry{kind: "allow", permit: true, dst: a})
+	}
+	return entries, false, true
+}
+
+// switchDests are the switch's own destinations a server can address on
+// its link: the leaf's address on the link (its gateway), and the
+// link-local and multicast ranges, in one family. Other links' switch
+// addresses are reached like the servers behind them (the allow-list of a
+// segmented port); only FRR leaves also filter those at the switch itself
+// (the VRF guard's input hook), see docs/fabric.md.
+func switchDests(p *fabric.Port, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range switchAddrs(p) {
+		if a.Is6() == v6 {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	if v6 {
+		out = append(out, netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("ff00::/8"))
+	} else {
+		out = append(out, netip.MustParsePrefix("224.0.0.0/4"))
+	}
 	return out
 }

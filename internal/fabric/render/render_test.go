@@ -141,7 +141,8 @@ func TestRenderFacts(t *testing.T) {
 		}, nil},
 		"eos ACL fallback says so": {"eos", fabrictest.Segmented, "s1-leaf0", "eos.cfg", []string{
 			"! Job segmentation: EOS here has no VXLAN group policy",
-			"ip access-list JF-Ethernet2-IN\n   10 permit ip any 10.0.0.4/31\n   20 deny ip any any\n",
+			"ip access-list JF-Ethernet2-IN\n   10 deny ip any 10.253.0.0/28\n   20 deny ip any 10.254.0.1/32\n",
+			"   70 permit icmp any 10.0.0.4/32\n   80 permit icmp any 224.0.0.0/4\n   90 deny ip any 10.0.0.4/32\n   100 deny ip any 224.0.0.0/4\n   110 permit ip any 10.0.0.4/31\n   120 deny ip any any\n",
 			"   ip access-group JF-Ethernet2-IN in\n",
 		}, nil},
 		"sonic tables": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
@@ -152,7 +153,7 @@ func TestRenderFacts(t *testing.T) {
 			`"Ethernet1|10.0.0.0/31": {}`,
 		}, nil},
 		"sonic ACL fallback says so": {"sonic", fabrictest.Segmented, "s1-leaf0", "config_db.json", []string{
-			`"policy_desc": "jobfabric job segmentation of Ethernet2 as an ACL (SONiC has no VXLAN group policy): group 101"`,
+			`"policy_desc": "jobfabric server-port guard of Ethernet2, then job segmentation as an ACL (SONiC has no VXLAN group policy): group 101"`,
 			`"DST_IP": "10.0.0.4/31"`,
 		}, nil},
 		"frr follows the lab": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{

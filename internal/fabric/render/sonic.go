@@ -3,8 +3,8 @@ package render
 import (
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
 )
@@ -97,7 +97,11 @@ func sonicLeaf(db configDB, d *fabric.Device) {
 	}
 	for i := range d.Ports {
 		p := &d.Ports[i]
-		db.set("PORT", p.Name, obj{"admin_status": "up", "mtu": "9100", "description": portDescription(p)})
+		admin := "up"
+		if p.Quarantined {
+			admin = "down"
+		}
+		db.set("PORT", p.Name, obj{"admin_status": admin, "mtu": "9100", "description": portDescription(p)})
 		if !p.Assigned() {
 			continue // no INTERFACE entry: no address, no VRF
 		}
@@ -121,31 +125,44 @@ func sonicLeaf(db configDB, d *fabric.Device) {
 				}
 			}
 		}
-		if p.ACL != nil {
-			sonicACL(db, p)
-		}
+		sonicACL(db, d, p)
 	}
 }
 
-// sonicACL renders a port's allow-list as an ingress L3 (and L3V6) ACL
-// table bound to the port, rules in priority order, a final drop.
-func sonicACL(db configDB, p *fabric.Port) {
-	v4, v6 := aclSplit(p.ACL)
+// sonicACL renders a port's ingress ACL (portACL: the server-port guard,
+// then the job segmentation) as L3 and L3V6 tables bound to the port,
+// rules in priority order.
+func sonicACL(db configDB, d *fabric.Device, p *fabric.Port) {
 	for _, fam := range []struct {
-		suffix, typ, field, ipType string
-		allow                      []netip.Prefix
+		suffix, typ, field, ipType, icmp string
+		v6                               bool
 	}{
-		{"V4", "L3", "DST_IP", "IPV4ANY", v4},
-		{"V6", "L3V6", "DST_IPV6", "IPV6ANY", v6},
+		{"V4", "L3", "DST_IP", "IPV4ANY", "1", false},
+		{"V6", "L3V6", "DST_IPV6", "IPV6ANY", "58", true},
 	} {
-		table := "JF_" + sanitize(p.Name) + "_" + fam.suffix
-		desc := fmt.Sprintf("jobfabric job segmentation of %s as an ACL (SONiC has no VXLAN group policy): group %d", p.Name, p.Group)
-		db.set("ACL_TABLE", table, obj{"type": fam.typ, "stage": "ingress", "ports": []string{p.Name}, "policy_desc": desc})
-		for i, a := range fam.allow {
-			db.set("ACL_RULE", fmt.Sprintf("%s|ALLOW_%d", table, i+1), obj{
-				"PRIORITY": strconv.Itoa(9000 - i), "PACKET_ACTION": "FORWARD", fam.field: a.String(),
-			})
+		entries, permitRest, ok := portACL(d, p, fam.v6, true)
+		if !ok {
+			return
 		}
-		db.set("ACL_RULE", table+"|DENY_ALL", obj{"PRIORITY": "1", "PACKET_ACTION": "DROP", "IP_TYPE": fam.ipType})
+		table := "JF_" + sanitize(p.Name) + "_" + fam.suffix
+		desc := fmt.Sprintf("jobfabric server-port guard of %s", p.Name)
+		if p.ACL != nil {
+			desc += fmt.Sprintf(", then job segmentation as an ACL (SONiC has no VXLAN group policy): group %d", p.Group)
+		}
+		db.set("ACL_TABLE", table, obj{"type": fam.typ, "stage": "ingress", "ports": []string{p.Name}, "policy_desc": desc})
+		n := map[string]int{} // rules are numbered per kind, so a job's change stays in its kind
+		for i, e := range entries {
+			r := obj{"PRIORITY": strconv.Itoa(9000 - i), "PACKET_ACTION": map[bool]string{true: "FORWARD", false: "DROP"}[e.permit], fam.field: e.dst.String()}
+			if e.icmp {
+				r["IP_PROTOCOL"] = fam.icmp
+			}
+			n[e.kind]++
+			db.set("ACL_RULE", fmt.Sprintf("%s|%s_%d", table, strings.ToUpper(strings.ReplaceAll(e.kind, "-", "_")), n[e.kind]), r)
+		}
+		rest := "DENY_ALL"
+		if permitRest {
+			rest = "PERMIT_ALL"
+		}
+		db.set("ACL_RULE", table+"|"+rest, obj{"PRIORITY": "1", "PACKET_ACTION": map[bool]string{true: "FORWARD", false: "DROP"}[permitRest], "IP_TYPE": fam.ipType})
 	}
 }
