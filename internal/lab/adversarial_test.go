@@ -24,6 +24,11 @@ import (
 type attacker struct {
 	ep   lab.Endpoint
 	role string // "unassigned", "tenant-a/job-100", ...
+	// tenant: the NIC is a tenant's. Its leaf port is in the tenant's
+	// VRF, where the switch's addresses on the link (the gateway, and
+	// the link-local address next to it) answer echo as every switch
+	// address a job may reach does; everything else counts.
+	tenant bool
 }
 
 // findings is what got through from one attacker; empty is the goal.
@@ -36,8 +41,12 @@ type findings struct {
 	probes    int            // TCP and echo probes tried
 }
 
-func (f *findings) empty() bool {
-	return len(f.linkLocal)+len(f.tcp)+len(f.underlay)+len(f.vxlan) == 0
+func (f *findings) empty(tenant bool) bool {
+	n := len(f.tcp) + len(f.underlay) + len(f.vxlan)
+	if !tenant {
+		n += len(f.linkLocal)
+	}
+	return n == 0
 }
 
 func (f *findings) String() string {
@@ -289,7 +298,7 @@ func (e *e2e) report(step string, attackers []attacker, got map[string]*findings
 	for _, a := range attackers {
 		f := got[a.ep.Name()]
 		e.t.Logf("%s: from %s (%s, port %s/%s): %s", step, a.ep.Name(), a.role, a.ep.Leaf, a.ep.Port, f)
-		clean = clean && f.empty()
+		clean = clean && f.empty(a.tenant)
 	}
 	return clean
 }
@@ -315,13 +324,37 @@ func TestLabAdversarial(t *testing.T) {
 		return *x
 	}
 	attackers := []attacker{
-		{ep("s1-gpu004/nic0"), "unassigned"},
-		{ep("s1-gpu003/nic1"), "unassigned NIC of tenant-b's server"},
-		{ep("s1-gpu001/nic0"), "tenant-a/job-100"},
-		{ep("s2-gpu003/nic0"), "tenant-b/job-200"},
+		{ep("s1-gpu004/nic0"), "unassigned", false},
+		{ep("s1-gpu003/nic1"), "unassigned NIC of tenant-b's server", false},
+		{ep("s1-gpu001/nic0"), "tenant-a/job-100", true},
+		{ep("s2-gpu003/nic0"), "tenant-b/job-200", true},
 	}
 	if !e.report("attack", attackers, e.attack(attackers)) {
 		t.Errorf("attack: something got through from a server port (see above)")
+	}
+
+	// Mutations: the detector must see a port whose protection is gone.
+	// Each of the quarantine (the port is down) and the guard (nftables
+	// in the leaf's underlay namespace) alone keeps the attacker out;
+	// without both, its packets get through; restored, they do not.
+	u := attackers[:1]
+	leaf := e.l.Device(u[0].ep.Leaf)
+	guard := e.renderedFile(leaf.Name, "guard.nft")
+	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
+	if !e.report("port up, guard kept", u, e.attack(u)) {
+		t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
+	}
+	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
+	if e.report("port up, guard removed", u, e.attack(u)) {
+		t.Errorf("the attack finds nothing on a port without quarantine or guard: the detector is blind")
+	}
+	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
+	if !e.report("port down, guard removed", u, e.attack(u)) {
+		t.Errorf("a quarantined (down) port lets packets through without the guard")
+	}
+	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
+	if !e.report("restored", u, e.attack(u)) {
+		t.Errorf("restored: something got through")
 	}
 
 	// ICMP errors inside a segmented job, across leaves.
@@ -532,4 +565,32 @@ func (e *e2e) move() (overlap, afterPlaced, beforeReady time.Duration, seq []str
 		moved.Name(), moved.Leaf, moved.Port, placed.Format("15:04:05.000"), readyAt.Sub(placed).Round(time.Millisecond), oldPeer.Name(), afterPlaced.Round(time.Millisecond),
 		newPeer.Name(), firstNew.Sub(placed).Round(time.Millisecond), overlap.Round(time.Millisecond), strings.Join(seq, " "))
 	return overlap, afterPlaced, beforeReady, seq
+}
+
+// renderedFile is a file of a device's deployed configuration.
+func (e *e2e) renderedFile(device, name string) string {
+	e.t.Helper()
+	var cfgs []render.DeviceFiles
+	if err := e.admin.Do(e.ctx, "GET", "/v1/fabric/configs?device="+device, nil, &cfgs); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range cfgs[0].Files {
+		if f.Name == name {
+			return f.Content
+		}
+	}
+	e.t.Fatalf("%s has no %s", device, name)
+	return ""
+}
+
+// sh runs a command; shIn feeds it stdin.
+func (e *e2e) sh(args ...string) { e.t.Helper(); e.shIn("", args...) }
+
+func (e *e2e) shIn(stdin string, args ...string) {
+	e.t.Helper()
+	cmd := exec.CommandContext(e.ctx, args[0], args[1:]...)
+	cmd.Stdin = strings.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
 }
