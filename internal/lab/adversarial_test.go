@@ -373,7 +373,10 @@ func TestLabAdversarial(t *testing.T) {
 	if beforeReady < 0 {
 		t.Errorf("the old tenant reached the moved endpoint %s after the new tenant's job was Ready", -beforeReady)
 	}
-	_ = seq
+	// The port left tenant B in a revision of its own, before tenant A's.
+	if len(seq) < 2 || !strings.HasSuffix(seq[0], ":-") || !strings.HasSuffix(seq[len(seq)-1], ":tenant-a") {
+		t.Errorf("the moved port's VRF by revision is %v: want out of tenant-b's VRF first, then in tenant-a's", seq)
+	}
 }
 
 // pingOutput runs ping in an endpoint's namespace and returns its output.
@@ -385,9 +388,9 @@ func (e *e2e) pingOutput(ep lab.Endpoint, args ...string) string {
 // icmpErrors checks that a segmented job gets the ICMP errors of the far
 // leaf (TTL exceeded; fragmentation needed, so that path-MTU discovery
 // works) and that a switch address answers every endpoint of the job
-// alike, whichever leaf the endpoint is on. src and dst are endpoints of
-// the job on different leaves, near is another endpoint of the job on
-// dst's leaf... or any leaf. It returns the failures.
+// alike, whichever leaf the endpoint is on. src, dst and other are
+// endpoints of one job, src and dst on different leaves. It returns the
+// failures.
 func (e *e2e) icmpErrors(src, dst, other lab.Endpoint) []string {
 	e.t.Helper()
 	var fails []string
