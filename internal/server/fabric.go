@@ -184,6 +184,7 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 					changes[k] = want
 					continue
 				}
+				heldOne := false
 				for _, js := range p.Jobs {
 					id, err := strconv.ParseUint(js, 10, 64)
 					if err != nil || slices.Contains(ids, id) {
@@ -191,7 +192,13 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 					}
 					ids = append(ids, id)
 					held = append(held, state.HeldJob{Job: id, Port: k, Why: why})
-					more = true
+					more, heldOne = true, true
+				}
+				if !heldOne {
+					// No job to hold (cannot happen: every allocation is a
+					// job's): say the change, and the state machine refuses
+					// the revision rather than the port changing hands.
+					changes[k] = want
 				}
 			}
 		}
