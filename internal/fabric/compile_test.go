@@ -527,6 +527,14 @@ func TestCompileErrors(t *testing.T) {
 		"group ID equal to the unclassified tag": {fabrictest.Segmented, func(in *fabric.Input) {
 			in.Groups[1].ID = 999
 		}, "groups[1].id", "unclassified"},
+		"group ID of the switches": {fabrictest.Segmented, func(in *fabric.Input) {
+			in.Groups[1].ID = fabric.SwitchGroup
+		}, "groups[1].id", "reserved"},
+		"unclassified tag of the switches": {fabrictest.Segmented, func(in *fabric.Input) {
+			ids := in.IDs.Tenants["globex"]
+			ids.UnclassifiedGroup = fabric.SwitchGroup
+			in.IDs.Tenants["globex"] = ids
+		}, "ids.tenants[globex].unclassifiedGroup", "reserved"},
 		"group of an unsegmented tenant": {fabrictest.Segmented, func(in *fabric.Input) {
 			in.Groups = append(in.Groups, fabric.Group{Tenant: "acme", Name: "x", ID: 7})
 		}, "groups[4].tenant", "does not ask for job segmentation"},
@@ -616,6 +624,90 @@ func TestVRFNames(t *testing.T) {
 			}
 			if it.Device("s2-leaf1").VRF(tc.want) == nil {
 				t.Errorf("no VRF %q on s2-leaf1", tc.want)
+			}
+		})
+	}
+}
+
+// TestServerPortsQuarantinedAndGuarded: a port nobody owns is quarantined,
+// every port is guarded, and every leaf's underlay list covers every
+// loopback and numbered uplink end of the fabric but no server link.
+func TestServerPortsQuarantinedAndGuarded(t *testing.T) {
+	for _, nos := range fabrictest.NOSes() {
+		for _, model := range fabrictest.Models() {
+			in := input(t, nos, model)
+			it := compile(t, in)
+			var under []netip.Addr
+			for _, d := range it.Devices {
+				under = append(under, d.Loopback)
+				for _, u := range d.Uplinks {
+					if u.Address.IsValid() {
+						under = append(under, u.Address.Addr())
+					}
+				}
+			}
+			quarantined := 0
+			for _, d := range it.Devices {
+				if d.Role == fabric.RoleSpine {
+					if d.Underlay != nil {
+						t.Errorf("%s %s: spine %s has an underlay guard list", nos, model, d.Name)
+					}
+					continue
+				}
+				for _, a := range under {
+					if !slices.ContainsFunc(d.Underlay, func(p netip.Prefix) bool { return p.Contains(a) }) {
+						t.Errorf("%s %s: %s's underlay list %v misses %s", nos, model, d.Name, d.Underlay, a)
+					}
+				}
+				for _, p := range d.Ports {
+					if p.Quarantined == p.Assigned() || !p.Guarded {
+						t.Errorf("%s %s: %s/%s assigned=%v quarantined=%v guarded=%v", nos, model, d.Name, p.Name, p.Assigned(), p.Quarantined, p.Guarded)
+					}
+					if p.Quarantined {
+						quarantined++
+					}
+					for _, l := range append(p.Prefixes(), p.IPv4, p.IPv6) {
+						if l.IsValid() && slices.ContainsFunc(d.Underlay, func(u netip.Prefix) bool { return u.Overlaps(l) }) {
+							t.Errorf("%s %s: %s's underlay list %v covers server link %s of %s", nos, model, d.Name, d.Underlay, l, p.Name)
+						}
+					}
+				}
+				for _, v := range d.VRFs {
+					if v.Policy != nil && v.Policy.Switch != fabric.SwitchGroup {
+						t.Errorf("%s %s: %s VRF %s: switch group %d, want %d", nos, model, d.Name, v.Name, v.Policy.Switch, fabric.SwitchGroup)
+					}
+				}
+			}
+			if quarantined == 0 {
+				t.Errorf("%s %s: the fixture has no unassigned port to quarantine", nos, model)
+			}
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	pp := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	tests := map[string]struct{ in, want []netip.Prefix }{
+		"empty":            {nil, []netip.Prefix{}},
+		"siblings merge":   {pp("10.0.0.1/32", "10.0.0.0/32"), pp("10.0.0.0/31")},
+		"cascade":          {pp("10.0.0.0/32", "10.0.0.1/32", "10.0.0.2/31"), pp("10.0.0.0/30")},
+		"no over-cover":    {pp("10.0.0.1/32", "10.0.0.2/32"), pp("10.0.0.1/32", "10.0.0.2/32")},
+		"contained":        {pp("10.0.0.0/24", "10.0.0.7/32"), pp("10.0.0.0/24")},
+		"unmasked, dup":    {pp("10.0.0.3/31", "10.0.0.2/31"), pp("10.0.0.2/31")},
+		"families apart":   {pp("fd00::1/128", "10.0.0.0/32", "fd00::/128"), pp("10.0.0.0/32", "fd00::/127")},
+		"odd count of /32": {pp("10.0.0.1/32", "10.0.0.2/32", "10.0.0.3/32"), pp("10.0.0.1/32", "10.0.0.2/31")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := fabric.Summarize(tc.in)
+			if !reflect.DeepEqual(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Errorf("Summarize(%v) = %v, want %v", tc.in, got, tc.want)
 			}
 		})
 	}

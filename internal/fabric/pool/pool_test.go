@@ -304,3 +304,13 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupPoolSparesTheSwitchGroup: 65535 is fabric.SwitchGroup, the
+// leaves' own packets; the pool never hands it to a job.
+func TestGroupPoolSparesTheSwitchGroup(t *testing.T) {
+	for _, s := range DefaultSpecs(DefaultQuarantine) {
+		if s.Name == Group && (s.Min != 1 || s.Max != 1<<16-2) {
+			t.Fatalf("group pool %d..%d, want 1..65534", s.Min, s.Max)
+		}
+	}
+}

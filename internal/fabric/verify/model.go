@@ -60,6 +60,26 @@ type instance struct {
 	contracts map[[2]uint16]bool
 }
 
+// quarantined reports whether every entry of the port is admin-down.
+func (e *endpoint) quarantined() bool {
+	for _, p := range e.ports {
+		if !p.Quarantined {
+			return false
+		}
+	}
+	return len(e.ports) > 0
+}
+
+// guarded reports whether every entry of the port carries the guard.
+func (e *endpoint) guarded() bool {
+	for _, p := range e.ports {
+		if !p.Guarded {
+			return false
+		}
+	}
+	return len(e.ports) > 0
+}
+
 // exports are the targets the instance's routes carry.
 func (in *instance) exports() []fabric.RouteTarget { return in.exp[:in.nexp] }
 
@@ -357,6 +377,12 @@ func (p *policy) groupAllows(es, et *endpoint, u int32) bool {
 			if pol := p.m.insts[si].vrf.Policy; pol != nil && pol.Unclassified != 0 {
 				src = append(src, pol.Unclassified)
 			}
+		}
+	}
+	for _, gs := range src {
+		// Egress lets the switches' group through to every port.
+		if gs != 0 && gs == in.vrf.Policy.Switch {
+			return true
 		}
 	}
 	for _, gt := range et.groups {

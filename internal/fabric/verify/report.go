@@ -17,6 +17,9 @@ const (
 	CheckBindings        = "bindings"
 	CheckTenantIsolation = "tenant-isolation"
 	CheckJobIsolation    = "job-isolation"
+	CheckServerPorts     = "server-ports"
+	CheckUnderlay        = "underlay-isolation"
+	CheckSwitchTraffic   = "switch-traffic"
 )
 
 // Rules: what a failure broke. A check has one or more rules.
@@ -51,6 +54,16 @@ const (
 	RuleReachJobGBP = "reach-job-gbp" // under group policy, an endpoint reaches another job's
 	RuleReachJobACL = "reach-job-acl" // under the ACL fallback, an endpoint reaches another job's
 	RuleSharedLink  = "shared-link"   // two jobs of a segmented tenant share one link
+	// server-ports
+	RulePortQuarantine = "port-quarantine" // a port in no VRF is not quarantined (or one in a VRF is)
+	RulePortGuard      = "port-guard"      // a server port lacks the ingress guard
+	// underlay-isolation: a server port as an attacker
+	RuleReachUnderlay     = "reach-underlay"      // reaches a loopback/VTEP, uplink or BGP peer address
+	RuleReachControlPlane = "reach-control-plane" // reaches its leaf's control plane (bgpd on TCP 179, link-local services)
+	RuleReachVNI          = "reach-vni"           // can hand a VTEP a crafted VXLAN packet: into its VNIs and groups
+	// switch-traffic
+	RuleICMPSwitchGroup   = "icmp-switch-group"   // a group-policy VRF drops the leaves' own ICMP errors
+	RuleSwitchGroupForged = "switch-group-forged" // a server or group carries the switches' group
 )
 
 // MaxFailures is how many failures one check lists; the rest are counted in
@@ -71,6 +84,10 @@ type Stats struct {
 	Endpoints int `json:"endpoints"` // server ports
 	Bound     int `json:"bound"`     // endpoints in a VRF
 	Jobs      int `json:"jobs"`      // running jobs of the input
+	// Quarantined counts server ports that are admin-down; Guarded those
+	// with the ingress guard.
+	Quarantined int `json:"quarantined"`
+	Guarded     int `json:"guarded"`
 }
 
 // Check is one property and what broke it.

@@ -22,11 +22,18 @@ func Verify(in fabric.Input, it *fabric.Intent) *Report {
 	for i := range v.m.insts {
 		v.tenantOf[i] = v.m.insts[i].vrf.Tenant
 	}
-	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation()}}
+	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation(),
+		v.serverPorts(), v.underlayIsolation(), v.switchTraffic()}}
 	r.Stats = Stats{Devices: len(it.Devices), VRFs: len(v.m.insts), Endpoints: len(v.m.eps), Jobs: len(v.x.jobs)}
 	for _, e := range v.m.eps {
 		if len(e.inst) > 0 {
 			r.Stats.Bound++
+		}
+		if e.quarantined() {
+			r.Stats.Quarantined++
+		}
+		if e.guarded() {
+			r.Stats.Guarded++
 		}
 	}
 	return r

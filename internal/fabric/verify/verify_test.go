@@ -227,9 +227,76 @@ func TestMutations(t *testing.T) {
 				// acme holds GPU 0 of s2-gpu001 only; server isolation
 				// still gives it the link of GPU 1 (s2-leaf1/swp1).
 				p := port(t, it, "s2-leaf1", "swp1")
-				p.VRF, p.Tenant, p.Jobs = "", "", nil
+				p.VRF, p.Tenant, p.Jobs, p.Quarantined = "", "", nil, true
 			},
 			want: []string{verify.RuleBindingUnbound},
+		},
+		"unbind a port but leave it up": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				p := port(t, it, "s2-leaf1", "swp1")
+				p.VRF, p.Tenant, p.Jobs = "", "", nil
+			},
+			want: []string{verify.RuleBindingUnbound, verify.RulePortQuarantine, verify.RuleReachControlPlane, verify.RuleReachUnderlay, verify.RuleReachVNI},
+		},
+		"un-quarantine an unassigned port": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				p := port(t, it, "s2-leaf1", "swp4") // s2-gpu004 nic1: nobody's
+				if p.Assigned() || !p.Quarantined {
+					t.Fatalf("fixture: %+v is not an unassigned, quarantined port", p)
+				}
+				p.Quarantined = false
+			},
+			want: []string{verify.RulePortQuarantine, verify.RuleReachControlPlane, verify.RuleReachUnderlay, verify.RuleReachVNI},
+		},
+		"quarantine a job's port": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				port(t, it, "s1-leaf0", "swp2").Quarantined = true
+			},
+			want: []string{verify.RulePortQuarantine},
+		},
+		"drop the guard from a port": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				port(t, it, "s1-leaf0", "swp2").Guarded = false
+			},
+			want: []string{verify.RulePortGuard, verify.RuleReachControlPlane, verify.RuleReachUnderlay, verify.RuleReachVNI},
+		},
+		"drop the guard from an unassigned port": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				port(t, it, "s2-leaf1", "swp4").Guarded = false // down, but unguarded
+			},
+			want: []string{verify.RulePortGuard},
+		},
+		"drop the underlay list of a device": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				it.Device("s1-leaf0").Underlay = nil
+			},
+			want: []string{verify.RuleReachUnderlay, verify.RuleReachVNI},
+		},
+		"leave a spine's loopback out of the underlay list": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				d := it.Device("s2-leaf0")
+				spine := it.Device("spine2").Loopback
+				var keep []netip.Prefix
+				for _, p := range d.Underlay {
+					if !p.Contains(spine) {
+						keep = append(keep, p)
+					}
+				}
+				d.Underlay = keep
+			},
+			want: []string{verify.RuleReachUnderlay},
+		},
+		"drop the switch group's ICMP allowance": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				vrf(t, it, "s2-leaf0", "globex").Policy.Switch = 0
+			},
+			want: []string{verify.RuleICMPSwitchGroup},
+		},
+		"classify a port into the switch group": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				regroup(t, it, "s1-leaf0", "swp2", fabric.SwitchGroup) // job 21 passes as the switch
+			},
+			want: []string{verify.RuleSwitchGroupForged, verify.RuleJobGroup, verify.RuleReachJobGBP},
 		},
 		"name the wrong jobs on a port": {
 			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
@@ -241,7 +308,8 @@ func TestMutations(t *testing.T) {
 			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
 				port(t, it, "s1-leaf0", "swp1").VRF = "nope"
 			},
-			want: []string{verify.RuleLinkNoSuchVRF, verify.RuleBindingUnbound, verify.RuleJobVRF},
+			// In no VRF it has, and up: the attacker model puts it in the default table.
+			want: []string{verify.RuleLinkNoSuchVRF, verify.RuleBindingUnbound, verify.RuleJobVRF, verify.RuleReachControlPlane, verify.RuleReachUnderlay, verify.RuleReachVNI},
 		},
 		"give two tenants one VRF name": {
 			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
@@ -394,14 +462,14 @@ func TestReportRendering(t *testing.T) {
 	if ok.Err() != nil || !strings.HasPrefix(ok.String(), "fabric verify: OK: 6 devices, 12 VRF instances, 16 endpoints (11 in a VRF), 4 running jobs") {
 		t.Errorf("a passing report renders as:\n%s(err %v)", ok, ok.Err())
 	}
-	if len(ok.Checks) != 6 || ok.Check(verify.CheckJobIsolation) == nil || !ok.Check(verify.CheckLinks).OK {
+	if len(ok.Checks) != 9 || ok.Check(verify.CheckJobIsolation) == nil || !ok.Check(verify.CheckLinks).OK {
 		t.Errorf("checks %+v", ok.Checks)
 	}
 	vrf(t, it, "s1-leaf0", "acme").Imports = []fabric.RouteTarget{vrf(t, it, "s1-leaf0", "globex").RT}
 	bad := verify.Verify(in, it)
 	text := bad.Text(2)
 	for _, want := range []string{
-		"fabric verify: FAILED (2 of 6 checks)",
+		"fabric verify: FAILED (2 of 9 checks)",
 		"  FAIL  tenant-ids ",
 		"        rt-import s1-leaf0/vrf acme: tenant \"acme\" imports route target 65000:10002 of tenant \"globex\"",
 		"        ... and ",
