@@ -72,3 +72,35 @@ func TestPortMovesInTwoSteps(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestHeldJob: a job the revision holds out gets no network revision
+// and says what it waits for; the next revision carrying it does.
+func TestHeldJob(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 8)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobsPlace, JobsPlace{NetworkGate: true, Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: h.firstServer(), GPUs: eightGPUs}}}}})
+	leaf, port := "s1-leaf0", PortKey("s1-leaf0", "swp1")
+
+	// Held: its allocation is not in the input the revision is synced on.
+	cmd := h.revision(leaf, "quarantined", map[string]string{port: ""})
+	cmd.Held = []HeldJob{{Job: 1, Port: port, Why: "moves"}}
+	_, ids, _, err := h.f.FabricInput(h.at, []uint64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.IDsHash, cmd.Jobs = ids, nil
+	h.must(CmdFabricRevision, cmd)
+	j := h.f.d.Jobs[1]
+	if j.NetworkRev != 0 || j.Reason == nil || !strings.Contains(j.Reason.Message, "waiting for port s1-leaf0/swp1 to leave its previous tenant or group") {
+		t.Fatalf("held job: network revision %d, reason %+v", j.NetworkRev, j.Reason)
+	}
+	if got := h.f.HeldJobs(); len(got) != 1 || got[0].Job != 1 {
+		t.Fatalf("HeldJobs() = %+v", got)
+	}
+	h.deployedOK(1, leaf)
+	h.must(CmdFabricRevision, h.revision(leaf, "acme", map[string]string{port: "acme/group 2"}))
+	if j := h.f.d.Jobs[1]; j.NetworkRev != 2 || len(h.f.HeldJobs()) != 0 {
+		t.Fatalf("released job: network revision %d (want 2), held %v", j.NetworkRev, h.f.HeldJobs())
+	}
+	h.replays()
+}
