@@ -150,3 +150,37 @@ func TestFRRDriver(t *testing.T) {
 		t.Fatal("a device without a target was applied")
 	}
 }
+
+// TestFRRDriverLoadsGuards: the underlay's guard is loaded in the device's
+// namespace before the reload, each VRF's guard in the VRF's namespace
+// after it; a VRF guard with no namespace to go to is refused rather than
+// loaded where it would cut the underlay's BGP.
+func TestFRRDriverLoadsGuards(t *testing.T) {
+	conf := t.TempDir()
+	r := &fakeFRR{fail: map[string]bool{}}
+	f := &FRR{Run: r.run, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf, Netns: "lab-leaf1", VRFNetns: map[string]string{"a": "lab-leaf1-a"}}}}
+	files := []string{"frr.conf", "new", "guard.nft", "table inet jobfabric_guard {}", "guard-a.nft", "table inet jobfabric_guard {}", "gbp-a.nft", "table inet jobfabric_gbp {}"}
+	if err := f.Apply(context.Background(), dev("leaf1", "h", files...)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ip netns exec lab-leaf1 nft -f " + filepath.Join(conf, "guard.nft"),
+		"--test", "--reload",
+		"ip netns exec lab-leaf1-a nft -f " + filepath.Join(conf, "guard-a.nft"),
+		"ip netns exec lab-leaf1-a nft -f " + filepath.Join(conf, "gbp-a.nft"),
+	}
+	i := 0
+	for _, c := range r.calls {
+		if i < len(want) && strings.Contains(c, want[i]) {
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Fatalf("calls %q, want in order %q", r.calls, want)
+	}
+	r.calls = nil
+	err := f.Apply(context.Background(), dev("leaf1", "h2", "frr.conf", "newer", "guard-b.nft", "table inet jobfabric_guard {}"))
+	if err == nil || !strings.Contains(err.Error(), "vrf b has no network namespace") || len(r.calls) != 0 {
+		t.Fatalf("a VRF guard without a namespace: %v after %q, want a refusal before anything runs", err, r.calls)
+	}
+}

@@ -116,6 +116,13 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 	if conf == "" {
 		return fmt.Errorf("device %s: no frr.conf to apply (NOS %s)", d.Name, d.NOS)
 	}
+	for _, r := range rules {
+		if _, ok := t.VRFNetns[r.vrf]; !ok && strings.HasPrefix(r.file, "guard-") {
+			// A VRF guard accepts nothing but ICMP for the switch itself:
+			// loaded in the underlay's namespace it would cut BGP.
+			return fmt.Errorf("device %s: vrf %s has no network namespace of its own (vrfNetns), so its guard %s cannot be loaded; nothing applied (the frr driver needs FRR's netns VRF backend)", d.Name, r.vrf, r.file)
+		}
+	}
 	// The underlay's guard goes first: a port this config takes out of a
 	// VRF is never in the default table unguarded.
 	if guard != nil {

@@ -58,13 +58,16 @@ func defaultRange(name string) (lo, hi uint32) {
 	case VRFID:
 		return 1, 1<<16 - 1
 	case Group:
-		// 65535 is fabric.SwitchGroup, the leaves' own traffic.
-		return 1, 1<<16 - 2
+		return 1, maxGroup
 	case RT:
 		return 1 << 24, 1<<32 - 1
 	}
 	return 1000, 2999 // link VLANs
 }
+
+// maxGroup is the largest group ID a pool hands out: 65535 is
+// fabric.SwitchGroup, the leaves' own packets.
+const maxGroup = 1<<16 - 2
 
 // DefaultSpecs returns the fabric-wide pools with their default ranges.
 func DefaultSpecs(quarantine time.Duration) []Spec {
@@ -249,11 +252,17 @@ func (s *State) Allocate(pool, owner string, now time.Time) (uint32, error) {
 	if i := p.owned(owner); i >= 0 {
 		return p.Entries[i].ID, nil
 	}
+	hi := p.Max
+	if pool == Group && hi > maxGroup {
+		// A range made before the switch group was reserved, or resized
+		// past it, still never hands it out.
+		hi = maxGroup
+	}
 	start := p.Next
-	if start < p.Min || start > p.Max {
+	if start < p.Min || start > hi {
 		start = p.Min
 	}
-	id, ok := p.scan(start, p.Max, now)
+	id, ok := p.scan(start, hi, now)
 	if !ok && start > p.Min {
 		id, ok = p.scan(p.Min, start-1, now)
 	}
@@ -268,7 +277,7 @@ func (s *State) Allocate(pool, owner string, now time.Time) (uint32, error) {
 		p.Entries = slices.Insert(p.Entries, i, e)
 	}
 	p.Next = id + 1
-	if id == p.Max {
+	if id >= hi {
 		p.Next = p.Min
 	}
 	return id, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -312,5 +313,22 @@ func TestGroupPoolSparesTheSwitchGroup(t *testing.T) {
 		if s.Name == Group && (s.Min != 1 || s.Max != 1<<16-2) {
 			t.Fatalf("group pool %d..%d, want 1..65534", s.Min, s.Max)
 		}
+	}
+	// A pool from before the reservation (or resized past it) skips it.
+	now := time.Unix(1000, 0)
+	st, err := New(Spec{Name: Group, Min: 65533, Max: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for i := range 2 {
+		id, err := st.Allocate(Group, fmt.Sprint("job/", i), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	if _, err := st.Allocate(Group, "job/3", now); err == nil || !slices.Equal(got, []uint32{65533, 65534}) {
+		t.Fatalf("allocated %v then %v, want 65533, 65534 and then an exhausted pool", got, err)
 	}
 }

@@ -13,6 +13,12 @@
 // has no VXLAN group policy here (Junos, EOS, SONiC) job segmentation is
 // rendered as per-port ACLs, and the output says so in a comment.
 //
+// Every NOS also renders the server-port defences the intent carries: a
+// quarantined port is administratively down, and every server port's
+// ingress guard (nothing to the underlay, only ICMP to the switch itself)
+// is a filter or ACL on the hardware NOSes, merged with the segmentation
+// ACL, and nftables rulesets (guard.nft, guard-<vrf>.nft) on Linux leaves.
+//
 // Renderers are pure functions of the intent: output is byte-for-byte stable
 // (sorted everywhere), which the golden tests rely on. Checking FRR output
 // with vtysh and nftables output with nft happens in tests only.

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
@@ -210,6 +211,11 @@ func junosFilters(set func(string, ...any), d *fabric.Device, p *fabric.Port, l3
 		entries, permitRest, ok := portACL(d, p, fam.v6, true)
 		if !ok {
 			return
+		}
+		if fam.v6 && !slices.ContainsFunc(switchAddrs(p), netip.Addr.Is6) {
+			// A filter would create family inet6 on the unit, and with it
+			// an IPv6 link-local address the port does not have now.
+			continue
 		}
 		f := fmt.Sprintf("jf-%s-in%s", sanitize(l3), fam.suffix)
 		fl := "firewall family " + fam.name + " filter " + f + " "

@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,6 +108,49 @@ func TestRenderFacts(t *testing.T) {
 		want                     []string
 		not                      []string
 	}{
+		"junos quarantine and guard": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
+			"set interfaces et-0/0/3 disable\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term underlay from destination-address 10.254.1.1/32\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from destination-address 10.0.0.0/32\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from protocol icmp\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term switch then discard\n",
+			"set firewall family inet filter jf-et-0-0-1-0-in term rest then accept\n",
+			"set firewall family inet6 filter jf-et-0-0-1-0-in6 term switch-icmp from next-header icmp6\n",
+			"set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n",
+		}, []string{"set interfaces et-0/0/1 disable"}},
+		"nxos quarantine and guard": {"nxos", fabrictest.PureRT5, "s1-leaf0", "nxos.cfg", []string{
+			"interface Ethernet1/3\n  description s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown\n",
+			"  70 permit icmp any 10.0.0.0/32\n  80 permit icmp any 224.0.0.0/4\n  90 deny ip any 10.0.0.0/32\n  100 deny ip any 224.0.0.0/4\n  110 permit ip any any\n",
+			"  ip access-group JF-Ethernet1-1-IN in\n  ipv6 traffic-filter JF-Ethernet1-1-IN6 in\n",
+		}, nil},
+		"eos quarantine and guard": {"eos", fabrictest.PureRT5, "s1-leaf0", "eos.cfg", []string{
+			"   description s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown\n",
+			" permit icmpv6 any fe80::/10\n",
+			"   ip access-group JF-Ethernet1-IN in\n",
+		}, nil},
+		"sonic quarantine and guard": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
+			`"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`,
+			`"JF_Ethernet1_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD"`,
+			`"JF_Ethernet1_V4|PERMIT_ALL": {`,
+			`"JF_Ethernet1_V6|SWITCH_ICMP_1": {` + "\n" + `            "DST_IPV6": "fd00:0:0:1::/128",` + "\n" + `            "IP_PROTOCOL": "58",`,
+		}, nil},
+		"frr quarantine": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{
+			"interface swp3\n description s1-gpu003 nic0 (unassigned)\n shutdown\nexit\n",
+		}, nil},
+		"frr underlay guard": {"frr", fabrictest.PureRT5, "s1-leaf0", "guard.nft", []string{
+			"\t\ttype ifname\n\t\telements = {\n\t\t\t\"swp1\",\n",
+			"type filter hook input priority filter - 10; policy accept;\n\t\tiifname @server_ports counter drop\n",
+			"type filter hook forward priority filter - 10; policy accept;\n\t\toifname @server_ports counter drop\n",
+		}, nil},
+		"frr VRF guard": {"frr", fabrictest.PureRT5, "s1-leaf0", "guard-acme.nft", []string{
+			"type filter hook input priority filter - 10; policy drop;\n\t\tiifname \"lo\" accept\n",
+			"nd-neighbor-solicit",
+		}, []string{"tcp"}},
+		"frr switch group": {"frr", fabrictest.Segmented, "s1-leaf0", "gbp-globex.nft", []string{
+			"\t\tmeta mark 65535 accept\n\t\tmeta mark . oifname != @allowed counter drop\n",
+			"type filter hook output priority mangle; policy accept;\n\t\tmeta mark set 65535\n",
+			"meta mark . ip daddr @switch_allowed4 accept",
+		}, nil},
 		"junos type-5 VRF": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
 			"set routing-instances acme instance-type vrf",
 			"set routing-instances acme interface et-0/0/1.0",
@@ -245,5 +289,86 @@ func TestRenderRefusals(t *testing.T) {
 	}
 	if _, err := render.Render(&fabric.Device{Name: "x"}, "ios"); err == nil {
 		t.Error("an unknown NOS rendered")
+	}
+}
+
+// TestRenderersFollowTheIntent: quarantine and the guard are rendered from
+// the intent's fields, not re-derived, so a mutated intent renders as
+// mutated (and the verifier, which reads the same fields, catches it).
+func TestRenderersFollowTheIntent(t *testing.T) {
+	tests := []struct {
+		nos, file  string
+		port       string // unassigned port, then the guarded one
+		guarded    string
+		quarantine string // what quarantining the unassigned port renders
+		guard      string // what guarding the other port renders
+	}{
+		{"junos", "junos.set", "et-0/0/3", "et-0/0/1", "set interfaces et-0/0/3 disable", "jf-et-0-0-1-0-in"},
+		{"nxos", "nxos.cfg", "Ethernet1/3", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown", "JF-Ethernet1-1-IN"},
+		{"eos", "eos.cfg", "Ethernet3", "Ethernet1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-IN"},
+		{"sonic", "config_db.json", "Ethernet3", "Ethernet1", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet1_V4"},
+		{"frr", "frr.conf", "swp3", "swp1", "s1-gpu003 nic0 (unassigned)\n shutdown", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.nos, func(t *testing.T) {
+			content := func(it *fabric.Intent) string {
+				files, err := render.Render(it.Device("s1-leaf0"), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range files {
+					if f.Name == tc.file {
+						return f.Content
+					}
+				}
+				t.Fatalf("no %s", tc.file)
+				return ""
+			}
+			it := compile(t, tc.nos, fabrictest.PureRT5)
+			if c := content(it); !strings.Contains(c, tc.quarantine) || tc.guard != "" && !strings.Contains(c, tc.guard) {
+				t.Fatalf("the compiled intent renders without quarantine %q or guard %q", tc.quarantine, tc.guard)
+			}
+			d := it.Device("s1-leaf0")
+			d.Port(tc.port).Quarantined = false
+			d.Port(tc.guarded).Guarded = false
+			c := content(it)
+			if strings.Contains(c, tc.quarantine) {
+				t.Errorf("an un-quarantined port still renders %q", tc.quarantine)
+			}
+			if tc.guard != "" && strings.Contains(c, tc.guard) {
+				t.Errorf("an unguarded port still renders its guard %q", tc.guard)
+			}
+		})
+	}
+	// FRR's underlay guard lists guarded ports only.
+	it := compile(t, "frr", fabrictest.PureRT5)
+	it.Device("s1-leaf0").Port("swp3").Guarded = false
+	files, err := render.Render(it.Device("s1-leaf0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name == "guard.nft" && strings.Contains(f.Content, `"swp3"`) {
+			t.Errorf("an unguarded port is in the underlay guard:\n%s", f.Content)
+		}
+	}
+}
+
+// TestJunosNoInet6FilterWithoutIPv6: a filter would create family inet6
+// (and a link-local address) on a unit that has no IPv6.
+func TestJunosNoInet6FilterWithoutIPv6(t *testing.T) {
+	it := compile(t, "junos", fabrictest.PureRT5)
+	d := it.Device("s1-leaf0")
+	d.Port("et-0/0/1").IPv6 = netip.Prefix{}
+	files, err := render.Render(d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := files[0].Content
+	if strings.Contains(c, "jf-et-0-0-1-0-in6") || strings.Contains(c, "interfaces et-0/0/1 unit 0 family inet6") {
+		t.Errorf("a port without IPv6 gets family inet6:\n%s", c)
+	}
+	if !strings.Contains(c, "set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n") {
+		t.Errorf("a port without IPv6 lost its IPv4 guard")
 	}
 }

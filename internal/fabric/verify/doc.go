@@ -21,7 +21,15 @@
 //     another, by reachability over the routing graph (see Reachability);
 //   - job-isolation: within a segmented tenant, no endpoint reaches an
 //     endpoint of another job unless the input's contracts allow it, under
-//     group policy and under the ACL fallback alike.
+//     group policy and under the ACL fallback alike;
+//   - server-ports: every port in no VRF is quarantined, every port guarded;
+//   - underlay-isolation: every server port, assigned or not, taken as an
+//     attacker, reaches no underlay address (loopback, VTEP, uplink, BGP
+//     peer, listed from the devices themselves) and no switch control
+//     plane, and no VTEP would decapsulate a VXLAN packet from it;
+//   - switch-traffic: segmented VRFs on group-policy leaves let the
+//     leaves' own ICMP errors through (the switch group), and no server or
+//     group carries that group.
 //
 // Reachability is computed from the intent alone: a port belongs to the VRF
 // instances (device, VRF) it is bound to; an instance exports its routes

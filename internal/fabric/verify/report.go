@@ -216,8 +216,8 @@ func (r *Report) Text(limit int) string {
 	if failed > 0 {
 		verdict = fmt.Sprintf("FAILED (%d of %d checks)", failed, len(r.Checks))
 	}
-	fmt.Fprintf(&b, "fabric verify: %s: %d devices, %d VRF instances, %d endpoints (%d in a VRF), %d running jobs\n",
-		verdict, r.Stats.Devices, r.Stats.VRFs, r.Stats.Endpoints, r.Stats.Bound, r.Stats.Jobs)
+	fmt.Fprintf(&b, "fabric verify: %s: %d devices, %d VRF instances, %d endpoints (%d in a VRF, %d quarantined, %d guarded), %d running jobs\n",
+		verdict, r.Stats.Devices, r.Stats.VRFs, r.Stats.Endpoints, r.Stats.Bound, r.Stats.Quarantined, r.Stats.Guarded, r.Stats.Jobs)
 	width := 0
 	for _, c := range r.Checks {
 		width = max(width, len(c.Name))

@@ -44,8 +44,22 @@ func (v *verifier) serverPorts() Check {
 // target is an underlay address a server port must not reach.
 type target struct {
 	addr netip.Addr
-	what string
+	kind string         // "VTEP", "loopback", "uplink", "BGP peer"
+	dev  *fabric.Device // whose address it is (or who peers with it)
+	obj  string         // the uplink port, or the peer's name
 	leaf *fabric.Device // the VTEP's device when addr is a leaf's loopback
+}
+
+// what names the target for a failure (built only then: a large fabric has
+// tens of thousands of them).
+func (t *target) what() string {
+	switch t.kind {
+	case "uplink":
+		return "uplink " + t.dev.Name + "/" + t.obj
+	case "BGP peer":
+		return "BGP peer " + t.obj + " of " + t.dev.Name
+	}
+	return t.kind + " of " + t.dev.Name
 }
 
 // underlayTargets lists every underlay address of the intent, read from
@@ -54,25 +68,25 @@ type target struct {
 func (m *model) underlayTargets() []target {
 	var out []target
 	seen := map[netip.Addr]bool{}
-	add := func(a netip.Addr, what string, leaf *fabric.Device) {
-		if a.IsValid() && !seen[a] {
-			seen[a] = true
-			out = append(out, target{addr: a, what: what, leaf: leaf})
+	add := func(t target) {
+		if t.addr.IsValid() && !seen[t.addr] {
+			seen[t.addr] = true
+			out = append(out, t)
 		}
 	}
 	for _, d := range m.devs {
 		if d.Role == fabric.RoleLeaf {
-			add(d.Loopback, "VTEP "+d.Name, d)
+			add(target{addr: d.Loopback, kind: "VTEP", dev: d, leaf: d})
 		} else {
-			add(d.Loopback, "loopback of "+d.Name, nil)
+			add(target{addr: d.Loopback, kind: "loopback", dev: d})
 		}
 	}
 	for _, d := range m.devs {
 		for _, u := range d.Uplinks {
-			add(u.Address.Addr(), "uplink "+d.Name+"/"+u.Port, nil)
+			add(target{addr: u.Address.Addr(), kind: "uplink", dev: d, obj: u.Port})
 		}
 		for _, s := range d.Sessions {
-			add(s.Address, "BGP peer "+s.Peer+" of "+d.Name, nil)
+			add(target{addr: s.Address, kind: "BGP peer", dev: d, obj: s.Peer})
 		}
 	}
 	return out
@@ -133,7 +147,7 @@ func (v *verifier) underlayIsolation() Check {
 		var names []string
 		var vteps []*fabric.Device
 		for _, ti := range reach {
-			names = append(names, fmt.Sprintf("%s (%s)", targets[ti].addr, targets[ti].what))
+			names = append(names, fmt.Sprintf("%s (%s)", targets[ti].addr, targets[ti].what()))
 			if targets[ti].leaf != nil {
 				vteps = append(vteps, targets[ti].leaf)
 			}

@@ -459,7 +459,7 @@ func TestEnforcementFormsAgree(t *testing.T) {
 func TestReportRendering(t *testing.T) {
 	in, it := fixture(t)
 	ok := verify.Verify(in, it)
-	if ok.Err() != nil || !strings.HasPrefix(ok.String(), "fabric verify: OK: 6 devices, 12 VRF instances, 16 endpoints (11 in a VRF), 4 running jobs") {
+	if ok.Err() != nil || !strings.HasPrefix(ok.String(), "fabric verify: OK: 6 devices, 12 VRF instances, 16 endpoints (11 in a VRF, 5 quarantined, 16 guarded), 4 running jobs") {
 		t.Errorf("a passing report renders as:\n%s(err %v)", ok, ok.Err())
 	}
 	if len(ok.Checks) != 9 || ok.Check(verify.CheckJobIsolation) == nil || !ok.Check(verify.CheckLinks).OK {
