@@ -334,6 +334,13 @@ func TestLabAdversarial(t *testing.T) {
 		t.Errorf("attack: something got through from a server port (see above)")
 	}
 
+	// The verifier, which models server ports as attackers on the
+	// intent, agrees.
+	var v api.FabricVerify
+	if err := e.admin.Do(e.ctx, "GET", "/v1/fabric/verify", nil, &v); err != nil || !v.OK {
+		t.Errorf("fabric verify (%v):\n%s", err, v.Text)
+	}
+
 	// Mutations: the detector must see a port whose protection is gone.
 	// Each of the quarantine (the port is down) and the guard (nftables
 	// in the leaf's underlay namespace) alone keeps the attacker out;
