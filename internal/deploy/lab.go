@@ -161,6 +161,9 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	if err := p.bindVNIs(ctx, lc.VRFs); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
+	if err := p.unbindDropped(ctx, lc); err != nil {
+		return fmt.Errorf("device %s: %w", d.Name, err)
+	}
 	// The underlay's guard before any port moves: a port leaving a VRF is
 	// never in the default table unguarded, even for a moment.
 	for _, f := range d.Files {
@@ -480,6 +483,67 @@ func (p *plumber) bindVNIs(ctx context.Context, vrfs []labVRF) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// unbindDropped takes the VRFs the config no longer declares out of BGP
+// before the reload: their L3VNI first, then, once bgpd has let go of it,
+// their BGP instance. frr-reload would send both in one batch, and bgpd
+// refuses `no router bgp N vrf X` ("Please unconfigure l3vni") until
+// zebra's unbinding of the VNI has reached it; the reload would fail, the
+// previous config (VNI and all) be restored, and every retry race again.
+func (p *plumber) unbindDropped(ctx context.Context, lc *labConf) error {
+	out, err := p.l.Run(ctx, "vtysh", "--vty_socket", p.t.VtySocket, "-c", "show running-config")
+	if err != nil {
+		return fmt.Errorf("vtysh show running-config: %v: %s", err, lastLines(out, 3))
+	}
+	vnis, instances := runningVNIs(string(out)), runningVRFInstances(string(out))
+	var dropped []string
+	for vrf := range instances {
+		if lc.vni(vrf) == 0 {
+			dropped = append(dropped, vrf)
+		}
+	}
+	slices.Sort(dropped)
+	for _, vrf := range dropped {
+		if n := vnis[vrf]; n != 0 {
+			if err := p.run(ctx, "vtysh", "--vty_socket", p.t.VtySocket, "-c", "configure terminal", "-c", "vrf "+vrf, "-c", fmt.Sprintf("no vni %d", n), "-c", "exit-vrf"); err != nil {
+				return err
+			}
+		}
+		start := time.Now()
+		for {
+			// vtysh exits 0 on bgpd's refusal too: the running config says.
+			p.l.Run(ctx, "vtysh", "--vty_socket", p.t.VtySocket, "-c", "configure terminal", "-c", "no "+instances[vrf])
+			out, err := p.l.Run(ctx, "vtysh", "--vty_socket", p.t.VtySocket, "-c", "show running-config")
+			if err != nil {
+				return fmt.Errorf("vtysh show running-config: %v: %s", err, lastLines(out, 3))
+			}
+			if _, still := runningVRFInstances(string(out))[vrf]; !still {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				return fmt.Errorf("bgpd kept %q for 10s after its L3VNI was unbound", instances[vrf])
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// runningVRFInstances maps each VRF with a BGP instance in a running config
+// to that instance's line (`router bgp N vrf X`).
+func runningVRFInstances(conf string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(conf, "\n") {
+		if f := strings.Fields(line); len(f) == 5 && !strings.HasPrefix(line, " ") && f[0] == "router" && f[1] == "bgp" && f[3] == "vrf" {
+			out[f[4]] = strings.Join(f, " ")
+		}
+	}
+	return out
 }
 
 // runningVNIs reads the `vrf X / vni N` stanzas of a running config.

@@ -39,6 +39,10 @@ exit
 router bgp 65001
  bgp router-id 10.254.1.1
 exit
+!
+router bgp 65001 vrf acme
+ bgp router-id 10.254.1.1
+exit
 `
 
 func TestParseLabConf(t *testing.T) {
@@ -95,6 +99,8 @@ type fakeKernel struct {
 	vnis    map[string]string // vrf -> vni
 	ifaces  map[string]string // running config stanza of a port -> its lines
 	views   map[string]bool   // bound /run/netns/<vrf> in the daemons' view
+	bgp     map[string]bool   // VRFs with a BGP instance (router bgp N vrf X)
+	refused int               // `no router bgp` refused while the VRF had a VNI
 	cmds    []string
 	reloads int
 }
@@ -149,6 +155,9 @@ func (k *fakeKernel) run(ctx context.Context, name string, args ...string) ([]by
 		for h, lines := range k.ifaces {
 			fmt.Fprintf(&b, "%s\n%sexit\n", h, lines)
 		}
+		for v := range k.bgp {
+			fmt.Fprintf(&b, "router bgp 65001 vrf %s\n bgp router-id 10.254.1.1\nexit\n", v)
+		}
 		return []byte(b.String()), nil
 	case name == "vtysh":
 		var vrf string
@@ -159,12 +168,26 @@ func (k *fakeKernel) run(ctx context.Context, name string, args ...string) ([]by
 			if args[i] == "-c" && strings.HasPrefix(args[i+1], "vni ") {
 				k.vnis[vrf] = strings.TrimPrefix(args[i+1], "vni ")
 			}
+			if args[i] == "-c" && strings.HasPrefix(args[i+1], "no vni ") {
+				delete(k.vnis, vrf)
+			}
+			if v, ok := strings.CutPrefix(args[i+1], "no router bgp 65001 vrf "); args[i] == "-c" && ok {
+				// bgpd refuses while the VRF still has its L3VNI.
+				if k.vnis[v] != "" {
+					k.refused++
+				} else {
+					delete(k.bgp, v)
+				}
+			}
 			if args[i] == "-c" && strings.HasPrefix(args[i+1], "interface ") {
 				delete(k.ifaces, args[i+1])
 			}
 		}
 	case name == "ip" && len(args) > 4 && args[3] == "python3":
 		if slices.Contains(args, "--reload") {
+			if f, err := os.ReadFile(last); err == nil && strings.Contains(string(f), "router bgp 65001 vrf acme") {
+				k.bgp["acme"] = true
+			}
 			k.reloads++
 			k.ifaces = map[string]string{"interface swp1 vrf acme": " description x\n ip address 10.0.0.0/31\n"}
 		}
@@ -199,7 +222,7 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	netns := filepath.Join(dir, "netns")
 	os.Mkdir(netns, 0o755)
-	k := &fakeKernel{t: t, netns: netns, links: map[string][]string{"lab-leaf1": {"lo", "swp1", "swp2", "swp5"}}, vnis: map[string]string{}, ifaces: map[string]string{}, views: map[string]bool{}}
+	k := &fakeKernel{t: t, netns: netns, links: map[string][]string{"lab-leaf1": {"lo", "swp1", "swp2", "swp5"}}, vnis: map[string]string{}, ifaces: map[string]string{}, views: map[string]bool{}, bgp: map[string]bool{}}
 	os.WriteFile(filepath.Join(netns, "lab-leaf1"), nil, 0o644)
 	l := &Lab{NetnsDir: netns, Run: k.run, Targets: map[string]LabTarget{"leaf1": {
 		FRRTarget: FRRTarget{VtySocket: dir, ConfDir: dir, Netns: "lab-leaf1"},
@@ -245,11 +268,19 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 	// The VRF goes: the port leaves it (its stanza cleared first), the
 	// namespace is deleted after the reload.
 	k.cmds = nil
-	noVRF := strings.Replace(strings.Replace(labLeafConf, "vrf acme\n vni 10001\nexit-vrf\n", "", 1), "interface swp1 vrf acme", "interface swp1", 1)
+	noVRF := strings.NewReplacer("vrf acme\n vni 10001\nexit-vrf\n", "", "interface swp1 vrf acme", "interface swp1",
+		"router bgp 65001 vrf acme\n bgp router-id 10.254.1.1\nexit\n", "").Replace(labLeafConf)
 	if err := l.Apply(ctx, dev("leaf1", "h2", "frr.conf", noVRF)); err != nil {
 		t.Fatal(err)
 	}
+	// Before the reload, the dropped VRF leaves BGP: its L3VNI first, then
+	// its instance (which bgpd refuses while the VNI is bound).
+	if k.bgp["acme"] || k.refused != 0 {
+		t.Fatalf("vrf acme's BGP instance: left %v, refused %d times", k.bgp["acme"], k.refused)
+	}
 	for _, want := range []string{
+		"vtysh --vty_socket " + dir + " -c configure terminal -c vrf acme -c no vni 10001 -c exit-vrf",
+		"vtysh --vty_socket " + dir + " -c configure terminal -c no router bgp 65001 vrf acme",
 		"vtysh --vty_socket " + dir + " -c configure terminal -c interface swp1 vrf acme -c no description -c no ip address 10.0.0.0/31 -c exit",
 		"ip -n lab-leaf1.vrf-acme link set swp1 netns lab-leaf1",
 		"nsenter --mount=/proc/1/ns/mnt -- rm -f /run/netns/acme",
