@@ -104,16 +104,8 @@ func (l *Lab) FirstReply(ctx context.Context, src *Endpoint, dst string, interva
 	for sc.Scan() {
 		line := sc.Text()
 		last = line
-		// "[1795336473.123456] 64 bytes from 10.0.0.7: icmp_seq=..."
-		if !strings.Contains(line, "bytes from") || !strings.HasPrefix(line, "[") {
-			continue
-		}
-		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
-		sec, frac, _ := strings.Cut(ts, ".")
-		s, err1 := strconv.ParseInt(sec, 10, 64)
-		us, err2 := strconv.ParseInt((frac + "000000")[:6], 10, 64)
-		if err1 == nil && err2 == nil {
-			return time.Unix(s, us*1000), nil
+		if at, ok := replyTime(line); ok {
+			return at, nil
 		}
 	}
 	return time.Time{}, fmt.Errorf("ping %s from %s: no reply within %s (%s)", dst, src.Name(), deadline, last)
@@ -122,4 +114,78 @@ func (l *Lab) FirstReply(ctx context.Context, src *Endpoint, dst string, interva
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// PingRun is a continuous ping (`ping -D -i INTERVAL`) whose replies are
+// timestamped as they come.
+type PingRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	times  []time.Time
+	last   string
+}
+
+// StartPing pings dst from src every interval until Stop. Errors
+// (unreachable, filtered) do not stop it.
+func (l *Lab) StartPing(ctx context.Context, src *Endpoint, dst string, interval time.Duration) (*PingRun, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(cctx, "ip", "netns", "exec", src.Netns, "ping", "-n", "-D",
+		"-i", strconv.FormatFloat(interval.Seconds(), 'f', 3, 64), dst)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &PingRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer cmd.Wait()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			at, ok := replyTime(line)
+			p.mu.Lock()
+			p.last = line
+			if ok {
+				p.times = append(p.times, at)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p, nil
+}
+
+// Replies returns the reply times so far.
+func (p *PingRun) Replies() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.times...)
+}
+
+// Stop ends the ping and returns every reply time.
+func (p *PingRun) Stop() []time.Time {
+	p.cancel()
+	<-p.done
+	return p.Replies()
+}
+
+// replyTime reads the timestamp of a reply line of `ping -D`:
+// "[1795336473.123456] 64 bytes from 10.0.0.7: icmp_seq=...".
+func replyTime(line string) (time.Time, bool) {
+	if !strings.Contains(line, "bytes from") || !strings.HasPrefix(line, "[") {
+		return time.Time{}, false
+	}
+	ts, _, _ := strings.Cut(strings.TrimPrefix(line, "["), "]")
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	us, err2 := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(s, us*1000), true
 }

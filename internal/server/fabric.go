@@ -25,6 +25,16 @@ import (
 // placed jobs wait for their network, deploys what is not deployed yet
 // through the driver, and commits each device's outcome. The state machine
 // turns Placed jobs Ready once their revision is on their leaves.
+//
+// A server port never goes from one tenant (or job group) to another in
+// one revision: a job whose port still has another membership is held
+// out of the revision, which removes the old membership (the port is
+// quarantined); once that is deployed on the port's leaf, the next
+// revision adds the job. The leaf of the port is the only place where a
+// tenant's traffic can enter it, so that deploy is what the second step
+// waits for: routes to the port that other leaves keep until the BGP
+// withdrawal reaches them lead to the port's leaf in the old tenant's
+// VNI, whose VRF there no longer has the port (nor its prefix), and die.
 
 // fabricEnabled: a driver deploys, so placed jobs wait for the network.
 func (s *Server) fabricEnabled() bool { return s.driver != nil }
@@ -115,9 +125,9 @@ type compiled struct {
 
 // compileNow compiles the state with the id pools synced at now (the
 // revision command carries the same time, so the state machine's sync
-// gives the same ids).
-func (s *Server) compileNow(now time.Time) (*compiled, error) {
-	in, idsHash, jobs, err := s.fsm.FabricInput(now)
+// gives the same ids), leaving out the jobs in held.
+func (s *Server) compileNow(now time.Time, held ...uint64) (*compiled, error) {
+	in, idsHash, jobs, err := s.fsm.FabricInput(now, held)
 	if err != nil {
 		return nil, err
 	}
@@ -136,9 +146,84 @@ func (s *Server) compileNow(now time.Time) (*compiled, error) {
 	return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs, report: verify.Verify(in, it)}, nil
 }
 
+// compileHeld compiles the state at now, holding out every job that would
+// give a port a membership while the port has another one, or while the
+// removal of its previous one is not deployed on its leaf yet. It returns
+// the compile, the ports whose membership it changes and the held jobs.
+func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []state.HeldJob, error) {
+	members, deployed := s.fsm.PortMembers()
+	var held []state.HeldJob
+	var ids []uint64
+	// Holding a job can change the membership of a port it shares with
+	// another job (a group): check again until nothing more is held.
+	for {
+		c, err := s.compileNow(now, ids...)
+		if err != nil || c == nil {
+			return c, nil, nil, err
+		}
+		changes := map[string]string{}
+		more := false
+		for i := range c.intent.Devices {
+			d := &c.intent.Devices[i]
+			for j := range d.Ports {
+				p := &d.Ports[j]
+				k, want := state.PortKey(d.Name, p.Name), state.PortMembership(p)
+				cur := members[k]
+				if want == cur.Member {
+					continue
+				}
+				why := ""
+				switch {
+				case want == "":
+				case cur.Member != "":
+					why = "moves"
+				case cur.Rev != 0 && deployed[d.Name] < cur.Rev:
+					why = "deploying"
+				}
+				if why == "" {
+					changes[k] = want
+					continue
+				}
+				heldOne := false
+				for _, js := range p.Jobs {
+					id, err := strconv.ParseUint(js, 10, 64)
+					if err != nil || slices.Contains(ids, id) {
+						continue
+					}
+					ids = append(ids, id)
+					held = append(held, state.HeldJob{Job: id, Port: k, Why: why})
+					more, heldOne = true, true
+				}
+				if !heldOne {
+					// No job to hold (cannot happen: every allocation is a
+					// job's): say the change, and the state machine refuses
+					// the revision rather than the port changing hands.
+					changes[k] = want
+				}
+			}
+		}
+		if !more {
+			return c, changes, held, nil
+		}
+	}
+}
+
+// sameJobs: a and b hold the same jobs.
+func sameJobs(a, b []state.HeldJob) bool {
+	ids := func(hs []state.HeldJob) []uint64 {
+		var out []uint64
+		for _, h := range hs {
+			out = append(out, h.Job)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(ids(a), ids(b))
+}
+
 func (s *Server) compileFabric(ctx context.Context) error {
 	now := s.clock.Now()
-	c, err := s.compileNow(now)
+	c, ports, held, err := s.compileHeld(now)
 	if err != nil || c == nil {
 		return err
 	}
@@ -146,7 +231,7 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	if derr != nil {
 		return derr
 	}
-	cmd := state.FabricRevisionCmd{SyncAt: now, IDsHash: c.idsHash, Changed: map[string]state.DeviceConfig{}, Jobs: c.jobs, InUse: c.intent.InUse()}
+	cmd := state.FabricRevisionCmd{SyncAt: now, IDsHash: c.idsHash, Changed: map[string]state.DeviceConfig{}, Jobs: c.jobs, InUse: c.intent.InUse(), Ports: ports, Held: held}
 	roles := map[string]string{}
 	for _, d := range c.intent.Devices {
 		roles[d.Name] = string(d.Role)
@@ -165,8 +250,10 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		}
 	}
 	slices.Sort(cmd.Removed)
-	waiting := s.fsm.JobsAwaitingNetwork()
-	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 {
+	waiting := slices.DeleteFunc(s.fsm.JobsAwaitingNetwork(), func(id uint64) bool {
+		return slices.ContainsFunc(held, func(h state.HeldJob) bool { return h.Job == id })
+	})
+	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 && len(ports) == 0 && sameJobs(held, s.fsm.HeldJobs()) {
 		return nil // nothing to commit
 	}
 	if !c.report.OK() {
@@ -179,6 +266,9 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		s.log.Error("fabric verifier failed: the revision is committed for the record, but look", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
 	}
 	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
+	if len(held) > 0 {
+		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", len(held))
+	}
 	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
 		var de *domain.Error
 		if errors.As(err, &de) && de.Code == domain.CodeFailedPrecondition {

@@ -29,7 +29,13 @@ import (
 //   - each device's deployed revision and last error;
 //   - the network readiness gate: a Placed job becomes Ready once the
 //     revision carrying its ports and groups is deployed on every leaf its
-//     GPUs use.
+//     GPUs use;
+//   - every server port's membership (VRF and group) in the latest
+//     revision, and the revision that last changed it: a port never moves
+//     from one membership to another in one revision. The old one is
+//     removed first (the port quarantined), and the new one added only
+//     once that removal is deployed on the port's leaf; the job waiting
+//     for the port is held out of the revisions until then (Held).
 
 // Fabric commands.
 const (
@@ -55,6 +61,21 @@ type (
 		Jobs    []uint64                `json:"jobs,omitempty"` // jobs whose allocations the revision carries
 		InUse   fabric.InUse            `json:"inUse"`
 		Verify  []string                `json:"verify,omitempty"` // verifier failures, for the record
+		// Ports are the server ports whose membership the revision
+		// changes ("leaf/port" -> PortMembership of the port, "" for none).
+		Ports map[string]string `json:"ports,omitempty"`
+		// Held are placed jobs whose allocations the revision leaves out:
+		// a port of theirs still has (or only just lost) another
+		// membership.
+		Held []HeldJob `json:"held,omitempty"`
+	}
+	// HeldJob is a job held out of a revision, and the port it waits for.
+	HeldJob struct {
+		Job  uint64 `json:"job"`
+		Port string `json:"port"`
+		// Why: "moves" (the port leaves its old membership in this
+		// revision) or "deploying" (the removal is not deployed yet).
+		Why string `json:"why"`
 	}
 	// FabricDeployedCmd records a deploy of revision Rev.
 	FabricDeployedCmd struct {
@@ -99,6 +120,30 @@ type FabricRevision struct {
 	Verify  []string                `json:"verify,omitempty"`
 }
 
+// PortMember is a server port's membership in the latest revision.
+type PortMember struct {
+	// Member is PortMembership of the port ("" for none).
+	Member string `json:"member,omitempty"`
+	// Rev is the revision that set it.
+	Rev uint64 `json:"rev"`
+}
+
+// PortKey names a server port in Ports: "leaf/port".
+func PortKey(leaf, port string) string { return leaf + "/" + port }
+
+// PortMembership is what a port's traffic may reach, as one string: its
+// VRF, and its group in a segmented VRF ("" when the port is in no VRF).
+// Two jobs of one tenant without segmentation are the same membership.
+func PortMembership(p *fabric.Port) string {
+	if !p.Assigned() {
+		return ""
+	}
+	if p.Group != 0 {
+		return p.VRF + "/group " + strconv.Itoa(int(p.Group))
+	}
+	return p.VRF
+}
+
 // DeviceState is what the state knows of one switch.
 type DeviceState struct {
 	Name        string    `json:"name"`
@@ -119,6 +164,11 @@ type fabricData struct {
 	Revisions []*FabricRevision       `json:"revisions,omitempty"`
 	Devices   map[string]*DeviceState `json:"devices,omitempty"`
 	Options   fabric.Options          `json:"options"`
+	// Ports are the server ports with a membership, and those that lost
+	// one in a revision not yet deployed on their leaf.
+	Ports map[string]PortMember `json:"ports,omitempty"`
+	// Held are the jobs the latest revision held out.
+	Held []HeldJob `json:"held,omitempty"`
 }
 
 // holdsGPUs: the job's allocation is in the fabric.
@@ -134,11 +184,12 @@ func holdsGPUs(j *domain.Job) bool {
 // pools are synced on a copy (what the state machine will do when the
 // revision is committed with SyncAt now) and the ids filled in. IDsHash
 // identifies the sync's outcome.
-func (f *FSM) FabricInput(now time.Time) (in fabric.Input, idsHash string, jobs []uint64, err error) {
+// Jobs in held are left out (see FabricRevisionCmd.Held).
+func (f *FSM) FabricInput(now time.Time, held []uint64) (in fabric.Input, idsHash string, jobs []uint64, err error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	ps := f.pools().Clone()
-	in, jobs = f.fabricInput()
+	in, jobs = f.fabricInput(held)
 	if err := syncIDs(ps, &in, now); err != nil {
 		return in, "", nil, err
 	}
@@ -153,15 +204,16 @@ func (f *FSM) pools() *pool.State {
 	return ps
 }
 
-// fabricInput lists tenants, allocations and the jobs they belong to.
-func (f *FSM) fabricInput() (fabric.Input, []uint64) {
+// fabricInput lists tenants, allocations and the jobs they belong to,
+// leaving out the jobs in held.
+func (f *FSM) fabricInput(held []uint64) (fabric.Input, []uint64) {
 	in := fabric.Input{Topology: f.d.Topology, Options: f.d.Fabric.Options}
 	for _, name := range slices.Sorted(maps.Keys(f.d.Tenants)) {
 		in.Tenants = append(in.Tenants, *f.d.Tenants[name])
 	}
 	var jobs []uint64
 	for _, j := range f.sortedJobs() {
-		if !holdsGPUs(j) {
+		if !holdsGPUs(j) || slices.Contains(held, j.ID) {
 			continue
 		}
 		jobs = append(jobs, j.ID)
@@ -289,8 +341,12 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	if derr != nil {
 		return nil, derr
 	}
+	var held []uint64
+	for _, h := range p.Held {
+		held = append(held, h.Job)
+	}
 	ps := f.pools().Clone()
-	in, _ := f.fabricInput()
+	in, _ := f.fabricInput(held)
 	if err := syncIDs(ps, &in, p.SyncAt); err != nil {
 		return nil, asDomainError(err)
 	}
@@ -307,6 +363,9 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 		return nil, nil
 	}
 	fd := &f.d.Fabric
+	if derr := f.checkPortMoves(p.Ports); derr != nil {
+		return nil, derr
+	}
 	fd.Pools = ps
 	fd.Rev++
 	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify}
@@ -334,9 +393,28 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			d.DeployedRev = fd.Rev
 		}
 	}
+	if len(p.Ports) > 0 && fd.Ports == nil {
+		fd.Ports = map[string]PortMember{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Ports)) {
+		fd.Ports[k] = PortMember{Member: p.Ports[k], Rev: fd.Rev}
+	}
+	fd.Held = p.Held
 	for _, id := range p.Jobs {
-		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
+		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 && !slices.Contains(held, id) {
 			j.NetworkRev = fd.Rev
+		}
+	}
+	for _, h := range p.Held {
+		if j, ok := f.d.Jobs[h.Job]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
+			msg := fmt.Sprintf("waiting for port %s to leave its previous tenant or group: the removal is deployed first (revision %d), then its network is added", h.Port, fd.Rev)
+			if h.Why == "deploying" {
+				msg = fmt.Sprintf("waiting for the removal of port %s's previous membership (revision %d) to be deployed on its leaf before its network is added", h.Port, fd.Ports[h.Port].Rev)
+			}
+			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
+			if j.Reason == nil || *j.Reason != r {
+				j.Reason, j.UpdatedAt = &r, c.At
+			}
 		}
 	}
 	msg := fmt.Sprintf("revision %d: %d devices changed, %d removed", fd.Rev, len(p.Changed), len(p.Removed))
@@ -349,6 +427,57 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	f.event(c, "fabric.revision", fmt.Sprintf("fabric/%d", fd.Rev), "", "", msg)
 	f.gate(c)
 	return rev, nil
+}
+
+// checkPortMoves refuses a revision that moves a server port from one
+// membership straight to another, or gives a port a membership while the
+// removal of its previous one is not yet deployed on its leaf: during
+// either, both the old and the new tenant (or job group) could reach the
+// server behind it.
+func (f *FSM) checkPortMoves(ports map[string]string) *domain.Error {
+	fd := &f.d.Fabric
+	for _, k := range slices.Sorted(maps.Keys(ports)) {
+		want := ports[k]
+		cur := fd.Ports[k]
+		if want == "" || want == cur.Member {
+			continue
+		}
+		if cur.Member != "" {
+			return &domain.Error{Code: domain.CodeFailedPrecondition, Field: "ports",
+				Message: fmt.Sprintf("port %s moves from %q to %q in one revision: its old membership must be removed (and deployed) first", k, cur.Member, want)}
+		}
+		leaf, _, _ := strings.Cut(k, "/")
+		if d := fd.Devices[leaf]; cur.Rev != 0 && (d == nil || d.DeployedRev < cur.Rev) {
+			return &domain.Error{Code: domain.CodeFailedPrecondition, Field: "ports",
+				Message: fmt.Sprintf("port %s joins %q before the removal of its previous membership (revision %d) is deployed on %s", k, want, cur.Rev, leaf)}
+		}
+	}
+	return nil
+}
+
+// prunePorts forgets ports without a membership once their removal is
+// deployed on their leaf (or the leaf left the fabric).
+func (f *FSM) prunePorts() {
+	fd := &f.d.Fabric
+	for k, pm := range fd.Ports {
+		leaf, _, _ := strings.Cut(k, "/")
+		d := fd.Devices[leaf]
+		if d == nil || (pm.Member == "" && d.DeployedRev >= pm.Rev) {
+			delete(fd.Ports, k)
+		}
+	}
+}
+
+// PortMembers returns every server port's membership in the latest
+// revision and each device's deployed revision.
+func (f *FSM) PortMembers() (map[string]PortMember, map[string]uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	deployed := map[string]uint64{}
+	for name, d := range f.d.Fabric.Devices {
+		deployed[name] = d.DeployedRev
+	}
+	return maps.Clone(f.d.Fabric.Ports), deployed
 }
 
 // foldRevisions keeps maxRevisions revisions: the oldest dropped one's
@@ -405,6 +534,7 @@ func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
 		f.event(c, "fabric.deploy", fmt.Sprintf("fabric/%d", p.Rev), "", "", fmt.Sprintf("revision %d: %d devices applied", p.Rev, len(ok)))
 	}
 	f.markDeployed(c.At)
+	f.prunePorts()
 	f.gate(c)
 	return f.fabricStatusLocked(), nil
 }
@@ -495,6 +625,12 @@ func (f *FSM) FabricFingerprint() uint64 {
 	for _, j := range f.d.Jobs {
 		if holdsGPUs(j) {
 			sum += item("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
+		}
+	}
+	// A held job waits for a deploy: compile again after each.
+	if len(f.d.Fabric.Held) > 0 {
+		for name, d := range f.d.Fabric.Devices {
+			sum += item("d|%s|%d", name, d.DeployedRev)
 		}
 	}
 	return sum
@@ -607,4 +743,11 @@ func DeviceFiles(cfgs map[string]DeviceConfig) []render.DeviceFiles {
 		out = append(out, render.DeviceFiles{Device: name, NOS: dc.NOS, Files: dc.Files})
 	}
 	return out
+}
+
+// HeldJobs are the jobs the latest revision held out.
+func (f *FSM) HeldJobs() []HeldJob {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.d.Fabric.Held)
 }

@@ -1,0 +1,106 @@
+package state
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
+)
+
+// revision builds a revision command that changes leaf's config and the
+// given port memberships, synced at the harness's time.
+func (h *harness) revision(leaf, conf string, ports map[string]string) FabricRevisionCmd {
+	h.t.Helper()
+	_, ids, jobs, err := h.f.FabricInput(h.at, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	files := []render.File{{Name: "frr.conf", Content: conf}}
+	return FabricRevisionCmd{SyncAt: h.at, IDsHash: ids, Jobs: jobs, Ports: ports,
+		Changed: map[string]DeviceConfig{leaf: {NOS: "frr", Role: "leaf", Files: files, Hash: ConfigHash("frr", files)}}}
+}
+
+func (h *harness) deployedOK(rev uint64, leaf string) {
+	h.t.Helper()
+	d := h.f.FabricStatus().Devices
+	for _, x := range d {
+		if x.Name == leaf {
+			h.must(CmdFabricDeployed, FabricDeployedCmd{Rev: rev, Results: []DeployResult{{Device: leaf, Hash: x.DesiredHash}}})
+			return
+		}
+	}
+	h.t.Fatalf("no device %s", leaf)
+}
+
+// TestPortMovesInTwoSteps: the state machine refuses a revision that
+// moves a server port from one membership straight to another, or that
+// adds a membership before the removal of the previous one is deployed
+// on the port's leaf; removal, deploy, then the new membership passes.
+func TestPortMovesInTwoSteps(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 0)
+	leaf, port := "s1-leaf0", PortKey("s1-leaf0", "swp1")
+	h.must(CmdFabricRevision, h.revision(leaf, "acme", map[string]string{port: "acme"}))
+	h.deployedOK(1, leaf)
+
+	for name, ports := range map[string]map[string]string{
+		"another tenant":         {port: "globex"},
+		"another group":          {port: "acme/group 7"},
+		"one port of two moving": {PortKey(leaf, "swp2"): "globex", port: "globex"},
+	} {
+		r := h.refusedChangesNothing(CmdFabricRevision, h.revision(leaf, "moved", ports))
+		if de := r.Err; de == nil || de.Code != domain.CodeFailedPrecondition || !strings.Contains(de.Message, "moves from") {
+			t.Fatalf("%s: %v, want a refusal saying the port moves", name, r.Err)
+		}
+	}
+	// Removal first: revision 2, not yet deployed.
+	h.must(CmdFabricRevision, h.revision(leaf, "quarantined", map[string]string{port: ""}))
+	r := h.refusedChangesNothing(CmdFabricRevision, h.revision(leaf, "globex", map[string]string{port: "globex"}))
+	if de := r.Err; de == nil || !strings.Contains(de.Message, "before the removal of its previous membership (revision 2) is deployed on s1-leaf0") {
+		t.Fatalf("a membership added before the removal is deployed: %v, want a refusal", r.Err)
+	}
+	// A deploy that failed does not count.
+	h.must(CmdFabricDeployed, FabricDeployedCmd{Rev: 2, Results: []DeployResult{{Device: leaf, Error: "connection refused"}}})
+	h.refusedChangesNothing(CmdFabricRevision, h.revision(leaf, "globex", map[string]string{port: "globex"}))
+	h.deployedOK(2, leaf)
+	if pm, _ := h.f.PortMembers(); len(pm) != 0 {
+		t.Fatalf("a port whose removal is deployed is still tracked: %v", pm)
+	}
+	h.must(CmdFabricRevision, h.revision(leaf, "globex", map[string]string{port: "globex"}))
+	if pm, _ := h.f.PortMembers(); pm[port] != (PortMember{Member: "globex", Rev: 3}) {
+		t.Fatalf("port membership after the move: %+v", pm[port])
+	}
+	h.replays()
+}
+
+// TestHeldJob: a job the revision holds out gets no network revision
+// and says what it waits for; the next revision carrying it does.
+func TestHeldJob(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 8)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobsPlace, JobsPlace{NetworkGate: true, Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: h.firstServer(), GPUs: eightGPUs}}}}})
+	leaf, port := "s1-leaf0", PortKey("s1-leaf0", "swp1")
+
+	// Held: its allocation is not in the input the revision is synced on.
+	cmd := h.revision(leaf, "quarantined", map[string]string{port: ""})
+	cmd.Held = []HeldJob{{Job: 1, Port: port, Why: "moves"}}
+	_, ids, _, err := h.f.FabricInput(h.at, []uint64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.IDsHash, cmd.Jobs = ids, nil
+	h.must(CmdFabricRevision, cmd)
+	j := h.f.d.Jobs[1]
+	if j.NetworkRev != 0 || j.Reason == nil || !strings.Contains(j.Reason.Message, "waiting for port s1-leaf0/swp1 to leave its previous tenant or group") {
+		t.Fatalf("held job: network revision %d, reason %+v", j.NetworkRev, j.Reason)
+	}
+	if got := h.f.HeldJobs(); len(got) != 1 || got[0].Job != 1 {
+		t.Fatalf("HeldJobs() = %+v", got)
+	}
+	h.deployedOK(1, leaf)
+	h.must(CmdFabricRevision, h.revision(leaf, "acme", map[string]string{port: "acme/group 2"}))
+	if j := h.f.d.Jobs[1]; j.NetworkRev != 2 || len(h.f.HeldJobs()) != 0 {
+		t.Fatalf("released job: network revision %d (want 2), held %v", j.NetworkRev, h.f.HeldJobs())
+	}
+	h.replays()
+}
