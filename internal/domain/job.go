@@ -189,7 +189,7 @@ const (
 // TopologyRequirement: the gang must (Required) or should (preferred) be
 // packed within one Level.
 type TopologyRequirement struct {
-	Level    string `json:"level"`
+	Level    string `json:"level" openapi:"required" enum:"TopologyNVLinkDomain,TopologyLeaf,TopologyStripe,TopologyAny"`
 	Required bool   `json:"required"`
 }
 

@@ -13,13 +13,13 @@ type Topology struct {
 
 // Site is a physical location holding one or more fabrics.
 type Site struct {
-	Name    string   `json:"name"`
+	Name    string   `json:"name" openapi:"required"`
 	Fabrics []Fabric `json:"fabrics"`
 }
 
 // Fabric is one leaf/spine EVPN-VXLAN fabric and the servers cabled to it.
 type Fabric struct {
-	Name string `json:"name"`
+	Name string `json:"name" openapi:"required"`
 	// RailOptimized: NIC i of every server of a stripe connects to the leaf of
 	// rail i of that stripe, and every server of a stripe has one NIC per rail.
 	RailOptimized bool `json:"railOptimized"`
@@ -43,7 +43,7 @@ type LinkPools struct {
 
 // Switch is a leaf or a spine.
 type Switch struct {
-	Name     string `json:"name"`
+	Name     string `json:"name" openapi:"required"`
 	ASN      uint32 `json:"asn"`
 	Loopback string `json:"loopback"` // IPv4 address, also the VTEP address on leaves
 	// Stripe and Rail are set on rail-optimized leaves: the leaf serves rail
@@ -53,12 +53,12 @@ type Switch struct {
 	// Ports are named PortPrefix+N for N in 1..PortCount (e.g. swp1..swp64).
 	PortPrefix string `json:"portPrefix,omitempty"`
 	PortCount  int    `json:"portCount"`
-	NOS        string `json:"nos,omitempty"` // junos, nxos, eos, sonic, frr
+	NOS        string `json:"nos,omitempty" enum:"render.Junos,render.NXOS,render.EOS,render.SONiC,render.FRR"` // junos, nxos, eos, sonic, frr
 }
 
 // Server is a GPU server.
 type Server struct {
-	Name     string `json:"name"`
+	Name     string `json:"name" openapi:"required"`
 	Stripe   int    `json:"stripe"`
 	GPUModel string `json:"gpuModel"`
 	GPUs     int    `json:"gpus"`
@@ -92,7 +92,7 @@ func ValidateServerResources(field string, s *Server) *Error {
 
 // NIC is a server's network interface used for GPU traffic.
 type NIC struct {
-	Name       string `json:"name"`
+	Name       string `json:"name" openapi:"required"`
 	RDMADevice string `json:"rdmaDevice,omitempty"` // e.g. mlx5_0
 	Rail       int    `json:"rail"`
 	NUMA       int    `json:"numa"`
