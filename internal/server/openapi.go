@@ -457,9 +457,9 @@ func (g *schemaGen) schema(t reflect.Type, input bool) map[string]any {
 		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice {
 			return map[string]any{"type": "string", "format": "byte"}
 		}
-		return map[string]any{"type": "array", "items": g.schema(t.Elem(), input)}
+		return map[string]any{"type": "array", "items": g.elem(t.Elem(), input)}
 	case reflect.Map:
-		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem(), input)}
+		return map[string]any{"type": "object", "additionalProperties": g.elem(t.Elem(), input)}
 	case reflect.Interface:
 		return map[string]any{}
 	case reflect.Struct:
@@ -488,6 +488,30 @@ func (g *schemaGen) schema(t reflect.Type, input bool) map[string]any {
 	return map[string]any{}
 }
 
+// elem is the schema of a slice's or map's elements: nil ones are written
+// as null.
+func (g *schemaGen) elem(t reflect.Type, input bool) map[string]any {
+	s := g.schema(t, input)
+	if !input && nilable(t) {
+		s = nullable(s)
+	}
+	return s
+}
+
+func nilable(t reflect.Type) bool {
+	k := t.Kind()
+	return (k == reflect.Pointer || k == reflect.Slice || k == reflect.Map || k == reflect.Interface) && !isText(t)
+}
+
+// nullable allows null besides s (a $ref cannot have siblings in 3.0).
+func nullable(s map[string]any) map[string]any {
+	if _, ref := s["$ref"]; ref {
+		s = map[string]any{"allOf": []any{s}}
+	}
+	s["nullable"] = true
+	return s
+}
+
 func (g *schemaGen) structSchema(t reflect.Type, input bool) map[string]any {
 	props := map[string]any{}
 	var required []any
@@ -500,14 +524,12 @@ func (g *schemaGen) structSchema(t reflect.Type, input bool) map[string]any {
 				s["enum"] = toAny(vals)
 			}
 		}
-		k := f.typ.Kind()
-		nullable := !input && !f.omit && (k == reflect.Pointer || k == reflect.Slice || k == reflect.Map || k == reflect.Interface)
-		desc := docs[typeKey(f.owner)+"."+f.goName]
-		if _, ref := s["$ref"]; ref && (nullable || desc != "") {
-			s = map[string]any{"allOf": []any{s}}
+		if !input && !f.omit && nilable(f.typ) {
+			s = nullable(s)
 		}
-		if nullable {
-			s["nullable"] = true
+		desc := docs[typeKey(f.owner)+"."+f.goName]
+		if _, ref := s["$ref"]; ref && desc != "" {
+			s = map[string]any{"allOf": []any{s}}
 		}
 		if desc != "" {
 			s["description"] = desc
