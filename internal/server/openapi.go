@@ -252,9 +252,14 @@ func buildOpenAPI(routes []route) builtDoc {
 		for _, c := range e.codes {
 			codes = append(codes, string(c))
 		}
+		// The answer is an Error whose code is one of this status's.
+		schema := map[string]any{"allOf": []any{errRef, map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"code": map[string]any{"type": "string", "enum": toAny(codes)}},
+		}}}
 		responses[e.name] = map[string]any{
 			"description": strings.Join(codes, ", ") + " (see the Error schema; docs/operations.md)",
-			"content":     map[string]any{"application/json": map[string]any{"schema": errRef}},
+			"content":     map[string]any{"application/json": map[string]any{"schema": schema}},
 		}
 	}
 	var tags []any

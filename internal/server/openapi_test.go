@@ -323,6 +323,26 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.call(admin, "GET", "/v1/fabric/verify?matrix=true", nil, 200)
 
 	c.call(member, "POST", jobPath+"/cancel", nil, 200)
+	// The watch of an ended job: one event, whose data is a Job.
+	_, stream := do(t, srv.URL(), member, "GET", jobPath+"/watch", "")
+	events := 0
+	for _, line := range strings.Split(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		events++
+		var v any
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := doc.Components.Schemas["Job"].Value.VisitJSON(v); err != nil {
+			t.Errorf("watch event data does not match the Job schema: %v", err)
+		}
+	}
+	if events == 0 {
+		t.Errorf("watch of an ended job sent no event: %q", stream)
+	}
 	c.call(admin, "GET", "/v1/events?limit=50", nil, 200)
 
 	// Errors a client can cause before its body is read.
@@ -514,6 +534,9 @@ func TestOpenAPIConformanceCanFail(t *testing.T) {
 	delete(m, "submittedAt")
 	if err := validateAnswer(in, 200, h, mustJSON(t, m)); err == nil {
 		t.Error("a job without its required submittedAt passed")
+	}
+	if err := validateAnswer(in, 404, h, []byte(`{"code":"invalid_argument","message":"x"}`)); err == nil {
+		t.Error("a 404 with another status's code passed")
 	}
 	if err := validateAnswer(in, 418, h, ok); err == nil {
 		t.Error("an undocumented status passed")
