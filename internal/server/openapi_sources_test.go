@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +150,7 @@ func (x *extractor) typ(key string) error {
 			x.typeEnums[key] = append(x.typeEnums[key], v...)
 		}
 	case *ast.StructType:
+		prev := ""
 		for _, f := range tt.Fields.List {
 			if len(f.Names) == 0 {
 				continue // embedded: its own type carries its docs
@@ -158,6 +160,10 @@ func (x *extractor) typ(key string) error {
 			if d == "" {
 				d = text(f.Comment)
 			}
+			if d == "" && sharedDoc(prev, f.Names[0].Name) {
+				d = prev // "CPUMilli and MemoryMiB are ..." documents both
+			}
+			prev = d
 			if d != "" {
 				x.docs[fk] = d
 			}
@@ -230,6 +236,13 @@ func (x *extractor) value(rel, name string) ([]string, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%s.%s: not a string constant or a list of them", rel, name)
+}
+
+// sharedDoc reports whether a field's doc comment is also about the next
+// field, name: it is a subject of it ("A and Name are", "A is ...; Name
+// its ...").
+func sharedDoc(doc, name string) bool {
+	return regexp.MustCompile(`(^|\band |; )` + regexp.QuoteMeta(name) + `\b`).MatchString(doc)
 }
 
 // text is a comment as one line.
