@@ -313,10 +313,11 @@ type schemaGen struct {
 	strs   map[reflect.Type]bool // named string types met (enum candidates)
 	names  map[reflect.Type]string
 	defs   map[string]any
+	owner  map[string]reflect.Type // the type of each component
 }
 
 func newSchemaGen() *schemaGen {
-	return &schemaGen{seen: map[reflect.Type]bool{}, input: map[reflect.Type]bool{}, answer: map[reflect.Type]bool{}, strs: map[reflect.Type]bool{}, names: map[reflect.Type]string{}, defs: map[string]any{}}
+	return &schemaGen{seen: map[reflect.Type]bool{}, input: map[reflect.Type]bool{}, answer: map[reflect.Type]bool{}, strs: map[reflect.Type]bool{}, names: map[reflect.Type]string{}, defs: map[string]any{}, owner: map[string]reflect.Type{}}
 }
 
 var (
@@ -363,7 +364,7 @@ func (g *schemaGen) collect(t reflect.Type, input bool) {
 }
 
 // assignNames names each type by its Go name, qualified by its package
-// where two packages use the same name (binding.NIC, domain.NIC).
+// where two packages use the same name (BindingNIC, DomainNIC).
 func (g *schemaGen) assignNames() {
 	count := map[string]int{}
 	for t := range g.seen {
@@ -371,10 +372,7 @@ func (g *schemaGen) assignNames() {
 	}
 	for t := range g.seen {
 		name := t.Name()
-		if name == "Error" && t.PkgPath() != modulePath+"internal/domain" {
-			count[name]++ // domain.Error is the document's Error
-		}
-		if count[name] > 1 && !(name == "Error" && t.PkgPath() == modulePath+"internal/domain") {
+		if count[name] > 1 {
 			pkg := t.PkgPath()[strings.LastIndex(t.PkgPath(), "/")+1:]
 			name = strings.ToUpper(pkg[:1]) + pkg[1:] + name
 		}
@@ -449,6 +447,7 @@ func (g *schemaGen) schema(t reflect.Type, input bool) map[string]any {
 		if t.Name() != "" && len(typeEnums[typeKey(t)]) > 0 {
 			name := g.names[t]
 			if _, ok := g.defs[name]; !ok {
+				g.claim(name, t)
 				s := map[string]any{"type": "string", "enum": toAny(typeEnums[typeKey(t)])}
 				if d := docs[typeKey(t)]; d != "" {
 					s["description"] = d
@@ -481,6 +480,7 @@ func (g *schemaGen) schema(t reflect.Type, input bool) map[string]any {
 			name += "Input"
 		}
 		if _, ok := g.defs[name]; !ok {
+			g.claim(name, t)
 			g.defs[name] = map[string]any{} // placeholder breaks recursion
 			s := g.structSchema(t, input)
 			if d := docs[typeKey(t)]; d != "" {
@@ -491,6 +491,15 @@ func (g *schemaGen) schema(t reflect.Type, input bool) map[string]any {
 		return map[string]any{"$ref": "#/components/schemas/" + name}
 	}
 	return map[string]any{}
+}
+
+// claim records that name is t's schema: two types under one name would
+// describe one of them wrongly.
+func (g *schemaGen) claim(name string, t reflect.Type) {
+	if o, ok := g.owner[name]; ok && o != t {
+		panic(fmt.Sprintf("openapi: %s and %s are both named %s", typeKey(o), typeKey(t), name))
+	}
+	g.owner[name] = t
 }
 
 // elem is the schema of a slice's or map's elements: nil ones are written
