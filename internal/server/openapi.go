@@ -174,9 +174,12 @@ func buildOpenAPI(routes []route) builtDoc {
 	paths := map[string]any{}
 	for _, rt := range routes {
 		op := map[string]any{
-			"summary":     rt.summary,
+			"summary":     summaryOf(rt.summary),
 			"operationId": operationID(rt),
 			"tags":        []any{tagOf(rt.path)},
+		}
+		if s := summaryOf(rt.summary); s != rt.summary {
+			op["description"] = rt.summary
 		}
 		var params []any
 		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
@@ -276,12 +279,24 @@ func buildOpenAPI(routes []route) builtDoc {
 		"tags":  tags,
 		"paths": paths,
 		"components": map[string]any{
-			"schemas":         g.defs,
-			"responses":       responses,
-			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
+			"schemas":   g.defs,
+			"responses": responses,
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer", "bearerFormat": "jf_ID_SECRET",
+				"description": "a token's secret, shown once when the token is created (the server's first admin token is in its data dir, admin.token)"}},
 		},
 	}
 	return builtDoc{doc: doc, gen: g}
+}
+
+// summaryOf is the first clause of a route's summary (up to ";", ": " or
+// ". "), the title tools show; the whole text becomes the description.
+func summaryOf(s string) string {
+	for _, sep := range []string{"; ", ": ", ". "} {
+		if i := strings.Index(s, sep); i > 0 {
+			s = s[:i]
+		}
+	}
+	return s
 }
 
 func operationID(rt route) string {
