@@ -213,7 +213,12 @@ func buildOpenAPI(routes []route) builtDoc {
 		if rt.sse != nil {
 			// OpenAPI 3.0 cannot type an event stream: say in words what
 			// each event's data is, and reference its schema.
-			name := g.names[reflect.TypeOf(rt.resp)]
+			et := reflect.TypeOf(rt.resp)
+			for et.Kind() == reflect.Slice || et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			g.schema(et, false)
+			name := g.names[et]
 			content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
 				"type":        "string",
 				"description": "Server-Sent Events; the data of each event is one JSON " + name + " (#/components/schemas/" + name + ")",
