@@ -180,6 +180,48 @@ func (c *conformance) try(token, method, path string, body any) (int, []byte, er
 	return resp.StatusCode, b, nil
 }
 
+// events reads an event stream to its end, checks the answer's status and
+// headers against the document and each event's data against schema, and
+// returns the number of events.
+func (c *conformance) events(token, path string, schema *openapi3.Schema) int {
+	c.t.Helper()
+	r := mustReq(c.t, "GET", c.base+path)
+	r.Header.Set("Authorization", "Bearer "+token)
+	route, params, err := c.router.FindRoute(r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(b)), Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: true}}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		c.t.Fatalf("GET %s: answer %d does not match the document: %v", path, resp.StatusCode, err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		n++
+		var v any
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := schema.VisitJSON(v); err != nil {
+			c.t.Errorf("GET %s: event data does not match its schema: %v", path, err)
+		}
+	}
+	c.seen["GET "+route.Path] = append(c.seen["GET "+route.Path], resp.StatusCode)
+	return n
+}
+
 // raw sends a body the document does not describe (another Content-Type,
 // a duplicate key, an oversize body) and validates only the answer.
 func (c *conformance) raw(token, method, path, ctype, body string, want int) {
@@ -322,26 +364,19 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.call(admin, "GET", "/v1/fabric/diff", nil, 200)
 	c.call(admin, "GET", "/v1/fabric/verify?matrix=true", nil, 200)
 
+	c.try(admin, "POST", "/v1/fabric/deploy", nil) // validated whatever it answers without a driver
+	c.call(admin, "POST", "/v1/tenants", api.TenantCreateRequest{Name: "gone", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}, 201)
+	c.call(admin, "POST", "/v1/tenants/gone/workspaces", api.WorkspaceCreateRequest{Name: "w"}, 201)
+	c.call(admin, "DELETE", "/v1/tenants/gone", nil, 409) // it has a workspace
+	c.call(admin, "DELETE", "/v1/tenants/gone/workspaces/w", nil, 200)
+	c.call(admin, "DELETE", "/v1/tenants/gone", nil, 200)
+	c.call(admin, "DELETE", "/v1/cluster/members/"+srv.NodeID(), nil, 409) // the leader
+	c.call(admin, "POST", jobPath+"/report", api.JobReportRequest{State: "running", Message: "step 10"}, 200)
+	c.call(admin, "POST", "/v1/cluster/members", api.JoinRequest{ID: "n9", RaftAddr: "127.0.0.1:1", APIAddr: "ftp://x"}, 400)
 	c.call(member, "POST", jobPath+"/cancel", nil, 200)
 	// The watch of an ended job: one event, whose data is a Job.
-	_, stream := do(t, srv.URL(), member, "GET", jobPath+"/watch", "")
-	events := 0
-	for _, line := range strings.Split(stream, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		events++
-		var v any
-		if err := json.Unmarshal([]byte(data), &v); err != nil {
-			t.Fatal(err)
-		}
-		if err := doc.Components.Schemas["Job"].Value.VisitJSON(v); err != nil {
-			t.Errorf("watch event data does not match the Job schema: %v", err)
-		}
-	}
-	if events == 0 {
-		t.Errorf("watch of an ended job sent no event: %q", stream)
+	if n := c.events(member, jobPath+"/watch", doc.Components.Schemas["Job"].Value); n != 1 {
+		t.Errorf("watch of an ended job sent %d events, want 1", n)
 	}
 	c.call(admin, "GET", "/v1/events?limit=50", nil, 200)
 
@@ -350,6 +385,13 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.raw(admin, "POST", "/v1/tenants", "application/json", `{"name":"x","name":"y"}`, http.StatusBadRequest)
 	c.raw(admin, "POST", "/v1/tenants", "application/json", `{"name":"`+strings.Repeat("x", 2<<20)+`"}`, http.StatusRequestEntityTooLarge)
 
+	var missed []string
+	for _, r := range srv.Routes() {
+		if len(c.seen[r]) == 0 {
+			missed = append(missed, r)
+		}
+	}
+	t.Logf("%d of %d operations exercised; not: %v", len(srv.Routes())-len(missed), len(srv.Routes()), missed)
 	for _, want := range []string{
 		"GET /v1/tenants", "POST /v1/tenants/{tenant}/workspaces", "POST /v1/jobs", "GET /v1/topology",
 		"POST /v1/tokens", "GET /v1/events", "GET /v1/nodes", "GET /v1/hosts", "GET /v1/fabric/status",
