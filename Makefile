@@ -22,6 +22,8 @@ bench:
 	$(GO) run ./cmd/jobfabric bench submit --servers 1 --runs 3
 	$(GO) run ./cmd/jobfabric bench submit --servers 3 --runs 3
 
-# Rewrite the committed OpenAPI document from the route table.
+# Rewrite the doc comments and enums extracted from the sources, then (with
+# them compiled in) the committed OpenAPI document from the route table.
 openapi:
-	$(GO) test ./internal/server -run TestOpenAPIDocument -update
+	$(GO) test ./internal/server -run '^TestOpenAPISources$$' -update
+	$(GO) test ./internal/server -run '^TestOpenAPIDocument$$' -update

@@ -32,9 +32,9 @@ type (
 		Leader   bool   `json:"leader"`
 	}
 	TenantCreateRequest struct {
-		Name            string              `json:"name"`
-		Isolation       domain.Isolation    `json:"isolation"`
-		Network         domain.NetworkModel `json:"network"`
+		Name            string              `json:"name" openapi:"required"`
+		Isolation       domain.Isolation    `json:"isolation" openapi:"required"`
+		Network         domain.NetworkModel `json:"network" openapi:"required"`
 		JobSegmentation bool                `json:"jobSegmentation"`
 		// Quota bounds the tenant as a whole (optional).
 		Quota *domain.TenantQuota `json:"quota,omitempty"`
@@ -49,7 +49,7 @@ type (
 		Sites       *[]string           `json:"sites,omitempty"`
 	}
 	WorkspaceCreateRequest struct {
-		Name        string `json:"name"`
+		Name        string `json:"name" openapi:"required"`
 		Guaranteed  int    `json:"guaranteed"`
 		BorrowLimit int    `json:"borrowLimit"`
 		LendLimit   int    `json:"lendLimit"`
@@ -70,7 +70,7 @@ type (
 		Models *[]domain.ModelQuota `json:"models,omitempty"`
 	}
 	TokenCreateRequest struct {
-		Role      domain.Role `json:"role"`
+		Role      domain.Role `json:"role" openapi:"required"`
 		Tenant    string      `json:"tenant,omitempty"`
 		Workspace string      `json:"workspace,omitempty"`
 		// Node scopes a runtime token without tenant to one node's agent.
@@ -89,9 +89,9 @@ type (
 
 // JoinRequest is the body of POST /v1/cluster/members.
 type JoinRequest struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raftAddr"`
-	APIAddr  string `json:"apiAddr"`
+	ID       string `json:"id" openapi:"required"`
+	RaftAddr string `json:"raftAddr" openapi:"required"`
+	APIAddr  string `json:"apiAddr" openapi:"required"`
 }
 
 // DryRun is the answer of a dry-run submit: where the job would land now,
@@ -106,7 +106,7 @@ type DryRun struct {
 // word on a job. State is running (also a heartbeat), succeeded, failed,
 // or stopped (a Preempting job has stopped; its GPUs may go).
 type JobReportRequest struct {
-	State   string `json:"state"`
+	State   string `json:"state" openapi:"required" enum:"state.ReportRunning,state.ReportSucceeded,state.ReportFailed,state.ReportStopped"`
 	Message string `json:"message,omitempty"`
 }
 

@@ -135,7 +135,7 @@ var DriftKinds = []string{DriftGPUCount, DriftGPUModel, DriftGPUMissing, DriftGP
 // HostCondition is one thing wrong with a server, as the control plane
 // sees it: a drift between facts and inventory, or lost heartbeats.
 type HostCondition struct {
-	Type    string    `json:"type"`
+	Type    string    `json:"type" enum:"CondHeartbeat,DriftKinds"`
 	Message string    `json:"message"`
 	Since   time.Time `json:"since"`
 	// Cordons: the host policy cordons the server for this kind.
@@ -146,10 +146,10 @@ type HostCondition struct {
 type HostPolicy struct {
 	// HeartbeatTimeoutSeconds: a server whose agent has not been heard for
 	// this long is marked unhealthy (the scheduler places nothing there).
-	HeartbeatTimeoutSeconds int64 `json:"heartbeatTimeoutSeconds"`
+	HeartbeatTimeoutSeconds int64 `json:"heartbeatTimeoutSeconds" openapi:"required"`
 	// CordonOn lists the drift kinds that cordon the server when they
 	// appear; the others are recorded only.
-	CordonOn []string `json:"cordonOn"`
+	CordonOn []string `json:"cordonOn" enum:"DriftKinds"`
 	// TenantMinDriver is the lowest driver a tenant's jobs accept (added to
 	// each job's own minDriver, the higher one applying).
 	TenantMinDriver map[string]string `json:"tenantMinDriver,omitempty"`

@@ -52,6 +52,8 @@ func (s JobState) Valid() bool {
 // Reason explains why a job is where it is, in a structured form (code for
 // programs, message for people).
 type Reason struct {
+	// Code is stable, for programs (queued, capacity, workspace_quota,
+	// time_limit, ...).
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -65,21 +67,32 @@ const ReasonNetwork = "network_pending"
 
 // JobSpec is what a user asks for.
 type JobSpec struct {
-	Name      string `json:"name,omitempty"`
+	// Name is an optional label for people; jobs are known by their id.
+	Name string `json:"name,omitempty"`
+	// Tenant and Workspace say whose quota the job uses; a member token's
+	// own workspace is the default for both.
 	Tenant    string `json:"tenant"`
 	Workspace string `json:"workspace"`
 	// A job asks for whole GPUs (GPUs), or MIGCount slices of MIGProfile,
 	// or Share of one GPU (time-sliced): exactly one of the three.
-	GPUs        int     `json:"gpus,omitempty"`
-	MIGProfile  string  `json:"migProfile,omitempty"`
-	MIGCount    int     `json:"migCount,omitempty"`
-	Share       float64 `json:"share,omitempty"`
-	GPUsPerNode int     `json:"gpusPerNode,omitempty"`
-	GPUModel    string  `json:"gpuModel,omitempty"`
+	GPUs int `json:"gpus,omitempty"`
+	// MIGProfile (such as 3g.40gb) and MIGCount ask for MIG slices, all on
+	// one server.
+	MIGProfile string `json:"migProfile,omitempty"`
+	MIGCount   int    `json:"migCount,omitempty"`
+	// Share is a fraction of one GPU (above 0, below 1), time-sliced.
+	Share float64 `json:"share,omitempty"`
+	// GPUsPerNode spreads whole GPUs evenly, this many on each server.
+	GPUsPerNode int `json:"gpusPerNode,omitempty"`
+	// GPUModel is the one GPU model the job runs on (e.g. H100-80GB).
+	GPUModel string `json:"gpuModel,omitempty"`
 	// GPUModels lets the job run on any of several models, in order of
 	// preference (a gang always lands on one model). Use it or GPUModel.
 	GPUModels []string `json:"gpuModels,omitempty"`
-	Priority  int      `json:"priority"`
+	// Priority orders the job within its workspace (higher first, -1e6 to
+	// 1e6, default 0); a higher-priority job may preempt a lower one of the
+	// same workspace.
+	Priority int `json:"priority"`
 	// Preemptible jobs are requeued when preempted; others end Preempted.
 	Preemptible bool `json:"preemptible"`
 	// TimeLimitSeconds ends the allocation that long after the job was
@@ -189,7 +202,7 @@ const (
 // TopologyRequirement: the gang must (Required) or should (preferred) be
 // packed within one Level.
 type TopologyRequirement struct {
-	Level    string `json:"level"`
+	Level    string `json:"level" openapi:"required" enum:"TopologyNVLinkDomain,TopologyLeaf,TopologyStripe,TopologyAny"`
 	Required bool   `json:"required"`
 }
 
@@ -228,15 +241,18 @@ func ShareUnits(share float64) int { return int(math.Round(share * UnitsPerGPU))
 
 // Job is a request for GPUs and what became of it.
 type Job struct {
+	// ID is the job's number, assigned at submit, never reused.
 	ID uint64 `json:"id"`
 	JobSpec
-	State  JobState `json:"state"`
-	Reason *Reason  `json:"reason,omitempty"`
+	State JobState `json:"state"`
+	// Reason explains the state: why a job waits, why it ended.
+	Reason *Reason `json:"reason,omitempty"`
 	// Placement is where the job's GPUs are while it holds them.
 	Placement   []Placement `json:"placement,omitempty"`
 	SubmittedAt time.Time   `json:"submittedAt"`
-	SubmittedBy string      `json:"submittedBy,omitempty"`
-	UpdatedAt   time.Time   `json:"updatedAt"`
+	// SubmittedBy is who submitted the job (ROLE:TOKEN-ID).
+	SubmittedBy string    `json:"submittedBy,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 	// PlacedAt is when the job got its GPUs (time limits count from it).
 	PlacedAt *time.Time `json:"placedAt,omitempty"`
 	// NetworkRev is the fabric revision that carries the job's ports and
@@ -244,7 +260,8 @@ type Job struct {
 	NetworkRev uint64 `json:"networkRevision,omitempty"`
 	// StartedAt is when its runtime reported it running.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
-	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// EndedAt is when the job reached its final state.
+	EndedAt *time.Time `json:"endedAt,omitempty"`
 	// StopDeadline is when a Preempting job's GPUs are released whether
 	// or not its runtime reported it stopped.
 	StopDeadline *time.Time `json:"stopDeadline,omitempty"`

@@ -25,10 +25,12 @@ const (
 
 // Tenant is an organisation sharing the cluster.
 type Tenant struct {
-	Name            string       `json:"name"`
-	Isolation       Isolation    `json:"isolation"`
-	Network         NetworkModel `json:"network"`
-	JobSegmentation bool         `json:"jobSegmentation"`
+	Name      string       `json:"name"`
+	Isolation Isolation    `json:"isolation"`
+	Network   NetworkModel `json:"network"`
+	// JobSegmentation puts each job of the tenant in its own fabric group:
+	// jobs of one tenant do not reach each other.
+	JobSegmentation bool `json:"jobSegmentation"`
 	// Quota, when set, bounds the tenant as a whole: its workspaces'
 	// guarantees fit in Quota.Guaranteed, it borrows at most
 	// Quota.BorrowLimit from other tenants and lends them at most
@@ -81,11 +83,13 @@ type Workspace struct {
 	// Models carve the totals above per GPU model: each reserves part of
 	// Guaranteed on one model and caps the workspace's use of that model.
 	// Models not listed are bounded by the totals alone.
-	Models    []ModelQuota `json:"models,omitempty"`
-	Weight    int          `json:"weight"`
-	Priority  int          `json:"priority"`
-	CreatedAt time.Time    `json:"createdAt"`
-	CreatedBy string       `json:"createdBy,omitempty"`
+	Models []ModelQuota `json:"models,omitempty"`
+	// Weight is the workspace's share of borrowed capacity among borrowers.
+	Weight int `json:"weight"`
+	// Priority orders the workspace's jobs against other workspaces'.
+	Priority  int       `json:"priority"`
+	CreatedAt time.Time `json:"createdAt"`
+	CreatedBy string    `json:"createdBy,omitempty"`
 }
 
 // ModelQuota is a workspace's quota on one GPU model, in GPU-equivalents of

@@ -20,8 +20,11 @@ const (
 
 // Token is a bearer token as stored: only the SHA-256 of its secret is kept.
 type Token struct {
-	ID        string `json:"id"`
-	Role      Role   `json:"role"`
+	// ID names the token (jf_ID_SECRET is its secret); it is not a secret.
+	ID   string `json:"id"`
+	Role Role   `json:"role"`
+	// Tenant and Workspace scope the token: a tenant-admin's tenant, a
+	// member's workspace, a tenant runtime's tenant.
 	Tenant    string `json:"tenant,omitempty"`
 	Workspace string `json:"workspace,omitempty"`
 	// Node scopes a runtime token to one server's agent (host facts,

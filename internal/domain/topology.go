@@ -8,29 +8,29 @@ import "strconv"
 type Topology struct {
 	APIVersion string `json:"apiVersion,omitempty"`
 	Kind       string `json:"kind,omitempty"`
-	Sites      []Site `json:"sites"`
+	Sites      []Site `json:"sites" openapi:"required"`
 }
 
 // Site is a physical location holding one or more fabrics.
 type Site struct {
-	Name    string   `json:"name"`
+	Name    string   `json:"name" openapi:"required"`
 	Fabrics []Fabric `json:"fabrics"`
 }
 
 // Fabric is one leaf/spine EVPN-VXLAN fabric and the servers cabled to it.
 type Fabric struct {
-	Name string `json:"name"`
+	Name string `json:"name" openapi:"required"`
 	// RailOptimized: NIC i of every server of a stripe connects to the leaf of
 	// rail i of that stripe, and every server of a stripe has one NIC per rail.
 	RailOptimized bool `json:"railOptimized"`
 	// LinkPools are the prefixes server-link addresses are generated from when a
 	// cable does not give its own.
 	LinkPools LinkPools `json:"linkPools,omitempty"`
-	Spines    []Switch  `json:"spines"`
-	Leaves    []Switch  `json:"leaves"`
-	Servers   []Server  `json:"servers"`
+	Spines    []Switch  `json:"spines" openapi:"required"`
+	Leaves    []Switch  `json:"leaves" openapi:"required"`
+	Servers   []Server  `json:"servers" openapi:"required"`
 	// Cables connect a server NIC to a leaf port (the server links).
-	Cables []Cable `json:"cables"`
+	Cables []Cable `json:"cables" openapi:"required"`
 	// Uplinks connect a leaf port to a spine port.
 	Uplinks []Uplink `json:"uplinks,omitempty"`
 }
@@ -43,32 +43,32 @@ type LinkPools struct {
 
 // Switch is a leaf or a spine.
 type Switch struct {
-	Name     string `json:"name"`
-	ASN      uint32 `json:"asn"`
-	Loopback string `json:"loopback"` // IPv4 address, also the VTEP address on leaves
+	Name     string `json:"name" openapi:"required"`
+	ASN      uint32 `json:"asn" openapi:"required"`
+	Loopback string `json:"loopback" openapi:"required"` // IPv4 address, also the VTEP address on leaves
 	// Stripe and Rail are set on rail-optimized leaves: the leaf serves rail
 	// Rail of stripe Stripe. Spines leave both unset.
 	Stripe *int `json:"stripe,omitempty"`
 	Rail   *int `json:"rail,omitempty"`
 	// Ports are named PortPrefix+N for N in 1..PortCount (e.g. swp1..swp64).
 	PortPrefix string `json:"portPrefix,omitempty"`
-	PortCount  int    `json:"portCount"`
-	NOS        string `json:"nos,omitempty"` // junos, nxos, eos, sonic, frr
+	PortCount  int    `json:"portCount" openapi:"required"`
+	NOS        string `json:"nos,omitempty" enum:"render.Junos,render.NXOS,render.EOS,render.SONiC,render.FRR"` // junos, nxos, eos, sonic, frr
 }
 
 // Server is a GPU server.
 type Server struct {
-	Name     string `json:"name"`
-	Stripe   int    `json:"stripe"`
-	GPUModel string `json:"gpuModel"`
-	GPUs     int    `json:"gpus"`
+	Name     string `json:"name" openapi:"required"`
+	Stripe   int    `json:"stripe" openapi:"required"`
+	GPUModel string `json:"gpuModel" openapi:"required"`
+	GPUs     int    `json:"gpus" openapi:"required"`
 	// NVLinkDomain names the NVLink/NVSwitch domain the server's GPUs belong
 	// to; servers of one NVL72 rack share a domain. Defaults to the server name.
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
 	// GPUNUMA gives the NUMA node of GPU i; empty means all on node 0.
 	GPUNUMA []int  `json:"gpuNuma,omitempty"`
 	Driver  string `json:"driver,omitempty"`
-	NICs    []NIC  `json:"nics"`
+	NICs    []NIC  `json:"nics" openapi:"required"`
 	// CPUMilli and MemoryMiB are what jobs may request of the server's
 	// CPUs (in 1/1000 CPU) and memory; 0 means not tracked (no limit).
 	CPUMilli  int64 `json:"cpuMilli,omitempty"`
@@ -92,7 +92,7 @@ func ValidateServerResources(field string, s *Server) *Error {
 
 // NIC is a server's network interface used for GPU traffic.
 type NIC struct {
-	Name       string `json:"name"`
+	Name       string `json:"name" openapi:"required"`
 	RDMADevice string `json:"rdmaDevice,omitempty"` // e.g. mlx5_0
 	Rail       int    `json:"rail"`
 	NUMA       int    `json:"numa"`
@@ -104,20 +104,20 @@ type NIC struct {
 // point-to-point addresses. The leaf takes the first address of each prefix,
 // the server the second. Empty prefixes are generated from the fabric's pools.
 type Cable struct {
-	Server string `json:"server"`
-	NIC    string `json:"nic"`
-	Leaf   string `json:"leaf"`
-	Port   string `json:"port"`
+	Server string `json:"server" openapi:"required"`
+	NIC    string `json:"nic" openapi:"required"`
+	Leaf   string `json:"leaf" openapi:"required"`
+	Port   string `json:"port" openapi:"required"`
 	IPv4   string `json:"ipv4,omitempty"` // a /31
 	IPv6   string `json:"ipv6,omitempty"` // a /127
 }
 
 // Uplink is a leaf-to-spine link. Links without addresses run BGP unnumbered.
 type Uplink struct {
-	Leaf      string `json:"leaf"`
-	LeafPort  string `json:"leafPort"`
-	Spine     string `json:"spine"`
-	SpinePort string `json:"spinePort"`
+	Leaf      string `json:"leaf" openapi:"required"`
+	LeafPort  string `json:"leafPort" openapi:"required"`
+	Spine     string `json:"spine" openapi:"required"`
+	SpinePort string `json:"spinePort" openapi:"required"`
 	IPv4      string `json:"ipv4,omitempty"`
 }
 
