@@ -5,6 +5,7 @@ package server
 // docs are the doc comments of the API's types and fields.
 var docs = map[string]string{
 	"internal/api.ClusterView":                           "ClusterView lists the control-plane members.",
+	"internal/api.ClusterView.PeerAuth":                  "PeerAuth is how the answering server (the leader, since requests are forwarded) authenticates raft peers: \"none\" (a single server: raft does not listen), \"mtls\", \"secret\" (cluster secret) or \"insecure\" (--insecure-peers: anyone reaching the raft port).",
 	"internal/api.DeviceDiff":                            "DeviceDiff is one device's changes as a person reads them (Junos: delete/set lines; others: unified hunks named by their section).",
 	"internal/api.DryRun":                                "DryRun is the answer of a dry-run submit: where the job would land now, or why it would wait.",
 	"internal/api.FabricDiff":                            "FabricDiff is the per-device difference between two fabric revisions.",
@@ -223,7 +224,9 @@ var docs = map[string]string{
 	"internal/fabric/verify.Stats":                       "Stats say how much was verified.",
 	"internal/fabric/verify.Stats.Bound":                 "endpoints in a VRF",
 	"internal/fabric/verify.Stats.Endpoints":             "server ports",
+	"internal/fabric/verify.Stats.Guarded":               "Quarantined counts server ports that are admin-down; Guarded those with the ingress guard.",
 	"internal/fabric/verify.Stats.Jobs":                  "running jobs of the input",
+	"internal/fabric/verify.Stats.Quarantined":           "Quarantined counts server ports that are admin-down; Guarded those with the ingress guard.",
 	"internal/fabric/verify.Stats.VRFs":                  "VRF instances (device, VRF)",
 	"internal/state.DeviceState":                         "DeviceState is what the state knows of one switch.",
 	"internal/state.FabricStatus":                        "FabricStatus is the fabric as the state knows it.",
