@@ -28,7 +28,7 @@ func startCluster(t *testing.T, n int) *devcluster.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, t.TempDir(), n, devcluster.Options{Logger: quietLogger(), RaftTimeout: 300 * time.Millisecond})
+	c, err := devcluster.Start(ctx, t.TempDir(), n, devcluster.Options{Logger: quietLogger(), RaftTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestTLSClusterAndClient(t *testing.T) {
 	cert, key, ca := tlstest.Generate(t, dir, "127.0.0.1", "localhost")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	base := server.Config{TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(), RaftTimeout: 300 * time.Millisecond, Listen: "127.0.0.1:0", RaftAddr: "127.0.0.1:0"}
+	base := server.Config{TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(), RaftTimeout: time.Second, Listen: "127.0.0.1:0", RaftAddr: "127.0.0.1:0"}
 	c1 := base
 	c1.DataDir, c1.NodeID = dir+"/n1", "n1"
 	s1, err := server.Start(ctx, c1)
