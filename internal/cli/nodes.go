@@ -115,7 +115,11 @@ func (p *printing) drainTable(w io.Writer, d nodeDrain, graceSeconds int64) {
 	if graceSeconds > 0 {
 		grace = (time.Duration(graceSeconds) * time.Second).String()
 	}
-	title(w, "stopping %d jobs within %s:\n", len(d.Stopping), grace)
+	n := fmt.Sprintf("%d jobs", len(d.Stopping))
+	if len(d.Stopping) == 1 {
+		n = "1 job"
+	}
+	title(w, "stopping %s within %s:\n", n, grace)
 	p.jobTable(w, d.Stopping)
 }
 

@@ -118,9 +118,9 @@ and DIR/runs.json; progress goes to stderr.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return domain.Invalid("out", "cannot create %s: %v", out, err)
 			}
-			start := time.Now()
+			start := g.clock()
 			runs, err := suite.Run(func(done, total int, r *sim.OpenbResult) {
-				fmt.Fprintf(g.stderr, "[%d/%d %.0fs] %s\n", done, total, time.Since(start).Seconds(), r)
+				fmt.Fprintf(g.stderr, "[%d/%d %.0fs] %s\n", done, total, g.clock().Sub(start).Seconds(), r)
 			})
 			if err != nil {
 				return err
