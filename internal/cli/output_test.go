@@ -334,6 +334,35 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 	}
 }
 
+// TestSectionsAndStats: host show prints a table per section, fabric
+// diff --stat a line per device, node drain the jobs it stops.
+func TestSectionsAndStats(t *testing.T) {
+	c := startServer(t)
+	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
+	node := setupCluster(t, env)
+
+	out := mustRun(t, env, "host", "show", node)
+	for _, re := range []string{`(?m)^Node:\s+` + node + `$`, `(?m)^Last heartbeat:\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ \(\d+s ago\)$`,
+		`(?m)^Conditions:\n  none$`, `(?m)^GPUs:\n  GPU\s+UUID\s+MODEL`, `(?m)^RDMA ports:\n  NIC\s+PORT\s+NETDEV`, `(?m)^  mlx5_0\s+1\s`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("host show does not match %s:\n%s", re, out)
+		}
+	}
+
+	out = mustRun(t, env, "fabric", "diff", "--stat")
+	if !regexp.MustCompile(`(?m)^DEVICE\s+ADDED\s+REMOVED\n(\S+\s+\+\d+\s+-\d+\n)+total\s+\+\d+\s+-\d+$`).MatchString(out) {
+		t.Errorf("fabric diff --stat:\n%s", out)
+	}
+
+	out = mustRun(t, env, "node", "drain", node, "--grace", "10m")
+	if !regexp.MustCompile(`(?m)^` + node + `: draining\nstopping 1 job within 10m0s:\nID\s+NAME.*\n1\s+train\s`).MatchString(out) {
+		t.Errorf("node drain does not list job 1:\n%s", out)
+	}
+	if out := mustRun(t, env, "node", "drain", "s1-gpu004", "-o", "name"); out != "node/s1-gpu004\n" {
+		t.Errorf("node drain of an idle server -o name = %q, want only the node", out)
+	}
+}
+
 func walk(c *cobra.Command, fn func(*cobra.Command)) {
 	fn(c)
 	for _, s := range c.Commands() {
