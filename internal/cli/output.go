@@ -32,9 +32,6 @@ type printing struct {
 	jsonPath  *jsonpath.JSONPath // parsed from -o jsonpath=TEMPLATE by checkOutput
 }
 
-// outputFormats are the values -o takes, for help and completion.
-var outputFormats = []string{"table", "wide", "json", "yaml", "name", "jsonpath="}
-
 // timeLayout is the one format of a point in time in tables and lines: the
 // local zone, and its name, so that a time read off a screen is unambiguous.
 const timeLayout = "2006-01-02 15:04:05 MST"
