@@ -108,7 +108,7 @@ commands: ` + fixtureHelp(),
 				if err != nil {
 					return err
 				}
-				return g.emit(h, func(w io.Writer) { hostTable(w, []domain.HostStatus{*h}) })
+				return g.emit(h, func(w io.Writer) { g.hostTable(w, []domain.HostStatus{*h}) })
 			}
 			err = a.Run(cmd.Context())
 			if cmd.Context().Err() != nil {
@@ -160,31 +160,45 @@ func fixtureHelp() string {
 		"\n\nand sys/class/infiniband/... and proc/driver/nvidia-caps/mig-minors as on a host."
 }
 
+// factsTable prints discovered facts in sections: a summary, the GPUs,
+// the RDMA ports and what could not be read.
 func factsTable(w io.Writer, f *domain.HostFacts) {
-	fmt.Fprintf(w, "driver %s, CUDA %s, %d GPUs, %d RDMA ports\n", orDash(f.Driver), orDash(f.CUDA), len(f.GPUs), len(f.NICs))
-	row(w, "GPU", "UUID", "MODEL", "BUS", "NUMA", "CPUS", "MIG")
+	title(w, "driver %s, CUDA %s, %d GPUs, %d RDMA ports\n", orDash(f.Driver), orDash(f.CUDA), len(f.GPUs), len(f.NICs))
+	factsSections(w, f)
+}
+
+func factsSections(w io.Writer, f *domain.HostFacts) {
+	title(w, "\nGPUs:\n")
+	header(w, "  GPU", "UUID", "MODEL", "BUS", "NUMA", "CPUS", "MIG")
 	for _, g := range f.GPUs {
 		mig := orDash(g.MIGMode)
 		if len(g.MIG) > 0 {
 			mig = fmt.Sprintf("%s (%d devices)", g.MIGMode, len(g.MIG))
 		}
-		row(w, g.Index, g.UUID, orDash(g.Model), g.PCIBusID, g.NUMA, orDash(g.CPUs), mig)
+		row(w, fmt.Sprintf("  %d", g.Index), g.UUID, orDash(g.Model), g.PCIBusID, g.NUMA, orDash(g.CPUs), mig)
 	}
-	row(w, "NIC", "PORT", "NETDEV", "LINK", "STATE", "RATE", "GPU")
+	title(w, "\nRDMA ports:\n")
+	header(w, "  NIC", "PORT", "NETDEV", "LINK", "STATE", "RATE", "GPU")
 	for _, n := range f.NICs {
 		gpu := "-"
 		if n.GPU >= 0 {
 			gpu = fmt.Sprintf("%d (%s)", n.GPU, n.Path)
 		}
-		row(w, n.RDMADevice, n.Port, orDash(n.Netdev), orDash(n.LinkLayer), orDash(n.State), n.RateGbps, gpu)
+		row(w, "  "+n.RDMADevice, n.Port, orDash(n.Netdev), orDash(n.LinkLayer), orDash(n.State), n.RateGbps, gpu)
 	}
-	for _, p := range f.Problems {
-		fmt.Fprintf(w, "problem: %s\n", p)
+	if len(f.Problems) > 0 {
+		title(w, "\nProblems:\n")
+		for _, p := range f.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
 	}
 }
 
-func hostTable(w io.Writer, hs []domain.HostStatus) {
-	row(w, "NODE", "DRIVER", "GPUS", "NICS", "HEARTBEAT", "CONDITIONS")
+// hostTable lists node agents' records; HEARTBEAT is how long ago the
+// leader last heard the agent. -o wide adds the agent, when its facts were
+// last reported and the heartbeat's time.
+func (p *printing) hostTable(w io.Writer, hs []domain.HostStatus) {
+	header(w, wideCols(w, []any{"NODE", "DRIVER", "GPUS", "NICS", "HEARTBEAT", "CONDITIONS"}, "AGENT", "REPORTED", "LAST-HEARTBEAT")...)
 	for _, h := range hs {
 		driver, gpus, nics := "-", 0, 0
 		if h.Facts != nil {
@@ -192,7 +206,7 @@ func hostTable(w io.Writer, hs []domain.HostStatus) {
 		}
 		hb := "-"
 		if h.LastHeartbeat != nil {
-			hb = h.LastHeartbeat.UTC().Format(time.RFC3339)
+			hb = p.age(*h.LastHeartbeat) + " ago"
 		}
 		var conds []string
 		for _, c := range h.Conditions {
@@ -202,12 +216,67 @@ func hostTable(w io.Writer, hs []domain.HostStatus) {
 			}
 			conds = append(conds, s)
 		}
-		row(w, h.Node, driver, gpus, nics, hb, orDash(strings.Join(conds, ",")))
+		row(w, wideCols(w, []any{h.Node, driver, gpus, nics, hb, orDash(strings.Join(conds, ","))}, orDash(h.Agent), p.when(h.ReportedAt), p.whenPtr(h.LastHeartbeat))...)
+	}
+}
+
+// hostDetail is host show: the record, then a table per section:
+// conditions, GPUs (with the accepted baseline), RDMA ports, problems.
+func (p *printing) hostDetail(w io.Writer, h *domain.HostStatus) {
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return p.when(t) + " (" + p.age(t) + " ago)"
+	}
+	row(w, "Node:", h.Node)
+	row(w, "Agent:", orDash(h.Agent))
+	if f := h.Facts; f != nil {
+		row(w, "Driver:", orDash(f.Driver))
+		row(w, "CUDA:", orDash(f.CUDA))
+		if f.NVLinkCluster != "" {
+			row(w, "NVLink cluster:", f.NVLinkCluster)
+		}
+		row(w, "Sources:", orDash(strings.Join(f.Sources, ", ")))
+	}
+	row(w, "First seen:", ago(h.FirstSeen))
+	row(w, "Facts reported:", ago(h.ReportedAt))
+	hb := "never"
+	if h.LastHeartbeat != nil {
+		hb = ago(*h.LastHeartbeat)
+	}
+	row(w, "Last heartbeat:", hb)
+	if h.CordonedForDrift {
+		row(w, "Cordoned:", "by the control plane, for drift")
+	}
+	if h.UnhealthyForHeartbeat {
+		row(w, "Unhealthy:", "by the control plane, no heartbeat")
+	}
+
+	title(w, "\nConditions:\n")
+	if len(h.Conditions) == 0 {
+		title(w, "  none\n")
+	} else {
+		header(w, "  TYPE", "SINCE", "AGE", "CORDONS", "MESSAGE")
+		for _, c := range h.Conditions {
+			row(w, "  "+c.Type, p.when(c.Since), p.age(c.Since), c.Cordons, c.Message)
+		}
+	}
+	if len(h.Baseline) > 0 {
+		title(w, "\nGPU baseline (accepted):\n")
+		header(w, "  GPU", "UUID", "BUS")
+		for _, b := range h.Baseline {
+			row(w, fmt.Sprintf("  %d", b.Index), b.UUID, orDash(b.PCIBusID))
+		}
+	}
+	if h.Facts != nil {
+		factsSections(w, h.Facts)
 	}
 }
 
 func newHostCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "host", Short: "Node agents' facts, drift and heartbeats; the host policy"}
+	var watch bool
 	list := &cobra.Command{
 		Use: "list", Short: "Every node agent's record", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -215,13 +284,18 @@ func newHostCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if watch {
+				key := func(h domain.HostStatus) string { return h.Node }
+				return watchList(cmd.Context(), g, c.Hosts, key, sameHost, g.hostTable)
+			}
 			hs, err := c.Hosts(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return g.emit(hs, func(w io.Writer) { hostTable(w, hs) })
+			return g.emit(hs, func(w io.Writer) { g.hostTable(w, hs) })
 		},
 	}
+	addWatchFlag(list, &watch, "each node whose record changes (facts, conditions; not each heartbeat)")
 	show := &cobra.Command{
 		Use: "show NODE", Short: "A node's facts, GPU baseline and conditions", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -233,16 +307,7 @@ func newHostCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(h, func(w io.Writer) {
-				hostTable(w, []domain.HostStatus{*h})
-				for _, cnd := range h.Conditions {
-					fmt.Fprintf(w, "\n%s since %s: %s\n", cnd.Type, cnd.Since.UTC().Format(time.RFC3339), cnd.Message)
-				}
-				if h.Facts != nil {
-					fmt.Fprintln(w)
-					factsTable(w, h.Facts)
-				}
-			})
+			return g.emit(h, func(w io.Writer) { g.hostDetail(w, h) })
 		},
 	}
 	accept := &cobra.Command{
@@ -256,7 +321,7 @@ func newHostCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(h, func(w io.Writer) { hostTable(w, []domain.HostStatus{*h}) })
+			return g.emit(h, func(w io.Writer) { g.hostTable(w, []domain.HostStatus{*h}) })
 		},
 	}
 	var timeout time.Duration
@@ -324,6 +389,13 @@ func newHostCmd(g *globals) *cobra.Command {
 	pf.StringSliceVar(&minDrivers, "tenant-min-driver", nil, "TENANT=VERSION: the lowest driver the tenant's jobs accept (TENANT= removes it)")
 	cmd.AddCommand(list, show, accept, policy)
 	return cmd
+}
+
+// sameHost: two versions of a node's record differ for a watcher when
+// more than the heartbeat's time changed.
+func sameHost(a, b domain.HostStatus) bool {
+	a.LastHeartbeat, b.LastHeartbeat = nil, nil
+	return equalItems(a, b, nil)
 }
 
 func recordedOnly(p *domain.HostPolicy) []string {

@@ -47,7 +47,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				results = append(results, r)
 			}
 			return g.emit(results, func(w io.Writer) {
-				row(w, "RUN", "SERVERS", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS")
+				header(w, "RUN", "SERVERS", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS")
 				for i, r := range results {
 					via := "leader"
 					if r.ViaFollower {

@@ -61,7 +61,7 @@ job's fabric identity.
 			}
 			switch format {
 			case "env":
-				if g.output != "table" {
+				if g.isStructured() {
 					return g.emit(b, nil)
 				}
 				_, err = io.WriteString(g.stdout, b.Shell())

@@ -234,7 +234,7 @@ func TestDemoSeeds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb bytes.Buffer
-	g := &globals{stdout: &out, stderr: &errb, output: "table"}
+	g := &globals{stdout: &out, stderr: &errb, printing: printing{output: "table"}}
 	done := make(chan error, 1)
 	ready := make(chan [2]string, 1)
 	go func() {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 func newFabricCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "fabric", Short: "The network: device configs per revision, diffs, deploy, verify (admin)"}
 
+	var watch bool
 	status := &cobra.Command{
 		Use: "status", Short: "The latest revision and each device's deployed revision and last error", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -25,13 +27,22 @@ func newFabricCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var st state.FabricStatus
-			if err := c.Do(cmd.Context(), "GET", "/v1/fabric/status", nil, &st); err != nil {
+			fetch := func(ctx context.Context) (state.FabricStatus, error) {
+				var st state.FabricStatus
+				err := c.Do(ctx, "GET", "/v1/fabric/status", nil, &st)
+				return st, err
+			}
+			if watch {
+				return watchObject(cmd.Context(), g, fetch, func(w io.Writer, st state.FabricStatus) { fabricStatusTable(w, &st) })
+			}
+			st, err := fetch(cmd.Context())
+			if err != nil {
 				return err
 			}
 			return g.emit(st, func(w io.Writer) { fabricStatusTable(w, &st) })
 		},
 	}
+	addWatchFlag(status, &watch, "the status again whenever it changes (a new revision, a device deployed or failing)")
 
 	revisions := &cobra.Command{
 		Use: "revisions", Short: "The kept revisions: when, why, which devices changed", Args: cobra.NoArgs,
@@ -45,9 +56,10 @@ func newFabricCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(rs, func(w io.Writer) {
-				row(w, "REV", "AT", "CHANGED", "REMOVED", "CAUSE")
+				header(w, wideCols(w, []any{"REV", "AGE", "CHANGED", "REMOVED", "CAUSE"}, "AT", "VERIFY")...)
 				for _, r := range rs {
-					row(w, r.Rev, r.At.UTC().Format("2006-01-02T15:04:05Z"), orDash(strings.Join(r.Changed, ",")), orDash(strings.Join(r.Removed, ",")), orDash(r.Cause))
+					row(w, wideCols(w, []any{r.Rev, g.age(r.At), orDash(strings.Join(r.Changed, ",")), orDash(strings.Join(r.Removed, ",")), orDash(r.Cause)},
+						g.when(r.At), orDash(strings.Join(r.Verify, "; ")))...)
 				}
 			})
 		},
@@ -94,6 +106,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 
 	var from, to uint64
 	var diffDevice string
+	var stat bool
 	diff := &cobra.Command{
 		Use: "diff", Short: "Per-device minimal diff between two revisions (default: the latest and the one before)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -115,6 +128,10 @@ func newFabricCmd(g *globals) *cobra.Command {
 			if err := c.Do(cmd.Context(), "GET", "/v1/fabric/diff?"+q.Encode(), nil, &d); err != nil {
 				return err
 			}
+			if stat {
+				st := diffStat(d)
+				return g.emit(st, func(w io.Writer) { diffStatTable(w, st) })
+			}
 			return g.emit(d, func(w io.Writer) {
 				fmt.Fprintf(w, "revision %d -> %d: %d devices differ\n", d.From, d.To, len(d.Devices))
 				for _, x := range d.Devices {
@@ -129,6 +146,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 	diff.Flags().Uint64Var(&from, "from", 0, "older revision (0: an empty fabric)")
 	diff.Flags().Uint64Var(&to, "to", 0, "newer revision (default: the latest)")
 	diff.Flags().StringVar(&diffDevice, "device", "", "only this device")
+	diff.Flags().BoolVar(&stat, "stat", false, "only count the lines each device adds and removes")
 
 	deployCmd := &cobra.Command{
 		Use: "deploy", Short: "Compile and deploy now, retrying failed devices; exits non-zero if a device failed", Args: cobra.NoArgs,
@@ -201,9 +219,86 @@ func newFabricCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// fabricDiffStat is fabric diff --stat: per device, the lines of
+// configuration its change adds and removes.
+type fabricDiffStat struct {
+	From    uint64           `json:"from"`
+	To      uint64           `json:"to"`
+	Devices []deviceDiffStat `json:"devices"`
+}
+
+type deviceDiffStat struct {
+	Device  string `json:"device"`
+	Added   int    `json:"added"`
+	Removed int    `json:"removed"`
+}
+
+func (s fabricDiffStat) names() []string {
+	out := []string{}
+	for _, d := range s.Devices {
+		out = append(out, "device/"+d.Device)
+	}
+	return out
+}
+
+func diffStat(d api.FabricDiff) fabricDiffStat {
+	out := fabricDiffStat{From: d.From, To: d.To, Devices: []deviceDiffStat{}}
+	for _, x := range d.Devices {
+		a, r := countDiffLines(x.Device, x.Text)
+		out.Devices = append(out.Devices, deviceDiffStat{Device: x.Device, Added: a, Removed: r})
+	}
+	return out
+}
+
+// countDiffLines counts the added and removed lines of a device's diff as
+// the server renders it (render.DeviceDiff.String): per file either a
+// "# DEVICE/FILE (nos, change)" header and Junos delete/set commands, or a
+// "--- a/DEVICE/FILE" "+++ b/DEVICE/FILE" header and -U0 hunks.
+func countDiffLines(device, text string) (added, removed int) {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	junos := false
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case l == "":
+			continue
+		case strings.HasPrefix(l, "# "+device+"/"):
+			junos = true
+			continue
+		case (strings.HasPrefix(l, "--- a/"+device+"/") || l == "--- /dev/null") && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "+++ "):
+			junos = false
+			i++ // the +++ line
+			continue
+		}
+		switch {
+		case junos && strings.HasPrefix(l, "delete "):
+			removed++
+		case junos && strings.HasPrefix(l, "set "):
+			added++
+		case junos, strings.HasPrefix(l, "@@"):
+		case strings.HasPrefix(l, "+"):
+			added++
+		case strings.HasPrefix(l, "-"):
+			removed++
+		}
+	}
+	return added, removed
+}
+
+func diffStatTable(w io.Writer, s fabricDiffStat) {
+	title(w, "revision %d -> %d: %d devices differ\n", s.From, s.To, len(s.Devices))
+	header(w, "DEVICE", "ADDED", "REMOVED")
+	var a, r int
+	for _, d := range s.Devices {
+		row(w, d.Device, "+"+strconv.Itoa(d.Added), "-"+strconv.Itoa(d.Removed))
+		a, r = a+d.Added, r+d.Removed
+	}
+	title(w, "total\t+%d\t-%d\n", a, r)
+}
+
 func fabricStatusTable(w io.Writer, st *state.FabricStatus) {
-	fmt.Fprintf(w, "latest revision: %d\n", st.Revision)
-	row(w, "DEVICE", "ROLE", "NOS", "CHANGED-IN", "DEPLOYED", "STATE", "ERROR")
+	title(w, "latest revision: %d\n", st.Revision)
+	header(w, "DEVICE", "ROLE", "NOS", "CHANGED-IN", "DEPLOYED", "STATE", "ERROR")
 	for _, d := range st.Devices {
 		s := "in sync"
 		switch {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -66,7 +67,7 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(j, func(w io.Writer) { jobTable(w, []domain.Job{*j}) })
+			return g.emit(j, func(w io.Writer) { g.jobTable(w, []domain.Job{*j}) })
 		},
 	}
 	f := submit.Flags()
@@ -92,6 +93,7 @@ func newJobCmd(g *globals) *cobra.Command {
 
 	var q client.JobQuery
 	var state string
+	var watch bool
 	list := &cobra.Command{
 		Use: "list", Short: "List jobs you can see", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,16 +105,22 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if watch {
+				fetch := func(ctx context.Context) ([]domain.Job, error) { return c.Jobs(ctx, q) }
+				key := func(j domain.Job) string { return strconv.FormatUint(j.ID, 10) }
+				return watchList(cmd.Context(), g, fetch, key, nil, g.jobTable)
+			}
 			js, err := c.Jobs(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
-			return g.emit(js, func(w io.Writer) { jobTable(w, js) })
+			return g.emit(js, func(w io.Writer) { g.jobTable(w, js) })
 		},
 	}
 	list.Flags().StringVar(&q.Tenant, "tenant", "", "only this tenant's jobs")
 	list.Flags().StringVar(&ws, "workspace", "", "only this TENANT/WORKSPACE's jobs")
 	list.Flags().StringVar(&state, "state", "", "only jobs in this state (Pending, Running, ...)")
+	addWatchFlag(list, &watch, "each job that is new or changed")
 
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show a job and why it is where it is", Args: cobra.ExactArgs(1),
@@ -193,7 +201,7 @@ Preempting job has stopped and its GPUs may go.`,
 			if err != nil {
 				return err
 			}
-			return g.emit(j, func(w io.Writer) { jobDetail(w, j) })
+			return g.emit(j, func(w io.Writer) { g.jobDetail(w, j) })
 		},
 	}
 	cmd.Flags().StringVar(&st, "state", "", "running, succeeded, failed or stopped")
@@ -224,32 +232,17 @@ func newJobWatchCmd(g *globals) *cobra.Command {
 // emitLine prints one job of a stream as it comes: a line (time, state,
 // reason, the runtime's message), a line of JSON, or a YAML document.
 func (g *globals) emitLine(j *domain.Job) error {
-	switch g.output {
-	case "json":
-		b, err := jsonBytes(j)
-		if err != nil {
-			return err
+	return g.emitItem(j, false, func(w io.Writer) {
+		reason := "-"
+		if j.Reason != nil {
+			reason = fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code)
 		}
-		_, err = fmt.Fprintf(g.stdout, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := orderedYAML(j)
-		if err != nil {
-			return err
+		line := fmt.Sprintf("%s  %-10s  %s", g.when(j.UpdatedAt), j.State, reason)
+		if j.Message != "" {
+			line += fmt.Sprintf("  message: %q", j.Message)
 		}
-		_, err = fmt.Fprintf(g.stdout, "---\n%s", b)
-		return err
-	}
-	reason := "-"
-	if j.Reason != nil {
-		reason = fmt.Sprintf("%s (%s)", j.Reason.Message, j.Reason.Code)
-	}
-	line := fmt.Sprintf("%s  %-10s  %s", j.UpdatedAt.Format("2006-01-02 15:04:05"), j.State, reason)
-	if j.Message != "" {
-		line += fmt.Sprintf("  message: %q", j.Message)
-	}
-	_, err := fmt.Fprintln(g.stdout, line)
-	return err
+		fmt.Fprintln(w, line)
+	})
 }
 
 func parseJobID(raw string) (uint64, error) {
@@ -286,25 +279,30 @@ func jobDo(cmd *cobra.Command, g *globals, raw string, cancel bool) error {
 	if err != nil {
 		return err
 	}
-	return g.emit(j, func(w io.Writer) { jobDetail(w, j) })
+	return g.emit(j, func(w io.Writer) { g.jobDetail(w, j) })
 }
 
-func jobTable(w io.Writer, js []domain.Job) {
-	row(w, "ID", "NAME", "WORKSPACE", "GPUS", "STATE", "SERVERS", "REASON")
+// jobTable lists jobs; -o wide adds priority, preemptibility, the
+// submission time and each server's GPUs.
+func (p *printing) jobTable(w io.Writer, js []domain.Job) {
+	header(w, wideCols(w, []any{"ID", "NAME", "WORKSPACE", "GPUS", "STATE", "AGE", "SERVERS", "REASON"}, "PRIORITY", "PREEMPTIBLE", "SUBMITTED", "PLACEMENT")...)
 	for _, j := range js {
 		reason := ""
 		if j.Reason != nil && j.State == domain.JobPending {
 			reason = j.Reason.Message
 		}
 		servers := make([]string, len(j.Placement))
-		for i, p := range j.Placement {
-			servers[i] = p.Server
+		where := make([]string, len(j.Placement))
+		for i, pl := range j.Placement {
+			servers[i] = pl.Server
+			where[i] = pl.Server + ":" + joinInts(pl.GPUs)
 		}
-		row(w, j.ID, j.Name, j.Tenant+"/"+j.Workspace, demand(&j.JobSpec), j.State, orDash(strings.Join(servers, ",")), orDash(reason))
+		row(w, wideCols(w, []any{j.ID, j.Name, j.Tenant + "/" + j.Workspace, demand(&j.JobSpec), j.State, p.age(j.SubmittedAt), orDash(strings.Join(servers, ",")), orDash(reason)},
+			j.Priority, j.Preemptible, p.when(j.SubmittedAt), orDash(strings.Join(where, " ")))...)
 	}
 }
 
-func jobDetail(w io.Writer, j *domain.Job) {
+func (p *printing) jobDetail(w io.Writer, j *domain.Job) {
 	row(w, "ID:", j.ID)
 	row(w, "Name:", j.Name)
 	row(w, "Workspace:", j.Tenant+"/"+j.Workspace)
@@ -364,13 +362,13 @@ func jobDetail(w io.Writer, j *domain.Job) {
 	if j.Requeues > 0 {
 		row(w, "Requeues:", j.Requeues)
 	}
-	row(w, "Submitted:", j.SubmittedAt.Format("2006-01-02 15:04:05")+" by "+orDash(j.SubmittedBy))
+	row(w, "Submitted:", p.when(j.SubmittedAt)+" ("+p.age(j.SubmittedAt)+" ago) by "+orDash(j.SubmittedBy))
 	for _, t := range []struct {
 		label string
 		at    *time.Time
 	}{{"Placed:", j.PlacedAt}, {"Started:", j.StartedAt}, {"Stop by:", j.StopDeadline}, {"Ended:", j.EndedAt}} {
 		if t.at != nil {
-			row(w, t.label, t.at.Format("2006-01-02 15:04:05"))
+			row(w, t.label, p.when(*t.at))
 		}
 	}
 	for _, warn := range j.Warnings { // host problems under the job (hosts.go)
@@ -381,6 +379,7 @@ func jobDetail(w io.Writer, j *domain.Job) {
 func newEventsCmd(g *globals) *cobra.Command {
 	var q client.EventQuery
 	var ws string
+	var follow bool
 	cmd := &cobra.Command{
 		Use: "events", Short: "The audit trail: who changed what, when", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -396,23 +395,61 @@ func newEventsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if follow {
+				return followEvents(cmd.Context(), g, c, q)
+			}
 			es, err := c.Events(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
-			return g.emit(es, func(w io.Writer) {
-				row(w, "SEQ", "TIME", "ACTOR", "ACTION", "OBJECT", "MESSAGE")
-				for _, e := range es {
-					row(w, e.Seq, e.At.Format("2006-01-02 15:04:05"), e.Actor, e.Action, e.Object, orDash(e.Message))
-				}
-			})
+			return g.emit(es, func(w io.Writer) { g.eventTable(w, es) })
 		},
 	}
 	cmd.Flags().StringVar(&q.Tenant, "tenant", "", "only this tenant's events")
 	cmd.Flags().StringVar(&ws, "workspace", "", "only this TENANT/WORKSPACE's events")
 	cmd.Flags().StringVar(&q.Since, "since", "", "only events newer than this duration (1h, 30m) or RFC 3339 time")
 	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many (newest)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "after printing, keep printing new events as they happen, until Ctrl-C")
 	return cmd
+}
+
+func (p *printing) eventTable(w io.Writer, es []domain.Event) {
+	header(w, "SEQ", "TIME", "ACTOR", "ACTION", "OBJECT", "MESSAGE")
+	for _, e := range es {
+		row(w, e.Seq, p.when(e.At), e.Actor, e.Action, e.Object, orDash(e.Message))
+	}
+}
+
+// followEvents prints the events q selects, then each new one as it is
+// recorded. Each poll asks only for events from shortly before the last one
+// seen (a second's overlap for clocks' rounding; the sequence number drops
+// repeats), not the whole trail again.
+func followEvents(ctx context.Context, g *globals, c *client.Client, q client.EventQuery) error {
+	var last domain.Event
+	fetch := func(ctx context.Context) ([]domain.Event, error) {
+		qq := q
+		if last.Seq > 0 {
+			qq.Since, qq.Limit = last.At.Add(-time.Second).UTC().Format(time.RFC3339Nano), 0
+		}
+		es, err := c.Events(ctx, qq)
+		if err != nil {
+			return nil, err
+		}
+		var kept []domain.Event
+		for _, e := range es {
+			if e.Seq > last.Seq {
+				kept = append(kept, e)
+			}
+		}
+		for _, e := range kept {
+			if e.Seq > last.Seq {
+				last = e
+			}
+		}
+		return kept, nil
+	}
+	key := func(e domain.Event) string { return strconv.FormatUint(e.Seq, 10) }
+	return watchList(ctx, g, fetch, key, nil, g.eventTable)
 }
 
 func newClusterCmd(g *globals) *cobra.Command {
@@ -429,8 +466,8 @@ func newClusterCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(v, func(w io.Writer) {
-				fmt.Fprintf(w, "raft peer authentication: %s\n", v.PeerAuth)
-				row(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER")
+				title(w, "raft peer authentication: %s\n", v.PeerAuth)
+				header(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER")
 				for _, m := range v.Members {
 					row(w, m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage, m.Leader)
 				}
@@ -447,8 +484,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 			if err := c.Do(cmd.Context(), "DELETE", "/v1/cluster/members/"+args[0], nil, nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "member %s removed\n", args[0])
-			return nil
+			return g.emit(memberRemoved{ID: args[0], Removed: true}, func(w io.Writer) { fmt.Fprintf(w, "member %s removed\n", args[0]) })
 		},
 	}
 	secret := &cobra.Command{
@@ -460,12 +496,23 @@ func newClusterCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(g.stdout, s)
-			return nil
+			return g.emit(clusterSecret{Secret: s}, func(w io.Writer) { fmt.Fprintln(w, s) })
 		},
 	}
 	cmd.AddCommand(status, remove, secret)
 	return cmd
+}
+
+// memberRemoved is what cluster remove prints with -o json|yaml|name.
+type memberRemoved struct {
+	ID      string `json:"id"`
+	Removed bool   `json:"removed"`
+}
+
+func (m memberRemoved) names() []string { return []string{"member/" + m.ID} }
+
+type clusterSecret struct {
+	Secret string `json:"secret"`
 }
 
 // demand says what a job asks for: "16", "2x3g.40gb", "0.25".

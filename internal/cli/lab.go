@@ -68,12 +68,16 @@ rendered device configurations, nothing else. See docs/lab.md.`,
 			if err != nil {
 				return err
 			}
-			start := time.Now()
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			start := g.clock()
 			if err := l.WaitConverged(cmd.Context(), timeout); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "converged in %s\n", time.Since(start).Round(time.Millisecond))
-			return nil
+			took := g.clock().Sub(start).Round(time.Millisecond)
+			v := labResult{Lab: strings.TrimSuffix(l.Prefix, "-"), Converged: true, Seconds: took.Seconds()}
+			return g.emit(v, func(w io.Writer) { fmt.Fprintf(w, "converged in %s\n", took) })
 		},
 	}
 	wait.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait")
@@ -96,8 +100,14 @@ rendered device configurations, nothing else. See docs/lab.md.`,
 			if e, err := l.Endpoint(args[1]); err == nil {
 				dst = e.Addr4()
 			}
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
 			ok, out := l.Ping(cmd.Context(), src, dst, pingTimeout)
-			fmt.Fprintln(g.stdout, out)
+			v := labPing{From: src.Name(), To: dst, Reached: ok, Output: out}
+			if err := g.emit(v, func(w io.Writer) { fmt.Fprintln(w, out) }); err != nil {
+				return err
+			}
 			if !ok {
 				return fmt.Errorf("%s (%s) does not reach %s", src.Name(), src.Addr4(), dst)
 			}
@@ -113,20 +123,40 @@ rendered device configurations, nothing else. See docs/lab.md.`,
 			if err != nil {
 				return err
 			}
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
 			if err := l.Down(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "lab %s is down\n", strings.TrimSuffix(l.Prefix, "-"))
-			return nil
+			v := labResult{Lab: strings.TrimSuffix(l.Prefix, "-"), Down: true}
+			return g.emit(v, func(w io.Writer) { fmt.Fprintf(w, "lab %s is down\n", v.Lab) })
 		},
 	}
 	cmd.AddCommand(up, status, wait, ping, down)
 	return cmd
 }
 
+// labResult is what lab wait and lab down print with -o json|yaml|name.
+type labResult struct {
+	Lab       string  `json:"lab"`
+	Converged bool    `json:"converged,omitempty"`
+	Seconds   float64 `json:"seconds,omitempty"`
+	Down      bool    `json:"down,omitempty"`
+}
+
+func (r labResult) names() []string { return []string{"lab/" + r.Lab} }
+
+type labPing struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Reached bool   `json:"reached"`
+	Output  string `json:"output"`
+}
+
 func labStatusTable(w io.Writer, l *lab.Lab, st *lab.Status, routes bool) {
-	fmt.Fprintf(w, "lab %s (run directory %s)\n", strings.TrimSuffix(st.Prefix, "-"), st.RunDir)
-	row(w, "DEVICE", "ROLE", "DAEMONS", "UNDERLAY", "EVPN", "L3VNIS", "ROUTES PER VRF")
+	title(w, "lab %s (run directory %s)\n", strings.TrimSuffix(st.Prefix, "-"), st.RunDir)
+	header(w, "DEVICE", "ROLE", "DAEMONS", "UNDERLAY", "EVPN", "L3VNIS", "ROUTES PER VRF")
 	for _, d := range st.Devices {
 		daemons := "up"
 		if !d.Daemons {
@@ -143,8 +173,8 @@ func labStatusTable(w io.Writer, l *lab.Lab, st *lab.Status, routes bool) {
 		}
 		row(w, d.Name, d.Role, daemons, fmt.Sprintf("%d/%d", u, ut), fmt.Sprintf("%d/%d", e, et), orDash(strings.Join(vnis, ",")), orDash(strings.Join(vrfs, " ")))
 	}
-	fmt.Fprintln(w)
-	row(w, "DEVICE", "AF", "PEER", "STATE", "PREFIXES")
+	title(w, "\n")
+	header(w, "DEVICE", "AF", "PEER", "STATE", "PREFIXES")
 	for _, d := range st.Devices {
 		for _, s := range d.Sessions {
 			peer := s.Peer

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
@@ -26,9 +29,14 @@ func newNodeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(ns, func(w io.Writer) {
-				row(w, "SERVER", "SITE", "STRIPE", "MODEL", "USED", "TENANTS", "CONDITION", "REASON")
+				header(w, wideCols(w, []any{"SERVER", "SITE", "STRIPE", "MODEL", "USED", "TENANTS", "CONDITION", "REASON"}, "NVLINK-DOMAIN", "DRIVER", "CHANGED", "BY")...)
 				for _, n := range ns {
-					row(w, n.Name, n.Site, n.Stripe, n.GPUModel, fmt.Sprintf("%d/%d", n.UsedGPUs, n.GPUs), orDash(strings.Join(n.Tenants, ",")), condition(n.Condition), orDash(n.Condition.Reason))
+					changed := "-"
+					if !n.Condition.UpdatedAt.IsZero() {
+						changed = g.age(n.Condition.UpdatedAt) + " ago"
+					}
+					row(w, wideCols(w, []any{n.Name, n.Site, n.Stripe, n.GPUModel, fmt.Sprintf("%d/%d", n.UsedGPUs, n.GPUs), orDash(strings.Join(n.Tenants, ",")), condition(n.Condition), orDash(n.Condition.Reason)},
+						orDash(n.NVLinkDomain), orDash(n.Driver), changed, orDash(n.Condition.UpdatedBy))...)
 				}
 			})
 		},
@@ -44,11 +52,23 @@ func newNodeCmd(g *globals) *cobra.Command {
 				}
 				u := api.NodeUpdateRequest{Reason: reason}
 				set(&u)
+				var stopping []domain.Job
+				if u.Draining != nil && *u.Draining {
+					// Read before the drain: once it is committed the
+					// scheduler starts stopping them.
+					if stopping, err = jobsOn(cmd.Context(), c, args[0]); err != nil {
+						return err
+					}
+				}
 				var cond domain.NodeCondition
 				if err := c.Do(cmd.Context(), "PATCH", "/v1/nodes/"+args[0], u, &cond); err != nil {
 					return err
 				}
-				return g.emit(cond, func(w io.Writer) { fmt.Fprintf(w, "%s: %s\n", args[0], condition(cond)) })
+				if u.Draining == nil || !*u.Draining {
+					return g.emit(cond, func(w io.Writer) { fmt.Fprintf(w, "%s: %s\n", args[0], condition(cond)) })
+				}
+				d := nodeDrain{NodeCondition: cond, Stopping: stopping}
+				return g.emit(d, func(w io.Writer) { g.drainTable(w, d, u.GraceSeconds) })
 			},
 		}
 		c.Flags().StringVar(&reason, "reason", "", "why (shown in node list and the audit trail)")
@@ -68,6 +88,61 @@ func newNodeCmd(g *globals) *cobra.Command {
 		verb("healthy", "Mark the server healthy again", func(u *api.NodeUpdateRequest) { u.Unhealthy = &f }),
 	)
 	return cmd
+}
+
+// nodeDrain is what node drain prints: the server's condition and the
+// jobs the drain stops.
+type nodeDrain struct {
+	domain.NodeCondition
+	Stopping []domain.Job `json:"stopping"`
+}
+
+func (d nodeDrain) names() []string {
+	out := []string{"node/" + d.Server}
+	for _, j := range d.Stopping {
+		out = append(out, "job/"+strconv.FormatUint(j.ID, 10))
+	}
+	return out
+}
+
+func (p *printing) drainTable(w io.Writer, d nodeDrain, graceSeconds int64) {
+	fmt.Fprintf(w, "%s: %s\n", d.Server, condition(d.NodeCondition))
+	if len(d.Stopping) == 0 {
+		title(w, "no jobs to stop\n")
+		return
+	}
+	grace := "the preemption grace"
+	if graceSeconds > 0 {
+		grace = (time.Duration(graceSeconds) * time.Second).String()
+	}
+	n := fmt.Sprintf("%d jobs", len(d.Stopping))
+	if len(d.Stopping) == 1 {
+		n = "1 job"
+	}
+	title(w, "stopping %s within %s:\n", n, grace)
+	p.jobTable(w, d.Stopping)
+}
+
+// jobsOn lists the jobs holding GPUs on a server: those a drain stops
+// (Placed, Ready or Running; a Preempting job is already stopping).
+func jobsOn(ctx context.Context, c *client.Client, server string) ([]domain.Job, error) {
+	js, err := c.Jobs(ctx, client.JobQuery{})
+	if err != nil {
+		return nil, fmt.Errorf("list the server's jobs: %w", err)
+	}
+	out := []domain.Job{}
+	for _, j := range js {
+		if j.State != domain.JobPlaced && j.State != domain.JobReady && j.State != domain.JobRunning {
+			continue
+		}
+		for _, pl := range j.Placement {
+			if pl.Server == server {
+				out = append(out, j)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 func condition(c domain.NodeCondition) string {

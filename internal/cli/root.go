@@ -21,9 +21,10 @@ type globals struct {
 	server string
 	token  string
 	ca     string
-	output string
 	stdout io.Writer
 	stderr io.Writer
+
+	printing // output.go: -o, --no-headers, the clock and zone of times
 }
 
 // Run executes the command line and returns the process exit status.
@@ -78,7 +79,8 @@ func newRoot(g *globals) *cobra.Command {
 	// --help, and a token is a secret (bearer() reads the variable).
 	pf.StringVar(&g.token, "token", "", "bearer token (default: env JOBFABRIC_TOKEN)")
 	pf.StringVar(&g.ca, "ca", os.Getenv("JOBFABRIC_CA"), "CA certificate to verify an https server (env JOBFABRIC_CA; default: system pool)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, wide, json, yaml, name (KIND/ID lines) or jsonpath=TEMPLATE")
+	pf.BoolVar(&g.noHeaders, "no-headers", false, "print tables without their header and title lines")
 	root.AddCommand(
 		newServerCmd(g), newDemoCmd(g), newTopologyCmd(g), newTenantCmd(g), newWorkspaceCmd(g),
 		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
@@ -93,14 +95,6 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func (g *globals) checkOutput() error {
-	switch g.output {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return domain.Invalid("output", "output %q is not one of table, json, yaml", g.output)
 }
 
 func (g *globals) client() (*client.Client, error) {

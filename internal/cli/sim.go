@@ -118,9 +118,9 @@ and DIR/runs.json; progress goes to stderr.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return domain.Invalid("out", "cannot create %s: %v", out, err)
 			}
-			start := time.Now()
+			start := g.clock()
 			runs, err := suite.Run(func(done, total int, r *sim.OpenbResult) {
-				fmt.Fprintf(g.stderr, "[%d/%d %.0fs] %s\n", done, total, time.Since(start).Seconds(), r)
+				fmt.Fprintf(g.stderr, "[%d/%d %.0fs] %s\n", done, total, g.clock().Sub(start).Seconds(), r)
 			})
 			if err != nil {
 				return err
@@ -134,7 +134,7 @@ and DIR/runs.json; progress goes to stderr.`,
 			}
 			means := sim.Means(sim.Rows(runs), 130)
 			return g.emit(means, func(w io.Writer) {
-				row(w, "WORKLOAD", "POLICY", "RUNS", "ALLOC%@130")
+				header(w, "WORKLOAD", "POLICY", "RUNS", "ALLOC%@130")
 				for _, m := range means {
 					row(w, m.Workload, m.Policy, m.N, fmt.Sprintf("%.2f", m.Value))
 				}
@@ -310,13 +310,18 @@ sim jobs (jobs.json) and write report.md with SVG plots to --out (default: the f
 				names = append(names, k)
 			}
 			slices.Sort(names)
+			var written []string
 			for _, k := range names {
 				if err := writeFile(out, k, func(w io.Writer) error { _, err := io.WriteString(w, files[k]); return err }); err != nil {
 					return err
 				}
-				fmt.Fprintln(g.stdout, filepath.Join(out, k))
+				written = append(written, filepath.Join(out, k))
 			}
-			return nil
+			return g.emit(written, func(w io.Writer) {
+				for _, p := range written {
+					fmt.Fprintln(w, p)
+				}
+			})
 		},
 	}
 	c.Flags().StringVar(&expected, "expected", "", "published results to validate openb runs against (analysis_allo_discrete.csv layout)")

@@ -30,7 +30,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{*t}) })
+			return g.emit(t, func(w io.Writer) { g.tenantTable(w, []domain.Tenant{*t}) })
 		},
 	}
 	var q domain.TenantQuota
@@ -60,13 +60,13 @@ func newTenantCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(ts, func(w io.Writer) { tenantTable(w, ts) })
+			return g.emit(ts, func(w io.Writer) { g.tenantTable(w, ts) })
 		},
 	}
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a tenant", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return tenantDo(cmd, g, "GET", args[0], func(w io.Writer, t domain.Tenant) { tenantTable(w, []domain.Tenant{t}) })
+			return tenantDo(cmd, g, "GET", args[0], func(w io.Writer, t domain.Tenant) { g.tenantTable(w, []domain.Tenant{t}) })
 		},
 	}
 	del := &cobra.Command{
@@ -115,7 +115,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 			if err := c.Do(cmd.Context(), "PATCH", "/v1/tenants/"+url.PathEscape(args[0]), body, &t); err != nil {
 				return err
 			}
-			return g.emit(t, func(w io.Writer) { tenantTable(w, []domain.Tenant{t}) })
+			return g.emit(t, func(w io.Writer) { g.tenantTable(w, []domain.Tenant{t}) })
 		},
 	}
 	uf := update.Flags()
@@ -140,14 +140,14 @@ func tenantDo(cmd *cobra.Command, g *globals, method, name string, table func(io
 	return g.emit(t, func(w io.Writer) { table(w, t) })
 }
 
-func tenantTable(w io.Writer, ts []domain.Tenant) {
-	row(w, "NAME", "ISOLATION", "NETWORK", "JOB-SEGMENTATION", "QUOTA", "SITES", "CREATED")
+func (p *printing) tenantTable(w io.Writer, ts []domain.Tenant) {
+	header(w, "NAME", "ISOLATION", "NETWORK", "JOB-SEGMENTATION", "QUOTA", "SITES", "AGE")
 	for _, t := range ts {
 		quota := "-"
 		if q := t.Quota; q != nil {
 			quota = fmt.Sprintf("%d+%d (lends %d)", q.Guaranteed, q.BorrowLimit, q.LendLimit)
 		}
-		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, quota, orDash(strings.Join(t.Sites, ",")), t.CreatedAt.Format("2006-01-02 15:04:05"))
+		row(w, t.Name, t.Isolation, t.Network, t.JobSegmentation, quota, orDash(strings.Join(t.Sites, ",")), p.age(t.CreatedAt))
 	}
 }
 
@@ -306,7 +306,7 @@ func workspaceDo(cmd *cobra.Command, g *globals, method, ref string) error {
 }
 
 func workspaceTable(w io.Writer, ws []domain.Workspace) {
-	row(w, "WORKSPACE", "GUARANTEED", "BORROW-LIMIT", "LEND-LIMIT", "WEIGHT", "PRIORITY", "MODEL-QUOTAS")
+	header(w, "WORKSPACE", "GUARANTEED", "BORROW-LIMIT", "LEND-LIMIT", "WEIGHT", "PRIORITY", "MODEL-QUOTAS")
 	for _, x := range ws {
 		var ms []string
 		for _, m := range x.Models {
@@ -381,7 +381,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w, t.Secret)
 				exp := ""
 				if t.Token.ExpiresAt != nil {
-					exp = ", expires " + t.Token.ExpiresAt.Local().Format("2006-01-02 15:04:05")
+					exp = ", expires " + g.when(*t.Token.ExpiresAt)
 				}
 				fmt.Fprintf(g.stderr, "token %s (%s%s%s) created; the secret above is shown only once\n", t.Token.ID, t.Token.Role, scope(t.Token), exp)
 			})
@@ -406,9 +406,9 @@ func newTokenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(ts, func(w io.Writer) {
-				row(w, "ID", "ROLE", "SCOPE", "DESCRIPTION", "CREATED", "EXPIRES", "LAST-USED")
+				header(w, "ID", "ROLE", "SCOPE", "DESCRIPTION", "CREATED", "EXPIRES", "LAST-USED")
 				for _, t := range ts {
-					row(w, t.ID, t.Role, orDash(t.Scope()), orDash(t.Description), t.CreatedAt.Local().Format("2006-01-02 15:04:05"), expires(t, time.Now()), optTime(t.LastUsedAt))
+					row(w, t.ID, t.Role, orDash(t.Scope()), orDash(t.Description), g.when(t.CreatedAt), g.expires(t), g.whenPtr(t.LastUsedAt))
 				}
 			})
 		},
@@ -441,22 +441,15 @@ func scope(t domain.Token) string {
 
 // expires renders a token's expiry: "-" for never, the time, and
 // "(expired)" once past.
-func expires(t domain.Token, now time.Time) string {
+func (p *printing) expires(t domain.Token) string {
 	if t.ExpiresAt == nil {
 		return "-"
 	}
-	s := t.ExpiresAt.Local().Format("2006-01-02 15:04:05")
-	if t.Expired(now) {
+	s := p.when(*t.ExpiresAt)
+	if t.Expired(p.clock()) {
 		s += " (expired)"
 	}
 	return s
-}
-
-func optTime(p *time.Time) string {
-	if p == nil {
-		return "-"
-	}
-	return p.Local().Format("2006-01-02 15:04:05")
 }
 
 func newWhoamiCmd(g *globals) *cobra.Command {
@@ -474,7 +467,7 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 			return g.emit(t, func(w io.Writer) {
 				fmt.Fprintf(w, "token %s: %s%s", t.ID, t.Role, scope(*t))
 				if t.ExpiresAt != nil {
-					fmt.Fprintf(w, ", expires %s", expires(*t, time.Now()))
+					fmt.Fprintf(w, ", expires %s", g.expires(*t))
 				}
 				fmt.Fprintln(w)
 			})

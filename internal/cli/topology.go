@@ -51,9 +51,11 @@ func newTopologyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := t.Summary()
-			fmt.Fprintf(g.stdout, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, s.Cables)
-			return nil
+			v := topologyValid{File: file, Valid: true, Summary: t.Summary()}
+			return g.emit(v, func(w io.Writer) {
+				s := v.Summary
+				fmt.Fprintf(w, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, s.Cables)
+			})
 		},
 	}
 	validate.Flags().StringP("file", "f", "", "topology file (YAML or JSON; - for stdin)")
@@ -113,6 +115,14 @@ func newTopologyCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// topologyValid is what topology validate prints with -o json|yaml (an
+// invalid file is an error, on stderr).
+type topologyValid struct {
+	File    string                 `json:"file"`
+	Valid   bool                   `json:"valid"`
+	Summary domain.TopologySummary `json:"summary"`
+}
+
 func (g *globals) emitAs(format string, v any) error {
 	saved := g.output
 	g.output = format
@@ -167,9 +177,9 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 		models = append(models, fmt.Sprintf("%d x %s", n, m))
 	}
 	sort.Strings(models)
-	fmt.Fprintf(w, "Revision %d: %d sites, %d fabrics, %d spines, %d leaves, %d servers, %d GPUs (%s), %d stripes, %d rails, %d NVLink domains\n\n",
+	title(w, "Revision %d: %d sites, %d fabrics, %d spines, %d leaves, %d servers, %d GPUs (%s), %d stripes, %d rails, %d NVLink domains\n\n",
 		v.Revision, s.Sites, s.Fabrics, s.Spines, s.Leaves, s.Servers, s.GPUs, strings.Join(models, ", "), s.Stripes, s.Rails, s.NVLinkDomains)
-	row(w, "SWITCH", "ROLE", "FABRIC", "STRIPE", "RAIL", "ASN", "LOOPBACK", "PORTS")
+	header(w, "SWITCH", "ROLE", "FABRIC", "STRIPE", "RAIL", "ASN", "LOOPBACK", "PORTS")
 	for _, site := range v.Topology.Sites {
 		for _, f := range site.Fabrics {
 			for _, sw := range f.Spines {
@@ -180,8 +190,8 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 			}
 		}
 	}
-	fmt.Fprintln(w)
-	row(w, "SERVER", "STRIPE", "GPUS", "MODEL", "NVLINK-DOMAIN", "NICS", "DRIVER")
+	title(w, "\n")
+	header(w, "SERVER", "STRIPE", "GPUS", "MODEL", "NVLINK-DOMAIN", "NICS", "DRIVER")
 	for _, site := range v.Topology.Sites {
 		for _, f := range site.Fabrics {
 			for _, srv := range f.Servers {
