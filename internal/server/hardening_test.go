@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
@@ -56,7 +55,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		"node condition":   {"PATCH", "/v1/nodes/s1-gpu001", `{"cordoned":true,"cordoned":false}`, "cordoned"},
 		"different values": {"PATCH", "/v1/tenants/acme/workspaces/research", `{"guaranteed":8,"guaranteed":0}`, "guaranteed"},
 	}
-	before, _ := admin.Events(ctxT(t), client.EventQuery{})
+	before := requestEvents(t, admin)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			status, code, field := doH(t, url, tok, tc.method, tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
@@ -68,7 +67,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 			}
 		})
 	}
-	after, _ := admin.Events(ctxT(t), client.EventQuery{})
+	after := requestEvents(t, admin)
 	if len(after) != len(before) {
 		t.Fatalf("refused requests changed the state: %d events before, %d after", len(before), len(after))
 	}

@@ -110,3 +110,21 @@ func submit(t *testing.T, c *client.Client, tenant, ws string, gpus int) *domain
 func tokReq(role domain.Role, tenant, ws string) api.TokenCreateRequest {
 	return api.TokenCreateRequest{Role: role, Tenant: tenant, Workspace: ws}
 }
+
+// requestEvents lists the events made by API callers: the leader's own loops
+// (the fabric's revisions, the scheduler's placements) write events of their
+// own whenever they run, which a test of refused requests must not count.
+func requestEvents(t *testing.T, c *client.Client) []domain.Event {
+	t.Helper()
+	all, err := c.Events(ctxT(t), client.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.Event
+	for _, e := range all {
+		if e.Actor != "fabric" && e.Actor != "scheduler" && e.Actor != "system" {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -56,7 +56,7 @@ func TestBadInput(t *testing.T) {
 		"topology not yaml":     {"PUT", "/v1/topology", "sites: [\n  - name: : :\n", 400, ""},
 		"unknown route":         {"GET", "/v1/nothing", "", 404, ""},
 	}
-	before, _ := admin.Events(ctxT(t), client.EventQuery{})
+	before := requestEvents(t, admin)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			status, body := do(t, url, tok, tc.method, tc.path, tc.body)
@@ -72,7 +72,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	after, _ := admin.Events(ctxT(t), client.EventQuery{})
+	after := requestEvents(t, admin)
 	if len(after) != len(before) {
 		t.Fatalf("rejected requests changed the state: %d events before, %d after", len(before), len(after))
 	}
