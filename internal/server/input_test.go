@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfabric/jobfabric/internal/client"
 )
 
 // TestBadInput: malformed, unknown, negative and absurd input answers 400
