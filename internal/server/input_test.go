@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
 )
 
 // TestBadInput: malformed, unknown, negative and absurd input answers 400
