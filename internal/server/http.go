@@ -117,6 +117,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(w, err)
 			return
 		}
+		if pg, ok := v.(paged); ok {
+			w.Header().Set(ContinueHeader, pg.next)
+			v = pg.v
+		}
 		status := rt.status
 		if ws, ok := v.(withStatus); ok {
 			status, v = ws.status, ws.v
