@@ -91,7 +91,7 @@ func (g *globals) candidates(cmd *cobra.Command, f completer) ([]string, cobra.S
 	defer cancel()
 	out, err := f(ctx, c)
 	if err != nil {
-		cobra.CompDebugln("jobfabric completion: "+err.Error(), true)
+		cobra.CompDebugln("jobfabric completion: "+err.Error(), false)
 		return nil, cobra.ShellCompDirectiveError
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp

@@ -156,14 +156,12 @@ func describe(cmd *cobra.Command, err error, tokenGiven bool) string {
 			s += " [rule " + d.Rule + "]"
 		}
 	}
-	switch de.Code {
-	case domain.CodeUnauthenticated:
-		if !tokenGiven {
-			s += "\n" + tokenHelp
-		}
-	case domain.CodeNotFound, domain.CodeInvalidArgument:
-	default:
+	// The code adds nothing to "not found" or a named flag's rule.
+	if de.Code != domain.CodeNotFound && de.Code != domain.CodeInvalidArgument {
 		s += " (" + string(de.Code) + ")"
+	}
+	if de.Code == domain.CodeUnauthenticated && !tokenGiven {
+		s += "\n" + tokenHelp
 	}
 	return s
 }
@@ -190,7 +188,9 @@ func inFlagTerms(field, msg string, flags map[string]string) string {
 		names = append(names, f)
 	}
 	// Longest first: gpusPerNode before gpus.
-	sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) || (len(names[i]) == len(names[j]) && names[i] < names[j]) })
+	sort.Slice(names, func(i, j int) bool {
+		return len(names[i]) > len(names[j]) || (len(names[i]) == len(names[j]) && names[i] < names[j])
+	})
 	for _, f := range names {
 		// A plain word ("name", "share") is a field only when it is the
 		// error's own, or is followed by a value: "gpus 12 is not ...".
@@ -212,8 +212,11 @@ func fieldFlags(cmd *cobra.Command) map[string]string {
 		return m
 	}
 	add := func(f *pflag.Flag) {
-		if _, taken := m[camel(f.Name)]; !taken {
-			m[camel(f.Name)] = f.Name
+		// The CLI's own checks name the flag itself (model-quota).
+		for _, field := range []string{camel(f.Name), f.Name} {
+			if _, taken := m[field]; !taken {
+				m[field] = f.Name
+			}
 		}
 		for _, field := range f.Annotations[fieldAnnotation] {
 			if _, taken := m[field]; !taken {

@@ -483,7 +483,7 @@ func jobStates(values []string) ([]domain.JobState, error) {
 // found"; a tenant admin always gets its tenant, a member its workspace.
 func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
 	if p.nodeAgent() != "" {
-		return "", "", p.denied("list tenants' jobs or events: a node agent's token reads only its node's jobs (hosts.go)")
+		return "", "", p.denied("list tenants' jobs or events: a node agent's token reads only its own node's jobs (jobfabric job env ID --node NODE)")
 	}
 	q := r.URL.Query()
 	tenant, ws = q.Get("tenant"), q.Get("workspace")
