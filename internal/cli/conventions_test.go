@@ -213,7 +213,7 @@ func TestConfigContexts(t *testing.T) {
 	if out := mustRun(t, env, "config", "current-context"); out != "lab\n" {
 		t.Fatalf("the first context is current: %q", out)
 	}
-	if out := mustRun(t, env, "config", "get-contexts"); !regexp.MustCompile(`\*\s+lab\s+` + regexp.QuoteMeta(url)).MatchString(out) || !strings.Contains(out, "other") {
+	if out := mustRun(t, env, "config", "get-contexts"); !regexp.MustCompile(`\*\s+lab\s+`+regexp.QuoteMeta(url)).MatchString(out) || !strings.Contains(out, "other") {
 		t.Fatalf("get-contexts:\n%s", out)
 	}
 	if out := mustRun(t, env, "config", "view"); !strings.Contains(out, "token-file: "+tokFile) || strings.Contains(out, c.AdminToken) {
@@ -563,5 +563,3 @@ func TestCompletion(t *testing.T) {
 		t.Fatalf("completion without a server: exit %d\n%s", code, out)
 	}
 }
-
-
