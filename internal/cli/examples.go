@@ -27,6 +27,13 @@ jobfabric --context prod node list -o wide`,
 	"cluster secret": "jobfabric cluster secret > /etc/jobfabric/cluster.secret",
 	"cluster status": "jobfabric cluster status\njobfabric --server http://10.0.0.1:7070 cluster status -o json",
 
+	"completion":            "jobfabric completion bash > /etc/bash_completion.d/jobfabric\nsource <(jobfabric completion zsh)",
+	"completion bash":       "jobfabric completion bash > /etc/bash_completion.d/jobfabric",
+	"completion zsh":        "jobfabric completion zsh > \"${fpath[1]}/_jobfabric\"",
+	"completion fish":       "jobfabric completion fish > ~/.config/fish/completions/jobfabric.fish",
+	"completion powershell": "jobfabric completion powershell | Out-String | Invoke-Expression",
+	"help":                  "jobfabric help job submit",
+
 	"config": "jobfabric config set-context prod --server https://jf.example.com:7070 --ca ca.pem --token-file prod.token\njobfabric config use-context prod\njobfabric config get-contexts",
 
 	"demo":   "jobfabric demo\njobfabric demo --listen 127.0.0.1:7070 --stripes 2",

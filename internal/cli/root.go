@@ -66,6 +66,9 @@ func newRoot(g *globals) *cobra.Command {
 		newLabCmd(g),                      // lab.go
 		newConfigCmd(g), newVersionCmd(g), // config.go, version.go
 	)
+	// Added now rather than at Execute, so that they get examples too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	addExamples(root)       // examples.go
 	addCompletions(root, g) // complete.go
 	markUsage(root)         // errors.go
