@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -504,6 +505,20 @@ func TestVersion(t *testing.T) {
 	}
 	if _, errs, code := run(t, map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, "version"); code != exitServer || !strings.Contains(errs, "version unknown") {
 		t.Fatalf("version with the server down: exit %d %s", code, errs)
+	}
+	// Every answer carries the API revision: an older server's draws a
+	// warning on any command, the same revision none.
+	if _, errs, code := run(t, map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}, "whoami"); code != 0 || errs != "" {
+		t.Fatalf("whoami on a server of the same revision: exit %d, stderr %q", code, errs)
+	}
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(client.RevisionHeader, strconv.Itoa(api.Revision-1))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"t1","role":"admin"}`)
+	}))
+	defer old.Close()
+	if _, errs, code := run(t, map[string]string{"JOBFABRIC_SERVER": old.URL, "JOBFABRIC_TOKEN": "x"}, "whoami"); code != 0 || !strings.Contains(errs, "warning: the server speaks API revision "+strconv.Itoa(api.Revision-1)) {
+		t.Fatalf("whoami on an older server: exit %d, stderr %q", code, errs)
 	}
 	for _, tc := range []struct {
 		h    api.Health

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
@@ -22,6 +23,9 @@ type globals struct {
 	ca      string
 	context string
 	output  string
+	// used is the client the command made, if any: its answers tell the
+	// server's API revision (warnSkew).
+	used *client.Client
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -36,11 +40,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetContext(ctx)
 	cmd, err := root.ExecuteC()
+	if cmd != nil && cmd.Name() != "version" { // version says more itself
+		g.warnSkew()
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", describe(cmd, err, g.tokenGiven()))
 		return exitCode(err)
 	}
 	return exitOK
+}
+
+// warnSkew warns when the server answered with another API revision than
+// this client's: a newer client may send what an older server ignores.
+func (g *globals) warnSkew() {
+	if g.used == nil {
+		return
+	}
+	if rev := g.used.ServerAPIRevision(); rev != 0 && rev != api.Revision {
+		fmt.Fprintf(g.stderr, "warning: the server speaks API revision %d, this client %d (jobfabric version)\n", rev, api.Revision)
+	}
 }
 
 func newRoot(g *globals) *cobra.Command {
@@ -106,6 +124,7 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, usageErr(err)
 	}
+	g.used = c
 	return c, nil
 }
 

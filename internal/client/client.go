@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -28,6 +29,9 @@ type Client struct {
 	http  *http.Client
 	// stream has no overall timeout: a watch lasts as long as its job.
 	stream *http.Client
+	// serverRevision is the API revision the last answer carried (0:
+	// none seen yet, or a server too old to say).
+	serverRevision atomic.Int64
 	// RetryFor bounds how long a request answered "unavailable" (an election
 	// in progress) is retried; 0 disables retries.
 	RetryFor time.Duration
@@ -120,6 +124,9 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}, true
 	}
 	defer resp.Body.Close()
+	if rev, err := strconv.Atoi(resp.Header.Get(RevisionHeader)); err == nil {
+		c.serverRevision.Store(int64(rev))
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}, false
@@ -142,6 +149,14 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 	}
 	return nil, false
 }
+
+// RevisionHeader names the answer header with the server's API revision
+// (internal/server.RevisionHeader).
+const RevisionHeader = "Jobfabric-Api-Revision"
+
+// ServerAPIRevision is the API revision the server's last answer carried;
+// 0 when no answer said.
+func (c *Client) ServerAPIRevision() int { return int(c.serverRevision.Load()) }
 
 // answerError decodes an API error answer; anything else is internal.
 func answerError(method, path, status string, b []byte) error {
