@@ -25,9 +25,9 @@ type globals struct {
 	output  string
 	// used is the client the command made, if any: its answers tell the
 	// server's API revision (warnSkew).
-	used *client.Client
-	stdout  io.Writer
-	stderr  io.Writer
+	used   *client.Client
+	stdout io.Writer
+	stderr io.Writer
 }
 
 // Run executes the command line and returns the process exit status
