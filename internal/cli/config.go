@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -284,7 +285,33 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 			return err
 		},
 	}
-	cmd.AddCommand(set, use, get, current, view)
+	del := &cobra.Command{
+		Use:               "delete-context NAME",
+		Short:             "Remove a context (the token file stays); removing the current one leaves none current",
+		Example:           "  jobfabric config delete-context old-lab",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeContexts,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, cfg, err := openConfig()
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(cfg.Contexts, func(c clientContext) bool { return c.Name == args[0] })
+			if i < 0 {
+				return &exitError{code: exitNotFound, err: fmt.Errorf("context %q is not in %s (known: %s)", args[0], path, orNone(cfg.names()))}
+			}
+			cfg.Contexts = slices.Delete(cfg.Contexts, i, i+1)
+			if cfg.CurrentContext == args[0] {
+				cfg.CurrentContext = ""
+			}
+			if err := cfg.save(path); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "context %s deleted from %s\n", args[0], path)
+			return nil
+		},
+	}
+	cmd.AddCommand(set, use, get, current, view, del)
 	return cmd
 }
 

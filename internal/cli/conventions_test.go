@@ -268,6 +268,14 @@ func TestConfigContexts(t *testing.T) {
 	if _, errs, code := run(t, env, "config", "use-context", "nope"); code != exitNotFound || !strings.Contains(errs, `context "nope" is not in`) {
 		t.Fatalf("use-context nope: exit %d %s", code, errs)
 	}
+	// delete-context removes one; the current one leaves none current.
+	mustRun(t, env, "config", "delete-context", "other")
+	if out := mustRun(t, env, "config", "get-contexts"); strings.Contains(out, "other") || strings.Contains(out, "*") {
+		t.Fatalf("after delete-context other:\n%s", out)
+	}
+	if _, _, code := run(t, env, "config", "delete-context", "other"); code != exitNotFound {
+		t.Fatalf("delete-context of a deleted context: exit %d", code)
+	}
 	// $JOBFABRIC_CONFIG names another file; an unknown key is refused by name.
 	bad := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(bad, []byte("contexts:\n- name: x\n  sever: http://a\n"), 0o600); err != nil {
