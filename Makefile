@@ -14,8 +14,11 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# A release sets VERSION (make build VERSION=v1.2.3); otherwise the binary
+# reports the module version and VCS revision the toolchain records.
+VERSION ?=
 build:
-	$(GO) build -o bin/jobfabric ./cmd/jobfabric
+	$(GO) build -ldflags "-X github.com/jobfabric/jobfabric/internal/version.version=$(VERSION)" -o bin/jobfabric ./cmd/jobfabric
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -5,6 +5,11 @@ import (
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 )
 
+// Revision numbers the API's shape: it goes up whenever a request or
+// answer gains a field, a parameter or an endpoint (12: version in health,
+// paginated jobs and events, several states in a job query).
+const Revision = 12
+
 type (
 	// Health is the answer of GET /v1/health.
 	Health struct {
@@ -13,6 +18,12 @@ type (
 		Leader   string `json:"leader"`
 		IsLeader bool   `json:"isLeader"`
 		URL      string `json:"url"`
+		// Version is the server's build (internal/version); a client
+		// warns when it differs from its own.
+		Version string `json:"version"`
+		// APIRevision is the server's Revision: a client newer than the
+		// server may use fields the server does not know.
+		APIRevision int `json:"apiRevision"`
 	}
 	// ClusterView lists the control-plane members.
 	ClusterView struct {

@@ -57,6 +57,10 @@ type GPU struct {
 
 // NIC is one RDMA port on a rail of the job's GPUs.
 type NIC struct {
+	// Name is the NIC's name in the inventory (nic0), not a host interface.
+	Name string `json:"name"`
+	// Netdev is the host's network interface (ens1f0np0) as the node agent
+	// reported it; empty when no report names it.
 	Netdev     string `json:"netdev"`
 	RDMADevice string `json:"rdmaDevice"`
 	Port       int    `json:"port"`
@@ -275,6 +279,12 @@ func (r resolver) sharedWithOtherTenant(g int) bool {
 }
 
 func (r resolver) nics(b *Binding, pl *domain.Placement) {
+	var noNetdev []string
+	defer func() {
+		if len(noNetdev) > 0 {
+			b.Warnings = append(b.Warnings, fmt.Sprintf("network interfaces of NICs %s unknown (the node agent has not reported them): NCCL_SOCKET_IFNAME leaves them out", strings.Join(noNetdev, ", ")))
+		}
+	}()
 	whole := len(pl.MIG) == 0 && pl.Share == 0
 	gpus := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(pl.GPUs)))))
 	for _, g := range gpus {
@@ -292,7 +302,7 @@ func (r resolver) nics(b *Binding, pl *domain.Placement) {
 					continue
 				}
 			}
-			n := NIC{Netdev: dn.Name, RDMADevice: dn.RDMADevice, Port: 1, Rail: dn.Rail, GPU: g, NUMA: dn.NUMA, RoCEGID: -1}
+			n := NIC{Name: dn.Name, RDMADevice: dn.RDMADevice, Port: 1, Rail: dn.Rail, GPU: g, NUMA: dn.NUMA, RoCEGID: -1}
 			if rn := hostfacts.MatchNIC(r.facts(), dn); rn != nil {
 				if rn.RDMADevice != "" {
 					n.RDMADevice = rn.RDMADevice
@@ -308,14 +318,19 @@ func (r resolver) nics(b *Binding, pl *domain.Placement) {
 				}
 				n.LinkLayer, n.RoCEGID, n.Uverbs = rn.LinkLayer, rn.RoCEGID, rn.Uverbs
 				if rn.State != "" && rn.State != "ACTIVE" {
-					b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s (%s) is %s", n.Netdev, n.RDMADevice, rn.State))
+					b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s (%s) is %s", dn.Name, n.RDMADevice, rn.State))
 				}
 			} else if r.facts() != nil {
 				b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s of GPU %d is not reported by the node's agent", dn.Name, g))
 			}
 			if n.RDMADevice == "" {
-				b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s has no known RDMA device: NCCL and UCX cannot name it", n.Netdev))
+				b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s has no known RDMA device: NCCL and UCX cannot name it", dn.Name))
 				continue
+			}
+			if n.Netdev == "" {
+				// The inventory's NIC name is not an interface of the host:
+				// NCCL would find no such interface.
+				noNetdev = append(noNetdev, dn.Name+" ("+n.RDMADevice+")")
 			}
 			b.NICs = append(b.NICs, n)
 		}
@@ -370,7 +385,7 @@ func env(b *Binding, in Input) []EnvVar {
 		gid, sameGID, ethernet := b.NICs[0].RoCEGID, true, true
 		for _, n := range b.NICs {
 			hca = append(hca, fmt.Sprintf("%s:%d", n.RDMADevice, n.Port))
-			if !slices.Contains(ifs, n.Netdev) {
+			if n.Netdev != "" && !slices.Contains(ifs, n.Netdev) {
 				ifs = append(ifs, n.Netdev)
 			}
 			sameGID = sameGID && n.RoCEGID == gid
@@ -378,7 +393,9 @@ func env(b *Binding, in Input) []EnvVar {
 		}
 		// "=" makes NCCL match names exactly (mlx5_1 must not select mlx5_10).
 		set("NCCL_IB_HCA", "="+strings.Join(hca, ","))
-		set("NCCL_SOCKET_IFNAME", "="+strings.Join(ifs, ","))
+		if len(ifs) > 0 {
+			set("NCCL_SOCKET_IFNAME", "="+strings.Join(ifs, ","))
+		}
 		if ethernet && sameGID && gid >= 0 {
 			set("NCCL_IB_GID_INDEX", strconv.Itoa(gid))
 		}

@@ -80,7 +80,7 @@ func TestBindGolden(t *testing.T) {
 		"h100-whole-gpus": {in: func(t *testing.T) binding.Input {
 			return binding.Input{Job: job(42, "acme", domain.Placement{Server: "gpu-a1", GPUs: []int{3, 0, 1, 2}}), Node: "gpu-a1",
 				Server: h100Server(), RailOptimized: true, Host: host(t, "h100-roce"), Fabric: id("acme")}
-		}, wantWarnings: []string{"verbs devices of mlx5_0, mlx5_1, mlx5_2, mlx5_3 unknown"}},
+		}, wantWarnings: []string{"network interfaces of NICs eth0 (mlx5_0), eth1 (mlx5_1), eth2 (mlx5_2), eth3 (mlx5_3) unknown", "verbs devices of mlx5_0, mlx5_1, mlx5_2, mlx5_3 unknown"}},
 		"h100-roce-gid-index": {in: func(t *testing.T) binding.Input {
 			h := host(t, "h100-roce")
 			for i := range h.Facts.NICs {
@@ -97,7 +97,7 @@ func TestBindGolden(t *testing.T) {
 		}, wantWarnings: []string{"NIC eth0 serves GPU 0, which another tenant's job also uses: it is not bound"}},
 		"no-agent-yet": {in: func(t *testing.T) binding.Input {
 			return binding.Input{Job: job(44, "acme", domain.Placement{Server: "gpu-a1", GPUs: []int{6, 7}}), Node: "gpu-a1", Server: h100Server(), Fabric: id("acme")}
-		}, wantWarnings: []string{"has not reported its GPUs", "GPU device minors unknown", "verbs devices of mlx5_6, mlx5_7 unknown"}},
+		}, wantWarnings: []string{"has not reported its GPUs", "network interfaces of NICs eth6 (mlx5_6), eth7 (mlx5_7) unknown", "GPU device minors unknown", "verbs devices of mlx5_6, mlx5_7 unknown"}},
 		"cpu-only": {in: func(t *testing.T) binding.Input {
 			return binding.Input{Job: job(45, "acme", domain.Placement{Server: "gpu-a1"}), Node: "gpu-a1", Server: h100Server(), Host: host(t, "h100-roce"), Fabric: binding.Identity{Tenant: "acme", Workspace: "research"}}
 		}},

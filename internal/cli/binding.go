@@ -348,7 +348,7 @@ See docs/operations.md.`,
 				_, err = c.Report(cmd.Context(), j.ID, state, msg)
 			}
 			if domain.CodeOf(err) == domain.CodeFailedPrecondition {
-				fmt.Fprintf(g.stderr, "jobfabric: job %d: %v\n", j.ID, strings.TrimSpace(describe(err)))
+				fmt.Fprintf(g.stderr, "jobfabric: job %d: %v\n", j.ID, strings.TrimSpace(describe(nil, err, true)))
 				return nil // already ended, or ended by another node's epilog
 			}
 			return err

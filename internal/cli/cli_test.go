@@ -20,6 +20,11 @@ import (
 // stderr and the exit status.
 func run(t *testing.T, env map[string]string, args ...string) (string, string, int) {
 	t.Helper()
+	// No config file of the machine's user leaks in; a test that wants
+	// one sets JOBFABRIC_CONFIG or HOME in env.
+	if _, ok := env["JOBFABRIC_CONFIG"]; !ok {
+		t.Setenv("JOBFABRIC_CONFIG", filepath.Join(t.TempDir(), "no-config.yaml"))
+	}
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
@@ -206,18 +211,18 @@ func TestCLI(t *testing.T) {
 		"other tenant's job":   {acme, []string{"job", "show", "2"}, "not found"},
 		"explain other's job":  {acme, []string{"job", "explain", "2"}, "not found"},
 		"other tenant":         {acme, []string{"tenant", "show", "globex"}, "not found"},
-		"negative gpus":        {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "field gpus"},
+		"negative gpus":        {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "--gpus is -1"},
 		"bad workspace ref":    {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},
-		"no token":             {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "unauthenticated"},
-		"bad output":           {env, []string{"job", "list", "-o", "xml"}, "field output"},
+		"no token":             {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "no token was given"},
+		"bad output":           {env, []string{"job", "list", "-o", "xml"}, `--output "xml"`},
 		"no server":            {map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, []string{"--token", "x", "job", "list"}, "cannot reach"},
 		"missing file":         {env, []string{"topology", "apply", "-f", "/nonexistent.yaml"}, "cannot read"},
 		"tenant-admin apply":   {acme, []string{"topology", "apply", "-f", yamlFile}, "admin token"},
 		"unknown subcommand":   {env, []string{"jobs", "list"}, "unknown command"},
 		"quota above inv":      {env, []string{"workspace", "create", "acme/big", "--guaranteed", "1000"}, "never overcommitted"},
-		"bad model quota":      {env, []string{"workspace", "create", "acme/m", "--guaranteed", "8", "--model-quota", "H100-80GB=x"}, "field model-quota"},
+		"bad model quota":      {env, []string{"workspace", "create", "acme/m", "--guaranteed", "8", "--model-quota", "H100-80GB=x"}, "--model-quota"},
 		"model quota no model": {env, []string{"workspace", "create", "acme/m", "--guaranteed", "8", "--model-quota", "A100-80GB=8"}, "field models[0].guaranteed"},
-		"model and models":     {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "1", "--gpu-model", "H100-80GB", "--gpu-models", "A100-80GB"}, "field gpuModels"},
+		"model and models":     {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "1", "--gpu-model", "H100-80GB", "--gpu-models", "A100-80GB"}, "give --gpu-model or --gpu-models, not both"},
 		"bootstrap with join":  {env, []string{"server", "--data-dir", t.TempDir(), "--bootstrap", "--join", "http://x"}, "give one of them"},
 	}
 	runErrCases(t, errCases)

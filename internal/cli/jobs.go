@@ -20,9 +20,17 @@ func newJobCmd(g *globals) *cobra.Command {
 	var ws string
 	var dry bool
 	var timeLimit, minRuntime, expected time.Duration
-	var topo string
+	var topo, file string
+	var wait bool
+	var waitFor time.Duration
 	submit := &cobra.Command{
-		Use: "submit", Short: "Submit a job", Args: cobra.NoArgs,
+		Use: "submit", Short: "Submit a job (flags, or a spec file with -f; --wait until it is Ready)", Args: cobra.NoArgs,
+		Long: `Submit a job described by flags, or by a spec file (-f FILE, YAML or JSON, the
+API's JobSpec fields: workspace: acme/research, gpus: 16, gpusPerNode: 8,
+gpuModel, priority, preemptible, timeLimitSeconds, topology: {level: stripe,
+required: true}, ...). Flags given with -f override the file's fields.
+With --wait the command follows the job until it is Ready (exit 0), or ends
+without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := setRef(ws, &spec.Tenant, &spec.Workspace); err != nil {
 				return err
@@ -40,8 +48,23 @@ func newJobCmd(g *globals) *cobra.Command {
 			if spec.Topology, err = parseTopology(topo); err != nil {
 				return err
 			}
+			if file != "" {
+				m, err := readSpecFile(file)
+				if err != nil {
+					return err
+				}
+				if spec, err = mergeSpec(cmd, m, &spec); err != nil {
+					return err
+				}
+				if spec.MIGProfile != "" && spec.MIGCount == 0 {
+					spec.MIGCount = 1 // as --mig-count's default
+				}
+			}
 			if spec.MIGProfile == "" {
 				spec.MIGCount = 0 // the flag's default only applies with --mig
+			}
+			if wait && dry {
+				return usagef("--wait follows a submitted job; --dry-run submits none")
 			}
 			c, err := g.client()
 			if err != nil {
@@ -67,7 +90,17 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(j, func(w io.Writer) { g.jobTable(w, []domain.Job{*j}) })
+			var waitErr error
+			if wait {
+				var last *domain.Job
+				if last, waitErr = g.waitReady(cmd.Context(), c, j.ID, waitFor); last != nil {
+					j = last
+				}
+			}
+			if err := g.emit(j, func(w io.Writer) { g.jobTable(w, []domain.Job{*j}) }); err != nil {
+				return err
+			}
+			return waitErr
 		},
 	}
 	f := submit.Flags()
@@ -90,9 +123,18 @@ func newJobCmd(g *globals) *cobra.Command {
 	f.DurationVar(&timeLimit, "time-limit", 0, "end the job this long after it is placed, e.g. 2h (whole seconds; 0: no limit)")
 	f.DurationVar(&minRuntime, "min-runtime", 0, "protect the job from preemption for this long after it is placed, e.g. 10m (whole seconds)")
 	f.DurationVar(&expected, "expected-duration", 0, "how long the job is expected to run, e.g. 6h: tells waiting jobs when GPUs free up; ends nothing")
+	f.StringVarP(&file, "file", "f", "", "job spec file, YAML or JSON (- for stdin); flags given too override its fields")
+	f.BoolVar(&wait, "wait", false, "wait until the job is Ready (exit 0), ends first (exit 6) or --timeout passes (exit 7)")
+	f.DurationVar(&waitFor, "timeout", 0, "with --wait, how long to wait (0: as long as it takes)")
+	setsFields(submit, "workspace", "tenant", "workspace")
+	setsFields(submit, "mig", "migProfile")
+	setsFields(submit, "time-limit", "timeLimitSeconds")
+	setsFields(submit, "min-runtime", "minRuntimeSeconds")
+	setsFields(submit, "expected-duration", "expectedDurationSeconds")
+	setsFields(submit, "topology", "topology", "topology.level")
 
 	var q client.JobQuery
-	var state string
+	var states []string
 	var watch bool
 	list := &cobra.Command{
 		Use: "list", Short: "List jobs you can see", Args: cobra.NoArgs,
@@ -100,7 +142,13 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err := setRef(ws, &q.Tenant, &q.Workspace); err != nil {
 				return err
 			}
-			q.State = domain.JobState(state)
+			var err error
+			if q.States, err = parseStates(states); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("limit") && q.Limit < 1 {
+				return usagef("--limit %d: give a positive number of jobs", q.Limit)
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -119,7 +167,8 @@ func newJobCmd(g *globals) *cobra.Command {
 	}
 	list.Flags().StringVar(&q.Tenant, "tenant", "", "only this tenant's jobs")
 	list.Flags().StringVar(&ws, "workspace", "", "only this TENANT/WORKSPACE's jobs")
-	list.Flags().StringVar(&state, "state", "", "only jobs in this state (Pending, Running, ...)")
+	list.Flags().StringSliceVarP(&states, "state", "t", nil, "only jobs in these states, any case: pending,running (as squeue -t)")
+	list.Flags().IntVar(&q.Limit, "limit", 0, "at most this many jobs, lowest IDs first (default: all, read page by page)")
 	addWatchFlag(list, &watch, "each job that is new or changed")
 
 	show := &cobra.Command{
@@ -163,6 +212,33 @@ func newJobCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g))
 	return cmd
+}
+
+// parseStates reads --state values, each one state or a comma-separated
+// list, in any case.
+func parseStates(values []string) ([]domain.JobState, error) {
+	var out []domain.JobState
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name == "" {
+				continue
+			}
+			st, ok := domain.ParseJobState(name)
+			if !ok {
+				return nil, usagef("--state %q is not a job state; give one or more of %s", name, stateNames())
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func stateNames() string {
+	names := make([]string, len(domain.JobStates))
+	for i, s := range domain.JobStates {
+		names[i] = strings.ToLower(string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 // durationSeconds converts a duration flag to the API's whole seconds,

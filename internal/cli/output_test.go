@@ -363,13 +363,6 @@ func TestSectionsAndStats(t *testing.T) {
 	}
 }
 
-func walk(c *cobra.Command, fn func(*cobra.Command)) {
-	fn(c)
-	for _, s := range c.Commands() {
-		walk(s, fn)
-	}
-}
-
 // watchUntil runs a watching command until its output matches want (or
 // 30s pass), then stops it as Ctrl-C would and returns the output.
 func watchUntil(t *testing.T, args []string, act func(), want ...*regexp.Regexp) string {

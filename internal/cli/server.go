@@ -60,7 +60,7 @@ multi-server cluster.`,
 			if err != nil {
 				return err
 			}
-			cfg.Logger, cfg.JoinToken, cfg.TLSCA, cfg.Bootstrap = log, g.bearer(), g.ca, bootstrap
+			cfg.Logger, cfg.JoinToken, cfg.TLSCA, cfg.Bootstrap = log, g.bearer(), firstOf(g.ca, os.Getenv("JOBFABRIC_CA")), bootstrap
 			if secretFile != "" {
 				if cfg.ClusterSecret, err = readClusterSecret(secretFile, log); err != nil {
 					return err

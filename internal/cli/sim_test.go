@@ -41,7 +41,7 @@ func TestSimCommands(t *testing.T) {
 		{"sim openb --pods " + filepath.Join(td, "pods.csv") + " --nodes " + filepath.Join(td, "nodes.csv") + " --policy worstfit --out " + dir, "policy-name"},
 		{"sim openb --pods " + filepath.Join(td, "itp0.csv") + " --nodes " + filepath.Join(td, "nodes.csv") + " --out " + dir, "lacks column"},
 		{"sim jobs --trace " + filepath.Join(td, "itp0.csv") + " --cluster 3 --out " + dir, "cluster-shape"},
-		{"sim jobs --trace " + filepath.Join(td, "itp0.csv") + " --policy fifo --out " + dir, "field policy"},
+		{"sim jobs --trace " + filepath.Join(td, "itp0.csv") + " --policy fifo --out " + dir, "--policy \"fifo\""},
 		{"sim report " + td, "no sim output"},
 	} {
 		_, errs, code := run(strings.Fields(tc.args)...)

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -28,6 +29,9 @@ type Client struct {
 	http  *http.Client
 	// stream has no overall timeout: a watch lasts as long as its job.
 	stream *http.Client
+	// serverRevision is the API revision the last answer carried (0:
+	// none seen yet, or a server too old to say).
+	serverRevision atomic.Int64
 	// RetryFor bounds how long a request answered "unavailable" (an election
 	// in progress) is retried; 0 disables retries.
 	RetryFor time.Duration
@@ -53,6 +57,11 @@ func New(base, token string, tlsConf *tls.Config) (*Client, error) {
 // Do sends a request with a JSON (or raw, when body is []byte) body and
 // decodes a JSON answer into out (when non-nil).
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	return c.do(ctx, method, path, body, out, nil)
+}
+
+// do is Do, also copying the answer's headers into hdr when non-nil.
+func (c *Client) do(ctx context.Context, method, path string, body, out any, hdr *http.Header) error {
 	var payload []byte
 	contentType := "application/json"
 	switch b := body.(type) {
@@ -74,7 +83,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	backoff := 50 * time.Millisecond
 	dialFailures := 0
 	for {
-		err, dialFailed := c.once(ctx, method, path, contentType, key, payload, out)
+		err, dialFailed := c.once(ctx, method, path, contentType, key, payload, out, hdr)
 		if dialFailed {
 			dialFailures++
 		}
@@ -92,7 +101,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 
 // once sends one request; dialFailed reports that the server could not be
 // reached at all.
-func (c *Client) once(ctx context.Context, method, path, contentType, key string, payload []byte, out any) (err error, dialFailed bool) {
+func (c *Client) once(ctx context.Context, method, path, contentType, key string, payload []byte, out any, hdr *http.Header) (err error, dialFailed bool) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -115,12 +124,18 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}, true
 	}
 	defer resp.Body.Close()
+	if rev, err := strconv.Atoi(resp.Header.Get(RevisionHeader)); err == nil {
+		c.serverRevision.Store(int64(rev))
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("reading answer from %s: %v", c.base, err)}, false
 	}
 	if resp.StatusCode >= 300 {
 		return answerError(method, path, resp.Status, b), false
+	}
+	if hdr != nil {
+		*hdr = resp.Header
 	}
 	if out == nil {
 		return nil, false
@@ -134,6 +149,14 @@ func (c *Client) once(ctx context.Context, method, path, contentType, key string
 	}
 	return nil, false
 }
+
+// RevisionHeader names the answer header with the server's API revision
+// (internal/server.RevisionHeader).
+const RevisionHeader = "Jobfabric-Api-Revision"
+
+// ServerAPIRevision is the API revision the server's last answer carried;
+// 0 when no answer said.
+func (c *Client) ServerAPIRevision() int { return int(c.serverRevision.Load()) }
 
 // answerError decodes an API error answer; anything else is internal.
 func answerError(method, path, status string, b []byte) error {
@@ -215,12 +238,53 @@ func (c *Client) SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Jo
 // JobQuery filters job lists.
 type JobQuery struct {
 	Tenant, Workspace string
-	State             domain.JobState
+	// States keeps jobs in any of them (none: every state).
+	States []domain.JobState
+	// Limit caps the list (0: every job); PageSize is how many jobs each
+	// request asks for (0: DefaultPageSize).
+	Limit, PageSize int
 }
 
+// DefaultPageSize is how many items a list request asks for at a time.
+const DefaultPageSize = 500
+
+// ContinueHeader names the answer header with the next page's token
+// (internal/server.ContinueHeader).
+const ContinueHeader = "Jobfabric-Continue"
+
+// Jobs lists the jobs matching q, by ID, reading as many pages as it takes.
 func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]domain.Job, error) {
-	var js []domain.Job
-	return js, c.Do(ctx, "GET", withQuery("/v1/jobs", "tenant", q.Tenant, "workspace", q.Workspace, "state", string(q.State)), nil, &js)
+	states := make([]string, len(q.States))
+	for i, s := range q.States {
+		states[i] = string(s)
+	}
+	out := []domain.Job{}
+	token := ""
+	for {
+		size := pageSize(q.PageSize, q.Limit, len(out))
+		path := withQuery("/v1/jobs", "tenant", q.Tenant, "workspace", q.Workspace, "state", strings.Join(states, ","), "limit", strconv.Itoa(size), "continue", token)
+		var page []domain.Job
+		var hdr http.Header
+		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if token = hdr.Get(ContinueHeader); token == "" || (q.Limit > 0 && len(out) >= q.Limit) {
+			return out, nil
+		}
+	}
+}
+
+// pageSize is the limit of the next request: a page, or what is left of
+// the caller's limit when that is less.
+func pageSize(size, limit, have int) int {
+	if size <= 0 {
+		size = DefaultPageSize
+	}
+	if limit > 0 && limit-have < size {
+		return limit - have
+	}
+	return size
 }
 
 // DryRun asks where spec would land now, or why it would wait.
@@ -249,17 +313,36 @@ func (c *Client) Report(ctx context.Context, id uint64, state, message string) (
 // EventQuery filters the audit trail.
 type EventQuery struct {
 	Tenant, Workspace, Since string
-	Limit                    int
+	// Limit keeps the newest Limit events (0: all); PageSize is how many
+	// each request asks for (0: DefaultPageSize).
+	Limit, PageSize int
 }
 
+// Events lists the events matching q, oldest first, reading pages from the
+// newest back until the limit or the start of the trail.
 func (c *Client) Events(ctx context.Context, q EventQuery) ([]domain.Event, error) {
-	limit := ""
-	if q.Limit > 0 {
-		limit = strconv.Itoa(q.Limit)
+	var pages [][]domain.Event
+	n := 0
+	token := ""
+	for {
+		size := pageSize(q.PageSize, q.Limit, n)
+		path := withQuery("/v1/events", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "limit", strconv.Itoa(size), "continue", token)
+		var page []domain.Event
+		var hdr http.Header
+		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
+			return nil, err
+		}
+		pages = append(pages, page)
+		n += len(page)
+		if token = hdr.Get(ContinueHeader); token == "" || (q.Limit > 0 && n >= q.Limit) {
+			break
+		}
 	}
-	path := withQuery("/v1/events", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "limit", limit)
-	var es []domain.Event
-	return es, c.Do(ctx, "GET", path, nil, &es)
+	out := make([]domain.Event, 0, n)
+	for i := len(pages) - 1; i >= 0; i-- {
+		out = append(out, pages[i]...)
+	}
+	return out, nil
 }
 
 // withQuery appends the non-empty name/value pairs kv to path.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,16 @@ func (s JobState) Terminal() bool {
 // Ended is Terminal: a job in such a state holds no GPUs and never will
 // again. Watches stop here.
 func (s JobState) Ended() bool { return s.Terminal() }
+
+// ParseJobState reads a state's name in any case: "running" is Running.
+func ParseJobState(name string) (JobState, bool) {
+	for _, k := range JobStates {
+		if strings.EqualFold(name, string(k)) {
+			return k, true
+		}
+	}
+	return "", false
+}
 
 // Valid reports whether s is a known state.
 func (s JobState) Valid() bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/version"
 )
 
 func (s *Server) buildRoutes() []route {
@@ -42,7 +43,9 @@ func (s *Server) buildRoutes() []route {
 		{method: "POST", path: "/v1/tokens", summary: "Create a token; the secret is returned once", access: authed, body: api.TokenCreateRequest{}, resp: api.TokenCreated{}, status: http.StatusCreated, h: s.createToken},
 		{method: "DELETE", path: "/v1/tokens/{id}", summary: "Revoke a token", access: authed, resp: domain.Token{}, h: s.deleteToken},
 		{method: "GET", path: "/v1/jobs", summary: "Jobs the caller can see", access: authed,
-			query: []param{tenantQ, wsQ, {"state", "string", "only jobs in this state"}}, resp: []domain.Job{}, h: s.listJobs},
+			query: []param{tenantQ, wsQ, {"state", "string", "only jobs in these states: one or a comma-separated list, any case (pending,running); may repeat"},
+				{"limit", "integer", "at most this many, by ID; the " + ContinueHeader + " answer header then carries the token of the next page"},
+				{"continue", "string", "the " + ContinueHeader + " header of the previous page"}}, resp: []domain.Job{}, h: s.listJobs},
 		{method: "POST", path: "/v1/jobs", summary: "Submit a job; with an Idempotency-Key header a retry returns the first attempt's job; with dryRun=true answer where it would land now, or why not, and change nothing", access: authed, dedup: true,
 			query: []param{{"dryRun", "boolean", "place against the current state without submitting (answers a DryRun)"}}, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
 		{method: "GET", path: "/v1/jobs/{id}", summary: "One job", access: authed, resp: domain.Job{}, h: s.getJob},
@@ -52,13 +55,15 @@ func (s *Server) buildRoutes() []route {
 		{method: "GET", path: "/v1/jobs/{id}/watch", summary: "Stream a job as Server-Sent Events: `event: job` with the job as `data` now and after every change, until it ends (Succeeded, Failed, Cancelled, Preempted); a `: heartbeat` comment every 15s", access: authed,
 			resp: domain.Job{}, sse: s.watchJob},
 		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when", access: authed,
-			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest"}}, resp: []domain.Event{}, h: s.events},
+			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest; the " + ContinueHeader + " answer header then carries the token of the page before"},
+				{"continue", "string", "the " + ContinueHeader + " header of the previous page"}}, resp: []domain.Event{}, h: s.events},
 	}
 }
 
 func (s *Server) health(r *http.Request, _ *principal) (any, error) {
 	id, _ := s.store.Leader()
-	return api.Health{Status: "ok", Node: s.nodeID, Leader: id, IsLeader: s.store.IsLeader(), URL: s.url}, nil
+	return api.Health{Status: "ok", Node: s.nodeID, Leader: id, IsLeader: s.store.IsLeader(), URL: s.url,
+		Version: version.Get().Version, APIRevision: api.Revision}, nil
 }
 
 func (s *Server) whoami(r *http.Request, p *principal) (any, error) { return p.tok, nil }
@@ -430,16 +435,47 @@ func (s *Server) deleteToken(r *http.Request, p *principal) (any, error) {
 }
 
 func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
-	q := r.URL.Query()
-	f := state.JobFilter{State: domain.JobState(q.Get("state"))}
-	if f.State != "" && !f.State.Valid() {
-		return nil, domain.Invalid("state", "state %q is not one of %v", f.State, domain.JobStates)
-	}
+	var f state.JobFilter
 	var err error
+	if f.States, err = jobStates(r.URL.Query()["state"]); err != nil {
+		return nil, err
+	}
 	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
 		return nil, err
 	}
-	return s.fsm.Jobs(f), nil
+	limit, err := queryInt(r, "limit", 1, maxPage)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	if f.AfterID, err = readContinue(r, "jobs"); err != nil {
+		return nil, err
+	}
+	js, more := s.fsm.JobsPage(f)
+	if !more {
+		return js, nil
+	}
+	return paged{v: js, next: continueToken("jobs", js[len(js)-1].ID)}, nil
+}
+
+// jobStates reads state filters: each value one state or a comma-separated
+// list, in any case (running, Running, RUNNING), as squeue -t takes them.
+func jobStates(values []string) ([]domain.JobState, error) {
+	var out []domain.JobState
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				continue
+			}
+			st, ok := domain.ParseJobState(name)
+			if !ok {
+				return nil, domain.Invalid("state", "state %q is not one of %v", name, domain.JobStates)
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
 // scope reads the tenant and workspace query filters and narrows them to
@@ -447,7 +483,7 @@ func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
 // found"; a tenant admin always gets its tenant, a member its workspace.
 func scope(r *http.Request, p *principal) (tenant, ws string, err error) {
 	if p.nodeAgent() != "" {
-		return "", "", p.denied("list tenants' jobs or events: a node agent's token reads only its node's jobs (hosts.go)")
+		return "", "", p.denied("list tenants' jobs or events: a node agent's token reads only its own node's jobs (jobfabric job env ID --node NODE)")
 	}
 	q := r.URL.Query()
 	tenant, ws = q.Get("tenant"), q.Get("workspace")
@@ -597,10 +633,19 @@ func (s *Server) events(r *http.Request, p *principal) (any, error) {
 			return nil, domain.Invalid("since", "since %q is neither a non-negative duration (1h, 30m) nor an RFC 3339 time", since)
 		}
 	}
-	limit, err := queryInt(r, "limit", 1, 100000)
+	limit, err := queryInt(r, "limit", 1, maxPage)
 	if err != nil {
 		return nil, err
 	}
 	f.Limit = int(limit)
-	return s.fsm.Events(f), nil
+	// Pages go back in time: the first is the newest limit events, each
+	// next one the limit before it.
+	if f.BeforeSeq, err = readContinue(r, "events"); err != nil {
+		return nil, err
+	}
+	es, more := s.fsm.EventsPage(f)
+	if !more {
+		return es, nil
+	}
+	return paged{v: es, next: continueToken("events", es[0].Seq)}, nil
 }

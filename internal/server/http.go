@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
@@ -57,6 +59,9 @@ func (s *Server) handler() http.Handler {
 
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer says the API revision, so a client notices skew
+		// without asking /v1/health.
+		w.Header().Set(RevisionHeader, strconv.Itoa(api.Revision))
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -117,6 +122,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(w, err)
 			return
 		}
+		if pg, ok := v.(paged); ok {
+			w.Header().Set(ContinueHeader, pg.next)
+			v = pg.v
+		}
 		status := rt.status
 		if ws, ok := v.(withStatus); ok {
 			status, v = ws.status, ws.v
@@ -131,6 +140,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		writeJSON(w, status, v)
 	})
 }
+
+// RevisionHeader carries api.Revision on every answer.
+const RevisionHeader = "Jobfabric-Api-Revision"
 
 // idempotencyHeader carries a client-chosen key that makes a retried
 // request apply at most once (on routes marked dedup).

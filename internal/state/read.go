@@ -102,20 +102,49 @@ type JobFilter struct {
 	Tenant    string
 	Workspace string
 	State     domain.JobState
+	// States, when set, keeps jobs in any of them (State too, if set).
+	States []domain.JobState
+	// AfterID and Limit page the list: jobs with a larger ID, at most
+	// Limit of them (0: all).
+	AfterID uint64
+	Limit   int
+}
+
+func (q *JobFilter) keeps(j *domain.Job) bool {
+	if (q.Tenant != "" && j.Tenant != q.Tenant) || (q.Workspace != "" && j.Workspace != q.Workspace) || j.ID <= q.AfterID {
+		return false
+	}
+	if q.State == "" && len(q.States) == 0 {
+		return true
+	}
+	return j.State == q.State || slices.Contains(q.States, j.State)
 }
 
 // Jobs lists jobs matching the filter, by ID.
 func (f *FSM) Jobs(q JobFilter) []domain.Job {
+	out, _ := f.JobsPage(q)
+	return out
+}
+
+// JobsPage is Jobs, also reporting whether a Limit left matching jobs out.
+func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := []domain.Job{}
+	var match []*domain.Job
 	for _, j := range f.d.Jobs {
-		if (q.Tenant == "" || j.Tenant == q.Tenant) && (q.Workspace == "" || j.Workspace == q.Workspace) && (q.State == "" || j.State == q.State) {
-			out = append(out, *copyJob(j))
+		if q.keeps(j) {
+			match = append(match, j)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	sort.Slice(match, func(a, b int) bool { return match[a].ID < match[b].ID })
+	if q.Limit > 0 && len(match) > q.Limit {
+		match, more = match[:q.Limit], true
+	}
+	out = make([]domain.Job, len(match))
+	for i, j := range match {
+		out[i] = *copyJob(j)
+	}
+	return out, more
 }
 
 // Tokens lists tokens (without hashes) that keep accepts, by ID.
@@ -185,6 +214,9 @@ type EventFilter struct {
 	Workspace string
 	Since     time.Time
 	AfterSeq  uint64
+	// BeforeSeq, when set, keeps events older than it: with Limit, the
+	// page before one that started at BeforeSeq.
+	BeforeSeq uint64
 	Limit     int
 	// TenantsOnly leaves out the platform's own events (no tenant).
 	TenantsOnly bool
@@ -193,12 +225,23 @@ type EventFilter struct {
 // Events returns events matching the filter, oldest first; with a Limit the
 // newest Limit of them.
 func (f *FSM) Events(q EventFilter) []domain.Event {
+	out, _ := f.EventsPage(q)
+	return out
+}
+
+// EventsPage is Events, also reporting whether a Limit left older matching
+// events out.
+func (f *FSM) EventsPage(q EventFilter) (out []domain.Event, more bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := []domain.Event{}
+	out = []domain.Event{}
 	// Events are appended in seq order; skip by seq with a binary search.
 	start := sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq > q.AfterSeq })
-	for _, e := range f.d.Events[start:] {
+	end := len(f.d.Events)
+	if q.BeforeSeq > 0 {
+		end = sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq >= q.BeforeSeq })
+	}
+	for _, e := range f.d.Events[start:max(start, end)] {
 		if (q.Tenant != "" && e.Tenant != q.Tenant) || (q.TenantsOnly && e.Tenant == "") {
 			continue
 		}
@@ -211,9 +254,9 @@ func (f *FSM) Events(q EventFilter) []domain.Event {
 		out = append(out, e)
 	}
 	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[len(out)-q.Limit:]
+		out, more = out[len(out)-q.Limit:], true
 	}
-	return out
+	return out, more
 }
 
 // Members lists the control-plane servers recorded in the state.
