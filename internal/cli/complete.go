@@ -15,7 +15,7 @@ import (
 )
 
 // outputFormats are the values -o completes to.
-var outputFormats = []string{"table", "json", "yaml"}
+var outputFormats = []string{"table", "wide", "json", "yaml", "name", "jsonpath="}
 
 // completer lists candidates of one kind from the server; the word being
 // completed filters them in the shell.
