@@ -359,13 +359,13 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			return nil, domain.Invalid("changed", "device %s: hash %s does not match its files", name, dc.Hash)
 		}
 	}
+	if derr := f.checkPortMoves(p.Ports); derr != nil {
+		return nil, derr
+	}
 	if c.check {
 		return nil, nil
 	}
 	fd := &f.d.Fabric
-	if derr := f.checkPortMoves(p.Ports); derr != nil {
-		return nil, derr
-	}
 	fd.Pools = ps
 	fd.Rev++
 	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify}
