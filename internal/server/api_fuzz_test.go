@@ -47,9 +47,9 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "PUT", path: "/v1/topology?dryRun=true", readOnly: true},
 	{method: "POST", path: "/v1/tokens"},
 	{method: "POST", path: "/v1/jobs/1/report"},
-	{method: "PUT", path: "/v1/nodes/s1-gpu1/facts"},
-	{method: "POST", path: "/v1/nodes/s1-gpu1/heartbeat"},
-	{method: "PATCH", path: "/v1/nodes/s1-gpu2"},
+	{method: "PUT", path: "/v1/nodes/s1-gpu001/facts"},
+	{method: "POST", path: "/v1/nodes/s1-gpu001/heartbeat"},
+	{method: "PATCH", path: "/v1/nodes/s1-gpu002"},
 	{method: "PUT", path: "/v1/hosts/policy"},
 }
 
@@ -72,7 +72,7 @@ func FuzzAPIWrite(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route, ctype uint8, body []byte) {
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		ct := fuzzContentTypes[int(ctype)%len(fuzzContentTypes)]
-		before := stateFingerprint(t, srv)
+		before, index := stateFingerprint(t, srv), srv.State().AppliedIndex()
 		req, err := http.NewRequest(rt.method, srv.URL()+rt.path, bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +111,18 @@ func FuzzAPIWrite(f *testing.F) {
 		if after := stateFingerprint(t, srv); after != before {
 			t.Fatalf("%s answered %d (%s) and changed the state", what, resp.StatusCode, bytes.TrimSpace(answer))
 		}
+		if strictLog && srv.State().AppliedIndex() != index {
+			t.Fatalf("%s answered %d (%s) and added %d entries to the raft log", what, resp.StatusCode, bytes.TrimSpace(answer), srv.State().AppliedIndex()-index)
+		}
 	})
 }
+
+// strictLog (JOBFABRIC_FUZZ_STRICT_LOG=1) also asserts that a refused
+// request adds nothing to the raft log: the leader checks before it
+// proposes, not only the state machine after. Off by default until every
+// refusal is checked on the leader (the state machine's own refusals, e.g.
+// a tenant that exists, are still proposed first).
+var strictLog = os.Getenv("JOBFABRIC_FUZZ_STRICT_LOG") == "1"
 
 type fuzzSeed struct {
 	route, ctype uint8
@@ -164,7 +174,7 @@ func startFuzzServer(f *testing.F) (*server.Server, string, []fuzzSeed) {
 	if _, err := admin.SubmitJob(ctx, domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 1}); err != nil {
 		f.Fatal(err)
 	}
-	facts, _ := json.Marshal(api.HostReportRequest{Agent: "jobfabric-agent s1-gpu1", Facts: recordedFacts(f)})
+	facts, _ := json.Marshal(api.HostReportRequest{Agent: "jobfabric-agent s1-gpu001", Facts: recordedFacts(f)})
 
 	route := func(path string) uint8 {
 		for i, r := range fuzzRoutes {
@@ -221,15 +231,15 @@ func startFuzzServer(f *testing.F) (*server.Server, string, []fuzzSeed) {
 	add("/v1/tokens", 0,
 		`{"role":"member","tenant":"acme","workspace":"research","description":"ci"}`,
 		`{"role":"admin"}`,
-		`{"role":"runtime","node":"s1-gpu1"}`,
+		`{"role":"runtime","node":"s1-gpu001"}`,
 		`{"role":"root"}`,
 		`{"role":"member","tenant":"acme"}`,
 		`{"role":"member","tenant":"acme","workspace":"research","description":"`+strings.Repeat("d", 201)+`"}`,
 	)
 	add("/v1/jobs/1/report", 0, `{"state":"running"}`, `{"state":"succeeded","message":"done"}`, `{"state":"exploded"}`, `{"state":"running","message":"`+strings.Repeat("m", 1025)+`"}`)
-	add("/v1/nodes/s1-gpu1/facts", 0, string(facts), `{"facts":{}}`, `{"facts":{"gpus":[{"index":-1}]}}`)
-	add("/v1/nodes/s1-gpu1/heartbeat", 0, `{"agent":"a","factsHash":""}`, `{"factsHash":7}`)
-	add("/v1/nodes/s1-gpu2", 0, `{"cordoned":true,"reason":"maintenance"}`, `{"cordoned":false}`, `{"draining":true,"graceSeconds":-5}`)
+	add("/v1/nodes/s1-gpu001/facts", 0, string(facts), `{"facts":{}}`, `{"facts":{"gpus":[{"index":-1}]}}`)
+	add("/v1/nodes/s1-gpu001/heartbeat", 0, `{"agent":"a","factsHash":""}`, `{"factsHash":7}`)
+	add("/v1/nodes/s1-gpu002", 0, `{"cordoned":true,"reason":"maintenance"}`, `{"cordoned":false}`, `{"draining":true,"graceSeconds":-5}`)
 	add("/v1/hosts/policy", 0, `{}`, `{"heartbeatTimeoutSeconds":-1}`)
 	return c.Servers[0], c.AdminToken, seeds
 }
@@ -238,7 +248,7 @@ func startFuzzServer(f *testing.F) (*server.Server, string, []fuzzSeed) {
 func recordedFacts(f *testing.F) domain.HostFacts {
 	f.Helper()
 	dir := os.DirFS("../hostfacts/testdata/hosts/h100-roce")
-	c := hostfacts.Collector{Run: hostfacts.FileRunner{FS: dir}, FS: dir, Hostname: "s1-gpu1"}
+	c := hostfacts.Collector{Run: hostfacts.FileRunner{FS: dir}, FS: dir, Hostname: "s1-gpu001"}
 	facts, err := c.Collect(context.Background())
 	if err != nil {
 		f.Fatal(err)
