@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./internal/hostfacts:FuzzParseMIGMinors \
 	./internal/hostfacts:FuzzParseTopo \
 	./internal/hostfacts:FuzzParseNVLinkStatus \
-	./internal/hostfacts:FuzzParseIBStat
+	./internal/hostfacts:FuzzParseIBStat \
+	./internal/mig:FuzzParseLGIP
 FUZZTIME ?= 30s
 FUZZTIME_CI ?= 5s
 FUZZPARALLEL ?= 1

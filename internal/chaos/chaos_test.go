@@ -26,6 +26,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	fsm "github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -136,6 +137,8 @@ func runChaos(t *testing.T, load time.Duration, kill, staleReads bool) (porcupin
 		}
 		byName[j.Name] = j.ID
 	}
+
+	fc.converged(t)
 
 	ops := resolve(rec.history(), byName)
 	t.Logf("%d kills; %s", kills, rec.summary())
@@ -269,6 +272,35 @@ func (f *faultyCluster) restartAll(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart server %d: %v", i+1, err)
 		}
+	}
+}
+
+// converged waits until every member has applied the same log and
+// asserts that their state machines hold the same jobs: replicas that
+// applied the same entries and disagree are a bug no client read shows.
+func (f *faultyCluster) converged(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f.mu.Lock()
+		var idx []uint64
+		var jobs []string
+		for _, s := range f.c.Servers {
+			idx = append(idx, s.State().AppliedIndex())
+			b, _ := json.Marshal(s.State().Jobs(fsm.JobFilter{}))
+			jobs = append(jobs, string(b))
+		}
+		f.mu.Unlock()
+		if idx[0] == idx[1] && idx[1] == idx[2] {
+			if jobs[0] != jobs[1] || jobs[1] != jobs[2] {
+				t.Fatalf("members applied the same log (index %d) and hold different jobs", idx[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members did not converge within 30s: applied indexes %v", idx)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
