@@ -124,7 +124,7 @@ func ParseTopo(text string) (*Topo, error) {
 			return nil, parseError("nvidia-smi topo -m", d, fmt.Sprintf("diagonal cell is %q, want X", r[i]))
 		}
 		for j, c := range r[:n] {
-			if rank(c) == 99 {
+			if rank(c) == 99 || (c == "X" && j != i) {
 				return nil, parseError("nvidia-smi topo -m", d, fmt.Sprintf("cell %d is %q, not a connection type", j, c))
 			}
 		}
