@@ -13,7 +13,7 @@ test: fmt-check vet
 # Go native fuzz targets, package:target. `go test -fuzz` runs one target
 # of one package at a time; FUZZTIME each (FUZZTIME_CI in `make test`).
 # A failing input is written under the package's testdata/fuzz/TARGET:
-# fix the code, keep the file as the regression seed.
+# fix the code, keep the file as the regression seed (.ci/fuzz).
 FUZZ_TARGETS := \
 	./internal/server:FuzzAPIWrite \
 	./internal/topology:FuzzTopology \
@@ -29,13 +29,10 @@ FUZZ_TARGETS := \
 FUZZTIME ?= 30s
 FUZZTIME_CI ?= 5s
 FUZZPARALLEL ?= 1
+FUZZMINIMIZE ?= 200x
 
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s -parallel $(FUZZPARALLEL) $$pkg; \
-	done
+	@GO=$(GO) FUZZMINIMIZE=$(FUZZMINIMIZE) .ci/fuzz $(FUZZTIME) $(FUZZPARALLEL) $(FUZZ_TARGETS)
 
 # The linearizability check of the job API under leader kills, alone
 # (`make test` runs it with the rest).
