@@ -2,10 +2,42 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test build bench fmt vet lint openapi
+.PHONY: test build bench fmt vet lint openapi fuzz chaos
 
+# The suite, the chaos check among it (internal/chaos, about a minute), then
+# a short pass of every fuzz target beyond its committed seeds.
 test: fmt-check vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
+
+# Go native fuzz targets, package:target. `go test -fuzz` runs one target
+# of one package at a time; FUZZTIME each (FUZZTIME_CI in `make test`).
+# A failing input is written under the package's testdata/fuzz/TARGET:
+# fix the code, keep the file as the regression seed (.ci/fuzz).
+FUZZ_TARGETS := \
+	./internal/server:FuzzAPIWrite \
+	./internal/topology:FuzzTopology \
+	./internal/hostfacts:FuzzParseQueryXML \
+	./internal/hostfacts:FuzzParseQueryText \
+	./internal/hostfacts:FuzzParseList \
+	./internal/hostfacts:FuzzParseLGI \
+	./internal/hostfacts:FuzzParseMIGMinors \
+	./internal/hostfacts:FuzzParseTopo \
+	./internal/hostfacts:FuzzParseNVLinkStatus \
+	./internal/hostfacts:FuzzParseIBStat \
+	./internal/mig:FuzzParseLGIP
+FUZZTIME ?= 30s
+FUZZTIME_CI ?= 5s
+FUZZPARALLEL ?= 1
+FUZZMINIMIZE ?= 200x
+
+fuzz:
+	@GO=$(GO) FUZZMINIMIZE=$(FUZZMINIMIZE) .ci/fuzz $(FUZZTIME) $(FUZZPARALLEL) $(FUZZ_TARGETS)
+
+# The linearizability check of the job API under leader kills, alone
+# (`make test` runs it with the rest).
+chaos:
+	$(GO) test -race -count=1 -timeout 10m -v -run 'TestJobAPILinearizable|TestChaosCatchesStaleReads|TestModel' ./internal/chaos
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

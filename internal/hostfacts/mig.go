@@ -40,8 +40,8 @@ func ParseList(text string) ([]ListGPU, error) {
 		switch {
 		case strings.HasPrefix(head, "GPU "):
 			idx, product, ok := strings.Cut(strings.TrimPrefix(head, "GPU "), ":")
-			i, err := strconv.Atoi(idx)
-			if !ok || err != nil || !strings.HasPrefix(uuid, "GPU-") {
+			i, isNum := natoi(idx)
+			if !ok || !isNum || !strings.HasPrefix(uuid, "GPU-") {
 				return nil, parseError("nvidia-smi -L", where, fmt.Sprintf("%q is not GPU N: NAME (UUID: GPU-...)", t))
 			}
 			out = append(out, ListGPU{Index: i, Product: strings.TrimSpace(product), UUID: uuid})
@@ -51,8 +51,8 @@ func ParseList(text string) ([]ListGPU, error) {
 			if len(out) == 0 || len(f) != 3 || f[1] != "Device" || !strings.HasPrefix(uuid, "MIG-") {
 				return nil, parseError("nvidia-smi -L", where, fmt.Sprintf("%q is not MIG PROFILE Device N: (UUID: MIG-...) under a GPU line", t))
 			}
-			d, err := strconv.Atoi(f[2])
-			if err != nil {
+			d, isNum := natoi(f[2])
+			if !isNum {
 				return nil, parseError("nvidia-smi -L", where, fmt.Sprintf("device number %q", f[2]))
 			}
 			g := &out[len(out)-1]
@@ -114,7 +114,10 @@ func ParseLGI(text string) ([]GPUInstance, error) {
 		start, size, ok2 := strings.Cut(f[5], ":")
 		se, ok3 := atois(start, size)
 		if !ok || !ok2 || !ok3 {
-			return nil, parseError("nvidia-smi mig -lgi", where, fmt.Sprintf("%q has a non-numeric column", t))
+			return nil, parseError("nvidia-smi mig -lgi", where, fmt.Sprintf("%q has a column that is not a whole number", t))
+		}
+		if se[1] < 1 {
+			return nil, parseError("nvidia-smi mig -lgi", where, fmt.Sprintf("%q places an instance of size %d; a placement holds at least one slot", t, se[1]))
 		}
 		out = append(out, GPUInstance{GPU: ints[0], Profile: f[2], ProfileID: ints[1], ID: ints[2], Start: se[0], Size: se[1]})
 	}
@@ -135,8 +138,8 @@ func ParseMIGMinors(text string) (MIGMinors, error) {
 		if len(f) == 0 {
 			continue
 		}
-		m, err := strconv.Atoi(safeIndex(f, 1))
-		if len(f) != 2 || err != nil || m < 0 {
+		m, ok := natoi(safeIndex(f, 1))
+		if len(f) != 2 || !ok {
 			return nil, parseError("mig-minors", fmt.Sprintf("line %d", n+1), fmt.Sprintf("%q is not PATH MINOR", strings.TrimSpace(line)))
 		}
 		out[f[0]] = m
@@ -158,14 +161,26 @@ func safeIndex(f []string, i int) string {
 	return ""
 }
 
+// atois parses whole numbers (natoi) and reports whether all were.
 func atois(ss ...string) ([]int, bool) {
 	out := make([]int, len(ss))
 	for i, s := range ss {
-		n, err := strconv.Atoi(s)
-		if err != nil {
+		n, ok := natoi(s)
+		if !ok {
 			return nil, false
 		}
 		out[i] = n
 	}
 	return out, true
+}
+
+// natoi parses a whole number written as digits only: the indices, IDs
+// and counts these tools print are never negative and never signed, and
+// strconv.Atoi would take "-1" and "+1".
+func natoi(s string) (int, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
 }

@@ -28,8 +28,8 @@ func ParseNVLinkStatus(text string) ([]NVLinkStatus, error) {
 		case strings.HasPrefix(t, "GPU "):
 			head, uuid, ok := cutUUID(t)
 			idx, _, ok2 := strings.Cut(strings.TrimPrefix(head, "GPU "), ":")
-			i, err := strconv.Atoi(idx)
-			if !ok || !ok2 || err != nil {
+			i, isNum := natoi(idx)
+			if !ok || !ok2 || !isNum {
 				return nil, parseError("nvidia-smi nvlink --status", where, fmt.Sprintf("%q is not GPU N: NAME (UUID: ...)", t))
 			}
 			out = append(out, NVLinkStatus{Index: i, UUID: uuid})
@@ -82,6 +82,9 @@ func ParseIBStat(text string) ([]IBPort, error) {
 		where := fmt.Sprintf("line %d", n+1)
 		if name, ok := strings.CutPrefix(t, "CA '"); ok {
 			ca, typ, fw, cur = strings.TrimSuffix(name, "'"), "", "", nil
+			if ca == "" {
+				return nil, parseError("ibstat", where, "a CA without a name")
+			}
 			continue
 		}
 		k, v, ok := strings.Cut(t, ":")
@@ -104,7 +107,12 @@ func ParseIBStat(text string) ([]IBPort, error) {
 			}
 		case "Rate":
 			if cur != nil {
-				cur.RateGbps, _ = strconv.Atoi(v)
+				// Gb/s; SDR is 2.5, hence a float. Anything else is not ibstat.
+				r, err := strconv.ParseFloat(v, 64)
+				if err != nil || r < 0 || r > 1e6 {
+					return nil, parseError("ibstat", where, fmt.Sprintf("rate %q is not a number of Gb/s", v))
+				}
+				cur.RateGbps = int(r)
 			}
 		case "Link layer":
 			if cur != nil {
@@ -112,8 +120,8 @@ func ParseIBStat(text string) ([]IBPort, error) {
 			}
 		default:
 			if p, ok := strings.CutPrefix(k, "Port "); ok && v == "" {
-				pn, err := strconv.Atoi(p)
-				if err != nil {
+				pn, isNum := natoi(p)
+				if !isNum {
 					return nil, parseError("ibstat", where, fmt.Sprintf("port %q is not a number", p))
 				}
 				out = append(out, IBPort{Device: ca, Port: pn, HCAType: typ, Firmware: fw, NUMA: -1, RoCEGID: -1})

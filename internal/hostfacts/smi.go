@@ -239,9 +239,11 @@ func mib(s string) (int, error) {
 	return n, nil
 }
 
+// atoiOr parses a whole number (natoi), def when there is none: every
+// number nvidia-smi reports this way is an index, an ID or a count.
 func atoiOr(s string, def int) int {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
+	n, ok := natoi(strings.TrimSpace(s))
+	if !ok {
 		return def
 	}
 	return n

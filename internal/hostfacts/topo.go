@@ -2,8 +2,8 @@ package hostfacts
 
 import (
 	"fmt"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -27,8 +27,11 @@ type Topo struct {
 var pathRank = map[string]int{"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SOC": 6, "SYS": 6}
 
 func rank(cell string) int {
-	if strings.HasPrefix(cell, "NV") {
-		return pathRank["NV"]
+	if n, ok := strings.CutPrefix(cell, "NV"); ok {
+		if _, isNum := natoi(n); isNum {
+			return pathRank["NV"]
+		}
+		return 99
 	}
 	if r, ok := pathRank[cell]; ok {
 		return r
@@ -91,6 +94,9 @@ func ParseTopo(text string) (*Topo, error) {
 		if l, ok := legend[d]; ok {
 			name = l
 		}
+		if slices.Contains(t.NICs, name) {
+			return nil, parseError("nvidia-smi topo -m", d, fmt.Sprintf("NIC %s appears twice: column %s is a second %s", name, d, name))
+		}
 		t.NICs = append(t.NICs, name)
 	}
 	rows := map[string][]string{}
@@ -118,7 +124,7 @@ func ParseTopo(text string) (*Topo, error) {
 			return nil, parseError("nvidia-smi topo -m", d, fmt.Sprintf("diagonal cell is %q, want X", r[i]))
 		}
 		for j, c := range r[:n] {
-			if rank(c) == 99 {
+			if rank(c) == 99 || (c == "X" && j != i) {
 				return nil, parseError("nvidia-smi topo -m", d, fmt.Sprintf("cell %d is %q, not a connection type", j, c))
 			}
 		}
@@ -135,7 +141,7 @@ func ParseTopo(text string) (*Topo, error) {
 						t.CPUAffinity[i] = v
 					}
 				case "NUMA Affinity":
-					if x, err := strconv.Atoi(v); err == nil {
+					if x, ok := natoi(v); ok {
 						t.NUMAAffinity[i] = x
 					}
 				}
@@ -231,6 +237,6 @@ func (t *Topo) NVLinks(a, b int) int {
 	if !strings.HasPrefix(c, "NV") {
 		return 0
 	}
-	n, _ := strconv.Atoi(strings.TrimPrefix(c, "NV"))
+	n, _ := natoi(strings.TrimPrefix(c, "NV"))
 	return n
 }

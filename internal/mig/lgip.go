@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -102,7 +103,7 @@ func parseLGIPRow(c []string) (LGIPRow, *domain.Error) {
 		return LGIPRow{}, domain.Invalid("lgip", "instances %q: free exceeds total", c[4])
 	}
 	mem, e := strconv.ParseFloat(c[5], 64)
-	if e != nil || mem < 0 {
+	if e != nil || !(mem >= 0) || math.IsInf(mem, 0) { // NaN and Inf parse as floats
 		return LGIPRow{}, domain.Invalid("lgip", "memory %q is not a number of GiB", c[5])
 	}
 	r.MemoryGiB = mem
@@ -116,11 +117,12 @@ func parseLGIPRow(c []string) (LGIPRow, *domain.Error) {
 	return r, nil
 }
 
+// atois parses counts: non-negative integers.
 func atois(s []string) ([]int, bool) {
 	out := make([]int, len(s))
 	for i, x := range s {
 		v, err := strconv.Atoi(x)
-		if err != nil {
+		if err != nil || v < 0 {
 			return nil, false
 		}
 		out[i] = v

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,7 +217,20 @@ func (w *shapeWalker) unknown(path, key string, fields map[string]reflect.Struct
 	if s := suggest(key, fields); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	w.ps.add(joinPath(path, key), "", "unknown-field", "%s", msg)
+	w.ps.add(keyPath(path, key), "", "unknown-field", "%s", msg)
+}
+
+// plainKey is a key a dotted path can carry as is.
+var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// keyPath is joinPath for a key as written in the document: one that is
+// empty or holds dots, brackets or spaces is quoted (servers[0][""]), so
+// the path still names it.
+func keyPath(path, key string) string {
+	if plainKey.MatchString(key) {
+		return joinPath(path, key)
+	}
+	return path + "[" + strconv.Quote(key) + "]"
 }
 
 // structFields maps JSON names to fields, as encoding/json would (exported
