@@ -119,9 +119,11 @@ func FuzzAPIWrite(f *testing.F) {
 
 // strictLog (JOBFABRIC_FUZZ_STRICT_LOG=1) also asserts that a refused
 // request adds nothing to the raft log: the leader checks before it
-// proposes, not only the state machine after. Off by default until every
-// refusal is checked on the leader (the state machine's own refusals, e.g.
-// a tenant that exists, are still proposed first).
+// proposes (FSM.Check), not only the state machine after. Off by default:
+// the leader's own loops (scheduler, fabric, the batched last use of
+// tokens) append entries of their own at times no input controls, so the
+// index can move under a refused request; TestRefusedCommandNeverLogged
+// checks the same property without them.
 var strictLog = os.Getenv("JOBFABRIC_FUZZ_STRICT_LOG") == "1"
 
 type fuzzSeed struct {
