@@ -84,20 +84,8 @@ func attackServers(t *testing.T, cl *client.Client, targets []string, attackers 
 
 	ctx, cancel := context.WithTimeout(context.Background(), attackWindow)
 	defer cancel()
-	reports := map[string]raftinject.Report{}
-	var wg sync.WaitGroup
 	start := time.Now()
-	for name, cfg := range attackers {
-		wg.Go(func() {
-			in := raftinject.New(raftinject.Options{TLS: cfg, Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond})
-			defer in.Close()
-			r := in.Attack(ctx, targets, entry)
-			mu.Lock()
-			reports[name] = r
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	reports := raftinject.AttackEach(ctx, attackers, raftinject.Options{Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond}, targets, entry)
 	end := time.Now()
 	stopWriter()
 	<-writerDone

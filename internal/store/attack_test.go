@@ -59,21 +59,8 @@ func TestPeerAuthAttack(t *testing.T) {
 			w := startWriter(nodes)
 			time.Sleep(200 * time.Millisecond) // the writer is under way
 			ctx, cancel := context.WithTimeout(context.Background(), attackWindow)
-			var wg sync.WaitGroup
-			reports := map[string]raftinject.Report{}
-			var mu sync.Mutex
 			start := time.Now()
-			for name, cfg := range tc.attackers {
-				wg.Go(func() {
-					in := raftinject.New(raftinject.Options{TLS: cfg, Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond})
-					defer in.Close()
-					r := in.Attack(ctx, targets, entry)
-					mu.Lock()
-					reports[name] = r
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
+			reports := raftinject.AttackEach(ctx, tc.attackers, raftinject.Options{Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond}, targets, entry)
 			end := time.Now()
 			cancel()
 			acks := w.stop()

@@ -220,3 +220,26 @@ type injectorAddr struct{}
 
 func (injectorAddr) Network() string { return "tcp" }
 func (injectorAddr) String() string  { return "raftinject.invalid:1" }
+
+// AttackEach runs one injector per named TLS config (nil: plain TCP) against
+// targets at once, for as long as ctx lasts, and returns each one's report.
+// opts.TLS is ignored: each attacker uses its own.
+func AttackEach(ctx context.Context, attackers map[string]*tls.Config, opts Options, targets []string, entry []byte) map[string]Report {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	reports := make(map[string]Report, len(attackers))
+	for name, cfg := range attackers {
+		wg.Go(func() {
+			o := opts
+			o.TLS = cfg
+			in := New(o)
+			defer in.Close()
+			r := in.Attack(ctx, targets, entry)
+			mu.Lock()
+			reports[name] = r
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reports
+}
