@@ -553,7 +553,9 @@ func (w *worker) list(ctx context.Context, srv int) ([]domain.Job, bool) {
 	call := w.rec.now()
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	js, err := w.client(srv).Jobs(ctx, client.JobQuery{})
+	// One request, one read: the list is paged (client.DefaultPageSize),
+	// and pages read at different times are no single point of the history.
+	js, err := w.client(srv).Jobs(ctx, client.JobQuery{PageSize: maxOps + 1})
 	if err != nil {
 		return nil, false
 	}

@@ -214,7 +214,7 @@ func TestCLI(t *testing.T) {
 		"negative gpus":        {env, []string{"job", "submit", "--workspace", "acme/research", "--gpus", "-1"}, "--gpus is -1"},
 		"bad workspace ref":    {env, []string{"job", "submit", "--workspace", "research", "--gpus", "1"}, "TENANT/WORKSPACE"},
 		"no token":             {map[string]string{"JOBFABRIC_TOKEN": ""}, []string{"job", "list"}, "no token was given"},
-		"bad output":           {env, []string{"job", "list", "-o", "xml"}, `--output "xml"`},
+		"bad output":           {env, []string{"job", "list", "-o", "xml"}, `-o "xml" is not one of`},
 		"no server":            {map[string]string{"JOBFABRIC_SERVER": "http://127.0.0.1:1"}, []string{"--token", "x", "job", "list"}, "cannot reach"},
 		"missing file":         {env, []string{"topology", "apply", "-f", "/nonexistent.yaml"}, "cannot read"},
 		"tenant-admin apply":   {acme, []string{"topology", "apply", "-f", yamlFile}, "admin token"},

@@ -34,6 +34,18 @@ type clientContext struct {
 	TokenFile string `yaml:"token-file,omitempty" json:"token-file,omitempty"`
 }
 
+// contextChange is what set-context, use-context, current-context and
+// delete-context print with -o json|yaml|name: the context, the file, and
+// what became of it.
+type contextChange struct {
+	Context string `json:"context"`
+	File    string `json:"file"`
+	// Action: set, current, deleted.
+	Action string `json:"action"`
+}
+
+func (c contextChange) names() []string { return []string{"context/" + c.Context} }
+
 // configPath is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml.
 func configPath() (string, error) {
 	if p := os.Getenv("JOBFABRIC_CONFIG"); p != "" {
@@ -191,8 +203,9 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 			if err := cfg.save(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "context %s set in %s\n", name, path)
-			return nil
+			return g.emit(contextChange{Context: name, File: path, Action: "set"}, func(w io.Writer) {
+				fmt.Fprintf(w, "context %s set in %s\n", name, path)
+			})
 		},
 	}
 	// Local flags shadow the global --server and --ca inside this command.
@@ -218,8 +231,9 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 			if err := cfg.save(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "switched to context %s\n", args[0])
-			return nil
+			return g.emit(contextChange{Context: args[0], File: path, Action: "current"}, func(w io.Writer) {
+				fmt.Fprintf(w, "switched to context %s\n", args[0])
+			})
 		},
 	}
 	get := &cobra.Command{
@@ -236,7 +250,7 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 				return err
 			}
 			return g.emit(cfg.Contexts, func(w io.Writer) {
-				row(w, "CURRENT", "NAME", "SERVER", "CA", "TOKEN-FILE")
+				header(w, "CURRENT", "NAME", "SERVER", "CA", "TOKEN-FILE")
 				for _, c := range cfg.Contexts {
 					cur := ""
 					if c.Name == cfg.CurrentContext {
@@ -260,8 +274,9 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 			if cfg.CurrentContext == "" {
 				return &exitError{code: exitNotFound, err: fmt.Errorf("no current context in %s: jobfabric config use-context NAME", path)}
 			}
-			fmt.Fprintln(g.stdout, cfg.CurrentContext)
-			return nil
+			return g.emit(contextChange{Context: cfg.CurrentContext, File: path, Action: "current"}, func(w io.Writer) {
+				fmt.Fprintln(w, cfg.CurrentContext)
+			})
 		},
 	}
 	view := &cobra.Command{
@@ -307,8 +322,9 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 			if err := cfg.save(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "context %s deleted from %s\n", args[0], path)
-			return nil
+			return g.emit(contextChange{Context: args[0], File: path, Action: "deleted"}, func(w io.Writer) {
+				fmt.Fprintf(w, "context %s deleted from %s\n", args[0], path)
+			})
 		},
 	}
 	cmd.AddCommand(set, use, get, current, view, del)

@@ -190,6 +190,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		other = "s1-gpu003"
 	}
 	args := func(a ...string) []string { return a }
+	cfgEnv := map[string]string{"JOBFABRIC_CONFIG": filepath.Join(t.TempDir(), "config.yaml")}
 	long := "long-running; prints a log, not a result"
 
 	// In order: later commands may depend on earlier ones.
@@ -278,12 +279,26 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"lab wait", outCase{skip: "needs a running lab"}},
 		{"lab ping", outCase{skip: "needs a running lab"}},
 		{"lab down", outCase{skip: "needs a running lab"}},
+		{"version", outCase{json: args("version")}},
+		{"config set-context", outCase{json: args("config", "set-context", "c1", "--server", env["JOBFABRIC_SERVER"]), plain: args("config", "set-context", "c2", "--server", env["JOBFABRIC_SERVER"]), env: cfgEnv}},
+		{"config use-context", outCase{json: args("config", "use-context", "c1"), env: cfgEnv}},
+		{"config get-contexts", outCase{json: args("config", "get-contexts"), env: cfgEnv, header: true}},
+		{"config current-context", outCase{json: args("config", "current-context"), env: cfgEnv}},
+		{"config view", outCase{json: args("config", "view"), env: cfgEnv}},
+		{"config delete-context", outCase{json: args("config", "delete-context", "c2"), plain: args("config", "delete-context", "c1"), env: cfgEnv}},
 		{"completion bash", outCase{skip: "a shell script"}},
 		{"completion zsh", outCase{skip: "a shell script"}},
 		{"completion fish", outCase{skip: "a shell script"}},
 		{"completion powershell", outCase{skip: "a shell script"}},
 	}
 
+	// Groups print their help (and refuse an unknown subcommand): nothing to format.
+	for _, grp := range []string{"jobfabric", "bench", "cluster", "completion", "config", "fabric", "host", "job", "lab", "node", "sim", "slurm", "tenant", "token", "topology", "workspace"} {
+		cases = append(cases, struct {
+			path string
+			outCase
+		}{grp, outCase{skip: "a group: prints its help"}})
+	}
 	listed := map[string]bool{}
 	for _, c := range cases {
 		listed[c.path] = true
