@@ -102,18 +102,13 @@ func precondition(field, format string, args ...any) *domain.Error {
 	return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// holds reports whether a job in this state holds its placement.
-func holds(s domain.JobState) bool {
-	return s == domain.JobPlaced || s == domain.JobReady || s == domain.JobRunning || s == domain.JobPreempting
-}
-
 // Bind returns the binding of in.Job on in.Node. It names only the GPUs,
 // MIG instances and NICs the job holds there: another job's device never
 // appears, and a NIC whose GPU another tenant shares (MIG, time-slicing)
 // is left out.
 func Bind(in Input) (*Binding, error) {
 	j := in.Job
-	if !holds(j.State) {
+	if !j.State.HoldsGPUs() {
 		return nil, precondition("state", "job %d is %s: it holds no GPUs to bind", j.ID, j.State)
 	}
 	var pl *domain.Placement
@@ -266,7 +261,7 @@ func (r resolver) gpus(b *Binding, pl *domain.Placement) error {
 // part of GPU g of the node.
 func (r resolver) sharedWithOtherTenant(g int) bool {
 	for _, o := range r.in.Others {
-		if o.ID == r.in.Job.ID || o.Tenant == r.in.Job.Tenant || !holds(o.State) {
+		if o.ID == r.in.Job.ID || o.Tenant == r.in.Job.Tenant || !o.State.HoldsGPUs() {
 			continue
 		}
 		for _, p := range o.Placement {

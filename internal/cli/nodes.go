@@ -132,7 +132,7 @@ func jobsOn(ctx context.Context, c *client.Client, server string) ([]domain.Job,
 	}
 	out := []domain.Job{}
 	for _, j := range js {
-		if j.State != domain.JobPlaced && j.State != domain.JobReady && j.State != domain.JobRunning {
+		if !j.State.Stoppable() {
 			continue
 		}
 		for _, pl := range j.Placement {

@@ -76,6 +76,21 @@ func TestTokenScope(t *testing.T) {
 	}
 }
 
+func TestJobStateHoldsGPUs(t *testing.T) {
+	holds := map[JobState]bool{JobPlaced: true, JobReady: true, JobRunning: true, JobPreempting: true}
+	for _, s := range JobStates {
+		if s.HoldsGPUs() != holds[s] {
+			t.Errorf("%s.HoldsGPUs() = %t, want %t", s, s.HoldsGPUs(), holds[s])
+		}
+		if want := holds[s] && s != JobPreempting; s.Stoppable() != want {
+			t.Errorf("%s.Stoppable() = %t, want %t", s, s.Stoppable(), want)
+		}
+		if s.HoldsGPUs() && s.Terminal() {
+			t.Errorf("%s both holds GPUs and is terminal", s)
+		}
+	}
+}
+
 func TestJobStateEnded(t *testing.T) {
 	ended := map[JobState]bool{JobSucceeded: true, JobFailed: true, JobCancelled: true, JobPreempted: true}
 	for _, s := range JobStates {

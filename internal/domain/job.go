@@ -36,6 +36,19 @@ func (s JobState) Terminal() bool {
 	return s == JobSucceeded || s == JobFailed || s == JobCancelled || s == JobPreempted
 }
 
+// HoldsGPUs reports whether a job in this state holds the GPUs of its
+// placement: from Placed until it ends, including while it is told to stop.
+// Capacity, bindings and the fabric count exactly these jobs.
+func (s JobState) HoldsGPUs() bool {
+	return s == JobPlaced || s == JobReady || s == JobRunning || s == JobPreempting
+}
+
+// Stoppable reports whether a job in this state holds GPUs and has not yet
+// been told to stop: the jobs a preemption, a drain or a time limit acts on.
+func (s JobState) Stoppable() bool {
+	return s == JobPlaced || s == JobReady || s == JobRunning
+}
+
 // Ended is Terminal: a job in such a state holds no GPUs and never will
 // again. Watches stop here.
 func (s JobState) Ended() bool { return s.Terminal() }

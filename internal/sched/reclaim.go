@@ -365,7 +365,7 @@ func (st *cycle) victimOrder() []victim {
 	}
 	var rs []ranked
 	for _, v := range st.s.Jobs {
-		if (v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning) && !st.released[v.ID] {
+		if v.State.Stoppable() && !st.released[v.ID] {
 			c := st.cost(v)
 			rs = append(rs, ranked{victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: c}, c})
 		}
@@ -545,7 +545,7 @@ func (st *cycle) releases() {
 			} else {
 				soon(*v.StopDeadline)
 			}
-		case (v.State == domain.JobPlaced || v.State == domain.JobReady || v.State == domain.JobRunning) && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
+		case v.State.Stoppable() && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
 			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
 			if !st.now.Before(end) {
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
@@ -569,7 +569,7 @@ func (st *cycle) release(v *domain.Job) {
 // drain tells the jobs on draining servers to stop by the grace deadline.
 func (st *cycle) drain() {
 	for _, v := range st.s.Jobs {
-		if v.State != domain.JobPlaced && v.State != domain.JobReady && v.State != domain.JobRunning || st.released[v.ID] {
+		if !v.State.Stoppable() || st.released[v.ID] {
 			continue
 		}
 		for _, p := range v.Placement {

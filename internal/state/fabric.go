@@ -173,11 +173,7 @@ type fabricData struct {
 
 // holdsGPUs: the job's allocation is in the fabric.
 func holdsGPUs(j *domain.Job) bool {
-	switch j.State {
-	case domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting:
-		return len(j.Placement) > 0
-	}
-	return false
+	return j.State.HoldsGPUs() && len(j.Placement) > 0
 }
 
 // FabricInput is the compiler's input built from the state at now: the id

@@ -173,7 +173,7 @@ func (f *FSM) gpusVanished(c *Command, rec *domain.HostStatus, prev, now *domain
 func (f *FSM) jobsOnGPU(node string, gpu int) []*domain.Job {
 	var out []*domain.Job
 	for _, j := range f.sortedJobs() {
-		if !holdsPlacement(j) {
+		if !holdsGPUs(j) {
 			continue
 		}
 		for _, p := range j.Placement {
@@ -184,14 +184,6 @@ func (f *FSM) jobsOnGPU(node string, gpu int) []*domain.Job {
 		}
 	}
 	return out
-}
-
-func holdsPlacement(j *domain.Job) bool {
-	switch j.State {
-	case domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting:
-		return len(j.Placement) > 0
-	}
-	return false
 }
 
 // warnJob adds a warning to a job (copy on write: copies handed to readers

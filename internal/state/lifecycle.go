@@ -143,7 +143,7 @@ func (f *FSM) applyJobsPreempt(c *Command) (any, *domain.Error) {
 		case !ok:
 			res.Rejected[pr.ID] = "job not found"
 			continue
-		case j.State != domain.JobPlaced && j.State != domain.JobReady && j.State != domain.JobRunning:
+		case !j.State.Stoppable():
 			res.Rejected[pr.ID] = fmt.Sprintf("job is %s", j.State)
 			continue
 		}
@@ -177,7 +177,7 @@ func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {
 		switch {
 		case rl.Cause == "deadline" && j.State == domain.JobPreempting && j.StopDeadline != nil && !c.At.Before(*j.StopDeadline):
 			f.stopPreempted(j, "its grace period ended without a stop report; GPUs released", c.At)
-		case rl.Cause == "time_limit" && (j.State == domain.JobPlaced || j.State == domain.JobReady || j.State == domain.JobRunning) && j.PlacedAt != nil &&
+		case rl.Cause == "time_limit" && j.State.Stoppable() && j.PlacedAt != nil &&
 			j.TimeLimitSeconds > 0 && !c.At.Before(j.PlacedAt.Add(time.Duration(j.TimeLimitSeconds)*time.Second)):
 			f.end(j, domain.JobFailed, &domain.Reason{Code: "time_limit", Message: fmt.Sprintf("reached its time limit of %s", time.Duration(j.TimeLimitSeconds)*time.Second)}, c.At)
 		default:
