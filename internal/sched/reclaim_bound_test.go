@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
 )
 
 // The bound: guaranteed demand is placed within the grace period and one
@@ -13,8 +14,8 @@ import (
 // benchmarks.md, issue #7), driving Schedule the way the leader does:
 // commit releases, preemptions, placements; run a cycle at plan.Next.
 
-func stepper(t *testing.T, w *world) *sim {
-	return &sim{t: t, s: w.s, now: now, next: w.next, reclaim: map[uint64][]time.Time{}, waiting: map[uint64]time.Time{}}
+func stepper(t *testing.T, w *domaintest.World) *sim {
+	return &sim{t: t, s: snapshotOf(w), now: now, next: w.Next, reclaim: map[uint64][]time.Time{}, waiting: map[uint64]time.Time{}}
 }
 
 func placedIn(p *Plan, id uint64) bool {
@@ -35,16 +36,16 @@ func placedIn(p *Plan, id uint64) bool {
 // past it); and GPUs released at the deadline served nobody until the cycle
 // after.
 func TestReclaimServedAtDeadline(t *testing.T) {
-	w := newWorld(t, dgx(1, 1)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
-		ws("a/w", 8, 0, 8, 1).ws("b/w", 0, 8, 0, 1)
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 1)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(8).Lend(8)).Workspace(domaintest.MakeWorkspace("b", "w").Borrow(8))
 	for g := 0; g < 4; g++ {
-		w.running("b/w", on("s1-gpu001", g))
+		w.Running(domaintest.MakeJob("b/w", 0), domaintest.On("s1-gpu001", g))
 	}
-	w.placedAgo(1, time.Hour).placedAgo(2, time.Hour).placedAgo(3, time.Hour).placedAgo(4, time.Hour)
-	w.job("a/w", 8, 0, 0) // 5: guaranteed
-	w.job("b/w", 1, 0, 0) // 6: borrows
+	w.PlacedAgo(1, time.Hour).PlacedAgo(2, time.Hour).PlacedAgo(3, time.Hour).PlacedAgo(4, time.Hour)
+	w.Pending(domaintest.MakeJob("a/w", 8)) // 5: guaranteed
+	w.Pending(domaintest.MakeJob("b/w", 1)) // 6: borrows
 	m := stepper(t, w)
-	p := Schedule(w.s, m.now)
+	p := Schedule(m.s, m.now)
 	if got := victims(p); !equal(got, []uint64{1, 2, 3, 4}) {
 		t.Fatalf("victims %v, want the 4 borrowed jobs", got)
 	}
@@ -59,7 +60,7 @@ func TestReclaimServedAtDeadline(t *testing.T) {
 	// The next cycle the leader runs is at plan.Next: the deadline. The
 	// victims are released and the job placed in that cycle.
 	m.now = p.Next
-	p = Schedule(w.s, m.now)
+	p = Schedule(m.s, m.now)
 	if len(p.Releases) != 4 || len(p.Preemptions) != 0 || !placedIn(p, 5) {
 		t.Fatalf("at the deadline: releases %+v, preemptions %+v, placements %+v; want the 4 victims released and job 5 placed, nobody else preempted",
 			p.Releases, p.Preemptions, p.Placements)
@@ -72,14 +73,14 @@ func TestReclaimServedAtDeadline(t *testing.T) {
 // borrows, and must not hold back the third, which the guarantee still
 // covers (it waited behind it for hours in the trace replay).
 func TestReclaimWithinGuaranteeInQueueOrder(t *testing.T) {
-	w := newWorld(t, dgx(1, 3)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
-		ws("a/w", 24, 0, 24, 1).ws("b/w", 0, 24, 0, 1)
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 3)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(24).Lend(24)).Workspace(domaintest.MakeWorkspace("b", "w").Borrow(24))
 	for i := 0; i < 24; i++ {
-		w.running("b/w", on(fmt.Sprintf("s1-gpu%03d", 1+i/8), i%8))
-		w.placedAgo(uint64(i+1), time.Hour)
+		w.Running(domaintest.MakeJob("b/w", 0), domaintest.On(fmt.Sprintf("s1-gpu%03d", 1+i/8), i%8))
+		w.PlacedAgo(uint64(i+1), time.Hour)
 	}
-	w.job("a/w", 16, 8, 0).job("a/w", 16, 8, 0).job("a/w", 8, 0, 0) // 25, 26, 27
-	p := Schedule(w.s, now)
+	w.Pending(domaintest.MakeJob("a/w", 16).PerNode(8)).Pending(domaintest.MakeJob("a/w", 16).PerNode(8)).Pending(domaintest.MakeJob("a/w", 8)) // 25, 26, 27
+	p := Schedule(snapshotOf(w), now)
 	for id, want := range map[uint64]string{25: ReasonReclaim, 27: ReasonReclaim} {
 		if r := p.Pending[id]; r.Code != want {
 			t.Errorf("job %d: reason %+v, want %s", id, r, want)
@@ -100,33 +101,24 @@ func TestReclaimWithinGuaranteeInQueueOrder(t *testing.T) {
 // the 8 of one server do. The cost-ordered search alone found nothing and
 // the guaranteed job waited for jobs to end.
 func TestReclaimWholeServerWithinWhatWasBorrowed(t *testing.T) {
-	w := newWorld(t, dgx(1, 3)).tenant("a", domain.IsolationGPU).tenant("b", domain.IsolationGPU).
-		ws("a/w", 8, 0, 8, 1).ws("b/w", 16, 8, 0, 1)
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 3)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(8).Lend(8)).Workspace(domaintest.MakeWorkspace("b", "w").Guaranteed(16).Borrow(8))
 	for i := 0; i < 24; i++ {
 		// Job i+1 on server 1+i%3: consecutive (similarly cheap) jobs
 		// alternate servers; newer jobs (larger i) are cheaper.
-		w.running("b/w", on(fmt.Sprintf("s1-gpu%03d", 1+i%3), i/3))
-		w.placedAgo(uint64(i+1), time.Duration(25-i)*time.Minute)
+		w.Running(domaintest.MakeJob("b/w", 0), domaintest.On(fmt.Sprintf("s1-gpu%03d", 1+i%3), i/3))
+		w.PlacedAgo(uint64(i+1), time.Duration(25-i)*time.Minute)
 	}
-	w.job("a/w", 8, 0, 0) // 25
-	p := Schedule(w.s, now)
+	w.Pending(domaintest.MakeJob("a/w", 8)) // 25
+	p := Schedule(snapshotOf(w), now)
 	if r := p.Pending[25]; r.Code != ReasonReclaim {
 		t.Fatalf("job 25: reason %+v, want %s", r, ReasonReclaim)
 	}
 	servers := map[string]bool{}
 	for _, pr := range p.Preemptions {
-		servers[w.job1(pr.JobID).Placement[0].Server] = true
+		servers[w.Job(pr.JobID).Placement[0].Server] = true
 	}
 	if len(p.Preemptions) != 8 || len(servers) != 1 {
 		t.Fatalf("%d victims on servers %v, want the 8 jobs of one server", len(p.Preemptions), servers)
 	}
-}
-
-func (w *world) job1(id uint64) *domain.Job {
-	for _, j := range w.s.Jobs {
-		if j.ID == id {
-			return j
-		}
-	}
-	return nil
 }
