@@ -191,7 +191,7 @@ func buildWorld(t *testing.T, w *domaintest.World, c *datadriven.Case) {
 	}
 }
 
-func jobOptions(t *testing.T, pos string, b *domaintest.JobBuilder, args datadriven.Args) {
+func jobOptions(t *testing.T, pos string, b *domaintest.JobBuilder[domain.JobSpec], args datadriven.Args) {
 	b.Priority(atoi(t, pos, args.Get("prio", "0"))).PerNode(atoi(t, pos, args.Get("pernode", "0"))).
 		Model(args.Get("model", "")).Driver(args.Get("driver", "")).MinDriver(args.Get("mindriver", "")).
 		MinRuntime(int64(atoi(t, pos, args.Get("minruntime", "0")))).TimeLimit(int64(atoi(t, pos, args.Get("timelimit", "0"))))

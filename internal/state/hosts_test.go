@@ -254,10 +254,10 @@ func TestHostPolicy(t *testing.T) {
 	h.must(CmdHostPolicy, HostPolicySet{Policy: domain.HostPolicy{HeartbeatTimeoutSeconds: 30, CordonOn: []string{"driver"}, TenantMinDriver: map[string]string{"acme": "550.54"}}})
 	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
 	low := MakeJob("research", 8)
-	low.s.MinDriver = "470"
+	low.MinDriver("470")
 	h.must(CmdJobSubmit, low.Obj())
 	high := MakeJob("research", 8)
-	high.s.MinDriver = "560.1"
+	high.MinDriver("560.1")
 	h.must(CmdJobSubmit, high.Obj())
 	snap := h.f.SchedSnapshot(h.at)
 	var got []string
@@ -278,7 +278,7 @@ func TestHostPolicy(t *testing.T) {
 func TestExternalIDsAreUniqueAmongLiveJobs(t *testing.T) {
 	h := newHarness(t).cluster(1, 2, 8)
 	j := MakeJob("research", 8)
-	j.s.ExternalID = "slurm:4242"
+	j.ExternalID("slurm:4242")
 	h.must(CmdJobSubmit, j.Obj())
 	r := h.refusedChangesNothing(CmdJobSubmit, j.Obj())
 	if r.Err.Code != domain.CodeAlreadyExists || r.Err.Field != "externalId" {

@@ -11,9 +11,6 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
-func (b *jobB) Preemptible() *jobB         { b.s.Preemptible = true; return b }
-func (b *jobB) TimeLimit(secs int64) *jobB { b.s.TimeLimitSeconds = secs; return b }
-
 // advance moves the harness clock: the next command is applied d (plus the
 // usual second) later.
 func (h *harness) advance(d time.Duration) { h.at = h.at.Add(d) }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -84,48 +85,19 @@ func (h *harness) cluster(stripes, servers, guaranteed int) *harness {
 	return h
 }
 
-// Fluent builders.
-type tenantB struct{ t domain.Tenant }
+// The shared fluent builders (domaintest); the jobs of these tests are
+// acme's, and Obj submits them.
+var (
+	MakeTenant    = domaintest.MakeTenant
+	MakeWorkspace = domaintest.MakeWorkspace
+)
 
-func MakeTenant(name string) *tenantB {
-	return &tenantB{domain.Tenant{Name: name, Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}}
-}
-func (b *tenantB) Isolation(i domain.Isolation) *tenantB { b.t.Isolation = i; return b }
-func (b *tenantB) Obj() domain.Tenant                    { return b.t }
+type jobB = domaintest.JobBuilder[JobSubmit]
 
-type wsB struct{ w domain.Workspace }
-
-func MakeWorkspace(tenant, name string) *wsB {
-	return &wsB{domain.Workspace{Tenant: tenant, Name: name, Weight: 1}}
-}
-func (b *wsB) Guaranteed(n int) *wsB { b.w.Guaranteed = n; return b }
-func (b *wsB) Borrow(n int) *wsB     { b.w.BorrowLimit = n; return b }
-func (b *wsB) Lend(n int) *wsB       { b.w.LendLimit = n; return b }
-func (b *wsB) ModelQuota(m string, g, borrow, lend int) *wsB {
-	b.w.Models = append(b.w.Models, domain.ModelQuota{Model: m, Guaranteed: g, BorrowLimit: borrow, LendLimit: lend})
-	return b
-}
-func (b *wsB) Obj() domain.Workspace { return b.w }
-func (b *wsB) Weight(n int) *wsB     { b.w.Weight = n; return b }
-
-type jobB struct{ s domain.JobSpec }
-
+// MakeJob starts acme's job in workspace ws.
 func MakeJob(ws string, gpus int) *jobB {
-	return &jobB{domain.JobSpec{Tenant: "acme", Workspace: ws, GPUs: gpus}}
+	return domaintest.MakeJobOf("acme/"+ws, gpus, func(s domain.JobSpec) JobSubmit { return JobSubmit{Spec: s} })
 }
-func (b *jobB) PerNode(n int) *jobB  { b.s.GPUsPerNode = n; return b }
-func (b *jobB) Model(m string) *jobB { b.s.GPUModel = m; return b }
-func (b *jobB) Models(m ...string) *jobB {
-	b.s.GPUModels = m
-	return b
-}
-func (b *jobB) Driver(v string) *jobB { b.s.Driver = v; return b }
-func (b *jobB) Expect(d, limit int64) *jobB {
-	b.s.ExpectedDurationSeconds, b.s.TimeLimitSeconds = d, limit
-	return b
-}
-func (b *jobB) Name(n string) *jobB { b.s.Name = n; return b }
-func (b *jobB) Obj() JobSubmit      { return JobSubmit{Spec: b.s} }
 
 func TestJobSubmit(t *testing.T) {
 	cases := map[string]struct {

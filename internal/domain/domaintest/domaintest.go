@@ -61,52 +61,66 @@ func (b *WorkspaceBuilder) ModelQuota(m string, guaranteed, borrow, lend int) *W
 // Obj returns the workspace.
 func (b *WorkspaceBuilder) Obj() domain.Workspace { return b.w }
 
-// JobBuilder builds a job spec of a workspace named "tenant/workspace".
-type JobBuilder struct{ s domain.JobSpec }
-
-// MakeJob starts a job of gpus whole GPUs in ref ("tenant/workspace").
-func MakeJob(ref string, gpus int) *JobBuilder {
-	t, w, _ := strings.Cut(ref, "/")
-	return &JobBuilder{domain.JobSpec{Tenant: t, Workspace: w, GPUs: gpus}}
+// JobBuilder builds a job spec of a workspace named "tenant/workspace";
+// Obj hands it over as T, the spec itself or a package's own command that
+// carries it (the FSM's JobSubmit).
+type JobBuilder[T any] struct {
+	s   domain.JobSpec
+	obj func(domain.JobSpec) T
 }
 
-func (b *JobBuilder) Name(n string) *JobBuilder        { b.s.Name = n; return b }
-func (b *JobBuilder) PerNode(n int) *JobBuilder        { b.s.GPUsPerNode = n; return b }
-func (b *JobBuilder) Priority(n int) *JobBuilder       { b.s.Priority = n; return b }
-func (b *JobBuilder) Preemptible() *JobBuilder         { b.s.Preemptible = true; return b }
-func (b *JobBuilder) Model(m string) *JobBuilder       { b.s.GPUModel = m; return b }
-func (b *JobBuilder) Models(m ...string) *JobBuilder   { b.s.GPUModels = m; return b }
-func (b *JobBuilder) Driver(v string) *JobBuilder      { b.s.Driver = v; return b }
-func (b *JobBuilder) MinDriver(v string) *JobBuilder   { b.s.MinDriver = v; return b }
-func (b *JobBuilder) TimeLimit(secs int64) *JobBuilder { b.s.TimeLimitSeconds = secs; return b }
-func (b *JobBuilder) MinRuntime(secs int64) *JobBuilder {
+// MakeJob starts a job of gpus whole GPUs in ref ("tenant/workspace").
+func MakeJob(ref string, gpus int) *JobBuilder[domain.JobSpec] {
+	return MakeJobOf(ref, gpus, func(s domain.JobSpec) domain.JobSpec { return s })
+}
+
+// MakeJobOf starts a job whose Obj wraps the spec with obj.
+func MakeJobOf[T any](ref string, gpus int, obj func(domain.JobSpec) T) *JobBuilder[T] {
+	t, w, _ := strings.Cut(ref, "/")
+	return &JobBuilder[T]{s: domain.JobSpec{Tenant: t, Workspace: w, GPUs: gpus}, obj: obj}
+}
+
+func (b *JobBuilder[T]) Name(n string) *JobBuilder[T]        { b.s.Name = n; return b }
+func (b *JobBuilder[T]) PerNode(n int) *JobBuilder[T]        { b.s.GPUsPerNode = n; return b }
+func (b *JobBuilder[T]) Priority(n int) *JobBuilder[T]       { b.s.Priority = n; return b }
+func (b *JobBuilder[T]) Preemptible() *JobBuilder[T]         { b.s.Preemptible = true; return b }
+func (b *JobBuilder[T]) Model(m string) *JobBuilder[T]       { b.s.GPUModel = m; return b }
+func (b *JobBuilder[T]) Models(m ...string) *JobBuilder[T]   { b.s.GPUModels = m; return b }
+func (b *JobBuilder[T]) Driver(v string) *JobBuilder[T]      { b.s.Driver = v; return b }
+func (b *JobBuilder[T]) MinDriver(v string) *JobBuilder[T]   { b.s.MinDriver = v; return b }
+func (b *JobBuilder[T]) ExternalID(id string) *JobBuilder[T] { b.s.ExternalID = id; return b }
+func (b *JobBuilder[T]) TimeLimit(secs int64) *JobBuilder[T] { b.s.TimeLimitSeconds = secs; return b }
+func (b *JobBuilder[T]) MinRuntime(secs int64) *JobBuilder[T] {
 	b.s.MinRuntimeSeconds = secs
 	return b
 }
 
 // Expect sets the expected duration and the time limit, in seconds.
-func (b *JobBuilder) Expect(d, limit int64) *JobBuilder {
+func (b *JobBuilder[T]) Expect(d, limit int64) *JobBuilder[T] {
 	b.s.ExpectedDurationSeconds, b.s.TimeLimitSeconds = d, limit
 	return b
 }
 
 // MIG asks for count instances of a MIG profile instead of whole GPUs.
-func (b *JobBuilder) MIG(profile string, count int) *JobBuilder {
+func (b *JobBuilder[T]) MIG(profile string, count int) *JobBuilder[T] {
 	b.s.GPUs, b.s.MIGProfile, b.s.MIGCount = 0, profile, count
 	return b
 }
 
 // Share asks for a time-sliced fraction of one GPU instead of whole GPUs.
-func (b *JobBuilder) Share(f float64) *JobBuilder { b.s.GPUs, b.s.Share = 0, f; return b }
+func (b *JobBuilder[T]) Share(f float64) *JobBuilder[T] { b.s.GPUs, b.s.Share = 0, f; return b }
 
 // Topology asks the gang to stay inside one level of the topology.
-func (b *JobBuilder) Topology(level string, required bool) *JobBuilder {
+func (b *JobBuilder[T]) Topology(level string, required bool) *JobBuilder[T] {
 	b.s.Topology = &domain.TopologyRequirement{Level: level, Required: required}
 	return b
 }
 
 // Spec returns the job spec.
-func (b *JobBuilder) Spec() domain.JobSpec { return b.s }
+func (b *JobBuilder[T]) Spec() domain.JobSpec { return b.s }
+
+// Obj returns the job spec wrapped as the builder was made to.
+func (b *JobBuilder[T]) Obj() T { return b.obj(b.s) }
 
 // On is a placement on a server's GPUs.
 func On(server string, gpus ...int) domain.Placement {
@@ -168,14 +182,14 @@ func (w *World) Workspace(b *WorkspaceBuilder) *World {
 }
 
 // Pending adds a pending job.
-func (w *World) Pending(b *JobBuilder) *World {
+func (w *World) Pending(b *JobBuilder[domain.JobSpec]) *World {
 	w.add(&domain.Job{JobSpec: b.Spec(), State: domain.JobPending})
 	return w
 }
 
 // Running adds a running job holding pl; a job asking for no GPUs asks for
 // the whole GPUs it holds.
-func (w *World) Running(b *JobBuilder, pl ...domain.Placement) *World {
+func (w *World) Running(b *JobBuilder[domain.JobSpec], pl ...domain.Placement) *World {
 	s := b.Spec()
 	if s.GPUs == 0 && s.MIGCount == 0 && s.Share == 0 {
 		for _, p := range pl {
@@ -226,7 +240,7 @@ func (w *World) Node(c domain.NodeCondition) *World {
 
 // Ended adds a job of the history: it held its GPUs from start to end
 // before Now.
-func (w *World) Ended(b *JobBuilder, start, end time.Duration) *World {
+func (w *World) Ended(b *JobBuilder[domain.JobSpec], start, end time.Duration) *World {
 	s, e := w.Now.Add(-start), w.Now.Add(-end)
 	w.History = append(w.History, &domain.Job{JobSpec: b.Spec(), State: domain.JobSucceeded, PlacedAt: &s, EndedAt: &e})
 	return w
