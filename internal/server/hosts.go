@@ -290,10 +290,12 @@ func (s *Server) reportNodeJob(r *http.Request, p *principal) (any, error) {
 func (s *Server) hostLoop(ctx context.Context) {
 	for {
 		timeout := s.fsm.HostPolicy().HeartbeatTimeout()
+		t, fire := s.clock.NewTimer(min(max(timeout/4, 50*time.Millisecond), 5*time.Second))
 		select {
 		case <-ctx.Done():
+			t.Stop() // a fake clock would wait for this tick forever
 			return
-		case <-time.After(min(max(timeout/4, 50*time.Millisecond), 5*time.Second)):
+		case <-fire:
 		}
 		if !s.store.IsLeader() {
 			s.hosts.mu.Lock()

@@ -175,7 +175,7 @@ func TestNodeAgentScope(t *testing.T) {
 // agent's node turns unhealthy (the scheduler places nothing there) and
 // healthy again when heard.
 func TestHeartbeatTimeoutMarksNodeUnhealthy(t *testing.T) {
-	c := startCluster(t, 1)
+	c, clk := startClocked(t)
 	admin := c.Client(0)
 	seed(t, admin)
 	ctx := ctxT(t)
@@ -187,14 +187,29 @@ func TestHeartbeatTimeoutMarksNodeUnhealthy(t *testing.T) {
 	if _, err := admin.ReportFacts(ctx, node, api.HostReportRequest{Facts: facts}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !nodeView(t, admin, node).Condition.Unhealthy {
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s never turned unhealthy: %+v", node, nodeView(t, admin, node))
+	// Step the heartbeat loop check by check: each step waits for it to
+	// arm its timer again, which it does only after its check committed.
+	// Its first check was armed under the default policy, 5s away, and
+	// counts silence from then on; from there it checks every 250ms, and
+	// the fifth finds the node silent for the 1s timeout.
+	step := func(d time.Duration) {
+		t.Helper()
+		if err := clk.BlockUntil(ctx, 2); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		clk.Advance(d)
+	}
+	step(5 * time.Second)
+	for range 5 {
+		step(250 * time.Millisecond)
+	}
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
 	}
 	v := nodeView(t, admin, node)
+	if !v.Condition.Unhealthy {
+		t.Fatalf("node %s silent for 1.25s of a 1s timeout is not unhealthy: %+v", node, v)
+	}
 	if len(v.Conditions) != 1 || v.Conditions[0].Type != domain.CondHeartbeat || !strings.HasPrefix(v.Condition.Reason, "heartbeat: no heartbeat since") {
 		t.Fatalf("view %+v", v)
 	}

@@ -24,14 +24,12 @@ import (
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
-// Clock is the time source; tests inject a fake one.
-type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
+// Clock is the time source and what the server's loops wait on; tests
+// inject tstime.Fake and step it.
+type Clock = tstime.Clock
 
 // Config configures one API server (one member of the control plane).
 type Config struct {
@@ -133,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = tstime.Std{}
 	}
 	if cfg.DataDir == "" {
 		return nil, domain.Invalid("data-dir", "a data directory is required")

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,37 +9,28 @@ import (
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
-// fakeClock is a settable clock shared by the test and the server.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// flushEvery is how often (in fake time) token uses are committed.
+const flushEvery = time.Second
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func startClocked(t *testing.T) (*devcluster.Cluster, *fakeClock) {
+func startClocked(t *testing.T) (*devcluster.Cluster, *tstime.Fake) {
 	t.Helper()
-	clk := &fakeClock{now: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	clk := tstime.NewFake(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Logger: quietLogger(), RaftTimeout: 300 * time.Millisecond,
-		Tune: func(cfg *server.Config) { cfg.Clock, cfg.TokenUseFlush = clk, 10*time.Millisecond }})
+		Tune: func(cfg *server.Config) { cfg.Clock, cfg.TokenUseFlush = clk, flushEvery }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// The loops arm their timers as they start: a step before that would
+	// fire nothing. Wait for the token flush ticker and the heartbeat timer.
+	if err := clk.BlockUntil(ctxT(t), 2); err != nil {
+		t.Fatal(err)
+	}
 	return c, clk
 }
 
@@ -62,7 +52,7 @@ func TestTokenExpiry(t *testing.T) {
 	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
 		t.Fatalf("fresh token: %v", err)
 	}
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	_, err = rt.WhoAmI(ctxT(t))
 	if domain.CodeOf(err) != domain.CodeTokenExpired {
 		t.Fatalf("token at its expiry: %v, want token_expired", err)
@@ -102,16 +92,15 @@ func TestTokenLastUsed(t *testing.T) {
 		tok, _ := c.Servers[0].State().Token(created.Token.ID)
 		return tok.LastUsedAt
 	}
+	// flush steps two flush ticks: the loop takes the second only once it
+	// has committed what the first found due.
+	flush := func() { clk.Advance(2 * flushEvery) }
 	waitUsed := func(want time.Time) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if u := lastUsed(); u != nil && u.Equal(want) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		flush()
+		if u := lastUsed(); u == nil || !u.Equal(want) {
+			t.Fatalf("last used %v, want %v", u, want)
 		}
-		t.Fatalf("last used %v, want %v", lastUsed(), want)
 	}
 	first := clk.Now()
 	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
@@ -120,23 +109,24 @@ func TestTokenLastUsed(t *testing.T) {
 	waitUsed(first)
 	applied := c.Servers[0].State().AppliedIndex()
 	for range 20 {
-		clk.advance(2 * time.Second)
+		clk.Advance(2 * time.Second)
 		if _, err := rt.WhoAmI(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // ten flush ticks
+	flush()
 	if u := lastUsed(); !u.Equal(first) {
 		t.Fatalf("uses within a minute committed: last used %v, want %v", u, first)
 	}
 	if got := c.Servers[0].State().AppliedIndex(); got != applied {
 		t.Fatalf("20 uses within a minute wrote %d raft entries, want 0", got-applied)
 	}
-	clk.advance(21 * time.Second) // 61s after the committed use
+	clk.Advance(21 * time.Second) // over a minute after the committed use
+	now := clk.Now()
 	if _, err := rt.WhoAmI(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitUsed(clk.Now())
+	waitUsed(now)
 }
 
 func asErr(err error, de **domain.Error) bool {

@@ -61,13 +61,13 @@ func (s *Server) tokenUseLoop(ctx context.Context) {
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	t := time.NewTicker(every)
+	t, tick := s.clock.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 		}
 		if !s.store.IsLeader() {
 			continue

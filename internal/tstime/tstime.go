@@ -4,6 +4,8 @@
 package tstime
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -59,10 +61,11 @@ type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
+	armed  chan struct{} // closed and replaced when a timer is armed
 }
 
 // NewFake starts a fake clock at start.
-func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+func NewFake(start time.Time) *Fake { return &Fake{now: start, armed: make(chan struct{})} }
 
 type fakeTimer struct {
 	c       *Fake
@@ -89,6 +92,33 @@ func (c *Fake) Timers() int {
 	return len(c.timers)
 }
 
+// BlockUntil waits until at least n timers are pending. A loop that arms a
+// new timer after each tick has armed it again once this returns, so the
+// next Advance fires it; Advance alone returns as soon as the tick is
+// taken.
+func (c *Fake) BlockUntil(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		have, armed := len(c.timers), c.armed
+		c.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d timers pending, want %d: %w", have, n, ctx.Err())
+		case <-armed:
+		}
+	}
+}
+
+// arm adds a timer; c.mu is held.
+func (c *Fake) arm(t *fakeTimer) {
+	c.timers = append(c.timers, t)
+	close(c.armed)
+	c.armed = make(chan struct{})
+}
+
 func (c *Fake) add(d, period time.Duration, f func()) *fakeTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,7 +126,7 @@ func (c *Fake) add(d, period time.Duration, f func()) *fakeTimer {
 	if f == nil {
 		t.ch = make(chan time.Time)
 	}
-	c.timers = append(c.timers, t)
+	c.arm(t)
 	return t
 }
 
@@ -182,7 +212,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	if !t.active {
 		t.active, t.stopped = true, make(chan struct{})
 	}
-	t.c.timers = append(t.c.timers, t)
+	t.c.arm(t)
 	return was
 }
 

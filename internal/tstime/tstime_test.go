@@ -89,3 +89,45 @@ func TestStdFires(t *testing.T) {
 	<-tch
 	tk.Stop()
 }
+
+// TestBlockUntilStepsARearmingLoop: a loop that arms a new timer after
+// each tick gets exactly one tick per step when the test waits for it to
+// re-arm first.
+func TestBlockUntilStepsARearmingLoop(t *testing.T) {
+	c := NewFake(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			tm, fire := c.NewTimer(time.Second)
+			select {
+			case <-ctx.Done():
+				tm.Stop()
+				return
+			case <-fire:
+				got.Add(1)
+			}
+		}
+	}()
+	for range 5 {
+		if err := c.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Second)
+	}
+	if err := c.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Load(); n != 5 {
+		t.Fatalf("%d ticks in 5 steps, want 5", n)
+	}
+	cancel()
+	<-done
+	short, stop := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer stop()
+	if err := c.BlockUntil(short, 1); err == nil {
+		t.Fatal("BlockUntil returned with no timer pending")
+	}
+}
