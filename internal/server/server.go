@@ -81,7 +81,9 @@ type Config struct {
 	FabricDriver string
 	FabricDir    string
 	FRRTargets   string
-	// Driver, when set, is used instead of FabricDriver (tests).
+	// Driver, when set, is used instead of FabricDriver: a driver the
+	// server does not build itself (the lab's, internal/lab/labdeploy,
+	// injected by the CLI for --fabric-driver lab) or a test's.
 	Driver deploy.Driver
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
