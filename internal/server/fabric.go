@@ -125,8 +125,10 @@ type compiled struct {
 
 // compileNow compiles the state with the id pools synced at now (the
 // revision command carries the same time, so the state machine's sync
-// gives the same ids), leaving out the jobs in held.
-func (s *Server) compileNow(now time.Time, held ...uint64) (*compiled, error) {
+// gives the same ids), leaving out the jobs in held. With fc (the fabric
+// loop's), the compile is incremental from fc's previous one; without
+// (the read-only handlers), it is a full compile.
+func (s *Server) compileNow(now time.Time, fc *fabricCompiler, held ...uint64) (*compiled, error) {
 	in, idsHash, jobs, err := s.fsm.FabricInput(now, held)
 	if err != nil {
 		return nil, err
@@ -134,8 +136,15 @@ func (s *Server) compileNow(now time.Time, held ...uint64) (*compiled, error) {
 	if in.Topology == nil {
 		return nil, nil
 	}
-	it, err := fabric.Compile(in)
-	if err != nil {
+	var it *fabric.Intent
+	if fc != nil {
+		start := time.Now()
+		var inc bool
+		if it, inc, err = fc.compile(in); err != nil {
+			return nil, err
+		}
+		s.log.Debug("fabric compiled", "incremental", inc, "took", time.Since(start), "held", len(held))
+	} else if it, err = fabric.Compile(in); err != nil {
 		return nil, err
 	}
 	files, err := render.RenderIntent(it)
@@ -157,7 +166,7 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 	// Holding a job can change the membership of a port it shares with
 	// another job (a group): check again until nothing more is held.
 	for {
-		c, err := s.compileNow(now, ids...)
+		c, err := s.compileNow(now, &s.fabricComp, ids...)
 		if err != nil || c == nil {
 			return c, nil, nil, err
 		}
@@ -378,7 +387,7 @@ func (s *Server) fabricConfigs(r *http.Request, p *principal) (any, error) {
 		if !slices.Contains(render.NOSes(), nos) {
 			return nil, domain.Invalid("nos", "nos %q is not one of %v", nos, render.NOSes())
 		}
-		c, err := s.compileNow(s.clock.Now())
+		c, err := s.compileNow(s.clock.Now(), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -481,7 +490,7 @@ func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
-	c, err := s.compileNow(s.clock.Now())
+	c, err := s.compileNow(s.clock.Now(), nil)
 	if err != nil {
 		return nil, err
 	}
