@@ -24,6 +24,10 @@ import (
 // Not safe for concurrent use: the fabric loop calls it under fabricMu.
 type fabricCompiler struct {
 	k *fabric.Compiler
+	// last is the input k's intent is the compile of (the caller's; the
+	// state machine builds a fresh one for every compile, so nothing else
+	// writes to it).
+	last fabric.Input
 	// check, set by tests, compiles every input in full as well and fails
 	// when the two intents differ.
 	check bool
@@ -48,8 +52,9 @@ func (fc *fabricCompiler) compile(in fabric.Input) (it *fabric.Intent, increment
 
 func (fc *fabricCompiler) compileOnce(in fabric.Input) (*fabric.Intent, bool, error) {
 	if fc.k != nil {
-		if ch, ok := inputChange(fc.k.Input(), in); ok {
+		if ch, ok := inputChange(fc.last, in); ok {
 			if _, err := fc.k.Apply(ch); err == nil {
+				fc.last = in
 				fc.incremental++
 				return fc.k.Intent(), true, nil
 			}
@@ -61,7 +66,7 @@ func (fc *fabricCompiler) compileOnce(in fabric.Input) (*fabric.Intent, bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	fc.k = k
+	fc.k, fc.last = k, in
 	fc.full++
 	return k.Intent(), false, nil
 }
