@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // outputFormats are the values -o completes to.
@@ -161,7 +161,7 @@ func nodeNames(ctx context.Context, c *client.Client) ([]string, error) {
 }
 
 func deviceNames(ctx context.Context, c *client.Client) ([]string, error) {
-	var st state.FabricStatus
+	var st api.FabricStatus
 	if err := c.Do(ctx, "GET", "/v1/fabric/status", nil, &st); err != nil {
 		return nil, err
 	}

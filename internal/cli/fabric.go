@@ -13,7 +13,6 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
-	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 func newFabricCmd(g *globals) *cobra.Command {
@@ -27,13 +26,13 @@ func newFabricCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fetch := func(ctx context.Context) (state.FabricStatus, error) {
-				var st state.FabricStatus
+			fetch := func(ctx context.Context) (api.FabricStatus, error) {
+				var st api.FabricStatus
 				err := c.Do(ctx, "GET", "/v1/fabric/status", nil, &st)
 				return st, err
 			}
 			if watch {
-				return watchObject(cmd.Context(), g, fetch, func(w io.Writer, st state.FabricStatus) { fabricStatusTable(w, &st) })
+				return watchObject(cmd.Context(), g, fetch, func(w io.Writer, st api.FabricStatus) { fabricStatusTable(w, &st) })
 			}
 			st, err := fetch(cmd.Context())
 			if err != nil {
@@ -51,7 +50,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rs []state.RevisionInfo
+			var rs []api.RevisionInfo
 			if err := c.Do(cmd.Context(), "GET", "/v1/fabric/revisions", nil, &rs); err != nil {
 				return err
 			}
@@ -155,7 +154,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var st state.FabricStatus
+			var st api.FabricStatus
 			if err := c.Do(cmd.Context(), "POST", "/v1/fabric/deploy", nil, &st); err != nil {
 				return err
 			}
@@ -296,7 +295,7 @@ func diffStatTable(w io.Writer, s fabricDiffStat) {
 	title(w, "total\t+%d\t-%d\n", a, r)
 }
 
-func fabricStatusTable(w io.Writer, st *state.FabricStatus) {
+func fabricStatusTable(w io.Writer, st *api.FabricStatus) {
 	title(w, "latest revision: %d\n", st.Revision)
 	header(w, "DEVICE", "ROLE", "NOS", "CHANGED-IN", "DEPLOYED", "STATE", "ERROR")
 	for _, d := range st.Devices {

@@ -19,7 +19,7 @@ func newLabCmd(g *globals) *cobra.Command {
 		Short: "A real EVPN fabric in network namespaces (FRR), deployed by a jobfabric server: up, status, ping, down (root)",
 		Long: `The lab builds the switches of a small topology (nos: frr) as network namespaces
 running FRR, and one namespace per server NIC. Point a server at it
-(jobfabric server --fabric-driver frr --frr-targets RUN_DIR/targets.json) and its
+(jobfabric server --fabric-driver lab --frr-targets RUN_DIR/targets.json) and its
 deploys configure the lab: VRFs, ports and group-policy rules come from the
 rendered device configurations, nothing else. See docs/lab.md.`,
 	}
@@ -38,7 +38,7 @@ rendered device configurations, nothing else. See docs/lab.md.`,
 			}
 			return g.emit(l, func(w io.Writer) {
 				fmt.Fprintf(w, "lab %s is up: %d switches, %d endpoints, run directory %s\n", strings.TrimSuffix(l.Prefix, "-"), len(l.Devices), len(l.Endpoints), l.RunDir)
-				fmt.Fprintf(w, "next: jobfabric server --fabric-driver frr --frr-targets %s\n", l.TargetsFile())
+				fmt.Fprintf(w, "next: jobfabric server --fabric-driver lab --frr-targets %s\n", l.TargetsFile())
 				fmt.Fprintf(w, "      jobfabric topology apply -f %s; jobfabric lab wait; jobfabric lab status\n", topo)
 			})
 		},

@@ -17,7 +17,6 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
-	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // printing is how a command prints: the -o format, --no-headers, and the
@@ -287,9 +286,9 @@ func names(v any) ([]string, error) {
 		return []string{"node/" + x.Server}, nil
 	case domain.Event:
 		return []string{"event/" + strconv.FormatUint(x.Seq, 10)}, nil
-	case state.RevisionInfo:
+	case api.RevisionInfo:
 		return []string{"revision/" + strconv.FormatUint(x.Rev, 10)}, nil
-	case state.FabricStatus:
+	case api.FabricStatus:
 		out := []string{}
 		for _, d := range x.Devices {
 			out = append(out, "device/"+d.Name)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 func TestHumanDuration(t *testing.T) {
@@ -463,7 +462,7 @@ func TestWatch(t *testing.T) {
 		mustRun(t, env, "job", "cancel", "1") // its VRF ports go: a new revision
 	}, regexp.MustCompile(`(?s)"revision".*\n.*"revision"`))
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var st state.FabricStatus
+		var st api.FabricStatus
 		if err := json.Unmarshal([]byte(l), &st); err != nil {
 			t.Fatalf("fabric status -w -o json line %q: %v", l, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/topology"
@@ -66,6 +67,13 @@ multi-server cluster.`,
 					return err
 				}
 			}
+			if cfg.FabricDriver == "lab" {
+				// The lab's driver lives with the lab; the server takes it
+				// as any driver it does not build itself.
+				if cfg.Driver, err = labdeploy.Load(cfg.FRRTargets); err != nil {
+					return err
+				}
+			}
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -100,9 +108,9 @@ multi-server cluster.`,
 	f.DurationVar(&cfg.PreemptionGrace, "preemption-grace", 30*time.Second, "how long a preempted job has to stop before its GPUs are released anyway")
 	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
-	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets) or none (no deploy and no network gate)")
+	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets), lab (the namespaces of jobfabric lab up, --frr-targets RUN_DIR/targets.json) or none (no deploy and no network gate)")
 	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")
-	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr driver")
+	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr and lab drivers")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

@@ -31,7 +31,9 @@ type Driver interface {
 }
 
 // New returns the driver called name: "file" writes into dir; "frr" reads
-// its targets from targetsFile (see FRRTargets).
+// its targets from targetsFile (see FRRTargets). Other drivers (the lab's,
+// internal/lab/labdeploy) are built by their owner and handed to the
+// server as a Driver.
 func New(name, dir, targetsFile string) (Driver, error) {
 	switch name {
 	case "file":
@@ -43,15 +45,6 @@ func New(name, dir, targetsFile string) (Driver, error) {
 		ts, err := LoadFRRTargets(targetsFile)
 		if err != nil {
 			return nil, err
-		}
-		// A targets file written by `jobfabric lab up` also builds each
-		// device's VRF namespaces from its config (lab.go).
-		lab, err := LoadLabTargets(targetsFile)
-		if err != nil {
-			return nil, err
-		}
-		if lab != nil {
-			return NewLab(lab), nil
 		}
 		return &FRR{Targets: ts, Run: ExecRunner}, nil
 	}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,8 +39,10 @@ func LoadFRRTargets(path string) (map[string]FRRTarget, error) {
 		return nil, domain.Invalid("frr-targets", "cannot read %s: %v", path, err)
 	}
 	var ts map[string]FRRTarget
-	if err := json.Unmarshal(b, &ts); err != nil {
-		return nil, domain.Invalid("frr-targets", "%s is not a JSON object of device -> target: %v", path, err)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a lab's targets file needs the lab's driver, not this one
+	if err := dec.Decode(&ts); err != nil {
+		return nil, domain.Invalid("frr-targets", "%s is not a JSON object of device -> target: %v (a file written by jobfabric lab up needs --fabric-driver lab)", path, err)
 	}
 	for name, t := range ts {
 		if t.VtySocket == "" || t.ConfDir == "" {
@@ -170,6 +173,14 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 
 // ruleset is one nftables file of a device; vrf is "" for the underlay.
 type ruleset struct{ file, vrf, content string }
+
+// LoadRules writes the nftables ruleset file (named file, holding content)
+// to t's conf dir and loads it in namespace ns; the lab's driver
+// (internal/lab/labdeploy) loads the underlay guard with it before it
+// moves ports.
+func (f *FRR) LoadRules(ctx context.Context, t FRRTarget, ns, file, content string) error {
+	return f.loadRules(ctx, t, ns, ruleset{file: file, content: content})
+}
 
 // loadRules writes a ruleset to the device's conf dir and loads it in
 // namespace ns. nft -f replaces the table atomically: the ruleset deletes

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
-	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 	"github.com/jobfabric/jobfabric/internal/lab"
+	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 )
 
 // attacker is an endpoint whose server's root user turned hostile.
@@ -263,7 +263,7 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 				for _, g := range groups {
 					for _, v := range victims {
 						p := lab.Probe{Attacker: uint16(i), VTEP: vtep, VNI: vni, Group: g, Dst: netip.MustParseAddr(v.Addr4())}
-						frames = append(frames, lab.Frame{Probe: p, Payload: lab.VXLANGBPFrame(p, deploy.RouterMAC(leaf, vni), srcMAC, src)})
+						frames = append(frames, lab.Frame{Probe: p, Payload: lab.VXLANGBPFrame(p, labdeploy.RouterMAC(leaf, vni), srcMAC, src)})
 					}
 				}
 			}

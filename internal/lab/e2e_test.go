@@ -26,6 +26,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 	"github.com/jobfabric/jobfabric/internal/lab"
+	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
@@ -206,8 +207,13 @@ func startE2E(t *testing.T, timeout time.Duration) (*e2e, string) {
 	})
 	t.Logf("lab %s up in %s (%d switches, %d endpoints)", l.Prefix, time.Since(start).Round(time.Millisecond), len(l.Devices), len(l.Endpoints))
 
+	// What `jobfabric server --fabric-driver lab --frr-targets FILE` does.
+	driver, err := labdeploy.Load(l.TargetsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{RaftTimeout: 300 * time.Millisecond, Tune: func(cfg *server.Config) {
-		cfg.FabricDriver, cfg.FRRTargets = "frr", l.TargetsFile()
+		cfg.FabricDriver, cfg.Driver = "lab", driver
 		cfg.ScheduleInterval = 250 * time.Millisecond
 	}})
 	if err != nil {

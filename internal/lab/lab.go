@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -513,7 +514,7 @@ func (l *Lab) startFRR(ctx context.Context, log io.Writer) error {
 			// The rendered frr.conf says `frr defaults datacenter`; FRR
 			// takes defaults at startup only, and a daemon started with
 			// other defaults shows differences frr-reload cannot remove.
-			"zebra.conf": "frr defaults datacenter\nhostname " + d.Name + "\n" + deploy.LabZebraConf,
+			"zebra.conf": "frr defaults datacenter\nhostname " + d.Name + "\n" + labdeploy.ZebraConf,
 			"bgpd.conf":  "frr defaults datacenter\nhostname " + d.Name + "\n",
 			"vtysh.conf": "service integrated-vtysh-config\n",
 		} {
@@ -578,11 +579,11 @@ func (d *Device) MountNS() string { return fmt.Sprintf("/proc/%d/ns/mnt", d.Hold
 func (d *Device) VRFNetnsPrefix() string { return d.Netns + ".vrf-" }
 
 func (l *Lab) writeTargets() error {
-	ts := map[string]deploy.LabTarget{}
+	ts := map[string]labdeploy.Target{}
 	for _, d := range l.Devices {
-		ts[d.Name] = deploy.LabTarget{
+		ts[d.Name] = labdeploy.Target{
 			FRRTarget: deploy.FRRTarget{VtySocket: d.Dir, ConfDir: d.Dir, Netns: d.Netns},
-			Lab:       &deploy.LabDevice{MountNS: d.MountNS(), VRFNetnsPrefix: d.VRFNetnsPrefix(), Ports: slices.Clone(d.Ports)},
+			Lab:       &labdeploy.Switch{MountNS: d.MountNS(), VRFNetnsPrefix: d.VRFNetnsPrefix(), Ports: slices.Clone(d.Ports)},
 		}
 	}
 	b, err := json.MarshalIndent(ts, "", "  ")

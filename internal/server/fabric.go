@@ -125,8 +125,10 @@ type compiled struct {
 
 // compileNow compiles the state with the id pools synced at now (the
 // revision command carries the same time, so the state machine's sync
-// gives the same ids), leaving out the jobs in held.
-func (s *Server) compileNow(now time.Time, held ...uint64) (*compiled, error) {
+// gives the same ids), leaving out the jobs in held. With fc (the fabric
+// loop's), the compile is incremental from fc's previous one; without
+// (the read-only handlers), it is a full compile.
+func (s *Server) compileNow(now time.Time, fc *fabricCompiler, held ...uint64) (*compiled, error) {
 	in, idsHash, jobs, err := s.fsm.FabricInput(now, held)
 	if err != nil {
 		return nil, err
@@ -134,8 +136,15 @@ func (s *Server) compileNow(now time.Time, held ...uint64) (*compiled, error) {
 	if in.Topology == nil {
 		return nil, nil
 	}
-	it, err := fabric.Compile(in)
-	if err != nil {
+	var it *fabric.Intent
+	if fc != nil {
+		start := time.Now()
+		var inc bool
+		if it, inc, err = fc.compile(in); err != nil {
+			return nil, err
+		}
+		s.log.Debug("fabric compiled", "incremental", inc, "took", time.Since(start), "held", len(held))
+	} else if it, err = fabric.Compile(in); err != nil {
 		return nil, err
 	}
 	files, err := render.RenderIntent(it)
@@ -157,7 +166,7 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 	// Holding a job can change the membership of a port it shares with
 	// another job (a group): check again until nothing more is held.
 	for {
-		c, err := s.compileNow(now, ids...)
+		c, err := s.compileNow(now, &s.fabricComp, ids...)
 		if err != nil || c == nil {
 			return c, nil, nil, err
 		}
@@ -324,15 +333,15 @@ func (s *Server) fabricRoutes() []route {
 	revQ := param{"rev", "integer", "revision (default: the latest)"}
 	devQ := param{"device", "string", "only this device"}
 	return []route{
-		{method: "GET", path: "/v1/fabric/status", summary: "The latest fabric revision and every device's deployed revision and last error (admin)", access: authed, resp: state.FabricStatus{}, h: s.fabricStatus},
-		{method: "GET", path: "/v1/fabric/revisions", summary: "The kept fabric revisions (admin)", access: authed, resp: []state.RevisionInfo{}, h: s.fabricRevisions},
+		{method: "GET", path: "/v1/fabric/status", summary: "The latest fabric revision and every device's deployed revision and last error (admin)", access: authed, resp: api.FabricStatus{}, h: s.fabricStatus},
+		{method: "GET", path: "/v1/fabric/revisions", summary: "The kept fabric revisions (admin)", access: authed, resp: []api.RevisionInfo{}, h: s.fabricRevisions},
 		{method: "GET", path: "/v1/fabric/configs", summary: "Rendered device configurations of a revision, or of the current state for another NOS (admin)", access: authed,
 			query: []param{revQ, devQ, {"nos", "string", "render the current intent for this NOS (junos, nxos, eos, sonic, frr) instead of the device's own"}}, resp: []render.DeviceFiles{}, h: s.fabricConfigs},
 		{method: "GET", path: "/v1/fabric/diff", summary: "Per-device minimal diff between two revisions (admin)", access: authed,
 			query: []param{{"from", "integer", "older revision (default: the one before to)"}, {"to", "integer", "newer revision (default: the latest)"}, devQ}, resp: api.FabricDiff{}, h: s.fabricDiff},
 		{method: "GET", path: "/v1/fabric/verify", summary: "Verify the current intent: one VRF per link; no shared VRF, VNI, RD or route target, no foreign RT import; job endpoints in their VRF and group; allocations and port bindings agree; no reachability between tenants, nor between jobs of a segmented tenant (admin)", access: authed,
 			query: []param{{"matrix", "boolean", "also return the reachability matrix (leaf/port -> leaf/ports) as the deployed NOSes enforce it"}}, resp: api.FabricVerify{}, h: s.fabricVerify},
-		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: state.FabricStatus{}, h: s.fabricDeploy},
+		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: api.FabricStatus{}, h: s.fabricDeploy},
 	}
 }
 
@@ -340,14 +349,14 @@ func (s *Server) fabricStatus(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
-	return s.fsm.FabricStatus(), nil
+	return apiFabricStatus(s.fsm.FabricStatus()), nil
 }
 
 func (s *Server) fabricRevisions(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
-	return s.fsm.FabricRevisions(), nil
+	return apiRevisions(s.fsm.FabricRevisions()), nil
 }
 
 func uintQuery(r *http.Request, name string) (uint64, error) {
@@ -378,7 +387,7 @@ func (s *Server) fabricConfigs(r *http.Request, p *principal) (any, error) {
 		if !slices.Contains(render.NOSes(), nos) {
 			return nil, domain.Invalid("nos", "nos %q is not one of %v", nos, render.NOSes())
 		}
-		c, err := s.compileNow(s.clock.Now())
+		c, err := s.compileNow(s.clock.Now(), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -474,14 +483,14 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 	if err := s.fabricOnce(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
 		return nil, err
 	}
-	return s.fsm.FabricStatus(), nil
+	return apiFabricStatus(s.fsm.FabricStatus()), nil
 }
 
 func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
-	c, err := s.compileNow(s.clock.Now())
+	c, err := s.compileNow(s.clock.Now(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -500,4 +509,22 @@ func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// apiFabricStatus converts the state's record into the API's answer (the
+// fields are the same; the types differ so the CLI need not link state).
+func apiFabricStatus(st *state.FabricStatus) *api.FabricStatus {
+	out := &api.FabricStatus{Revision: st.Revision, Devices: make([]api.DeviceState, 0, len(st.Devices))}
+	for _, d := range st.Devices {
+		out.Devices = append(out.Devices, api.DeviceState(d))
+	}
+	return out
+}
+
+func apiRevisions(rs []state.RevisionInfo) []api.RevisionInfo {
+	out := make([]api.RevisionInfo, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, api.RevisionInfo(r))
+	}
+	return out
 }

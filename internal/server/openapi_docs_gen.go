@@ -7,8 +7,10 @@ var docs = map[string]string{
 	"internal/api.ClusterView":                           "ClusterView lists the control-plane members.",
 	"internal/api.ClusterView.PeerAuth":                  "PeerAuth is how the answering server (the leader, since requests are forwarded) authenticates raft peers: \"none\" (a single server: raft does not listen), \"mtls\", \"secret\" (cluster secret) or \"insecure\" (--insecure-peers: anyone reaching the raft port).",
 	"internal/api.DeviceDiff":                            "DeviceDiff is one device's changes as a person reads them (Junos: delete/set lines; others: unified hunks named by their section).",
+	"internal/api.DeviceState":                           "DeviceState is what the state knows of one switch.",
 	"internal/api.DryRun":                                "DryRun is the answer of a dry-run submit: where the job would land now, or why it would wait.",
 	"internal/api.FabricDiff":                            "FabricDiff is the per-device difference between two fabric revisions.",
+	"internal/api.FabricStatus":                          "FabricStatus is the fabric as the state knows it.",
 	"internal/api.FabricVerify":                          "FabricVerify is the verifier's answer about the current intent.",
 	"internal/api.FabricVerify.Reachability":             "Reachability maps \"leaf/port\" to the ports it reaches (with matrix=true).",
 	"internal/api.FabricVerify.Report":                   "one check per property, with its failures",
@@ -27,6 +29,7 @@ var docs = map[string]string{
 	"internal/api.JoinRequest":                           "JoinRequest is the body of POST /v1/cluster/members.",
 	"internal/api.NodeUpdateRequest":                     "NodeUpdateRequest changes a server's condition; unset fields stay.",
 	"internal/api.NodeUpdateRequest.GraceSeconds":        "GraceSeconds, with draining true, gives the server's jobs this long to stop (0: the scheduler's preemption grace).",
+	"internal/api.RevisionInfo":                          "RevisionInfo summarises a kept revision.",
 	"internal/api.TenantCreateRequest.Quota":             "Quota bounds the tenant as a whole (optional).",
 	"internal/api.TenantCreateRequest.Sites":             "Sites limits where its jobs run (optional, data residency).",
 	"internal/api.TenantUpdateRequest":                   "TenantUpdateRequest changes a tenant's quota and sites; unset fields stay.",
@@ -232,9 +235,6 @@ var docs = map[string]string{
 	"internal/fabric/verify.Stats.Jobs":                  "running jobs of the input",
 	"internal/fabric/verify.Stats.Quarantined":           "Quarantined counts server ports that are admin-down; Guarded those with the ingress guard.",
 	"internal/fabric/verify.Stats.VRFs":                  "VRF instances (device, VRF)",
-	"internal/state.DeviceState":                         "DeviceState is what the state knows of one switch.",
-	"internal/state.FabricStatus":                        "FabricStatus is the fabric as the state knows it.",
-	"internal/state.RevisionInfo":                        "RevisionInfo summarises a kept revision.",
 }
 
 // typeEnums are the constants of named string types.

@@ -79,8 +79,14 @@ type Config struct {
 	FabricDriver string
 	FabricDir    string
 	FRRTargets   string
-	// Driver, when set, is used instead of FabricDriver (tests).
+	// Driver, when set, is used instead of FabricDriver: a driver the
+	// server does not build itself (the lab's, internal/lab/labdeploy,
+	// injected by the CLI for --fabric-driver lab) or a test's.
 	Driver deploy.Driver
+	// CheckFabricCompile makes the fabric loop compile every input in
+	// full as well as incrementally and fail the cycle when the two differ
+	// (tests).
+	CheckFabricCompile bool
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
 	TokenUseFlush time.Duration
@@ -113,6 +119,9 @@ type Server struct {
 	driver     deploy.Driver
 	fabricKick chan struct{}
 	fabricMu   sync.Mutex
+	// fabricComp is the fabric loop's incremental compiler (under
+	// fabricMu).
+	fabricComp fabricCompiler
 	// hosts is the leader's memory of node agents' heartbeats (hosts.go).
 	hosts *hostWatch
 	// uses is the leader's memory of token uses (tokenuse.go).
@@ -147,6 +156,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	s.fabricComp.check = cfg.CheckFabricCompile
 	switch {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver

@@ -1,4 +1,4 @@
-package deploy
+package labdeploy
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/deploy"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 const labLeafConf = `frr defaults datacenter
@@ -78,7 +81,7 @@ func TestParseLabConf(t *testing.T) {
 
 func TestWithNetnsAndRunningVNIs(t *testing.T) {
 	got := withNetns(labLeafConf)
-	if !strings.HasPrefix(got, LabZebraConf) || !strings.Contains(got, "vrf acme\n netns /run/netns/acme\n vni 10001\n") {
+	if !strings.HasPrefix(got, ZebraConf) || !strings.Contains(got, "vrf acme\n netns /run/netns/acme\n vni 10001\n") {
 		t.Fatalf("withNetns:\n%s", got)
 	}
 	if strings.Count(got, "netns /run/netns/") != 1 {
@@ -224,9 +227,9 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 	os.Mkdir(netns, 0o755)
 	k := &fakeKernel{t: t, netns: netns, links: map[string][]string{"lab-leaf1": {"lo", "swp1", "swp2", "swp5"}}, vnis: map[string]string{}, ifaces: map[string]string{}, views: map[string]bool{}, bgp: map[string]bool{}}
 	os.WriteFile(filepath.Join(netns, "lab-leaf1"), nil, 0o644)
-	l := &Lab{NetnsDir: netns, Run: k.run, Targets: map[string]LabTarget{"leaf1": {
-		FRRTarget: FRRTarget{VtySocket: dir, ConfDir: dir, Netns: "lab-leaf1"},
-		Lab:       &LabDevice{MountNS: "/proc/1/ns/mnt", VRFNetnsPrefix: "lab-leaf1.vrf-", Ports: []string{"swp1", "swp2"}},
+	l := &Driver{NetnsDir: netns, Run: k.run, Targets: map[string]Target{"leaf1": {
+		FRRTarget: deploy.FRRTarget{VtySocket: dir, ConfDir: dir, Netns: "lab-leaf1"},
+		Lab:       &Switch{MountNS: "/proc/1/ns/mnt", VRFNetnsPrefix: "lab-leaf1.vrf-", Ports: []string{"swp1", "swp2"}},
 	}}}
 	ctx := context.Background()
 	if err := l.Apply(ctx, dev("leaf1", "h1", "frr.conf", labLeafConf, "gbp-acme.nft", "table inet jobfabric_gbp {}",
@@ -261,7 +264,7 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 	if k.ran("ip -n lab-leaf1 link set swp2 netns") || k.ran("ip -n lab-leaf1 link set swp5 netns") {
 		t.Fatalf("moved a port its config keeps in the underlay:\n  %s", strings.Join(k.cmds, "\n  "))
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "frr.conf")); !strings.Contains(string(b), " netns /run/netns/acme") || !strings.Contains(string(b), LabZebraConf) {
+	if b, _ := os.ReadFile(filepath.Join(dir, "frr.conf")); !strings.Contains(string(b), " netns /run/netns/acme") || !strings.Contains(string(b), ZebraConf) {
 		t.Fatalf("applied frr.conf lacks the lab's lines:\n%s", b)
 	}
 
@@ -301,7 +304,11 @@ func TestLabDriverPlumbsFromConfig(t *testing.T) {
 	}
 }
 
-func TestNewPicksTheLabDriver(t *testing.T) {
+// TestLoadTargets: the lab driver takes a lab's targets file and refuses
+// one with no lab device (the frr driver's) or a lab device without its
+// namespaces; the frr driver refuses a lab's file instead of applying it
+// without the VRF plumbing.
+func TestLoadTargets(t *testing.T) {
 	dir := t.TempDir()
 	write := func(v any) string {
 		b, _ := json.Marshal(v)
@@ -309,20 +316,37 @@ func TestNewPicksTheLabDriver(t *testing.T) {
 		os.WriteFile(p, b, 0o644)
 		return p
 	}
-	plain := write(map[string]FRRTarget{"leaf1": {VtySocket: "/run/frr", ConfDir: "/etc/frr"}})
-	if d, err := New("frr", "", plain); err != nil {
+	plain := write(map[string]deploy.FRRTarget{"leaf1": {VtySocket: "/run/frr", ConfDir: "/etc/frr"}})
+	lab := write(map[string]Target{"leaf1": {FRRTarget: deploy.FRRTarget{VtySocket: "/x", ConfDir: "/x", Netns: "n"}, Lab: &Switch{MountNS: "/proc/1/ns/mnt", VRFNetnsPrefix: "n.vrf-"}}})
+	bad := write(map[string]Target{"leaf1": {FRRTarget: deploy.FRRTarget{VtySocket: "/x", ConfDir: "/x"}, Lab: &Switch{}}})
+	if d, err := Load(lab); err != nil {
 		t.Fatal(err)
-	} else if _, ok := d.(*FRR); !ok {
-		t.Fatalf("plain targets: %T, want *FRR", d)
+	} else if d.Name() != "lab" || d.Targets["leaf1"].Lab == nil {
+		t.Fatalf("lab targets: %s with %+v", d.Name(), d.Targets)
 	}
-	lab := write(map[string]LabTarget{"leaf1": {FRRTarget: FRRTarget{VtySocket: "/x", ConfDir: "/x", Netns: "n"}, Lab: &LabDevice{MountNS: "/proc/1/ns/mnt", VRFNetnsPrefix: "n.vrf-"}}})
-	if d, err := New("frr", "", lab); err != nil {
+	for _, c := range []struct{ name, path, want string }{
+		{"no file", "", "--frr-targets"},
+		{"no lab device", plain, "--fabric-driver frr"},
+		{"lab device without namespaces", bad, "lab.mountNs"},
+	} {
+		if _, err := Load(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.want)
+		}
+	}
+	if _, err := deploy.New("frr", "", lab); err == nil || !strings.Contains(err.Error(), "--fabric-driver lab") {
+		t.Errorf("frr driver on a lab's targets: %v, want a refusal pointing to --fabric-driver lab", err)
+	}
+	if d, err := deploy.New("frr", "", plain); err != nil {
 		t.Fatal(err)
-	} else if _, ok := d.(*Lab); !ok {
-		t.Fatalf("lab targets: %T, want *Lab", d)
+	} else if _, ok := d.(*deploy.FRR); !ok {
+		t.Fatalf("plain targets: %T, want *deploy.FRR", d)
 	}
-	bad := write(map[string]LabTarget{"leaf1": {FRRTarget: FRRTarget{VtySocket: "/x", ConfDir: "/x"}, Lab: &LabDevice{}}})
-	if _, err := New("frr", "", bad); err == nil {
-		t.Fatal("a lab target without namespaces was accepted")
+}
+
+func dev(name, hash string, files ...string) deploy.Device {
+	d := deploy.Device{Name: name, NOS: "frr", Hash: hash}
+	for i := 0; i+1 < len(files); i += 2 {
+		d.Files = append(d.Files, render.File{Name: files[i], Content: files[i+1]})
 	}
+	return d
 }

@@ -1,4 +1,4 @@
-package deploy
+package labdeploy
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
@@ -37,17 +38,17 @@ import (
 // Then the FRR driver applies the config (frr-reload --test, --reload) and
 // loads each segmented VRF's nftables ruleset into that VRF's namespace.
 
-// LabTarget is one device of a targets file written by the lab: an
-// FRRTarget plus, for lab switches, what the driver needs to build the
-// device's VRFs. The frr driver reads the same file and ignores Lab; New
-// returns the lab flavour when a target has it.
-type LabTarget struct {
-	FRRTarget
-	Lab *LabDevice `json:"lab,omitempty"`
+// Target is one device of a targets file written by the lab: a
+// deploy.FRRTarget plus, for lab switches, what the driver needs to build
+// the device's VRFs. A device without Lab is applied as the frr driver
+// would.
+type Target struct {
+	deploy.FRRTarget
+	Lab *Switch `json:"lab,omitempty"`
 }
 
-// LabDevice says where a lab switch's VRF namespaces live.
-type LabDevice struct {
+// Switch says where a lab switch's VRF namespaces live.
+type Switch struct {
 	// MountNS is the mount namespace of the device's daemons (a
 	// /proc/PID/ns/mnt path): its /run/netns is a private tmpfs holding
 	// only the device's VRF namespaces, by VRF name, since zebra -n adopts
@@ -61,19 +62,25 @@ type LabDevice struct {
 	Ports []string `json:"ports"`
 }
 
-// LoadLabTargets reads a targets file; it returns nil (and no error) when
-// no target is a lab device.
-func LoadLabTargets(path string) (map[string]LabTarget, error) {
+// LoadTargets reads a targets file written by `jobfabric lab up`; a file
+// with no lab device is refused (it is the frr driver's).
+func LoadTargets(path string) (map[string]Target, error) {
+	if path == "" {
+		return nil, domain.Invalid("frr-targets", "the lab driver needs --frr-targets RUN_DIR/targets.json (written by jobfabric lab up)")
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, domain.Invalid("frr-targets", "cannot read %s: %v", path, err)
 	}
-	var ts map[string]LabTarget
+	var ts map[string]Target
 	if err := json.Unmarshal(b, &ts); err != nil {
 		return nil, domain.Invalid("frr-targets", "%s is not a JSON object of device -> target: %v", path, err)
 	}
 	lab := false
 	for name, t := range ts {
+		if t.VtySocket == "" || t.ConfDir == "" {
+			return nil, domain.Invalid("frr-targets", "device %s needs vtySocket and confDir", name)
+		}
 		if t.Lab == nil {
 			continue
 		}
@@ -83,45 +90,54 @@ func LoadLabTargets(path string) (map[string]LabTarget, error) {
 		}
 	}
 	if !lab {
-		return nil, nil
+		return nil, domain.Invalid("frr-targets", "%s names no lab device (no target has a lab section): deploy to running FRR daemons with --fabric-driver frr", path)
 	}
 	return ts, nil
 }
 
-// Lab is the FRR driver of a lab: it builds the kernel side of the
+// Driver is the FRR driver of a lab: it builds the kernel side of the
 // device's VRFs from the frr.conf it applies (see above), then applies it
 // as the FRR driver does.
-type Lab struct {
-	Targets map[string]LabTarget
-	Run     Runner
+type Driver struct {
+	Targets map[string]Target
+	Run     deploy.Runner
 	// Reload is the frr-reload.py path (default /usr/lib/frr/frr-reload.py).
 	Reload string
 	// NetnsDir is where named namespaces live (default /run/netns).
 	NetnsDir string
 }
 
-// NewLab returns the lab driver of targets, running commands with os/exec.
-func NewLab(targets map[string]LabTarget) *Lab { return &Lab{Targets: targets, Run: ExecRunner} }
+// New returns the lab driver of targets, running commands with os/exec.
+func New(targets map[string]Target) *Driver { return &Driver{Targets: targets, Run: deploy.ExecRunner} }
 
-// Name implements Driver.
-func (l *Lab) Name() string { return "frr" }
+// Load returns the lab driver of the targets file at path (LoadTargets).
+func Load(path string) (*Driver, error) {
+	ts, err := LoadTargets(path)
+	if err != nil {
+		return nil, err
+	}
+	return New(ts), nil
+}
 
-func (l *Lab) netnsDir() string {
+// Name implements deploy.Driver.
+func (l *Driver) Name() string { return "lab" }
+
+func (l *Driver) netnsDir() string {
 	if l.NetnsDir != "" {
 		return l.NetnsDir
 	}
 	return "/run/netns"
 }
 
-// Apply implements Driver.
-func (l *Lab) Apply(ctx context.Context, d Device) error {
+// Apply implements deploy.Driver.
+func (l *Driver) Apply(ctx context.Context, d deploy.Device) error {
 	t, ok := l.Targets[d.Name]
 	if !ok {
 		return fmt.Errorf("device %s: no FRR target configured", d.Name)
 	}
 	ft := t.FRRTarget
-	frr := func() *FRR {
-		return &FRR{Targets: map[string]FRRTarget{d.Name: ft}, Run: l.Run, Reload: l.Reload}
+	frr := func() *deploy.FRR {
+		return &deploy.FRR{Targets: map[string]deploy.FRRTarget{d.Name: ft}, Run: l.Run, Reload: l.Reload}
 	}
 	if t.Lab == nil {
 		return frr().Apply(ctx, d)
@@ -168,7 +184,7 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	// never in the default table unguarded, even for a moment.
 	for _, f := range d.Files {
 		if f.Name == "guard.nft" {
-			if err := frr().loadRules(ctx, ft, ft.Netns, ruleset{file: f.Name, content: f.Content}); err != nil {
+			if err := frr().LoadRules(ctx, ft, ft.Netns, f.Name, f.Content); err != nil {
 				return fmt.Errorf("device %s: %w", d.Name, err)
 			}
 		}
@@ -182,7 +198,7 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	}
 	// FRR's netns backend lists `netns /run/netns/<vrf>` under each VRF
 	// it adopted; a config without the line would make frr-reload remove
-	// it, and with it the VRF's namespace. LabZebraConf stays too.
+	// it, and with it the VRF's namespace. ZebraConf stays too.
 	nd := d
 	nd.Files = slices.Clone(d.Files)
 	for i, f := range nd.Files {
@@ -213,19 +229,19 @@ func (l *Lab) Apply(ctx context.Context, d Device) error {
 	return nil
 }
 
-// LabZebraConf is zebra configuration every lab switch runs with, kept
+// ZebraConf is zebra configuration every lab switch runs with, kept
 // through every reload: EVPN multihoming's startup delay (180s by
 // default, counted from when zebra starts) holds every VXLAN device
 // created meanwhile in protodown, so a tenant's L3VNI would stay down for
 // the first three minutes of the lab. The lab has no multihoming.
-const LabZebraConf = "evpn mh startup-delay 0\n"
+const ZebraConf = "evpn mh startup-delay 0\n"
 
 // withNetns adapts a rendered frr.conf to the lab's FRR: the switch-wide
-// LabZebraConf, and ` netns /run/netns/<vrf>` in every `vrf NAME` stanza.
+// ZebraConf, and ` netns /run/netns/<vrf>` in every `vrf NAME` stanza.
 func withNetns(conf string) string {
 	lines := strings.SplitAfter(conf, "\n")
 	var b strings.Builder
-	b.WriteString(LabZebraConf)
+	b.WriteString(ZebraConf)
 	for _, l := range lines {
 		b.WriteString(l)
 		if f := strings.Fields(l); len(f) == 2 && f[0] == "vrf" && !strings.HasPrefix(l, " ") {
@@ -240,9 +256,9 @@ func withNetns(conf string) string {
 
 // plumber changes one lab device's namespaces.
 type plumber struct {
-	l   *Lab
+	l   *Driver
 	dev string
-	t   LabTarget
+	t   Target
 }
 
 func (p *plumber) run(ctx context.Context, name string, args ...string) error {
@@ -740,4 +756,12 @@ func mapSlice(in []string, f func(string) string) []string {
 		out[i] = f(s)
 	}
 	return out
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }

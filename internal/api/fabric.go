@@ -1,0 +1,37 @@
+package api
+
+import "time"
+
+// The fabric's deploy status as the API answers it. The state machine
+// keeps its own records (internal/state); the server converts, so the CLI
+// and the client read these without linking the state machine.
+type (
+	// FabricStatus is the fabric as the state knows it.
+	FabricStatus struct {
+		Revision uint64        `json:"revision"`
+		Devices  []DeviceState `json:"devices"`
+	}
+
+	// DeviceState is what the state knows of one switch.
+	DeviceState struct {
+		Name        string    `json:"name"`
+		NOS         string    `json:"nos"`
+		Role        string    `json:"role"`
+		DesiredRev  uint64    `json:"desiredRevision"`
+		DesiredHash string    `json:"desiredHash"`
+		DeployedRev uint64    `json:"deployedRevision"`
+		Deployed    string    `json:"deployedHash,omitempty"`
+		Error       string    `json:"error,omitempty"`
+		UpdatedAt   time.Time `json:"updatedAt,omitzero"`
+	}
+
+	// RevisionInfo summarises a kept revision.
+	RevisionInfo struct {
+		Rev     uint64    `json:"rev"`
+		At      time.Time `json:"at"`
+		Cause   string    `json:"cause,omitempty"`
+		Changed []string  `json:"changed"`
+		Removed []string  `json:"removed,omitempty"`
+		Verify  []string  `json:"verify,omitempty"`
+	}
+)
