@@ -562,6 +562,13 @@ func TestCompletion(t *testing.T) {
 	mustRun(t, env, "tenant", "create", "acme")
 	mustRun(t, env, "workspace", "create", "acme/r", "--guaranteed", "8")
 	mustRun(t, env, "job", "submit", "--workspace", "acme/r", "--gpus", "1", "--name", "comp")
+	// Devices complete from the fabric's status, which the leader's fabric
+	// loop fills after the topology lands: wait for its first revision.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(mustRun(t, env, "fabric", "status"), "s1-leaf0"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no fabric revision 30s after the topology was applied")
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
