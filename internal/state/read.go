@@ -293,6 +293,12 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.schedSnapshot(since)
+}
+
+// schedSnapshot is SchedSnapshot under the caller's lock; the plan
+// applier checks plans against it.
+func (f *FSM) schedSnapshot(since time.Time) *sched.Snapshot {
 	s := &sched.Snapshot{Topology: f.d.Topology, Static: f.cap.static, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
 	for k, t := range f.d.Tenants {
 		cp := *t
