@@ -3,40 +3,24 @@ package state
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // commitPlan commits a scheduler plan the way the leader does
-// (server/schedule.go): releases, preemptions, then placements with the
-// reasons of the pending jobs it did not place.
+// (server/schedule.go): one plan.apply with the reasons of the pending
+// jobs it did not place.
 func (h *harness) commitPlan(snap *sched.Snapshot, plan *sched.Plan) *PlanResult {
 	h.t.Helper()
-	if len(plan.Releases) > 0 {
-		var cmd JobsRelease
-		for _, r := range plan.Releases {
-			cmd.Jobs = append(cmd.Jobs, Release{ID: r.JobID, Cause: r.Cause})
-		}
-		h.must(CmdJobsRelease, cmd)
-	}
-	if len(plan.Preemptions) > 0 {
-		var cmd JobsPreempt
-		for _, p := range plan.Preemptions {
-			cmd.Jobs = append(cmd.Jobs, Preemption{ID: p.JobID, Reason: p.Reason, Deadline: p.Deadline, ForJob: p.ForJob, BorrowBackoff: p.BorrowBackoff})
-		}
-		h.must(CmdJobsPreempt, cmd)
-	}
-	cmd := JobsPlace{Reasons: map[uint64]domain.Reason{}}
-	for _, p := range plan.Placements {
-		cmd.Jobs = append(cmd.Jobs, JobPlacement{ID: p.JobID, Placements: p.Placement})
-	}
+	cmd := PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
 	for _, j := range snap.Jobs {
 		if r, ok := plan.Pending[j.ID]; ok {
 			cmd.Reasons[j.ID] = r
 		}
 	}
-	return h.must(CmdJobsPlace, cmd).(*PlanResult)
+	return h.must(CmdPlanApply, cmd).(*PlanResult)
 }
 
 // schedule runs a cycle on the state now; without, when set, leaves that
@@ -48,7 +32,7 @@ func (h *harness) schedule(without uint64) (*sched.Snapshot, *sched.Plan) {
 	return snap, sched.Schedule(snap, h.at)
 }
 
-func placedOn(t *testing.T, plan *sched.Plan, id uint64) domain.Placement {
+func placedOn(t testing.TB, plan *sched.Plan, id uint64) domain.Placement {
 	t.Helper()
 	for _, p := range plan.Placements {
 		if p.JobID == id {
@@ -287,3 +271,30 @@ func TestPlanRace(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanApplyOrder: one plan.apply commits a cycle's releases before its
+// placements are re-checked, so GPUs the plan releases serve the jobs it
+// places; an entry that no longer holds (a preemption of a job that ended)
+// is refused alone.
+func TestPlanApplyOrder(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 8)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Expect(0, 60).Obj())
+	snap, plan := h.schedule(0)
+	h.commitPlan(snap, plan)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.advance(2 * time.Minute) // job 1 is past its time limit
+	snap, plan = h.schedule(0)
+	if len(plan.Releases) != 1 || placedOn(t, plan, 2).Server == "" {
+		t.Fatalf("plan %+v: want job 1 released and job 2 placed on its GPUs", plan)
+	}
+	plan.Preemptions = append(plan.Preemptions, sched.Preemption{JobID: 1, Deadline: h.at, Reason: domain.Reason{Code: "test"}})
+	res := h.commitPlan(snap, plan)
+	if !slices.Equal(res.Released, []uint64{1}) || !slices.Equal(res.Placed, []uint64{2}) || res.Rejected[1] == "" {
+		t.Fatalf("result %+v: want job 1 released, its preemption refused, job 2 placed", res)
+	}
+	if j, _ := h.f.Job(1); j.State != domain.JobFailed || j.Reason.Code != "time_limit" {
+		t.Fatalf("job 1: %s %+v", j.State, j.Reason)
+	}
+	h.replays()
+}
+

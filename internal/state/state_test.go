@@ -18,13 +18,13 @@ var t0 = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 
 // harness applies commands to an FSM the way Raft would.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	f   *FSM
 	log [][]byte
 	at  time.Time
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	return &harness{t: t, f: New(), at: t0}
 }
