@@ -297,4 +297,3 @@ func TestPlanApplyOrder(t *testing.T) {
 	}
 	h.replays()
 }
-
