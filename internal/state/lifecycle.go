@@ -161,6 +161,10 @@ func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
 		return "job not found"
 	case j.State != domain.JobPlaced && j.State != domain.JobReady && j.State != domain.JobRunning:
 		return fmt.Sprintf("job is %s", j.State)
+	case pr.ForJob != 0 && f.decided(pr.ForJob):
+		// The job the GPUs were to be freed for was cancelled or placed
+		// since the snapshot: stopping this one would serve no one.
+		return fmt.Sprintf("job %d it would free GPUs for is no longer pending", pr.ForJob)
 	}
 	d, r := pr.Deadline, pr.Reason
 	j.State, j.StopDeadline, j.Reason, j.PreemptedFor, j.UpdatedAt = domain.JobPreempting, &d, &r, pr.ForJob, c.At
@@ -170,6 +174,12 @@ func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
 	}
 	f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
 	return ""
+}
+
+// decided: job id exists and is no longer pending.
+func (f *FSM) decided(id uint64) bool {
+	j, ok := f.d.Jobs[id]
+	return ok && j.State != domain.JobPending
 }
 
 func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {

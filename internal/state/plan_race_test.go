@@ -297,3 +297,27 @@ func TestPlanApplyOrder(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestPreemptionForACancelledJob: a preemption freeing GPUs for a job
+// cancelled between the snapshot and the commit is refused; the victim
+// runs on.
+func TestPreemptionForACancelledJob(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 8)
+	// research lends its idle guarantee to prod, and reclaims it.
+	h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(8).Lend(8).Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "prod").Borrow(8).Obj()})
+	h.must(CmdJobSubmit, JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "prod", GPUs: 8, Preemptible: true}})
+	snap, plan := h.schedule(0)
+	h.commitPlan(snap, plan)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	snap, plan = h.schedule(0)
+	if len(plan.Preemptions) != 1 || plan.Preemptions[0].ForJob != 2 {
+		t.Fatalf("plan %+v: want job 1 reclaimed for job 2", plan)
+	}
+	h.must(CmdJobCancel, JobCancel{ID: 2})
+	res := h.commitPlan(snap, plan)
+	if j, _ := h.f.Job(1); j.State != domain.JobReady || res.Rejected[1] == "" {
+		t.Fatalf("job 1 is %s (rejected %v): preempted for a cancelled job", j.State, res.Rejected)
+	}
+	h.replays()
+}
