@@ -2,7 +2,8 @@
 // the state (inventory, tenants, workspaces, jobs) to a plan (which pending
 // jobs go where, and why the others wait). It does no I/O and reads no clock;
 // the same snapshot gives the same plan. The server's leader runs it and
-// commits the plan through Raft, where the state machine re-checks it.
+// commits the plan through Raft, where the state machine re-checks every
+// placement with Fit, the same rules against the state it commits to.
 //
 // A cycle runs in numbered phases:
 //  1. build the free-GPU view of every server and who holds it (isolation);

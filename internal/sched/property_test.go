@@ -124,8 +124,15 @@ func (m *sim) commit(p *Plan) {
 			m.reclaim[j.ID] = append(m.reclaim[j.ID], m.now)
 		}
 	}
+	// The state machine's plan applier re-checks every placement with Fit
+	// against the state it commits to: on the state the plan was made
+	// for, it must refuse none.
+	fit := NewFit(m.s, m.now)
 	for _, pl := range p.Placements {
 		j := m.job(pl.JobID)
+		if r, ok := fit.Place(j, pl.Placement); !ok {
+			m.t.Fatalf("the plan applier refuses job %d's planned placement %+v on the state it was planned for: %s: %s", j.ID, pl.Placement, r.Code, r.Message)
+		}
 		t := m.now
 		j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl.Placement, &t
 	}

@@ -68,48 +68,30 @@ func (s *Server) policy() sched.Policy {
 	return sched.Policy{Grace: s.cfg.PreemptionGrace, ReclaimBackoff: s.cfg.ReclaimBackoff, HalfLife: s.cfg.FairShareHalfLife}
 }
 
-// scheduleOnce runs one cycle and commits its plan in three steps: due
-// releases, preemptions, then placements with the reasons of pending jobs
-// that changed. Each step is re-checked by the state machine. It returns
-// when the next deadline falls due.
+// scheduleOnce runs one cycle and commits its plan as one command
+// (plan.apply): due releases, preemptions, then placements with the reasons
+// of pending jobs that changed. The state machine re-checks every entry
+// against the state it applies to. It returns when the next deadline falls
+// due.
 func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	now := s.clock.Now()
 	snap := s.fsm.SchedSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	plan := sched.Schedule(snap, now)
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if len(plan.Releases) > 0 {
-		cmd := state.JobsRelease{}
-		for _, r := range plan.Releases {
-			cmd.Jobs = append(cmd.Jobs, state.Release{ID: r.JobID, Cause: r.Cause})
-		}
-		if err := s.commitPlan(cctx, state.CmdJobsRelease, cmd); err != nil {
-			return plan.Next, err
-		}
-	}
-	if len(plan.Preemptions) > 0 {
-		cmd := state.JobsPreempt{}
-		for _, p := range plan.Preemptions {
-			cmd.Jobs = append(cmd.Jobs, state.Preemption{ID: p.JobID, Reason: p.Reason, Deadline: p.Deadline, ForJob: p.ForJob, BorrowBackoff: p.BorrowBackoff})
-		}
-		if err := s.commitPlan(cctx, state.CmdJobsPreempt, cmd); err != nil {
-			return plan.Next, err
-		}
-	}
-	cmd := state.JobsPlace{Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
-	for _, p := range plan.Placements {
-		cmd.Jobs = append(cmd.Jobs, state.JobPlacement{ID: p.JobID, Placements: p.Placement})
-	}
+	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
+		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, j := range snap.Jobs {
 		if r, ok := plan.Pending[j.ID]; ok && (j.Reason == nil || *j.Reason != r) {
 			cmd.Reasons[j.ID] = r
 		}
 	}
-	if len(cmd.Jobs) > 0 || len(cmd.Reasons) > 0 {
-		if err := s.commitPlan(cctx, state.CmdJobsPlace, cmd); err != nil {
-			return plan.Next, err
-		}
+	if len(cmd.Releases) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Placements) == 0 && len(cmd.Reasons) == 0 {
+		return plan.Next, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.commitPlan(cctx, cmd); err != nil {
+		return plan.Next, err
 	}
 	if len(plan.Releases) > 0 {
 		s.kickScheduler() // released GPUs serve waiting jobs in the next cycle
@@ -117,16 +99,16 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	return plan.Next, nil
 }
 
-// commitPlan proposes one step of a plan and logs what the re-check refused.
-func (s *Server) commitPlan(ctx context.Context, t state.CommandType, cmd any) error {
-	v, err := s.propose(ctx, t, "scheduler", cmd)
+// commitPlan proposes a cycle's plan and logs what the re-check refused.
+func (s *Server) commitPlan(ctx context.Context, cmd state.PlanApply) error {
+	v, err := s.propose(ctx, state.CmdPlanApply, "scheduler", cmd)
 	if err != nil {
 		return err
 	}
 	if res, ok := v.(*state.PlanResult); ok && len(res.Rejected) > 0 {
 		// The state moved between snapshot and commit; the next cycle
 		// sees the new state.
-		s.log.Info("plan re-check refused", "command", t, "rejected", res.Rejected)
+		s.log.Info("plan re-check refused", "rejected", res.Rejected)
 		s.kickScheduler()
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // CommandType names a command in the log. Values are stable: they are in
@@ -28,6 +29,7 @@ const (
 	CmdJobSubmit       CommandType = "job.submit"
 	CmdJobCancel       CommandType = "job.cancel"
 	CmdJobsPlace       CommandType = "jobs.place"
+	CmdPlanApply       CommandType = "plan.apply"
 	CmdMemberSet       CommandType = "member.set"
 )
 
@@ -88,8 +90,22 @@ type (
 	JobCancel struct {
 		ID uint64 `json:"id"`
 	}
-	// JobsPlace commits a scheduler plan: each job gets its placements and
-	// becomes Placed. The FSM re-checks every GPU is free (the plan applier).
+	// PlanApply commits one scheduling cycle's plan, in the scheduler's own
+	// types: due releases, then preemptions, then placements, each
+	// placement re-checked with sched.Fit against the state the releases
+	// left (the plan applier), then the reasons of pending jobs it did not
+	// place (those that changed).
+	PlanApply struct {
+		Releases    []sched.Release          `json:"releases,omitempty"`
+		Preemptions []sched.Preemption       `json:"preemptions,omitempty"`
+		Placements  []sched.Placement        `json:"placements,omitempty"`
+		Reasons     map[uint64]domain.Reason `json:"reasons,omitempty"`
+		// NetworkGate: placed jobs wait (Placed) for the fabric revision
+		// carrying their network to be deployed before they are Ready.
+		NetworkGate bool `json:"networkGate,omitempty"`
+	}
+	// JobsPlace commits a plan's placements: the command leaders wrote
+	// before plan.apply, still applied from older logs.
 	JobsPlace struct {
 		Jobs []JobPlacement `json:"jobs"`
 		// Reasons explain pending jobs the plan did not place.

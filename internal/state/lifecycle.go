@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // Lifecycle commands after placement: a runtime's reports, preemption
@@ -27,7 +28,8 @@ type (
 		State   string `json:"state"`
 		Message string `json:"message,omitempty"`
 	}
-	// JobsPreempt tells running jobs to stop by Deadline.
+	// JobsPreempt tells running jobs to stop by Deadline (the command
+	// before plan.apply, still applied from older logs).
 	JobsPreempt struct {
 		Jobs []Preemption `json:"jobs"`
 	}
@@ -41,7 +43,8 @@ type (
 		BorrowBackoff *time.Time `json:"borrowBackoff,omitempty"`
 	}
 	// JobsRelease ends allocations: Preempting jobs past their deadline,
-	// jobs past their time limit.
+	// jobs past their time limit (the command before plan.apply, still
+	// applied from older logs).
 	JobsRelease struct {
 		Jobs []Release `json:"jobs"`
 	}
@@ -128,6 +131,8 @@ func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
 	f.end(j, domain.JobPreempted, &domain.Reason{Code: "preempted", Message: "preempted: " + how}, at)
 }
 
+// applyJobsPreempt and applyJobsRelease apply the commands leaders wrote
+// before plan.apply (entries in older logs).
 func (f *FSM) applyJobsPreempt(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobsPreempt](c)
 	if derr != nil {
@@ -138,25 +143,43 @@ func (f *FSM) applyJobsPreempt(c *Command) (any, *domain.Error) {
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	for _, pr := range p.Jobs {
-		j, ok := f.d.Jobs[pr.ID]
-		switch {
-		case !ok:
-			res.Rejected[pr.ID] = "job not found"
-			continue
-		case !j.State.Stoppable():
-			res.Rejected[pr.ID] = fmt.Sprintf("job is %s", j.State)
+		if why := f.preemptJob(c, sched.Preemption{JobID: pr.ID, Reason: pr.Reason, Deadline: pr.Deadline, ForJob: pr.ForJob, BorrowBackoff: pr.BorrowBackoff}); why != "" {
+			res.Rejected[pr.ID] = why
 			continue
 		}
-		d, r := pr.Deadline, pr.Reason
-		j.State, j.StopDeadline, j.Reason, j.PreemptedFor, j.UpdatedAt = domain.JobPreempting, &d, &r, pr.ForJob, c.At
-		if pr.BorrowBackoff != nil {
-			b := *pr.BorrowBackoff
-			j.BorrowNotBefore = &b
-		}
-		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
-		res.Placed = append(res.Placed, j.ID)
+		res.Placed = append(res.Placed, pr.ID)
 	}
 	return res, nil
+}
+
+// preemptJob tells a job holding GPUs to stop by the deadline, or says why
+// it cannot.
+func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
+	j, ok := f.d.Jobs[pr.JobID]
+	switch {
+	case !ok:
+		return "job not found"
+	case !j.State.Stoppable():
+		return fmt.Sprintf("job is %s", j.State)
+	case pr.ForJob != 0 && f.decided(pr.ForJob):
+		// The job the GPUs were to be freed for was cancelled or placed
+		// since the snapshot: stopping this one would serve no one.
+		return fmt.Sprintf("job %d it would free GPUs for is no longer pending", pr.ForJob)
+	}
+	d, r := pr.Deadline, pr.Reason
+	j.State, j.StopDeadline, j.Reason, j.PreemptedFor, j.UpdatedAt = domain.JobPreempting, &d, &r, pr.ForJob, c.At
+	if pr.BorrowBackoff != nil {
+		b := *pr.BorrowBackoff
+		j.BorrowNotBefore = &b
+	}
+	f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
+	return ""
+}
+
+// decided: job id exists and is no longer pending.
+func (f *FSM) decided(id uint64) bool {
+	j, ok := f.d.Jobs[id]
+	return ok && j.State != domain.JobPending
 }
 
 func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {
@@ -169,24 +192,32 @@ func (f *FSM) applyJobsRelease(c *Command) (any, *domain.Error) {
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
 	for _, rl := range p.Jobs {
-		j, ok := f.d.Jobs[rl.ID]
-		if !ok {
-			res.Rejected[rl.ID] = "job not found"
+		if why := f.releaseJob(c, sched.Release{JobID: rl.ID, Cause: rl.Cause}); why != "" {
+			res.Rejected[rl.ID] = why
 			continue
 		}
-		switch {
-		case rl.Cause == "deadline" && j.State == domain.JobPreempting && j.StopDeadline != nil && !c.At.Before(*j.StopDeadline):
-			f.stopPreempted(j, "its grace period ended without a stop report; GPUs released", c.At)
-		case rl.Cause == "time_limit" && j.State.Stoppable() && j.PlacedAt != nil &&
-			j.TimeLimitSeconds > 0 && !c.At.Before(j.PlacedAt.Add(time.Duration(j.TimeLimitSeconds)*time.Second)):
-			f.end(j, domain.JobFailed, &domain.Reason{Code: "time_limit", Message: fmt.Sprintf("reached its time limit of %s", time.Duration(j.TimeLimitSeconds)*time.Second)}, c.At)
-		default:
-			res.Rejected[rl.ID] = fmt.Sprintf("job is %s: no %s release due", j.State, rl.Cause)
-			continue
-		}
-		j.UpdatedAt = c.At
-		f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
-		res.Placed = append(res.Placed, j.ID)
+		res.Placed = append(res.Placed, rl.ID)
 	}
 	return res, nil
+}
+
+// releaseJob ends an allocation that is due at the command's time, or says
+// why none is.
+func (f *FSM) releaseJob(c *Command, rl sched.Release) string {
+	j, ok := f.d.Jobs[rl.JobID]
+	if !ok {
+		return "job not found"
+	}
+	switch {
+	case rl.Cause == "deadline" && j.State == domain.JobPreempting && j.StopDeadline != nil && !c.At.Before(*j.StopDeadline):
+		f.stopPreempted(j, "its grace period ended without a stop report; GPUs released", c.At)
+	case rl.Cause == "time_limit" && j.State.Stoppable() && j.PlacedAt != nil &&
+		j.TimeLimitSeconds > 0 && !c.At.Before(j.PlacedAt.Add(time.Duration(j.TimeLimitSeconds)*time.Second)):
+		f.end(j, domain.JobFailed, &domain.Reason{Code: "time_limit", Message: fmt.Sprintf("reached its time limit of %s", time.Duration(j.TimeLimitSeconds)*time.Second)}, c.At)
+	default:
+		return fmt.Sprintf("job is %s: no %s release due", j.State, rl.Cause)
+	}
+	j.UpdatedAt = c.At
+	f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
+	return ""
 }

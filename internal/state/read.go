@@ -293,6 +293,12 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.schedSnapshot(since, copyJob)
+}
+
+// schedSnapshot is SchedSnapshot under the caller's lock, its jobs copied
+// by cp; the plan applier checks plans against it.
+func (f *FSM) schedSnapshot(since time.Time, cp func(*domain.Job) *domain.Job) *sched.Snapshot {
 	s := &sched.Snapshot{Topology: f.d.Topology, Static: f.cap.static, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
 	for k, t := range f.d.Tenants {
 		cp := *t
@@ -310,9 +316,9 @@ func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
 	for _, j := range f.sortedJobs() {
 		switch {
 		case !j.State.Terminal():
-			s.Jobs = append(s.Jobs, copyJob(j))
+			s.Jobs = append(s.Jobs, cp(j))
 		case j.EndedAt != nil && j.PlacedAt != nil && j.EndedAt.After(since):
-			s.History = append(s.History, copyJob(j))
+			s.History = append(s.History, cp(j))
 		}
 	}
 	f.foldTenantDrivers(s.Jobs) // a tenant's minimum driver (hosts.go)

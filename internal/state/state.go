@@ -264,6 +264,7 @@ var handlers = map[CommandType]handler{
 	CmdJobSubmit:       (*FSM).applyJobSubmit,
 	CmdJobCancel:       (*FSM).applyJobCancel,
 	CmdJobsPlace:       (*FSM).applyJobsPlace,
+	CmdPlanApply:       (*FSM).applyPlan,
 	CmdMemberSet:       (*FSM).applyMemberSet,
 	CmdJobReport:       (*FSM).applyJobReport,
 	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
@@ -919,17 +920,50 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	return copyJob(j), nil
 }
 
-// PlanResult says which placements of a plan were committed and which the
-// re-check refused (the job is rescheduled in a later cycle).
+// PlanResult says which entries of a plan were committed and which the
+// re-check refused (the job is rescheduled in a later cycle). The older
+// jobs.release and jobs.preempt commands list what they committed in
+// Placed; plan.apply lists releases and preemptions apart.
 type PlanResult struct {
-	Placed   []uint64          `json:"placed"`
-	Rejected map[uint64]string `json:"rejected,omitempty"`
+	Placed    []uint64          `json:"placed"`
+	Released  []uint64          `json:"released,omitempty"`
+	Preempted []uint64          `json:"preempted,omitempty"`
+	Rejected  map[uint64]string `json:"rejected,omitempty"`
 }
 
-// applyJobsPlace is the plan applier: it re-checks every placement against
-// the state it applies to (the job still pending, its GPUs free, isolation
-// kept), commits those that hold and refuses the rest one by one. Until the
-// network gate exists a placed job is Ready at once.
+// applyPlan commits one scheduling cycle's plan (PlanApply) in one entry:
+// due releases, preemptions, then placements re-checked against the state
+// the releases left, then the reasons of the jobs left pending. Each entry
+// that no longer holds is refused alone; the rest commits.
+func (f *FSM) applyPlan(c *Command) (any, *domain.Error) {
+	p, derr := decode[PlanApply](c)
+	if derr != nil {
+		return nil, derr
+	}
+	if c.check {
+		return nil, nil
+	}
+	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
+	for _, r := range p.Releases {
+		if why := f.releaseJob(c, r); why != "" {
+			res.Rejected[r.JobID] = why
+		} else {
+			res.Released = append(res.Released, r.JobID)
+		}
+	}
+	for _, pr := range p.Preemptions {
+		if why := f.preemptJob(c, pr); why != "" {
+			res.Rejected[pr.JobID] = why
+		} else {
+			res.Preempted = append(res.Preempted, pr.JobID)
+		}
+	}
+	f.placeJobs(c, p.Placements, p.Reasons, p.NetworkGate, res)
+	return res, nil
+}
+
+// applyJobsPlace applies the placements of a plan committed before
+// plan.apply existed (entries in older logs).
 func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobsPlace](c)
 	if derr != nil {
@@ -939,202 +973,76 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 		return nil, nil
 	}
 	res := &PlanResult{Placed: []uint64{}, Rejected: map[uint64]string{}}
-	use := f.gpuUse()
-	for _, jp := range p.Jobs {
-		j, ok := f.d.Jobs[jp.ID]
-		if !ok {
-			res.Rejected[jp.ID] = "job not found"
-			continue
-		}
-		if why := f.checkPlacement(j, jp.Placements, use); why != "" {
-			res.Rejected[jp.ID] = why
-			continue
-		}
-		use.add(j, jp.Placements)
-		at := c.At
-		j.Placement, j.UpdatedAt, j.PlacedAt, j.NetworkRev = jp.Placements, c.At, &at, 0
-		if p.NetworkGate {
-			// Ready once the fabric revision carrying its network is
-			// deployed on its leaves (fabric.go, gate).
-			j.State = domain.JobPlaced
-			j.Reason = &domain.Reason{Code: domain.ReasonNetwork, Message: "placed; waiting for the fabric to carry its tenant VRF, ports and group rules"}
-		} else {
-			j.State = domain.JobReady
-			j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (no fabric driver: no network gate)"}
-		}
-		f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placements)))
-		res.Placed = append(res.Placed, j.ID)
+	pls := make([]sched.Placement, len(p.Jobs))
+	for i, jp := range p.Jobs {
+		pls[i] = sched.Placement{JobID: jp.ID, Placement: jp.Placements}
 	}
-	for id, r := range p.Reasons {
+	f.placeJobs(c, pls, p.Reasons, p.NetworkGate, res)
+	return res, nil
+}
+
+// placeJobs is the plan applier: it re-checks every placement with the
+// scheduler's own fit rule (sched.Fit) against the state it applies to,
+// in the plan's order, commits those that hold and refuses the rest one by
+// one: a refused job stays Pending with the reason. Until the network gate
+// exists a placed job is Ready at once.
+func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]domain.Reason, networkGate bool, res *PlanResult) {
+	if len(pls) > 0 {
+		// The scheduler's view of this state at the command's time: the
+		// jobs as it sees them (a tenant's minimum driver folded in). Fit
+		// only reads them, so a shallow copy serves: the fold changes a
+		// field of the copy, never a shared slice.
+		snap := f.schedSnapshot(c.At, func(j *domain.Job) *domain.Job { cp := *j; return &cp })
+		fit := sched.NewFit(snap, c.At)
+		seen := make(map[uint64]*domain.Job, len(snap.Jobs))
+		for _, j := range snap.Jobs {
+			seen[j.ID] = j
+		}
+		for _, jp := range pls {
+			f.placeJob(c, fit, seen[jp.JobID], jp, networkGate, res)
+		}
+	}
+	for id, r := range reasons {
+		if _, refused := res.Rejected[id]; refused {
+			continue // the re-check's reason is the newer one
+		}
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && (j.Reason == nil || *j.Reason != r) {
 			r := r
 			j.Reason, j.UpdatedAt = &r, c.At
 		}
 	}
-	return res, nil
 }
 
-// gpuUsage is what every GPU holds, for the plan applier's re-check.
-type gpuUsage struct {
-	whole   map[gpuKey]uint64         // GPU -> the job holding it whole
-	mig     map[gpuKey][]mig.Instance // GPU -> MIG instances on it
-	share   map[gpuKey]int            // GPU -> shared units
-	sharer  map[gpuKey]string         // GPU -> the tenant sharing it
-	holders map[string]map[string]bool
-	// units held per workspace, and per workspace and GPU model.
-	wsUnits    map[string]int
-	modelUnits map[[2]string]int
-	model      func(server string) string
-}
-
-func (f *FSM) gpuUse() *gpuUsage {
-	u := &gpuUsage{whole: map[gpuKey]uint64{}, mig: map[gpuKey][]mig.Instance{}, share: map[gpuKey]int{}, sharer: map[gpuKey]string{}, holders: map[string]map[string]bool{},
-		wsUnits: map[string]int{}, modelUnits: map[[2]string]int{}, model: func(server string) string {
-			if s, ok := f.cap.servers[server]; ok {
-				return s.GPUModel
-			}
-			return ""
-		}}
-	for _, j := range f.sortedJobs() {
-		if !j.State.Terminal() {
-			u.add(j, j.Placement)
-		}
+// placeJob commits one placement if it still fits; seen is the job as the
+// scheduler's view of this state has it.
+func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Placement, networkGate bool, res *PlanResult) {
+	j, ok := f.d.Jobs[jp.JobID]
+	if !ok {
+		res.Rejected[jp.JobID] = "job not found"
+		return
 	}
-	return u
-}
-
-func (u *gpuUsage) add(j *domain.Job, pls []domain.Placement) {
-	if len(pls) > 0 {
-		n, _ := sched.Demand(&j.JobSpec)
-		u.wsUnits[j.Tenant+"/"+j.Workspace] += n
-		u.modelUnits[[2]string{j.Tenant + "/" + j.Workspace, u.model(pls[0].Server)}] += n
-	}
-	for _, pl := range pls {
-		for _, g := range pl.GPUs {
-			k := gpuKey{pl.Server, g}
-			switch {
-			case pl.Share > 0:
-				u.share[k] += domain.ShareUnits(pl.Share)
-				u.sharer[k] = j.Tenant
-			case len(pl.MIG) > 0:
-				for _, sl := range pl.MIG {
-					if sl.GPU == g {
-						u.mig[k] = append(u.mig[k], mig.Instance{Profile: sl.Profile, Start: sl.Start})
-					}
-				}
-			default:
-				u.whole[k] = j.ID
-			}
-		}
-		if u.holders[pl.Server] == nil {
-			u.holders[pl.Server] = map[string]bool{}
-		}
-		u.holders[pl.Server][j.Tenant] = true
-	}
-}
-
-// checkPlacement returns why a placement cannot be committed, or "".
-func (f *FSM) checkPlacement(j *domain.Job, pls []domain.Placement, use *gpuUsage) string {
 	if j.State != domain.JobPending {
-		return fmt.Sprintf("job is %s, not Pending", j.State)
+		res.Rejected[jp.JobID] = fmt.Sprintf("job is %s, not Pending", j.State)
+		return
 	}
-	iso := f.d.Tenants[j.Tenant]
-	n, slices := 0, 0
-	for _, pl := range pls {
-		s, ok := f.cap.servers[pl.Server]
-		if !ok {
-			return fmt.Sprintf("server %q is not in the inventory", pl.Server)
-		}
-		for h := range use.holders[pl.Server] {
-			if h == j.Tenant {
-				continue
-			}
-			if iso != nil && iso.Isolation == domain.IsolationServer {
-				return fmt.Sprintf("server %s holds another tenant's GPUs and tenant %s is server-isolated", pl.Server, j.Tenant)
-			}
-			if t := f.d.Tenants[h]; t != nil && t.Isolation == domain.IsolationServer {
-				return fmt.Sprintf("server %s belongs to a server-isolated tenant", pl.Server)
-			}
-		}
-		for _, g := range pl.GPUs {
-			k := gpuKey{pl.Server, g}
-			if g < 0 || g >= s.GPUs {
-				return fmt.Sprintf("server %s has no GPU %d", pl.Server, g)
-			}
-			if other, busy := use.whole[k]; busy {
-				return fmt.Sprintf("GPU %d of %s is held by job %d", g, pl.Server, other)
-			}
-			switch {
-			case j.Share > 0:
-				if pl.Share != j.Share || len(pls) != 1 || len(pl.GPUs) != 1 {
-					return "a share is placed as that fraction of one GPU"
-				}
-				if len(use.mig[k]) > 0 {
-					return fmt.Sprintf("GPU %d of %s runs MIG instances", g, pl.Server)
-				}
-				if t := use.sharer[k]; t != "" && t != j.Tenant {
-					return fmt.Sprintf("GPU %d of %s is time-sliced by another tenant", g, pl.Server)
-				}
-				if use.share[k]+domain.ShareUnits(j.Share) > domain.UnitsPerGPU {
-					return fmt.Sprintf("GPU %d of %s has no %g left to share", g, pl.Server, j.Share)
-				}
-			case j.MIGProfile != "":
-				if use.share[k] > 0 {
-					return fmt.Sprintf("GPU %d of %s is time-sliced", g, pl.Server)
-				}
-				layout := append([]mig.Instance(nil), use.mig[k]...)
-				for _, sl := range pl.MIG {
-					if sl.GPU == g {
-						if sl.Profile != j.MIGProfile {
-							return fmt.Sprintf("the plan gives MIG %s, the job asks for %s", sl.Profile, j.MIGProfile)
-						}
-						layout = append(layout, mig.Instance{Profile: sl.Profile, Start: sl.Start})
-						slices++
-					}
-				}
-				if err := mig.Validate(mig.Layout{Model: s.GPUModel, Instances: layout}); err != nil {
-					return fmt.Sprintf("GPU %d of %s cannot hold that MIG layout: %v", g, pl.Server, err)
-				}
-			default:
-				if len(use.mig[k]) > 0 || use.share[k] > 0 {
-					return fmt.Sprintf("GPU %d of %s holds MIG instances or shares", g, pl.Server)
-				}
-				n++
-			}
-		}
+	if r, ok := fit.Place(seen, jp.Placement); !ok {
+		res.Rejected[jp.JobID] = r.Message
+		j.Reason, j.UpdatedAt = &r, c.At
+		return
 	}
-	// The job's GPU model and its workspace's quotas, which may have
-	// changed since the scheduler's snapshot.
-	model := ""
-	for _, pl := range pls {
-		m := f.cap.servers[pl.Server].GPUModel
-		if model != "" && m != model {
-			return fmt.Sprintf("the plan spans GPU models %s and %s; a job runs on one", model, m)
-		}
-		model = m
+	at := c.At
+	j.Placement, j.UpdatedAt, j.PlacedAt, j.NetworkRev = jp.Placement, c.At, &at, 0
+	if networkGate {
+		// Ready once the fabric revision carrying its network is
+		// deployed on its leaves (fabric.go, gate).
+		j.State = domain.JobPlaced
+		j.Reason = &domain.Reason{Code: domain.ReasonNetwork, Message: "placed; waiting for the fabric to carry its tenant VRF, ports and group rules"}
+	} else {
+		j.State = domain.JobReady
+		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (no fabric driver: no network gate)"}
 	}
-	if ms := j.Models(); len(ms) > 0 && !containsString(ms, model) {
-		return fmt.Sprintf("the plan uses %s GPUs; the job accepts %s", model, strings.Join(ms, ", "))
-	}
-	if w := f.d.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {
-		need, _ := sched.Demand(&j.JobSpec)
-		if used, limit := use.wsUnits[w.Ref()], (w.Guaranteed+w.BorrowLimit)*domain.UnitsPerGPU; used+need > limit {
-			return fmt.Sprintf("workspace %s would use %.2f GPUs, above its limit of %d", w.Ref(), float64(used+need)/domain.UnitsPerGPU, w.Guaranteed+w.BorrowLimit)
-		}
-		if q := w.Model(model); q != nil {
-			used, limit := use.modelUnits[[2]string{w.Ref(), model}], (q.Guaranteed+q.BorrowLimit)*domain.UnitsPerGPU
-			if used+need > limit {
-				return fmt.Sprintf("workspace %s would use %.2f %s GPUs, above its model limit of %d", w.Ref(), float64(used+need)/domain.UnitsPerGPU, model, q.Guaranteed+q.BorrowLimit)
-			}
-		}
-	}
-	switch {
-	case j.MIGProfile != "" && slices != j.MIGCount:
-		return fmt.Sprintf("job asks for %d MIG slices, the plan gives %d", j.MIGCount, slices)
-	case j.MIGProfile == "" && j.Share == 0 && n != j.GPUs:
-		return fmt.Sprintf("job asks for %d GPUs, the plan gives %d", j.GPUs, n)
-	}
-	return ""
+	f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placement)))
+	res.Placed = append(res.Placed, j.ID)
 }
 
 func placementString(pls []domain.Placement) string {
@@ -1143,20 +1051,6 @@ func placementString(pls []domain.Placement) string {
 		parts[i] = fmt.Sprintf("%s%v", p.Server, p.GPUs)
 	}
 	return strings.Join(parts, " ")
-}
-
-func containsString(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-type gpuKey struct {
-	server string
-	gpu    int
 }
 
 func (f *FSM) applyMemberSet(c *Command) (any, *domain.Error) {

@@ -19,13 +19,13 @@ var t0 = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 
 // harness applies commands to an FSM the way Raft would.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	f   *FSM
 	log [][]byte
 	at  time.Time
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	return &harness{t: t, f: New(), at: t0}
 }
@@ -542,13 +542,13 @@ func TestPlanApplierRechecksQuotaAndModel(t *testing.T) {
 		{ID: 1, Placements: []domain.Placement{{Server: srv(1), GPUs: all}}},
 		{ID: 2, Placements: []domain.Placement{{Server: srv(2), GPUs: all}}},
 	}}).(*PlanResult)
-	if len(res.Placed) != 1 || res.Placed[0] != 1 || !strings.Contains(res.Rejected[2], "above its limit") {
+	if len(res.Placed) != 1 || res.Placed[0] != 1 || !strings.Contains(res.Rejected[2], "would exceed its limit") {
 		t.Fatalf("placed %v rejected %v: want job 1 placed and job 2 refused by the new limit", res.Placed, res.Rejected)
 	}
 	// A model quota on H100 with no room refuses job 3 on H100.
 	h.must(CmdWorkspaceUpdate, WorkspaceUpdate{Workspace: MakeWorkspace("acme", "research").Guaranteed(8).Borrow(8).ModelQuota("H100-80GB", 8, 0, 0).Obj()})
 	res = h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 3, Placements: []domain.Placement{{Server: srv(3), GPUs: all}}}}}).(*PlanResult)
-	if len(res.Placed) != 0 || !strings.Contains(res.Rejected[3], "model limit") {
+	if len(res.Placed) != 0 || !strings.Contains(res.Rejected[3], "exceed its H100-80GB limit") {
 		t.Fatalf("placed %v rejected %v: want job 3 refused by the H100 quota", res.Placed, res.Rejected)
 	}
 }
