@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -150,7 +151,7 @@ func TestRefusedCommandNeverLogged(t *testing.T) {
 			t.Fatalf("16-GPU topology under 24 guaranteed GPUs: %v, want failed_precondition", err)
 		}
 	}
-	if n := srv.State().Refused(); n != 0 {
+	if n := srv.State().Refused(state.CmdTopologyApply); n != 0 {
 		t.Fatalf("%d refused entries entered the raft log", n)
 	}
 	// The dry run answers the same refusal.

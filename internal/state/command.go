@@ -219,4 +219,5 @@ func decodeCommand(b []byte) (Command, *domain.Error) {
 type Result struct {
 	Value any
 	Err   *domain.Error
+	cmd   CommandType // what was applied, for FSM.Refused
 }

@@ -74,7 +74,7 @@ type FSM struct {
 	// refused: each is a command the leader's Check let through (the state
 	// changed between the check and the apply) or an entry written before
 	// Check existed.
-	refused uint64
+	refused map[CommandType]uint64
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -140,7 +140,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.applied = l.Index
 	r := f.apply(l.Data)
 	if r.Err != nil {
-		f.refused++
+		if f.refused == nil {
+			f.refused = map[CommandType]uint64{}
+		}
+		f.refused[r.cmd]++
 	}
 	return r
 }
@@ -168,11 +171,20 @@ func (f *FSM) Check(b []byte) *domain.Error {
 }
 
 // Refused is the number of log entries applied since start that the state
-// machine refused (see FSM.refused).
-func (f *FSM) Refused() uint64 {
+// machine refused (see FSM.refused): of the given command types, or of all
+// when none is given. The leader's own loops may see a refusal now and then
+// (a fabric revision the state moved past between check and apply); a
+// caller's command should never be.
+func (f *FSM) Refused(types ...CommandType) uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.refused
+	var n uint64
+	for t, k := range f.refused {
+		if len(types) == 0 || slices.Contains(types, t) {
+			n += k
+		}
+	}
+	return n
 }
 
 // ApplyCommand applies an encoded command outside Raft (tests, simulator).
@@ -190,13 +202,13 @@ func (f *FSM) apply(b []byte) *Result {
 	}
 	h, ok := handlers[c.Type]
 	if !ok {
-		return &Result{Err: domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type)}
+		return &Result{Err: domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type), cmd: c.Type}
 	}
 	v, err := h(f, &c)
 	if err != nil {
-		return &Result{Err: err}
+		return &Result{Err: err, cmd: c.Type}
 	}
-	return &Result{Value: v}
+	return &Result{Value: v, cmd: c.Type}
 }
 
 // event appends an audit event; called by handlers after they changed state.
