@@ -1,0 +1,68 @@
+package sched
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Before any placement the cycle ends what is due (releases) and tells the
+// jobs on draining servers to stop (drain): both change what the rest of the
+// cycle sees.
+
+// releases lists allocations due now, and the next time one falls due.
+func (st *cycle) releases() {
+	next := time.Time{}
+	soon := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, v := range st.s.Jobs {
+		switch {
+		case v.State == domain.JobPreempting && v.StopDeadline != nil:
+			if !st.now.Before(*v.StopDeadline) {
+				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "deadline"})
+				st.release(v)
+			} else {
+				soon(*v.StopDeadline)
+			}
+		case v.State.Stoppable() && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
+			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
+			if !st.now.Before(end) {
+				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
+				st.release(v)
+			} else {
+				soon(end)
+			}
+		}
+	}
+	st.plan.Next = next
+}
+
+// release takes a due allocation out of the cycle's view: the release
+// commits before the placements.
+func (st *cycle) release(v *domain.Job) {
+	st.released[v.ID] = true
+	st.c.release(v)
+	st.u.addJob(v, v.Placement, -1)
+}
+
+// drain tells the jobs on draining servers to stop by the grace deadline.
+func (st *cycle) drain() {
+	for _, v := range st.s.Jobs {
+		if !v.State.Stoppable() || st.released[v.ID] {
+			continue
+		}
+		for _, p := range v.Placement {
+			if cond, ok := st.s.Nodes[p.Server]; ok && cond.Draining {
+				deadline := st.now.Add(st.policy.Grace)
+				st.victim[v.ID] = true
+				st.plan.Preemptions = append(st.plan.Preemptions, Preemption{JobID: v.ID, Deadline: deadline,
+					Reason: domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}})
+				break
+			}
+		}
+	}
+}
