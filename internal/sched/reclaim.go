@@ -37,18 +37,18 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	t := st.s.Tenants[j.Tenant]
-	st.futureView()
-	withinGuarantee := st.fu.usedOf(ref)+demand(j) <= w.Guaranteed*unit
+	st.buildFuture()
+	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	// GPUs already being freed (for this job, or left over by the victims
 	// of other reclaims) may be enough once they stop: reserve them in the
 	// future view and take no more. Only a job entitled to reclaim may
 	// reserve; a borrowing job waits for free GPUs like any other.
 	// (The future view differs from now only by reservations, which take
 	// GPUs, until something is released into it.)
-	if f := st.freeing[j.ID]; st.futureFreed && (withinGuarantee || f.units > 0) {
+	if f := st.fv.freeing[j.ID]; st.fv.freed && (withinGuarantee || f.units > 0) {
 		if pl := st.fitsWithout(j, nil); pl != nil {
 			st.book(j, t, pl)
-			msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.futureBy.UTC().Format(time.RFC3339))
+			msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.fv.by.UTC().Format(time.RFC3339))
 			if f.units > 0 {
 				msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
 			}
@@ -60,18 +60,18 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
 	failKey := ref + "|" + shapeKey(j)
-	if st.reclaims >= maxReclaimSearches || st.reclaimFailed[failKey] {
+	if st.fv.searches >= maxReclaimSearches || st.fv.failed[failKey] {
 		return false
 	}
-	st.reclaims++
+	st.fv.searches++
 	kind := "priority"
 	if withinGuarantee {
 		kind = "reclaim"
 	}
 	// Reclaim needs another workspace above its guarantee (once the jobs
 	// told to stop have stopped): checked per workspace before any job.
-	if kind == "reclaim" && !st.fu.anyAbove(ref) {
-		st.reclaimFailed[failKey] = true
+	if kind == "reclaim" && !st.fv.u.anyAbove(ref) {
+		st.fv.failed[failKey] = true
 		return false
 	}
 	// Candidates in preemption order: the running jobs sorted once per
@@ -83,7 +83,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	// costs only its own work; one whose gang straddles the guarantee also
 	// takes guaranteed GPUs from its workspace: such victims go last (a
 	// stable partition keeps the order).
-	own := st.fu.index(ref)
+	own := st.fv.u.index(ref)
 	pool := st.victimOrder()
 	if kind == "priority" {
 		pool = st.victimsIn(own)
@@ -93,7 +93,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		if v.wi < 0 || v.young || st.victim[v.ID] {
 			continue
 		}
-		used, g := st.fu.used[v.wi], st.fu.ix.ws[v.wi].Guaranteed*unit
+		used, g := st.fv.u.used[v.wi], st.fv.u.ix.ws[v.wi].Guaranteed*unit
 		if kind == "reclaim" && (v.wi == own || used <= g) {
 			continue
 		}
@@ -108,12 +108,12 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	}
 	cands = append(cands, last...)
 	if len(cands) == 0 {
-		st.reclaimFailed[failKey] = true
+		st.fv.failed[failKey] = true
 		return false
 	}
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
-	avail := st.future.total - st.fu.usedTotal - st.fu.protectedFrom(w)
+	avail := st.fv.c.total - st.fv.u.usedTotal - st.fv.u.protectedFrom(w)
 	shortfall := demand(j) - max(0, avail)
 	// Take allowed victims in cost order until the job can be placed. Cost
 	// order scatters victims over the servers; a job of whole GPUs needs
@@ -126,7 +126,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
 	}
 	if !found {
-		st.reclaimFailed[failKey] = true
+		st.fv.failed[failKey] = true
 		return false
 	}
 	// First keep only the victims on the servers the placement uses (one
@@ -180,9 +180,9 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	freed := 0
 	for _, v := range chosen {
 		st.victim[v.ID] = true
-		st.futureFreed = true
-		st.future.release(v)
-		st.fu.addJob(v, v.Placement, -1)
+		st.fv.freed = true
+		st.fv.c.release(v)
+		st.fv.u.addJob(v, v.Placement, -1)
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
 		if kind == "reclaim" {
@@ -196,8 +196,8 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		st.plan.Preemptions = append(st.plan.Preemptions, p)
 	}
-	if deadline.After(st.futureBy) {
-		st.futureBy = deadline
+	if deadline.After(st.fv.by) {
+		st.fv.by = deadline
 	}
 	st.book(j, t, pl)
 	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
@@ -232,9 +232,9 @@ func (st *cycle) pick(j *domain.Job, kind string, cands []victim, shortfall int)
 	freedSoFar, checkAt := 0, 0
 	for _, v := range cands {
 		if _, ok := left[v.wi]; !ok {
-			left[v.wi] = st.fu.used[v.wi]
+			left[v.wi] = st.fv.u.used[v.wi]
 		}
-		if kind == "reclaim" && left[v.wi] <= st.fu.ix.ws[v.wi].Guaranteed*unit {
+		if kind == "reclaim" && left[v.wi] <= st.fv.u.ix.ws[v.wi].Guaranteed*unit {
 			continue
 		}
 		left[v.wi] -= v.held
@@ -274,7 +274,7 @@ func (st *cycle) byServer(kind string, cands []victim) []victim {
 		for _, p := range v.Placement {
 			s := per[p.Server]
 			if s == nil {
-				sv := st.future.server(p.Server)
+				sv := st.fv.c.server(p.Server)
 				if sv == nil {
 					continue
 				}
@@ -307,7 +307,7 @@ func (st *cycle) byServer(kind string, cands []victim) []victim {
 		for _, i := range s.on {
 			v := cands[i]
 			if _, seen := borrowed[v.wi]; !seen {
-				borrowed[v.wi] = st.fu.used[v.wi] - st.fu.ix.ws[v.wi].Guaranteed*unit
+				borrowed[v.wi] = st.fv.u.used[v.wi] - st.fv.u.ix.ws[v.wi].Guaranteed*unit
 			}
 			need[v.wi] += v.held
 			if kind == "reclaim" && need[v.wi] > borrowed[v.wi] {
@@ -356,8 +356,8 @@ type victim struct {
 // victimOrder is the running jobs, cheapest to preempt first; built once
 // per cycle (costs depend on the cycle's time only).
 func (st *cycle) victimOrder() []victim {
-	if st.byCost != nil {
-		return st.byCost
+	if st.fv.byCost != nil {
+		return st.fv.byCost
 	}
 	type ranked struct {
 		victim
@@ -379,52 +379,50 @@ func (st *cycle) victimOrder() []victim {
 		}
 		return cmp.Compare(rb.ID, ra.ID)
 	})
-	st.byCost = make([]victim, len(rs))
+	st.fv.byCost = make([]victim, len(rs))
 	for i := range rs {
-		st.byCost[i] = rs[i].victim
+		st.fv.byCost[i] = rs[i].victim
 	}
-	return st.byCost
+	return st.fv.byCost
 }
 
 // victimsIn is victimOrder restricted to one workspace.
 func (st *cycle) victimsIn(wi int) []victim {
-	if st.byWorkspace == nil {
-		st.byWorkspace = map[int][]victim{}
+	if st.fv.byWorkspace == nil {
+		st.fv.byWorkspace = map[int][]victim{}
 		for _, v := range st.victimOrder() {
-			st.byWorkspace[v.wi] = append(st.byWorkspace[v.wi], v)
+			st.fv.byWorkspace[v.wi] = append(st.fv.byWorkspace[v.wi], v)
 		}
 	}
-	return st.byWorkspace[wi]
+	return st.fv.byWorkspace[wi]
 }
 
-// futureView builds, once per cycle, the cluster and usage as they will be
-// once every job told to stop has stopped: reclaims are planned against it,
-// so a job served by GPUs already being freed takes no new victims, and two
-// reclaiming jobs never count on the same freed GPUs.
-func (st *cycle) futureView() {
-	if st.future != nil {
+// buildFuture builds the future view, once per cycle: the cluster and usage
+// without the jobs told to stop (see futureView).
+func (st *cycle) buildFuture() {
+	if st.fv.c != nil {
 		return
 	}
-	st.future, st.fu = st.c.shallow(nil), st.u.clone()
+	st.fv.c, st.fv.u = st.c.shallow(nil), st.u.clone()
 	for _, v := range st.s.Jobs {
 		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
-			st.futureFreed = true
-			st.future.release(v)
-			st.fu.addJob(v, v.Placement, -1)
-			if v.StopDeadline != nil && v.StopDeadline.After(st.futureBy) {
-				st.futureBy = *v.StopDeadline
+			st.fv.freed = true
+			st.fv.c.release(v)
+			st.fv.u.addJob(v, v.Placement, -1)
+			if v.StopDeadline != nil && v.StopDeadline.After(st.fv.by) {
+				st.fv.by = *v.StopDeadline
 			}
 		}
 	}
-	if !st.futureBy.After(st.now) {
-		st.futureBy = st.now.Add(st.policy.Grace)
+	if !st.fv.by.After(st.now) {
+		st.fv.by = st.now.Add(st.policy.Grace)
 	}
 }
 
 // reserve books j's placement in the future view.
 func (st *cycle) reserve(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
-	st.future.commit(j, t, pl)
-	st.fu.addJob(j, pl, 1)
+	st.fv.c.commit(j, t, pl)
+	st.fv.u.addJob(j, pl, 1)
 }
 
 // book reserves a waiting job's placement in the future view and keeps
@@ -464,11 +462,11 @@ type whatIf struct {
 // whatIf builds a view of the future without the victims. Views share the
 // cycle's scratch buffers: one is used at a time.
 func (st *cycle) whatIf(victims []*domain.Job) *whatIf {
-	c := st.future.shallow(st.scratch)
-	st.scratch = c.servers
-	clear(st.cloned)
-	c.cloned = st.cloned
-	w := &whatIf{c: c, u: st.fu.clone()}
+	c := st.fv.c.shallow(st.fv.scratch)
+	st.fv.scratch = c.servers
+	clear(st.fv.cloned)
+	c.cloned = st.fv.cloned
+	w := &whatIf{c: c, u: st.fv.u.clone()}
 	for _, v := range victims {
 		w.drop(v)
 	}
@@ -496,12 +494,12 @@ func (w *whatIf) fits(st *cycle, j *domain.Job) []domain.Placement {
 // have stopped too, if quota and capacity allow one (nil otherwise).
 func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) []domain.Placement {
 	// Quota first: it needs only the usage, not a view of the servers.
-	u := st.fu.clone()
+	u := st.fv.u.clone()
 	for _, v := range victims {
 		u.addJob(v, v.Placement, -1)
 	}
 	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
-	if _, _, ok := admit(j, w, st.s, u, st.future); !ok {
+	if _, _, ok := admit(j, w, st.s, u, st.fv.c); !ok {
 		return nil
 	}
 	return st.whatIf(victims).fits(st, j)

@@ -12,37 +12,58 @@ import (
 
 // cycle is the working state of one Schedule call.
 type cycle struct {
-	s        *Snapshot
-	now      time.Time
-	policy   Policy
-	c        *cluster
-	u        *usage
-	plan     *Plan
-	victim   map[uint64]bool          // chosen for preemption this cycle
-	onServer map[string][]*domain.Job // jobs holding GPUs, by server; built on first use (reclaim)
-	// scratch backs what-if views (one at a time).
+	s      *Snapshot
+	now    time.Time
+	policy Policy
+	// c and u are the cluster and usage now, as this cycle's releases and
+	// placements leave them.
+	c    *cluster
+	u    *usage
+	plan *Plan
+	// victim are the jobs this cycle tells to stop (reclaim, priority or
+	// drain); released the allocations it ends (due releases), out of c and
+	// u already.
+	victim   map[uint64]bool
+	released map[uint64]bool
+	// fv is what the cycle assumes will be once the plan's preemptions
+	// have taken effect, and the caches that planning them reuses.
+	fv futureView
+}
+
+// futureView is the cycle's view of the cluster once every job told to
+// stop (before or in this cycle) has stopped and the jobs waiting for
+// their GPUs hold them: reclaims are planned against it, so a job served
+// by GPUs already being freed takes no new victims, and two reclaiming
+// jobs never count on the same freed GPUs. It is built on the first
+// reclaim (buildFuture); a cycle without one never pays for it.
+type futureView struct {
+	// c and u are the cluster and usage in the future, nil until built;
+	// by is when that is at the latest (the last stop deadline), freed
+	// whether anything was released into it (else it differs from now
+	// only by reservations, which take GPUs).
+	c     *cluster
+	u     *usage
+	by    time.Time
+	freed bool
+	// freeing is the GPUs being freed by earlier cycles' preemptions, by
+	// the job they are freed for.
+	freeing map[uint64]freeing
+	// scratch and cloned back the what-if views of the future (one at a
+	// time).
 	scratch []*server
-	freeing map[uint64]freeing // GPUs being freed, by the job they are freed for
-	// reclaims counts reclaim searches this cycle; reclaimFailed remembers
-	// shapes (per workspace) a search found no victims for.
-	reclaims      int
-	reclaimFailed map[string]bool
-	// nextRelease caches expectedRelease.
-	nextRelease *time.Time
-	// byCost caches victimOrder, byWorkspace victimsIn.
+	cloned  map[int]bool
+	// byCost is the running jobs cheapest to preempt first (victimOrder),
+	// byWorkspace the same per workspace (victimsIn): built once a cycle.
 	byCost      []victim
 	byWorkspace map[int][]victim
-	// future and fu are the cluster and usage once every job told to stop
-	// has stopped, with reclaiming jobs' placements reserved (futureView);
-	// futureBy is when that is at the latest.
-	future      *cluster
-	fu          *usage
-	futureBy    time.Time
-	futureFreed bool         // something was released into the future view
-	cloned      map[int]bool // reused by what-if views of the future
-	// released are the allocations this cycle ends (due releases): out of
-	// the cycle's view already.
-	released map[uint64]bool
+	// searches counts this cycle's victim searches (at most
+	// maxReclaimSearches); failed remembers the workspace|shape keys a
+	// search found no victims for (victims only get fewer in a cycle).
+	searches int
+	failed   map[string]bool
+	// nextRelease is when running jobs are expected to start freeing GPUs
+	// (expectedRelease), computed once.
+	nextRelease *time.Time
 }
 
 type freeing struct {
@@ -54,8 +75,8 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, cloned: map[int]bool{}, freeing: map[uint64]freeing{}, reclaimFailed: map[string]bool{},
-		released: map[uint64]bool{}}
+		victim: map[uint64]bool{}, released: map[uint64]bool{},
+		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]bool{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -71,12 +92,12 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
-			f := st.freeing[j.PreemptedFor]
+			f := st.fv.freeing[j.PreemptedFor]
 			f.units += held(j)
 			if j.StopDeadline != nil && j.StopDeadline.After(f.deadline) {
 				f.deadline = *j.StopDeadline
 			}
-			st.freeing[j.PreemptedFor] = f
+			st.fv.freeing[j.PreemptedFor] = f
 		}
 	}
 	// Allocations that are due end first: the releases commit before the
@@ -98,7 +119,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			stopping[j.Tenant+"/"+j.Workspace] += held(j)
 		}
 	}
-	order(pending, s, st.u, stopping, st.freeing)
+	order(pending, s, st.u, stopping, st.fv.freeing)
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
 	// allow. A job that cannot be placed does not block jobs behind it (no
@@ -161,7 +182,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			}
 			continue
 		}
-		if st.future != nil {
+		if st.fv.c != nil {
 			// First: the future view copies a server before the base
 			// changes it (copy on write).
 			st.reserve(j, t, pl)
@@ -184,7 +205,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 // (its expected duration or time limit from placement), computed once per
 // cycle; it names no job, as reasons never show other tenants' work.
 func (st *cycle) expectedRelease() (time.Time, bool) {
-	if st.nextRelease == nil {
+	if st.fv.nextRelease == nil {
 		var best time.Time
 		for _, j := range st.s.Jobs {
 			if (j.State != domain.JobRunning && j.State != domain.JobReady) || j.PlacedAt == nil {
@@ -199,9 +220,9 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 				}
 			}
 		}
-		st.nextRelease = &best
+		st.fv.nextRelease = &best
 	}
-	return *st.nextRelease, !st.nextRelease.IsZero()
+	return *st.fv.nextRelease, !st.fv.nextRelease.IsZero()
 }
 
 // shapeKey identifies what decides whether a job can be placed: its tenant
