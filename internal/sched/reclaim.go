@@ -33,28 +33,62 @@ const maxReclaimSearches = 256
 // maxPruneChecks bounds the one-by-one pruning of a victim set.
 const maxPruneChecks = 32
 
+// preemptKind is why the scheduler tells a running job to stop.
+type preemptKind int
+
+const (
+	// preemptReclaim: a job within its workspace's guarantee takes back
+	// GPUs other workspaces borrowed.
+	preemptReclaim preemptKind = iota + 1
+	// preemptPriority: a higher-priority job of the victim's own workspace
+	// needs its GPUs.
+	preemptPriority
+	// preemptDrain: the victim's server is draining.
+	preemptDrain
+)
+
+func (k preemptKind) String() string {
+	switch k {
+	case preemptReclaim:
+		return "reclaim"
+	case preemptPriority:
+		return "priority"
+	case preemptDrain:
+		return "drain"
+	}
+	return fmt.Sprintf("preemptKind(%d)", int(k))
+}
+
+// reason is what a victim of this kind is told: for is the job it stops
+// for (reclaim, priority), server the draining server (drain).
+func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) domain.Reason {
+	by := deadline.UTC().Format(time.RFC3339)
+	switch k {
+	case preemptReclaim:
+		return domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
+			"its workspace borrowed these GPUs and a guaranteed job needs them back; stop by %s", by)}
+	case preemptPriority:
+		return domain.Reason{Code: "preempted_by_priority", Message: fmt.Sprintf(
+			"a higher-priority job of the workspace (job %d) needs its GPUs; stop by %s", forJob, by)}
+	default:
+		return domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", server, by)}
+	}
+}
+
+// reclaim tries to free GPUs for j, which could not be placed, in phases
+// (as Kueue's preemption.GetTargets): wait for GPUs already being freed;
+// else candidates (who may be preempted, in preemption order), pick (take
+// them until j can be placed), prune (drop those the placement does not
+// need) and issue (the preemptions, and j's reservation). It reports
+// whether j now waits for GPUs being freed.
 func (st *cycle) reclaim(j *domain.Job) bool {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	t := st.s.Tenants[j.Tenant]
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
-	// GPUs already being freed (for this job, or left over by the victims
-	// of other reclaims) may be enough once they stop: reserve them in the
-	// future view and take no more. Only a job entitled to reclaim may
-	// reserve; a borrowing job waits for free GPUs like any other.
-	// (The future view differs from now only by reservations, which take
-	// GPUs, until something is released into it.)
-	if f := st.fv.freeing[j.ID]; st.fv.freed && (withinGuarantee || f.units > 0) {
-		if pl := st.fitsWithout(j, nil); pl != nil {
-			st.book(j, t, pl)
-			msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.fv.by.UTC().Format(time.RFC3339))
-			if f.units > 0 {
-				msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
-			}
-			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: msg}
-			return true
-		}
+	if st.awaitFreeing(j, t, withinGuarantee) {
+		return true
 	}
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
@@ -64,49 +98,11 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		return false
 	}
 	st.fv.searches++
-	kind := "priority"
+	kind := preemptPriority
 	if withinGuarantee {
-		kind = "reclaim"
+		kind = preemptReclaim
 	}
-	// Reclaim needs another workspace above its guarantee (once the jobs
-	// told to stop have stopped): checked per workspace before any job.
-	if kind == "reclaim" && !st.fv.u.anyAbove(ref) {
-		st.fv.failed[failKey] = true
-		return false
-	}
-	// Candidates in preemption order: the running jobs sorted once per
-	// cycle by cost (fewest GPU-hours lost, then lowest priority, then
-	// newest), filtered here:
-	//   - reclaim: jobs of other workspaces above their guarantee;
-	//   - priority: lower-priority jobs of the job's own workspace.
-	// A victim whose workspace stays at or above its guarantee without it
-	// costs only its own work; one whose gang straddles the guarantee also
-	// takes guaranteed GPUs from its workspace: such victims go last (a
-	// stable partition keeps the order).
-	own := st.fv.u.index(ref)
-	pool := st.victimOrder()
-	if kind == "priority" {
-		pool = st.victimsIn(own)
-	}
-	var cands, last []victim
-	for _, v := range pool {
-		if v.wi < 0 || v.young || st.victim[v.ID] {
-			continue
-		}
-		used, g := st.fv.u.used[v.wi], st.fv.u.ix.ws[v.wi].Guaranteed*unit
-		if kind == "reclaim" && (v.wi == own || used <= g) {
-			continue
-		}
-		if kind == "priority" && v.Priority >= j.Priority {
-			continue
-		}
-		if used-v.held < g {
-			last = append(last, v)
-		} else {
-			cands = append(cands, v)
-		}
-	}
-	cands = append(cands, last...)
+	cands := st.candidates(j, kind)
 	if len(cands) == 0 {
 		st.fv.failed[failKey] = true
 		return false
@@ -129,26 +125,99 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		st.fv.failed[failKey] = true
 		return false
 	}
+	chosen, pl = st.prune(j, chosen, pl, shortfall)
+	st.issue(j, t, kind, chosen, pl)
+	return true
+}
+
+// awaitFreeing reserves j's placement in the future view when GPUs already
+// being freed (for this job, or left over by the victims of other
+// reclaims) are enough once they stop, so it takes no more. Only a job
+// entitled to reclaim may reserve; a borrowing job waits for free GPUs like
+// any other. (The future view differs from now only by reservations, which
+// take GPUs, until something is released into it.)
+func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee bool) bool {
+	f := st.fv.freeing[j.ID]
+	if !st.fv.freed || (!withinGuarantee && f.units == 0) {
+		return false
+	}
+	pl := st.fitsWithout(j, nil)
+	if pl == nil {
+		return false
+	}
+	st.book(j, t, pl)
+	msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.fv.by.UTC().Format(time.RFC3339))
+	if f.units > 0 {
+		msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
+	}
+	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: msg}
+	return true
+}
+
+// candidates are the jobs j may preempt, in preemption order: the running
+// jobs sorted once per cycle by cost (fewest GPU-hours lost, then lowest
+// priority, then newest), filtered by kind:
+//   - reclaim: jobs of other workspaces above their guarantee (none when
+//     no workspace is above it once the jobs told to stop have stopped);
+//   - priority: lower-priority jobs of the job's own workspace.
+//
+// Jobs younger than their minimum runtime, or already told to stop, are
+// not candidates. A victim whose workspace stays at or above its guarantee
+// without it costs only its own work; one whose gang straddles the
+// guarantee also takes guaranteed GPUs from its workspace: such victims go
+// last (a stable partition keeps the order).
+func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
+	ref := j.Tenant + "/" + j.Workspace
+	if kind == preemptReclaim && !st.fv.u.anyAbove(ref) {
+		return nil
+	}
+	own := st.fv.u.index(ref)
+	pool := st.victimOrder()
+	if kind == preemptPriority {
+		pool = st.victimsIn(own)
+	}
+	var cands, last []victim
+	for _, v := range pool {
+		if v.wi < 0 || v.young || st.victim[v.ID] {
+			continue
+		}
+		used, g := st.fv.u.used[v.wi], st.fv.u.ix.ws[v.wi].Guaranteed*unit
+		if kind == preemptReclaim && (v.wi == own || used <= g) {
+			continue
+		}
+		if kind == preemptPriority && v.Priority >= j.Priority {
+			continue
+		}
+		if used-v.held < g {
+			last = append(last, v)
+		} else {
+			cands = append(cands, v)
+		}
+	}
+	return append(cands, last...)
+}
+
+// prune drops the victims j's placement does not need, so the scheduler
+// never evicts much more than it serves, and returns the victims kept and
+// j's placement once they stop. A set that frees less than the shortfall
+// cannot work: such trials are skipped without a placement check.
+func (st *cycle) prune(j *domain.Job, chosen []*domain.Job, pl []domain.Placement, shortfall int) ([]*domain.Job, []domain.Placement) {
 	// First keep only the victims on the servers the placement uses (one
 	// check where one-by-one pruning of a set grown cheapest-first across
 	// the cluster would take many).
-	{
-		on := map[string]bool{}
-		for _, p := range pl {
-			on[p.Server] = true
-		}
-		var keep []*domain.Job
-		for _, v := range chosen {
-			if slices.ContainsFunc(v.Placement, func(p domain.Placement) bool { return on[p.Server] }) {
-				keep = append(keep, v)
-			}
-		}
-		if len(keep) > 0 && len(keep) < len(chosen) && st.fitsWithout(j, keep) != nil {
-			chosen = keep
+	on := map[string]bool{}
+	for _, p := range pl {
+		on[p.Server] = true
+	}
+	var keep []*domain.Job
+	for _, v := range chosen {
+		if slices.ContainsFunc(v.Placement, func(p domain.Placement) bool { return on[p.Server] }) {
+			keep = append(keep, v)
 		}
 	}
-	// A set that frees less than the shortfall cannot work: such trials
-	// are skipped without a placement check.
+	if len(keep) > 0 && len(keep) < len(chosen) && st.fitsWithout(j, keep) != nil {
+		chosen = keep
+	}
 	sum := func(vs []*domain.Job) int {
 		n := 0
 		for _, v := range vs {
@@ -156,6 +225,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		return n
 	}
+	// Then halve while the first half still serves.
 	for len(chosen) > 1 {
 		half := chosen[:len(chosen)/2]
 		if sum(half) < shortfall || st.fitsWithout(j, half) == nil {
@@ -163,6 +233,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		}
 		chosen = half
 	}
+	// Then one by one, from the costliest, a bounded number of checks.
 	total := sum(chosen)
 	for i, checks := len(chosen)-1, 0; i >= 0 && checks < maxPruneChecks; i-- {
 		if len(chosen) == 1 || total-held(chosen[i]) < shortfall {
@@ -175,7 +246,13 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 			chosen = trial
 		}
 	}
-	pl = st.fitsWithout(j, chosen)
+	return chosen, st.fitsWithout(j, chosen)
+}
+
+// issue tells the chosen victims to stop by the grace deadline, releases
+// them into the future view and books j's placement there: j waits with a
+// reclaim_pending reason and is placed once the GPUs are released.
+func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen []*domain.Job, pl []domain.Placement) {
 	deadline := st.now.Add(st.policy.Grace)
 	freed := 0
 	for _, v := range chosen {
@@ -184,15 +261,10 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 		st.fv.c.release(v)
 		st.fv.u.addJob(v, v.Placement, -1)
 		freed += held(v)
-		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline}
-		if kind == "reclaim" {
+		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline, Reason: kind.reason(j.ID, "", deadline)}
+		if kind == preemptReclaim {
 			b := st.now.Add(st.policy.ReclaimBackoff)
 			p.BorrowBackoff = &b
-			p.Reason = domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
-				"its workspace borrowed these GPUs and a guaranteed job needs them back; stop by %s", deadline.UTC().Format(time.RFC3339))}
-		} else {
-			p.Reason = domain.Reason{Code: "preempted_by_priority", Message: fmt.Sprintf(
-				"a higher-priority job of the workspace (job %d) needs its GPUs; stop by %s", j.ID, deadline.UTC().Format(time.RFC3339))}
 		}
 		st.plan.Preemptions = append(st.plan.Preemptions, p)
 	}
@@ -202,7 +274,6 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	st.book(j, t, pl)
 	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
 		"%s: freeing %s GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, gpus(freed), len(chosen), deadline.UTC().Format(time.RFC3339))}
-	return true
 }
 
 // pick takes victims from cands, in order, until j can be placed: reclaim
@@ -213,7 +284,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 // every victim, and the caller's pruning takes the set back to what is
 // needed. Victims enter the view only when a check is due: a search that
 // never reaches the shortfall costs no view at all.
-func (st *cycle) pick(j *domain.Job, kind string, cands []victim, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
+func (st *cycle) pick(j *domain.Job, kind preemptKind, cands []victim, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
 	var view *whatIf
 	dropped := 0
 	var pl []domain.Placement
@@ -234,7 +305,7 @@ func (st *cycle) pick(j *domain.Job, kind string, cands []victim, shortfall int)
 		if _, ok := left[v.wi]; !ok {
 			left[v.wi] = st.fv.u.used[v.wi]
 		}
-		if kind == "reclaim" && left[v.wi] <= st.fv.u.ix.ws[v.wi].Guaranteed*unit {
+		if kind == preemptReclaim && left[v.wi] <= st.fv.u.ix.ws[v.wi].Guaranteed*unit {
 			continue
 		}
 		left[v.wi] -= v.held
@@ -259,7 +330,7 @@ func (st *cycle) pick(j *domain.Job, kind string, cands []victim, shortfall int)
 // use up what another's need; then the others by the share of the server
 // they can free, then the cheapest. Each server's candidates keep their
 // cost order; a gang over several servers comes with the first of them.
-func (st *cycle) byServer(kind string, cands []victim) []victim {
+func (st *cycle) byServer(kind preemptKind, cands []victim) []victim {
 	type srv struct {
 		name     string
 		freeable int // free GPUs + whole GPUs candidates hold here
@@ -310,7 +381,7 @@ func (st *cycle) byServer(kind string, cands []victim) []victim {
 				borrowed[v.wi] = st.fv.u.used[v.wi] - st.fv.u.ix.ws[v.wi].Guaranteed*unit
 			}
 			need[v.wi] += v.held
-			if kind == "reclaim" && need[v.wi] > borrowed[v.wi] {
+			if kind == preemptReclaim && need[v.wi] > borrowed[v.wi] {
 				ok = false
 			}
 		}

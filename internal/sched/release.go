@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -60,7 +59,7 @@ func (st *cycle) drain() {
 				deadline := st.now.Add(st.policy.Grace)
 				st.victim[v.ID] = true
 				st.plan.Preemptions = append(st.plan.Preemptions, Preemption{JobID: v.ID, Deadline: deadline,
-					Reason: domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}})
+					Reason: preemptDrain.reason(0, p.Server, deadline)})
 				break
 			}
 		}
