@@ -81,21 +81,21 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // them until j can be placed), prune (drop those the placement does not
 // need) and issue (the preemptions, and j's reservation). It reports
 // whether j now waits for GPUs being freed.
-func (st *cycle) reclaim(j *domain.Job) bool {
+func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	t := st.s.Tenants[j.Tenant]
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
-	if st.awaitFreeing(j, t, withinGuarantee) {
-		return true
+	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
+		return r, true
 	}
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
 	failKey := ref + "|" + shapeKey(j)
 	if st.fv.searches >= maxReclaimSearches || st.fv.failed[failKey] {
-		return false
+		return domain.Reason{}, false
 	}
 	st.fv.searches++
 	kind := preemptPriority
@@ -105,7 +105,7 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	cands := st.candidates(j, kind)
 	if len(cands) == 0 {
 		st.fv.failed[failKey] = true
-		return false
+		return domain.Reason{}, false
 	}
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
@@ -123,11 +123,10 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 	}
 	if !found {
 		st.fv.failed[failKey] = true
-		return false
+		return domain.Reason{}, false
 	}
 	chosen, pl = st.prune(j, chosen, pl, shortfall)
-	st.issue(j, t, kind, chosen, pl)
-	return true
+	return st.issue(j, t, kind, chosen, pl), true
 }
 
 // awaitFreeing reserves j's placement in the future view when GPUs already
@@ -136,22 +135,21 @@ func (st *cycle) reclaim(j *domain.Job) bool {
 // entitled to reclaim may reserve; a borrowing job waits for free GPUs like
 // any other. (The future view differs from now only by reservations, which
 // take GPUs, until something is released into it.)
-func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee bool) bool {
+func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee bool) (domain.Reason, bool) {
 	f := st.fv.freeing[j.ID]
 	if !st.fv.freed || (!withinGuarantee && f.units == 0) {
-		return false
+		return domain.Reason{}, false
 	}
 	pl := st.fitsWithout(j, nil)
 	if pl == nil {
-		return false
+		return domain.Reason{}, false
 	}
 	st.book(j, t, pl)
 	msg := fmt.Sprintf("waiting for GPUs being freed by other jobs' preemption (by %s at the latest)", st.fv.by.UTC().Format(time.RFC3339))
 	if f.units > 0 {
 		msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
 	}
-	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: msg}
-	return true
+	return domain.Reason{Code: ReasonReclaim, Message: msg}, true
 }
 
 // candidates are the jobs j may preempt, in preemption order: the running
@@ -250,9 +248,9 @@ func (st *cycle) prune(j *domain.Job, chosen []*domain.Job, pl []domain.Placemen
 }
 
 // issue tells the chosen victims to stop by the grace deadline, releases
-// them into the future view and books j's placement there: j waits with a
-// reclaim_pending reason and is placed once the GPUs are released.
-func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen []*domain.Job, pl []domain.Placement) {
+// them into the future view and books j's placement there. It returns j's
+// reclaim_pending reason: j is placed once the GPUs are released.
+func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen []*domain.Job, pl []domain.Placement) domain.Reason {
 	deadline := st.now.Add(st.policy.Grace)
 	freed := 0
 	for _, v := range chosen {
@@ -272,7 +270,7 @@ func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen
 		st.fv.by = deadline
 	}
 	st.book(j, t, pl)
-	st.plan.Pending[j.ID] = domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
+	return domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
 		"%s: freeing %s GPUs from %d running jobs; placed once they stop (by %s at the latest)", kind, gpus(freed), len(chosen), deadline.UTC().Format(time.RFC3339))}
 }
 

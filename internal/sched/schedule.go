@@ -125,71 +125,29 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	type block struct {
-		id   uint64
-		prio int
-	}
 	blocked := map[string]block{}
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
 	noFit := map[string]domain.Reason{}
 	for _, j := range pending {
-		ref := j.Tenant + "/" + j.Workspace
-		w := s.Workspaces[ref]
+		o := st.step(j, blocked, noFit)
+		if o.pl == nil {
+			st.plan.Pending[j.ID] = o.reason
+			if o.blocks {
+				blocked[j.Tenant+"/"+j.Workspace] = block{j.ID, j.Priority}
+			}
+			continue
+		}
 		t := s.Tenants[j.Tenant]
-		if w == nil || t == nil {
-			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}
-			continue
-		}
-		if first, ok := blocked[ref]; ok && j.Priority <= first.prio {
-			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
-			continue
-		}
-		if j.BorrowNotBefore != nil && now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
-			st.plan.Pending[j.ID] = domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
-				"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}
-			continue
-		}
-		models, r, ok := admit(j, w, s, st.u, st.c)
-		var pl []domain.Placement
-		var level string
-		key := shapeKey(j) + "|" + strings.Join(models, ",")
-		if ok {
-			if why, failed := noFit[key]; failed {
-				r = why
-			} else if pl, level, r = st.c.placeIn(j, t, models); pl == nil {
-				noFit[key] = r
-			}
-		}
-		if pl == nil && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
-			if at, ok := st.expectedRelease(); ok {
-				r.Message += fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
-			}
-		}
-		if pl == nil {
-			// A job whose GPUs are being freed holds nothing back: the
-			// freed GPUs stay busy until released, and it is ahead of the
-			// jobs behind it when they are. A job that simply does not fit
-			// holds back its workspace.
-			if !st.reclaim(j) {
-				st.plan.Pending[j.ID] = r
-				// A job that could not fit even an empty cluster (servers
-				// cordoned or gone since it was submitted) holds nothing back.
-				if r.Code != ReasonNoInventory && demand(j) <= st.c.total {
-					blocked[ref] = block{j.ID, j.Priority}
-				}
-			}
-			continue
-		}
 		if st.fv.c != nil {
 			// First: the future view copies a server before the base
 			// changes it (copy on write).
-			st.reserve(j, t, pl)
+			st.reserve(j, t, o.pl)
 		}
-		st.c.commit(j, t, pl)
-		st.u.addJob(j, pl, 1)
-		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: pl, Level: level})
+		st.c.commit(j, t, o.pl)
+		st.u.addJob(j, o.pl, 1)
+		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
 	}
 	// The deadlines of this plan's own preemptions fall due too: the cycle
 	// then releases the victims' GPUs to the jobs waiting for them.
@@ -199,6 +157,70 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		}
 	}
 	return st.plan
+}
+
+// block is the first job of a workspace that could not be placed: the
+// workspace's jobs of no higher priority wait behind it.
+type block struct {
+	id   uint64
+	prio int
+}
+
+// outcome is what the cycle decided for one pending job: placed now (pl, at
+// level), or pending for reason, holding back its workspace if blocks.
+type outcome struct {
+	pl     []domain.Placement
+	level  string
+	reason domain.Reason
+	blocks bool
+}
+
+// step decides one pending job, in queue order: admit and place it, or
+// preempt for it where the rules allow. Reclaim books what it plans in the
+// future view; the caller applies the outcome to the cycle's view and plan.
+func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]domain.Reason) outcome {
+	s := st.s
+	ref := j.Tenant + "/" + j.Workspace
+	w := s.Workspaces[ref]
+	t := s.Tenants[j.Tenant]
+	if w == nil || t == nil {
+		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
+	}
+	if first, ok := blocked[ref]; ok && j.Priority <= first.prio {
+		return outcome{reason: domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}}
+	}
+	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
+		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
+			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
+	}
+	models, r, ok := admit(j, w, s, st.u, st.c)
+	var pl []domain.Placement
+	var level string
+	key := shapeKey(j) + "|" + strings.Join(models, ",")
+	if ok {
+		if why, failed := noFit[key]; failed {
+			r = why
+		} else if pl, level, r = st.c.placeIn(j, t, models); pl == nil {
+			noFit[key] = r
+		}
+	}
+	if pl != nil {
+		return outcome{pl: pl, level: level}
+	}
+	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
+		if at, ok := st.expectedRelease(); ok {
+			r.Message += fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
+		}
+	}
+	// A job whose GPUs are being freed holds nothing back: the freed GPUs
+	// stay busy until released, and it is ahead of the jobs behind it when
+	// they are. A job that simply does not fit holds back its workspace.
+	if why, waiting := st.reclaim(j); waiting {
+		return outcome{reason: why}
+	}
+	// A job that could not fit even an empty cluster (servers cordoned or
+	// gone since it was submitted) holds nothing back.
+	return outcome{reason: r, blocks: r.Code != ReasonNoInventory && demand(j) <= st.c.total}
 }
 
 // expectedRelease is the earliest time a running job is expected to end
