@@ -17,9 +17,11 @@ import (
 type CommandType string
 
 const (
-	CmdTopologyApply   CommandType = "topology.apply"
-	CmdTenantCreate    CommandType = "tenant.create"
-	CmdTenantDelete    CommandType = "tenant.delete"
+	CmdTopologyApply CommandType = "topology.apply"
+	CmdTenantCreate  CommandType = "tenant.create"
+	CmdTenantDelete  CommandType = "tenant.delete"
+	// CmdTenantUpdate changes a tenant's quota and sites.
+	CmdTenantUpdate    CommandType = "tenant.update"
 	CmdWorkspaceCreate CommandType = "workspace.create"
 	CmdWorkspaceUpdate CommandType = "workspace.update"
 	CmdWorkspaceDelete CommandType = "workspace.delete"
@@ -52,6 +54,13 @@ type (
 	}
 	TenantCreate struct {
 		Tenant domain.Tenant `json:"tenant"`
+	}
+	// TenantUpdate replaces a tenant's quota and sites (isolation and network
+	// model cannot change under running jobs).
+	TenantUpdate struct {
+		Name  string              `json:"name"`
+		Quota *domain.TenantQuota `json:"quota,omitempty"`
+		Sites []string            `json:"sites,omitempty"`
 	}
 	TenantDelete struct {
 		Name string `json:"name"`
