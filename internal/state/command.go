@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
@@ -17,9 +18,11 @@ import (
 type CommandType string
 
 const (
-	CmdTopologyApply   CommandType = "topology.apply"
-	CmdTenantCreate    CommandType = "tenant.create"
-	CmdTenantDelete    CommandType = "tenant.delete"
+	CmdTopologyApply CommandType = "topology.apply"
+	CmdTenantCreate  CommandType = "tenant.create"
+	CmdTenantDelete  CommandType = "tenant.delete"
+	// CmdTenantUpdate changes a tenant's quota and sites.
+	CmdTenantUpdate    CommandType = "tenant.update"
 	CmdWorkspaceCreate CommandType = "workspace.create"
 	CmdWorkspaceUpdate CommandType = "workspace.update"
 	CmdWorkspaceDelete CommandType = "workspace.delete"
@@ -52,6 +55,13 @@ type (
 	}
 	TenantCreate struct {
 		Tenant domain.Tenant `json:"tenant"`
+	}
+	// TenantUpdate replaces a tenant's quota and sites (isolation and network
+	// model cannot change under running jobs).
+	TenantUpdate struct {
+		Name  string              `json:"name"`
+		Quota *domain.TenantQuota `json:"quota,omitempty"`
+		Sites []string            `json:"sites,omitempty"`
 	}
 	TenantDelete struct {
 		Name string `json:"name"`
@@ -131,6 +141,161 @@ type Member struct {
 	RaftAddr string `json:"raftAddr"`
 	APIAddr  string `json:"apiAddr"`
 }
+
+// Report outcomes a runtime may send.
+const (
+	ReportRunning   = "running"
+	ReportSucceeded = "succeeded"
+	ReportFailed    = "failed"
+	// ReportStopped: a Preempting job has stopped; its GPUs may go.
+	ReportStopped = "stopped"
+)
+
+// Lifecycle payloads (lifecycle.go).
+type (
+	JobReport struct {
+		ID      uint64 `json:"id"`
+		State   string `json:"state"`
+		Message string `json:"message,omitempty"`
+	}
+	// JobsPreempt tells running jobs to stop by Deadline (the command
+	// before plan.apply, still applied from older logs).
+	JobsPreempt struct {
+		Jobs []Preemption `json:"jobs"`
+	}
+	Preemption struct {
+		ID       uint64        `json:"id"`
+		Reason   domain.Reason `json:"reason"`
+		Deadline time.Time     `json:"deadline"`
+		// ForJob is the pending job the GPUs are freed for.
+		ForJob uint64 `json:"forJob,omitempty"`
+		// BorrowBackoff keeps a reclaimed job from borrowing again until then.
+		BorrowBackoff *time.Time `json:"borrowBackoff,omitempty"`
+	}
+	// JobsRelease ends allocations: Preempting jobs past their deadline,
+	// jobs past their time limit (the command before plan.apply, still
+	// applied from older logs).
+	JobsRelease struct {
+		Jobs []Release `json:"jobs"`
+	}
+	Release struct {
+		ID uint64 `json:"id"`
+		// Cause: "deadline" (a Preempting job's grace ran out) or
+		// "time_limit".
+		Cause string `json:"cause"`
+	}
+)
+
+// Lifecycle commands (lifecycle.go).
+const (
+	CmdJobReport   CommandType = "job.report"
+	CmdJobsPreempt CommandType = "jobs.preempt"
+	CmdJobsRelease CommandType = "jobs.release"
+)
+
+// CmdNodeSet changes a server's condition (cordon, drain, health).
+const CmdNodeSet CommandType = "node.set"
+
+// NodeSet sets the fields it carries; nil leaves a field as it is.
+type NodeSet struct {
+	Server    string `json:"server"`
+	Cordoned  *bool  `json:"cordoned,omitempty"`
+	Draining  *bool  `json:"draining,omitempty"`
+	Unhealthy *bool  `json:"unhealthy,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// GraceSeconds, with Draining true, tells the server's running jobs to
+	// stop within this grace (0: the scheduler's preemption grace).
+	GraceSeconds int64 `json:"graceSeconds,omitempty"`
+}
+
+// Fabric commands (fabric.go).
+const (
+	CmdFabricRevision CommandType = "fabric.revision"
+	CmdFabricDeployed CommandType = "fabric.deployed"
+)
+
+// Fabric payloads (fabric.go).
+type (
+	// FabricRevisionCmd commits a compiled revision. SyncAt is the time the
+	// leader synced the id pools at; the state machine syncs again at that
+	// time and refuses the revision when the result differs from IDsHash
+	// (the state changed in between: the leader compiles again).
+	FabricRevisionCmd struct {
+		SyncAt  time.Time               `json:"syncAt"`
+		IDsHash string                  `json:"idsHash"`
+		Cause   string                  `json:"cause,omitempty"`
+		Changed map[string]DeviceConfig `json:"changed,omitempty"`
+		Removed []string                `json:"removed,omitempty"`
+		Jobs    []uint64                `json:"jobs,omitempty"` // jobs whose allocations the revision carries
+		InUse   fabric.InUse            `json:"inUse"`
+		Verify  []string                `json:"verify,omitempty"` // verifier failures, for the record
+		// Ports are the server ports whose membership the revision
+		// changes ("leaf/port" -> PortMembership of the port, "" for none).
+		Ports map[string]string `json:"ports,omitempty"`
+		// Held are placed jobs whose allocations the revision leaves out:
+		// a port of theirs still has (or only just lost) another
+		// membership.
+		Held []HeldJob `json:"held,omitempty"`
+	}
+	// HeldJob is a job held out of a revision, and the port it waits for.
+	HeldJob struct {
+		Job  uint64 `json:"job"`
+		Port string `json:"port"`
+		// Why: "moves" (the port leaves its old membership in this
+		// revision) or "deploying" (the removal is not deployed yet).
+		Why string `json:"why"`
+	}
+	// FabricDeployedCmd records a deploy of revision Rev.
+	FabricDeployedCmd struct {
+		Rev     uint64         `json:"rev"`
+		Results []DeployResult `json:"results"`
+	}
+	// DeployResult is one device's outcome: applied whole, or not at all.
+	DeployResult struct {
+		Device string `json:"device"`
+		Hash   string `json:"hash"`
+		Error  string `json:"error,omitempty"`
+	}
+)
+
+// Host commands (hosts.go).
+const (
+	CmdHostReport    CommandType = "host.report"
+	CmdHostHeartbeat CommandType = "host.heartbeat"
+	CmdHostAccept    CommandType = "host.accept"
+	CmdHostPolicy    CommandType = "host.policy"
+)
+
+// Host payloads (hosts.go).
+type (
+	// HostReport is an agent's facts about its node.
+	HostReport struct {
+		Node  string           `json:"node"`
+		Agent string           `json:"agent,omitempty"`
+		Facts domain.HostFacts `json:"facts"`
+		// Hash is hostfacts.Fingerprint(Facts), computed by the proposer.
+		Hash string `json:"hash"`
+	}
+	// HostHeartbeat marks nodes whose agent went silent (Lost) or is heard
+	// again. The leader decides; apply records.
+	HostHeartbeat struct {
+		Nodes []string `json:"nodes"`
+		Lost  bool     `json:"lost"`
+		// LastSeen is when each lost node was last heard (for the message).
+		LastSeen map[string]time.Time `json:"lastSeen,omitempty"`
+		// TimeoutSeconds is the policy's timeout the leader applied.
+		TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
+	}
+	// HostAccept pins a node's current GPUs as its baseline (after a GPU
+	// was replaced on purpose).
+	HostAccept struct {
+		Node string `json:"node"`
+	}
+	// HostPolicySet replaces the host policy.
+	HostPolicySet struct {
+		Policy domain.HostPolicy `json:"policy"`
+	}
+)
 
 // Log entry bounds.
 //

@@ -37,58 +37,9 @@ import (
 //     once that removal is deployed on the port's leaf; the job waiting
 //     for the port is held out of the revisions until then (Held).
 
-// Fabric commands.
-const (
-	CmdFabricRevision CommandType = "fabric.revision"
-	CmdFabricDeployed CommandType = "fabric.deployed"
-)
-
 // maxRevisions is how many revisions are kept; older ones fold into the
 // oldest kept one (their devices' configs stay reachable).
 const maxRevisions = 64
-
-type (
-	// FabricRevisionCmd commits a compiled revision. SyncAt is the time the
-	// leader synced the id pools at; the state machine syncs again at that
-	// time and refuses the revision when the result differs from IDsHash
-	// (the state changed in between: the leader compiles again).
-	FabricRevisionCmd struct {
-		SyncAt  time.Time               `json:"syncAt"`
-		IDsHash string                  `json:"idsHash"`
-		Cause   string                  `json:"cause,omitempty"`
-		Changed map[string]DeviceConfig `json:"changed,omitempty"`
-		Removed []string                `json:"removed,omitempty"`
-		Jobs    []uint64                `json:"jobs,omitempty"` // jobs whose allocations the revision carries
-		InUse   fabric.InUse            `json:"inUse"`
-		Verify  []string                `json:"verify,omitempty"` // verifier failures, for the record
-		// Ports are the server ports whose membership the revision
-		// changes ("leaf/port" -> PortMembership of the port, "" for none).
-		Ports map[string]string `json:"ports,omitempty"`
-		// Held are placed jobs whose allocations the revision leaves out:
-		// a port of theirs still has (or only just lost) another
-		// membership.
-		Held []HeldJob `json:"held,omitempty"`
-	}
-	// HeldJob is a job held out of a revision, and the port it waits for.
-	HeldJob struct {
-		Job  uint64 `json:"job"`
-		Port string `json:"port"`
-		// Why: "moves" (the port leaves its old membership in this
-		// revision) or "deploying" (the removal is not deployed yet).
-		Why string `json:"why"`
-	}
-	// FabricDeployedCmd records a deploy of revision Rev.
-	FabricDeployedCmd struct {
-		Rev     uint64         `json:"rev"`
-		Results []DeployResult `json:"results"`
-	}
-	// DeployResult is one device's outcome: applied whole, or not at all.
-	DeployResult struct {
-		Device string `json:"device"`
-		Hash   string `json:"hash"`
-		Error  string `json:"error,omitempty"`
-	}
-)
 
 // DeviceConfig is one device's rendered configuration.
 type DeviceConfig struct {

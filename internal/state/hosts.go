@@ -24,45 +24,6 @@ import (
 // silent or comes back. Facts are in the log, but an agent sends them only
 // when they change (its heartbeat carries their fingerprint).
 
-// Host commands.
-const (
-	CmdHostReport    CommandType = "host.report"
-	CmdHostHeartbeat CommandType = "host.heartbeat"
-	CmdHostAccept    CommandType = "host.accept"
-	CmdHostPolicy    CommandType = "host.policy"
-)
-
-// Payloads.
-type (
-	// HostReport is an agent's facts about its node.
-	HostReport struct {
-		Node  string           `json:"node"`
-		Agent string           `json:"agent,omitempty"`
-		Facts domain.HostFacts `json:"facts"`
-		// Hash is hostfacts.Fingerprint(Facts), computed by the proposer.
-		Hash string `json:"hash"`
-	}
-	// HostHeartbeat marks nodes whose agent went silent (Lost) or is heard
-	// again. The leader decides; apply records.
-	HostHeartbeat struct {
-		Nodes []string `json:"nodes"`
-		Lost  bool     `json:"lost"`
-		// LastSeen is when each lost node was last heard (for the message).
-		LastSeen map[string]time.Time `json:"lastSeen,omitempty"`
-		// TimeoutSeconds is the policy's timeout the leader applied.
-		TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
-	}
-	// HostAccept pins a node's current GPUs as its baseline (after a GPU
-	// was replaced on purpose).
-	HostAccept struct {
-		Node string `json:"node"`
-	}
-	// HostPolicySet replaces the host policy.
-	HostPolicySet struct {
-		Policy domain.HostPolicy `json:"policy"`
-	}
-)
-
 // hostsData is the persisted part (data.Hosts).
 type hostsData struct {
 	Records map[string]*domain.HostStatus `json:"records,omitempty"`

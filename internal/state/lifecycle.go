@@ -11,56 +11,7 @@ import (
 // Lifecycle commands after placement: a runtime's reports, preemption
 // (graceful: Preempting with a deadline) and release (at the deadline or
 // the time limit). The leader decides when; Apply only checks and records.
-
-// Report outcomes a runtime may send.
-const (
-	ReportRunning   = "running"
-	ReportSucceeded = "succeeded"
-	ReportFailed    = "failed"
-	// ReportStopped: a Preempting job has stopped; its GPUs may go.
-	ReportStopped = "stopped"
-)
-
-// Payloads.
-type (
-	JobReport struct {
-		ID      uint64 `json:"id"`
-		State   string `json:"state"`
-		Message string `json:"message,omitempty"`
-	}
-	// JobsPreempt tells running jobs to stop by Deadline (the command
-	// before plan.apply, still applied from older logs).
-	JobsPreempt struct {
-		Jobs []Preemption `json:"jobs"`
-	}
-	Preemption struct {
-		ID       uint64        `json:"id"`
-		Reason   domain.Reason `json:"reason"`
-		Deadline time.Time     `json:"deadline"`
-		// ForJob is the pending job the GPUs are freed for.
-		ForJob uint64 `json:"forJob,omitempty"`
-		// BorrowBackoff keeps a reclaimed job from borrowing again until then.
-		BorrowBackoff *time.Time `json:"borrowBackoff,omitempty"`
-	}
-	// JobsRelease ends allocations: Preempting jobs past their deadline,
-	// jobs past their time limit (the command before plan.apply, still
-	// applied from older logs).
-	JobsRelease struct {
-		Jobs []Release `json:"jobs"`
-	}
-	Release struct {
-		ID uint64 `json:"id"`
-		// Cause: "deadline" (a Preempting job's grace ran out) or
-		// "time_limit".
-		Cause string `json:"cause"`
-	}
-)
-
-const (
-	CmdJobReport   CommandType = "job.report"
-	CmdJobsPreempt CommandType = "jobs.preempt"
-	CmdJobsRelease CommandType = "jobs.release"
-)
+// Their command types and payloads are in command.go.
 
 func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobReport](c)

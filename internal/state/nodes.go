@@ -7,21 +7,6 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
-// CmdNodeSet changes a server's condition (cordon, drain, health).
-const CmdNodeSet CommandType = "node.set"
-
-// NodeSet sets the fields it carries; nil leaves a field as it is.
-type NodeSet struct {
-	Server    string `json:"server"`
-	Cordoned  *bool  `json:"cordoned,omitempty"`
-	Draining  *bool  `json:"draining,omitempty"`
-	Unhealthy *bool  `json:"unhealthy,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	// GraceSeconds, with Draining true, tells the server's running jobs to
-	// stop within this grace (0: the scheduler's preemption grace).
-	GraceSeconds int64 `json:"graceSeconds,omitempty"`
-}
-
 func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
 	p, derr := decode[NodeSet](c)
 	if derr != nil {

@@ -1,0 +1,246 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
+	"github.com/jobfabric/jobfabric/internal/sched"
+)
+
+// Job commands before placement: submit (with its admission checks and
+// idempotency keys) and cancel.
+
+func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobSubmit](c)
+	if derr != nil {
+		return nil, derr
+	}
+	s := p.Spec
+	// Keys are scoped to the caller: another token's key never finds this job.
+	key := ""
+	if p.IdempotencyKey != "" {
+		key = c.Actor + " " + p.IdempotencyKey
+	}
+	if id, seen := f.d.SubmitKeys[key]; seen && key != "" {
+		if j, ok := f.d.Jobs[id]; ok {
+			return copyJob(j), nil
+		}
+	}
+	if err := domain.ValidateJobSpec(&s); err != nil {
+		return nil, err
+	}
+	if err := f.checkSubmit(&s); err != nil {
+		return nil, err
+	}
+	if c.check {
+		return nil, nil
+	}
+	id := f.d.NextJobID
+	f.d.NextJobID++
+	if s.Name == "" {
+		s.Name = fmt.Sprintf("job-%d", id)
+	}
+	j := &domain.Job{
+		ID: id, JobSpec: s, State: domain.JobPending,
+		Reason:      &domain.Reason{Code: domain.ReasonQueued, Message: "queued: waiting for the next scheduling cycle"},
+		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
+	}
+	f.d.Jobs[id] = j
+	if key != "" {
+		f.rememberSubmitKey(key, id)
+	}
+	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
+	return copyJob(j), nil
+}
+
+// maxSubmitKeys bounds the idempotency window: a client retries within
+// seconds, and 100k submits are many minutes of the heaviest load.
+const maxSubmitKeys = 100_000
+
+func (f *FSM) rememberSubmitKey(key string, id uint64) {
+	f.d.SubmitKeys[key] = id
+	f.d.SubmitKeyOrder = append(f.d.SubmitKeyOrder, key)
+	if len(f.d.SubmitKeyOrder) > maxSubmitKeys {
+		delete(f.d.SubmitKeys, f.d.SubmitKeyOrder[0])
+		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]
+	}
+}
+func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
+	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
+	if !ok {
+		return &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
+	}
+	if err := f.checkExternalID(s); err != nil {
+		return err
+	}
+	return f.checkFits(s, w)
+}
+
+// checkFits refuses a job that could never be admitted, whatever else runs:
+// better an error now than a job pending forever.
+func (f *FSM) checkFits(s *domain.JobSpec, w *domain.Workspace) *domain.Error {
+	if s.Driver != "" {
+		found := false
+		for _, srv := range f.cap.servers {
+			if cmp, ok := domain.CompareVersions(srv.Driver, s.Driver); ok && cmp == 0 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return domain.Invalid("driver", "no server in the inventory declares driver %s", s.Driver)
+		}
+	}
+	models := s.Models()
+	accepts := func(m string) bool { return len(models) == 0 || slices.Contains(models, m) }
+	what := "GPUs"
+	if len(models) > 0 {
+		what = strings.Join(models, " or ") + " GPUs"
+		inInventory := false
+		for _, m := range models {
+			inInventory = inInventory || f.cap.byModel[m] > 0
+		}
+		if !inInventory {
+			field := "gpuModel"
+			if len(s.GPUModels) > 0 {
+				field = "gpuModels"
+			}
+			return domain.Invalid(field, "the inventory has no %s", what)
+		}
+	}
+	if s.MIGProfile != "" || s.Share > 0 {
+		return f.checkFitsFractional(s, w, accepts, what)
+	}
+	if max := w.Guaranteed + w.BorrowLimit; s.GPUs > max {
+		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d = %d)", s.GPUs, w.Ref(), w.Guaranteed, w.BorrowLimit, max)
+	}
+	// A gang runs on one model: the largest model it accepts bounds it, and
+	// so do the workspace's model quotas.
+	have, quotaMax, capped := 0, 0, true
+	for m, n := range f.cap.byModel {
+		if !accepts(m) {
+			continue
+		}
+		have = max(have, n)
+		if q := w.Model(m); q != nil {
+			quotaMax = max(quotaMax, q.Guaranteed+q.BorrowLimit)
+		} else if n > 0 {
+			capped = false
+		}
+	}
+	if s.GPUs > have {
+		return domain.Invalid("gpus", "gpus %d exceeds the inventory's %d %s (a gang runs on one model)", s.GPUs, have, what)
+	}
+	if capped && s.GPUs > quotaMax {
+		return domain.Invalid("gpus", "gpus %d exceeds what workspace %s may use of %s under its model quotas (at most %d)", s.GPUs, w.Ref(), what, quotaMax)
+	}
+	if s.GPUsPerNode > 0 {
+		most := 0
+		for m, n := range f.cap.maxPerServer {
+			if accepts(m) && n > most {
+				most = n
+			}
+		}
+		if s.GPUsPerNode > most {
+			return domain.Invalid("gpusPerNode", "gpusPerNode %d exceeds the largest server's %d %s", s.GPUsPerNode, most, what)
+		}
+	}
+	return nil
+}
+
+// checkFitsFractional: a MIG profile must exist on a GPU model the
+// inventory has (one the job accepts), a MIG request must fit the GPUs of
+// one server, and the demand must fit the workspace's limit.
+func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace, accepts func(string) bool, what string) *domain.Error {
+	units, err := sched.Demand(s)
+	if err != nil {
+		return asDomainError(err)
+	}
+	field := "share"
+	if s.MIGProfile != "" {
+		field = "migCount"
+		fits := false
+		for m, per := range f.cap.maxPerServer {
+			if !accepts(m) {
+				continue
+			}
+			if p, err := mig.Lookup(m, s.MIGProfile); err == nil && s.MIGCount <= per*p.MaxInstances {
+				fits = true
+			}
+		}
+		if !fits {
+			return domain.Invalid("migProfile", "no server in the inventory can hold %d x MIG %s of %s", s.MIGCount, s.MIGProfile, what)
+		}
+	} else if f.cap.total == 0 {
+		return domain.Invalid("share", "the inventory has no GPUs")
+	}
+	if max := (w.Guaranteed + w.BorrowLimit) * domain.UnitsPerGPU; units > max {
+		return domain.Invalid(field, "the request (%.2f GPUs) exceeds what workspace %s may ever use (guaranteed %d + borrowLimit %d)",
+			float64(units)/domain.UnitsPerGPU, w.Ref(), w.Guaranteed, w.BorrowLimit)
+	}
+	return nil
+}
+
+// demandString says what a job asks for: "16 GPUs", "2 x MIG 3g.40gb",
+// "0.25 of a GPU".
+func demandString(s *domain.JobSpec) string {
+	switch {
+	case s.MIGProfile != "":
+		return fmt.Sprintf("%d x MIG %s", s.MIGCount, s.MIGProfile)
+	case s.Share > 0:
+		return fmt.Sprintf("%g of a GPU", s.Share)
+	}
+	return fmt.Sprintf("%d GPUs", s.GPUs)
+}
+func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
+	p, derr := decode[JobCancel](c)
+	if derr != nil {
+		return nil, derr
+	}
+	j, ok := f.d.Jobs[p.ID]
+	if !ok {
+		return nil, domain.NotFound("job", fmt.Sprint(p.ID))
+	}
+	if j.State.Terminal() {
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "job %d is already %s", j.ID, j.State)
+	}
+	if c.check {
+		return nil, nil
+	}
+	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
+	j.UpdatedAt = c.At
+	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
+	return copyJob(j), nil
+}
+func (f *FSM) sortedJobs() []*domain.Job {
+	out := make([]*domain.Job, 0, len(f.d.Jobs))
+	for _, j := range f.d.Jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+func copyJob(j *domain.Job) *domain.Job {
+	cp := *j
+	cp.GPUModels = slices.Clone(j.GPUModels)
+	if j.Topology != nil {
+		t := *j.Topology
+		cp.Topology = &t
+	}
+	if j.Reason != nil {
+		r := *j.Reason
+		cp.Reason = &r
+	}
+	if j.Placement != nil {
+		cp.Placement = make([]domain.Placement, len(j.Placement))
+		for i, p := range j.Placement {
+			cp.Placement[i] = domain.Placement{Server: p.Server, GPUs: append([]int(nil), p.GPUs...), MIG: append([]domain.MIGSlice(nil), p.MIG...),
+				Share: p.Share, NVLinkDomain: p.NVLinkDomain, Leaves: append([]string(nil), p.Leaves...)}
+		}
+	}
+	return &cp
+}

@@ -1,0 +1,71 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// The topology command: a new inventory is refused while it would strand
+// a running job or an existing guarantee.
+
+func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
+	p, derr := decode[TopologyApply](c)
+	if derr != nil {
+		return nil, derr
+	}
+	t := &p.Topology
+	if err := topology.Normalize(t, f.d.Topology); err != nil {
+		return nil, asDomainError(err)
+	}
+	if err := topology.Validate(t); err != nil {
+		return nil, err
+	}
+	fp := topology.Fingerprint(t)
+	if fp == f.d.Fingerprint {
+		return &domain.TopologyResult{Changed: false, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: t.Summary()}, nil
+	}
+	next := capacityOf(t)
+	// A server (or GPUs of it) holding an active job cannot disappear.
+	for _, j := range f.sortedJobs() {
+		for _, pl := range j.Placement {
+			if j.State.Terminal() {
+				continue
+			}
+			s, ok := next.servers[pl.Server]
+			if !ok {
+				return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+					Message: fmt.Sprintf("server %s holds %s job %d (%s/%s): it cannot be removed while the job runs", pl.Server, j.State, j.ID, j.Tenant, j.Workspace)}
+			}
+			for _, g := range pl.GPUs {
+				if g >= s.GPUs {
+					return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+						Message: fmt.Sprintf("GPU %d of server %s holds %s job %d: the server cannot shrink to %d GPUs while the job runs", g, pl.Server, j.State, j.ID, s.GPUs)}
+				}
+			}
+		}
+	}
+	if g := f.totalGuaranteed(); g > next.total {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+			Message: fmt.Sprintf("workspaces guarantee %d GPUs but this topology has %d: lower guarantees first", g, next.total)}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(f.d.Workspaces)) {
+		if err := f.checkModelGuarantees(f.d.Workspaces[ref], next.byModel); err != nil {
+			return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",
+				Message: fmt.Sprintf("workspace %s: %s: lower its model guarantees first", ref, err.Message)}
+		}
+	}
+	if c.check {
+		return nil, nil
+	}
+	next.static = sched.NewStatic(t)
+	f.d.Topology, f.d.Fingerprint, f.cap = t, fp, next
+	f.d.TopologyRev++
+	sum := t.Summary()
+	f.event(c, "topology.apply", "topology", "", "", fmt.Sprintf("revision %d: %d servers, %d GPUs, %d leaves, %d spines", f.d.TopologyRev, sum.Servers, sum.GPUs, sum.Leaves, sum.Spines))
+	return &domain.TopologyResult{Changed: true, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: sum}, nil
+}
