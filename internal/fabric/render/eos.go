@@ -178,18 +178,7 @@ func eosACLs(w *lines, d *fabric.Device) {
 			if !ok {
 				break
 			}
-			w.add(0, "%s access-list %s", fam.kw, eosACLName(p, fam.v6))
-			seq := 10
-			for _, e := range entries {
-				proto := fam.proto
-				if e.icmp {
-					proto = fam.icmp
-				}
-				w.add(3, "%d %s %s any %s", seq, map[bool]string{true: "permit", false: "deny"}[e.permit], proto, e.dst)
-				seq += 10
-			}
-			w.add(3, "%d %s %s any any", seq, map[bool]string{true: "permit", false: "deny"}[permitRest], fam.proto)
-			w.add(0, "!")
+			numberedACL(w, 3, fam.kw, eosACLName(p, fam.v6), fam.proto, fam.icmp, entries, permitRest)
 		}
 	}
 }

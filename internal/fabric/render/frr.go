@@ -270,22 +270,10 @@ func nftGBP(d *fabric.Device, v *fabric.VRF) string {
 	w.tab(0, "table inet jobfabric_gbp")
 	w.tab(0, "delete table inet jobfabric_gbp")
 	w.tab(0, "table inet jobfabric_gbp {")
-	w.tab(1, "map port_group {")
-	w.tab(2, "type ifname : mark")
-	nftElements(&w, mapped)
-	w.tab(1, "}")
-	w.tab(1, "set allowed {")
-	w.tab(2, "type mark . ifname")
-	nftElements(&w, allowed)
-	w.tab(1, "}")
-	w.tab(1, "set switch_allowed4 {")
-	w.tab(2, "type mark . ipv4_addr")
-	nftElements(&w, sw4)
-	w.tab(1, "}")
-	w.tab(1, "set switch_allowed6 {")
-	w.tab(2, "type mark . ipv6_addr")
-	nftElements(&w, sw6)
-	w.tab(1, "}")
+	nftCollection(&w, "map port_group", "ifname : mark", mapped)
+	nftCollection(&w, "set allowed", "mark . ifname", allowed)
+	nftCollection(&w, "set switch_allowed4", "mark . ipv4_addr", sw4)
+	nftCollection(&w, "set switch_allowed6", "mark . ipv6_addr", sw6)
 	// Chain names must not be nft keywords ("fwd" is one).
 	w.tab(1, "chain gbppre {")
 	w.tab(2, "type filter hook prerouting priority mangle; policy accept;")
@@ -360,10 +348,7 @@ func nftGuard(d *fabric.Device) string {
 	w.tab(0, "table inet jobfabric_guard")
 	w.tab(0, "delete table inet jobfabric_guard")
 	w.tab(0, "table inet jobfabric_guard {")
-	w.tab(1, "set server_ports {")
-	w.tab(2, "type ifname")
-	nftElements(&w, ports)
-	w.tab(1, "}")
+	nftCollection(&w, "set server_ports", "ifname", ports)
 	for _, c := range []struct{ name, hook, match string }{
 		{"guardin", "input", "iifname @server_ports"},
 		{"guardfw", "forward", "iifname @server_ports"},
@@ -405,6 +390,15 @@ func nftVRFGuard(d *fabric.Device, v *fabric.VRF) string {
 
 // nftElements writes one element per line (trailing commas are fine in
 // nft), so a job starting or stopping changes only its own lines.
+// nftCollection declares a set or map ("set NAME", "map NAME") of the given
+// type with its elements, inside a table.
+func nftCollection(w *lines, decl, typ string, elems []string) {
+	w.tab(1, "%s {", decl)
+	w.tab(2, "type %s", typ)
+	nftElements(w, elems)
+	w.tab(1, "}")
+}
+
 func nftElements(w *lines, elems []string) {
 	if len(elems) == 0 {
 		return // nft refuses an empty element list; an empty set is just declared

@@ -179,18 +179,8 @@ func nxosACLs(w *lines, d *fabric.Device) {
 			if !ok {
 				break
 			}
-			w.add(0, "%s access-list %s", fam.kw, nxosACLName(p, fam.v6))
-			seq := 10
-			for _, e := range entries {
-				proto := fam.proto
-				if e.icmp {
-					proto = "icmp" // NX-OS says icmp in IPv6 lists too
-				}
-				w.add(2, "%d %s %s any %s", seq, map[bool]string{true: "permit", false: "deny"}[e.permit], proto, e.dst)
-				seq += 10
-			}
-			w.add(2, "%d %s %s any any", seq, map[bool]string{true: "permit", false: "deny"}[permitRest], fam.proto)
-			w.add(0, "!")
+			// NX-OS says icmp in IPv6 lists too.
+			numberedACL(w, 2, fam.kw, nxosACLName(p, fam.v6), fam.proto, "icmp", entries, permitRest)
 		}
 	}
 }

@@ -323,3 +323,22 @@ func switchDests(p *fabric.Port, v6 bool) []netip.Prefix {
 	}
 	return out
 }
+
+// numberedACL writes an access list in the numbered form NX-OS and EOS
+// share: the entries in order (sequence 10, 20, ...; ICMP entries with the
+// family's ICMP keyword), then the rest permitted or denied, at indent.
+func numberedACL(w *lines, indent int, kw, name, proto, icmp string, entries []aclEntry, permitRest bool) {
+	action := map[bool]string{true: "permit", false: "deny"}
+	w.add(0, "%s access-list %s", kw, name)
+	seq := 10
+	for _, e := range entries {
+		pr := proto
+		if e.icmp {
+			pr = icmp
+		}
+		w.add(indent, "%d %s %s any %s", seq, action[e.permit], pr, e.dst)
+		seq += 10
+	}
+	w.add(indent, "%d %s %s any any", seq, action[permitRest], proto)
+	w.add(0, "!")
+}
