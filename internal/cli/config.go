@@ -285,13 +285,17 @@ The file is $JOBFABRIC_CONFIG, else ~/.config/jobfabric/config.yaml (mode 0600).
 		Example: "  jobfabric config view\n  jobfabric config view -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
 			_, cfg, err := openConfig()
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return g.emit(cfg, nil)
+			if g.output != "table" && g.output != "wide" {
+				return g.emit(cfg, nil) // json, yaml, jsonpath; name refuses
 			}
+			// The table form is the file itself, as written.
 			b, err := yaml.Marshal(cfg)
 			if err != nil {
 				return fmt.Errorf("encode config: %w", err)
