@@ -134,3 +134,39 @@ func asErr(err error, de **domain.Error) bool {
 	*de = e
 	return ok
 }
+
+// TestWatchEndsAtTokenExpiry: a watch opened with a token that expires ends
+// at the expiry, not at the next heartbeat or never: the client's reconnect
+// meets 401 token_expired.
+func TestWatchEndsAtTokenExpiry(t *testing.T) {
+	c, clk := startClocked(t)
+	admin := c.Client(0)
+	seed(t, admin)
+	j := submit(t, admin, "acme", "research", 8)
+	created, err := admin.CreateToken(ctxT(t), api.TokenCreateRequest{Role: domain.RoleMember, Tenant: "acme", Workspace: "research", TTLSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := as(t, c.Servers[0].URL(), created.Secret)
+	states, done := watchStates(ctxT(t), member, j.ID)
+	select {
+	case <-states: // the job as it is now: the stream is open
+	case <-time.After(20 * time.Second):
+		t.Fatal("no first event on the watch")
+	}
+	clk.Advance(59 * time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("the watch ended before its token expired: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	select {
+	case err := <-done:
+		if domain.CodeOf(err) != domain.CodeTokenExpired {
+			t.Fatalf("watch after its token expired ended with %v, want token_expired", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch outlived its token")
+	}
+}

@@ -75,6 +75,13 @@ func (s *Server) watchJob(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	hb := time.NewTicker(watchHeartbeat)
 	defer hb.Stop()
+	// A token with an end ends its streams then, not at the next heartbeat.
+	var expiry <-chan time.Time
+	if at := p.tok.ExpiresAt; at != nil {
+		t, c := s.clock.NewTimer(max(at.Sub(s.clock.Now()), 0))
+		defer t.Stop()
+		expiry = c
+	}
 	var last []byte
 	for {
 		changed := s.fsm.Changed() // before the read: no change slips between
@@ -101,6 +108,8 @@ func (s *Server) watchJob(w http.ResponseWriter, r *http.Request, p *principal) 
 		case <-r.Context().Done():
 			return nil
 		case <-changed:
+		case <-expiry:
+			return nil
 		case <-hb.C:
 			if !s.stillWatching(p) {
 				// Leadership moved (the client reconnects and is forwarded
@@ -116,14 +125,14 @@ func (s *Server) watchJob(w http.ResponseWriter, r *http.Request, p *principal) 
 
 // stillWatching re-checks, once per heartbeat, what the stream was opened
 // on: this server still leads (its state is the latest) and the caller's
-// token still exists (revoking it, or deleting its tenant, ends its streams
-// within a heartbeat).
+// token still exists and has not expired (revoking it, or deleting its
+// tenant, ends its streams within a heartbeat).
 func (s *Server) stillWatching(p *principal) bool {
 	if !s.store.IsLeader() {
 		return false
 	}
-	_, ok := s.fsm.Token(p.tok.ID)
-	return ok
+	t, ok := s.fsm.Token(p.tok.ID)
+	return ok && !t.Expired(s.clock.Now())
 }
 
 // sseEvent frames one event; data is one line (compact JSON escapes
