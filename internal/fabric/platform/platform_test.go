@@ -73,13 +73,13 @@ func TestParseRefuses(t *testing.T) {
 		{"beyond the panel", "cisco", "N9K-C9332D-GX2B", NXOS, nil, "Ethernet1/35", "Ethernet1/1..Ethernet1/34"},
 		{"linux name on nxos", "cisco", "N9K-C9332D-GX2B", NXOS, nil, "swp1", "Ethernet1/1..Ethernet1/34"},
 		{"linux name on eos", "arista", "DCS-7060X6-64PE", EOS, nil, "swp5", "Ethernet1/1..Ethernet66"},
-		{"eos bare multi-lane", "arista", "DCS-7060X6-64PE", EOS, nil, "Ethernet1", "no such port"},
+		{"eos bare multi-lane", "arista", "DCS-7060X6-64PE", EOS, nil, "Ethernet1", "no port"},
 		{"leading zero", "cisco", "N9K-C9332D-GX2B", NXOS, nil, "Ethernet1/01", `did you mean "Ethernet1/1"`},
 		{"junos wrong type", "juniper", "QFX5220-32CD", Junos, nil, "xe-0/0/0", `did you mean "et-0/0/0"`},
 		{"sub-port not broken out", "cisco", "N9K-C9332D-GX2B", NXOS, nil, "Ethernet1/2/1", "declare a breakout of Ethernet1/2 into 2, 4"},
 		{"whole port broken out", "juniper", "QFX5230-64CD", Junos, map[string]int{"et-0/0/1": 4}, "et-0/0/1", "et-0/0/1:0..et-0/0/1:3"},
 		{"sub-port beyond split", "cisco", "N9K-C9332D-GX2B", NXOS, map[string]int{"Ethernet1/2": 2}, "Ethernet1/2/3", "broken out into 2"},
-		{"sonic lane inside a sub-port", "nvidia", "SN5600", SONiC, map[string]int{"Ethernet0": 2}, "Ethernet2", "no such port"},
+		{"sonic lane inside a sub-port", "nvidia", "SN5600", SONiC, map[string]int{"Ethernet0": 2}, "Ethernet2", "no port"},
 		{"sfp cannot break out", "cisco", "N9K-C9332D-GX2B", NXOS, nil, "Ethernet1/33/1", "cannot be broken out"},
 	}
 	for _, tt := range tests {

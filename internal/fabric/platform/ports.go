@@ -156,7 +156,7 @@ func (p *Ports) laneBase(n int) int {
 
 // ErrNoPort is wrapped by Parse's errors for a name that is no port of the
 // switch.
-var ErrNoPort = errors.New("no such port")
+var ErrNoPort = errors.New("no port")
 
 // Parse returns the port a name denotes. The name must be spelled exactly
 // as the NOS spells it (no leading zeros), so each port has one name and a
