@@ -92,7 +92,9 @@ func TestValidatePlatformPorts(t *testing.T) {
 		}, "breakout", "sites[0].fabrics[0].leaves[0].breakouts[0]", "cannot be broken out"},
 		{"no platform", "sonic", func(f *domain.Fabric) { f.Leaves[1].Platform = nil },
 			"platform-required", "sites[0].fabrics[0].leaves[1].platform", "leaf s1-leaf1 runs sonic but names no platform"},
-		{"platform without the NOS", "sonic", func(f *domain.Fabric) { f.Spines[0].Platform.Vendor, f.Spines[0].Platform.Model = "cisco", "N9K-C9364D-GX2A" },
+		{"platform without the NOS", "sonic", func(f *domain.Fabric) {
+			f.Spines[0].Platform.Vendor, f.Spines[0].Platform.Model = "cisco", "N9K-C9364D-GX2A"
+		},
 			"platform", "sites[0].fabrics[0].spines[0].platform.model", "runs sonic, but cisco/N9K-C9364D-GX2A runs nxos"},
 		{"unreadable version", "junos", func(f *domain.Fabric) { f.Leaves[0].Platform.Version = "23.4" },
 			"nos-version", "sites[0].fabrics[0].leaves[0].platform.version", `"23.4" is not a junos release`},
