@@ -10,7 +10,7 @@ import (
 
 // DefaultPortPrefix names switch ports when a switch does not say (SONiC and
 // Cumulus style swp1..swpN).
-const DefaultPortPrefix = "swp"
+const DefaultPortPrefix = platform.DefaultPortPrefix
 
 // Normalize fills defaults in place so that what is stored, fingerprinted and
 // compiled is explicit:

@@ -23,6 +23,9 @@ func NOSes() []string { return []string{EOS, FRR, Junos, NXOS, SONiC} }
 const (
 	GenericVendor = "generic"
 	GenericModel  = "linux"
+	// DefaultPortPrefix names a generic switch's ports when its topology
+	// entry does not say (Cumulus style swp1..swpN).
+	DefaultPortPrefix = "swp"
 )
 
 // Model is one switch model: its vendor, the NOSes it runs and its front

@@ -27,8 +27,8 @@ type Ports struct {
 }
 
 // NewPorts returns the port space of a switch of model m running nos. On
-// the generic model the ports are prefix1..prefix<count>; other models
-// ignore prefix and count.
+// the generic model the ports are prefix1..prefix<count> (count 0: no
+// limit); other models ignore prefix and count.
 func NewPorts(m Model, nos, prefix string, count int) *Ports {
 	return &Ports{model: m, nos: nos, split: map[int]int{}, prefix: prefix, count: count}
 }
@@ -39,8 +39,14 @@ func (p *Ports) Model() Model { return p.model }
 // NOS returns the NOS whose names the port space uses.
 func (p *Ports) NOS() string { return p.nos }
 
+// unbounded is the port count of a generic switch that states none.
+const unbounded = 1 << 20
+
 func (p *Ports) ports() int {
 	if p.model.Generic() {
+		if p.count <= 0 {
+			return unbounded
+		}
 		return p.count
 	}
 	return p.model.Ports()
@@ -74,6 +80,16 @@ func (p *Ports) Breakout(parent string, into int) error {
 // Split returns how many sub-ports front-panel port n is broken out into
 // (0: not broken out).
 func (p *Ports) Split(n int) int { return p.split[n] }
+
+// BrokenOut lists the broken-out front-panel ports, in port order.
+func (p *Ports) BrokenOut() []int {
+	out := make([]int, 0, len(p.split))
+	for n := range p.split {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Name returns the NOS's name of a port of the switch.
 func (p *Ports) Name(pt Port) string {
@@ -308,6 +324,9 @@ func (p *Ports) Range() string {
 	n := p.ports()
 	if n == 0 {
 		return "none"
+	}
+	if n == unbounded {
+		return p.Name(Port{N: 1}) + ".."
 	}
 	return p.Name(Port{N: 1}) + ".." + p.Name(Port{N: n})
 }
