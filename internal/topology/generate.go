@@ -114,11 +114,11 @@ func (o GenerateOptions) withDefaults() (GenerateOptions, error) {
 	}
 	o.Platform = m.Vendor + "/" + m.Name
 	if o.Version == "" && !m.Generic() {
-		return o, domain.Invalid("version", "platform %s needs the %s release it runs (--version)", o.Platform, o.NOS)
+		return o, domain.Invalid("nos-version", "platform %s needs the %s release it runs", o.Platform, o.NOS)
 	}
 	if o.Version != "" {
 		if _, err := platform.ParseVersion(o.NOS, o.Version); err != nil {
-			return o, domain.Invalid("version", "version %v", err)
+			return o, domain.Invalid("nos-version", "nos-version %v", err)
 		}
 	}
 	if len(o.Driver) > 64 || strings.ContainsAny(o.Driver, " \t\r\n") {
