@@ -54,7 +54,7 @@ type Switch struct {
 	// 1..PortCount (e.g. swp1..swp64). A switch with a platform has the
 	// model's ports: PortCount is filled from the model, PortPrefix unused.
 	PortPrefix string `json:"portPrefix,omitempty"`
-	PortCount  int    `json:"portCount" openapi:"required"`
+	PortCount  int    `json:"portCount"`
 	NOS        string `json:"nos,omitempty" enum:"render.Junos,render.NXOS,render.EOS,render.SONiC,render.FRR"` // junos, nxos, eos, sonic, frr
 	// Platform is the switch's vendor, model and NOS release: the model's
 	// port map fixes the port names the switch has (Ethernet1/1 on NX-OS,
