@@ -12,8 +12,9 @@ import (
 
 // forPlatform prepares d for rendering as nos: it checks that the release
 // the switch runs has every feature the configuration will use, and when
-// nos is not the device's own NOS (fabric render --nos) it renames the
-// ports to what nos calls the same front-panel ports, on the device's
+// nos does not name ports as the device's names are written (fabric
+// render --nos, or a platform-less device compiled as another NOS) it
+// renames the ports to what nos calls the same front-panel ports, on the device's
 // model if it runs nos, else on nos's default model. The renderers then
 // print names as they find them. d is not changed; the copy shares what
 // it does not rename.
@@ -24,7 +25,9 @@ func forPlatform(d *fabric.Device, nos string) (*fabric.Device, error) {
 	if d.Platform != nil {
 		version = d.Platform.Version
 	}
-	if nos != d.NOS {
+	// The names are src's NOS's: a generic (Linux) device is named as FRR
+	// names ports even when compiled with another default NOS.
+	if nos != src.NOS() {
 		m := src.Model()
 		def, _ := platform.DefaultFor(nos)
 		if !m.Runs(nos) {

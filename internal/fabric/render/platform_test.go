@@ -150,3 +150,29 @@ func TestRenderRefusesWhatTheReleaseLacks(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderPlatformlessDeviceOfAnotherNOS: a switch without a platform
+// compiled as another NOS (Options.DefaultNOS) still gets that NOS's names.
+func TestRenderPlatformlessDeviceOfAnotherNOS(t *testing.T) {
+	in, err := fabrictest.Input("frr", fabrictest.PureRT5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &in.Topology.Sites[0].Fabrics[0]
+	for i := range f.Leaves {
+		f.Leaves[i].NOS, f.Leaves[i].Platform = "", nil
+	}
+	in.Options.DefaultNOS = "nxos"
+	it, err := fabric.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := render.Render(it.Device("s1-leaf0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := files(fs)
+	if strings.Contains(out, "swp") || !strings.Contains(out, "interface Ethernet1/1\n") {
+		t.Fatalf("NX-OS render of a platform-less leaf:\n%s", out)
+	}
+}
