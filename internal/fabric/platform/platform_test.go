@@ -228,3 +228,63 @@ func TestCheck(t *testing.T) {
 		t.Fatal("an unparsable version passed")
 	}
 }
+
+// TestEveryNameRoundTrips: on every model, for every NOS it runs, with
+// every port broken out every way it can be, each port and sub-port has a
+// distinct name that Parse reads back.
+func TestEveryNameRoundTrips(t *testing.T) {
+	for _, m := range Models() {
+		for _, nos := range m.NOSes {
+			// mode i: every port split into its i-th breakout (0: whole).
+			for mode := 0; mode <= 3; mode++ {
+				p := NewPorts(m, nos, "swp", 48)
+				n := p.ports()
+				for i := 1; i <= n; i++ {
+					if b := m.Breakouts(i); mode > 0 && mode <= len(b) {
+						if err := p.Breakout(p.Name(Port{N: i}), b[mode-1]); err != nil {
+							t.Fatalf("%s/%s %s: %v", m.Vendor, m.Name, nos, err)
+						}
+					}
+				}
+				seen := map[string]Port{}
+				for i := 1; i <= n; i++ {
+					subs := []Port{{N: i}}
+					if s := p.Split(i); s > 0 {
+						subs = subs[:0]
+						for k := 1; k <= s; k++ {
+							subs = append(subs, Port{N: i, Sub: k})
+						}
+					}
+					for _, pt := range subs {
+						name := p.Name(pt)
+						if other, dup := seen[name]; dup {
+							t.Fatalf("%s/%s %s mode %d: %s names %+v and %+v", m.Vendor, m.Name, nos, mode, name, other, pt)
+						}
+						seen[name] = pt
+						if got, err := p.Parse(name); err != nil || got != pt {
+							t.Fatalf("%s/%s %s mode %d: Parse(%s) = %+v, %v; want %+v", m.Vendor, m.Name, nos, mode, name, got, err, pt)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"Ethernet1/1", "Ethernet1/1/4", "et-0/0/0:3", "Ethernet512", "swp1s0", "Ethernet1/01", "xe-0/0/64"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		for _, m := range Models() {
+			for _, nos := range m.NOSes {
+				p := NewPorts(m, nos, "swp", 64)
+				_ = p.Breakout(p.Name(Port{N: 1}), 4)
+				pt, err := p.Parse(name)
+				if err == nil && p.Name(pt) != name {
+					t.Fatalf("%s/%s %s: Parse(%q) = %+v, named %q", m.Vendor, m.Name, nos, name, pt, p.Name(pt))
+				}
+			}
+		}
+	})
+}
