@@ -100,6 +100,10 @@ func TestValidatePlatformPorts(t *testing.T) {
 			"nos-version", "sites[0].fabrics[0].leaves[0].platform.version", `"23.4" is not a junos release`},
 		{"no version", "eos", func(f *domain.Fabric) { f.Leaves[0].Platform.Version = "" },
 			"nos-version", "sites[0].fabrics[0].leaves[0].platform.version", "names no eos release"},
+		{"release without EVPN type-5", "sonic", func(f *domain.Fabric) { f.Leaves[1].Platform.Version = "202006" },
+			"nos-feature", "sites[0].fabrics[0].leaves[1].platform.version", "switch s1-leaf1 runs sonic 202006 on nvidia/SN5600, but evpn-type5"},
+		{"release without BGP unnumbered", "eos", func(f *domain.Fabric) { f.Spines[0].Platform.Version = "4.26.1F" },
+			"nos-feature", "sites[0].fabrics[0].spines[0].platform.version", "switch spine1 runs eos 4.26.1F on arista/DCS-7060X6-64PE, but bgp-unnumbered"},
 		{"port count of another model", "eos", func(f *domain.Fabric) { f.Leaves[0].PortCount = 32 },
 			"port-count", "sites[0].fabrics[0].leaves[0].portCount", "has 66 front-panel ports"},
 	}

@@ -33,7 +33,7 @@ var knownNOS = []string{"eos", "frr", "junos", "nxos", "sonic"}
 //
 // Rule ids: api-version, kind, required, name, duplicate-name, asn-range,
 // loopback, port-count, port-prefix, nos, platform, platform-required,
-// nos-version, breakout, leaf-rail, duplicate-rail,
+// nos-version, nos-feature, breakout, leaf-rail, duplicate-rail,
 // spine-rail, gpu-model-known, gpu-count, gpu-numa, stripe-range,
 // nvlink-domain, nic-numa, nic-gpu-index, nic-rail-range, nic-rail-duplicate,
 // rdma-device-duplicate, rail-nic-count, stripe-exists, stripe-rail-leaf,
@@ -240,8 +240,19 @@ func (v *validator) fabric(s *fabricScope) {
 	for i := range f.Cables {
 		v.cable(s, fmt.Sprintf("%s.cables[%d]", s.path, i), &f.Cables[i])
 	}
+	unnumbered := map[string]bool{}
 	for i := range f.Uplinks {
-		v.uplink(s, fmt.Sprintf("%s.uplinks[%d]", s.path, i), &f.Uplinks[i])
+		u := &f.Uplinks[i]
+		v.uplink(s, fmt.Sprintf("%s.uplinks[%d]", s.path, i), u)
+		if u.IPv4 == "" {
+			unnumbered[u.Leaf], unnumbered[u.Spine] = true, true
+		}
+	}
+	for i := range f.Spines {
+		v.features(s, fmt.Sprintf("%s.spines[%d]", s.path, i), "spine", &f.Spines[i], unnumbered[f.Spines[i].Name])
+	}
+	for i := range f.Leaves {
+		v.features(s, fmt.Sprintf("%s.leaves[%d]", s.path, i), "leaf", &f.Leaves[i], unnumbered[f.Leaves[i].Name])
 	}
 	if f.RailOptimized {
 		for i := range f.Servers {
@@ -546,6 +557,31 @@ func (v *validator) whereIs(kind, name, fabric string) string {
 		return fmt.Sprintf("%q is a %s (%s), not a %s", name, d.kind, d.path, kind)
 	default:
 		return fmt.Sprintf("%s %q is in fabric %s (%s), not in fabric %s", kind, name, d.fabric, d.path, fabric)
+	}
+}
+
+// features refuses a switch whose NOS release lacks what the topology
+// alone says its configuration will use: EVPN type-5 on every leaf (each
+// carries tenant VRFs) and BGP unnumbered where an uplink has no address.
+// What depends on tenants (anycast gateways, group policy) is checked when
+// the configuration is rendered.
+func (v *validator) features(s *fabricScope, p, kind string, sw *domain.Switch, unnumbered bool) {
+	ports := s.portSpace[sw.Name]
+	if ports == nil || sw.Platform == nil || sw.Platform.Version == "" {
+		return
+	}
+	if _, err := platform.ParseVersion(ports.NOS(), sw.Platform.Version); err != nil {
+		return // reported as nos-version
+	}
+	var need []platform.Feature
+	if kind == "leaf" {
+		need = append(need, platform.EVPNType5)
+	}
+	if unnumbered {
+		need = append(need, platform.BGPUnnumbered)
+	}
+	if err := platform.Check(sw.Name, ports.Model(), ports.NOS(), sw.Platform.Version, need); err != nil {
+		v.ps.add(p+".platform.version", kind+" "+sw.Name, "nos-feature", "%v", err)
 	}
 }
 
