@@ -17,6 +17,7 @@ test: fmt-check vet
 FUZZ_TARGETS := \
 	./internal/server:FuzzAPIWrite \
 	./internal/topology:FuzzTopology \
+	./internal/fabric/platform:FuzzParse \
 	./internal/hostfacts:FuzzParseQueryXML \
 	./internal/hostfacts:FuzzParseQueryText \
 	./internal/hostfacts:FuzzParseList \

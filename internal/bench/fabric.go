@@ -25,7 +25,7 @@ type FabricOptions struct {
 	Runs, Starts int
 	// Placement is "all" (default: every tenant's VRF on every leaf) or "used".
 	Placement fabric.VRFPlacement
-	// NOS of every switch ("" = the topology generator's default, sonic);
+	// NOS of every switch ("" = the topology generator's default, frr);
 	// it changes nothing the compiler or verifier does.
 	NOS string
 }

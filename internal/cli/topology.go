@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -40,7 +41,9 @@ func newTopologyCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.NVLinkDomainSize, "nvlink-domain-size", 0, "GPUs per NVLink domain (default: one server; 72 for NVL72)")
 	f.StringVar(&o.Site, "site", "", "site name (default dc1)")
 	f.StringVar(&o.Fabric, "fabric", "", "fabric name (default fabric1)")
-	f.StringVar(&o.NOS, "nos", "", "network OS of the switches (default sonic)")
+	f.StringVar(&o.NOS, "nos", "", "network OS of the switches: "+strings.Join(platform.NOSes(), ", ")+" (default frr)")
+	f.StringVar(&o.Platform, "platform", "", "switch model, vendor/model (default: the NOS's default; known: "+strings.Join(platform.ModelNames(""), ", ")+")")
+	f.StringVar(&o.Version, "nos-version", "", "NOS release of the switches (default: the default platform's release)")
 	f.StringVar(&format, "format", "yaml", "yaml or json")
 
 	validate := &cobra.Command{

@@ -50,10 +50,36 @@ type Switch struct {
 	// Rail of stripe Stripe. Spines leave both unset.
 	Stripe *int `json:"stripe,omitempty"`
 	Rail   *int `json:"rail,omitempty"`
-	// Ports are named PortPrefix+N for N in 1..PortCount (e.g. swp1..swp64).
+	// Ports of the generic Linux platform are named PortPrefix+N for N in
+	// 1..PortCount (e.g. swp1..swp64). A switch with a platform has the
+	// model's ports: PortCount is filled from the model, PortPrefix unused.
 	PortPrefix string `json:"portPrefix,omitempty"`
-	PortCount  int    `json:"portCount" openapi:"required"`
+	PortCount  int    `json:"portCount"`
 	NOS        string `json:"nos,omitempty" enum:"render.Junos,render.NXOS,render.EOS,render.SONiC,render.FRR"` // junos, nxos, eos, sonic, frr
+	// Platform is the switch's vendor, model and NOS release: the model's
+	// port map fixes the port names the switch has (Ethernet1/1 on NX-OS,
+	// et-0/0/0 on Junos, ...) and the release the features its
+	// configuration may use. Required on junos, nxos, eos and sonic
+	// switches; without it a switch is the generic Linux platform (FRR,
+	// ports PortPrefix1..PortPrefixN), the lab's.
+	Platform *Platform `json:"platform,omitempty"`
+	// Breakouts split front-panel ports into sub-ports (a 400G port into
+	// 4 x 100G); cables and uplinks then name the sub-ports.
+	Breakouts []Breakout `json:"breakouts,omitempty"`
+}
+
+// Platform is what a switch is: the model (of the platform table, see
+// docs/fabric.md) and the NOS release it runs.
+type Platform struct {
+	Vendor  string `json:"vendor" openapi:"required"` // e.g. arista, cisco, juniper, nvidia, generic
+	Model   string `json:"model" openapi:"required"`  // e.g. DCS-7060X6-64PE, N9K-C9364D-GX2A, QFX5230-64CD, SN5600, linux
+	Version string `json:"version,omitempty"`         // the NOS release, e.g. 4.32.2F, 10.5(2)F, 23.4R2-S3-EVO, 202405, 10.2
+}
+
+// Breakout splits one front-panel port.
+type Breakout struct {
+	Port string `json:"port" openapi:"required"` // the whole port, as the switch names it (Ethernet1/1, et-0/0/0)
+	Into int    `json:"into" openapi:"required"` // sub-ports: 2, 4 or 8, as the model allows
 }
 
 // Server is a GPU server.

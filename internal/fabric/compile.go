@@ -894,6 +894,11 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 		Name: sw.sw.Name, Role: sw.role, NOS: cmp.Or(sw.sw.NOS, c.opts.nos), Site: sw.fab.site, Fabric: sw.fab.name,
 		ASN: sw.sw.ASN, Loopback: sw.loopback,
 		Uplinks: slices.Clone(sw.uplinks), Sessions: slices.Clone(sw.sessions),
+		Breakouts: slices.Clone(sw.sw.Breakouts), PortPrefix: sw.sw.PortPrefix, PortCount: sw.sw.PortCount,
+	}
+	if sw.sw.Platform != nil {
+		p := *sw.sw.Platform
+		d.Platform = &p
 	}
 	slices.SortFunc(d.Uplinks, func(a, b Uplink) int { return ComparePorts(a.Port, b.Port) })
 	slices.SortFunc(d.Sessions, func(a, b Session) int {
@@ -1013,24 +1018,42 @@ func ComparePrefixes(a, b netip.Prefix) int {
 	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 }
 
-// ComparePorts orders port names the way people read them: by the name
-// without its trailing number, then by that number (swp2 before swp10).
+// ComparePorts orders port names the way people read them: every run of
+// digits as a number (swp2 before swp10, Ethernet2/1 before Ethernet10/1,
+// Ethernet1/1/4 before Ethernet1/2), ties by the spelling.
 func ComparePorts(a, b string) int {
-	pa, na := splitPort(a)
-	pb, nb := splitPort(b)
-	return cmp.Or(strings.Compare(pa, pb), cmp.Compare(na, nb), strings.Compare(a, b))
+	return cmp.Or(comparePortNames(a, b), strings.Compare(a, b))
 }
 
-func splitPort(s string) (string, int) {
-	i := len(s)
-	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
-		i--
+func comparePortNames(a, b string) int {
+	// Every run of digits compares as a number, so Ethernet2/1 sorts
+	// before Ethernet10/1 and Ethernet1/1/4 before Ethernet1/2.
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 && da <= 9 && db <= 9 {
+			na, _ := strconv.Atoi(a[:da])
+			nb, _ := strconv.Atoi(b[:db])
+			if c := cmp.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
 	}
-	if i == len(s) || len(s)-i > 9 {
-		return s, -1
+	return cmp.Compare(len(a), len(b))
+}
+
+// digits is the length of the run of digits s starts with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
 	}
-	n, _ := strconv.Atoi(s[i:])
-	return s[:i], n
+	return n
 }
 
 // LinkOwner says which tenant owns a server link and which jobs use it.

@@ -367,8 +367,8 @@ func TestUnderlaySessions(t *testing.T) {
 			[]string{"swp5||unicast,evpn", "swp6||unicast,evpn"},
 			[]string{"swp1||unicast,evpn,nhu", "swp2||unicast,evpn,nhu", "swp3||unicast,evpn,nhu", "swp4||unicast,evpn,nhu"}},
 		"numbered, EVPN on loopback sessions": {"eos", fabric.OverlayOnLoopbacks,
-			[]string{"Ethernet5|10.253.0.0|unicast", "Ethernet6|10.253.0.2|unicast", "|10.254.0.1|multihop,evpn", "|10.254.0.2|multihop,evpn"},
-			[]string{"Ethernet1|10.253.0.1|unicast", "Ethernet2|10.253.0.5|unicast", "Ethernet3|10.253.0.9|unicast", "Ethernet4|10.253.0.13|unicast",
+			[]string{"Ethernet5/1|10.253.0.0|unicast", "Ethernet6/1|10.253.0.2|unicast", "|10.254.0.1|multihop,evpn", "|10.254.0.2|multihop,evpn"},
+			[]string{"Ethernet1/1|10.253.0.1|unicast", "Ethernet2/1|10.253.0.5|unicast", "Ethernet3/1|10.253.0.9|unicast", "Ethernet4/1|10.253.0.13|unicast",
 				"|10.254.1.1|multihop,evpn,nhu", "|10.254.1.2|multihop,evpn,nhu", "|10.254.1.3|multihop,evpn,nhu", "|10.254.1.4|multihop,evpn,nhu"}},
 	}
 	format := func(ss []fabric.Session) []string {

@@ -50,6 +50,15 @@ type Device struct {
 	ASN    uint32 `json:"asn"`
 	// Loopback is the router ID and, on leaves, the VTEP source address.
 	Loopback netip.Addr `json:"loopback"`
+	// Platform is the switch's model and NOS release, nil for the generic
+	// Linux platform, whose ports are PortPrefix1..PortPrefix<PortCount>;
+	// Breakouts are its split ports. Port names in the device are the
+	// platform's; the renderers check the release and, rendering for
+	// another NOS, rename the ports (internal/fabric/platform).
+	Platform   *domain.Platform  `json:"platform,omitempty"`
+	Breakouts  []domain.Breakout `json:"breakouts,omitempty"`
+	PortPrefix string            `json:"portPrefix,omitempty"`
+	PortCount  int               `json:"portCount,omitempty"`
 	// Uplinks are the fabric links: to the spines on a leaf, to the leaves
 	// on a spine.
 	Uplinks []Uplink `json:"uplinks"`

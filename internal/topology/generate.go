@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 )
 
 // GenerateOptions describes a rail-optimized cluster to generate. Zero values
@@ -25,7 +26,13 @@ type GenerateOptions struct {
 	// Domains do not cross stripes. Default: one domain per server.
 	NVLinkDomainSize int
 	Driver           string // NVIDIA driver version; default "535.183.01"
-	NOS              string // switch network OS; default "sonic"
+	NOS              string // switch network OS; default "frr"
+	// Platform is the switch model, "vendor/model" (e.g.
+	// cisco/N9K-C9364D-GX2A); default: the NOS's default platform. Version
+	// is its NOS release; default: that platform's default release. Ports
+	// are named as the model names them.
+	Platform string
+	Version  string
 }
 
 // Defaults of GenerateOptions.
@@ -38,7 +45,7 @@ const (
 	DefaultGPUModel         = "H100-80GB"
 	DefaultSpines           = 2
 	DefaultDriver           = "535.183.01"
-	DefaultNOS              = "sonic"
+	DefaultNOS              = "frr"
 )
 
 // Address plan of generated clusters: loopbacks in 10.254.0.0/16 (spines in
@@ -89,6 +96,31 @@ func (o GenerateOptions) withDefaults() (GenerateOptions, error) {
 	if !slices.Contains(knownNOS, o.NOS) {
 		return o, domain.Invalid("nos", "nos %q is not known; known: %s", o.NOS, strings.Join(knownNOS, ", "))
 	}
+	if o.Platform == "" {
+		d, _ := platform.DefaultFor(o.NOS)
+		o.Platform = d.Vendor + "/" + d.Model
+		if o.Version == "" {
+			o.Version = d.Version
+		}
+	}
+	vendor, model, _ := strings.Cut(o.Platform, "/")
+	m, ok := platform.Lookup(vendor, model)
+	if !ok {
+		return o, domain.Invalid("platform", "platform %q is not known; known: %s", o.Platform, strings.Join(platform.ModelNames(""), ", "))
+	}
+	if !m.Runs(o.NOS) {
+		return o, domain.Invalid("platform", "platform %s/%s runs %s, not %s; platforms running %s: %s",
+			m.Vendor, m.Name, strings.Join(m.NOSes, ", "), o.NOS, o.NOS, strings.Join(platform.ModelNames(o.NOS), ", "))
+	}
+	o.Platform = m.Vendor + "/" + m.Name
+	if o.Version == "" && !m.Generic() {
+		return o, domain.Invalid("nos-version", "platform %s needs the %s release it runs", o.Platform, o.NOS)
+	}
+	if o.Version != "" {
+		if _, err := platform.ParseVersion(o.NOS, o.Version); err != nil {
+			return o, domain.Invalid("nos-version", "nos-version %v", err)
+		}
+	}
 	if len(o.Driver) > 64 || strings.ContainsAny(o.Driver, " \t\r\n") {
 		return o, domain.Invalid("driver", "driver %q must be a version such as %s", o.Driver, DefaultDriver)
 	}
@@ -114,6 +146,14 @@ func (o GenerateOptions) withDefaults() (GenerateOptions, error) {
 	if n := o.Stripes * o.GPUsPerServer; n > maxPorts {
 		return o, domain.Invalid("stripes", "%d stripes x %d rails = %d leaves, but a spine has at most %d ports (one per leaf); use fewer stripes",
 			o.Stripes, o.GPUsPerServer, n, maxPorts)
+	}
+	if n := m.Ports(); n > 0 {
+		if need := o.ServersPerStripe + o.Spines; need > n {
+			return o, domain.Invalid("servers-per-stripe", "a leaf needs %d ports (%d servers + %d spine uplinks), but %s has %d", need, o.ServersPerStripe, o.Spines, o.Platform, n)
+		}
+		if need := o.Stripes * o.GPUsPerServer; need > n {
+			return o, domain.Invalid("stripes", "%d stripes x %d rails = %d leaves, but a spine (%s) has %d ports", o.Stripes, o.GPUsPerServer, need, o.Platform, n)
+		}
 	}
 	if o.NVLinkDomainSize%o.GPUsPerServer != 0 {
 		return o, domain.Invalid("nvlink-domain-size", "an NVLink domain of %d GPUs is not a whole number of %d-GPU servers", o.NVLinkDomainSize, o.GPUsPerServer)
@@ -151,6 +191,16 @@ func Generate(o GenerateOptions) (*domain.Topology, error) {
 		poolBits--
 	}
 
+	vendor, model, _ := strings.Cut(o.Platform, "/")
+	m, _ := platform.Lookup(vendor, model)
+	ports := platform.NewPorts(m, o.NOS, DefaultPortPrefix, 0)
+	portName := func(n int) string { return ports.Name(platform.Port{N: n}) }
+	plat := func() *domain.Platform { return &domain.Platform{Vendor: m.Vendor, Model: m.Name, Version: o.Version} }
+	radix := switchRadix
+	if !m.Generic() {
+		radix = func(int) int { return m.Ports() }
+	}
+
 	f := domain.Fabric{
 		Name:          o.Fabric,
 		RailOptimized: true,
@@ -165,17 +215,17 @@ func Generate(o GenerateOptions) (*domain.Topology, error) {
 		f.Spines = append(f.Spines, domain.Switch{
 			Name: fmt.Sprintf("spine%d", j+1), ASN: spineASN,
 			Loopback:  netip.AddrFrom4([4]byte{10, 254, 0, byte(j + 1)}).String(),
-			PortCount: switchRadix(nLeaves), NOS: o.NOS,
+			PortCount: radix(nLeaves), NOS: o.NOS, Platform: plat(),
 		})
 	}
-	leafPorts := switchRadix(s + spines)
+	leafPorts := radix(s + spines)
 	for st := 1; st <= o.Stripes; st++ {
 		for r := range g {
 			li := (st-1)*g + r
 			f.Leaves = append(f.Leaves, domain.Switch{
 				Name: leafName(st, r), ASN: spineASN + 1 + uint32(li),
 				Loopback: netip.AddrFrom4([4]byte{10, 254, byte(1 + li/250), byte(1 + li%250)}).String(),
-				Stripe:   ptr(st), Rail: ptr(r), PortCount: leafPorts, NOS: o.NOS,
+				Stripe:   ptr(st), Rail: ptr(r), PortCount: leafPorts, NOS: o.NOS, Platform: plat(),
 			})
 		}
 	}
@@ -222,8 +272,6 @@ func Generate(o GenerateOptions) (*domain.Topology, error) {
 }
 
 func leafName(stripe, rail int) string { return fmt.Sprintf("s%d-leaf%d", stripe, rail) }
-
-func portName(n int) string { return DefaultPortPrefix + strconv.Itoa(n) }
 
 // switchRadix rounds a port need up to a common switch size, so generated
 // switches look like real ones and keep spare ports to grow into.

@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,3 +123,6 @@ func describeDetails(e *domain.Error) string {
 	}
 	return b.String()
 }
+
+// portName is the generic platform's port n (swpN).
+func portName(n int) string { return DefaultPortPrefix + strconv.Itoa(n) }

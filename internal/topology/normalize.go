@@ -5,17 +5,20 @@ import (
 	"net/netip"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 )
 
 // DefaultPortPrefix names switch ports when a switch does not say (SONiC and
 // Cumulus style swp1..swpN).
-const DefaultPortPrefix = "swp"
+const DefaultPortPrefix = platform.DefaultPortPrefix
 
 // Normalize fills defaults in place so that what is stored, fingerprinted and
 // compiled is explicit:
 //
 //   - apiVersion and kind;
-//   - a switch's portPrefix ("swp");
+//   - a switch's portPrefix ("swp") on the generic platform; with a known
+//     platform, the model's spelling of vendor and model, the model's NOS
+//     when nos is empty and its port count when portCount is 0;
 //   - a server's nvlinkDomain (its own name) and gpuNuma (all node 0);
 //   - the ipv4/ipv6 of every cable that has none, from its fabric's link pools.
 //
@@ -65,6 +68,22 @@ func Normalize(t *domain.Topology, prev *domain.Topology) error {
 }
 
 func defaultSwitch(s *domain.Switch) {
+	if s.Platform != nil {
+		if m, ok := platform.Lookup(s.Platform.Vendor, s.Platform.Model); ok {
+			// One spelling of a model, so the fingerprint does not depend
+			// on the case an operator typed it in.
+			s.Platform.Vendor, s.Platform.Model = m.Vendor, m.Name
+			if s.NOS == "" {
+				s.NOS = m.NOSes[0]
+			}
+			if !m.Generic() {
+				if s.PortCount == 0 {
+					s.PortCount = m.Ports()
+				}
+				return // named by the model: no prefix
+			}
+		}
+	}
 	if s.PortPrefix == "" {
 		s.PortPrefix = DefaultPortPrefix
 	}

@@ -5,10 +5,10 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 )
 
 // Bounds of the inventory. They are far above real hardware and exist so a
@@ -32,7 +32,8 @@ var knownNOS = []string{"eos", "frr", "junos", "nxos", "sonic"}
 // the topology is valid.
 //
 // Rule ids: api-version, kind, required, name, duplicate-name, asn-range,
-// loopback, port-count, port-prefix, nos, leaf-rail, duplicate-rail,
+// loopback, port-count, port-prefix, nos, platform, platform-required,
+// nos-version, nos-feature, breakout, leaf-rail, duplicate-rail,
 // spine-rail, gpu-model-known, gpu-count, gpu-numa, stripe-range,
 // nvlink-domain, nic-numa, nic-gpu-index, nic-rail-range, nic-rail-duplicate,
 // rdma-device-duplicate, rail-nic-count, stripe-exists, stripe-rail-leaf,
@@ -80,6 +81,9 @@ type fabricScope struct {
 	spines    map[string]*domain.Switch
 	servers   map[string]*domain.Server
 	ports     map[string]string // "switch\x00port" -> what uses it
+	// portSpace is each switch's ports as its platform names them; nil
+	// for a switch whose platform is invalid (its ports are not checked).
+	portSpace map[string]*platform.Ports
 	nics      map[nicKey]string // -> the cable using it
 	// stripeRails[stripe][rail] says a leaf serves that rail of that stripe.
 	stripeRails map[int]map[int]bool
@@ -130,7 +134,7 @@ func (v *validator) run(t *domain.Topology) {
 			v.fabric(&fabricScope{
 				path: fmt.Sprintf("sites[%d].fabrics[%d]", si, fi), ref: domain.Ref(t.Sites[si].Name, f.Name), f: f,
 				leaves: map[string]*domain.Switch{}, spines: map[string]*domain.Switch{}, servers: map[string]*domain.Server{},
-				ports: map[string]string{}, nics: map[nicKey]string{}, stripeRails: map[int]map[int]bool{},
+				ports: map[string]string{}, portSpace: map[string]*platform.Ports{}, nics: map[nicKey]string{}, stripeRails: map[int]map[int]bool{},
 			})
 		}
 	}
@@ -182,7 +186,7 @@ func (v *validator) fabric(s *fabricScope) {
 	for i := range f.Spines {
 		sw := &f.Spines[i]
 		p := fmt.Sprintf("%s.spines[%d]", s.path, i)
-		v.switchCommon(p, "spine", sw)
+		v.switchCommon(s, p, "spine", sw)
 		if sw.Stripe != nil || sw.Rail != nil {
 			v.ps.add(p, "spine "+sw.Name, "spine-rail", "spine %s sets stripe or rail; only leaves serve a stripe and a rail", sw.Name)
 		}
@@ -195,7 +199,7 @@ func (v *validator) fabric(s *fabricScope) {
 		sw := &f.Leaves[i]
 		p := fmt.Sprintf("%s.leaves[%d]", s.path, i)
 		obj := "leaf " + sw.Name
-		v.switchCommon(p, "leaf", sw)
+		v.switchCommon(s, p, "leaf", sw)
 		if _, dup := s.leaves[sw.Name]; !dup {
 			s.leaves[sw.Name] = sw
 		}
@@ -236,8 +240,19 @@ func (v *validator) fabric(s *fabricScope) {
 	for i := range f.Cables {
 		v.cable(s, fmt.Sprintf("%s.cables[%d]", s.path, i), &f.Cables[i])
 	}
+	unnumbered := map[string]bool{}
 	for i := range f.Uplinks {
-		v.uplink(s, fmt.Sprintf("%s.uplinks[%d]", s.path, i), &f.Uplinks[i])
+		u := &f.Uplinks[i]
+		v.uplink(s, fmt.Sprintf("%s.uplinks[%d]", s.path, i), u)
+		if u.IPv4 == "" {
+			unnumbered[u.Leaf], unnumbered[u.Spine] = true, true
+		}
+	}
+	for i := range f.Spines {
+		v.features(s, fmt.Sprintf("%s.spines[%d]", s.path, i), "spine", &f.Spines[i], unnumbered[f.Spines[i].Name])
+	}
+	for i := range f.Leaves {
+		v.features(s, fmt.Sprintf("%s.leaves[%d]", s.path, i), "leaf", &f.Leaves[i], unnumbered[f.Leaves[i].Name])
 	}
 	if f.RailOptimized {
 		for i := range f.Servers {
@@ -252,7 +267,7 @@ func (v *validator) fabric(s *fabricScope) {
 	}
 }
 
-func (v *validator) switchCommon(p, kind string, sw *domain.Switch) {
+func (v *validator) switchCommon(s *fabricScope, p, kind string, sw *domain.Switch) {
 	obj := kind + " " + sw.Name
 	if sw.ASN == 0 || sw.ASN > maxASN {
 		v.ps.add(p+".asn", obj, "asn-range", "%s %s has ASN %d; an ASN is 1..%d", kind, sw.Name, sw.ASN, uint32(maxASN))
@@ -272,7 +287,67 @@ func (v *validator) switchCommon(p, kind string, sw *domain.Switch) {
 	}
 	if sw.NOS != "" && !slices.Contains(knownNOS, sw.NOS) {
 		v.ps.add(p+".nos", obj, "nos", "%s %s has nos %q; known: %s", kind, sw.Name, sw.NOS, strings.Join(knownNOS, ", "))
+		return
 	}
+	if _, dup := s.portSpace[sw.Name]; !dup {
+		s.portSpace[sw.Name] = v.switchPlatform(p, kind, sw)
+	}
+}
+
+// switchPlatform checks a switch's platform, version and breakouts and
+// returns its port space (nil when the platform is unusable).
+func (v *validator) switchPlatform(p, kind string, sw *domain.Switch) *platform.Ports {
+	obj := kind + " " + sw.Name
+	nos := sw.NOS
+	if nos == "" {
+		nos = platform.FRR // the compiler's default NOS
+	}
+	pl := sw.Platform
+	if pl == nil {
+		if nos != platform.FRR {
+			v.ps.add(p+".platform", obj, "platform-required",
+				"%s %s runs %s but names no platform; %s port names and features depend on the model: set platform {vendor, model, version} (models running %s: %s)",
+				kind, sw.Name, nos, nos, nos, strings.Join(platform.ModelNames(nos), ", "))
+			return nil
+		}
+		m, _ := platform.Lookup(platform.GenericVendor, platform.GenericModel)
+		pl = &domain.Platform{Vendor: m.Vendor, Model: m.Name}
+	}
+	m, ok := platform.Lookup(pl.Vendor, pl.Model)
+	if !ok {
+		v.ps.add(p+".platform.model", obj, "platform", "%s %s has platform %s/%s, which is not known; known: %s",
+			kind, sw.Name, pl.Vendor, pl.Model, strings.Join(platform.ModelNames(""), ", "))
+		return nil
+	}
+	if !m.Runs(nos) {
+		v.ps.add(p+".platform.model", obj, "platform", "%s %s runs %s, but %s/%s runs %s; models running %s: %s",
+			kind, sw.Name, nos, m.Vendor, m.Name, strings.Join(m.NOSes, ", "), nos, strings.Join(platform.ModelNames(nos), ", "))
+		return nil
+	}
+	if pl.Version == "" && !m.Generic() {
+		d, _ := platform.DefaultFor(nos)
+		v.ps.add(p+".platform.version", obj, "nos-version", "%s %s names no %s release (platform.version, e.g. %s); the release decides which features its configuration may use",
+			kind, sw.Name, nos, d.Version)
+	} else if pl.Version != "" {
+		if _, err := platform.ParseVersion(nos, pl.Version); err != nil {
+			v.ps.add(p+".platform.version", obj, "nos-version", "%s %s: platform.version %v", kind, sw.Name, err)
+		}
+	}
+	if !m.Generic() && sw.PortCount != m.Ports() {
+		v.ps.add(p+".portCount", obj, "port-count", "%s %s has portCount %d, but %s/%s has %d front-panel ports (omit portCount)",
+			kind, sw.Name, sw.PortCount, m.Vendor, m.Name, m.Ports())
+	}
+	prefix := sw.PortPrefix
+	if prefix == "" {
+		prefix = DefaultPortPrefix
+	}
+	ports := platform.NewPorts(m, nos, prefix, sw.PortCount)
+	for i, b := range sw.Breakouts {
+		if err := ports.Breakout(b.Port, b.Into); err != nil {
+			v.ps.add(fmt.Sprintf("%s.breakouts[%d]", p, i), obj, "breakout", "%s %s: %v", kind, sw.Name, err)
+		}
+	}
+	return ports
 }
 
 func validPortPrefix(s string) bool {
@@ -395,7 +470,7 @@ func (v *validator) cable(s *fabricScope, p string, c *domain.Cable) {
 		}
 	}
 	leaf := v.lookupSwitch(s, p+".leaf", obj, "leaf", c.Leaf)
-	portOK := leaf != nil && v.port(p+".port", obj, "leaf", leaf, c.Port)
+	portOK := leaf != nil && v.port(s, p+".port", obj, "leaf", leaf, c.Port)
 	if portOK {
 		k := leaf.Name + "\x00" + c.Port
 		if other, used := s.ports[k]; used {
@@ -424,7 +499,7 @@ func (v *validator) cable(s *fabricScope, p string, c *domain.Cable) {
 
 func (v *validator) uplink(s *fabricScope, p string, u *domain.Uplink) {
 	obj := fmt.Sprintf("uplink %s/%s -> %s/%s", u.Leaf, u.LeafPort, u.Spine, u.SpinePort)
-	if leaf := v.lookupSwitch(s, p+".leaf", obj, "leaf", u.Leaf); leaf != nil && v.port(p+".leafPort", obj, "leaf", leaf, u.LeafPort) {
+	if leaf := v.lookupSwitch(s, p+".leaf", obj, "leaf", u.Leaf); leaf != nil && v.port(s, p+".leafPort", obj, "leaf", leaf, u.LeafPort) {
 		k := leaf.Name + "\x00" + u.LeafPort
 		if other, used := s.ports[k]; used {
 			v.ps.add(p+".leafPort", obj, "port-cabled-once", "leaf port %s/%s is already used by %s", leaf.Name, u.LeafPort, other)
@@ -432,7 +507,7 @@ func (v *validator) uplink(s *fabricScope, p string, u *domain.Uplink) {
 			s.ports[k] = obj
 		}
 	}
-	if spine := v.lookupSwitch(s, p+".spine", obj, "spine", u.Spine); spine != nil && v.port(p+".spinePort", obj, "spine", spine, u.SpinePort) {
+	if spine := v.lookupSwitch(s, p+".spine", obj, "spine", u.Spine); spine != nil && v.port(s, p+".spinePort", obj, "spine", spine, u.SpinePort) {
 		k := spine.Name + "\x00" + u.SpinePort
 		if other, used := s.ports[k]; used {
 			v.ps.add(p+".spinePort", obj, "port-cabled-once", "spine port %s/%s is already used by %s", spine.Name, u.SpinePort, other)
@@ -485,35 +560,49 @@ func (v *validator) whereIs(kind, name, fabric string) string {
 	}
 }
 
-// port checks that a switch has the named port: PortPrefix followed by a
-// number 1..PortCount written without leading zeros, so each port has one
-// spelling and "swp01" cannot dodge the port-cabled-once rule.
-func (v *validator) port(field, obj, kind string, sw *domain.Switch, port string) bool {
+// features refuses a switch whose NOS release lacks what the topology
+// alone says its configuration will use: EVPN type-5 on every leaf (each
+// carries tenant VRFs) and BGP unnumbered where an uplink has no address.
+// What depends on tenants (anycast gateways, group policy) is checked when
+// the configuration is rendered.
+func (v *validator) features(s *fabricScope, p, kind string, sw *domain.Switch, unnumbered bool) {
+	ports := s.portSpace[sw.Name]
+	if ports == nil || sw.Platform == nil || sw.Platform.Version == "" {
+		return
+	}
+	if _, err := platform.ParseVersion(ports.NOS(), sw.Platform.Version); err != nil {
+		return // reported as nos-version
+	}
+	var need []platform.Feature
+	if kind == "leaf" {
+		need = append(need, platform.EVPNType5)
+	}
+	if unnumbered {
+		need = append(need, platform.BGPUnnumbered)
+	}
+	if err := platform.Check(sw.Name, ports.Model(), ports.NOS(), sw.Platform.Version, need); err != nil {
+		v.ps.add(p+".platform.version", kind+" "+sw.Name, "nos-feature", "%v", err)
+	}
+}
+
+// port checks that a switch has the named port, spelled as its platform
+// spells it (each port has one spelling, so "swp01" or "Ethernet1/01"
+// cannot dodge the port-cabled-once rule).
+func (v *validator) port(s *fabricScope, field, obj, kind string, sw *domain.Switch, port string) bool {
 	if port == "" {
 		v.ps.add(field, obj, "required", "%s names no %s port", obj, kind)
 		return false
 	}
-	prefix := sw.PortPrefix
-	if prefix == "" {
-		prefix = DefaultPortPrefix
+	ports := s.portSpace[sw.Name]
+	if ports == nil {
+		return false // the platform is reported
 	}
-	if n, ok := portNumber(prefix, port); ok && n <= sw.PortCount {
-		return true
+	if _, err := ports.Parse(port); err != nil {
+		m := ports.Model()
+		v.ps.add(field, obj, "port-exists", "%s %s has %v [%s on %s/%s]", kind, sw.Name, err, ports.NOS(), m.Vendor, m.Name)
+		return false
 	}
-	v.ps.add(field, obj, "port-exists", "%s %s has no port %q (its ports are %s1..%s%d)", kind, sw.Name, port, prefix, prefix, sw.PortCount)
-	return false
-}
-
-func portNumber(prefix, port string) (int, bool) {
-	num, ok := strings.CutPrefix(port, prefix)
-	if !ok || num == "" || num[0] == '0' || len(num) > 5 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 1 {
-		return 0, false
-	}
-	return n, true
+	return true
 }
 
 func (v *validator) link(field, obj, value string, v6 bool) {

@@ -3,10 +3,10 @@ package fabrictest
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -23,44 +23,28 @@ func Models() []string { return []string{PureRT5, VLANAware, Segmented} }
 // NOSes lists the NOSes renderers exist for.
 func NOSes() []string { return []string{"eos", "frr", "junos", "nxos", "sonic"} }
 
-// PortPrefix is how each NOS names front-panel ports.
-func PortPrefix(nos string) string {
-	switch nos {
-	case "junos":
-		return "et-0/0/"
-	case "nxos":
-		return "Ethernet1/"
-	case "eos", "sonic":
-		return "Ethernet"
-	}
-	return topology.DefaultPortPrefix
+// PortName is the name of front-panel port n of the generated switches of
+// nos: the NOS's default platform names it (swp4, Ethernet1/4, et-0/0/3,
+// Ethernet4/1, Ethernet24).
+func PortName(nos string, n int) string {
+	d, _ := platform.DefaultFor(nos)
+	m, _ := platform.Lookup(d.Vendor, d.Model)
+	return platform.NewPorts(m, nos, topology.DefaultPortPrefix, 0).Name(platform.Port{N: n})
 }
 
-// Topology returns the cluster with every switch running nos and its ports
-// named as that NOS names them; numbered gives every uplink a /31 from
-// 10.253.0.0/24 (otherwise uplinks are unnumbered).
+// Topology returns the cluster with every switch running nos on the NOS's
+// default platform, its ports named as that platform names them; numbered
+// gives every uplink a /31 from 10.253.0.0/24 (otherwise uplinks are
+// unnumbered).
 func Topology(nos string, numbered bool) (*domain.Topology, error) {
 	t, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 4, GPUsPerServer: 2, Spines: 2, NOS: nos})
 	if err != nil {
 		return nil, err
 	}
-	prefix := PortPrefix(nos)
-	rename := func(p string) string { return prefix + strings.TrimPrefix(p, topology.DefaultPortPrefix) }
 	f := &t.Sites[0].Fabrics[0]
-	for i := range f.Spines {
-		f.Spines[i].PortPrefix = prefix
-	}
-	for i := range f.Leaves {
-		f.Leaves[i].PortPrefix = prefix
-	}
-	for i := range f.Cables {
-		f.Cables[i].Port = rename(f.Cables[i].Port)
-	}
 	for i := range f.Uplinks {
-		u := &f.Uplinks[i]
-		u.LeafPort, u.SpinePort = rename(u.LeafPort), rename(u.SpinePort)
 		if numbered {
-			u.IPv4 = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 253, 0, byte(2 * i)}), 31).String()
+			f.Uplinks[i].IPv4 = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 253, 0, byte(2 * i)}), 31).String()
 		}
 	}
 	return t, nil

@@ -43,7 +43,7 @@ func TestJobStartDiff(t *testing.T) {
 				}
 				t.Fatalf("devices changed: %v, want only s2-leaf1", devs)
 			}
-			port := fabrictest.PortPrefix(nos) + "4"
+			port := fabrictest.PortName(nos, 4)
 			var text strings.Builder
 			for _, f := range diff[0].Files {
 				for _, l := range f.Lines {

@@ -36,7 +36,9 @@ type DeviceFiles struct {
 }
 
 // Render renders one device of an intent for nos ("" means the device's
-// own NOS). File names are relative to the device (the deploy driver decides
+// own NOS), with the port names of the device's platform (for another NOS:
+// of the same ports on a model running it), refusing a configuration that
+// needs a feature the switch's NOS release lacks. File names are relative to the device (the deploy driver decides
 // where they go). A NOS this package does not know, or an intent the NOS
 // cannot express (an NX-OS VRF without an L3 VLAN), is an invalid_argument
 // *domain.Error naming the device.
@@ -44,8 +46,15 @@ func Render(d *fabric.Device, nos string) ([]File, error) {
 	if nos == "" {
 		nos = d.NOS
 	}
+	if !slices.Contains(NOSes(), nos) {
+		return nil, domain.Invalid("nos", "device %s: no renderer for NOS %q (known: %s)", d.Name, nos, strings.Join(NOSes(), ", "))
+	}
+	pd, err := forPlatform(d, nos)
+	if err != nil {
+		return nil, fmt.Errorf("device %s (%s): %w", d.Name, nos, err)
+	}
+	d = pd
 	var files []File
-	var err error
 	switch nos {
 	case Junos:
 		files, err = renderJunos(d)

@@ -109,15 +109,15 @@ func TestRenderFacts(t *testing.T) {
 		not                      []string
 	}{
 		"junos quarantine and guard": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
-			"set interfaces et-0/0/3 disable\n",
-			"set firewall family inet filter jf-et-0-0-1-0-in term underlay from destination-address 10.254.1.1/32\n",
-			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from destination-address 10.0.0.0/32\n",
-			"set firewall family inet filter jf-et-0-0-1-0-in term switch-icmp from protocol icmp\n",
-			"set firewall family inet filter jf-et-0-0-1-0-in term switch then discard\n",
-			"set firewall family inet filter jf-et-0-0-1-0-in term rest then accept\n",
-			"set firewall family inet6 filter jf-et-0-0-1-0-in6 term switch-icmp from next-header icmp6\n",
-			"set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n",
-		}, []string{"set interfaces et-0/0/1 disable"}},
+			"set interfaces et-0/0/2 disable\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term underlay from destination-address 10.254.1.1/32\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term switch-icmp from destination-address 10.0.0.0/32\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term switch-icmp from protocol icmp\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term switch then discard\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term rest then accept\n",
+			"set firewall family inet6 filter jf-et-0-0-0-0-in6 term switch-icmp from next-header icmp6\n",
+			"set interfaces et-0/0/0 unit 0 family inet filter input jf-et-0-0-0-0-in\n",
+		}, []string{"set interfaces et-0/0/0 disable"}},
 		"nxos quarantine and guard": {"nxos", fabrictest.PureRT5, "s1-leaf0", "nxos.cfg", []string{
 			"interface Ethernet1/3\n  description s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown\n",
 			"  70 permit icmp any 10.0.0.0/32\n  80 permit icmp any 224.0.0.0/4\n  90 deny ip any 10.0.0.0/32\n  100 deny ip any 224.0.0.0/4\n  110 permit ip any any\n",
@@ -126,13 +126,13 @@ func TestRenderFacts(t *testing.T) {
 		"eos quarantine and guard": {"eos", fabrictest.PureRT5, "s1-leaf0", "eos.cfg", []string{
 			"   description s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown\n",
 			" permit icmpv6 any fe80::/10\n",
-			"   ip access-group JF-Ethernet1-IN in\n",
+			"   ip access-group JF-Ethernet1-1-IN in\n",
 		}, nil},
 		"sonic quarantine and guard": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
 			`"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`,
-			`"JF_Ethernet1_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD"`,
-			`"JF_Ethernet1_V4|PERMIT_ALL": {`,
-			`"JF_Ethernet1_V6|SWITCH_ICMP_1": {` + "\n" + `            "DST_IPV6": "fd00:0:0:1::/128",` + "\n" + `            "IP_PROTOCOL": "58",`,
+			`"JF_Ethernet0_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD"`,
+			`"JF_Ethernet0_V4|PERMIT_ALL": {`,
+			`"JF_Ethernet0_V6|SWITCH_ICMP_1": {` + "\n" + `            "DST_IPV6": "fd00:0:0:1::/128",` + "\n" + `            "IP_PROTOCOL": "58",`,
 		}, nil},
 		"frr quarantine": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{
 			"interface swp3\n description s1-gpu003 nic0 (unassigned)\n shutdown\nexit\n",
@@ -153,14 +153,14 @@ func TestRenderFacts(t *testing.T) {
 		}, nil},
 		"junos type-5 VRF": {"junos", fabrictest.PureRT5, "s1-leaf0", "junos.set", []string{
 			"set routing-instances acme instance-type vrf",
-			"set routing-instances acme interface et-0/0/1.0",
+			"set routing-instances acme interface et-0/0/0.0",
 			"set routing-instances acme route-distinguisher 10.254.1.1:1",
 			"set routing-instances acme vrf-target target:65000:10001",
 			"set routing-instances acme protocols evpn ip-prefix-routes advertise direct-nexthop",
 			"set routing-instances acme protocols evpn ip-prefix-routes encapsulation vxlan",
 			"set routing-instances acme protocols evpn ip-prefix-routes vni 10001",
-			"set interfaces et-0/0/1 unit 0 family inet address 10.0.0.0/31",
-		}, []string{"set routing-instances acme interface et-0/0/3.0"}},
+			"set interfaces et-0/0/0 unit 0 family inet address 10.0.0.0/31",
+		}, []string{"set routing-instances acme interface et-0/0/2.0"}},
 		"junos spine keeps next hops on loopback sessions": {"junos", fabrictest.PureRT5, "spine1", "junos.set", []string{
 			"set protocols bgp group overlay multihop no-nexthop-change",
 			"set protocols bgp group underlay family inet unicast extended-nexthop",
@@ -178,26 +178,26 @@ func TestRenderFacts(t *testing.T) {
 			"feature security-group",
 		}, nil},
 		"eos VRF": {"eos", fabrictest.PureRT5, "s1-leaf0", "eos.cfg", []string{
-			"interface Ethernet1\n   description s1-gpu001 nic0 (tenant acme, job 11)\n   mtu 9214\n   no switchport\n   vrf acme\n   ip address 10.0.0.0/31\n",
+			"interface Ethernet1/1\n   description s1-gpu001 nic0 (tenant acme, job 11)\n   mtu 9214\n   no switchport\n   vrf acme\n   ip address 10.0.0.0/31\n",
 			"   vxlan vrf acme vni 10001\n",
 			"ip routing vrf acme\n",
 			"   vrf acme\n      rd 10.254.1.1:1\n      route-target import evpn 65000:10001\n      route-target export evpn 65000:10001\n      redistribute connected\n",
 		}, nil},
 		"eos ACL fallback says so": {"eos", fabrictest.Segmented, "s1-leaf0", "eos.cfg", []string{
 			"! Job segmentation: EOS here has no VXLAN group policy",
-			"ip access-list JF-Ethernet2-IN\n   10 deny ip any 10.253.0.0/28\n   20 deny ip any 10.254.0.1/32\n",
+			"ip access-list JF-Ethernet2-1-IN\n   10 deny ip any 10.253.0.0/28\n   20 deny ip any 10.254.0.1/32\n",
 			"   70 permit icmp any 10.0.0.4/32\n   80 permit icmp any 224.0.0.0/4\n   90 deny ip any 10.0.0.4/32\n   100 deny ip any 224.0.0.0/4\n   110 permit ip any 10.0.0.4/31\n   120 deny ip any any\n",
-			"   ip access-group JF-Ethernet2-IN in\n",
+			"   ip access-group JF-Ethernet2-1-IN in\n",
 		}, nil},
 		"sonic tables": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
 			`"VXLAN_TUNNEL": {` + "\n" + `        "vtep": {` + "\n" + `            "src_ip": "10.254.1.1"`,
 			`"source_vtep": "vtep"`,
 			`"vtep|map_10001_Vlan3001": {` + "\n" + `            "vlan": "Vlan3001",` + "\n" + `            "vni": "10001"`,
 			`"Vrf_acme": {` + "\n" + `            "vni": "10001"`,
-			`"Ethernet1|10.0.0.0/31": {}`,
+			`"Ethernet0|10.0.0.0/31": {}`,
 		}, nil},
 		"sonic ACL fallback says so": {"sonic", fabrictest.Segmented, "s1-leaf0", "config_db.json", []string{
-			`"policy_desc": "jobfabric server-port guard of Ethernet2, then job segmentation as an ACL (SONiC has no VXLAN group policy): group 101"`,
+			`"policy_desc": "jobfabric server-port guard of Ethernet8, then job segmentation as an ACL (SONiC has no VXLAN group policy): group 101"`,
 			`"DST_IP": "10.0.0.4/31"`,
 		}, nil},
 		"frr follows the lab": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{
@@ -303,10 +303,10 @@ func TestRenderersFollowTheIntent(t *testing.T) {
 		quarantine string // what quarantining the unassigned port renders
 		guard      string // what guarding the other port renders
 	}{
-		{"junos", "junos.set", "et-0/0/3", "et-0/0/1", "set interfaces et-0/0/3 disable", "jf-et-0-0-1-0-in"},
+		{"junos", "junos.set", "et-0/0/2", "et-0/0/0", "set interfaces et-0/0/2 disable", "jf-et-0-0-0-0-in"},
 		{"nxos", "nxos.cfg", "Ethernet1/3", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown", "JF-Ethernet1-1-IN"},
-		{"eos", "eos.cfg", "Ethernet3", "Ethernet1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-IN"},
-		{"sonic", "config_db.json", "Ethernet3", "Ethernet1", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet1_V4"},
+		{"eos", "eos.cfg", "Ethernet3/1", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-1-IN"},
+		{"sonic", "config_db.json", "Ethernet16", "Ethernet0", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet0_V4"},
 		{"frr", "frr.conf", "swp3", "swp1", "s1-gpu003 nic0 (unassigned)\n shutdown", ""},
 	}
 	for _, tc := range tests {
@@ -359,16 +359,16 @@ func TestRenderersFollowTheIntent(t *testing.T) {
 func TestJunosNoInet6FilterWithoutIPv6(t *testing.T) {
 	it := compile(t, "junos", fabrictest.PureRT5)
 	d := it.Device("s1-leaf0")
-	d.Port("et-0/0/1").IPv6 = netip.Prefix{}
+	d.Port("et-0/0/0").IPv6 = netip.Prefix{}
 	files, err := render.Render(d, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := files[0].Content
-	if strings.Contains(c, "jf-et-0-0-1-0-in6") || strings.Contains(c, "interfaces et-0/0/1 unit 0 family inet6") {
+	if strings.Contains(c, "jf-et-0-0-0-0-in6") || strings.Contains(c, "interfaces et-0/0/0 unit 0 family inet6") {
 		t.Errorf("a port without IPv6 gets family inet6:\n%s", c)
 	}
-	if !strings.Contains(c, "set interfaces et-0/0/1 unit 0 family inet filter input jf-et-0-0-1-0-in\n") {
+	if !strings.Contains(c, "set interfaces et-0/0/0 unit 0 family inet filter input jf-et-0-0-0-0-in\n") {
 		t.Errorf("a port without IPv6 lost its IPv4 guard")
 	}
 }
