@@ -14,7 +14,7 @@ import (
 // mac-vrf examples: routing-instances of type vrf with ip-prefix-routes,
 // mac-vrf instances of service-type vlan-aware for vlan-aware tenants,
 // eBGP underlay with RFC 5549 unnumbered peering where uplinks have no IPv4.
-func renderJunos(d *fabric.Device) ([]File, error) {
+func renderJunos(d *fabric.Device, caps Caps) ([]File, error) {
 	var w lines
 	w.b.WriteString(header("#", d, "Junos configuration"))
 	set := func(format string, args ...any) { w.add(0, "set "+format, args...) }
@@ -112,16 +112,23 @@ func renderJunos(d *fabric.Device) ([]File, error) {
 	}
 
 	if d.Role == fabric.RoleLeaf {
-		if err := junosLeaf(d, &w, set); err != nil {
+		if err := junosLeaf(d, caps, &w, set); err != nil {
 			return nil, err
 		}
 	}
 	return []File{{Name: "junos.set", Content: w.String()}}, nil
 }
 
-func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
+func junosLeaf(d *fabric.Device, caps Caps, w *lines, set func(string, ...any)) error {
 	if len(d.VRFs) > 0 {
 		set("switch-options vtep-source-interface lo0.0")
+	}
+	if caps.OverlayECMP && slices.ContainsFunc(d.VRFs, func(v fabric.VRF) bool { return v.MAC == nil }) {
+		// Pure type-5 ECMP on these platforms; committing it restarts the
+		// forwarding engine (internal/deploy reports it as disruptive).
+		set("forwarding-options vxlan-routing overlay-ecmp")
+	}
+	if len(d.VRFs) > 0 {
 		set("policy-options policy-statement JF-T5-EXPORT term direct from protocol direct")
 		set("policy-options policy-statement JF-T5-EXPORT term direct then accept")
 	}
@@ -136,7 +143,10 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 		set(ri + "protocols evpn ip-prefix-routes encapsulation vxlan")
 		set(ri+"protocols evpn ip-prefix-routes vni %d", v.L3VNI)
 		set(ri + "protocols evpn ip-prefix-routes export JF-T5-EXPORT")
-		if v.MAC != nil {
+		// A MAC-VRF needs a bridge domain: with none of the tenant's
+		// VLANs on this leaf, commit fails ("must configure bridge-domain
+		// for mac-vrf instance"), so it is not rendered, as on EOS.
+		if v.MAC != nil && hasVLANAwarePort(d, v.Name) {
 			mi := "routing-instances " + v.MAC.Name + " "
 			set(mi + "instance-type mac-vrf")
 			set(mi + "service-type vlan-aware")
