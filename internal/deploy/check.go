@@ -197,6 +197,9 @@ var disruptive = []struct{ nos, line, msg string }{
 	// QFX5120 and EX4650.
 	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/overlay-ecmp-edit-forwarding-options-vxlan-routing.html
 	{render.Junos, "set forwarding-options vxlan-routing overlay-ecmp", "the deploy adds `forwarding-options vxlan-routing overlay-ecmp`: committing it restarts the forwarding engine, traffic through the switch stops until it is back"},
+	// Juniper, "vxlan-gbp-profile": committing it restarts the PFE.
+	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/vxlan-gbp-profile.html
+	{render.Junos, "set chassis forwarding-options vxlan-gbp-profile", "the deploy adds `chassis forwarding-options vxlan-gbp-profile`: committing it restarts the forwarding engine, traffic through the switch stops until it is back"},
 }
 
 // Disruptions are the conditions of lines d adds (against d.Previous)

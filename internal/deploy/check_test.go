@@ -147,4 +147,10 @@ func TestDisruptionsSaySo(t *testing.T) {
 	if conds := deploy.Disruptions(d); len(conds) != 0 {
 		t.Errorf("overlay-ecmp already running: %+v", conds)
 	}
+	// The GBP profile, on a segmented leaf of a platform that needs it.
+	gbp := render.Options{Caps: func(*fabric.Device) render.Caps { return render.Caps{GBP: true, GBPProfile: true} }}
+	d = rendered(t, "junos", fabrictest.Segmented, "s1-leaf1", gbp)
+	if conds := deploy.Disruptions(d); len(conds) != 1 || !strings.Contains(conds[0].Message, "vxlan-gbp-profile") {
+		t.Errorf("first deploy with the GBP profile: %+v", conds)
+	}
 }

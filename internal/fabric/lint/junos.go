@@ -82,6 +82,10 @@ func junos(device string, f File) *report {
 			}
 		case at(0) == "forwarding-options" && at(1) == "vxlan-routing" && at(2) == "overlay-ecmp":
 			r.feature(s.n, FeatureJunosOverlayECMP)
+		case at(0) == "firewall" && at(1) == "family" && at(2) == "any" && (index(w, "gbp-src-tag") > 0 || index(w, "gbp-dst-tag") > 0):
+			r.feature(s.n, FeatureJunosGBP)
+		case at(0) == "chassis" && at(1) == "forwarding-options" && at(2) == "vxlan-gbp-profile":
+			r.feature(s.n, FeatureJunosGBP)
 		case at(0) == "firewall" && at(1) == "family" && at(2) == "any" && index(w, "gbp-tag") > 0:
 			r.feature(s.n, FeatureJunosGBP)
 			if !has("firewall", "family", "any", "filter", at(4), "micro-segmentation") {

@@ -103,3 +103,43 @@ func TestJunosOverlayECMP(t *testing.T) {
 		}
 	}
 }
+
+// TestJunosGBP: where the platform has GBP, job segmentation is tags and
+// an enforcement filter, the ports keep only the guard, and the result
+// passes the lint; elsewhere (the golden files) it is the ACL fallback.
+func TestJunosGBP(t *testing.T) {
+	it := compile(t, "junos", fabrictest.Segmented)
+	opts := render.Options{Caps: func(*fabric.Device) render.Caps { return render.Caps{GBP: true, GBPProfile: true} }}
+	ds, err := opts.RenderIntent(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lintClean(t, ds)
+	var c string
+	for _, d := range ds {
+		if d.Device == "s1-leaf1" {
+			c = d.Files[0].Content
+		}
+	}
+	for _, want := range []string{
+		"set chassis forwarding-options vxlan-gbp-profile\n",
+		"set firewall family any filter JF-GBP-TAG micro-segmentation\n",
+		"set firewall family any filter JF-GBP-TAG term g102-et-0-0-2 from interface et-0/0/2.0\nset firewall family any filter JF-GBP-TAG term g102-et-0-0-2 then gbp-tag 102\n",
+		"set firewall family any filter JF-GBP-TAG term g110-ext1 from ip-version ipv4 address 10.99.0.0/24\nset firewall family any filter JF-GBP-TAG term g110-ext1 then gbp-tag 110\n",
+		"set forwarding-options evpn-vxlan gbp mac-ip-inter-tagging\n",
+		// Within the group, and the contract both ways.
+		"set firewall family any filter JF-GBP term g102-g102 from gbp-src-tag 102\nset firewall family any filter JF-GBP term g102-g102 from gbp-dst-tag 102\nset firewall family any filter JF-GBP term g102-g102 then accept\n",
+		"term g102-g110 then accept\n", "term g110-g102 then accept\n",
+		// The guard stays on the port.
+		"set firewall family inet filter jf-et-0-0-2-0-in term underlay from destination-address",
+	} {
+		if !strings.Contains(c, want) {
+			t.Errorf("s1-leaf1 lacks:\n%s", want)
+		}
+	}
+	for _, not := range []string{"term allow ", "uses no group-based policy"} {
+		if strings.Contains(c, not) {
+			t.Errorf("s1-leaf1 with GBP still has the ACL fallback (%q)", not)
+		}
+	}
+}

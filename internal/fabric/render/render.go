@@ -47,6 +47,16 @@ type Caps struct {
 	// forwarding engine (deploy says so). Juniper, "overlay-ecmp":
 	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/overlay-ecmp-edit-forwarding-options-vxlan-routing.html
 	OverlayECMP bool `json:"overlayEcmp,omitempty"`
+	// GBP: the platform and release have Junos VXLAN group-based policy
+	// (22.4R1 and later on QFX5120, EX4650, EX4400 and others): job
+	// segmentation is rendered as GBP tags and an enforcement filter
+	// instead of the per-port ACL fallback.
+	GBP bool `json:"gbp,omitempty"`
+	// GBPProfile: the platform also needs `chassis forwarding-options
+	// vxlan-gbp-profile` for GBP, which restarts the forwarding engine
+	// when committed. Juniper, "vxlan-gbp-profile":
+	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/vxlan-gbp-profile.html
+	GBPProfile bool `json:"gbpProfile,omitempty"`
 }
 
 // Options are what a render needs besides the intent.
