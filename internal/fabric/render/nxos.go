@@ -241,15 +241,15 @@ func nxosContracts(w *lines, d *fabric.Device) {
 	}
 }
 
-// l2RT is an L2VNI's own route target on NX-OS, rtASN:L2VNI. NX-OS has no
-// vlan-aware bundle: each L2VNI is an EVI of its own, and EVIs sharing the
-// tenant's MAC-VRF target would import each other's type-2 and type-3
-// routes. Values from the RT pool start above every VNI, so the target
-// meets no other (internal/fabric/pool).
+// l2RT is an L2VNI's own route target on NOSes without vlan-aware bundles
+// (NX-OS, FRR), rtASN:L2VNI: each L2VNI is an EVI of its own, and EVIs
+// sharing the tenant's MAC-VRF target would import each other's type-2
+// and type-3 routes. Values from the RT pool start above every VNI, so the
+// target meets no other (internal/fabric/pool).
 func l2RT(v *fabric.VRF, p *fabric.Port) (string, error) {
 	asn := v.MAC.RT.ASN
 	if asn > 0xffff && p.L2VNI > 0xffff {
-		return "", unsupported("NX-OS gives each L2VNI its own route target %d:%d, but with a 4-byte RT ASN the value holds 16 bits and L2VNI %d of port %s does not fit: use a 2-byte options.rtAsn", asn, p.L2VNI, p.L2VNI, p.Name)
+		return "", unsupported("each L2VNI has its own route target %d:%d, but with a 4-byte RT ASN the value holds 16 bits and L2VNI %d of port %s does not fit: use a 2-byte options.rtAsn", asn, p.L2VNI, p.L2VNI, p.Name)
 	}
 	return fmt.Sprintf("%d:%d", asn, p.L2VNI), nil
 }
