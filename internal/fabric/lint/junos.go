@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -31,18 +32,29 @@ func junos(device string, f File) *report {
 		w []string // words after "set"
 	}
 	var sets []set
-	for i, raw := range strings.Split(f.Content, "\n") {
+	// sorted holds the statements (words joined by one space), sorted:
+	// whether a statement starts with some words is a binary search,
+	// not a scan of the file.
+	var sorted []string
+	n := 0
+	for raw := range strings.SplitSeq(f.Content, "\n") {
+		n++
 		if t := strings.TrimSpace(raw); strings.HasPrefix(t, "set ") {
-			sets = append(sets, set{i + 1, strings.Fields(strings.TrimPrefix(t, "set "))})
+			w := strings.Fields(strings.TrimPrefix(t, "set "))
+			sets = append(sets, set{n, w})
+			sorted = append(sorted, strings.Join(w, " "))
 		}
 	}
+	slices.Sort(sorted)
 	has := func(prefix ...string) bool {
-		for _, s := range sets {
-			if len(s.w) >= len(prefix) && equalWords(s.w[:len(prefix)], prefix) {
-				return true
-			}
+		q := strings.Join(prefix, " ")
+		if _, ok := slices.BinarySearch(sorted, q); ok {
+			return true
 		}
-		return false
+		// " " sorts before every other character of a word, so the
+		// statements that continue q follow q+" " directly.
+		i, _ := slices.BinarySearch(sorted, q+" ")
+		return i < len(sorted) && strings.HasPrefix(sorted[i], q+" ")
 	}
 	macVRFs := map[string]int{}
 	for _, s := range sets {
@@ -121,15 +133,6 @@ func junos(device string, f File) *report {
 		}
 	}
 	return r
-}
-
-func equalWords(a, b []string) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func index(w []string, x string) int {

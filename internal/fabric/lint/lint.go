@@ -249,44 +249,48 @@ func (l line) in(prefix string) (string, bool) {
 // lines and comments (comment prefixes: "!" and "#"; a lone "!" also ends
 // nothing: nesting is by indentation, as the switches print it).
 func indented(content string) []line {
-	var out []line
-	type open struct {
-		indent int
-		text   string
-	}
-	var stack []open
-	for i, raw := range strings.Split(content, "\n") {
+	out := make([]line, 0, strings.Count(content, "\n")+1)
+	var indents []int
+	var texts []string // the open lines, outermost first
+	n := 0
+	for raw := range strings.SplitSeq(content, "\n") {
+		n++
 		t := strings.TrimRight(raw, " \t\r")
 		trimmed := strings.TrimLeft(t, " ")
 		if trimmed == "" || strings.HasPrefix(trimmed, "!") || strings.HasPrefix(trimmed, "#") {
 			continue
 		}
 		ind := len(t) - len(trimmed)
-		for len(stack) > 0 && stack[len(stack)-1].indent >= ind {
-			stack = stack[:len(stack)-1]
+		popped := false
+		for len(indents) > 0 && indents[len(indents)-1] >= ind {
+			indents, texts = indents[:len(indents)-1], texts[:len(texts)-1]
+			popped = true
 		}
-		var parents []string
-		for _, o := range stack {
-			parents = append(parents, o.text)
+		if popped {
+			// Earlier lines' parents share texts' array: a push after a
+			// pop must not overwrite them.
+			texts = slices.Clone(texts)
 		}
-		out = append(out, line{n: i + 1, indent: ind, text: trimmed, parents: parents})
-		stack = append(stack, open{ind, trimmed})
+		out = append(out, line{n: n, indent: ind, text: trimmed, parents: texts[:len(texts):len(texts)]})
+		indents, texts = append(indents, ind), append(texts, trimmed)
 	}
 	return out
 }
 
-// fields returns the i-th word of s ("" past the end).
-func word(s string, i int) string {
-	f := strings.Fields(s)
+// word returns the i-th word of s ("" past the end).
+func word(s string, i int) string { return wordOf(strings.Fields(s), i) }
+
+// after returns the word following key in s ("" when key is absent).
+func after(s, key string) string { return afterOf(strings.Fields(s), key) }
+
+func wordOf(f []string, i int) string {
 	if i < len(f) {
 		return f[i]
 	}
 	return ""
 }
 
-// after returns the word following key in s ("" when key is absent).
-func after(s, key string) string {
-	f := strings.Fields(s)
+func afterOf(f []string, key string) string {
 	for i := 0; i+1 < len(f); i++ {
 		if f[i] == key {
 			return f[i+1]
