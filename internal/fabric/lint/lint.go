@@ -227,7 +227,7 @@ type line struct {
 	parents []string // outermost first
 }
 
-// parent returns the enclosing line at depth 0 ("" at top level).
+// top returns the outermost enclosing line ("" at top level).
 func (l line) top() string {
 	if len(l.parents) == 0 {
 		return ""
