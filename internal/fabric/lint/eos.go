@@ -42,8 +42,7 @@ func eos(device string, f File) *report {
 	}
 	for _, l := range lines {
 		t := l.text
-		fs := strings.Fields(t)
-		wd := func(i int) string { return wordOf(fs, i) }
+		ws := words{s: t}
 		if l.indent == 0 {
 			global[t] = true
 		}
@@ -51,15 +50,15 @@ func eos(device string, f File) *report {
 		case l.indent == 0 && strings.HasPrefix(t, "interface "):
 			r.iface(l.n, strings.TrimPrefix(t, "interface "))
 		case l.indent == 0 && strings.HasPrefix(t, "vrf instance "):
-			vrfs[wd(2)] = true
+			vrfs[ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ip access-list "):
-			acls["ip "+wd(2)] = true
+			acls["ip "+ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ipv6 access-list "):
-			acls["ipv6 "+wd(2)] = true
+			acls["ipv6 "+ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "vlan "):
-			vlans[wd(1)] = true
+			vlans[ws.at(1)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ip routing vrf "), l.indent == 0 && strings.HasPrefix(t, "ipv6 unicast-routing vrf "):
-			need(l, vrfs, wd(3), "VRF", aristaAVD)
+			need(l, vrfs, ws.at(3), "VRF", aristaAVD)
 		}
 		if l.indent == 0 {
 			continue
@@ -67,17 +66,17 @@ func eos(device string, f File) *report {
 		top := l.top()
 		switch {
 		case strings.HasPrefix(top, "interface ") && strings.HasPrefix(t, "vrf "):
-			need(l, vrfs, wd(1), "VRF", aristaAVD)
+			need(l, vrfs, ws.at(1), "VRF", aristaAVD)
 		case strings.HasPrefix(t, "ip access-group "):
-			need(l, acls, "ip "+wd(2), "IPv4 ACL", aristaAVD)
+			need(l, acls, "ip "+ws.at(2), "IPv4 ACL", aristaAVD)
 		case strings.HasPrefix(t, "ipv6 access-group "):
-			need(l, acls, "ipv6 "+wd(2), "IPv6 ACL", aristaAVD)
+			need(l, acls, "ipv6 "+ws.at(2), "IPv6 ACL", aristaAVD)
 		case strings.HasPrefix(t, "switchport access vlan "):
-			need(l, vlans, wd(3), "VLAN", aristaAVD)
+			need(l, vlans, ws.at(3), "VLAN", aristaAVD)
 		case strings.HasPrefix(t, "vxlan vrf "):
-			need(l, vrfs, wd(2), "VRF", aristaAVD)
+			need(l, vrfs, ws.at(2), "VRF", aristaAVD)
 		case strings.HasPrefix(t, "vxlan vlan "):
-			need(l, vlans, wd(2), "VLAN", aristaAVD)
+			need(l, vlans, ws.at(2), "VLAN", aristaAVD)
 		case t == "ipv6 enable" && strings.HasPrefix(top, "interface "):
 			ipv6Enabled[strings.TrimPrefix(top, "interface ")] = true
 		case strings.HasPrefix(t, "ipv6 address virtual "):
@@ -124,31 +123,29 @@ func eos(device string, f File) *report {
 
 func eosBGPLine(r *report, l line, peerGroups, vlans, originate map[string]bool, unnumbered *[]line, evpn *int, need func(line, map[string]bool, string, string, string)) {
 	t := l.text
-	fs := strings.Fields(t)
-	wd := func(i int) string { return wordOf(fs, i) }
-	aft := func(key string) string { return afterOf(fs, key) }
+	ws := words{s: t}
 	switch {
-	case strings.HasPrefix(t, "neighbor ") && strings.HasSuffix(t, " peer group") && len(fs) == 4:
-		peerGroups[wd(1)] = true
+	case strings.HasPrefix(t, "neighbor ") && strings.HasSuffix(t, " peer group") && ws.len() == 4:
+		peerGroups[ws.at(1)] = true
 	case strings.HasPrefix(t, "neighbor interface "):
-		need(l, peerGroups, aft("group"), "peer group", aristaBGP)
+		need(l, peerGroups, ws.after("group"), "peer group", aristaBGP)
 		*unnumbered = append(*unnumbered, l)
 	case strings.HasPrefix(t, "neighbor ") && strings.Contains(t, " peer group "):
-		need(l, peerGroups, aft("group"), "peer group", aristaBGP)
+		need(l, peerGroups, ws.after("group"), "peer group", aristaBGP)
 	case t == "address-family evpn" && *evpn == 0:
 		*evpn = l.n
 	case strings.HasPrefix(t, "neighbor ") && strings.HasSuffix(t, " next-hop address-family ipv6 originate"):
 		if af, ok := l.in("address-family "); ok && af == "address-family ipv4" {
-			originate[wd(1)] = true
+			originate[ws.at(1)] = true
 		}
 	case strings.HasPrefix(t, "vlan ") && strings.HasPrefix(l.parents[len(l.parents)-1], "vlan-aware-bundle "):
-		for _, v := range strings.Split(wd(1), ",") {
+		for _, v := range strings.Split(ws.at(1), ",") {
 			need(l, vlans, v, "VLAN", aristaAVD)
 		}
 	case strings.HasPrefix(t, "route-target "):
-		rt := wd(2)
+		rt := ws.at(2)
 		if rt == "evpn" {
-			rt = wd(3)
+			rt = ws.at(3)
 		}
 		parent := l.parents[len(l.parents)-1]
 		switch {

@@ -283,6 +283,25 @@ func word(s string, i int) string { return wordOf(strings.Fields(s), i) }
 // after returns the word following key in s ("" when key is absent).
 func after(s, key string) string { return afterOf(strings.Fields(s), key) }
 
+// words splits a line into words on first use: most lines (ACL entries)
+// are matched by prefix alone and never split.
+type words struct {
+	s    string
+	f    []string
+	done bool
+}
+
+func (w *words) fields() []string {
+	if !w.done {
+		w.f, w.done = strings.Fields(w.s), true
+	}
+	return w.f
+}
+
+func (w *words) at(i int) string         { return wordOf(w.fields(), i) }
+func (w *words) after(key string) string { return afterOf(w.fields(), key) }
+func (w *words) len() int                { return len(w.fields()) }
+
 func wordOf(f []string, i int) string {
 	if i < len(f) {
 		return f[i]

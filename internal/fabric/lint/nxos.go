@@ -57,9 +57,7 @@ func nxos(device string, f File) *report {
 	}
 	for _, l := range indented(f.Content) {
 		t := l.text
-		fs := strings.Fields(t)
-		wd := func(i int) string { return wordOf(fs, i) }
-		aft := func(key string) string { return afterOf(fs, key) }
+		ws := words{s: t}
 		if l.indent == 0 {
 			global[t] = true
 		}
@@ -72,20 +70,20 @@ func nxos(device string, f File) *report {
 		case l.indent == 0 && strings.HasPrefix(t, "interface "):
 			r.iface(l.n, strings.TrimPrefix(t, "interface "))
 		case l.indent == 0 && strings.HasPrefix(t, "vrf context "):
-			vrfs[wd(2)] = true
+			vrfs[ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ip access-list "):
-			acls["ip "+wd(2)] = true
+			acls["ip "+ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ipv6 access-list "):
-			acls["ipv6 "+wd(2)] = true
+			acls["ipv6 "+ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "route-map "):
-			routeMaps[wd(1)] = true
+			routeMaps[ws.at(1)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "security-group "):
 			r.feature(l.n, FeatureNXOSSecurityGroups)
-			groups[wd(1)] = true
+			groups[ws.at(1)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "class-map type security "):
-			classes[fs[len(fs)-1]] = true
+			classes[ws.at(ws.len()-1)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "policy-map type security "):
-			policies[wd(3)] = true
+			policies[ws.at(3)] = true
 		case l.indent == 0 && t == "nv overlay evpn":
 			r.feature(l.n, FeatureNXOSEVPN)
 		}
@@ -95,40 +93,40 @@ func nxos(device string, f File) *report {
 		top := l.top()
 		switch {
 		case strings.HasPrefix(t, "vrf member "):
-			need(l, vrfs, wd(2), "VRF", ciscoVXLAN)
+			need(l, vrfs, ws.at(2), "VRF", ciscoVXLAN)
 		case strings.HasPrefix(t, "vni ") && strings.HasPrefix(top, "vrf context "):
-			vrfVNIs[wd(1)] = true
+			vrfVNIs[ws.at(1)] = true
 		case strings.HasPrefix(t, "vn-segment "):
-			segments[wd(1)] = true
+			segments[ws.at(1)] = true
 		case strings.HasPrefix(t, "ip access-group "):
-			need(l, acls, "ip "+wd(2), "IPv4 ACL", ciscoACL)
+			need(l, acls, "ip "+ws.at(2), "IPv4 ACL", ciscoACL)
 		case strings.HasPrefix(t, "ipv6 traffic-filter "):
-			need(l, acls, "ipv6 "+wd(2), "IPv6 ACL", ciscoACL)
+			need(l, acls, "ipv6 "+ws.at(2), "IPv6 ACL", ciscoACL)
 		case strings.Contains(t, " route-map ") || strings.HasPrefix(t, "route-map "):
-			need(l, routeMaps, aft("route-map"), "route map", ciscoVXLAN)
+			need(l, routeMaps, ws.after("route-map"), "route map", ciscoVXLAN)
 		case strings.HasPrefix(t, "match connected-endpoints vrf ") || strings.HasPrefix(t, "match external-subnets vrf "):
-			need(l, vrfs, wd(3), "VRF", ciscoGPO)
+			need(l, vrfs, ws.at(3), "VRF", ciscoGPO)
 		case strings.HasPrefix(t, "security contract "):
-			for _, g := range []string{aft("source"), aft("destination")} {
+			for _, g := range []string{ws.after("source"), ws.after("destination")} {
 				if g != "any" {
 					need(l, groups, g, "security group", ciscoGPO)
 				}
 			}
-			need(l, policies, aft("policy"), "security policy map", ciscoGPO)
+			need(l, policies, ws.after("policy"), "security policy map", ciscoGPO)
 		case strings.HasPrefix(t, "class ") && strings.HasPrefix(top, "policy-map type security "):
-			need(l, classes, wd(1), "security class map", ciscoGPO)
+			need(l, classes, ws.at(1), "security class map", ciscoGPO)
 		case strings.HasPrefix(top, "class-map type security ") && strings.HasPrefix(t, "match ipv6"):
 			// Cisco's GPO guide and examples show `match ipv4` (and its
 			// ESG tests `match ip`); `match ipv6` is in no published
 			// example, so it is not known to load.
 			r.add(l.n, "nxos/security-class-match", "%q is not a confirmed class-map type security match (confirmed: match ip, match ipv4 ...; %s)", t, ciscoGPO)
 		case strings.HasPrefix(t, "member vni ") && strings.HasSuffix(t, " associate-vrf"):
-			need(l, vrfVNIs, wd(2), "L3VNI (vni under a vrf context)", ciscoVXLAN)
-			need(l, segments, wd(2), "vn-segment", ciscoVXLAN)
+			need(l, vrfVNIs, ws.at(2), "L3VNI (vni under a vrf context)", ciscoVXLAN)
+			need(l, segments, ws.at(2), "vn-segment", ciscoVXLAN)
 		case strings.HasPrefix(t, "member vni "):
-			need(l, segments, wd(2), "vn-segment", ciscoVXLAN)
+			need(l, segments, ws.at(2), "vn-segment", ciscoVXLAN)
 		case strings.HasPrefix(t, "vni ") && strings.HasSuffix(t, " l2") && top == "evpn":
-			need(l, segments, wd(1), "vn-segment", ciscoVXLAN)
+			need(l, segments, ws.at(1), "vn-segment", ciscoVXLAN)
 		case strings.HasPrefix(t, "route-target "):
 			nxosRT(r, l)
 		}
