@@ -165,9 +165,10 @@ func (RoutingMode) securityGroups(mode string) bool {
 }
 
 // ParseRoutingMode reads `show system routing mode`: a "Configured System
-// Routing Mode:" line and an "Applied System Routing Mode:" line. Output
-// without both is an error, never a pass: a switch that did not answer the
-// question has not shown it is prepared.
+// Routing Mode:" line and an "Applied System Routing Mode:" line (with the
+// template applied: "Security-Groups Support"). Output without both is an
+// error, never a pass: a switch that did not answer the question has not
+// shown it is prepared.
 func ParseRoutingMode(out string) (RoutingMode, error) {
 	var m RoutingMode
 	var haveC, haveA bool
