@@ -20,6 +20,10 @@ const (
 	// Interface EBGP sessions on Arista EOS (ipSpace, checked on cEOS
 	// 4.31.2F): ipv6 enable on the interface and ipv6 unicast-routing.
 	ipspaceEOS = "https://blog.ipspace.net/2024/03/arista-interface-ebgp.html"
+	// Arista AVD eos_cli_config_gen, router bgp neighbor_interfaces: the
+	// rendered form is `neighbor interface <if> peer-group <pg>
+	// remote-as <asn>`.
+	aristaAVDBGP = "https://avd.arista.com/stable/roles/eos_cli_config_gen/docs/tables/router-bgp.html"
 )
 
 func eos(device string, f File) *report {
@@ -101,7 +105,7 @@ func eos(device string, f File) *report {
 	reported := map[string]bool{}
 	for _, l := range unnumbered {
 		r.feature(l.n, FeatureEOSRFC5549)
-		ifc, pg := word(l.text, 2), after(l.text, "group")
+		ifc, pg := word(l.text, 2), after(l.text, "peer-group")
 		if !ipv6Enabled[ifc] {
 			r.add(l.n, "eos/required", "BGP runs over the IPv6 link-local address of %s, which has no `ipv6 enable` (%s)", ifc, ipspaceEOS)
 		}
@@ -128,7 +132,14 @@ func eosBGPLine(r *report, l line, peerGroups, vlans, originate map[string]bool,
 	case strings.HasPrefix(t, "neighbor ") && strings.HasSuffix(t, " peer group") && ws.len() == 4:
 		peerGroups[ws.at(1)] = true
 	case strings.HasPrefix(t, "neighbor interface "):
-		need(l, peerGroups, ws.after("group"), "peer group", aristaBGP)
+		// `neighbor interface I peer-group G remote-as N`: the published
+		// designs' form (AVD, netlab); the spaced "peer group" of IP
+		// neighbors is not the interface neighbor's.
+		if ws.after("peer-group") == "" {
+			r.add(l.n, "eos/syntax", "%q: an interface neighbor joins its peer group as `neighbor interface I peer-group G remote-as N` (%s)", t, aristaAVDBGP)
+			break
+		}
+		need(l, peerGroups, ws.after("peer-group"), "peer group", aristaBGP)
 		*unnumbered = append(*unnumbered, l)
 	case strings.HasPrefix(t, "neighbor ") && strings.Contains(t, " peer group "):
 		need(l, peerGroups, ws.after("group"), "peer group", aristaBGP)

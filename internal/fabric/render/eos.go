@@ -215,7 +215,10 @@ func eosBGP(w *lines, d *fabric.Device) {
 			nhu[pg] = nhu[pg] || s.NextHopUnchanged
 		}
 		if s.Unnumbered() {
-			w.add(3, "neighbor interface %s peer group %s remote-as %d", s.Interface, pg, s.PeerASN)
+			// The interface form keeps the hyphen ("peer-group"), as in
+			// every published design (AVD's rfc5549 underlay, netlab):
+			// https://avd.arista.com/stable/roles/eos_cli_config_gen/docs/tables/router-bgp.html (neighbor_interfaces)
+			w.add(3, "neighbor interface %s peer-group %s remote-as %d", s.Interface, pg, s.PeerASN)
 			continue
 		}
 		w.add(3, "neighbor %s peer group %s", s.Address, pg)

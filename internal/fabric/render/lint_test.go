@@ -67,7 +67,7 @@ func TestEOSUnnumberedUnderlay(t *testing.T) {
 				c := d.Files[0].Content
 				for _, want := range []string{
 					"   address-family ipv4\n      neighbor UNDERLAY activate\n      neighbor UNDERLAY next-hop address-family ipv6 originate\n",
-					"   neighbor interface Ethernet",
+					" peer-group UNDERLAY remote-as ",
 					"ip routing ipv6 interfaces\n",
 				} {
 					if !strings.Contains(c, want) {
