@@ -136,7 +136,7 @@ func eosBGPLine(r *report, l line, peerGroups, vlans, originate map[string]bool,
 		// designs' form (AVD, netlab); the spaced "peer group" of IP
 		// neighbors is not the interface neighbor's.
 		if ws.after("peer-group") == "" {
-			r.add(l.n, "eos/syntax", "%q: an interface neighbor joins its peer group as `neighbor interface I peer-group G remote-as N` (%s)", t, aristaAVDBGP)
+			r.add(l.n, "eos/syntax", "%q is not the interface neighbor's form in the published designs, `neighbor interface I peer-group G remote-as N` (%s)", t, aristaAVDBGP)
 			break
 		}
 		need(l, peerGroups, ws.after("peer-group"), "peer group", aristaBGP)
