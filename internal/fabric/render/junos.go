@@ -223,8 +223,15 @@ func junosGBP(d *fabric.Device, caps Caps, w *lines, set func(string, ...any)) {
 	}
 	const tag = "firewall family any filter JF-GBP-TAG "
 	const enf = "firewall family any filter JF-GBP "
-	set(tag + "micro-segmentation")
-	ipTags := false
+	ipTags, tagged := false, false
+	term := func(name, from string, id uint16) {
+		if !tagged {
+			tagged = true
+			set(tag + "micro-segmentation")
+		}
+		set(tag+"term %s from %s", name, from)
+		set(tag+"term %s then gbp-tag %d", name, id)
+	}
 	for i := range d.VRFs {
 		v := &d.VRFs[i]
 		if v.Policy == nil {
@@ -232,15 +239,11 @@ func junosGBP(d *fabric.Device, caps Caps, w *lines, set func(string, ...any)) {
 		}
 		for _, g := range v.Policy.Groups {
 			for _, port := range g.Ports {
-				t := fmt.Sprintf("g%d-%s", g.ID, sanitize(port))
-				set(tag+"term %s from interface %s.0", t, port)
-				set(tag+"term %s then gbp-tag %d", t, g.ID)
+				term(fmt.Sprintf("g%d-%s", g.ID, sanitize(port)), "interface "+port+".0", g.ID)
 			}
 			for j, x := range g.External {
 				ipTags = true
-				t := fmt.Sprintf("g%d-ext%d", g.ID, j+1)
-				set(tag+"term %s from ip-version %s address %s", t, ipFamily(x), x)
-				set(tag+"term %s then gbp-tag %d", t, g.ID)
+				term(fmt.Sprintf("g%d-ext%d", g.ID, j+1), fmt.Sprintf("ip-version %s address %s", ipFamily(x), x), g.ID)
 			}
 		}
 	}
