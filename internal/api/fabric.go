@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
 
 // The fabric's deploy status as the API answers it. The state machine
 // keeps its own records (internal/state); the server converts, so the CLI
@@ -23,6 +27,11 @@ type (
 		Deployed    string    `json:"deployedHash,omitempty"`
 		Error       string    `json:"error,omitempty"`
 		UpdatedAt   time.Time `json:"updatedAt,omitzero"`
+		// Conditions are what the deploy driver found on the switch at
+		// its latest deploy: a preparation it lacks (the NX-OS
+		// security-groups routing template and its reload), a disruptive
+		// change applied (a forwarding-engine restart).
+		Conditions []domain.SwitchCondition `json:"conditions,omitempty"`
 	}
 
 	// RevisionInfo summarises a kept revision.

@@ -188,9 +188,10 @@ var allowedImports = map[string][]string{
 	"internal/binding":         {"internal/domain", "internal/hostfacts"},
 	"internal/api":             {"internal/domain", "internal/fabric/verify"},
 	"internal/client":          {"internal/api", "internal/binding", "internal/domain"},
-	"internal/deploy":          {"internal/domain", "internal/fabric/render"},
+	"internal/deploy":          {"internal/domain", "internal/fabric/lint", "internal/fabric/render"},
 	"internal/store":           {"internal/fileutil"},
 	"internal/fabric/platform": {},
+	"internal/fabric/lint":     {},
 	"internal/state": {"internal/binding", "internal/domain", "internal/fabric", "internal/fabric/pool", "internal/fabric/render",
 		"internal/hostfacts", "internal/mig", "internal/sched", "internal/topology"},
 }

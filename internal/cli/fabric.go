@@ -308,4 +308,13 @@ func fabricStatusTable(w io.Writer, st *api.FabricStatus) {
 		}
 		row(w, d.Name, d.Role, d.NOS, d.DesiredRev, d.DeployedRev, s, orDash(d.Error))
 	}
+	// A switch's conditions that need a person (a reload, a forwarding
+	// restart the deploy caused), under the table, like a node's.
+	for _, d := range st.Devices {
+		for _, c := range d.Conditions {
+			if !c.OK {
+				title(w, "%s: %s (%s): %s\n", d.Name, c.Type, c.Reason, c.Message)
+			}
+		}
+	}
 }

@@ -19,6 +19,9 @@ type Device struct {
 	Rev   uint64
 	Hash  string
 	Files []render.File
+	// Previous are the files the device runs now (nil: unknown or none),
+	// to tell what a deploy changes (Disruptions).
+	Previous []render.File
 }
 
 // Driver applies device configurations.

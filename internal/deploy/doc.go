@@ -5,4 +5,12 @@
 // the device's VRF namespaces). A device is applied whole or not at all:
 // the file driver swaps a symlink, the frr driver checks the whole config
 // first and restores the previous one if the reload fails.
+//
+// Every deploy goes through Checked first: the device's configuration is
+// linted (internal/fabric/lint) and, where the driver can ask the switch
+// (Shower), the preparations no configuration line can make are checked
+// (NX-OS: the security-groups routing template and its reload). What it
+// finds is reported as the switch's conditions (domain.SwitchCondition),
+// including the disruptive lines a deploy adds (a forwarding-engine
+// restart).
 package deploy

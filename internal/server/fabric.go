@@ -304,7 +304,21 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 			continue
 		}
 		dc := cfgs[d.Name]
-		todo = append(todo, deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: dc.Files})
+		dd := deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: dc.Files}
+		if d.DeployedRev != 0 {
+			// What the switch runs, to tell what the deploy changes
+			// (unknown when the revision is no longer kept).
+			if prev, _, derr := s.fsm.DeviceConfigs(d.DeployedRev); derr == nil {
+				dd.Previous = prev[d.Name].Files
+			}
+		}
+		todo = append(todo, dd)
+	}
+	// Every deploy is linted first, whichever driver applies it; a driver
+	// that can ask its switches comes already wrapped, with its Show.
+	chk, ok := s.driver.(*deploy.Checked)
+	if !ok {
+		chk = &deploy.Checked{Driver: s.driver}
 	}
 	if len(todo) == 0 {
 		return nil
@@ -319,8 +333,15 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i] = state.DeployResult{Device: d.Name, Hash: d.Hash}
-			if err := s.driver.Apply(ctx, d); err != nil {
+			conds, err := chk.ApplyConditions(ctx, d)
+			if err != nil {
 				results[i].Error = err.Error()
+			}
+			results[i].Conditions = conds
+			for _, c := range conds {
+				if !c.OK {
+					s.log.Warn("fabric deploy: switch condition", "device", d.Name, "type", c.Type, "reason", c.Reason, "msg", c.Message)
+				}
 			}
 		}()
 	}

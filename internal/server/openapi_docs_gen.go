@@ -8,6 +8,7 @@ var docs = map[string]string{
 	"internal/api.ClusterView.PeerAuth":                  "PeerAuth is how the answering server (the leader, since requests are forwarded) authenticates raft peers: \"none\" (a single server: raft does not listen), \"mtls\", \"secret\" (cluster secret) or \"insecure\" (--insecure-peers: anyone reaching the raft port).",
 	"internal/api.DeviceDiff":                            "DeviceDiff is one device's changes as a person reads them (Junos: delete/set lines; others: unified hunks named by their section).",
 	"internal/api.DeviceState":                           "DeviceState is what the state knows of one switch.",
+	"internal/api.DeviceState.Conditions":                "Conditions are what the deploy driver found on the switch at its latest deploy: a preparation it lacks (the NX-OS security-groups routing template and its reload), a disruptive change applied (a forwarding-engine restart).",
 	"internal/api.DryRun":                                "DryRun is the answer of a dry-run submit: where the job would land now, or why it would wait.",
 	"internal/api.FabricDiff":                            "FabricDiff is the per-device difference between two fabric revisions.",
 	"internal/api.FabricStatus":                          "FabricStatus is the fabric as the state knows it.",
@@ -204,6 +205,8 @@ var docs = map[string]string{
 	"internal/domain.Switch.PortPrefix":                  "Ports of the generic Linux platform are named PortPrefix+N for N in 1..PortCount (e.g. swp1..swp64). A switch with a platform has the model's ports: PortCount is filled from the model, PortPrefix unused.",
 	"internal/domain.Switch.Rail":                        "Stripe and Rail are set on rail-optimized leaves: the leaf serves rail Rail of stripe Stripe. Spines leave both unset.",
 	"internal/domain.Switch.Stripe":                      "Stripe and Rail are set on rail-optimized leaves: the leaf serves rail Rail of stripe Stripe. Spines leave both unset.",
+	"internal/domain.SwitchCondition":                    "SwitchCondition is one fact about a switch that a deploy depends on or caused, as the deploy driver found it, by type (like a HostCondition for a server): a preparation the switch lacks (a routing template that needs a reload), or a disruptive change the deploy applied.",
+	"internal/domain.SwitchCondition.OK":                 "OK: the switch is as the configuration needs it (or, for a disruption, nothing was disrupted).",
 	"internal/domain.Tenant":                             "Tenant is an organisation sharing the cluster.",
 	"internal/domain.Tenant.JobSegmentation":             "JobSegmentation puts each job of the tenant in its own fabric group: jobs of one tenant do not reach each other.",
 	"internal/domain.Tenant.Quota":                       "Quota, when set, bounds the tenant as a whole: its workspaces' guarantees fit in Quota.Guaranteed, it borrows at most Quota.BorrowLimit from other tenants and lends them at most Quota.LendLimit of its idle guarantee. Nil: the tenant's guarantee is the sum of its workspaces', and its workspaces' limits alone apply.",
@@ -261,5 +264,6 @@ var fieldEnums = map[string][]string{
 	"internal/domain.HostCondition.Type":        {"heartbeat", "gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.HostPolicy.CordonOn":       {"gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.Switch.NOS":                {"junos", "nxos", "eos", "sonic", "frr"},
+	"internal/domain.SwitchCondition.Type":      {"ForwardingRestart", "SecurityGroupsTemplate"},
 	"internal/domain.TopologyRequirement.Level": {"nvlink-domain", "leaf", "stripe", "any"},
 }

@@ -255,6 +255,9 @@ type (
 		Device string `json:"device"`
 		Hash   string `json:"hash"`
 		Error  string `json:"error,omitempty"`
+		// Conditions are what the driver found on the switch: missing
+		// preparations, disruptive changes applied.
+		Conditions []domain.SwitchCondition `json:"conditions,omitempty"`
 	}
 )
 

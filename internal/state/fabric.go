@@ -106,6 +106,8 @@ type DeviceState struct {
 	Deployed    string    `json:"deployedHash,omitempty"`
 	Error       string    `json:"error,omitempty"`
 	UpdatedAt   time.Time `json:"updatedAt,omitzero"`
+	// Conditions are the switch's conditions from its latest deploy.
+	Conditions []domain.SwitchCondition `json:"conditions,omitempty"`
 }
 
 // fabricData is the fabric part of the persisted state.
@@ -464,6 +466,7 @@ func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
 			continue // removed since
 		}
 		d.UpdatedAt = c.At
+		d.Conditions = r.Conditions
 		if r.Error != "" {
 			d.Error = r.Error
 			failed = append(failed, r.Device)

@@ -104,3 +104,30 @@ func TestHeldJob(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestSwitchConditions: a deploy's switch conditions are the device's
+// until its next deploy says otherwise, replayed like everything else.
+func TestSwitchConditions(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 0)
+	leaf := "s1-leaf0"
+	h.must(CmdFabricRevision, h.revision(leaf, "acme", nil))
+	pending := domain.SwitchCondition{Type: domain.SwitchSecurityGroupsTemplate, Reason: "ReloadRequired", Message: "save and reload the switch"}
+	h.must(CmdFabricDeployed, FabricDeployedCmd{Rev: 1, Results: []DeployResult{{Device: leaf, Error: "not prepared", Conditions: []domain.SwitchCondition{pending}}}})
+	conds := func() []domain.SwitchCondition {
+		for _, d := range h.f.FabricStatus().Devices {
+			if d.Name == leaf {
+				return d.Conditions
+			}
+		}
+		t.Fatalf("no device %s", leaf)
+		return nil
+	}
+	if c := conds(); len(c) != 1 || c[0] != pending {
+		t.Fatalf("conditions after the refused deploy: %+v", c)
+	}
+	h.deployedOK(1, leaf) // reloaded: the next deploy reports none
+	if c := conds(); len(c) != 0 {
+		t.Fatalf("conditions after a clean deploy: %+v", c)
+	}
+	h.replays()
+}

@@ -10,8 +10,11 @@
 // renderers follow the vendors' published examples (see
 // shared/reference/fabric-facts.md): explicit route targets everywhere,
 // RD = loopback:vrf-id, the FRR layout of the reference EVPN lab. Where a NOS
-// has no VXLAN group policy here (Junos, EOS, SONiC) job segmentation is
-// rendered as per-port ACLs, and the output says so in a comment.
+// has no VXLAN group policy here (EOS, SONiC, Junos on a platform without
+// GBP: Caps) job segmentation is rendered as per-port ACLs, and the output
+// says so in a comment. What a platform adds to its NOS (Junos GBP,
+// overlay-ecmp) comes in Options.Caps; internal/fabric/lint checks every
+// render against the switches' own load-time rules.
 //
 // Every NOS also renders the server-port defences the intent carries: a
 // quarantined port is administratively down, and every server port's

@@ -2,6 +2,7 @@ package render
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,9 +138,9 @@ func eosAddrs(w *lines, virtual string, v4, v6 netip.Prefix) {
 		w.add(3, "ip address%s %s", virtual, v4)
 	}
 	if v6.IsValid() {
-		if virtual == "" {
-			w.add(3, "ipv6 enable")
-		}
+		// An SVI with only `ipv6 address virtual` has no IPv6 of its own
+		// (no link-local, no ND) until IPv6 is enabled on it.
+		w.add(3, "ipv6 enable")
 		w.add(3, "ipv6 address%s %s", virtual, v6)
 	}
 }
@@ -214,7 +215,10 @@ func eosBGP(w *lines, d *fabric.Device) {
 			nhu[pg] = nhu[pg] || s.NextHopUnchanged
 		}
 		if s.Unnumbered() {
-			w.add(3, "neighbor interface %s peer group %s remote-as %d", s.Interface, pg, s.PeerASN)
+			// The interface form keeps the hyphen ("peer-group"), as in
+			// every published design (AVD's rfc5549 underlay, netlab):
+			// https://avd.arista.com/stable/roles/eos_cli_config_gen/docs/tables/router-bgp.html (neighbor_interfaces)
+			w.add(3, "neighbor interface %s peer-group %s remote-as %d", s.Interface, pg, s.PeerASN)
 			continue
 		}
 		w.add(3, "neighbor %s peer group %s", s.Address, pg)
@@ -234,6 +238,13 @@ func eosBGP(w *lines, d *fabric.Device) {
 	w.add(3, "!")
 	w.add(3, "address-family ipv4")
 	w.add(6, "neighbor UNDERLAY activate")
+	if slices.ContainsFunc(d.Sessions, fabric.Session.Unnumbered) {
+		// IPv4 loopbacks over IPv6 link-local sessions (RFC 5549): without
+		// this the session comes up and exchanges no IPv4 route. Arista
+		// AVD's rfc5549 designs set it on the underlay peer group:
+		// https://avd.arista.com/stable/roles/eos_designs/docs/input-variables.html (underlay_rfc5549)
+		w.add(6, "neighbor UNDERLAY next-hop address-family ipv6 originate")
+	}
 	w.add(6, "network %s/32", d.Loopback)
 	w.add(3, "!")
 	// One vlan-aware bundle per vlan-aware tenant: one EVI, one RD and

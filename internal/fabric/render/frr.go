@@ -17,7 +17,11 @@ type frrStyle struct {
 
 func renderFRR(d *fabric.Device) ([]File, error) {
 	st := frrStyle{vrfName: func(v *fabric.VRF) string { return v.Name }, interfaces: true}
-	files := []File{{Name: "frr.conf", Content: frrConf(d, st)}}
+	conf, err := frrConf(d, st)
+	if err != nil {
+		return nil, err
+	}
+	files := []File{{Name: "frr.conf", Content: conf}}
 	if d.Role == fabric.RoleLeaf && len(d.Ports) > 0 {
 		files = append(files, File{Name: "guard.nft", Content: nftGuard(d)})
 	}
@@ -35,7 +39,7 @@ func renderFRR(d *fabric.Device) ([]File, error) {
 // spine1-bgpd.conf are written: a VRF stanza with its VNI, one BGP instance
 // for the underlay and EVPN, and one per tenant VRF with explicit RD and
 // route targets.
-func frrConf(d *fabric.Device, st frrStyle) string {
+func frrConf(d *fabric.Device, st frrStyle) (string, error) {
 	var w lines
 	w.b.WriteString(header("!", d, "FRR configuration"))
 	w.add(0, "frr defaults datacenter")
@@ -96,17 +100,21 @@ func frrConf(d *fabric.Device, st frrStyle) string {
 	if d.Role == fabric.RoleLeaf {
 		w.add(2, "advertise-all-vni")
 		// One EVI per L2VNI (FRR has no vlan-aware bundles): the RD stays
-		// automatic (router-id:unique number), the route targets are the
-		// tenant's MAC-VRF target, explicit like every other target.
+		// automatic (router-id:unique number), the route target is the
+		// L2VNI's own (l2RT, as on NX-OS), explicit like every other
+		// target: a shared one would import every other EVI's routes.
 		for i := range d.Ports {
 			p := &d.Ports[i]
 			if !p.Assigned() || !p.VLANAware() {
 				continue
 			}
-			v := vrfOf(d, p)
+			rt, err := l2RT(vrfOf(d, p), p)
+			if err != nil {
+				return "", err
+			}
 			w.add(2, "vni %d", p.L2VNI)
-			w.add(3, "route-target import %s", v.MAC.RT)
-			w.add(3, "route-target export %s", v.MAC.RT)
+			w.add(3, "route-target import %s", rt)
+			w.add(3, "route-target export %s", rt)
 			w.add(2, "exit-vni")
 		}
 	}
@@ -134,7 +142,7 @@ func frrConf(d *fabric.Device, st frrStyle) string {
 		w.add(0, "exit")
 		w.add(0, "!")
 	}
-	return w.String()
+	return w.String(), nil
 }
 
 // frrInterfaces renders the interface stanzas of a Linux (FRR-only) switch:

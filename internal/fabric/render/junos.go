@@ -14,7 +14,7 @@ import (
 // mac-vrf examples: routing-instances of type vrf with ip-prefix-routes,
 // mac-vrf instances of service-type vlan-aware for vlan-aware tenants,
 // eBGP underlay with RFC 5549 unnumbered peering where uplinks have no IPv4.
-func renderJunos(d *fabric.Device) ([]File, error) {
+func renderJunos(d *fabric.Device, caps Caps) ([]File, error) {
 	var w lines
 	w.b.WriteString(header("#", d, "Junos configuration"))
 	set := func(format string, args ...any) { w.add(0, "set "+format, args...) }
@@ -112,16 +112,23 @@ func renderJunos(d *fabric.Device) ([]File, error) {
 	}
 
 	if d.Role == fabric.RoleLeaf {
-		if err := junosLeaf(d, &w, set); err != nil {
+		if err := junosLeaf(d, caps, &w, set); err != nil {
 			return nil, err
 		}
 	}
 	return []File{{Name: "junos.set", Content: w.String()}}, nil
 }
 
-func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
+func junosLeaf(d *fabric.Device, caps Caps, w *lines, set func(string, ...any)) error {
 	if len(d.VRFs) > 0 {
 		set("switch-options vtep-source-interface lo0.0")
+	}
+	if caps.OverlayECMP && slices.ContainsFunc(d.VRFs, func(v fabric.VRF) bool { return v.MAC == nil }) {
+		// Pure type-5 ECMP on these platforms; committing it restarts the
+		// forwarding engine (internal/deploy reports it as disruptive).
+		set("forwarding-options vxlan-routing overlay-ecmp")
+	}
+	if len(d.VRFs) > 0 {
 		set("policy-options policy-statement JF-T5-EXPORT term direct from protocol direct")
 		set("policy-options policy-statement JF-T5-EXPORT term direct then accept")
 	}
@@ -136,7 +143,10 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 		set(ri + "protocols evpn ip-prefix-routes encapsulation vxlan")
 		set(ri+"protocols evpn ip-prefix-routes vni %d", v.L3VNI)
 		set(ri + "protocols evpn ip-prefix-routes export JF-T5-EXPORT")
-		if v.MAC != nil {
+		// A MAC-VRF needs a bridge domain: with none of the tenant's
+		// VLANs on this leaf, commit fails ("must configure bridge-domain
+		// for mac-vrf instance"), so it is not rendered, as on EOS.
+		if v.MAC != nil && hasVLANAwarePort(d, v.Name) {
 			mi := "routing-instances " + v.MAC.Name + " "
 			set(mi + "instance-type mac-vrf")
 			set(mi + "service-type vlan-aware")
@@ -148,7 +158,11 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 			set(mi+"vrf-target target:%s", v.MAC.RT)
 		}
 	}
-	if hasSegmented(d) {
+	gbp := caps.GBP && hasSegmented(d)
+	switch {
+	case gbp:
+		junosGBP(d, caps, w, set)
+	case hasSegmented(d):
 		w.add(0, "# Job segmentation: this configuration uses no group-based policy, so each port of a")
 		w.add(0, "# segmented VRF gets input filters allowing only its job's (and contracted groups') prefixes.")
 	}
@@ -184,9 +198,78 @@ func junosLeaf(d *fabric.Device, w *lines, set func(string, ...any)) error {
 			junosAddrs(set, "interfaces "+p.Name+" unit 0", p.IPv4, p.IPv6)
 		}
 		set("routing-instances %s interface %s", v.Name, l3)
-		junosFilters(set, d, p, l3)
+		junosFilters(set, d, p, l3, !gbp)
 	}
 	return nil
+}
+
+// junosGBP renders job segmentation as Junos VXLAN group-based policy
+// (22.4R1 and later): a micro-segmentation filter tags what enters each
+// member port (and the group's external prefixes) with its group, and an
+// enforcement filter on the source and destination tags accepts traffic
+// within a group and along a contract, both ways; the filter's implicit
+// discard ends the rest, the default deny between groups. Syntax: Juniper,
+// "Micro and Macro Segmentation using Group Based Policy in a VXLAN":
+// https://www.juniper.net/documentation/us/en/software/junos/evpn-vxlan/topics/example/micro-segmentation-using-group-based-policy.html
+// and Juniper's Apstra VXLAN GBP configlets (interface- and IP-based
+// tagging, the MSEG enforcement filter, vxlan-gbp-profile):
+// https://github.com/Juniper-SE/Apstra-configlets/tree/main/Juniper/JUNOS/VXLAN_Interface_Based_GBP
+func junosGBP(d *fabric.Device, caps Caps, w *lines, set func(string, ...any)) {
+	w.add(0, "# Job segmentation: VXLAN group-based policy, one GBP tag per job group.")
+	if caps.GBPProfile {
+		// Restarts the forwarding engine when committed (internal/deploy
+		// reports it).
+		set("chassis forwarding-options vxlan-gbp-profile")
+	}
+	const tag = "firewall family any filter JF-GBP-TAG "
+	const enf = "firewall family any filter JF-GBP "
+	ipTags, tagged := false, false
+	term := func(name, from string, id uint16) {
+		if !tagged {
+			tagged = true
+			set(tag + "micro-segmentation")
+		}
+		set(tag+"term %s from %s", name, from)
+		set(tag+"term %s then gbp-tag %d", name, id)
+	}
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		if v.Policy == nil {
+			continue
+		}
+		for _, g := range v.Policy.Groups {
+			for _, port := range g.Ports {
+				term(fmt.Sprintf("g%d-%s", g.ID, sanitize(port)), "interface "+port+".0", g.ID)
+			}
+			for j, x := range g.External {
+				ipTags = true
+				term(fmt.Sprintf("g%d-ext%d", g.ID, j+1), fmt.Sprintf("ip-version %s address %s", ipFamily(x), x), g.ID)
+			}
+		}
+	}
+	if ipTags {
+		// IP-based tagging of remote (external) endpoints.
+		set("forwarding-options evpn-vxlan gbp mac-ip-inter-tagging")
+	}
+	allow := func(a, b uint16) {
+		t := fmt.Sprintf("g%d-g%d", a, b)
+		set(enf+"term %s from gbp-src-tag %d", t, a)
+		set(enf+"term %s from gbp-dst-tag %d", t, b)
+		set(enf+"term %s then accept", t)
+	}
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		if v.Policy == nil {
+			continue
+		}
+		for _, g := range v.Policy.Groups {
+			allow(g.ID, g.ID)
+		}
+		for _, c := range v.Policy.Contracts {
+			allow(c.A, c.B)
+			allow(c.B, c.A)
+		}
+	}
 }
 
 func junosAddrs(set func(string, ...any), unit string, v4, v6 netip.Prefix) {
@@ -202,13 +285,13 @@ func junosAddrs(set func(string, ...any), unit string, v4, v6 netip.Prefix) {
 // guard, then the job segmentation, which this renderer does not do with
 // Junos group-based policy) as input filters on its routed interface, one
 // per family. Consecutive entries of one kind share a term.
-func junosFilters(set func(string, ...any), d *fabric.Device, p *fabric.Port, l3 string) {
+func junosFilters(set func(string, ...any), d *fabric.Device, p *fabric.Port, l3 string, withAllow bool) {
 	unit := "interfaces " + strings.Replace(l3, ".", " unit ", 1)
 	for _, fam := range []struct {
 		name, suffix, icmp string
 		v6                 bool
 	}{{"inet", "", "protocol icmp", false}, {"inet6", "6", "next-header icmp6", true}} {
-		entries, permitRest, ok := portACL(d, p, fam.v6, true)
+		entries, permitRest, ok := portACL(d, p, fam.v6, withAllow)
 		if !ok {
 			return
 		}

@@ -37,8 +37,9 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 			w.add(0, "feature fabric forwarding")
 		}
 		if hasSegmented(d) {
-			w.add(0, "! Security groups need the security-group routing template, applied once with")
-			w.add(0, "! a reload: system routing template-security-groups")
+			// Refused unless `system routing template-security-groups`
+			// was applied and the switch reloaded: a deploy
+			// prerequisite internal/deploy checks on the switch.
 			w.add(0, "feature security-group")
 		}
 	}
@@ -77,6 +78,10 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 		for i := range d.VRFs {
 			nxosVRF(&w, d, &d.VRFs[i])
 		}
+		// Groups name their VRF, contracts name groups and a policy map:
+		// each is defined before the line that uses it.
+		nxosSecurityGroups(&w, d)
+		nxosContracts(&w, d)
 		for i := range d.VRFs {
 			v := &d.VRFs[i]
 			w.add(0, "interface Vlan%d", v.L3VLAN)
@@ -151,8 +156,9 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 		w.add(0, "!")
 	}
 	if leaf {
-		nxosNVE(&w, d)
-		nxosSecurityGroups(&w, d)
+		if err := nxosNVE(&w, d); err != nil {
+			return nil, err
+		}
 	}
 	nxosBGP(&w, d)
 	return []File{{Name: "nxos.cfg", Content: w.String()}}, nil
@@ -207,13 +213,6 @@ func nxosVRF(w *lines, d *fabric.Device, v *fabric.VRF) {
 	w.add(2, "description tenant %s", v.Tenant)
 	w.add(2, "vni %d", v.L3VNI)
 	w.add(2, "rd %s", v.RD)
-	if v.Policy != nil {
-		// Default deny between groups; a contract opens both directions.
-		w.add(2, "security enforce tag %d default deny", v.Policy.Unclassified)
-		for _, c := range v.Policy.Contracts {
-			w.add(2, "security contract source %d destination %d policy JF-PERMIT-ALL bidir", c.A, c.B)
-		}
-	}
 	for _, af := range []string{"ipv4", "ipv6"} {
 		w.add(2, "address-family %s unicast", af)
 		w.add(4, "route-target import %s", v.RT)
@@ -224,9 +223,40 @@ func nxosVRF(w *lines, d *fabric.Device, v *fabric.VRF) {
 	w.add(0, "!")
 }
 
-func nxosNVE(w *lines, d *fabric.Device) {
+// nxosContracts enforces each segmented VRF's policy, after the groups
+// and the policy map it names: default deny between groups, a contract
+// opens both directions.
+func nxosContracts(w *lines, d *fabric.Device) {
+	for i := range d.VRFs {
+		v := &d.VRFs[i]
+		if v.Policy == nil {
+			continue
+		}
+		w.add(0, "vrf context %s", v.Name)
+		w.add(2, "security enforce tag %d default deny", v.Policy.Unclassified)
+		for _, c := range v.Policy.Contracts {
+			w.add(2, "security contract source %d destination %d policy JF-PERMIT-ALL bidir", c.A, c.B)
+		}
+		w.add(0, "!")
+	}
+}
+
+// l2RT is an L2VNI's own route target on NOSes without vlan-aware bundles
+// (NX-OS, FRR), rtASN:L2VNI: each L2VNI is an EVI of its own, and EVIs
+// sharing the tenant's MAC-VRF target would import each other's type-2
+// and type-3 routes. Values from the RT pool start above every VNI, so the
+// target meets no other (internal/fabric/pool).
+func l2RT(v *fabric.VRF, p *fabric.Port) (string, error) {
+	asn := v.MAC.RT.ASN
+	if asn > 0xffff && p.L2VNI > 0xffff {
+		return "", unsupported("each L2VNI has its own route target %d:%d, but with a 4-byte RT ASN the value holds 16 bits and L2VNI %d of port %s does not fit: use a 2-byte options.rtAsn", asn, p.L2VNI, p.L2VNI, p.Name)
+	}
+	return fmt.Sprintf("%d:%d", asn, p.L2VNI), nil
+}
+
+func nxosNVE(w *lines, d *fabric.Device) error {
 	if len(d.VRFs) == 0 {
-		return
+		return nil
 	}
 	w.add(0, "interface nve1")
 	w.add(2, "no shutdown")
@@ -246,19 +276,23 @@ func nxosNVE(w *lines, d *fabric.Device) {
 	}
 	w.add(0, "!")
 	if len(l2) == 0 {
-		return
+		return nil
 	}
 	w.add(0, "evpn")
 	for _, p := range l2 {
-		v := vrfOf(d, p)
+		rt, err := l2RT(vrfOf(d, p), p)
+		if err != nil {
+			return err
+		}
 		w.add(2, "vni %d l2", p.L2VNI)
 		// One EVI per VNI: the automatic RD (router-id:internal id) is
-		// unique per VNI; the targets are the tenant's MAC-VRF target.
+		// unique per VNI, and so is its target.
 		w.add(4, "rd auto")
-		w.add(4, "route-target import %s", v.MAC.RT)
-		w.add(4, "route-target export %s", v.MAC.RT)
+		w.add(4, "route-target import %s", rt)
+		w.add(4, "route-target export %s", rt)
 	}
 	w.add(0, "!")
+	return nil
 }
 
 func nxosSecurityGroups(w *lines, d *fabric.Device) {
@@ -281,9 +315,14 @@ func nxosSecurityGroups(w *lines, d *fabric.Device) {
 			w.add(0, "!")
 		}
 	}
+	// `match ip`, not `match ipv4` plus `match ipv6`: Cisco's GPO examples
+	// confirm `match ipv4` only, and its ESG tests apply a `match ip`
+	// class to IPv4 and IPv6 groups alike; `match ipv6` is unconfirmed
+	// (internal/fabric/lint flags it). Cisco, "Microsegmentation for
+	// VXLAN fabrics using GPO" (NX-OS 10.6):
+	// https://www.cisco.com/c/en/us/td/docs/dcn/nx-os/nexus9000/106x/configuration/vxlan/cisco-nexus-9000-series-nx-os-vxlan-configuration-guide-release-106x/microsegmentation_for_vxlan_fabrics_using_gpo.html
 	w.add(0, "class-map type security match-any JF-ANY")
-	w.add(2, "match ipv4")
-	w.add(2, "match ipv6")
+	w.add(2, "match ip")
 	w.add(0, "policy-map type security JF-PERMIT-ALL")
 	w.add(2, "class JF-ANY")
 	w.add(0, "!")

@@ -35,6 +35,44 @@ type DeviceFiles struct {
 	Files  []File `json:"files"`
 }
 
+// Caps are what a device's platform (its hardware and NOS release) adds
+// to, or needs beyond, what its NOS alone says. The zero value is the
+// conservative choice: no platform-only lines, the ACL fallback for group
+// policy. The platform model (the switch inventory) fills them per device;
+// until it does, callers and tests set them.
+type Caps struct {
+	// OverlayECMP: Junos on QFX5110, QFX5120 and EX4650 needs
+	// `forwarding-options vxlan-routing overlay-ecmp` for ECMP over
+	// pure type-5 (EVPN-VXLAN) routes; committing it restarts the
+	// forwarding engine (deploy says so). Juniper, "overlay-ecmp":
+	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/overlay-ecmp-edit-forwarding-options-vxlan-routing.html
+	OverlayECMP bool `json:"overlayEcmp,omitempty"`
+	// GBP: the platform and release have Junos VXLAN group-based policy
+	// (22.4R1 and later on QFX5120, EX4650, EX4400 and others): job
+	// segmentation is rendered as GBP tags and an enforcement filter
+	// instead of the per-port ACL fallback.
+	GBP bool `json:"gbp,omitempty"`
+	// GBPProfile: the platform also needs `chassis forwarding-options
+	// vxlan-gbp-profile` for GBP, which restarts the forwarding engine
+	// when committed. Juniper, "vxlan-gbp-profile":
+	// https://www.juniper.net/documentation/us/en/software/junos/cli-reference/topics/ref/statement/vxlan-gbp-profile.html
+	GBPProfile bool `json:"gbpProfile,omitempty"`
+}
+
+// Options are what a render needs besides the intent.
+type Options struct {
+	// Caps returns a device's platform capabilities; nil means the zero
+	// Caps for every device.
+	Caps func(d *fabric.Device) Caps
+}
+
+func (o Options) caps(d *fabric.Device) Caps {
+	if o.Caps == nil {
+		return Caps{}
+	}
+	return o.Caps(d)
+}
+
 // Render renders one device of an intent for nos ("" means the device's
 // own NOS), with the port names of the device's platform (for another NOS:
 // of the same ports on a model running it), refusing a configuration that
@@ -43,6 +81,11 @@ type DeviceFiles struct {
 // cannot express (an NX-OS VRF without an L3 VLAN), is an invalid_argument
 // *domain.Error naming the device.
 func Render(d *fabric.Device, nos string) ([]File, error) {
+	return Options{}.Render(d, nos)
+}
+
+// Render is the package's Render with these options.
+func (o Options) Render(d *fabric.Device, nos string) ([]File, error) {
 	if nos == "" {
 		nos = d.NOS
 	}
@@ -57,7 +100,7 @@ func Render(d *fabric.Device, nos string) ([]File, error) {
 	var files []File
 	switch nos {
 	case Junos:
-		files, err = renderJunos(d)
+		files, err = renderJunos(d, o.caps(d))
 	case NXOS:
 		files, err = renderNXOS(d)
 	case EOS:
@@ -79,10 +122,15 @@ func Render(d *fabric.Device, nos string) ([]File, error) {
 // RenderIntent renders every device of an intent for its own NOS, in device
 // order.
 func RenderIntent(in *fabric.Intent) ([]DeviceFiles, error) {
+	return Options{}.RenderIntent(in)
+}
+
+// RenderIntent is the package's RenderIntent with these options.
+func (o Options) RenderIntent(in *fabric.Intent) ([]DeviceFiles, error) {
 	out := make([]DeviceFiles, 0, len(in.Devices))
 	for i := range in.Devices {
 		d := &in.Devices[i]
-		files, err := Render(d, "")
+		files, err := o.Render(d, "")
 		if err != nil {
 			return nil, err
 		}
@@ -161,6 +209,12 @@ func hasSegmented(d *fabric.Device) bool {
 
 func hasVLANAware(d *fabric.Device) bool {
 	return slices.ContainsFunc(d.VRFs, func(v fabric.VRF) bool { return v.MAC != nil })
+}
+
+// hasVLANAwarePort reports whether a vlan-aware port of VRF vrf is on the
+// device: a MAC-VRF without one has nothing to bridge.
+func hasVLANAwarePort(d *fabric.Device, vrf string) bool {
+	return slices.ContainsFunc(d.Ports, func(p fabric.Port) bool { return p.VRF == vrf && p.VLANAware() })
 }
 
 // linkLocalV6 are destinations every ACL permits so that IPv6 neighbor

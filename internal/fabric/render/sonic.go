@@ -45,9 +45,13 @@ func renderSONiC(d *fabric.Device) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
+	conf, err := frrConf(d, frrStyle{vrfName: sonicVRFName})
+	if err != nil {
+		return nil, err
+	}
 	files := []File{
 		{Name: "config_db.json", Content: string(b) + "\n"},
-		{Name: "frr.conf", Content: frrConf(d, frrStyle{vrfName: sonicVRFName})},
+		{Name: "frr.conf", Content: conf},
 	}
 	return files, nil
 }
