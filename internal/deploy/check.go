@@ -32,7 +32,8 @@ type Checked struct {
 	// the prerequisite checks, not the lint.
 	Show Shower
 	// Hooks are the platform rules of the lint (interface names,
-	// per-feature minimum versions), from the switch inventory.
+	// per-feature minimum versions); unset, each device's come from its
+	// inventory entry (Device.Switch, render.SwitchLintHooks).
 	Hooks lint.Hooks
 }
 
@@ -84,7 +85,11 @@ func (c *Checked) Apply(ctx context.Context, d Device) error {
 // prerequisites found (met or not) and the disruptions the configuration
 // causes against d.Previous.
 func (c *Checked) ApplyConditions(ctx context.Context, d Device) ([]domain.SwitchCondition, error) {
-	if fs := Lint(d, c.Hooks); len(fs) > 0 {
+	h := c.Hooks
+	if h.InterfaceName == nil && h.Feature == nil && d.Switch != nil {
+		h = render.SwitchLintHooks(*d.Switch)
+	}
+	if fs := Lint(d, h); len(fs) > 0 {
 		return nil, &LintError{Device: d.Name, Findings: fs}
 	}
 	var conds []domain.SwitchCondition

@@ -127,7 +127,21 @@ func TestCheckedLintsEveryDeploy(t *testing.T) {
 	if len(drv.applied) != 1 {
 		t.Errorf("the refused configuration reached the driver: %v", drv.applied)
 	}
-	// Platform hooks refuse too.
+	// The switch's inventory entry gives the platform rules: a port its
+	// model lacks is refused before the driver sees it.
+	onModel := d
+	onModel.Switch = &domain.Switch{Name: d.Name, NOS: "junos", Platform: &domain.Platform{Vendor: "juniper", Model: "QFX5220-32CD", Version: "23.4R1-EVO"}}
+	if err := c.Apply(context.Background(), onModel); err != nil {
+		t.Fatalf("a clean render on its model: %v", err)
+	}
+	onModel.Files = []render.File{{Name: "junos.set", Content: d.Files[0].Content + "set interfaces et-0/0/40 description \"past the last port\"\n"}}
+	if err := c.Apply(context.Background(), onModel); !errors.As(err, &le) || !strings.Contains(err.Error(), "et-0/0/40") {
+		t.Errorf("a port the model lacks: err %v, want a lint error naming it", err)
+	}
+	if len(drv.applied) != 2 {
+		t.Errorf("the driver applied %d configurations, want the 2 clean ones", len(drv.applied))
+	}
+	// Hooks given to the driver win.
 	c.Hooks = lint.Hooks{Feature: func(dev, f string) error { return errors.New("not on this release") }}
 	if err := c.Apply(context.Background(), d); err == nil || !strings.Contains(err.Error(), lint.FeatureJunosMACVRF) {
 		t.Errorf("a feature the platform lacks: err %v", err)

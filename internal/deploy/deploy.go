@@ -22,6 +22,9 @@ type Device struct {
 	// Previous are the files the device runs now (nil: unknown or none),
 	// to tell what a deploy changes (Disruptions).
 	Previous []render.File
+	// Switch is the device's inventory entry (nil: unknown): its platform
+	// gives the lint its rules on port names and release features.
+	Switch *domain.Switch
 }
 
 // Driver applies device configurations.

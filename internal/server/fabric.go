@@ -323,6 +323,17 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 	if len(todo) == 0 {
 		return nil
 	}
+	// The lint's platform rules come from each switch's inventory entry.
+	names := make([]string, len(todo))
+	for i, d := range todo {
+		names[i] = d.Name
+	}
+	switches := s.fsm.Switches(names...)
+	for i := range todo {
+		if sw, ok := switches[todo[i].Name]; ok {
+			todo[i].Switch = &sw
+		}
+	}
 	results := make([]state.DeployResult, len(todo))
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup

@@ -69,3 +69,36 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 	f.event(c, "topology.apply", "topology", "", "", fmt.Sprintf("revision %d: %d servers, %d GPUs, %d leaves, %d spines", f.d.TopologyRev, sum.Servers, sum.GPUs, sum.Leaves, sum.Spines))
 	return &domain.TopologyResult{Changed: true, Revision: f.d.TopologyRev, Fingerprint: fp, Summary: sum}, nil
 }
+
+// Switches returns copies of the named switches of the applied topology
+// (leaves and spines), those it has.
+func (f *FSM) Switches(names ...string) map[string]domain.Switch {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]domain.Switch, len(names))
+	if f.d.Topology == nil {
+		return out
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, site := range f.d.Topology.Sites {
+		for _, fab := range site.Fabrics {
+			for _, sws := range [][]domain.Switch{fab.Leaves, fab.Spines} {
+				for _, sw := range sws {
+					if !want[sw.Name] {
+						continue
+					}
+					if sw.Platform != nil {
+						p := *sw.Platform
+						sw.Platform = &p
+					}
+					sw.Breakouts = slices.Clone(sw.Breakouts)
+					out[sw.Name] = sw
+				}
+			}
+		}
+	}
+	return out
+}

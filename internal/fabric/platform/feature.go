@@ -24,6 +24,11 @@ const (
 	// GroupPolicy: job segmentation by group tags in the data plane. NOSes
 	// that segment with per-port ACLs instead need no entry.
 	GroupPolicy Feature = "group-policy"
+	// VXLANGBP: Junos VXLAN group-based policy (GBP tags in the VXLAN
+	// header, `then gbp-tag`, `from gbp-src-tag`). Optional: where a
+	// switch lacks it, job segmentation falls back to per-port ACLs, so
+	// render asks Has, never Check.
+	VXLANGBP Feature = "vxlan-gbp"
 )
 
 // Requirement says from which release a NOS has a feature.
@@ -81,6 +86,12 @@ func Requirements() []Requirement {
 			Doc: "Cisco Nexus 9000 Series NX-OS Unicast Routing Configuration Guide 9.3(x): BGP interface peering via IPv6 link-local for IPv4 (verify)"},
 		{NOS: Junos, Feature: BGPUnnumbered, Min: "20.3R1", What: "dynamic-neighbor peer-auto-discovery",
 			Doc: "Juniper Feature Explorer: BGP unnumbered / automatic peer discovery via IPv6 ND (verify)"},
+
+		// Junos VXLAN GBP: optional (ACL fallback elsewhere), on the
+		// models Juniper lists.
+		{NOS: Junos, Feature: VXLANGBP, Models: []string{"juniper/QFX5120-32C"}, Min: "22.4R1",
+			What: "firewall family any filter ... micro-segmentation, then gbp-tag, from gbp-src-tag/gbp-dst-tag",
+			Doc:  "Juniper EVPN User Guide, Micro-Segmentation Using VXLAN Group-Based Policy: QFX5120 and EX4650 from Junos OS 22.4R1 (verify)"},
 
 		// Data-plane group policy (NX-OS renders security groups; EOS,
 		// Junos and SONiC segment with ACLs and have no entry).
@@ -150,6 +161,27 @@ func Check(sw string, m Model, nos, version string, features []Feature) error {
 		}
 	}
 	return nil
+}
+
+// Has reports whether a switch of model m running nos at version has f by
+// the table: an entry applies to the model and the release is at least its
+// minimum. Unlike Check it says no when nothing is known (no entry, or no
+// release given): it is for optional features a renderer uses only where
+// they are known to work.
+func Has(m Model, nos, version string, f Feature) bool {
+	if version == "" {
+		return false
+	}
+	v, err := ParseVersion(nos, version)
+	if err != nil {
+		return false
+	}
+	req, found, _ := requirementFor(nos, f, m.Vendor+"/"+m.Name)
+	if !found || req.Min == "" {
+		return false
+	}
+	min, err := ParseVersion(nos, req.Min)
+	return err == nil && v.Compare(min) >= 0
 }
 
 // requirementFor finds the entry of nos and f that applies to model. listed

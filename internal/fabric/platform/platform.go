@@ -39,6 +39,16 @@ type Model struct {
 	// without gaps. Generic (Linux) has none: its ports come from the
 	// switch's portCount.
 	Groups []PortGroup
+	// OverlayECMP: ECMP over EVPN type-5 (VXLAN) routes needs
+	// `forwarding-options vxlan-routing overlay-ecmp` on this model, and
+	// committing it restarts the forwarding engine (Junos QFX5110, QFX5120,
+	// EX4650: Juniper CLI reference, "overlay-ecmp").
+	OverlayECMP bool
+	// GBPProfile: VXLAN group-based policy on this model also needs
+	// `chassis forwarding-options vxlan-gbp-profile`, which restarts the
+	// forwarding engine (Juniper EVPN User Guide, "Micro-segmentation
+	// using VXLAN GBP": QFX5120 and EX4650).
+	GBPProfile bool
 	// Doc is the vendor document the port map comes from.
 	Doc string
 }
@@ -145,6 +155,15 @@ func models() []Model {
 				{First: 33, Last: 34, Lanes: 1, Speed: 10},
 			},
 			Doc: "Juniper QFX5220 Switch Hardware Guide: QFX5220-32CD, 32 x 400G QSFP56-DD (et-0/0/0..31), 2 x 10G SFP+ (xe-0/0/32, 33)",
+		},
+		{
+			Vendor: "juniper", Name: "QFX5120-32C", NOSes: []string{Junos},
+			Groups: []PortGroup{
+				{First: 1, Last: 32, Lanes: 4, Speed: 100, Breakouts: []int{4}},
+				{First: 33, Last: 34, Lanes: 1, Speed: 10},
+			},
+			OverlayECMP: true, GBPProfile: true,
+			Doc: "Juniper QFX5120 Switch Hardware Guide: QFX5120-32C, 32 x 100G QSFP28 (et-0/0/0..31, 4 x 25G breakout), 2 x 10G SFP+ (xe-0/0/32, 33)",
 		},
 		{
 			Vendor: "nvidia", Name: "SN5600", NOSes: []string{SONiC},

@@ -288,3 +288,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestHas: an optional feature is there only on a listed model at or above
+// its release; an unknown release or model says no.
+func TestHas(t *testing.T) {
+	qfx5120, _ := Lookup("juniper", "QFX5120-32C")
+	qfx5230, _ := Lookup("juniper", "QFX5230-64CD")
+	for _, tc := range []struct {
+		name    string
+		m       Model
+		version string
+		want    bool
+	}{
+		{"listed model, at the minimum", qfx5120, "22.4R1", true},
+		{"listed model, later", qfx5120, "23.4R2-S3", true},
+		{"listed model, earlier", qfx5120, "22.3R1", false},
+		{"unlisted model", qfx5230, "24.2R1-EVO", false},
+		{"no release", qfx5120, "", false},
+		{"unreadable release", qfx5120, "latest", false},
+	} {
+		if got := Has(tc.m, Junos, tc.version, VXLANGBP); got != tc.want {
+			t.Errorf("%s: Has(%s, %q, vxlan-gbp) = %v, want %v", tc.name, tc.m.Name, tc.version, got, tc.want)
+		}
+	}
+}

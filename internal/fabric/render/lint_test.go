@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
 	"github.com/jobfabric/jobfabric/internal/fabric/lint"
@@ -30,15 +31,75 @@ func lintClean(t *testing.T, ds []render.DeviceFiles) {
 	}
 }
 
-// TestRendersLintClean runs the per-NOS semantic lint over every render
-// the golden files hold: the switch would refuse what the lint finds.
+// TestRendersLintClean runs the per-NOS semantic lint, with each switch's
+// platform rules (port names of its model, features of its release), over
+// every render the golden files hold: the switch would refuse what the
+// lint finds.
 func TestRendersLintClean(t *testing.T) {
 	for _, model := range fabrictest.Models() {
 		for _, nos := range fabrictest.NOSes() {
 			t.Run(model+"/"+nos, func(t *testing.T) {
-				lintClean(t, renderAll(t, compile(t, nos, model)))
+				in, err := fabrictest.Input(nos, model)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range lint.Check(lintConfigs(renderAll(t, compile(t, nos, model))), render.LintHooks(in.Topology)) {
+					t.Error(f)
+				}
 			})
 		}
+	}
+}
+
+// TestPlatformLintRules: the platform hooks find a port the switch's model
+// lacks (and leave logical interfaces alone), an optional feature the
+// model or release lacks, and overlay-ecmp on a model that does not take
+// it.
+func TestPlatformLintRules(t *testing.T) {
+	sw := func(nos, vendor, model, version string) domain.Switch {
+		return domain.Switch{Name: "leaf", NOS: nos, Platform: &domain.Platform{Vendor: vendor, Model: model, Version: version}}
+	}
+	for _, tc := range []struct {
+		name   string
+		sw     domain.Switch
+		nos    string
+		config string
+		want   string // a finding's rule, "" for none
+	}{
+		{"eos port of the model", sw("eos", "arista", "DCS-7060X6-64PE", "4.32.2F"), "eos",
+			"interface Ethernet64/1\n   no switchport\ninterface Loopback0\n   ip address 10.0.0.1/32\n", ""},
+		{"eos port past the model's last", sw("eos", "arista", "DCS-7060X6-64PE", "4.32.2F"), "eos",
+			"interface Ethernet65/1\n   no switchport\n", "platform/interface-name"},
+		{"eos linux name is logical, not a port", sw("eos", "arista", "DCS-7060X6-64PE", "4.32.2F"), "eos",
+			"interface Vlan10\n   ip address virtual 10.1.0.1/24\n   ipv6 enable\n", ""},
+		{"nxos port of the model", sw("nxos", "cisco", "N9K-C9364D-GX2A", "10.5(2)F"), "nxos",
+			"interface Ethernet1/64\n  no switchport\n", ""},
+		{"nxos sub-port without a breakout", sw("nxos", "cisco", "N9K-C9364D-GX2A", "10.5(2)F"), "nxos",
+			"interface Ethernet1/3/1\n  no switchport\n", "platform/interface-name"},
+		{"junos overlay-ecmp where the model takes it", sw("junos", "juniper", "QFX5120-32C", "23.4R1"), "junos",
+			"set forwarding-options vxlan-routing overlay-ecmp\n", ""},
+		{"junos overlay-ecmp on a model without it", sw("junos", "juniper", "QFX5230-64CD", "24.2R1-EVO"), "junos",
+			"set forwarding-options vxlan-routing overlay-ecmp\n", "platform/min-version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "leaf.cfg"
+			if tc.nos == "junos" {
+				name = "leaf.set"
+			}
+			c := lint.Config{Device: "leaf", NOS: tc.nos, Files: []lint.File{{Name: name, Content: tc.config}}}
+			var rules []string
+			for _, f := range lint.Device(c, render.SwitchLintHooks(tc.sw)) {
+				if strings.HasPrefix(f.Rule, "platform/") {
+					rules = append(rules, f.Rule+": "+f.Msg)
+				}
+			}
+			switch {
+			case tc.want == "" && len(rules) > 0:
+				t.Errorf("platform findings %v, want none", rules)
+			case tc.want != "" && (len(rules) == 0 || !strings.HasPrefix(rules[0], tc.want)):
+				t.Errorf("platform findings %v, want %s", rules, tc.want)
+			}
+		})
 	}
 }
 
@@ -141,5 +202,43 @@ func TestJunosGBP(t *testing.T) {
 		if strings.Contains(c, not) {
 			t.Errorf("s1-leaf1 with GBP still has the ACL fallback (%q)", not)
 		}
+	}
+}
+
+// TestJunosCapsFromPlatform: without Options.Caps, the switch's model and
+// release decide: a QFX5120 at 22.4R1 or later gets GBP (with its profile)
+// and overlay-ecmp; before 22.4R1 the ACL fallback and overlay-ecmp; a
+// QFX5230 neither. Every result passes the lint.
+func TestJunosCapsFromPlatform(t *testing.T) {
+	const (
+		ecmp    = "set forwarding-options vxlan-routing overlay-ecmp\n"
+		gbp     = "set firewall family any filter JF-GBP-TAG micro-segmentation\n"
+		profile = "set chassis forwarding-options vxlan-gbp-profile\n"
+	)
+	for _, tc := range []struct {
+		model, version         string
+		fixture                string
+		ecmp, gbp, withProfile bool
+	}{
+		{"QFX5120-32C", "23.4R1", fabrictest.Segmented, true, true, true}, // globex is pure type-5
+		{"QFX5120-32C", "22.3R1", fabrictest.Segmented, true, false, false},
+		{"QFX5120-32C", "23.4R1", fabrictest.PureRT5, true, false, false},
+		{"QFX5230-64CD", "24.2R1-EVO", fabrictest.Segmented, false, false, false},
+		{"QFX5230-64CD", "24.2R1-EVO", fabrictest.PureRT5, false, false, false},
+	} {
+		it := compile(t, "junos", tc.fixture)
+		d := *it.Device("s1-leaf1")
+		d.Platform = &domain.Platform{Vendor: "juniper", Model: tc.model, Version: tc.version}
+		files, err := render.Render(&d, "")
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.model, tc.version, err)
+		}
+		c := files[0].Content
+		for line, want := range map[string]bool{ecmp: tc.ecmp, gbp: tc.gbp, profile: tc.withProfile} {
+			if got := strings.Contains(c, line); got != want {
+				t.Errorf("%s %s (%s): %q rendered %v, want %v", tc.model, tc.version, tc.fixture, strings.TrimSpace(line), got, want)
+			}
+		}
+		lintClean(t, []render.DeviceFiles{{Device: d.Name, Files: files}})
 	}
 }

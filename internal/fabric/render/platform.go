@@ -18,7 +18,7 @@ import (
 // model if it runs nos, else on nos's default model. The renderers then
 // print names as they find them. d is not changed; the copy shares what
 // it does not rename.
-func forPlatform(d *fabric.Device, nos string) (*fabric.Device, error) {
+func forPlatform(d *fabric.Device, nos string) (*fabric.Device, target, error) {
 	src := devicePorts(d)
 	dst := src
 	version := ""
@@ -36,19 +36,40 @@ func forPlatform(d *fabric.Device, nos string) (*fabric.Device, error) {
 		version = def.Version // the device's release is of another NOS
 		dst = platform.NewPorts(m, nos, cmp.Or(d.PortPrefix, platform.DefaultPortPrefix), d.PortCount)
 	}
+	tgt := target{model: dst.Model(), nos: nos, version: version}
 	if err := platform.Check(d.Name, dst.Model(), nos, version, features(d)); err != nil {
 		field := "platform.version"
 		var fe *platform.FeatureError
 		if errors.As(err, &fe) && fe.Min == "" {
 			field = "platform.model"
 		}
-		return nil, &domain.Error{Code: domain.CodeInvalidArgument, Field: field, Message: err.Error(),
+		return nil, tgt, &domain.Error{Code: domain.CodeInvalidArgument, Field: field, Message: err.Error(),
 			Details: []domain.Detail{{Field: field, Object: "switch " + d.Name, Rule: "nos-feature", Message: err.Error()}}}
 	}
 	if dst == src {
-		return d, nil
+		return d, tgt, nil
 	}
-	return renamePorts(d, src, dst)
+	out, err := renamePorts(d, src, dst)
+	return out, tgt, err
+}
+
+// target is the switch a device is rendered for: the model whose port
+// names it gets and the release it runs.
+type target struct {
+	model   platform.Model
+	nos     string
+	version string
+}
+
+// caps are what the target's model and release add to a configuration:
+// Junos GBP where the feature table lists the model at that release,
+// overlay-ecmp and the GBP profile where the model needs them.
+func (t target) caps() Caps {
+	if t.nos != Junos {
+		return Caps{}
+	}
+	gbp := platform.Has(t.model, t.nos, t.version, platform.VXLANGBP)
+	return Caps{OverlayECMP: t.model.OverlayECMP, GBP: gbp, GBPProfile: gbp && t.model.GBPProfile}
 }
 
 // devicePorts is the port space the device's names are in.

@@ -38,8 +38,8 @@ type DeviceFiles struct {
 // Caps are what a device's platform (its hardware and NOS release) adds
 // to, or needs beyond, what its NOS alone says. The zero value is the
 // conservative choice: no platform-only lines, the ACL fallback for group
-// policy. The platform model (the switch inventory) fills them per device;
-// until it does, callers and tests set them.
+// policy. By default they come from the switch's platform (its model's
+// flags and the feature table: target.caps); Options.Caps overrides them.
 type Caps struct {
 	// OverlayECMP: Junos on QFX5110, QFX5120 and EX4650 needs
 	// `forwarding-options vxlan-routing overlay-ecmp` for ECMP over
@@ -61,14 +61,14 @@ type Caps struct {
 
 // Options are what a render needs besides the intent.
 type Options struct {
-	// Caps returns a device's platform capabilities; nil means the zero
-	// Caps for every device.
+	// Caps returns a device's platform capabilities; nil means what the
+	// device's model and release say (platform.Model, platform.Has).
 	Caps func(d *fabric.Device) Caps
 }
 
-func (o Options) caps(d *fabric.Device) Caps {
+func (o Options) caps(d *fabric.Device, tgt target) Caps {
 	if o.Caps == nil {
-		return Caps{}
+		return tgt.caps()
 	}
 	return o.Caps(d)
 }
@@ -92,7 +92,7 @@ func (o Options) Render(d *fabric.Device, nos string) ([]File, error) {
 	if !slices.Contains(NOSes(), nos) {
 		return nil, domain.Invalid("nos", "device %s: no renderer for NOS %q (known: %s)", d.Name, nos, strings.Join(NOSes(), ", "))
 	}
-	pd, err := forPlatform(d, nos)
+	pd, tgt, err := forPlatform(d, nos)
 	if err != nil {
 		return nil, fmt.Errorf("device %s (%s): %w", d.Name, nos, err)
 	}
@@ -100,7 +100,7 @@ func (o Options) Render(d *fabric.Device, nos string) ([]File, error) {
 	var files []File
 	switch nos {
 	case Junos:
-		files, err = renderJunos(d, o.caps(d))
+		files, err = renderJunos(d, o.caps(d, tgt))
 	case NXOS:
 		files, err = renderNXOS(d)
 	case EOS:
