@@ -159,7 +159,7 @@ func (f *FSM) fabricInput(held []uint64) (fabric.Input, []uint64) {
 		in.Tenants = append(in.Tenants, *f.d.Tenants[name])
 	}
 	var jobs []uint64
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if !holdsGPUs(j) || slices.Contains(held, j.ID) {
 			continue
 		}
@@ -520,7 +520,7 @@ func (f *FSM) markDeployed(now time.Time) {
 // deployed on every leaf their GPUs use, and says what a job waits for.
 func (f *FSM) gate(c *Command) {
 	fd := &f.d.Fabric
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if j.State != domain.JobPlaced || j.NetworkRev == 0 {
 			continue
 		}
@@ -569,7 +569,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
 	}
-	for _, j := range f.d.Jobs {
+	for j := range f.jobs.liveJobs() { // a job holding GPUs is live
 		if holdsGPUs(j) {
 			sum += item("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
 		}
@@ -588,7 +588,7 @@ func (f *FSM) JobsAwaitingNetwork() []uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []uint64
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			out = append(out, j.ID)
 		}

@@ -133,7 +133,7 @@ func (f *FSM) gpusVanished(c *Command, rec *domain.HostStatus, prev, now *domain
 // jobsOnGPU lists the jobs holding any part of a GPU of a node, by ID.
 func (f *FSM) jobsOnGPU(node string, gpu int) []*domain.Job {
 	var out []*domain.Job
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if !holdsGPUs(j) {
 			continue
 		}
@@ -485,8 +485,8 @@ func (f *FSM) checkExternalID(s *domain.JobSpec) *domain.Error {
 	if s.ExternalID == "" {
 		return nil
 	}
-	for _, j := range f.d.Jobs {
-		if j.ExternalID == s.ExternalID && !j.State.Terminal() {
+	for j := range f.jobs.liveJobs() {
+		if j.ExternalID == s.ExternalID {
 			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "externalId",
 				Message: fmt.Sprintf("job %d (%s) already has externalId %s", j.ID, j.State, s.ExternalID)}
 		}

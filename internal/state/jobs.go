@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -50,6 +49,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
 	}
 	f.d.Jobs[id] = j
+	f.jobs.add(j)
 	if key != "" {
 		f.rememberSubmitKey(key, id)
 	}
@@ -215,14 +215,6 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	j.UpdatedAt = c.At
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
 	return copyJob(j), nil
-}
-func (f *FSM) sortedJobs() []*domain.Job {
-	out := make([]*domain.Job, 0, len(f.d.Jobs))
-	for _, j := range f.d.Jobs {
-		out = append(out, j)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
 }
 func copyJob(j *domain.Job) *domain.Job {
 	cp := *j

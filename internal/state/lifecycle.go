@@ -68,6 +68,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
 	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
 	j.Placement = nil
+	f.jobs.end(j)
 }
 
 // stopPreempted releases a preempted job: requeued when preemptible,

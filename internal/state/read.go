@@ -313,14 +313,17 @@ func (f *FSM) schedSnapshot(since time.Time, cp func(*domain.Job) *domain.Job) *
 	for k, n := range f.d.Nodes {
 		s.Nodes[k] = *n
 	}
-	for _, j := range f.sortedJobs() {
-		switch {
-		case !j.State.Terminal():
-			s.Jobs = append(s.Jobs, cp(j))
-		case j.EndedAt != nil && j.PlacedAt != nil && j.EndedAt.After(since):
+	for j := range f.jobs.liveJobs() {
+		s.Jobs = append(s.Jobs, cp(j))
+	}
+	for j := range f.jobs.endedSince(since) {
+		if j.PlacedAt != nil {
 			s.History = append(s.History, cp(j))
 		}
 	}
+	// By ID, as the scheduler has always seen them: its decayed usage is
+	// a float sum, and the order of a sum is part of its result.
+	slices.SortFunc(s.History, byID)
 	f.foldTenantDrivers(s.Jobs) // a tenant's minimum driver (hosts.go)
 	return s
 }
