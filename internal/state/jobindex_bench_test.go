@@ -42,10 +42,10 @@ func retainedState(b *testing.B, ended int) (*harness, JobsPlace) {
 		}
 		return cmd
 	}
-	snap := h.f.SchedSnapshot(h.at)
+	snap := snapshotOf(h.f, h.at)
 	snap.Jobs = snap.Jobs[:1000]
 	apply(CmdJobsPlace, place(sched.Schedule(snap, h.at)))
-	plan := sched.Schedule(h.f.SchedSnapshot(h.at), h.at)
+	plan := sched.Schedule(snapshotOf(h.f, h.at), h.at)
 	if len(plan.Placements) != 100 {
 		b.Fatalf("%d placements planned", len(plan.Placements))
 	}
@@ -90,7 +90,7 @@ func BenchmarkRetainedSchedSnapshot(b *testing.B) {
 			since := h.at.Add(-sched.DefaultPolicy.HistoryHorizon())
 			b.ResetTimer()
 			for range b.N {
-				if s := h.f.SchedSnapshot(since); len(s.Jobs) != 1100 {
+				if s := snapshotOf(h.f, since); len(s.Jobs) != 1100 {
 					b.Fatalf("%d live jobs", len(s.Jobs))
 				}
 			}

@@ -89,7 +89,7 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					}
 					h.apply(CmdJobSubmit, s)
 				case op < 5:
-					snap := h.f.SchedSnapshot(h.at.Add(-time.Hour))
+					snap := snapshotOf(h.f, h.at.Add(-time.Hour))
 					h.commitPlan(snap, sched.Schedule(snap, h.at))
 				case op < 8:
 					jobs := h.f.Jobs(JobFilter{})
@@ -116,6 +116,7 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				}
 				h.advance(time.Duration(rng.IntN(10)) * time.Second)
 				checkIndex(t, h.f, cuts()...)
+				checkJobsPage(t, h.f, rng)
 				if step == 299 {
 					ended = len(h.f.jobs.ended)
 				}
@@ -124,5 +125,37 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				t.Fatalf("%d ended, %d live: the sequence tests too little", ended, len(h.f.jobs.live))
 			}
 		})
+	}
+}
+
+// checkJobsPage compares a random page of the job list (by state, after
+// an ID, limited) with a filter of every job sorted by ID.
+func checkJobsPage(t *testing.T, f *FSM, rng *rand.Rand) {
+	t.Helper()
+	states := []domain.JobState{"", domain.JobPending, domain.JobRunning, domain.JobSucceeded, domain.JobCancelled}
+	q := JobFilter{State: states[rng.IntN(len(states))], AfterID: uint64(rng.IntN(8)), Limit: rng.IntN(5)}
+	if rng.IntN(3) == 0 {
+		q.States = []domain.JobState{domain.JobReady, domain.JobPreempting}
+	}
+	got, more := f.JobsPage(q)
+	f.mu.RLock()
+	var want []uint64
+	for _, j := range f.d.Jobs {
+		if q.keeps(j) {
+			want = append(want, j.ID)
+		}
+	}
+	f.mu.RUnlock()
+	slices.Sort(want)
+	wantMore := q.Limit > 0 && len(want) > q.Limit
+	if wantMore {
+		want = want[:q.Limit]
+	}
+	var gotIDs []uint64
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if !slices.Equal(gotIDs, want) || more != wantMore {
+		t.Fatalf("jobs %+v: %v more=%t, want %v more=%t", q, gotIDs, more, want, wantMore)
 	}
 }

@@ -26,7 +26,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	}
 	if id, seen := f.d.SubmitKeys[key]; seen && key != "" {
 		if j, ok := f.d.Jobs[id]; ok {
-			return copyJob(j), nil
+			return CopyJob(j), nil
 		}
 	}
 	if err := domain.ValidateJobSpec(&s); err != nil {
@@ -54,7 +54,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 		f.rememberSubmitKey(key, id)
 	}
 	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
 
 // maxSubmitKeys bounds the idempotency window: a client retries within
@@ -214,9 +214,11 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
-func copyJob(j *domain.Job) *domain.Job {
+
+// CopyJob deep-copies a job: a read never aliases the state.
+func CopyJob(j *domain.Job) *domain.Job {
 	cp := *j
 	cp.GPUModels = slices.Clone(j.GPUModels)
 	if j.Topology != nil {

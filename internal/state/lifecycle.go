@@ -61,7 +61,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 	}
 	j.UpdatedAt = at
 	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
 
 // end makes a job terminal and releases its GPUs.
