@@ -63,3 +63,60 @@ func TestSnapshotOfTheView(t *testing.T) {
 		t.Fatal("the snapshot aliases the state")
 	}
 }
+
+// TestReadWhileApplying (run with -race): builders read through the view
+// while commands apply, and change their copies freely.
+func TestReadWhileApplying(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	f, at := h.f, h.at
+	entries := make([][]byte, 0, 300)
+	for i := range 150 {
+		at = at.Add(time.Second)
+		sub, err := Encode(CmdJobSubmit, at, "admin:test", MakeJob("research", 1).Obj())
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = at.Add(time.Second)
+		cancel, err := Encode(CmdJobCancel, at, "admin:test", JobCancel{ID: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, sub, cancel)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, e := range entries {
+			if i%2 == 1 && i%6 != 1 {
+				continue // keep two thirds of the jobs live
+			}
+			if r := f.ApplyCommand(e); r.Err != nil {
+				t.Errorf("apply: %v", r.Err)
+				return
+			}
+		}
+	}()
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		s := snapshotOf(f, time.Time{})
+		for _, j := range s.Jobs {
+			j.Name, j.Placement = "changed", nil
+		}
+		for _, w := range s.Workspaces {
+			w.Models = append(w.Models, domain.ModelQuota{})
+		}
+	}
+	s := snapshotOf(f, time.Time{})
+	if len(s.Jobs) != 100 {
+		t.Fatalf("%d live jobs, want 100", len(s.Jobs))
+	}
+	for _, j := range s.Jobs {
+		if j.Name == "changed" {
+			t.Fatal("a snapshot's copy changed the state")
+		}
+	}
+}
