@@ -248,9 +248,10 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, df := range c.files {
 		seen[df.Device] = true
-		h := state.ConfigHash(df.NOS, df.Files)
+		files := storedFiles(df.Files)
+		h := state.ConfigHash(df.NOS, files)
 		if cur[df.Device].Hash != h {
-			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: df.Files, Hash: h}
+			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: files, Hash: h}
 		}
 	}
 	for name := range cur {
@@ -304,12 +305,12 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 			continue
 		}
 		dc := cfgs[d.Name]
-		dd := deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: dc.Files}
+		dd := deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: renderFiles(dc.Files)}
 		if d.DeployedRev != 0 {
 			// What the switch runs, to tell what the deploy changes
 			// (unknown when the revision is no longer kept).
 			if prev, _, derr := s.fsm.DeviceConfigs(d.DeployedRev); derr == nil {
-				dd.Previous = prev[d.Name].Files
+				dd.Previous = renderFiles(prev[d.Name].Files)
 			}
 		}
 		todo = append(todo, dd)
@@ -448,7 +449,7 @@ func (s *Server) fabricConfigs(r *http.Request, p *principal) (any, error) {
 		return nil, derr
 	}
 	out := []render.DeviceFiles{}
-	for _, df := range state.DeviceFiles(cfgs) {
+	for _, df := range deviceFiles(cfgs) {
 		if device == "" || df.Device == device {
 			out = append(out, df)
 		}
@@ -499,7 +500,7 @@ func (s *Server) fabricDiff(r *http.Request, p *principal) (any, error) {
 		return out
 	}
 	out := api.FabricDiff{From: from, To: to, Devices: []api.DeviceDiff{}}
-	for _, d := range render.Diff(state.DeviceFiles(keep(oldCfg)), state.DeviceFiles(keep(newCfg))) {
+	for _, d := range render.Diff(deviceFiles(keep(oldCfg)), deviceFiles(keep(newCfg))) {
 		out.Devices = append(out.Devices, api.DeviceDiff{Device: d.Device, Text: d.String()})
 	}
 	return out, nil

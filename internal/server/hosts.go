@@ -250,7 +250,7 @@ func (s *Server) getBinding(r *http.Request, p *principal) (any, error) {
 	if a := p.nodeAgent(); a != "" && a != node && !p.seesWorkspace(j.Tenant, j.Workspace) {
 		return nil, notFoundf("job", j.ID)
 	}
-	in, derr := s.fsm.BindingInput(j.ID, node)
+	in, derr := bindingInput(s.fsm, j.ID, node)
 	if derr != nil {
 		return nil, derr
 	}

@@ -75,7 +75,7 @@ func (s *Server) policy() sched.Policy {
 // due.
 func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	now := s.clock.Now()
-	snap := s.fsm.SchedSnapshot(now.Add(-s.policy().HistoryHorizon()))
+	snap := schedSnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	plan := sched.Schedule(snap, now)
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
@@ -121,7 +121,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 		return nil, err
 	}
 	now := s.clock.Now()
-	snap := s.fsm.SchedSnapshot(now.Add(-s.policy().HistoryHorizon()))
+	snap := schedSnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {

@@ -6,4 +6,10 @@
 // command. Every applied command that changes something appends an audit event
 // in the same step, so the trail cannot disagree with the state. Reads take a
 // read lock and return copies: callers cannot mutate the state behind Raft.
+//
+// What other packages need built from the state (the scheduler's snapshot,
+// the host binder's input) is built outside the state machine from View, a
+// read-only view handed out under the read lock (FSM.Read): the package
+// keeps what its apply needs. Jobs are indexed (jobindex.go): the live ones
+// by ID, the ended ones by end time, so no read sorts every job ever run.
 package state

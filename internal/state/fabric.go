@@ -15,7 +15,6 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/pool"
-	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 // The fabric in the replicated state. The leader compiles the desired
@@ -43,14 +42,23 @@ const maxRevisions = 64
 
 // DeviceConfig is one device's rendered configuration.
 type DeviceConfig struct {
-	NOS   string        `json:"nos"`
-	Role  string        `json:"role"`
-	Files []render.File `json:"files"`
-	Hash  string        `json:"hash"`
+	NOS   string `json:"nos"`
+	Role  string `json:"role"`
+	Files []File `json:"files"`
+	Hash  string `json:"hash"`
+}
+
+// File is one configuration file of a device, as the state stores it: the
+// renderer's output (render.File, the same fields and encoding), kept as
+// text. The state machine only hashes and stores files, so it does not
+// link the renderers.
+type File struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
 }
 
 // ConfigHash fingerprints a device's files.
-func ConfigHash(nos string, files []render.File) string {
+func ConfigHash(nos string, files []File) string {
 	h := sha256.New()
 	h.Write([]byte(nos))
 	for _, f := range files {
@@ -161,7 +169,7 @@ func (f *FSM) fabricInput(held []uint64) (fabric.Input, []uint64) {
 		in.Tenants = append(in.Tenants, *f.d.Tenants[name])
 	}
 	var jobs []uint64
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if !holdsGPUs(j) || slices.Contains(held, j.ID) {
 			continue
 		}
@@ -523,7 +531,7 @@ func (f *FSM) markDeployed(now time.Time) {
 // deployed on every leaf their GPUs use, and says what a job waits for.
 func (f *FSM) gate(c *Command) {
 	fd := &f.d.Fabric
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if j.State != domain.JobPlaced || j.NetworkRev == 0 {
 			continue
 		}
@@ -572,7 +580,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
 	}
-	for _, j := range f.d.Jobs {
+	for j := range f.jobs.liveJobs() { // a job holding GPUs is live
 		if holdsGPUs(j) {
 			sum += item("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
 		}
@@ -591,7 +599,7 @@ func (f *FSM) JobsAwaitingNetwork() []uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []uint64
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			out = append(out, j.ID)
 		}
@@ -683,16 +691,6 @@ func (f *FSM) DeviceConfigs(rev uint64) (map[string]DeviceConfig, uint64, *domai
 		}
 	}
 	return out, rev, nil
-}
-
-// DeviceFiles turns configs into the renderer's form, sorted by device.
-func DeviceFiles(cfgs map[string]DeviceConfig) []render.DeviceFiles {
-	out := make([]render.DeviceFiles, 0, len(cfgs))
-	for _, name := range slices.Sorted(maps.Keys(cfgs)) {
-		dc := cfgs[name]
-		out = append(out, render.DeviceFiles{Device: name, NOS: dc.NOS, Files: dc.Files})
-	}
-	return out
 }
 
 // HeldJobs are the jobs the latest revision held out.

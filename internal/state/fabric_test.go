@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 // revision builds a revision command that changes leaf's config and the
@@ -16,7 +15,7 @@ func (h *harness) revision(leaf, conf string, ports map[string]string) FabricRev
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	files := []render.File{{Name: "frr.conf", Content: conf}}
+	files := []File{{Name: "frr.conf", Content: conf}}
 	return FabricRevisionCmd{SyncAt: h.at, IDsHash: ids, Jobs: jobs, Ports: ports,
 		Changed: map[string]DeviceConfig{leaf: {NOS: "frr", Role: "leaf", Files: files, Hash: ConfigHash("frr", files)}}}
 }

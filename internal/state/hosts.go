@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/binding"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/fabric"
-	"github.com/jobfabric/jobfabric/internal/fabric/pool"
 	"github.com/jobfabric/jobfabric/internal/hostfacts"
 )
 
@@ -107,7 +103,7 @@ func (f *FSM) applyHostReport(c *Command) (any, *domain.Error) {
 	// A report is proof of life.
 	f.heartbeatRestored(c, rec)
 	f.updateDrift(c, srv, rec)
-	return copyHost(rec), nil
+	return CopyHost(rec), nil
 }
 
 // gpusVanished warns the jobs holding a GPU that was reported before and
@@ -133,7 +129,7 @@ func (f *FSM) gpusVanished(c *Command, rec *domain.HostStatus, prev, now *domain
 // jobsOnGPU lists the jobs holding any part of a GPU of a node, by ID.
 func (f *FSM) jobsOnGPU(node string, gpu int) []*domain.Job {
 	var out []*domain.Job
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		if !holdsGPUs(j) {
 			continue
 		}
@@ -374,11 +370,12 @@ func (f *FSM) applyHostAccept(c *Command) (any, *domain.Error) {
 	rec.Baseline = hostfacts.NewBaseline(rec.Facts)
 	f.event(c, "host.accept", "server/"+p.Node, "", "", fmt.Sprintf("GPU baseline re-pinned: %d GPUs (was %d)", len(rec.Baseline), len(old)))
 	f.updateDrift(c, srv, rec)
-	return copyHost(rec), nil
+	return CopyHost(rec), nil
 }
 
-// copyHost deep-copies a record (through JSON: facts are a tree of slices).
-func copyHost(h *domain.HostStatus) *domain.HostStatus {
+// CopyHost deep-copies an agent record (through JSON: facts are a tree of
+// slices).
+func CopyHost(h *domain.HostStatus) *domain.HostStatus {
 	b, err := json.Marshal(h)
 	if err != nil {
 		panic("host record is not serialisable: " + err.Error())
@@ -407,7 +404,7 @@ func (f *FSM) Host(node string) (*domain.HostStatus, bool) {
 	if !ok {
 		return nil, false
 	}
-	return copyHost(r), true
+	return CopyHost(r), true
 }
 
 // Hosts lists the agent records by node name.
@@ -416,7 +413,7 @@ func (f *FSM) Hosts() []domain.HostStatus {
 	defer f.mu.RUnlock()
 	out := []domain.HostStatus{}
 	for _, n := range slices.Sorted(maps.Keys(f.d.Hosts.Records)) {
-		out = append(out, *copyHost(f.d.Hosts.Records[n]))
+		out = append(out, *CopyHost(f.d.Hosts.Records[n]))
 	}
 	return out
 }
@@ -465,18 +462,22 @@ func (f *FSM) JobByExternalID(ext string) (*domain.Job, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var best *domain.Job
-	for _, j := range f.d.Jobs {
-		if j.ExternalID != ext {
-			continue
+	for j := range f.jobs.liveJobs() {
+		if j.ExternalID == ext {
+			best = j // by ID: the last is the newest
 		}
-		if best == nil || (!j.State.Terminal() && best.State.Terminal()) || (j.State.Terminal() == best.State.Terminal() && j.ID > best.ID) {
-			best = j
+	}
+	if best == nil {
+		for _, j := range f.jobs.ended {
+			if j.ExternalID == ext && (best == nil || j.ID > best.ID) {
+				best = j
+			}
 		}
 	}
 	if best == nil {
 		return nil, false
 	}
-	return copyJob(best), true
+	return CopyJob(best), true
 }
 
 // checkExternalID refuses an external id another live job already has:
@@ -485,83 +486,13 @@ func (f *FSM) checkExternalID(s *domain.JobSpec) *domain.Error {
 	if s.ExternalID == "" {
 		return nil
 	}
-	for _, j := range f.d.Jobs {
-		if j.ExternalID == s.ExternalID && !j.State.Terminal() {
+	for j := range f.jobs.liveJobs() {
+		if j.ExternalID == s.ExternalID {
 			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "externalId",
 				Message: fmt.Sprintf("job %d (%s) already has externalId %s", j.ID, j.State, s.ExternalID)}
 		}
 	}
 	return nil
-}
-
-// foldTenantDrivers raises each job's minimum driver in a scheduler
-// snapshot to its tenant's (HostPolicy.TenantMinDriver); the stored jobs
-// keep what their users asked.
-func (f *FSM) foldTenantDrivers(jobs []*domain.Job) {
-	min := f.hostPolicy().TenantMinDriver
-	if len(min) == 0 {
-		return
-	}
-	for _, j := range jobs {
-		t, ok := min[j.Tenant]
-		if !ok {
-			continue
-		}
-		if cmp, ok := domain.CompareVersions(t, j.MinDriver); j.MinDriver == "" || (ok && cmp > 0) {
-			j.MinDriver = t
-		}
-	}
-}
-
-// BindingInput gathers what the binder needs for a job on a node: the
-// job, the node as declared and as reported, the other jobs holding GPUs
-// there, and the job's fabric identity.
-func (f *FSM) BindingInput(jobID uint64, node string) (binding.Input, *domain.Error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	j, ok := f.d.Jobs[jobID]
-	if !ok {
-		return binding.Input{}, domain.NotFound("job", strconv.FormatUint(jobID, 10))
-	}
-	srv, ok := f.cap.servers[node]
-	if !ok {
-		return binding.Input{}, domain.NotFound("server", node)
-	}
-	in := binding.Input{Job: copyJob(j), Node: node, Server: deepCopyServer(srv)}
-	if fab := f.fabricOf(node); fab != nil {
-		in.RailOptimized = fab.RailOptimized
-	}
-	if r := f.d.Hosts.Records[node]; r != nil {
-		in.Host = copyHost(r)
-	}
-	for _, o := range f.jobsOnGPU(node, -1) {
-		if o.ID != j.ID {
-			in.Others = append(in.Others, *copyJob(o))
-		}
-	}
-	in.Fabric = binding.Identity{Tenant: j.Tenant, Workspace: j.Workspace}
-	if t := f.d.Tenants[j.Tenant]; t != nil {
-		in.Fabric.Isolation = t.Isolation
-		if ps := f.d.Fabric.Pools; ps != nil {
-			if vni, ok := ps.Lookup(pool.VNI, "tenant/"+t.Name); ok {
-				in.Fabric.L3VNI = vni
-			}
-			if id, ok := ps.Lookup(pool.VRFID, "tenant/"+t.Name); ok {
-				in.Fabric.VRF = fabric.VRFName(t.Name, uint16(id))
-			}
-			if g, ok := ps.Lookup(pool.Group, "job/"+strconv.FormatUint(j.ID, 10)); ok {
-				in.Fabric.GroupID = uint16(g)
-			}
-		}
-	}
-	return in, nil
-}
-
-func deepCopyServer(s *domain.Server) *domain.Server {
-	cp := *s
-	cp.GPUNUMA = slices.Clone(s.GPUNUMA)
-	cp.NICs = slices.Clone(s.NICs)
-	return &cp
 }
 
 // operatorSetNode runs inside node.set: an operator's word on cordon or

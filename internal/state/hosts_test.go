@@ -259,7 +259,7 @@ func TestHostPolicy(t *testing.T) {
 	high := MakeJob("research", 8)
 	high.MinDriver("560.1")
 	h.must(CmdJobSubmit, high.Obj())
-	snap := h.f.SchedSnapshot(h.at)
+	snap := snapshotOf(h.f, h.at)
 	var got []string
 	for _, j := range snap.Jobs {
 		got = append(got, j.MinDriver)
@@ -310,24 +310,20 @@ func TestDrainWithGrace(t *testing.T) {
 	h.replays()
 }
 
-func TestBindingInputAndSnapshot(t *testing.T) {
+// TestHostRecordsAreCopiedAndRestored (the binder's input is built from
+// the view in the server: internal/server/bindinput_test.go).
+func TestHostRecordsAreCopiedAndRestored(t *testing.T) {
 	h := lifecycleAt(t, domain.JobRunning, MakeJob("research", 8))
 	node := h.firstServer()
 	h.reportFacts(node, recordedFacts(t))
-	in, err := h.f.BindingInput(1, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.Job.ID != 1 || in.Server.Name != node || !in.RailOptimized || in.Host == nil || len(in.Host.Baseline) != 8 || in.Fabric.Tenant != "acme" {
-		t.Fatalf("input %+v", in)
+	rec, ok := h.f.Host(node)
+	if !ok || len(rec.Baseline) != 8 {
+		t.Fatalf("record %+v", rec)
 	}
 	// Reads are copies.
-	in.Host.Facts.GPUs[0].UUID = "GPU-changed"
+	rec.Facts.GPUs[0].UUID = "GPU-changed"
 	if rec, _ := h.f.Host(node); rec.Facts.GPUs[0].UUID == "GPU-changed" {
 		t.Fatal("a read aliases the state")
-	}
-	if _, err := h.f.BindingInput(99, node); err == nil || err.Code != domain.CodeNotFound {
-		t.Fatalf("unknown job: %v", err)
 	}
 	// Hosts survive a snapshot and restore.
 	r := New()

@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -27,7 +26,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	}
 	if id, seen := f.d.SubmitKeys[key]; seen && key != "" {
 		if j, ok := f.d.Jobs[id]; ok {
-			return copyJob(j), nil
+			return CopyJob(j), nil
 		}
 	}
 	if err := domain.ValidateJobSpec(&s); err != nil {
@@ -50,11 +49,12 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
 	}
 	f.d.Jobs[id] = j
+	f.jobs.add(j)
 	if key != "" {
 		f.rememberSubmitKey(key, id)
 	}
 	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
 
 // maxSubmitKeys bounds the idempotency window: a client retries within
@@ -214,17 +214,11 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
-func (f *FSM) sortedJobs() []*domain.Job {
-	out := make([]*domain.Job, 0, len(f.d.Jobs))
-	for _, j := range f.d.Jobs {
-		out = append(out, j)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
-}
-func copyJob(j *domain.Job) *domain.Job {
+
+// CopyJob deep-copies a job: a read never aliases the state.
+func CopyJob(j *domain.Job) *domain.Job {
 	cp := *j
 	cp.GPUModels = slices.Clone(j.GPUModels)
 	if j.Topology != nil {

@@ -61,13 +61,14 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 	}
 	j.UpdatedAt = at
 	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
-	return copyJob(j), nil
+	return CopyJob(j), nil
 }
 
 // end makes a job terminal and releases its GPUs.
 func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
 	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
 	j.Placement = nil
+	f.jobs.end(j)
 }
 
 // stopPreempted releases a preempted job: requeued when preemptible,

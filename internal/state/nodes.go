@@ -59,10 +59,7 @@ func (f *FSM) Nodes() []domain.NodeView {
 	defer f.mu.RUnlock()
 	used := map[string]int{}
 	tenants := map[string]map[string]bool{}
-	for _, j := range f.d.Jobs {
-		if j.State.Terminal() {
-			continue
-		}
+	for j := range f.jobs.liveJobs() {
 		for _, p := range j.Placement {
 			used[p.Server] += len(p.GPUs)
 			if tenants[p.Server] == nil {

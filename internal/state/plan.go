@@ -83,7 +83,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 		// jobs as it sees them (a tenant's minimum driver folded in). Fit
 		// only reads them, so a shallow copy serves: the fold changes a
 		// field of the copy, never a shared slice.
-		snap := f.schedSnapshot(c.At, func(j *domain.Job) *domain.Job { cp := *j; return &cp })
+		snap := sched.SnapshotOf(locked{f}, c.At, func(j *domain.Job) *domain.Job { cp := *j; return &cp })
 		fit := sched.NewFit(snap, c.At)
 		seen := make(map[uint64]*domain.Job, len(snap.Jobs))
 		for _, j := range snap.Jobs {

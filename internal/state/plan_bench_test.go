@@ -23,10 +23,10 @@ func BenchmarkPlanApply(b *testing.B) {
 		}
 		return cmd
 	}
-	snap := h.f.SchedSnapshot(h.at)
+	snap := snapshotOf(h.f, h.at)
 	snap.Jobs = snap.Jobs[:1000]
 	h.must(CmdJobsPlace, place(sched.Schedule(snap, h.at)))
-	plan := sched.Schedule(h.f.SchedSnapshot(h.at), h.at)
+	plan := sched.Schedule(snapshotOf(h.f, h.at), h.at)
 	if len(plan.Placements) != 100 {
 		b.Fatalf("%d placements planned", len(plan.Placements))
 	}

@@ -57,7 +57,7 @@ func TestPlansCommitThroughTheFSM(t *testing.T) {
 					}
 					h.apply(CmdJobSubmit, JobSubmit{Spec: s}) // a submit above quota is refused: fine
 				}
-				snap := h.f.SchedSnapshot(h.at.Add(-time.Hour))
+				snap := snapshotOf(h.f, h.at.Add(-time.Hour))
 				plan := sched.Schedule(snap, h.at)
 				res := h.commitPlan(snap, plan)
 				if len(res.Rejected) > 0 {

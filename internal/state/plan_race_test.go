@@ -27,7 +27,7 @@ func (h *harness) commitPlan(snap *sched.Snapshot, plan *sched.Plan) *PlanResult
 // pending job out of the snapshot (the plan of a leader that had not seen
 // it: a deposed leader's, or one computed from an older snapshot).
 func (h *harness) schedule(without uint64) (*sched.Snapshot, *sched.Plan) {
-	snap := h.f.SchedSnapshot(h.at)
+	snap := snapshotOf(h.f, h.at)
 	snap.Jobs = slices.DeleteFunc(snap.Jobs, func(j *domain.Job) bool { return j.ID == without })
 	return snap, sched.Schedule(snap, h.at)
 }

@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"iter"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // Reads. Each takes the read lock and returns copies.
@@ -94,7 +94,7 @@ func (f *FSM) Job(id uint64) (*domain.Job, bool) {
 	if !ok {
 		return nil, false
 	}
-	return copyJob(j), true
+	return CopyJob(j), true
 }
 
 // JobFilter selects jobs; empty fields match everything.
@@ -131,20 +131,42 @@ func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var match []*domain.Job
-	for _, j := range f.d.Jobs {
-		if q.keeps(j) {
-			match = append(match, j)
+	for j := range f.jobsFor(&q) {
+		if !q.keeps(j) {
+			continue
 		}
-	}
-	sort.Slice(match, func(a, b int) bool { return match[a].ID < match[b].ID })
-	if q.Limit > 0 && len(match) > q.Limit {
-		match, more = match[:q.Limit], true
+		if q.Limit > 0 && len(match) == q.Limit {
+			more = true
+			break
+		}
+		match = append(match, j)
 	}
 	out = make([]domain.Job, len(match))
 	for i, j := range match {
-		out[i] = *copyJob(j)
+		out[i] = *CopyJob(j)
 	}
 	return out, more
+}
+
+// jobsFor yields, by ID and without sorting, the jobs a filter may keep:
+// the live ones when it keeps only live states, else every job after
+// AfterID (IDs are handed out in order, so walking them is the order, and
+// a page stops at its limit).
+func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
+	live := q.State != "" || len(q.States) > 0
+	for _, s := range append([]domain.JobState{q.State}, q.States...) {
+		live = live && !s.Terminal()
+	}
+	if live {
+		return f.jobs.liveJobs()
+	}
+	return func(yield func(*domain.Job) bool) {
+		for id := q.AfterID + 1; id < f.d.NextJobID; id++ {
+			if j, ok := f.d.Jobs[id]; ok && !yield(j) {
+				return
+			}
+		}
+	}
 }
 
 // Tokens lists tokens (without hashes) that keep accepts, by ID.
@@ -284,45 +306,6 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.cap.total, f.totalGuaranteed()
-}
-
-// SchedSnapshot is the scheduler's view: tenants, workspaces, the
-// non-terminal jobs and the jobs that ended after since (fair-share
-// history), copied. The topology is shared, not copied: it is replaced whole
-// by an apply and never changed in place, and the scheduler only reads it.
-func (f *FSM) SchedSnapshot(since time.Time) *sched.Snapshot {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.schedSnapshot(since, copyJob)
-}
-
-// schedSnapshot is SchedSnapshot under the caller's lock, its jobs copied
-// by cp; the plan applier checks plans against it.
-func (f *FSM) schedSnapshot(since time.Time, cp func(*domain.Job) *domain.Job) *sched.Snapshot {
-	s := &sched.Snapshot{Topology: f.d.Topology, Static: f.cap.static, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
-	for k, t := range f.d.Tenants {
-		cp := *t
-		s.Tenants[k] = &cp
-	}
-	for k, w := range f.d.Workspaces {
-		cp := *w
-		cp.Models = slices.Clone(w.Models) // a read never aliases state
-		s.Workspaces[k] = &cp
-	}
-	s.Nodes = map[string]domain.NodeCondition{}
-	for k, n := range f.d.Nodes {
-		s.Nodes[k] = *n
-	}
-	for _, j := range f.sortedJobs() {
-		switch {
-		case !j.State.Terminal():
-			s.Jobs = append(s.Jobs, cp(j))
-		case j.EndedAt != nil && j.PlacedAt != nil && j.EndedAt.After(since):
-			s.History = append(s.History, cp(j))
-		}
-	}
-	f.foldTenantDrivers(s.Jobs) // a tenant's minimum driver (hosts.go)
-	return s
 }
 
 // CheckSubmit runs the state checks a job submit would meet, without

@@ -55,6 +55,9 @@ type FSM struct {
 	mu  sync.RWMutex
 	d   data
 	cap capacity
+	// jobs orders data.Jobs for the reads (jobindex.go): derived, rebuilt
+	// by reset, maintained by apply.
+	jobs jobIndex
 	// applied is the raft index of the last applied entry.
 	applied uint64
 	// changed wakes readers waiting for the next change (watch.go).
@@ -90,6 +93,7 @@ func newData() data {
 func (f *FSM) reset(d data) {
 	f.d = d
 	f.cap = deriveCapacity(d.Topology)
+	f.jobs = newJobIndex(d.Jobs)
 }
 func deriveCapacity(t *domain.Topology) capacity {
 	c := capacityOf(t)

@@ -436,7 +436,7 @@ func TestNodeConditions(t *testing.T) {
 	if len(nodes) != 2 || !nodes[0].Condition.Draining || nodes[0].Condition.Reason != "firmware update" || nodes[0].Condition.Schedulable() {
 		t.Fatalf("nodes after drain: %+v", nodes)
 	}
-	if snap := h.f.SchedSnapshot(t0); !snap.Nodes[srv].Draining {
+	if snap := snapshotOf(h.f, t0); !snap.Nodes[srv].Draining {
 		t.Fatal("the scheduler does not see the drain")
 	}
 	h.must(CmdNodeSet, NodeSet{Server: srv, Draining: &no})

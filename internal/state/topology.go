@@ -31,11 +31,8 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 	}
 	next := capacityOf(t)
 	// A server (or GPUs of it) holding an active job cannot disappear.
-	for _, j := range f.sortedJobs() {
+	for j := range f.jobs.liveJobs() {
 		for _, pl := range j.Placement {
-			if j.State.Terminal() {
-				continue
-			}
 			s, ok := next.servers[pl.Server]
 			if !ok {
 				return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "sites",

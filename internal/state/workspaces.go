@@ -79,8 +79,8 @@ func (f *FSM) applyWorkspaceDelete(c *Command) (any, *domain.Error) {
 	if !ok {
 		return nil, domain.NotFound("workspace", ref)
 	}
-	for _, j := range f.sortedJobs() {
-		if j.Tenant == p.Tenant && j.Workspace == p.Name && !j.State.Terminal() {
+	for j := range f.jobs.liveJobs() {
+		if j.Tenant == p.Tenant && j.Workspace == p.Name {
 			return nil, domain.Errorf(domain.CodeFailedPrecondition, "workspace %q has %s job %d: cancel its jobs first", ref, j.State, j.ID)
 		}
 	}

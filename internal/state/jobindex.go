@@ -1,0 +1,123 @@
+package state
+
+import (
+	"cmp"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// jobIndex orders the jobs for the reads that must not sort every job ever
+// submitted: the live (non-terminal) jobs by ID, the ended ones by end
+// time. Every scheduling cycle, plan apply and fabric compile needs the
+// live jobs, and the scheduler the jobs ended since its history horizon;
+// ended jobs only accumulate (their retention is the scale issue's), so
+// those reads cost what they return, not what the state holds.
+//
+// The index is derived from data.Jobs: apply maintains it (submit adds a
+// job, end moves it), reset rebuilds it from a restored snapshot, and it
+// is never persisted. A job leaves the live list only through FSM.end, the
+// one place a job becomes terminal.
+type jobIndex struct {
+	live  []*domain.Job // non-terminal, by ID
+	ended []*domain.Job // terminal, by (EndedAt, ID); a terminal job without EndedAt sorts first
+}
+
+func newJobIndex(jobs map[uint64]*domain.Job) jobIndex {
+	var ix jobIndex
+	for _, j := range jobs {
+		if j.State.Terminal() {
+			ix.ended = append(ix.ended, j)
+		} else {
+			ix.live = append(ix.live, j)
+		}
+	}
+	slices.SortFunc(ix.live, byID)
+	slices.SortFunc(ix.ended, byEnd)
+	return ix
+}
+
+func byID(a, b *domain.Job) int { return cmp.Compare(a.ID, b.ID) }
+
+// endedAt is a terminal job's end time; zero when it has none (a record
+// from before EndedAt existed).
+func endedAt(j *domain.Job) time.Time {
+	if j.EndedAt == nil {
+		return time.Time{}
+	}
+	return *j.EndedAt
+}
+
+func byEnd(a, b *domain.Job) int {
+	if c := endedAt(a).Compare(endedAt(b)); c != 0 {
+		return c
+	}
+	return byID(a, b)
+}
+
+// add indexes a new job. IDs only grow, so this appends; the search keeps
+// the order should that ever change.
+func (ix *jobIndex) add(j *domain.Job) {
+	if j.State.Terminal() {
+		ix.insertEnded(j)
+		return
+	}
+	if n := len(ix.live); n == 0 || ix.live[n-1].ID < j.ID {
+		ix.live = append(ix.live, j)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(ix.live, j, byID)
+	ix.live = slices.Insert(ix.live, i, j)
+}
+
+// ended moves a job that just became terminal (j.EndedAt set) from the
+// live list to the ended one. Commands carry the leader's clock, which may
+// step back across a leader change, so the insert searches rather than
+// appends.
+func (ix *jobIndex) end(j *domain.Job) {
+	if i, ok := slices.BinarySearchFunc(ix.live, j, byID); ok {
+		ix.live = slices.Delete(ix.live, i, i+1)
+	} else if i := slices.Index(ix.ended, j); i >= 0 {
+		ix.ended = slices.Delete(ix.ended, i, i+1) // ended twice: re-sort by the new time
+	}
+	ix.insertEnded(j)
+}
+
+func (ix *jobIndex) insertEnded(j *domain.Job) {
+	if n := len(ix.ended); n == 0 || byEnd(ix.ended[n-1], j) < 0 {
+		ix.ended = append(ix.ended, j)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(ix.ended, j, byEnd)
+	ix.ended = slices.Insert(ix.ended, i, j)
+}
+
+// liveJobs yields the non-terminal jobs by ID.
+func (ix *jobIndex) liveJobs() iter.Seq[*domain.Job] {
+	return func(yield func(*domain.Job) bool) {
+		for _, j := range ix.live {
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}
+
+// endedSince yields the terminal jobs that ended after since, by end time.
+func (ix *jobIndex) endedSince(since time.Time) iter.Seq[*domain.Job] {
+	return func(yield func(*domain.Job) bool) {
+		i, _ := slices.BinarySearchFunc(ix.ended, since, func(j *domain.Job, t time.Time) int {
+			if endedAt(j).After(t) {
+				return 1
+			}
+			return -1
+		})
+		for _, j := range ix.ended[i:] {
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}

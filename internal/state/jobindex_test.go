@@ -1,0 +1,161 @@
+package state
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+)
+
+// ids lists the jobs' IDs, for comparing orders.
+func ids(jobs []*domain.Job) []uint64 {
+	out := make([]uint64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// checkIndex compares the job index with a recomputation from data.Jobs:
+// every non-terminal job by ID, every terminal one by (end time, ID), and
+// the ended-since cut at times around the ends.
+func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
+	t.Helper()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var live, ended []*domain.Job
+	for _, j := range f.d.Jobs {
+		if j.State.Terminal() {
+			ended = append(ended, j)
+		} else {
+			live = append(live, j)
+		}
+	}
+	slices.SortFunc(live, func(a, b *domain.Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(ended, func(a, b *domain.Job) int {
+		if c := a.EndedAt.Compare(*b.EndedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if got, want := ids(slices.Collect(f.jobs.liveJobs())), ids(live); !slices.Equal(got, want) {
+		t.Fatalf("live jobs: index %v, recomputed %v", got, want)
+	}
+	if got, want := ids(f.jobs.ended), ids(ended); !slices.Equal(got, want) {
+		t.Fatalf("ended jobs: index %v, recomputed %v", got, want)
+	}
+	for _, since := range cuts {
+		var want []uint64
+		for _, j := range ended {
+			if j.EndedAt.After(since) {
+				want = append(want, j.ID)
+			}
+		}
+		if got := ids(slices.Collect(f.jobs.endedSince(since))); !slices.Equal(got, want) {
+			t.Fatalf("ended since %s: index %v, recomputed %v", since, got, want)
+		}
+	}
+}
+
+// TestJobIndexMatchesTheJobs drives random command sequences (submits,
+// plans with time-limit releases and preemptions, reports, cancels, a
+// leader clock that steps back, snapshot and restore) and checks after
+// every command that the index equals a recomputation from the jobs.
+func TestJobIndexMatchesTheJobs(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, seed*13+5))
+			h := newHarness(t).cluster(1, 2, 8)
+			cuts := func() []time.Time {
+				return []time.Time{time.Time{}, h.at, h.at.Add(-time.Duration(rng.IntN(120)) * time.Second)}
+			}
+			ended := 0
+			for step := range 300 {
+				switch op := rng.IntN(10); {
+				case op < 3:
+					j := MakeJob("research", 1+rng.IntN(4))
+					if rng.IntN(2) == 0 {
+						j = j.Preemptible()
+					}
+					s := j.Obj()
+					if rng.IntN(3) == 0 {
+						s.Spec.TimeLimitSeconds = int64(5 + rng.IntN(20))
+					}
+					h.apply(CmdJobSubmit, s)
+				case op < 5:
+					snap := snapshotOf(h.f, h.at.Add(-time.Hour))
+					h.commitPlan(snap, sched.Schedule(snap, h.at))
+				case op < 8:
+					jobs := h.f.Jobs(JobFilter{})
+					if len(jobs) == 0 {
+						continue
+					}
+					j := jobs[rng.IntN(len(jobs))]
+					switch rng.IntN(5) {
+					case 0:
+						h.apply(CmdJobCancel, JobCancel{ID: j.ID}) // a terminal job's cancel is refused: fine
+					default:
+						st := []string{ReportRunning, ReportSucceeded, ReportFailed, ReportStopped}[rng.IntN(4)]
+						h.apply(CmdJobReport, JobReport{ID: j.ID, State: st})
+					}
+				case op < 9:
+					// A new leader's clock may be behind the old one's.
+					h.at = h.at.Add(-time.Duration(rng.IntN(30)) * time.Second)
+				default:
+					f := New()
+					if err := f.Restore(nopCloser{bytes.NewReader(h.snapshot())}); err != nil {
+						t.Fatal(err)
+					}
+					h.f = f
+				}
+				h.advance(time.Duration(rng.IntN(10)) * time.Second)
+				checkIndex(t, h.f, cuts()...)
+				checkJobsPage(t, h.f, rng)
+				if step == 299 {
+					ended = len(h.f.jobs.ended)
+				}
+			}
+			if ended == 0 || len(h.f.jobs.live) == 0 {
+				t.Fatalf("%d ended, %d live: the sequence tests too little", ended, len(h.f.jobs.live))
+			}
+		})
+	}
+}
+
+// checkJobsPage compares a random page of the job list (by state, after
+// an ID, limited) with a filter of every job sorted by ID.
+func checkJobsPage(t *testing.T, f *FSM, rng *rand.Rand) {
+	t.Helper()
+	states := []domain.JobState{"", domain.JobPending, domain.JobRunning, domain.JobSucceeded, domain.JobCancelled}
+	q := JobFilter{State: states[rng.IntN(len(states))], AfterID: uint64(rng.IntN(8)), Limit: rng.IntN(5)}
+	if rng.IntN(3) == 0 {
+		q.States = []domain.JobState{domain.JobReady, domain.JobPreempting}
+	}
+	got, more := f.JobsPage(q)
+	f.mu.RLock()
+	var want []uint64
+	for _, j := range f.d.Jobs {
+		if q.keeps(j) {
+			want = append(want, j.ID)
+		}
+	}
+	f.mu.RUnlock()
+	slices.Sort(want)
+	wantMore := q.Limit > 0 && len(want) > q.Limit
+	if wantMore {
+		want = want[:q.Limit]
+	}
+	var gotIDs []uint64
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if !slices.Equal(gotIDs, want) || more != wantMore {
+		t.Fatalf("jobs %+v: %v more=%t, want %v more=%t", q, gotIDs, more, want, wantMore)
+	}
+}

@@ -1,0 +1,112 @@
+package state
+
+import (
+	"iter"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+)
+
+// View is a read-only view of the state, for the builders that turn it
+// into another package's input: the scheduler's snapshot
+// (sched.SnapshotOf), the host binder's input (the server's
+// bindingInput). The builders live with what consumes their output, so the
+// state machine keeps only what its deterministic apply needs.
+//
+// A View is valid only inside the FSM.Read call that hands it out (the
+// read lock is held). It returns the state's own values, not copies: a
+// builder copies what it keeps and changes nothing.
+type View interface {
+	sched.Source
+	// Job returns a job by ID.
+	Job(id uint64) (*domain.Job, bool)
+	// Server returns a server of the inventory.
+	Server(name string) (*domain.Server, bool)
+	// Tenant returns a tenant.
+	Tenant(name string) (*domain.Tenant, bool)
+	// Host returns a node agent's record.
+	Host(node string) (*domain.HostStatus, bool)
+	// PoolID returns the id the fabric's pool assigned owner
+	// ("tenant/acme", "job/42"), as of the latest committed revision.
+	PoolID(pool, owner string) (uint32, bool)
+}
+
+// Read calls fn with a view of the state under the read lock: applies wait
+// until fn returns, so fn only reads and copies.
+func (f *FSM) Read(fn func(View)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(locked{f})
+}
+
+// locked is the FSM seen by a holder of its lock: apply (write lock) and
+// FSM.Read (read lock) hand it to the builders.
+type locked struct{ f *FSM }
+
+var _ View = locked{}
+
+func (v locked) Topology() *domain.Topology { return v.f.d.Topology }
+func (v locked) Static() *sched.Static      { return v.f.cap.static }
+
+func (v locked) Tenants() iter.Seq[*domain.Tenant] {
+	return seqOf(v.f.d.Tenants)
+}
+
+func (v locked) Workspaces() iter.Seq[*domain.Workspace] {
+	return seqOf(v.f.d.Workspaces)
+}
+
+func (v locked) Nodes() iter.Seq[*domain.NodeCondition] {
+	return seqOf(v.f.d.Nodes)
+}
+
+// seqOf yields a map's values in key order: a View's iterations are
+// deterministic.
+func seqOf[K string, V any](m map[K]V) iter.Seq[V] {
+	return func(yield func(V) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(m[k]) {
+				return
+			}
+		}
+	}
+}
+
+func (v locked) LiveJobs() iter.Seq[*domain.Job] { return v.f.jobs.liveJobs() }
+func (v locked) EndedSince(since time.Time) iter.Seq[*domain.Job] {
+	return v.f.jobs.endedSince(since)
+}
+
+func (v locked) TenantMinDriver(tenant string) string {
+	return v.f.hostPolicy().TenantMinDriver[tenant]
+}
+
+func (v locked) Job(id uint64) (*domain.Job, bool) {
+	j, ok := v.f.d.Jobs[id]
+	return j, ok
+}
+
+func (v locked) Server(name string) (*domain.Server, bool) {
+	s, ok := v.f.cap.servers[name]
+	return s, ok
+}
+
+func (v locked) Tenant(name string) (*domain.Tenant, bool) {
+	t, ok := v.f.d.Tenants[name]
+	return t, ok
+}
+
+func (v locked) Host(node string) (*domain.HostStatus, bool) {
+	h, ok := v.f.d.Hosts.Records[node]
+	return h, ok
+}
+
+func (v locked) PoolID(pool, owner string) (uint32, bool) {
+	if v.f.d.Fabric.Pools == nil {
+		return 0, false
+	}
+	return v.f.d.Fabric.Pools.Lookup(pool, owner)
+}
