@@ -116,6 +116,8 @@ func eosSpeed(b breakout) string {
 // first lane gets the sub-port speed (4 x 200G: Ethernet1/1, 1/3, 1/5,
 // 1/7 speed 200g-2). Arista EOS User Manual, "Layer 1 Profiles" (one
 // interface per lane, breakouts): https://www.arista.com/jp/um-eos/eos-layer-1-profiles
+// The lane-count keywords are EOS's as published configurations write
+// them; no Arista command reference listing them was found.
 func eosBreakouts(w *lines, d *fabric.Device) {
 	for _, b := range breakouts(d) {
 		for _, s := range b.subs {
