@@ -4,13 +4,15 @@
 // before every deploy (internal/deploy).
 //
 // Each rule cites the vendor document it comes from. The rules are
-// per dialect (Junos set commands, NX-OS and EOS running-config, FRR):
+// per dialect (Junos set commands, NX-OS and EOS running-config, FRR,
+// SONiC's CONFIG_DB patch):
 // features enabled before the lines that need them, every referenced
 // object (VRF, ACL, filter, policy, group, peer group, VLAN) defined before
 // use (anywhere in the candidate on Junos, which commits the whole
 // configuration at once; above the use on NX-OS and EOS, which apply line
-// by line), and no route target shared between two EVPN instances that
-// must not share it, on one device and across the fabric.
+// by line), no breakout sub-port named before the port is broken out, and
+// no route target shared between two EVPN instances that must not share
+// it, on one device and across the fabric.
 //
 // Rules that need to know the switch model and release (interface names
 // valid for the platform, per-feature minimum versions) are Hooks the

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +25,11 @@ const (
 	// rendered form is `neighbor interface <if> peer-group <pg>
 	// remote-as <asn>`.
 	aristaAVDBGP = "https://avd.arista.com/stable/roles/eos_cli_config_gen/docs/tables/router-bgp.html"
+	// Arista EOS User Manual, "Layer 1 Profiles": a multi-lane port
+	// exposes one interface per lane (Ethernet1/1..1/8 on an OSFP); a
+	// lane's interface carries traffic only once the port is broken out
+	// (the sub-ports' speeds with their lane counts).
+	aristaL1 = "https://www.arista.com/jp/um-eos/eos-layer-1-profiles"
 )
 
 func eos(device string, f File) *report {
@@ -39,6 +45,8 @@ func eos(device string, f File) *report {
 	var unnumbered []line            // neighbor interface ... peer group G lines
 	var virtual6 []line              // ipv6 address virtual lines
 	evpn := 0
+	speeds := map[string]bool{} // interfaces with a speed above
+	reportedLane := map[string]bool{}
 	need := func(l line, set map[string]bool, name, what, doc string) {
 		if !set[name] {
 			r.add(l.n, "eos/define-before-use", "%q uses %s %s, not defined above it (%s)", l.text, what, name, doc)
@@ -68,6 +76,15 @@ func eos(device string, f File) *report {
 			continue
 		}
 		top := l.top()
+		if ifc, ok := strings.CutPrefix(top, "interface "); ok && eosLane(ifc) {
+			switch {
+			case strings.HasPrefix(t, "speed "):
+				speeds[ifc] = true
+			case !speeds[ifc] && !reportedLane[ifc]:
+				reportedLane[ifc] = true
+				r.add(l.n, "eos/breakout-before-use", "interface %s is a lane of a multi-lane port with no speed above this line: it stays inactive until the port is broken out (give each sub-port its `speed <G>g-<lanes>` first; %s)", ifc, aristaL1)
+			}
+		}
 		switch {
 		case strings.HasPrefix(top, "interface ") && strings.HasPrefix(t, "vrf "):
 			need(l, vrfs, ws.at(1), "VRF", aristaAVD)
@@ -168,4 +185,22 @@ func eosBGPLine(r *report, l line, peerGroups, vlans, originate map[string]bool,
 			r.rt(l.n, "l2vni", "vlan "+word(parent, 1), rt)
 		}
 	}
+}
+
+// eosLane reports whether an interface name is a lane other than the first
+// of a multi-lane port (Ethernet1/3): it is a sub-port, used only when the
+// port is broken out. The first lane (Ethernet1/1) is also the whole port's
+// name, so its use says nothing.
+func eosLane(name string) bool {
+	rest, ok := strings.CutPrefix(name, "Ethernet")
+	if !ok {
+		return false
+	}
+	port, lane, ok := strings.Cut(rest, "/")
+	if !ok || strings.Contains(lane, "/") || strings.Contains(lane, ".") {
+		return false
+	}
+	_, err := strconv.Atoi(port)
+	n, err2 := strconv.Atoi(lane)
+	return err == nil && err2 == nil && n > 1
 }

@@ -21,6 +21,11 @@ const (
 	// Juniper, "Routing Policy": a policy or AS list named in a protocol
 	// must be defined under policy-options.
 	juniperPolicy = "https://www.juniper.net/documentation/us/en/software/junos/routing-policy/topics/concept/policy-configuring-overview.html"
+	// Juniper, "Configure Port Speed": a port is channelized into
+	// et-F/P/N:0.. by `number-of-sub-ports` (and `speed`) on the interface
+	// (Junos OS Evolved) or under `chassis fpc F pic P port N`
+	// (`channel-speed`, `number-of-sub-ports`).
+	juniperChannelize = "https://juniper.net/documentation/us/en/software/junos/interfaces-ethernet/topics/topic-map/configure-port.html"
 )
 
 // junos lints set commands. Junos commits the candidate as a whole, so
@@ -57,6 +62,7 @@ func junos(device string, f File) *report {
 		return i < len(sorted) && strings.HasPrefix(sorted[i], q+" ")
 	}
 	macVRFs := map[string]int{}
+	unchannelized := map[string]bool{}
 	for _, s := range sets {
 		w := s.w
 		at := func(i int) string {
@@ -67,7 +73,15 @@ func junos(device string, f File) *report {
 		}
 		switch {
 		case at(0) == "interfaces" && at(1) != "":
+			if at(2) == "number-of-sub-ports" || at(2) == "speed" {
+				break // the channelization of a whole port, not a use of it
+			}
 			r.iface(s.n, at(1))
+			if fpc, pic, port, ok := junosChannel(at(1)); ok && !unchannelized[at(1)] && !junosChannelized(has, fpc, pic, port) {
+				unchannelized[at(1)] = true // said once per channel
+				r.add(s.n, "junos/breakout-before-use", "%s is a channel of port %s/%s/%s, which is not channelized (no number-of-sub-ports on the interface, no channel-speed or number-of-sub-ports under chassis fpc %s pic %s port %s): commit fails (%s)",
+					at(1), fpc, pic, port, fpc, pic, port, juniperChannelize)
+			}
 			if i := index(w, "filter"); i > 0 && at(i+1) == "input" || i > 0 && at(i+1) == "output" {
 				fam := at(i - 1)
 				if !has("firewall", "family", fam, "filter", at(i+2)) {
@@ -142,4 +156,31 @@ func index(w []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// junosChannel splits a channel's name, type-F/P/N:C, into its FPC, PIC and
+// port; ok is false for any other name.
+func junosChannel(name string) (fpc, pic, port string, ok bool) {
+	_, rest, found := strings.Cut(name, "-")
+	phys, _, isChannel := strings.Cut(rest, ":")
+	if !found || !isChannel {
+		return "", "", "", false
+	}
+	parts := strings.Split(phys, "/")
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// junosChannelized reports whether the configuration channelizes port
+// F/P/N, on the interface (any type prefix) or under the chassis.
+func junosChannelized(has func(...string) bool, fpc, pic, port string) bool {
+	for _, typ := range []string{"et", "xe", "ge"} {
+		if has("interfaces", typ+"-"+fpc+"/"+pic+"/"+port, "number-of-sub-ports") {
+			return true
+		}
+	}
+	return has("chassis", "fpc", fpc, "pic", pic, "port", port, "channel-speed") ||
+		has("chassis", "fpc", fpc, "pic", pic, "port", port, "number-of-sub-ports")
 }

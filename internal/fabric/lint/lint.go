@@ -117,8 +117,10 @@ func device(c Config, h Hooks) ([]Finding, []rtUse) {
 			r = eos(c.Device, f)
 		case (c.NOS == "frr" || c.NOS == "sonic") && f.Name == "frr.conf":
 			r = frr(c.Device, f)
+		case c.NOS == "sonic" && f.Name == "config_db.json":
+			r = sonic(c.Device, f)
 		default:
-			continue // nftables and CONFIG_DB JSON: checked by nft and by their own tests
+			continue // nftables: checked by nft
 		}
 		r.hooks(h)
 		out = append(out, r.findings...)

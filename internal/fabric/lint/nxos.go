@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ const (
 	// Cisco Nexus 9000 Series NX-OS Security Configuration Guide,
 	// "Configuring IP ACLs": an access group names an existing ACL.
 	ciscoACL = "https://www.cisco.com/c/en/us/td/docs/dcn/nx-os/nexus9000/104x/configuration/security/cisco-nexus-9000-series-nx-os-security-configuration-guide-release-104x/m-configuring-ip-acls.html"
+	// Cisco Nexus-as-Code, "Breakout Interface": `interface breakout
+	// module M port P map <map>` splits port P; its sub-ports
+	// EthernetM/P/1.. exist only after it.
+	ciscoBreakout = "https://netascode.cisco.com/docs/data_models/vxlan/topology/interface/breakout_interface"
 )
 
 // nxosFeatures: a line starting with the key needs the global line (a
@@ -50,6 +55,7 @@ func nxos(device string, f File) *report {
 	classes := map[string]bool{}
 	policies := map[string]bool{}
 	routeMaps := map[string]bool{}
+	split := map[string]bool{} // "module/port" broken out above
 	need := func(l line, set map[string]bool, name, what, doc string) {
 		if !set[name] {
 			r.add(l.n, "nxos/define-before-use", "%q uses %s %s, not defined above it (NX-OS applies a configuration line by line and refuses the reference; %s)", l.text, what, name, doc)
@@ -67,8 +73,16 @@ func nxos(device string, f File) *report {
 			}
 		}
 		switch {
+		case l.indent == 0 && strings.HasPrefix(t, "interface breakout module "):
+			for _, p := range nxosPortList(ws.after("port")) {
+				split[ws.at(3)+"/"+p] = true
+			}
 		case l.indent == 0 && strings.HasPrefix(t, "interface "):
-			r.iface(l.n, strings.TrimPrefix(t, "interface "))
+			name := strings.TrimPrefix(t, "interface ")
+			r.iface(l.n, name)
+			if mod, port, ok := nxosSubPort(name); ok && !split[mod+"/"+port] {
+				r.add(l.n, "nxos/breakout-before-use", "%q names a sub-port of Ethernet%s/%s, which no `interface breakout module %s port %s map ...` above splits: NX-OS refuses the interface (%s)", t, mod, port, mod, port, ciscoBreakout)
+			}
 		case l.indent == 0 && strings.HasPrefix(t, "vrf context "):
 			vrfs[ws.at(2)] = true
 		case l.indent == 0 && strings.HasPrefix(t, "ip access-list "):
@@ -148,4 +162,45 @@ func nxosRT(r *report, l line) {
 	if v, ok := l.in("vni "); ok && l.top() == "evpn" {
 		r.rt(l.n, "l2vni", word(v, 1), rt)
 	}
+}
+
+// nxosSubPort splits a breakout sub-port name, EthernetM/P/S, into its
+// module and port; ok is false for any other name.
+func nxosSubPort(name string) (mod, port string, ok bool) {
+	rest, found := strings.CutPrefix(name, "Ethernet")
+	if !found {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		return "", "", false
+	}
+	for _, p := range parts {
+		if _, err := strconv.Atoi(p); err != nil {
+			return "", "", false
+		}
+	}
+	return parts[0], parts[1], true
+}
+
+// nxosPortList expands a port list of `interface breakout` (1,3-4).
+func nxosPortList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1024 {
+				continue
+			}
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, strconv.Itoa(p))
+		}
+	}
+	return out
 }

@@ -49,6 +49,12 @@ type Model struct {
 	// forwarding engine (Juniper EVPN User Guide, "Micro-segmentation
 	// using VXLAN GBP": QFX5120 and EX4650).
 	GBPProfile bool
+	// Evolved: the model runs Junos OS Evolved, which channelizes a port
+	// on the interface (`set interfaces et-0/0/N number-of-sub-ports K`,
+	// `speed`); Junos OS (QFX5120) does it under `chassis fpc 0 pic 0
+	// port N channel-speed`. Juniper, "Configure Port Speed":
+	// https://juniper.net/documentation/us/en/software/junos/interfaces-ethernet/topics/topic-map/configure-port.html
+	Evolved bool
 	// Doc is the vendor document the port map comes from.
 	Doc string
 }
@@ -61,6 +67,12 @@ type PortGroup struct {
 	// Breakouts are the sub-port counts a port can be split into (a
 	// 400G port into 4x100G: 4); empty when it cannot be split.
 	Breakouts []int
+	// SONiCModes are SONiC's names of the breakouts by sub-port count:
+	// the keys of breakout_modes in the model's platform.json, which
+	// CONFIG_DB's BREAKOUT_CFG brkout_mode must match exactly. Empty
+	// where the platform.json was not read: SONiC breakouts of such a
+	// port are refused rather than guessed.
+	SONiCModes map[int]string
 }
 
 // Runs reports whether the model runs nos.
@@ -85,6 +97,14 @@ func (m *Model) group(n int) *PortGroup {
 		}
 	}
 	return nil
+}
+
+// Group returns the port group of front-panel port n.
+func (m *Model) Group(n int) (PortGroup, bool) {
+	if g := m.group(n); g != nil {
+		return *g, true
+	}
+	return PortGroup{}, false
 }
 
 // Breakouts returns the sub-port counts port n can be split into.
@@ -141,7 +161,7 @@ func models() []Model {
 			Doc: "Cisco Nexus 9332D-GX2B Switch Data Sheet: 32 x 400G QSFP-DD, 2 x 1/10G SFP+",
 		},
 		{
-			Vendor: "juniper", Name: "QFX5230-64CD", NOSes: []string{Junos},
+			Vendor: "juniper", Name: "QFX5230-64CD", NOSes: []string{Junos}, Evolved: true,
 			Groups: []PortGroup{
 				{First: 1, Last: 64, Lanes: 8, Speed: 400, Breakouts: []int{2, 4, 8}},
 				{First: 65, Last: 66, Lanes: 1, Speed: 10},
@@ -149,7 +169,7 @@ func models() []Model {
 			Doc: "Juniper QFX5230 Switch Hardware Guide: 64 x 400G QSFP56-DD (et-0/0/0..63), 2 x 10G SFP+",
 		},
 		{
-			Vendor: "juniper", Name: "QFX5220-32CD", NOSes: []string{Junos},
+			Vendor: "juniper", Name: "QFX5220-32CD", NOSes: []string{Junos}, Evolved: true,
 			Groups: []PortGroup{
 				{First: 1, Last: 32, Lanes: 8, Speed: 400, Breakouts: []int{2, 4}},
 				{First: 33, Last: 34, Lanes: 1, Speed: 10},
@@ -168,7 +188,12 @@ func models() []Model {
 		{
 			Vendor: "nvidia", Name: "SN5600", NOSes: []string{SONiC},
 			Groups: []PortGroup{
-				{First: 1, Last: 64, Lanes: 8, Speed: 800, Breakouts: []int{2, 4, 8}},
+				// platform.json offers 1x800G, 2x400G and 4x200G, no 8-way
+				// breakout: https://github.com/sonic-net/sonic-buildimage/blob/master/device/mellanox/x86_64-nvidia_sn5600-r0/platform.json
+				{First: 1, Last: 64, Lanes: 8, Speed: 800, Breakouts: []int{2, 4}, SONiCModes: map[int]string{
+					2: "2x400G[200G,100G,50G,40G,25G,10G]",
+					4: "4x200G[100G,50G,25G,10G]",
+				}},
 				{First: 65, Last: 65, Lanes: 1, Speed: 25},
 			},
 			Doc: "NVIDIA Spectrum-4 SN5600 data sheet (64 x 800G OSFP, 1 x 25G SFP28); sonic-buildimage device/mellanox/x86_64-nvidia_sn5600-r0 platform.json (Ethernet0, Ethernet8, ..., Ethernet512)",

@@ -23,6 +23,8 @@ func renderEOS(d *fabric.Device) ([]File, error) {
 	w.add(0, "!")
 	w.add(0, "service routing protocols model multi-agent")
 	w.add(0, "!")
+	// Sub-port speeds first: every later line may name a sub-port.
+	eosBreakouts(&w, d)
 	if d.AnycastMAC != "" {
 		w.add(0, "ip virtual-router mac-address %s", d.AnycastMAC)
 		w.add(0, "!")

@@ -20,6 +20,9 @@ func renderJunos(d *fabric.Device, caps Caps) ([]File, error) {
 	set := func(format string, args ...any) { w.add(0, "set "+format, args...) }
 
 	set("system host-name %s", d.Name)
+	// Junos commits the candidate whole; the channelization comes first
+	// all the same, as it would be typed.
+	junosBreakouts(set, d)
 	set("interfaces lo0 unit 0 family inet address %s/32", d.Loopback)
 	set("routing-options router-id %s", d.Loopback)
 	set("routing-options autonomous-system %d", d.ASN)

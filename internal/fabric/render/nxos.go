@@ -26,6 +26,10 @@ func renderNXOS(d *fabric.Device) ([]File, error) {
 	var w lines
 	w.b.WriteString(header("!", d, "NX-OS configuration"))
 	w.add(0, "hostname %s", d.Name)
+	// Split ports first: every later line may name a sub-port.
+	if err := nxosBreakouts(&w, d); err != nil {
+		return nil, err
+	}
 	w.add(0, "nv overlay evpn")
 	w.add(0, "feature bgp")
 	leaf := d.Role == fabric.RoleLeaf

@@ -27,10 +27,14 @@ func renderSONiC(d *fabric.Device) ([]File, error) {
 		"docker_routing_config_mode": "split-unified",
 		"type":                       map[fabric.Role]string{fabric.RoleLeaf: "LeafRouter", fabric.RoleSpine: "SpineRouter"}[d.Role],
 	})
+	// Breakouts first: the PORT entries below may be sub-ports.
+	if err := sonicBreakouts(db, d); err != nil {
+		return nil, err
+	}
 	db.set("LOOPBACK_INTERFACE", "Loopback0", obj{})
 	db.set("LOOPBACK_INTERFACE", "Loopback0|"+d.Loopback.String()+"/32", obj{})
 	for _, u := range d.Uplinks {
-		db.set("PORT", u.Port, obj{"admin_status": "up", "mtu": "9100", "description": uplinkDescription(u)})
+		db.merge("PORT", u.Port, obj{"admin_status": "up", "mtu": "9100", "description": uplinkDescription(u)})
 		if u.Unnumbered() {
 			db.set("INTERFACE", u.Port, obj{"ipv6_use_link_local_only": "enable"})
 		} else {
@@ -66,6 +70,18 @@ func sonicVRFName(v *fabric.VRF) string {
 }
 
 type obj = map[string]any
+
+// merge adds fields to an entry, keeping those it has (a sub-port's lanes).
+func (db configDB) merge(table, key string, fields obj) {
+	e, ok := db[table][key]
+	if !ok {
+		db.set(table, key, fields)
+		return
+	}
+	for k, v := range fields {
+		e[k] = v
+	}
+}
 
 // configDB is CONFIG_DB as table -> key -> fields; encoding/json sorts the
 // keys, so the output is stable.
@@ -105,7 +121,7 @@ func sonicLeaf(db configDB, d *fabric.Device) {
 		if p.Quarantined {
 			admin = "down"
 		}
-		db.set("PORT", p.Name, obj{"admin_status": admin, "mtu": "9100", "description": portDescription(p)})
+		db.merge("PORT", p.Name, obj{"admin_status": admin, "mtu": "9100", "description": portDescription(p)})
 		if !p.Assigned() {
 			continue // no INTERFACE entry: no address, no VRF
 		}
