@@ -208,6 +208,15 @@ var disruptive = []struct{ nos, line, msg string }{
 	{render.Junos, "set chassis forwarding-options vxlan-gbp-profile", "the deploy adds `chassis forwarding-options vxlan-gbp-profile`: committing it restarts the forwarding engine, traffic through the switch stops until it is back"},
 }
 
+// breakoutLine tells, per NOS, the rendered lines that split ports
+// (internal/fabric/render/breakout.go writes them).
+var breakoutLine = map[string]func(string) bool{
+	render.NXOS:  func(l string) bool { return strings.HasPrefix(l, "interface breakout module ") },
+	render.Junos: func(l string) bool { return strings.Contains(l, " number-of-sub-ports ") || strings.Contains(l, " channel-speed ") },
+	render.EOS:   func(l string) bool { return strings.HasPrefix(l, "speed ") },
+	render.SONiC: func(l string) bool { return strings.Contains(l, "\"brkout_mode\"") },
+}
+
 // Disruptions are the conditions of lines d adds (against d.Previous)
 // that disrupt forwarding while they are applied.
 func Disruptions(d Device) []domain.SwitchCondition {
@@ -215,6 +224,36 @@ func Disruptions(d Device) []domain.SwitchCondition {
 	for _, x := range disruptive {
 		if d.NOS == x.nos && hasLine(d.Files, x.line) && !hasLine(d.Previous, x.line) {
 			out = append(out, domain.SwitchCondition{Type: domain.SwitchForwardingRestart, OK: false, Reason: "Disruptive", Message: x.msg})
+		}
+	}
+	if is := breakoutLine[d.NOS]; is != nil {
+		old := map[string]bool{}
+		for _, l := range matching(d.Previous, is) {
+			old[l] = true
+		}
+		var added []string
+		for _, l := range matching(d.Files, is) {
+			if !old[l] {
+				added = append(added, l)
+			}
+		}
+		if len(added) > 0 {
+			shown := added[:min(len(added), 3)]
+			msg := fmt.Sprintf("the deploy adds or changes %d port breakout line(s) (%s): the switch re-lays those ports and traffic on them stops while it does", len(added), strings.Join(shown, "; "))
+			out = append(out, domain.SwitchCondition{Type: domain.SwitchPortBreakout, OK: false, Reason: "Disruptive", Message: msg})
+		}
+	}
+	return out
+}
+
+// matching are the trimmed lines of files that is accepts.
+func matching(files []render.File, is func(string) bool) []string {
+	var out []string
+	for _, f := range files {
+		for l := range strings.SplitSeq(f.Content, "\n") {
+			if l = strings.TrimSpace(l); is(l) {
+				out = append(out, l)
+			}
 		}
 	}
 	return out

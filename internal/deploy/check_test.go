@@ -168,3 +168,31 @@ func TestDisruptionsSaySo(t *testing.T) {
 		t.Errorf("first deploy with the GBP profile: %+v", conds)
 	}
 }
+
+// TestBreakoutIsDisruptive: a deploy that adds or changes a port breakout
+// says so (the switch re-lays the ports); one that keeps it does not.
+func TestBreakoutIsDisruptive(t *testing.T) {
+	file := func(name, content string) []render.File { return []render.File{{Name: name, Content: content}} }
+	for _, tc := range []struct {
+		name, nos, file, prev, next string
+		want                        bool
+	}{
+		{"nxos added", render.NXOS, "leaf.cfg", "hostname leaf\n", "hostname leaf\ninterface breakout module 1 port 3 map 100g-4x\n", true},
+		{"nxos kept", render.NXOS, "leaf.cfg", "interface breakout module 1 port 3 map 100g-4x\n", "interface breakout module 1 port 3 map 100g-4x\n", false},
+		{"nxos changed", render.NXOS, "leaf.cfg", "interface breakout module 1 port 3 map 100g-4x\n", "interface breakout module 1 port 3 map 200g-2x\n", true},
+		{"junos evolved added", render.Junos, "leaf.set", "", "set interfaces et-0/0/4 number-of-sub-ports 4\n", true},
+		{"junos chassis kept", render.Junos, "leaf.set", "set chassis fpc 0 pic 0 port 4 channel-speed 25g\n", "set chassis fpc 0 pic 0 port 4 channel-speed 25g\n", false},
+		{"eos added", render.EOS, "leaf.cfg", "interface Ethernet5/1\n", "interface Ethernet5/1\n   speed 200g-2\n", true},
+		{"sonic added", render.SONiC, "config_db.json", "{}\n", "{\n  \"BREAKOUT_CFG\": {\n    \"Ethernet0\": {\n      \"brkout_mode\": \"4x200G[100G,50G,25G,10G]\"\n    }\n  }\n}\n", true},
+		{"no breakout", render.EOS, "leaf.cfg", "", "interface Ethernet1/1\n", false},
+	} {
+		d := deploy.Device{Name: "leaf", NOS: tc.nos, Files: file(tc.file, tc.next), Previous: file(tc.file, tc.prev)}
+		var got bool
+		for _, c := range deploy.Disruptions(d) {
+			got = got || c.Type == domain.SwitchPortBreakout
+		}
+		if got != tc.want {
+			t.Errorf("%s: PortBreakout %v, want %v (%+v)", tc.name, got, tc.want, deploy.Disruptions(d))
+		}
+	}
+}

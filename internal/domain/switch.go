@@ -23,7 +23,11 @@ const (
 	// forwarding engine (Junos `forwarding-options vxlan-routing
 	// overlay-ecmp`): traffic through the switch stops while it restarts.
 	SwitchForwardingRestart = "ForwardingRestart"
+	// SwitchPortBreakout: the deploy adds or changes a port breakout: the
+	// switch re-lays those ports (NX-OS drops the parent port's
+	// configuration), so traffic on them stops while it does.
+	SwitchPortBreakout = "PortBreakout"
 )
 
 // SwitchConditionTypes lists the types, for the API schema.
-var SwitchConditionTypes = []string{SwitchForwardingRestart, SwitchSecurityGroupsTemplate}
+var SwitchConditionTypes = []string{SwitchForwardingRestart, SwitchPortBreakout, SwitchSecurityGroupsTemplate}

@@ -264,6 +264,6 @@ var fieldEnums = map[string][]string{
 	"internal/domain.HostCondition.Type":        {"heartbeat", "gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.HostPolicy.CordonOn":       {"gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.Switch.NOS":                {"junos", "nxos", "eos", "sonic", "frr"},
-	"internal/domain.SwitchCondition.Type":      {"ForwardingRestart", "SecurityGroupsTemplate"},
+	"internal/domain.SwitchCondition.Type":      {"ForwardingRestart", "PortBreakout", "SecurityGroupsTemplate"},
 	"internal/domain.TopologyRequirement.Level": {"nvlink-domain", "leaf", "stripe", "any"},
 }
