@@ -29,9 +29,14 @@ import (
 // (fractional requests, quota reasons, GPUs held by jobs with no estimate, or
 // more than maxReservations in a cycle) holds back its workspace as before.
 
-// maxReservations bounds the reservations of one cycle: each costs a few
-// what-if placements; the jobs past it hold back their workspaces instead.
-const maxReservations = 16
+// maxReservations bounds the reservations of one cycle, and
+// maxReservationSearches the searches for them (a search may find none):
+// each costs a few what-if placements; the jobs past them hold back their
+// workspaces instead.
+const (
+	maxReservations        = 16
+	maxReservationSearches = 32
+)
 
 // reservation is one blocked job's expected start.
 type reservation struct {
@@ -60,6 +65,14 @@ type backfill struct {
 	res []*reservation
 	// placed are this cycle's placements: they hold GPUs from now.
 	placed []ending
+	// running is the jobs holding GPUs before the cycle with a known end,
+	// soonest first, built on first use; searches counts the reservation
+	// searches, failed the workspace|shape keys that found none (capacity
+	// only shrinks within a cycle).
+	running  []ending
+	built    bool
+	searches int
+	failed   map[string]bool
 	// hist is the median run time of recently ended jobs, by workspace ("" for
 	// all), built on first use.
 	hist map[string]time.Duration
@@ -138,13 +151,14 @@ func (st *cycle) historyEstimate(ref string) (time.Duration, bool) {
 }
 
 // endings lists the jobs holding GPUs in the cycle's view with a known
-// end, soonest first; ends already past count as now (overdue).
+// end, soonest first; ends already past count as now (overdue). The jobs
+// holding GPUs before the cycle are listed once; this cycle's placements
+// are merged in.
 func (st *cycle) endings() []ending {
-	var out []ending
-	add := func(j *domain.Job, pl []domain.Placement, placedAt time.Time) {
+	add := func(out []ending, j *domain.Job, pl []domain.Placement, placedAt time.Time) []ending {
 		at, basis, ok := st.runEnd(j, placedAt)
 		if !ok {
-			return
+			return out
 		}
 		if at.Before(st.now) {
 			at = st.now
@@ -153,27 +167,47 @@ func (st *cycle) endings() []ending {
 		for _, p := range pl {
 			n += placementUnits(p)
 		}
-		out = append(out, ending{j: j, pl: pl, at: at, basis: basis, units: n})
+		return append(out, ending{j: j, pl: pl, at: at, basis: basis, units: n})
 	}
-	for _, j := range st.s.Jobs {
-		if len(j.Placement) == 0 || st.released[j.ID] || j.State == domain.JobPending {
-			continue
-		}
-		placedAt := st.now
-		if j.PlacedAt != nil {
-			placedAt = *j.PlacedAt
-		}
-		add(j, j.Placement, placedAt)
-	}
-	for _, e := range st.bf.placed {
-		add(e.j, e.pl, st.now)
-	}
-	slices.SortStableFunc(out, func(a, b ending) int {
+	byEnd := func(a, b ending) int {
 		if c := a.at.Compare(b.at); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.j.ID, b.j.ID)
-	})
+	}
+	if !st.bf.built {
+		st.bf.built = true
+		for _, j := range st.s.Jobs {
+			if len(j.Placement) == 0 || st.released[j.ID] || j.State == domain.JobPending {
+				continue
+			}
+			placedAt := st.now
+			if j.PlacedAt != nil {
+				placedAt = *j.PlacedAt
+			}
+			st.bf.running = add(st.bf.running, j, j.Placement, placedAt)
+		}
+		slices.SortFunc(st.bf.running, byEnd)
+	}
+	var placed []ending
+	for _, e := range st.bf.placed {
+		placed = add(placed, e.j, e.pl, st.now)
+	}
+	if len(placed) == 0 {
+		return st.bf.running
+	}
+	slices.SortFunc(placed, byEnd)
+	out := make([]ending, 0, len(st.bf.running)+len(placed))
+	i, k := 0, 0
+	for i < len(st.bf.running) || k < len(placed) {
+		if k == len(placed) || (i < len(st.bf.running) && byEnd(st.bf.running[i], placed[k]) <= 0) {
+			out = append(out, st.bf.running[i])
+			i++
+		} else {
+			out = append(out, placed[k])
+			k++
+		}
+	}
 	return out
 }
 
@@ -182,9 +216,14 @@ func (st *cycle) endings() []ending {
 // holding their GPUs; it records the reservation and returns it, nil when
 // j gets none.
 func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
-	if len(st.bf.res) >= maxReservations || j.GPUs == 0 || j.MIGProfile != "" || j.Share > 0 {
+	if len(st.bf.res) >= maxReservations || st.bf.searches >= maxReservationSearches || j.GPUs == 0 || j.MIGProfile != "" || j.Share > 0 {
 		return nil
 	}
+	failKey := w.Ref() + "|" + shapeKey(j)
+	if st.bf.failed[failKey] {
+		return nil
+	}
+	st.bf.searches++
 	ends := st.endings()
 	// Prefixes end at group boundaries: jobs ending at the same time go
 	// together.
@@ -195,7 +234,7 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 	}
 	if len(bounds) == 0 {
-		return nil
+		return nil // no running job has a known end
 	}
 	cum := make([]int, len(ends)+1)
 	for i, e := range ends {
@@ -252,7 +291,13 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 		lo = k
 		if k == len(bounds)-1 {
-			return nil // GPUs held by jobs with no known end
+			// GPUs held by jobs with no known end: the same shape of the
+			// workspace will not fit later in the cycle either.
+			if st.bf.failed == nil {
+				st.bf.failed = map[string]bool{}
+			}
+			st.bf.failed[failKey] = true
+			return nil
 		}
 	}
 	for hi-lo > 1 {
