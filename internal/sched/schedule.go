@@ -202,10 +202,11 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	key := shapeKey(j) + "|" + strings.Join(models, ",")
 	if ok {
 		// Reservations this job would delay keep their free GPUs from it,
-		// unless it runs within its workspace's guarantee: guaranteed work
-		// is never held back for a waiting job (reclaim serves both).
+		// unless its workspace is below its guarantee: guaranteed work is
+		// never held back for a waiting job (reclaim serves both), nor is a
+		// job that takes its workspace from below its guarantee to above.
 		var rs []*reservation
-		if st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
+		if st.u.usedOf(ref) >= w.Guaranteed*unit {
 			rs = st.delayed(j)
 		}
 		key += maskKey(rs)
