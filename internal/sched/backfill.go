@@ -254,14 +254,29 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	}
 	// check reports j's placement once the first n jobs of ends have
 	// ended: a fresh what-if view each time (the search goes back and
-	// forth).
-	check := func(n int) *result {
+	// forth). With onlyFreed, only the GPUs those jobs release count: a
+	// placement there holds back nothing free now.
+	check := func(n int, onlyFreed bool) *result {
 		if free+cum[n] < need {
 			return nil // not enough GPUs released yet: no placement can work
 		}
 		c := st.c.shallow(st.bf.scratch)
 		st.bf.scratch = c.servers
 		u := st.u.clone()
+		if onlyFreed {
+			for _, v := range st.c.servers {
+				if v.nfree == 0 {
+					continue
+				}
+				cv := c.mut(v.s.Name)
+				for g, f := range cv.free {
+					if f {
+						cv.free[g] = false
+						cv.nfree--
+					}
+				}
+			}
+		}
 		for _, e := range ends[:n] {
 			releaseIn(c, u, e.j, e.pl)
 		}
@@ -285,7 +300,7 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	var found *result
 	for k := 0; ; k = 2*k + 1 {
 		k = min(k, len(bounds)-1)
-		if r := check(bounds[k]); r != nil {
+		if r := check(bounds[k], false); r != nil {
 			hi, found = k, r
 			break
 		}
@@ -302,13 +317,18 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		if r := check(bounds[mid]); r != nil {
+		if r := check(bounds[mid], false); r != nil {
 			hi, found = mid, r
 		} else {
 			lo = mid
 		}
 	}
 	n := bounds[hi]
+	// Among the placements at that time, one on GPUs that are busy now
+	// costs the jobs after it nothing: prefer it.
+	if r := check(n, true); r != nil {
+		found = r
+	}
 	res := &reservation{job: j, w: w, start: ends[n-1].at, pl: found.pl, u: found.u}
 	res.overdue = !res.start.After(st.now)
 	// The basis: what the ends of the jobs on the reserved servers were
