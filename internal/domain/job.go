@@ -3,7 +3,6 @@ package domain
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -120,7 +119,14 @@ func (r *Reason) Equal(o Reason) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Start.Equal(b.Start) && slices.Equal(a.Basis, b.Basis) && reflect.DeepEqual(a.Placement, b.Placement)
+	return a.Start.Equal(b.Start) && slices.Equal(a.Basis, b.Basis) && slices.EqualFunc(a.Placement, b.Placement, Placement.Equal)
+}
+
+// Equal reports whether p and o name the same GPUs, slices and share (a nil
+// and an empty list are the same: JSON drops empty lists).
+func (p Placement) Equal(o Placement) bool {
+	return p.Server == o.Server && slices.Equal(p.GPUs, o.GPUs) && slices.Equal(p.MIG, o.MIG) && p.Share == o.Share &&
+		p.NVLinkDomain == o.NVLinkDomain && slices.Equal(p.Leaves, o.Leaves)
 }
 
 // ReasonQueued is a new job's reason until a scheduling cycle has looked at it.
