@@ -14,9 +14,10 @@ import (
 // workspace). The first job of a workspace that cannot be placed for lack of
 // free GPUs gets a reservation: the earliest time it fits once running jobs
 // end (each at its time limit, expected duration, stop deadline, or a
-// history-based estimate), and the GPUs it would take then. Jobs after it in
+// history-based estimate), and the GPUs it would take then, preferably GPUs
+// busy now. Jobs after it in
 // the queue, of any workspace, may still run now, but only where they do not
-// delay a reservation: on GPUs no reservation needs, or on reserved GPUs if
+// delay a reservation (a job of a workspace below its guarantee is exempt): on GPUs no reservation needs, or on reserved GPUs if
 // they end before the reservation starts (by their own expected duration or
 // time limit; a job with neither never ends before anything). A job that
 // would still run at a reservation's start must also leave that job's quota
@@ -211,7 +212,7 @@ func (st *cycle) endings() []ending {
 	return out
 }
 
-// reserve finds when and where j, which cannot be placed now for lack of
+// reservationFor finds when and where j, which cannot be placed now for lack of
 // free GPUs, fits once running jobs end, with the earlier reservations
 // holding their GPUs; it records the reservation and returns it, nil when
 // j gets none.
