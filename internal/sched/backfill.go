@@ -15,13 +15,13 @@ import (
 // free GPUs gets a reservation: the earliest time it fits once running jobs
 // end (each at its time limit, expected duration, stop deadline, or a
 // history-based estimate), and the GPUs it would take then, preferably GPUs
-// busy now. Jobs after it in
-// the queue, of any workspace, may still run now, but only where they do not
-// delay a reservation (a job of a workspace below its guarantee is exempt): on GPUs no reservation needs, or on reserved GPUs if
-// they end before the reservation starts (by their own expected duration or
-// time limit; a job with neither never ends before anything). A job that
-// would still run at a reservation's start must also leave that job's quota
-// room at that time. Each reservation is computed with the earlier ones
+// busy now. Jobs after it in the queue, of any workspace, may still run now,
+// but only where they do not delay a reservation: on GPUs no reservation
+// needs, or on reserved GPUs if they end before the reservation starts (by
+// their own expected duration or time limit; a job with neither never ends
+// before anything). A job that would still run at a reservation's start must
+// also leave that job's quota room at that time. A job of a workspace below
+// its guarantee is exempt. Each reservation is computed with the earlier ones
 // holding their GPUs (conservative among the reserved jobs).
 //
 // Reservations are advice, computed afresh every cycle from the snapshot: the
