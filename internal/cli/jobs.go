@@ -78,6 +78,7 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 				return g.emit(d, func(w io.Writer) {
 					if d.Reason != nil {
 						fmt.Fprintf(w, "would wait: %s (%s)\n", d.Reason.Message, d.Reason.Code)
+						reservationLines(w, d.Reason.Reservation)
 						return
 					}
 					fmt.Fprintf(w, "would run now, packed at %s level:\n", d.Level)
@@ -204,6 +205,9 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 					fmt.Fprintf(w, ": %s [%s]", j.Reason.Message, j.Reason.Code)
 				}
 				fmt.Fprintln(w)
+				if j.Reason != nil && j.State == domain.JobPending {
+					reservationLines(w, j.Reason.Reservation)
+				}
 				for _, p := range j.Placement {
 					fmt.Fprintf(w, "  %s GPUs %s\n", p.Server, joinInts(p.GPUs))
 				}
@@ -327,6 +331,22 @@ func parseJobID(raw string) (uint64, error) {
 		return 0, domain.Invalid("id", "job id %q is not a positive integer", raw)
 	}
 	return id, nil
+}
+
+// reservationLines prints a waiting job's reservation: when (and on what
+// estimates) and on which GPUs it is expected to start.
+func reservationLines(w io.Writer, r *domain.Reservation) {
+	if r == nil {
+		return
+	}
+	when := "as soon as running jobs past their estimated end stop"
+	if !r.Start.IsZero() {
+		when = "from " + r.Start.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "  reserved %s (estimated from running jobs' %s):\n", when, strings.ReplaceAll(strings.Join(r.Basis, ", "), "_", " "))
+	for _, p := range r.Placement {
+		fmt.Fprintf(w, "    %s GPUs %s\n", p.Server, joinInts(p.GPUs))
+	}
 }
 
 func joinInts(xs []int) string {

@@ -80,6 +80,53 @@ type Reason struct {
 	// time_limit, ...).
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Reservation, on a pending job that cannot be placed now, is when and
+	// where the scheduler expects to start it: later jobs run on these GPUs
+	// only if they end before then (backfill). It is advice recomputed every
+	// cycle from the running jobs' time limits, expected durations or
+	// history, not a hold on the GPUs.
+	Reservation *Reservation `json:"reservation,omitempty"`
+}
+
+// Reservation is when and where a blocked job is expected to start.
+type Reservation struct {
+	// Start is the earliest time the job fits, by the estimates in Basis;
+	// zero when that is as soon as running jobs past their estimated end
+	// stop.
+	Start time.Time `json:"start,omitzero"`
+	// Placement is the GPUs it would take then.
+	Placement []Placement `json:"placement"`
+	// Basis names what the running jobs' ends were estimated from:
+	// time_limit, expected_duration, history, preemption (a stop deadline).
+	Basis []string `json:"basis"`
+}
+
+// Reservation bases: what a running job's end was estimated from.
+const (
+	BasisTimeLimit        = "time_limit"
+	BasisExpectedDuration = "expected_duration"
+	BasisHistory          = "history"
+	BasisPreemption       = "preemption"
+)
+
+// Equal reports whether r and o say the same (a nil r equals nothing): a
+// reason with a reservation holds a pointer, so == compares identities.
+func (r *Reason) Equal(o Reason) bool {
+	if r == nil || r.Code != o.Code || r.Message != o.Message {
+		return false
+	}
+	a, b := r.Reservation, o.Reservation
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Start.Equal(b.Start) && slices.Equal(a.Basis, b.Basis) && slices.EqualFunc(a.Placement, b.Placement, Placement.Equal)
+}
+
+// Equal reports whether p and o name the same GPUs, slices and share (a nil
+// and an empty list are the same: JSON drops empty lists).
+func (p Placement) Equal(o Placement) bool {
+	return p.Server == o.Server && slices.Equal(p.GPUs, o.GPUs) && slices.Equal(p.MIG, o.MIG) && p.Share == o.Share &&
+		p.NVLinkDomain == o.NVLinkDomain && slices.Equal(p.Leaves, o.Leaves)
 }
 
 // ReasonQueued is a new job's reason until a scheduling cycle has looked at it.

@@ -14,5 +14,8 @@
 //  4. for each job: check quota (no overcommit of anyone's protected
 //     guarantee), then find a gang placement packed into the fewest NVLink
 //     domains, then stripes, with GPU indices aligned across servers so rails
-//     match; place it or record a structured reason.
+//     match; place it or record a structured reason. The first job of a
+//     workspace that waits for GPUs gets a reservation (when and where it
+//     fits as running jobs end); the jobs after it run only where they do
+//     not delay it (backfill.go).
 package sched

@@ -300,6 +300,52 @@ func (m *sim) check(round int) {
 	}
 }
 
+// checkReservations asserts what holds for a plan's reservations: each is
+// a whole gang of the job's size on existing GPUs, starts no earlier than
+// now, names its basis, and no two overlap (each is computed with the
+// earlier ones holding their GPUs). It returns how many there are.
+func (m *sim) checkReservations(round int, p *Plan) int {
+	t := m.t
+	size := map[string]int{}
+	for _, srv := range m.s.Topology.Servers() {
+		size[srv.Name] = srv.GPUs
+	}
+	by := map[[2]any]uint64{}
+	n := 0
+	for id, r := range p.Pending {
+		res := r.Reservation
+		if res == nil {
+			continue
+		}
+		n++
+		j := m.job(id)
+		if !res.Start.IsZero() && res.Start.Before(m.now) {
+			t.Fatalf("round %d: job %d reserved from %v, before now %v", round, id, res.Start, m.now)
+		}
+		if len(res.Basis) == 0 {
+			t.Fatalf("round %d: job %d's reservation names no basis", round, id)
+		}
+		got := 0
+		for _, x := range res.Placement {
+			for _, g := range x.GPUs {
+				if g < 0 || g >= size[x.Server] {
+					t.Fatalf("round %d: job %d reserved GPU %d of %q, which has %d", round, id, g, x.Server, size[x.Server])
+				}
+				k := [2]any{x.Server, g}
+				if o, ok := by[k]; ok {
+					t.Fatalf("round %d: GPU %v reserved for jobs %d and %d", round, k, o, id)
+				}
+				by[k] = id
+				got++
+			}
+		}
+		if got != j.GPUs {
+			t.Fatalf("round %d: job %d of %d GPUs reserved %d", round, id, j.GPUs, got)
+		}
+	}
+	return n
+}
+
 // TestInvariantsUnderRandomLoad runs random clusters, tenants and job
 // streams through many cycles and checks the invariants after each.
 func TestInvariantsUnderRandomLoad(t *testing.T) {
@@ -307,7 +353,7 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 	if testing.Short() {
 		seeds = 5
 	}
-	placed, reclaims, migs, shares, multi := 0, 0, 0, 0, 0
+	placed, reclaims, migs, shares, multi, reserved := 0, 0, 0, 0, 0, 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := newSim(t, seed)
@@ -335,6 +381,7 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 						reclaims++
 					}
 				}
+				reserved += m.checkReservations(round, plan)
 				m.commit(plan)
 				m.check(round)
 				m.runtimes()
@@ -343,8 +390,8 @@ func TestInvariantsUnderRandomLoad(t *testing.T) {
 		})
 	}
 	// The streams must exercise what the invariants guard.
-	if placed < 100 || reclaims == 0 || migs == 0 || shares == 0 || multi == 0 {
-		t.Fatalf("weak coverage: %d placements, %d reclaims, %d MIG, %d share and %d several-model placements", placed, reclaims, migs, shares, multi)
+	if placed < 100 || reclaims == 0 || migs == 0 || shares == 0 || multi == 0 || reserved == 0 {
+		t.Fatalf("weak coverage: %d placements, %d reclaims, %d MIG, %d share, %d several-model placements and %d reservations", placed, reclaims, migs, shares, multi, reserved)
 	}
-	t.Logf("%d placements, %d reclaims, %d MIG, %d share and %d several-model placements checked", placed, reclaims, migs, shares, multi)
+	t.Logf("%d placements, %d reclaims, %d MIG, %d share, %d several-model placements and %d reservations checked", placed, reclaims, migs, shares, multi, reserved)
 }

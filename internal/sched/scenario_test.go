@@ -260,6 +260,17 @@ func renderPlan(p *Plan, now time.Time) string {
 	}
 	for id, r := range p.Pending {
 		lines[id] = "pending " + r.Code + ": " + r.Message
+		if v := r.Reservation; v != nil {
+			at := "overdue"
+			if !v.Start.IsZero() {
+				at = "+" + v.Start.Sub(now).String()
+			}
+			var on []string
+			for _, x := range v.Placement {
+				on = append(on, x.Server+":"+ints(x.GPUs))
+			}
+			lines[id] += fmt.Sprintf("\n   reservation %s on %s by %s", at, strings.Join(on, " "), strings.Join(v.Basis, ","))
+		}
 	}
 	ids := make([]uint64, 0, len(lines))
 	for id := range lines {

@@ -28,6 +28,8 @@ type cycle struct {
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
+	// bf is the cycle's reservations for blocked jobs (backfill.go).
+	bf backfill
 }
 
 // futureView is the cycle's view of the cluster once every job told to
@@ -147,6 +149,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		}
 		st.c.commit(j, t, o.pl)
 		st.u.addJob(j, o.pl, 1)
+		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
 	}
 	// The deadlines of this plan's own preemptions fall due too: the cycle
@@ -198,15 +201,30 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	var level string
 	key := shapeKey(j) + "|" + strings.Join(models, ",")
 	if ok {
+		// Reservations this job would delay keep their free GPUs from it,
+		// unless its workspace is below its guarantee: guaranteed work is
+		// never held back for a waiting job (reclaim serves both), nor is a
+		// job that takes its workspace from below its guarantee to above.
+		var rs []*reservation
+		if st.u.usedOf(ref) >= w.Guaranteed*unit {
+			rs = st.delayed(j)
+		}
+		key += maskKey(rs)
 		if why, failed := noFit[key]; failed {
 			r = why
-		} else if pl, level, r = st.c.placeIn(j, t, models); pl == nil {
+		} else if pl, level, r = st.placeAround(j, t, models, rs); pl == nil {
 			noFit[key] = r
+		}
+		if pl != nil && len(rs) > 0 {
+			if why, ok := st.quotaAround(j, pl, rs); !ok {
+				pl, r = nil, why
+			}
 		}
 	}
 	if pl != nil {
 		return outcome{pl: pl, level: level}
 	}
+	plain := r // a reservation says more than when GPUs start to free up
 	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
 		if at, ok := st.expectedRelease(); ok {
 			r.Message += fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
@@ -219,8 +237,20 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 		return outcome{reason: why}
 	}
 	// A job that could not fit even an empty cluster (servers cordoned or
-	// gone since it was submitted) holds nothing back.
-	return outcome{reason: r, blocks: r.Code != ReasonNoInventory && demand(j) <= st.c.total}
+	// gone since it was submitted) holds nothing back. The first job of a
+	// workspace that waits for GPUs gets a reservation instead of holding
+	// back its workspace: the jobs after it run where they do not delay it
+	// (backfill); later blocked jobs of that workspace wait without one.
+	blocks := r.Code != ReasonNoInventory && demand(j) <= st.c.total
+	if blocks && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
+		if slices.ContainsFunc(st.bf.res, func(x *reservation) bool { return x.w == w }) {
+			return outcome{reason: r}
+		}
+		if res := st.reservationFor(j, t, w); res != nil {
+			return outcome{reason: res.reason(plain)}
+		}
+	}
+	return outcome{reason: r, blocks: blocks}
 }
 
 // expectedRelease is the earliest time a running job is expected to end

@@ -81,7 +81,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
 		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && (j.Reason == nil || *j.Reason != r) {
+		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
 			cmd.Reasons[j.ID] = r
 		}
 	}

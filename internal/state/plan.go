@@ -97,7 +97,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 		if _, refused := res.Rejected[id]; refused {
 			continue // the re-check's reason is the newer one
 		}
-		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && (j.Reason == nil || *j.Reason != r) {
+		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && !j.Reason.Equal(r) {
 			r := r
 			j.Reason, j.UpdatedAt = &r, c.At
 		}

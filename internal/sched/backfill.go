@@ -1,0 +1,521 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Backfill with reservations (EASY backfill, one reservation per
+// workspace). The first job of a workspace that cannot be placed for lack of
+// free GPUs gets a reservation: the earliest time it fits once running jobs
+// end (each at its time limit, expected duration, stop deadline, or a
+// history-based estimate), and the GPUs it would take then, preferably GPUs
+// busy now. Jobs after it in the queue, of any workspace, may still run now,
+// but only where they do not delay a reservation: on GPUs no reservation
+// needs, or on reserved GPUs if they end before the reservation starts (by
+// their own expected duration or time limit; a job with neither never ends
+// before anything). A job that would still run at a reservation's start must
+// also leave that job's quota room at that time. A job of a workspace below
+// its guarantee is exempt. Each reservation is computed with the earlier ones
+// holding their GPUs (conservative among the reserved jobs).
+//
+// Reservations are advice, computed afresh every cycle from the snapshot: the
+// plan carries them in the pending jobs' reasons only, and the state machine
+// re-checks placements with Fit as always. A job that gets no reservation
+// (fractional requests, quota reasons, GPUs held by jobs with no estimate, or
+// more than maxReservations in a cycle) holds back its workspace as before.
+
+// maxReservations bounds the reservations of one cycle, and
+// maxReservationSearches the searches for them (a search may find none):
+// each costs a few what-if placements; the jobs past them hold back their
+// workspaces instead.
+const (
+	maxReservations        = 16
+	maxReservationSearches = 32
+)
+
+// reservation is one blocked job's expected start.
+type reservation struct {
+	job *domain.Job
+	w   *domain.Workspace
+	// start is when it fits; overdue when that is now (running jobs past
+	// their estimated ends).
+	start   time.Time
+	overdue bool
+	pl      []domain.Placement
+	basis   []string
+	// u is the usage at start with the job booked: jobs still running then
+	// are added to it, and must leave the job's quota room.
+	u *usage
+	// mask is the GPUs of pl free now, which later jobs that would still
+	// run at start may not take.
+	mask []gpuRef
+}
+
+type gpuRef struct {
+	server, gpu int
+}
+
+// backfill is a cycle's reservations and what computing them reuses.
+type backfill struct {
+	res []*reservation
+	// placed are this cycle's placements: they hold GPUs from now.
+	placed []ending
+	// running is the jobs holding GPUs before the cycle with a known end,
+	// soonest first, built on first use; searches counts the reservation
+	// searches, failed the workspace|shape keys that found none (capacity
+	// only shrinks within a cycle).
+	running  []ending
+	built    bool
+	searches int
+	failed   map[string]bool
+	// hist is the median run time of recently ended jobs, by workspace ("" for
+	// all), built on first use.
+	hist map[string]time.Duration
+	// scratch backs the what-if views (one at a time).
+	scratch []*server
+}
+
+// ending is a job holding GPUs and when it is expected to release them.
+type ending struct {
+	j     *domain.Job
+	pl    []domain.Placement
+	at    time.Time
+	basis string
+	units int
+}
+
+// runEnd estimates when j, placed at placedAt, stops holding GPUs: a stop
+// deadline, else its expected duration (at most its time limit), else its
+// time limit, else the median run time of recent jobs of its workspace (of
+// all workspaces if it has none). ok is false when nothing is known.
+func (st *cycle) runEnd(j *domain.Job, placedAt time.Time) (time.Time, string, bool) {
+	if st.victim[j.ID] {
+		return st.now.Add(st.policy.Grace), domain.BasisPreemption, true
+	}
+	if j.State == domain.JobPreempting && j.StopDeadline != nil {
+		return *j.StopDeadline, domain.BasisPreemption, true
+	}
+	if at, basis, ok := declaredEnd(j, placedAt); ok {
+		return at, basis, true
+	}
+	if d, ok := st.historyEstimate(j.Tenant + "/" + j.Workspace); ok {
+		return placedAt.Add(d), domain.BasisHistory, true
+	}
+	return time.Time{}, "", false
+}
+
+// declaredEnd is the end by the job's own expected duration or time limit.
+func declaredEnd(j *domain.Job, placedAt time.Time) (time.Time, string, bool) {
+	switch {
+	case j.ExpectedDurationSeconds > 0:
+		return placedAt.Add(time.Duration(j.ExpectedDurationSeconds) * time.Second), domain.BasisExpectedDuration, true
+	case j.TimeLimitSeconds > 0:
+		return placedAt.Add(time.Duration(j.TimeLimitSeconds) * time.Second), domain.BasisTimeLimit, true
+	}
+	return time.Time{}, "", false
+}
+
+// historyEstimate is the median run time of the recently ended jobs of
+// workspace ref, else of all recently ended jobs.
+func (st *cycle) historyEstimate(ref string) (time.Duration, bool) {
+	if st.bf.hist == nil {
+		runs := map[string][]time.Duration{}
+		for _, h := range st.s.History {
+			from := h.StartedAt
+			if from == nil {
+				from = h.PlacedAt
+			}
+			if from == nil || h.EndedAt == nil || !h.EndedAt.After(*from) {
+				continue
+			}
+			d := h.EndedAt.Sub(*from)
+			runs[h.Tenant+"/"+h.Workspace] = append(runs[h.Tenant+"/"+h.Workspace], d)
+			runs[""] = append(runs[""], d)
+		}
+		st.bf.hist = map[string]time.Duration{}
+		for k, ds := range runs {
+			slices.Sort(ds)
+			st.bf.hist[k] = ds[len(ds)/2]
+		}
+	}
+	if d, ok := st.bf.hist[ref]; ok {
+		return d, true
+	}
+	d, ok := st.bf.hist[""]
+	return d, ok
+}
+
+// endings lists the jobs holding GPUs in the cycle's view with a known
+// end, soonest first; ends already past count as now (overdue). The jobs
+// holding GPUs before the cycle are listed once; this cycle's placements
+// are merged in.
+func (st *cycle) endings() []ending {
+	add := func(out []ending, j *domain.Job, pl []domain.Placement, placedAt time.Time) []ending {
+		at, basis, ok := st.runEnd(j, placedAt)
+		if !ok {
+			return out
+		}
+		if at.Before(st.now) {
+			at = st.now
+		}
+		n := 0
+		for _, p := range pl {
+			n += placementUnits(p)
+		}
+		return append(out, ending{j: j, pl: pl, at: at, basis: basis, units: n})
+	}
+	byEnd := func(a, b ending) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.j.ID, b.j.ID)
+	}
+	if !st.bf.built {
+		st.bf.built = true
+		for _, j := range st.s.Jobs {
+			if len(j.Placement) == 0 || st.released[j.ID] || j.State == domain.JobPending {
+				continue
+			}
+			placedAt := st.now
+			if j.PlacedAt != nil {
+				placedAt = *j.PlacedAt
+			}
+			st.bf.running = add(st.bf.running, j, j.Placement, placedAt)
+		}
+		slices.SortFunc(st.bf.running, byEnd)
+	}
+	var placed []ending
+	for _, e := range st.bf.placed {
+		placed = add(placed, e.j, e.pl, st.now)
+	}
+	if len(placed) == 0 {
+		return st.bf.running
+	}
+	slices.SortFunc(placed, byEnd)
+	out := make([]ending, 0, len(st.bf.running)+len(placed))
+	i, k := 0, 0
+	for i < len(st.bf.running) || k < len(placed) {
+		if k == len(placed) || (i < len(st.bf.running) && byEnd(st.bf.running[i], placed[k]) <= 0) {
+			out = append(out, st.bf.running[i])
+			i++
+		} else {
+			out = append(out, placed[k])
+			k++
+		}
+	}
+	return out
+}
+
+// reservationFor finds when and where j, which cannot be placed now for lack of
+// free GPUs, fits once running jobs end, with the earlier reservations
+// holding their GPUs; it records the reservation and returns it, nil when
+// j gets none.
+func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
+	if len(st.bf.res) >= maxReservations || st.bf.searches >= maxReservationSearches || j.GPUs == 0 || j.MIGProfile != "" || j.Share > 0 {
+		return nil
+	}
+	failKey := w.Ref() + "|" + shapeKey(j)
+	if st.bf.failed[failKey] {
+		return nil
+	}
+	st.bf.searches++
+	ends := st.endings()
+	// Prefixes end at group boundaries: jobs ending at the same time go
+	// together.
+	var bounds []int
+	for i := range ends {
+		if i+1 == len(ends) || !ends[i+1].at.Equal(ends[i].at) {
+			bounds = append(bounds, i+1)
+		}
+	}
+	if len(bounds) == 0 {
+		return nil // no running job has a known end
+	}
+	cum := make([]int, len(ends)+1)
+	for i, e := range ends {
+		cum[i+1] = cum[i] + e.units
+	}
+	reserved := 0
+	for _, r := range st.bf.res {
+		for _, p := range r.pl {
+			reserved += placementUnits(p)
+		}
+	}
+	free := st.c.total - st.u.usedTotal - reserved
+	need := demand(j)
+	type result struct {
+		pl []domain.Placement
+		u  *usage
+	}
+	// check reports j's placement once the first n jobs of ends have
+	// ended: a fresh what-if view each time (the search goes back and
+	// forth). With onlyFreed, only the GPUs those jobs release count: a
+	// placement there holds back nothing free now.
+	check := func(n int, onlyFreed bool) *result {
+		if free+cum[n] < need {
+			return nil // not enough GPUs released yet: no placement can work
+		}
+		c := st.c.shallow(st.bf.scratch)
+		st.bf.scratch = c.servers
+		u := st.u.clone()
+		if onlyFreed {
+			for _, v := range st.c.servers {
+				if v.nfree == 0 {
+					continue
+				}
+				cv := c.mut(v.s.Name)
+				for g, f := range cv.free {
+					if f {
+						cv.free[g] = false
+						cv.nfree--
+					}
+				}
+			}
+		}
+		for _, e := range ends[:n] {
+			releaseIn(c, u, e.j, e.pl)
+		}
+		for _, r := range st.bf.res {
+			holdIn(c, u, r.job, st.s.Tenants[r.job.Tenant], r.pl)
+		}
+		models, _, ok := admit(j, w, st.s, u, c)
+		if !ok {
+			return nil
+		}
+		pl, _, _ := c.placeIn(j, t, models)
+		if pl == nil {
+			return nil
+		}
+		u.addJob(j, pl, 1)
+		return &result{pl, u}
+	}
+	// Exponential search over the boundaries, then binary search back to
+	// the first that fits: placement is monotone in what has ended.
+	lo, hi := -1, -1 // last boundary index known not to fit, first known to
+	var found *result
+	for k := 0; ; k = 2*k + 1 {
+		k = min(k, len(bounds)-1)
+		if r := check(bounds[k], false); r != nil {
+			hi, found = k, r
+			break
+		}
+		lo = k
+		if k == len(bounds)-1 {
+			// GPUs held by jobs with no known end: the same shape of the
+			// workspace will not fit later in the cycle either.
+			if st.bf.failed == nil {
+				st.bf.failed = map[string]bool{}
+			}
+			st.bf.failed[failKey] = true
+			return nil
+		}
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if r := check(bounds[mid], false); r != nil {
+			hi, found = mid, r
+		} else {
+			lo = mid
+		}
+	}
+	n := bounds[hi]
+	// Among the placements at that time, one on GPUs that are busy now
+	// costs the jobs after it nothing: prefer it.
+	if r := check(n, true); r != nil {
+		found = r
+	}
+	res := &reservation{job: j, w: w, start: ends[n-1].at, pl: found.pl, u: found.u}
+	res.overdue = !res.start.After(st.now)
+	// The basis: what the ends of the jobs on the reserved servers were
+	// estimated from (of every job ended by then if none is on them).
+	on := map[string]bool{}
+	for _, p := range found.pl {
+		on[p.Server] = true
+	}
+	var all []string
+	for _, e := range ends[:n] {
+		if !slices.Contains(all, e.basis) {
+			all = append(all, e.basis)
+		}
+		if slices.ContainsFunc(e.pl, func(p domain.Placement) bool { return on[p.Server] }) && !slices.Contains(res.basis, e.basis) {
+			res.basis = append(res.basis, e.basis)
+		}
+	}
+	if len(res.basis) == 0 {
+		res.basis = all
+	}
+	slices.Sort(res.basis)
+	for _, p := range found.pl {
+		v := st.c.server(p.Server)
+		if v == nil {
+			continue
+		}
+		for _, g := range p.GPUs {
+			if g >= 0 && g < len(v.free) && v.free[g] {
+				res.mask = append(res.mask, gpuRef{v.idx, g})
+			}
+		}
+	}
+	st.bf.res = append(st.bf.res, res)
+	return res
+}
+
+// releaseIn takes a job's placement out of a what-if view.
+func releaseIn(c *cluster, u *usage, j *domain.Job, pl []domain.Placement) {
+	for _, p := range pl {
+		v := c.mut(p.Server)
+		if v == nil {
+			continue
+		}
+		v.give(p)
+		v.unhold(j.Tenant)
+		c.account(v, j, -1)
+	}
+	u.addJob(j, pl, -1)
+}
+
+// holdIn books a reservation's GPUs in a what-if view.
+func holdIn(c *cluster, u *usage, j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
+	for _, p := range pl {
+		v := c.mut(p.Server)
+		if v == nil {
+			continue
+		}
+		v.take(p, j.Tenant)
+		c.hold(v, j.Tenant, t)
+	}
+	u.addJob(j, pl, 1)
+}
+
+// delayed lists the reservations a job would delay if placed now: those
+// starting before it is expected to end (all of them when it declares no
+// expected duration or time limit).
+func (st *cycle) delayed(j *domain.Job) []*reservation {
+	if len(st.bf.res) == 0 {
+		return nil
+	}
+	end, _, known := declaredEnd(j, st.now)
+	var out []*reservation
+	for _, r := range st.bf.res {
+		if !known || end.After(r.start) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// maskKey names a set of reservations for the no-fit cache.
+func maskKey(rs []*reservation) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("|r")
+	for _, r := range rs {
+		fmt.Fprintf(&b, ",%d", r.job.ID)
+	}
+	return b.String()
+}
+
+// placeAround places j in the cycle's view without the free GPUs of the
+// reservations rs: they are held back for the placement and given back
+// after it.
+func (st *cycle) placeAround(j *domain.Job, t *domain.Tenant, models []string, rs []*reservation) ([]domain.Placement, string, domain.Reason) {
+	if len(rs) == 0 {
+		return st.c.placeIn(j, t, models)
+	}
+	var flipped []gpuRef
+	for _, r := range rs {
+		for _, g := range r.mask {
+			v := st.c.servers[g.server]
+			if v.free[g.gpu] {
+				v.free[g.gpu] = false
+				v.nfree--
+				v.ver++
+				flipped = append(flipped, g)
+			}
+		}
+	}
+	pl, level, why := st.c.placeIn(j, t, models)
+	for _, g := range flipped {
+		v := st.c.servers[g.server]
+		v.free[g.gpu] = true
+		v.nfree++
+		v.ver++
+	}
+	if pl == nil && len(flipped) > 0 {
+		// Say so when the reservations are what stops it.
+		if free, _, _ := st.c.placeIn(j, t, models); free != nil {
+			why = domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf(
+				"the free GPUs it fits on are reserved for a job that has waited longer, %s; it may use them if it ends before then (its expected duration or time limit)",
+				whenText(rs[0]))}
+		}
+	}
+	return pl, level, why
+}
+
+// quotaAround checks that j, placed at pl and still running when the
+// reservations rs start, leaves each reserved job the quota it needs then;
+// it books j in their usage when it does.
+func (st *cycle) quotaAround(j *domain.Job, pl []domain.Placement, rs []*reservation) (domain.Reason, bool) {
+	for i, r := range rs {
+		r.u.addJob(j, pl, 1)
+		r.u.addJob(r.job, r.pl, -1)
+		_, _, ok := admit(r.job, r.w, st.s, r.u, st.c)
+		r.u.addJob(r.job, r.pl, 1)
+		if !ok {
+			for _, b := range rs[:i+1] {
+				b.u.addJob(j, pl, -1)
+			}
+			return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf(
+				"running now it would take quota a job that has waited longer needs %s; it may run if it ends before then (its expected duration or time limit)", whenText(r))}, false
+		}
+	}
+	return domain.Reason{}, true
+}
+
+// whenText is a reservation's start for people.
+func whenText(r *reservation) string {
+	if r.overdue {
+		return "as soon as running jobs past their estimated end stop"
+	}
+	return "from " + r.start.UTC().Format(time.RFC3339)
+}
+
+// reserved is the pending reason of a job with a reservation.
+func (r *reservation) reason(why domain.Reason) domain.Reason {
+	var where []string
+	for i, p := range r.pl {
+		if i == 4 {
+			where = append(where, fmt.Sprintf("%d more servers", len(r.pl)-i))
+			break
+		}
+		where = append(where, p.Server+" GPUs "+intsText(p.GPUs))
+	}
+	why.Message += fmt.Sprintf("; reserved %s on %s (estimated from the running jobs' %s): later jobs use these GPUs only if they end before then",
+		whenText(r), strings.Join(where, ", "), strings.ReplaceAll(strings.Join(r.basis, ", "), "_", " "))
+	res := &domain.Reservation{Placement: r.pl, Basis: r.basis}
+	if !r.overdue {
+		res.Start = r.start.UTC()
+	}
+	why.Reservation = res
+	return why
+}
+
+// intsText writes GPU indices compactly: 0-7, or 0,2,5.
+func intsText(xs []int) string {
+	if len(xs) > 1 && xs[len(xs)-1]-xs[0] == len(xs)-1 {
+		return fmt.Sprintf("%d-%d", xs[0], xs[len(xs)-1])
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
