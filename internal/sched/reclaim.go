@@ -473,11 +473,22 @@ func (st *cycle) buildFuture() {
 		return
 	}
 	st.fv.c, st.fv.u = st.c.shallow(nil), st.u.clone()
+	st.fv.heldFor = map[uint64][]*domain.Job{}
+	// GPUs released but kept for a job until its turn stay kept in the
+	// future view too (giveBack releases them there).
+	for id, vs := range st.heldFor {
+		st.fv.freed = true
+		st.fv.heldFor[id] = append(st.fv.heldFor[id], vs...)
+	}
 	for _, v := range st.s.Jobs {
 		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
 			st.fv.freed = true
-			st.fv.c.release(v)
 			st.fv.u.addJob(v, v.Placement, -1)
+			if f := v.PreemptedFor; f != 0 && !st.victim[v.ID] && st.waiting[f] && !st.givenBack[f] {
+				st.fv.heldFor[f] = append(st.fv.heldFor[f], v)
+			} else {
+				st.fv.c.release(v)
+			}
 			if v.StopDeadline != nil && v.StopDeadline.After(st.fv.by) {
 				st.fv.by = *v.StopDeadline
 			}

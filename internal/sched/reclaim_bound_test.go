@@ -122,3 +122,44 @@ func TestReclaimWholeServerWithinWhatWasBorrowed(t *testing.T) {
 		t.Fatalf("%d victims on servers %v, want the 8 jobs of one server", len(p.Preemptions), servers)
 	}
 }
+
+// TestReclaimFreedGPUsKeptForTheirJob: the 8 GPUs of server 1 are released
+// at their deadline for job 18 (8 GPUs, guaranteed); job 17 (1 GPU,
+// guaranteed, older) waits for a GPU being freed for it on server 2, later.
+// Both are jobs GPUs are being freed for, so job 17 comes first in the
+// queue: the released GPUs were free for it to take, job 18 then found no
+// whole server and needed a second reclaim and a second grace period (the
+// ITP replay's waits of 37-60 s). The released GPUs are kept for the job
+// they were freed for until its turn.
+func TestReclaimFreedGPUsKeptForTheirJob(t *testing.T) {
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 2)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).
+		Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("c").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(8).Lend(8)).Workspace(domaintest.MakeWorkspace("c", "w").Guaranteed(2).Lend(2)).
+		Workspace(domaintest.MakeWorkspace("b", "w").Borrow(16))
+	for i := 0; i < 16; i++ {
+		w.Running(domaintest.MakeJob("b/w", 1).Preemptible(), domaintest.On(fmt.Sprintf("s1-gpu%03d", 1+i/8), i%8))
+		w.PlacedAgo(uint64(i+1), time.Hour)
+	}
+	stopping := func(forJob uint64, by time.Time) func(*domain.Job) {
+		return func(j *domain.Job) { j.State, j.PreemptedFor, j.StopDeadline = domain.JobPreempting, forJob, &by }
+	}
+	for id := uint64(1); id <= 8; id++ {
+		w.With(id, stopping(18, now)) // due now
+	}
+	w.With(9, stopping(17, now.Add(20*time.Second)))
+	w.Pending(domaintest.MakeJob("c/w", 1)) // 17
+	w.Pending(domaintest.MakeJob("a/w", 8)) // 18
+	p := Schedule(snapshotOf(w), now)
+	if len(p.Releases) != 8 {
+		t.Fatalf("releases %+v, want the 8 victims due", p.Releases)
+	}
+	if !placedIn(p, 18) {
+		t.Errorf("job 18 not placed on the GPUs freed for it: pending %+v, placements %+v", p.Pending[18], p.Placements)
+	}
+	if len(p.Preemptions) != 0 {
+		t.Errorf("preemptions %+v: nothing more needs freeing", p.Preemptions)
+	}
+	if r := p.Pending[17]; r.Code != ReasonReclaim {
+		t.Errorf("job 17: %+v, want it waiting for its own GPU (%s)", r, ReasonReclaim)
+	}
+}

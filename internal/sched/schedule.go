@@ -25,6 +25,11 @@ type cycle struct {
 	// u already.
 	victim   map[uint64]bool
 	released map[uint64]bool
+	// waiting is the pending jobs; heldFor the released victims whose GPUs
+	// are kept for the pending job they were preempted for (release).
+	waiting   map[uint64]bool
+	heldFor   map[uint64][]*domain.Job
+	givenBack map[uint64]bool
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
@@ -46,8 +51,11 @@ type futureView struct {
 	by    time.Time
 	freed bool
 	// freeing is the GPUs being freed by earlier cycles' preemptions, by
-	// the job they are freed for.
+	// the job they are freed for; heldFor the victims whose GPUs the future
+	// view keeps for that job until its turn (giveBack), so jobs before it
+	// in the queue book other GPUs.
 	freeing map[uint64]freeing
+	heldFor map[uint64][]*domain.Job
 	// scratch and cloned back the what-if views of the future (one at a
 	// time).
 	scratch []*server
@@ -75,7 +83,7 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, released: map[uint64]bool{},
+		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{},
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]bool{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
@@ -91,6 +99,9 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.u = buildUsage(s, st.c)
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
+		if j.State == domain.JobPending {
+			st.waiting[j.ID] = true
+		}
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
 			f := st.fv.freeing[j.PreemptedFor]
 			f.units += held(j)
@@ -131,6 +142,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// cannot fit later in it either.
 	noFit := map[string]domain.Reason{}
 	for _, j := range pending {
+		st.giveBack(j.ID)
 		o := st.step(j, blocked, noFit)
 		if o.pl == nil {
 			st.plan.Pending[j.ID] = o.reason
@@ -346,6 +358,12 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 				return -1
 			}
 			return 1
+		}
+		// Guaranteed jobs by age: each is owed its GPUs, and a newer one
+		// ranked first by usage would book the GPUs an older one waits
+		// for, pushing its wait past the grace period.
+		if ka.within {
+			return cmp.Compare(ka.j.ID, kb.j.ID)
 		}
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c

@@ -132,6 +132,7 @@ type JobsResult struct {
 	// gang) could be freed.
 	ReclaimFragmented int            `json:"reclaimsFragmented"`
 	ReclaimLost       int            `json:"reclaimsLost"`
+	OverBound         []OverWait     `json:"overBound,omitempty"`
 	Cycles            int            `json:"cycles"`
 	Seconds           float64        `json:"seconds"`
 	Tenants           []TenantResult `json:"tenants"`
@@ -154,6 +155,28 @@ type simJob struct {
 	// could make room for it (reclaimable).
 	fragmented bool
 	gpus       int
+	// trail is the scheduler's reasons for the job during its current
+	// wait as guaranteed demand, one entry per change of reason code.
+	trail []string
+	// said is the scheduler's last reason for the job, seeding the trail
+	// when a wait begins.
+	said domain.Reason
+}
+
+// OverWait is one guaranteed wait over the bound, with what the scheduler
+// said while it lasted: the evidence its cause is classified from.
+type OverWait struct {
+	Tenant  string  `json:"tenant"`
+	Job     string  `json:"job"`
+	GPUs    int     `json:"gpus"`
+	From    int64   `json:"fromSeconds"`
+	Seconds float64 `json:"seconds"`
+	// Fragmented: no reclaim within the rules could have made room when
+	// the wait began (reclaimable).
+	Fragmented bool `json:"fragmented"`
+	// Cause is the classification (classifyWait), Trail the reasons.
+	Cause string   `json:"cause"`
+	Trail []string `json:"trail"`
 }
 
 // p90Concurrency is the 90th percentile of a trace's concurrent GPU demand
@@ -385,8 +408,11 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 				if s.fragmented {
 					res.ReclaimFragmented++
 				}
+				res.OverBound = append(res.OverBound, OverWait{Tenant: o.Tenants[s.tenant].Name, Job: s.j.Name, GPUs: s.gpus,
+					From: s.entitledAt, Seconds: wait, Fragmented: s.fragmented, Cause: classifyWait(s.trail), Trail: s.trail})
 			}
 			s.entitledAt = -1
+			s.trail = nil
 		}
 		alloc[s.tenant] += s.gpus
 		if s.firstRun < 0 {
@@ -547,9 +573,13 @@ func entitle(now int64, active map[uint64]*simJob, guar, alloc []int, fragmented
 			if s.entitledAt < 0 {
 				s.entitledAt = now
 				s.fragmented = fragmented(s)
+				if s.said.Code != "" {
+					s.trail = []string{fmt.Sprintf("%s +0s: %s", s.said.Code, s.said.Message)}
+				}
 			}
 		} else if s.entitledAt >= 0 {
 			s.entitledAt = -1
+			s.trail = nil
 			lost++
 		}
 	}
@@ -694,6 +724,17 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 			run(s, p.Placement)
 		}
 	}
+	for id, r := range plan.Pending {
+		s := byID[id]
+		if s != nil {
+			s.said = r
+		}
+		if s != nil && s.entitledAt >= 0 {
+			if n := len(s.trail); n == 0 || !strings.HasSuffix(s.trail[n-1], ": "+r.Message) {
+				s.trail = append(s.trail, fmt.Sprintf("%s +%ds: %s", r.Code, now-s.entitledAt, r.Message))
+			}
+		}
+	}
 	if len(plan.Releases) > 0 {
 		return now
 	}
@@ -833,4 +874,20 @@ var jobsMetrics = []struct {
 	}},
 	{"jobs completed / submitted", func(r *JobsResult) string { return fmt.Sprintf("%d / %d", r.Completed, r.Jobs) }},
 	{"simulation seconds", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Seconds) }},
+}
+
+// classifyWait names the cause of a wait over the bound from the reasons
+// the scheduler gave during it: the distinct reason codes, in order.
+func classifyWait(trail []string) string {
+	var codes []string
+	for _, t := range trail {
+		c, _, _ := strings.Cut(t, " ")
+		if len(codes) == 0 || codes[len(codes)-1] != c {
+			codes = append(codes, c)
+		}
+	}
+	if len(codes) == 0 {
+		return "no_reason"
+	}
+	return strings.Join(codes, ">")
 }
