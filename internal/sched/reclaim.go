@@ -80,22 +80,48 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // else candidates (who may be preempted, in preemption order), pick (take
 // them until j can be placed), prune (drop those the placement does not
 // need) and issue (the preemptions, and j's reservation). It reports
-// whether j now waits for GPUs being freed.
+// whether j now waits for GPUs being freed; when j is within its
+// guarantee and does not, the reason names the rule that stops the reclaim.
 func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
+	r, ok, rule := st.reclaimFor(j)
+	if !ok && rule != "" {
+		return domain.Reason{Message: "reclaim cannot serve it: " + rule}, false
+	}
+	return r, ok
+}
+
+// Rules that stop a reclaim for a job within its guarantee (reclaimFor).
+const (
+	ruleNoBorrower = "no other workspace is above its guarantee (reclaim takes only borrowed GPUs)"
+	ruleNoVictim   = "the borrowed GPUs are held by jobs within their minimum runtime or already stopping"
+	ruleNoRoom     = "stopping borrowed work (from each workspace at most what it borrowed) frees no room of its shape: the borrowed GPUs share servers with guaranteed work"
+	ruleBudget     = "this cycle's reclaim searches are used up (the next cycle continues)"
+)
+
+func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	t := st.s.Tenants[j.Tenant]
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
-		return r, true
+		return r, true, ""
+	}
+	rule := func(r string) string {
+		if withinGuarantee {
+			return r
+		}
+		return ""
 	}
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
 	failKey := ref + "|" + shapeKey(j)
-	if st.fv.searches >= maxReclaimSearches || st.fv.failed[failKey] {
-		return domain.Reason{}, false
+	if st.fv.searches >= maxReclaimSearches {
+		return domain.Reason{}, false, rule(ruleBudget)
+	}
+	if why, failed := st.fv.failed[failKey]; failed {
+		return domain.Reason{}, false, rule(why)
 	}
 	st.fv.searches++
 	kind := preemptPriority
@@ -104,8 +130,12 @@ func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
 	}
 	cands := st.candidates(j, kind)
 	if len(cands) == 0 {
-		st.fv.failed[failKey] = true
-		return domain.Reason{}, false
+		why := ruleNoVictim
+		if kind == preemptReclaim && !st.fv.u.anyAbove(ref) {
+			why = ruleNoBorrower
+		}
+		st.fv.failed[failKey] = why
+		return domain.Reason{}, false, rule(why)
 	}
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
@@ -122,11 +152,11 @@ func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
 		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
 	}
 	if !found {
-		st.fv.failed[failKey] = true
-		return domain.Reason{}, false
+		st.fv.failed[failKey] = ruleNoRoom
+		return domain.Reason{}, false, rule(ruleNoRoom)
 	}
 	chosen, pl = st.prune(j, chosen, pl, shortfall)
-	return st.issue(j, t, kind, chosen, pl), true
+	return st.issue(j, t, kind, chosen, pl), true, ""
 }
 
 // awaitFreeing reserves j's placement in the future view when GPUs already

@@ -163,3 +163,28 @@ func TestReclaimFreedGPUsKeptForTheirJob(t *testing.T) {
 		t.Errorf("job 17: %+v, want it waiting for its own GPU (%s)", r, ReasonReclaim)
 	}
 }
+
+// TestGuaranteedJobNotHeldBackByHeadOfLine: workspace a/w (17 guaranteed)
+// queues a 16-GPU gang of whole servers, which no server can hold (each has
+// one GPU of b's guaranteed work, which no reclaim may take), then a 1-GPU
+// job. Both fit in the guarantee counted over the queue, so the small job
+// takes nothing the gang is owed; it waited behind the gang ("queued
+// behind") for as long as the gang did (hours in the ITP replay at 32x8).
+func TestGuaranteedJobNotHeldBackByHeadOfLine(t *testing.T) {
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 4)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).
+		Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(17).Borrow(8)).Workspace(domaintest.MakeWorkspace("b", "w").Guaranteed(8))
+	for i := 0; i < 4; i++ {
+		w.Running(domaintest.MakeJob("b/w", 1), domaintest.On(fmt.Sprintf("s1-gpu%03d", 1+i), 0))
+	}
+	w.Pending(domaintest.MakeJob("a/w", 16).PerNode(8)) // 5: within, unplaceable
+	w.Pending(domaintest.MakeJob("a/w", 1))             // 6: within
+	w.Pending(domaintest.MakeJob("a/w", 2))             // 7: borrows: held back
+	p := Schedule(snapshotOf(w), now)
+	if !placedIn(p, 6) {
+		t.Errorf("job 6 (within the guarantee) not placed: %+v", p.Pending[6])
+	}
+	if r := p.Pending[7]; r.Code != ReasonGangOrder {
+		t.Errorf("job 7 (borrowing): %+v, want it held back behind job 5 (%s)", r, ReasonGangOrder)
+	}
+}

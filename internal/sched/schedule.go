@@ -28,6 +28,9 @@ type cycle struct {
 	// waiting is the pending jobs; heldFor the released victims whose GPUs
 	// are kept for the pending job they were preempted for (release).
 	waiting   map[uint64]bool
+	// within is the pending jobs that fit in their workspace's guarantee,
+	// counted over its queue (order).
+	within    map[uint64]bool
 	heldFor   map[uint64][]*domain.Job
 	givenBack map[uint64]bool
 	// fv is what the cycle assumes will be once the plan's preemptions
@@ -66,9 +69,10 @@ type futureView struct {
 	byWorkspace map[int][]victim
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
-	// search found no victims for (victims only get fewer in a cycle).
+	// search found no victims for, with the rule that stopped it (victims
+	// only get fewer in a cycle).
 	searches int
-	failed   map[string]bool
+	failed   map[string]string
 	// nextRelease is when running jobs are expected to start freeing GPUs
 	// (expectedRelease), computed once.
 	nextRelease *time.Time
@@ -84,7 +88,7 @@ type freeing struct {
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{},
-		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]bool{}}}
+		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -130,7 +134,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			stopping[j.Tenant+"/"+j.Workspace] += held(j)
 		}
 	}
-	order(pending, s, st.u, stopping, st.fv.freeing)
+	st.within = order(pending, s, st.u, stopping, st.fv.freeing)
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
 	// allow. A job that cannot be placed does not block jobs behind it (no
@@ -198,7 +202,10 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	if w == nil || t == nil {
 		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
 	}
-	if first, ok := blocked[ref]; ok && j.Priority <= first.prio {
+	// A job within its workspace's guarantee is not held back: the
+	// guarantee left for the jobs before it is counted already, so it
+	// takes nothing they are owed, and it must be served within the bound.
+	if first, ok := blocked[ref]; ok && j.Priority <= first.prio && !st.within[j.ID] {
 		return outcome{reason: domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}}
 	}
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
@@ -229,6 +236,8 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	// they are. A job that simply does not fit holds back its workspace.
 	if why, waiting := st.reclaim(j); waiting {
 		return outcome{reason: why}
+	} else if why.Message != "" && r.Code != ReasonNoInventory {
+		r.Message += "; " + why.Message
 	}
 	// A job that could not fit even an empty cluster (servers cordoned or
 	// gone since it was submitted) holds nothing back.
@@ -279,7 +288,9 @@ func shapeKey(j *domain.Job) string {
 // freed GPUs serve the job they were freed for; then the workspace with the
 // least time-decayed usage per weight (fair share among borrowers), then
 // age.
-func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) {
+//
+// It returns the jobs that fit in their workspace's guarantee.
+func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) map[uint64]bool {
 	// Keys are computed once per job, not in every comparison.
 	type key struct {
 		j       *domain.Job
@@ -359,20 +370,19 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 			}
 			return 1
 		}
-		// Guaranteed jobs by age: each is owed its GPUs, and a newer one
-		// ranked first by usage would book the GPUs an older one waits
-		// for, pushing its wait past the grace period.
-		if ka.within {
-			return cmp.Compare(ka.j.ID, kb.j.ID)
-		}
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c
 		}
 		return cmp.Compare(ka.j.ID, kb.j.ID)
 	})
+	within := map[uint64]bool{}
 	for i := range ks {
 		jobs[i] = ks[i].j
+		if ks[i].within {
+			within[ks[i].j.ID] = true
+		}
 	}
+	return within
 }
 
 // quota checks that admitting j overcommits nothing: the workspace stays

@@ -409,7 +409,7 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 					res.ReclaimFragmented++
 				}
 				res.OverBound = append(res.OverBound, OverWait{Tenant: o.Tenants[s.tenant].Name, Job: s.j.Name, GPUs: s.gpus,
-					From: s.entitledAt, Seconds: wait, Fragmented: s.fragmented, Cause: classifyWait(s.trail), Trail: s.trail})
+					From: s.entitledAt, Seconds: wait, Fragmented: s.fragmented, Cause: classifyWait(s.trail, s.fragmented), Trail: s.trail})
 			}
 			s.entitledAt = -1
 			s.trail = nil
@@ -735,7 +735,11 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 			}
 		}
 	}
-	if len(plan.Releases) > 0 {
+	// Releases free GPUs and preemptions change who is within its
+	// guarantee (a victim's workspace may drop below it): the leader's
+	// next cycle comes at once (after releases) or on its 2 s tick; the
+	// replay runs it at once.
+	if len(plan.Releases) > 0 || len(plan.Preemptions) > 0 {
 		return now
 	}
 	// The leader runs a cycle when the earliest deadline falls due: the
@@ -876,9 +880,24 @@ var jobsMetrics = []struct {
 	{"simulation seconds", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Seconds) }},
 }
 
+// unservable is how the scheduler's reason names the rule that stops a
+// reclaim (sched: "reclaim cannot serve it: RULE").
+const unservable = "reclaim cannot serve it: "
+
 // classifyWait names the cause of a wait over the bound from the reasons
-// the scheduler gave during it: the distinct reason codes, in order.
-func classifyWait(trail []string) string {
+// the scheduler gave during it: the rule that stopped its reclaim when the
+// scheduler named one ("unservable: RULE"), else the distinct reason
+// codes, in order (a servable wait the scheduler served late).
+func classifyWait(trail []string, fragmented bool) string {
+	for _, t := range trail {
+		if _, rule, ok := strings.Cut(t, unservable); ok {
+			rule, _, _ = strings.Cut(rule, ";")
+			return "unservable: " + rule
+		}
+	}
+	if fragmented {
+		return "unservable: no reclaim within the rules frees room of its shape (the replay's check)"
+	}
 	var codes []string
 	for _, t := range trail {
 		c, _, _ := strings.Cut(t, " ")
