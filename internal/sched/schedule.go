@@ -27,7 +27,7 @@ type cycle struct {
 	released map[uint64]bool
 	// waiting is the pending jobs; heldFor the released victims whose GPUs
 	// are kept for the pending job they were preempted for (release).
-	waiting   map[uint64]bool
+	waiting map[uint64]bool
 	// within is the pending jobs that fit in their workspace's guarantee,
 	// counted over its queue (order).
 	within    map[uint64]bool
