@@ -188,3 +188,4 @@ func TestGuaranteedJobNotHeldBackByHeadOfLine(t *testing.T) {
 		t.Errorf("job 7 (borrowing): %+v, want it held back behind job 5 (%s)", r, ReasonGangOrder)
 	}
 }
+
