@@ -188,4 +188,3 @@ func TestGuaranteedJobNotHeldBackByHeadOfLine(t *testing.T) {
 		t.Errorf("job 7 (borrowing): %+v, want it held back behind job 5 (%s)", r, ReasonGangOrder)
 	}
 }
-
