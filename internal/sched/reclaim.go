@@ -182,6 +182,41 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 	return domain.Reason{Code: ReasonReclaim, Message: msg}, true
 }
 
+// futureOnly is j's placement in the future view on GPUs that are not
+// free now (nil if there is none): booking it takes nothing a job could
+// be placed on in this cycle.
+func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
+	w := st.whatIf(nil)
+	for i, base := range st.c.servers {
+		if base.nfree == 0 {
+			continue
+		}
+		v := w.c.servers[i]
+		hide := false
+		for g := range base.free {
+			if base.free[g] && g < len(v.free) && v.free[g] {
+				hide = true
+				break
+			}
+		}
+		if !hide {
+			continue
+		}
+		if !w.c.cloned[i] {
+			w.c.servers[i], w.c.cloned[i] = v.clone(), true
+			v = w.c.servers[i]
+		}
+		for g := range base.free {
+			if base.free[g] && g < len(v.free) && v.free[g] {
+				v.free[g] = false
+				v.nfree--
+			}
+		}
+		v.ver++
+	}
+	return w.fits(st, j)
+}
+
 // candidates are the jobs j may preempt, in preemption order: the running
 // jobs sorted once per cycle by cost (fewest GPU-hours lost, then lowest
 // priority, then newest), filtered by kind:

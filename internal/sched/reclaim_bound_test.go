@@ -188,3 +188,31 @@ func TestGuaranteedJobNotHeldBackByHeadOfLine(t *testing.T) {
 		t.Errorf("job 7 (borrowing): %+v, want it held back behind job 5 (%s)", r, ReasonGangOrder)
 	}
 }
+
+// TestReclaimLeftoverNotTakenByJobStillFreeing: job 3 (4 GPUs) is placed
+// at the deadline of the 8-GPU victim freed for it on server 1, leaving 4
+// GPUs over; job 4 (4 GPUs, guaranteed, no victims of its own) waits for
+// them. Job 5's own victim on server 2 stops in 26 s. Job 5 ranked before
+// job 4 (GPUs are being freed for it) and was placed now on the leftover
+// GPUs, so job 4 waited for job 5's victim, past its grace period (the ITP
+// replay's waits of 33-58 s). Job 5 waits for its own GPUs.
+func TestReclaimLeftoverNotTakenByJobStillFreeing(t *testing.T) {
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 2)).Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).
+		Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(16).Lend(16)).Workspace(domaintest.MakeWorkspace("b", "w").Borrow(16))
+	w.Running(domaintest.MakeJob("b/w", 8).Preemptible(), domaintest.On("s1-gpu001", domaintest.Seq(0, 8)...)) // 1
+	w.Running(domaintest.MakeJob("b/w", 8).Preemptible(), domaintest.On("s1-gpu002", domaintest.Seq(0, 8)...)) // 2
+	w.PlacedAgo(1, time.Hour).PlacedAgo(2, time.Hour)
+	stopping := func(forJob uint64, by time.Time) func(*domain.Job) {
+		return func(j *domain.Job) { j.State, j.PreemptedFor, j.StopDeadline = domain.JobPreempting, forJob, &by }
+	}
+	w.With(1, stopping(3, now)).With(2, stopping(5, now.Add(26*time.Second)))
+	w.Pending(domaintest.MakeJob("a/w", 4)).Pending(domaintest.MakeJob("a/w", 4)).Pending(domaintest.MakeJob("a/w", 4)) // 3, 4, 5
+	p := Schedule(snapshotOf(w), now)
+	if !placedIn(p, 3) || !placedIn(p, 4) {
+		t.Fatalf("placements %+v, pending %+v: want jobs 3 and 4 placed on server 1", p.Placements, p.Pending)
+	}
+	if placedIn(p, 5) || p.Pending[5].Code != ReasonReclaim || len(p.Preemptions) != 0 {
+		t.Fatalf("job 5: %+v, preemptions %+v; want it waiting for its own victim, nothing more preempted", p.Pending[5], p.Preemptions)
+	}
+}

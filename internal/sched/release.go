@@ -52,6 +52,7 @@ func (st *cycle) release(v *domain.Job) {
 	st.u.addJob(v, v.Placement, -1)
 	if f := v.PreemptedFor; f != 0 && st.waiting[f] {
 		st.heldFor[f] = append(st.heldFor[f], v)
+		st.freedNow[f] = true
 		return
 	}
 	st.c.release(v)

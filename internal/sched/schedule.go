@@ -33,6 +33,9 @@ type cycle struct {
 	within    map[uint64]bool
 	heldFor   map[uint64][]*domain.Job
 	givenBack map[uint64]bool
+	// freedNow is the pending jobs some of whose victims this cycle
+	// released.
+	freedNow map[uint64]bool
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
@@ -87,7 +90,7 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{},
+		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{},
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
@@ -211,6 +214,19 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
+	}
+	// A job whose own GPUs are still being freed (none released yet) and
+	// that will fit once they are, on GPUs not free now, waits: placed now
+	// on free GPUs it would take those left over from other reclaims that
+	// a job without victims of its own waits for, which would then wait
+	// for this job's victims, past its grace period.
+	if f := st.fv.freeing[j.ID]; f.units > 0 && !st.freedNow[j.ID] && j.MIGProfile == "" && j.Share == 0 {
+		st.buildFuture()
+		if pl := st.futureOnly(j); pl != nil {
+			st.reserve(j, t, pl)
+			return outcome{reason: domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
+				"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}}
+		}
 	}
 	models, r, ok := admit(j, w, s, st.u, st.c)
 	var pl []domain.Placement
