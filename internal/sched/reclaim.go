@@ -45,7 +45,15 @@ const (
 	preemptPriority
 	// preemptDrain: the victim's server is draining.
 	preemptDrain
+	// preemptFairShare: a job within its workspace's fair share (beyond
+	// its guarantee) takes back GPUs of workspaces above theirs
+	// (Policy.FairShareReclaim).
+	preemptFairShare
 )
+
+// reclaims: the kinds that take from other workspaces what they hold
+// above a threshold (the guarantee, or the fair share).
+func (k preemptKind) reclaims() bool { return k == preemptReclaim || k == preemptFairShare }
 
 func (k preemptKind) String() string {
 	switch k {
@@ -55,6 +63,8 @@ func (k preemptKind) String() string {
 		return "priority"
 	case preemptDrain:
 		return "drain"
+	case preemptFairShare:
+		return "fair-share reclaim"
 	}
 	return fmt.Sprintf("preemptKind(%d)", int(k))
 }
@@ -67,6 +77,9 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 	case preemptReclaim:
 		return domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
 			"its workspace borrowed these GPUs and a guaranteed job needs them back; stop by %s", by)}
+	case preemptFairShare:
+		return domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
+			"its workspace holds more than its fair share and a workspace below its own needs these GPUs; stop by %s", by)}
 	case preemptPriority:
 		return domain.Reason{Code: "preempted_by_priority", Message: fmt.Sprintf(
 			"a higher-priority job of the workspace (job %d) needs its GPUs; stop by %s", forJob, by)}
@@ -96,6 +109,7 @@ const (
 	ruleNoVictim   = "the borrowed GPUs are held by jobs within their minimum runtime or already stopping"
 	ruleNoRoom     = "stopping borrowed work (from each workspace at most what it borrowed) frees no room of its shape: the borrowed GPUs share servers with guaranteed work"
 	ruleBudget     = "this cycle's reclaim searches are used up (the next cycle continues)"
+	ruleChurn      = "the churn budget of fair-share reclaim is used up"
 )
 
 func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
@@ -125,8 +139,22 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	}
 	st.fv.searches++
 	kind := preemptPriority
-	if withinGuarantee {
+	switch {
+	case withinGuarantee:
 		kind = preemptReclaim
+	case st.policy.FairShareReclaim && st.withinFairShare(j) && st.churnLeft() >= demand(j):
+		// Beyond the guarantee, within the fair share: reclaim from
+		// workspaces above theirs first, else priority preemption.
+		if r, ok := st.searchAndIssue(j, t, preemptFairShare); ok {
+			return r, true, ""
+		}
+	}
+	if kind == preemptPriority {
+		r, ok := st.searchAndIssue(j, t, kind)
+		if !ok {
+			st.fv.failed[failKey] = ruleNoVictim
+		}
+		return r, ok, ""
 	}
 	cands := st.candidates(j, kind)
 	if len(cands) == 0 {
@@ -157,6 +185,36 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	}
 	chosen, pl = st.prune(j, chosen, pl, shortfall)
 	return st.issue(j, t, kind, chosen, pl), true, ""
+}
+
+// searchAndIssue is a victim search of one kind for j, issued if found.
+func (st *cycle) searchAndIssue(j *domain.Job, t *domain.Tenant, kind preemptKind) (domain.Reason, bool) {
+	cands := st.candidates(j, kind)
+	if len(cands) == 0 {
+		return domain.Reason{}, false
+	}
+	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	avail := st.fv.c.total - st.fv.u.usedTotal - st.fv.u.protectedFrom(w)
+	shortfall := demand(j) - max(0, avail)
+	chosen, pl, found := st.pick(j, kind, cands, shortfall)
+	if !found && j.GPUs > 0 && j.MIGProfile == "" && j.Share == 0 {
+		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
+	}
+	if !found {
+		return domain.Reason{}, false
+	}
+	chosen, pl = st.prune(j, chosen, pl, shortfall)
+	if kind == preemptFairShare {
+		n := 0
+		for _, v := range chosen {
+			n += held(v)
+		}
+		if n > st.churnLeft() {
+			return domain.Reason{}, false
+		}
+		st.churn += n
+	}
+	return st.issue(j, t, kind, chosen, pl), true
 }
 
 // awaitFreeing reserves j's placement in the future view when GPUs already
@@ -234,6 +292,10 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 	if kind == preemptReclaim && !st.fv.u.anyAbove(ref) {
 		return nil
 	}
+	var fair []int
+	if kind == preemptFairShare {
+		fair = st.fairShares()
+	}
 	own := st.fv.u.index(ref)
 	pool := st.victimOrder()
 	if kind == preemptPriority {
@@ -245,7 +307,10 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 			continue
 		}
 		used, g := st.fv.u.used[v.wi], st.fv.u.ix.ws[v.wi].Guaranteed*unit
-		if kind == preemptReclaim && (v.wi == own || used <= g) {
+		if fair != nil {
+			g = fair[v.wi]
+		}
+		if kind.reclaims() && (v.wi == own || used <= g) {
 			continue
 		}
 		if kind == preemptPriority && v.Priority >= j.Priority {
@@ -325,7 +390,7 @@ func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen
 		st.fv.u.addJob(v, v.Placement, -1)
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline, Reason: kind.reason(j.ID, "", deadline)}
-		if kind == preemptReclaim {
+		if kind.reclaims() {
 			b := st.now.Add(st.policy.ReclaimBackoff)
 			p.BorrowBackoff = &b
 		}
@@ -368,7 +433,7 @@ func (st *cycle) pick(j *domain.Job, kind preemptKind, cands []victim, shortfall
 		if _, ok := left[v.wi]; !ok {
 			left[v.wi] = st.fv.u.used[v.wi]
 		}
-		if kind == preemptReclaim && left[v.wi] <= st.fv.u.ix.ws[v.wi].Guaranteed*unit {
+		if kind.reclaims() && left[v.wi] <= st.threshold(kind, v.wi) {
 			continue
 		}
 		left[v.wi] -= v.held
@@ -441,10 +506,10 @@ func (st *cycle) byServer(kind preemptKind, cands []victim) []victim {
 		for _, i := range s.on {
 			v := cands[i]
 			if _, seen := borrowed[v.wi]; !seen {
-				borrowed[v.wi] = st.fv.u.used[v.wi] - st.fv.u.ix.ws[v.wi].Guaranteed*unit
+				borrowed[v.wi] = st.above(kind, v.wi)
 			}
 			need[v.wi] += v.held
-			if kind == preemptReclaim && need[v.wi] > borrowed[v.wi] {
+			if kind.reclaims() && need[v.wi] > borrowed[v.wi] {
 				ok = false
 			}
 		}

@@ -36,6 +36,10 @@ type cycle struct {
 	// freedNow is the pending jobs some of whose victims this cycle
 	// released.
 	freedNow map[uint64]bool
+	// fair is each workspace's fair share (fairShares), nil until needed;
+	// churn the GPUs reclaimed within the backoff window, -1 until counted.
+	fair  []int
+	churn int
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
@@ -90,7 +94,7 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{},
+		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
