@@ -77,6 +77,10 @@ type JobsRun struct {
 	Checkpoint     time.Duration
 	Grace          time.Duration // jobfabric's preemption grace
 	MaxArrivalTime time.Duration // arrivals after this are dropped (0: all)
+	// FairShareReclaim and ChurnBudget are jobfabric's fair-share reclaim
+	// (sched.Policy): off, and the GPUs it may reclaim per backoff window.
+	FairShareReclaim bool
+	ChurnBudget      int
 }
 
 // TenantResult is one tenant's outcome.
@@ -698,7 +702,7 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 		jobs = append(jobs, s.j)
 	}
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-	pol := sched.Policy{Grace: o.Grace}
+	pol := sched.Policy{Grace: o.Grace, FairShareReclaim: o.FairShareReclaim, ChurnBudget: o.ChurnBudget}
 	h := *history
 	horizon := at(now).Add(-pol.HistoryHorizon())
 	for len(h) > 0 && h[0].EndedAt.Before(horizon) {
