@@ -175,10 +175,7 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	// is bounded by what the victims' workspaces borrowed, so when that
 	// fails the same victims are tried server by server: the servers they
 	// can empty first.
-	chosen, pl, found := st.pick(j, kind, cands, shortfall)
-	if !found && j.GPUs > 0 && j.MIGProfile == "" && j.Share == 0 {
-		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
-	}
+	chosen, pl, found := st.find(j, kind, cands, shortfall)
 	if !found {
 		st.fv.failed[failKey] = ruleNoRoom
 		return domain.Reason{}, false, rule(ruleNoRoom)
@@ -196,10 +193,7 @@ func (st *cycle) searchAndIssue(j *domain.Job, t *domain.Tenant, kind preemptKin
 	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
 	avail := st.fv.c.total - st.fv.u.usedTotal - st.fv.u.protectedFrom(w)
 	shortfall := demand(j) - max(0, avail)
-	chosen, pl, found := st.pick(j, kind, cands, shortfall)
-	if !found && j.GPUs > 0 && j.MIGProfile == "" && j.Share == 0 {
-		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
-	}
+	chosen, pl, found := st.find(j, kind, cands, shortfall)
 	if !found {
 		return domain.Reason{}, false
 	}
@@ -450,6 +444,94 @@ func (st *cycle) pick(j *domain.Job, kind preemptKind, cands []victim, shortfall
 		return chosen, pl, true // the last candidates, between two checks
 	}
 	return nil, nil, false
+}
+
+// find takes victims from cands until j can be placed: in cost order;
+// else, for a job of whole GPUs, server by server (byServer); else, for a
+// gang that requires one NVLink domain or stripe, group by group
+// (byGroup): the defragmentation of a domain or leaf, within the same
+// rules (victims only from what each workspace may lose).
+func (st *cycle) find(j *domain.Job, kind preemptKind, cands []victim, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
+	chosen, pl, found := st.pick(j, kind, cands, shortfall)
+	if found || j.GPUs <= 0 || j.MIGProfile != "" || j.Share != 0 {
+		return chosen, pl, found
+	}
+	if chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall); found {
+		return chosen, pl, found
+	}
+	if req := j.Topology; req != nil && req.Required && (req.Level == LevelNVLinkDomain || req.Level == LevelStripe) {
+		return st.pick(j, kind, st.byGroup(req.Level, cands, demand(j)), shortfall)
+	}
+	return nil, nil, false
+}
+
+// byGroup orders candidates NVLink domain by domain (or stripe by
+// stripe): first the groups whose free GPUs and candidates' whole GPUs
+// could hold the job, the most freeable first, then the cheapest; each
+// group's candidates in cost order. A candidate spanning groups comes with
+// the first of them.
+func (st *cycle) byGroup(level string, cands []victim, need int) []victim {
+	key := func(v *server) int {
+		if level == LevelStripe {
+			return v.stripeID
+		}
+		return v.domainID
+	}
+	type grp struct {
+		freeable int
+		cost     float64
+		on       []int
+	}
+	groups := map[int]*grp{}
+	var order []int
+	get := func(k int) *grp {
+		g := groups[k]
+		if g == nil {
+			g = &grp{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		return g
+	}
+	for _, sv := range st.fv.c.servers {
+		get(key(sv)).freeable += sv.nfree * unit
+	}
+	for i, v := range cands {
+		for n, p := range v.Placement {
+			sv := st.fv.c.server(p.Server)
+			if sv == nil {
+				continue
+			}
+			g := get(key(sv))
+			if p.Share == 0 && len(p.MIG) == 0 {
+				g.freeable += len(p.GPUs) * unit
+			}
+			if n == 0 {
+				g.cost += v.cost
+				g.on = append(g.on, i)
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ga, gb := groups[a], groups[b]
+		if fa, fb := ga.freeable >= need, gb.freeable >= need; fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(gb.freeable, ga.freeable); c != 0 {
+			return c
+		}
+		return cmp.Compare(ga.cost, gb.cost)
+	})
+	out := make([]victim, 0, len(cands))
+	for _, k := range order {
+		for _, i := range groups[k].on {
+			out = append(out, cands[i])
+		}
+	}
+	return out
 }
 
 // byServer orders reclaim candidates server by server: first the servers

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
 // The bound: guaranteed demand is placed within the grace period and one
@@ -214,5 +215,39 @@ func TestReclaimLeftoverNotTakenByJobStillFreeing(t *testing.T) {
 	}
 	if placedIn(p, 5) || p.Pending[5].Code != ReasonReclaim || len(p.Preemptions) != 0 {
 		t.Fatalf("job 5: %+v, preemptions %+v; want it waiting for its own victim, nothing more preempted", p.Pending[5], p.Preemptions)
+	}
+}
+
+// TestReclaimEmptiesAWholeNVLinkDomain: a gang of 8 GPUs that requires one
+// NVLink domain (2 servers of 4 GPUs) and is within its guarantee; the
+// borrower holds all 16 GPUs, 8 of them borrowed. Its cheapest jobs are on
+// servers 2 and 3, one in each domain: emptying those is within what it
+// borrowed but serves no domain. Reclaim must empty one whole domain.
+func TestReclaimEmptiesAWholeNVLinkDomain(t *testing.T) {
+	w := domaintest.NewWorld(t, topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 4, NVLinkDomainSize: 8}).
+		Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(8).Lend(8)).Workspace(domaintest.MakeWorkspace("b", "w").Guaranteed(8).Borrow(8))
+	for i := 0; i < 16; i++ {
+		srv := 1 + i/4
+		w.Running(domaintest.MakeJob("b/w", 1).Preemptible(), domaintest.On(fmt.Sprintf("s1-gpu%03d", srv), i%4))
+		ago := 3 * time.Hour // servers 1 and 4: costly
+		if srv == 2 || srv == 3 {
+			ago = 10 * time.Minute
+		}
+		w.PlacedAgo(uint64(i+1), ago)
+	}
+	w.Pending(domaintest.MakeJob("a/w", 8).PerNode(4).Topology(LevelNVLinkDomain, true)) // 17
+	p := Schedule(snapshotOf(w), now)
+	if r := p.Pending[17]; r.Code != ReasonReclaim {
+		t.Fatalf("job 17: %+v, want %s", r, ReasonReclaim)
+	}
+	domains := map[string]bool{}
+	for _, pr := range p.Preemptions {
+		for _, pl := range w.Job(pr.JobID).Placement {
+			domains[pl.NVLinkDomain] = true
+		}
+	}
+	if len(p.Preemptions) != 8 || len(domains) != 1 {
+		t.Fatalf("%d victims in domains %v, want the 8 jobs of one domain", len(p.Preemptions), domains)
 	}
 }
