@@ -25,12 +25,13 @@ type cycle struct {
 	// u already.
 	victim   map[uint64]bool
 	released map[uint64]bool
-	// waiting is the pending jobs; heldFor the released victims whose GPUs
-	// are kept for the pending job they were preempted for (release).
-	waiting map[uint64]bool
 	// within is the pending jobs that fit in their workspace's guarantee,
 	// counted over its queue (order).
-	within    map[uint64]bool
+	within map[uint64]bool
+	// waiting is the pending jobs; heldFor the released victims whose GPUs
+	// are kept for the pending job they were preempted for (release), until
+	// its turn (givenBack).
+	waiting   map[uint64]bool
 	heldFor   map[uint64][]*domain.Job
 	givenBack map[uint64]bool
 	// freedNow is the pending jobs some of whose victims this cycle
