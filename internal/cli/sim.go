@@ -157,6 +157,8 @@ func newSimJobsCmd(g *globals) *cobra.Command {
 	var traces, policies []string
 	var cluster, tenantsFrom, out string
 	var checkpoint, grace, horizon time.Duration
+	var fairShare bool
+	var churn int
 	c := &cobra.Command{
 		Use:   "jobs",
 		Short: "Replay ITP job traces as tenants sharing one pool: static partitioning, Kueue-like borrowing, jobfabric",
@@ -174,6 +176,9 @@ Writes DIR/jobs.json; progress goes to stderr.`,
 			}
 			if out == "" {
 				return domain.Invalid("out", "--out DIR is required")
+			}
+			if churn < 0 || (churn > 0) != fairShare {
+				return domain.Invalid("churn-budget", "--churn-budget %d: give a positive budget with --fair-share-reclaim, and only with it", churn)
 			}
 			if tenantsFrom != "from-traces" {
 				return domain.Invalid("tenants", "tenants %q: only from-traces (each trace is a tenant) is supported", tenantsFrom)
@@ -207,7 +212,8 @@ Writes DIR/jobs.json; progress goes to stderr.`,
 			}
 			var results []*sim.JobsResult
 			for _, p := range pols {
-				r, err := sim.RunJobs(sim.JobsRun{Tenants: ts, Servers: servers, GPUs: gpus, Policy: p, Checkpoint: checkpoint, Grace: grace, MaxArrivalTime: horizon},
+				r, err := sim.RunJobs(sim.JobsRun{Tenants: ts, Servers: servers, GPUs: gpus, Policy: p, Checkpoint: checkpoint, Grace: grace, MaxArrivalTime: horizon,
+					FairShareReclaim: fairShare, ChurnBudget: churn},
 					func(msg string) { fmt.Fprintln(g.stderr, msg) })
 				if err != nil {
 					return err
@@ -230,6 +236,8 @@ Writes DIR/jobs.json; progress goes to stderr.`,
 	f.DurationVar(&checkpoint, "checkpoint", 30*time.Minute, "checkpoint interval: a preempted job loses the work since its last checkpoint")
 	f.DurationVar(&grace, "grace", 30*time.Second, "jobfabric's preemption grace")
 	f.DurationVar(&horizon, "horizon", 0, "drop arrivals later than this after each trace's first (0: all)")
+	f.BoolVar(&fairShare, "fair-share-reclaim", false, "jobfabric: a job within its workspace's fair share reclaims from workspaces above theirs")
+	f.IntVar(&churn, "churn-budget", 0, "jobfabric with --fair-share-reclaim: GPUs it may reclaim per reclaim-backoff window (5 min)")
 	f.StringVar(&out, "out", "", "output directory")
 	return c
 }

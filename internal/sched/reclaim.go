@@ -45,7 +45,15 @@ const (
 	preemptPriority
 	// preemptDrain: the victim's server is draining.
 	preemptDrain
+	// preemptFairShare: a job within its workspace's fair share (beyond
+	// its guarantee) takes back GPUs of workspaces above theirs
+	// (Policy.FairShareReclaim).
+	preemptFairShare
 )
+
+// reclaims: the kinds that take from other workspaces what they hold
+// above a threshold (the guarantee, or the fair share).
+func (k preemptKind) reclaims() bool { return k == preemptReclaim || k == preemptFairShare }
 
 func (k preemptKind) String() string {
 	switch k {
@@ -55,6 +63,8 @@ func (k preemptKind) String() string {
 		return "priority"
 	case preemptDrain:
 		return "drain"
+	case preemptFairShare:
+		return "fair-share reclaim"
 	}
 	return fmt.Sprintf("preemptKind(%d)", int(k))
 }
@@ -67,6 +77,9 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 	case preemptReclaim:
 		return domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
 			"its workspace borrowed these GPUs and a guaranteed job needs them back; stop by %s", by)}
+	case preemptFairShare:
+		return domain.Reason{Code: "reclaimed", Message: fmt.Sprintf(
+			"its workspace holds more than its fair share and a workspace below its own needs these GPUs; stop by %s", by)}
 	case preemptPriority:
 		return domain.Reason{Code: "preempted_by_priority", Message: fmt.Sprintf(
 			"a higher-priority job of the workspace (job %d) needs its GPUs; stop by %s", forJob, by)}
@@ -80,32 +93,77 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // else candidates (who may be preempted, in preemption order), pick (take
 // them until j can be placed), prune (drop those the placement does not
 // need) and issue (the preemptions, and j's reservation). It reports
-// whether j now waits for GPUs being freed.
+// whether j now waits for GPUs being freed; when j is within its
+// guarantee and does not, the reason names the rule that stops the reclaim.
 func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
+	r, ok, rule := st.reclaimFor(j)
+	if !ok && rule != "" {
+		return domain.Reason{Message: "reclaim cannot serve it: " + rule}, false
+	}
+	return r, ok
+}
+
+// Rules that stop a reclaim for a job within its guarantee (reclaimFor).
+const (
+	ruleNoBorrower = "no other workspace is above its guarantee (reclaim takes only borrowed GPUs)"
+	ruleNoVictim   = "the borrowed GPUs are held by jobs within their minimum runtime or already stopping"
+	ruleNoRoom     = "stopping borrowed work (from each workspace at most what it borrowed) frees no room of its shape: the borrowed GPUs share servers with guaranteed work"
+	ruleBudget     = "this cycle's reclaim searches are used up (the next cycle continues)"
+	ruleChurn      = "the churn budget of fair-share reclaim is used up"
+)
+
+func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	ref := j.Tenant + "/" + j.Workspace
 	w := st.s.Workspaces[ref]
 	t := st.s.Tenants[j.Tenant]
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
-		return r, true
+		return r, true, ""
+	}
+	rule := func(r string) string {
+		if withinGuarantee {
+			return r
+		}
+		return ""
 	}
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
 	failKey := ref + "|" + shapeKey(j)
-	if st.fv.searches >= maxReclaimSearches || st.fv.failed[failKey] {
-		return domain.Reason{}, false
+	if st.fv.searches >= maxReclaimSearches {
+		return domain.Reason{}, false, rule(ruleBudget)
+	}
+	if why, failed := st.fv.failed[failKey]; failed {
+		return domain.Reason{}, false, rule(why)
 	}
 	st.fv.searches++
 	kind := preemptPriority
-	if withinGuarantee {
+	switch {
+	case withinGuarantee:
 		kind = preemptReclaim
+	case st.policy.FairShareReclaim && st.withinFairShare(j) && st.churnLeft() >= demand(j):
+		// Beyond the guarantee, within the fair share: reclaim from
+		// workspaces above theirs first, else priority preemption.
+		if r, ok := st.searchAndIssue(j, t, preemptFairShare); ok {
+			return r, true, ""
+		}
+	}
+	if kind == preemptPriority {
+		r, ok := st.searchAndIssue(j, t, kind)
+		if !ok {
+			st.fv.failed[failKey] = ruleNoVictim
+		}
+		return r, ok, ""
 	}
 	cands := st.candidates(j, kind)
 	if len(cands) == 0 {
-		st.fv.failed[failKey] = true
-		return domain.Reason{}, false
+		why := ruleNoVictim
+		if kind == preemptReclaim && !st.fv.u.anyAbove(ref) {
+			why = ruleNoBorrower
+		}
+		st.fv.failed[failKey] = why
+		return domain.Reason{}, false, rule(why)
 	}
 	// Victims free at most what they hold: until they hold the shortfall,
 	// no placement can work, so the costly check waits for it.
@@ -117,15 +175,39 @@ func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
 	// is bounded by what the victims' workspaces borrowed, so when that
 	// fails the same victims are tried server by server: the servers they
 	// can empty first.
-	chosen, pl, found := st.pick(j, kind, cands, shortfall)
-	if !found && j.GPUs > 0 && j.MIGProfile == "" && j.Share == 0 {
-		chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall)
-	}
+	chosen, pl, found := st.find(j, kind, cands, shortfall)
 	if !found {
-		st.fv.failed[failKey] = true
+		st.fv.failed[failKey] = ruleNoRoom
+		return domain.Reason{}, false, rule(ruleNoRoom)
+	}
+	chosen, pl = st.prune(j, chosen, pl, shortfall)
+	return st.issue(j, t, kind, chosen, pl), true, ""
+}
+
+// searchAndIssue is a victim search of one kind for j, issued if found.
+func (st *cycle) searchAndIssue(j *domain.Job, t *domain.Tenant, kind preemptKind) (domain.Reason, bool) {
+	cands := st.candidates(j, kind)
+	if len(cands) == 0 {
+		return domain.Reason{}, false
+	}
+	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	avail := st.fv.c.total - st.fv.u.usedTotal - st.fv.u.protectedFrom(w)
+	shortfall := demand(j) - max(0, avail)
+	chosen, pl, found := st.find(j, kind, cands, shortfall)
+	if !found {
 		return domain.Reason{}, false
 	}
 	chosen, pl = st.prune(j, chosen, pl, shortfall)
+	if kind == preemptFairShare {
+		n := 0
+		for _, v := range chosen {
+			n += held(v)
+		}
+		if n > st.churnLeft() {
+			return domain.Reason{}, false
+		}
+		st.churn += n
+	}
 	return st.issue(j, t, kind, chosen, pl), true
 }
 
@@ -152,6 +234,41 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 	return domain.Reason{Code: ReasonReclaim, Message: msg}, true
 }
 
+// futureOnly is j's placement in the future view on GPUs that are not
+// free now (nil if there is none): booking it takes nothing a job could
+// be placed on in this cycle.
+func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
+	w := st.whatIf(nil)
+	for i, base := range st.c.servers {
+		if base.nfree == 0 {
+			continue
+		}
+		v := w.c.servers[i]
+		hide := false
+		for g := range base.free {
+			if base.free[g] && g < len(v.free) && v.free[g] {
+				hide = true
+				break
+			}
+		}
+		if !hide {
+			continue
+		}
+		if !w.c.cloned[i] {
+			w.c.servers[i], w.c.cloned[i] = v.clone(), true
+			v = w.c.servers[i]
+		}
+		for g := range base.free {
+			if base.free[g] && g < len(v.free) && v.free[g] {
+				v.free[g] = false
+				v.nfree--
+			}
+		}
+		v.ver++
+	}
+	return w.fits(st, j)
+}
+
 // candidates are the jobs j may preempt, in preemption order: the running
 // jobs sorted once per cycle by cost (fewest GPU-hours lost, then lowest
 // priority, then newest), filtered by kind:
@@ -169,6 +286,10 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 	if kind == preemptReclaim && !st.fv.u.anyAbove(ref) {
 		return nil
 	}
+	var fair []int
+	if kind == preemptFairShare {
+		fair = st.fairShares()
+	}
 	own := st.fv.u.index(ref)
 	pool := st.victimOrder()
 	if kind == preemptPriority {
@@ -180,7 +301,10 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 			continue
 		}
 		used, g := st.fv.u.used[v.wi], st.fv.u.ix.ws[v.wi].Guaranteed*unit
-		if kind == preemptReclaim && (v.wi == own || used <= g) {
+		if fair != nil {
+			g = fair[v.wi]
+		}
+		if kind.reclaims() && (v.wi == own || used <= g) {
 			continue
 		}
 		if kind == preemptPriority && v.Priority >= j.Priority {
@@ -260,7 +384,7 @@ func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen
 		st.fv.u.addJob(v, v.Placement, -1)
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline, Reason: kind.reason(j.ID, "", deadline)}
-		if kind == preemptReclaim {
+		if kind.reclaims() {
 			b := st.now.Add(st.policy.ReclaimBackoff)
 			p.BorrowBackoff = &b
 		}
@@ -303,7 +427,7 @@ func (st *cycle) pick(j *domain.Job, kind preemptKind, cands []victim, shortfall
 		if _, ok := left[v.wi]; !ok {
 			left[v.wi] = st.fv.u.used[v.wi]
 		}
-		if kind == preemptReclaim && left[v.wi] <= st.fv.u.ix.ws[v.wi].Guaranteed*unit {
+		if kind.reclaims() && left[v.wi] <= st.threshold(kind, v.wi) {
 			continue
 		}
 		left[v.wi] -= v.held
@@ -320,6 +444,94 @@ func (st *cycle) pick(j *domain.Job, kind preemptKind, cands []victim, shortfall
 		return chosen, pl, true // the last candidates, between two checks
 	}
 	return nil, nil, false
+}
+
+// find takes victims from cands until j can be placed: in cost order;
+// else, for a job of whole GPUs, server by server (byServer); else, for a
+// gang that requires one NVLink domain or stripe, group by group
+// (byGroup): the defragmentation of a domain or leaf, within the same
+// rules (victims only from what each workspace may lose).
+func (st *cycle) find(j *domain.Job, kind preemptKind, cands []victim, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
+	chosen, pl, found := st.pick(j, kind, cands, shortfall)
+	if found || j.GPUs <= 0 || j.MIGProfile != "" || j.Share != 0 {
+		return chosen, pl, found
+	}
+	if chosen, pl, found = st.pick(j, kind, st.byServer(kind, cands), shortfall); found {
+		return chosen, pl, found
+	}
+	if req := j.Topology; req != nil && req.Required && (req.Level == LevelNVLinkDomain || req.Level == LevelStripe) {
+		return st.pick(j, kind, st.byGroup(req.Level, cands, demand(j)), shortfall)
+	}
+	return nil, nil, false
+}
+
+// byGroup orders candidates NVLink domain by domain (or stripe by
+// stripe): first the groups whose free GPUs and candidates' whole GPUs
+// could hold the job, the most freeable first, then the cheapest; each
+// group's candidates in cost order. A candidate spanning groups comes with
+// the first of them.
+func (st *cycle) byGroup(level string, cands []victim, need int) []victim {
+	key := func(v *server) int {
+		if level == LevelStripe {
+			return v.stripeID
+		}
+		return v.domainID
+	}
+	type grp struct {
+		freeable int
+		cost     float64
+		on       []int
+	}
+	groups := map[int]*grp{}
+	var order []int
+	get := func(k int) *grp {
+		g := groups[k]
+		if g == nil {
+			g = &grp{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		return g
+	}
+	for _, sv := range st.fv.c.servers {
+		get(key(sv)).freeable += sv.nfree * unit
+	}
+	for i, v := range cands {
+		for n, p := range v.Placement {
+			sv := st.fv.c.server(p.Server)
+			if sv == nil {
+				continue
+			}
+			g := get(key(sv))
+			if p.Share == 0 && len(p.MIG) == 0 {
+				g.freeable += len(p.GPUs) * unit
+			}
+			if n == 0 {
+				g.cost += v.cost
+				g.on = append(g.on, i)
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ga, gb := groups[a], groups[b]
+		if fa, fb := ga.freeable >= need, gb.freeable >= need; fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(gb.freeable, ga.freeable); c != 0 {
+			return c
+		}
+		return cmp.Compare(ga.cost, gb.cost)
+	})
+	out := make([]victim, 0, len(cands))
+	for _, k := range order {
+		for _, i := range groups[k].on {
+			out = append(out, cands[i])
+		}
+	}
+	return out
 }
 
 // byServer orders reclaim candidates server by server: first the servers
@@ -376,10 +588,10 @@ func (st *cycle) byServer(kind preemptKind, cands []victim) []victim {
 		for _, i := range s.on {
 			v := cands[i]
 			if _, seen := borrowed[v.wi]; !seen {
-				borrowed[v.wi] = st.fv.u.used[v.wi] - st.fv.u.ix.ws[v.wi].Guaranteed*unit
+				borrowed[v.wi] = st.above(kind, v.wi)
 			}
 			need[v.wi] += v.held
-			if kind == preemptReclaim && need[v.wi] > borrowed[v.wi] {
+			if kind.reclaims() && need[v.wi] > borrowed[v.wi] {
 				ok = false
 			}
 		}
@@ -473,11 +685,22 @@ func (st *cycle) buildFuture() {
 		return
 	}
 	st.fv.c, st.fv.u = st.c.shallow(nil), st.u.clone()
+	st.fv.heldFor = map[uint64][]*domain.Job{}
+	// GPUs released but kept for a job until its turn stay kept in the
+	// future view too (giveBack releases them there).
+	for id, vs := range st.heldFor {
+		st.fv.freed = true
+		st.fv.heldFor[id] = append(st.fv.heldFor[id], vs...)
+	}
 	for _, v := range st.s.Jobs {
 		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
 			st.fv.freed = true
-			st.fv.c.release(v)
 			st.fv.u.addJob(v, v.Placement, -1)
+			if f := v.PreemptedFor; f != 0 && !st.victim[v.ID] && st.waiting[f] && !st.givenBack[f] {
+				st.fv.heldFor[f] = append(st.fv.heldFor[f], v)
+			} else {
+				st.fv.c.release(v)
+			}
 			if v.StopDeadline != nil && v.StopDeadline.After(st.fv.by) {
 				st.fv.by = *v.StopDeadline
 			}

@@ -41,11 +41,38 @@ func (st *cycle) releases() {
 }
 
 // release takes a due allocation out of the cycle's view: the release
-// commits before the placements.
+// commits before the placements. The GPUs of a victim preempted for a job
+// that still waits are kept for that job until its turn in the queue
+// (giveBack): released into the cycle at once, a job ahead of it in the
+// queue (another job GPUs are being freed for, placed on the first fitting
+// GPUs) could take them, and the job they were freed for would need a
+// second reclaim and a second grace period.
 func (st *cycle) release(v *domain.Job) {
 	st.released[v.ID] = true
-	st.c.release(v)
 	st.u.addJob(v, v.Placement, -1)
+	if f := v.PreemptedFor; f != 0 && st.waiting[f] {
+		st.heldFor[f] = append(st.heldFor[f], v)
+		st.freedNow[f] = true
+		return
+	}
+	st.c.release(v)
+}
+
+// giveBack releases the GPUs kept for job id, at its turn: into the
+// future view first (which copies the servers it changes, so the base's
+// change below is not seen there twice), then into the cycle's view.
+func (st *cycle) giveBack(id uint64) {
+	st.givenBack[id] = true
+	if st.fv.c != nil {
+		for _, v := range st.fv.heldFor[id] {
+			st.fv.c.release(v)
+		}
+		delete(st.fv.heldFor, id)
+	}
+	for _, v := range st.heldFor[id] {
+		st.c.release(v)
+	}
+	delete(st.heldFor, id)
 }
 
 // drain tells the jobs on draining servers to stop by the grace deadline.

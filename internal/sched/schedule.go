@@ -25,6 +25,22 @@ type cycle struct {
 	// u already.
 	victim   map[uint64]bool
 	released map[uint64]bool
+	// within is the pending jobs that fit in their workspace's guarantee,
+	// counted over its queue (order).
+	within map[uint64]bool
+	// waiting is the pending jobs; heldFor the released victims whose GPUs
+	// are kept for the pending job they were preempted for (release), until
+	// its turn (givenBack).
+	waiting   map[uint64]bool
+	heldFor   map[uint64][]*domain.Job
+	givenBack map[uint64]bool
+	// freedNow is the pending jobs some of whose victims this cycle
+	// released.
+	freedNow map[uint64]bool
+	// fair is each workspace's fair share (fairShares), nil until needed;
+	// churn the GPUs reclaimed within the backoff window, -1 until counted.
+	fair  []int
+	churn int
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
@@ -48,8 +64,11 @@ type futureView struct {
 	by    time.Time
 	freed bool
 	// freeing is the GPUs being freed by earlier cycles' preemptions, by
-	// the job they are freed for.
+	// the job they are freed for; heldFor the victims whose GPUs the future
+	// view keeps for that job until its turn (giveBack), so jobs before it
+	// in the queue book other GPUs.
 	freeing map[uint64]freeing
+	heldFor map[uint64][]*domain.Job
 	// scratch and cloned back the what-if views of the future (one at a
 	// time).
 	scratch []*server
@@ -60,9 +79,10 @@ type futureView struct {
 	byWorkspace map[int][]victim
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
-	// search found no victims for (victims only get fewer in a cycle).
+	// search found no victims for, with the rule that stopped it (victims
+	// only get fewer in a cycle).
 	searches int
-	failed   map[string]bool
+	failed   map[string]string
 	// nextRelease is when running jobs are expected to start freeing GPUs
 	// (expectedRelease), computed once.
 	nextRelease *time.Time
@@ -77,8 +97,8 @@ type freeing struct {
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
-		victim: map[uint64]bool{}, released: map[uint64]bool{},
-		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]bool{}}}
+		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
+		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -93,6 +113,9 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.u = buildUsage(s, st.c)
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	for _, j := range s.Jobs {
+		if j.State == domain.JobPending {
+			st.waiting[j.ID] = true
+		}
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
 			f := st.fv.freeing[j.PreemptedFor]
 			f.units += held(j)
@@ -121,7 +144,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			stopping[j.Tenant+"/"+j.Workspace] += held(j)
 		}
 	}
-	order(pending, s, st.u, stopping, st.fv.freeing)
+	st.within = order(pending, s, st.u, stopping, st.fv.freeing)
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
 	// allow. A job that cannot be placed does not block jobs behind it (no
@@ -133,6 +156,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// cannot fit later in it either.
 	noFit := map[string]domain.Reason{}
 	for _, j := range pending {
+		st.giveBack(j.ID)
 		o := st.step(j, blocked, noFit)
 		if o.pl == nil {
 			st.plan.Pending[j.ID] = o.reason
@@ -189,12 +213,28 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	if w == nil || t == nil {
 		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
 	}
-	if first, ok := blocked[ref]; ok && j.Priority <= first.prio {
+	// A job within its workspace's guarantee is not held back: the
+	// guarantee left for the jobs before it is counted already, so it
+	// takes nothing they are owed, and it must be served within the bound.
+	if first, ok := blocked[ref]; ok && j.Priority <= first.prio && !st.within[j.ID] {
 		return outcome{reason: domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}}
 	}
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
+	}
+	// A job whose own GPUs are still being freed (none released yet) and
+	// that will fit once they are, on GPUs not free now, waits: placed now
+	// on free GPUs it would take those left over from other reclaims that
+	// a job without victims of its own waits for, which would then wait
+	// for this job's victims, past its grace period.
+	if f := st.fv.freeing[j.ID]; f.units > 0 && !st.freedNow[j.ID] && j.MIGProfile == "" && j.Share == 0 {
+		st.buildFuture()
+		if pl := st.futureOnly(j); pl != nil {
+			st.reserve(j, t, pl)
+			return outcome{reason: domain.Reason{Code: ReasonReclaim, Message: fmt.Sprintf(
+				"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}}
+		}
 	}
 	models, r, ok := admit(j, w, s, st.u, st.c)
 	var pl []domain.Placement
@@ -235,6 +275,8 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	// they are. A job that simply does not fit holds back its workspace.
 	if why, waiting := st.reclaim(j); waiting {
 		return outcome{reason: why}
+	} else if why.Message != "" && r.Code != ReasonNoInventory {
+		r.Message += "; " + why.Message
 	}
 	// A job that could not fit even an empty cluster (servers cordoned or
 	// gone since it was submitted) holds nothing back. The first job of a
@@ -297,7 +339,9 @@ func shapeKey(j *domain.Job) string {
 // freed GPUs serve the job they were freed for; then the workspace with the
 // least time-decayed usage per weight (fair share among borrowers), then
 // age.
-func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) {
+//
+// It returns the jobs that fit in their workspace's guarantee.
+func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) map[uint64]bool {
 	// Keys are computed once per job, not in every comparison.
 	type key struct {
 		j       *domain.Job
@@ -382,9 +426,14 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		}
 		return cmp.Compare(ka.j.ID, kb.j.ID)
 	})
+	within := map[uint64]bool{}
 	for i := range ks {
 		jobs[i] = ks[i].j
+		if ks[i].within {
+			within[ks[i].j.ID] = true
+		}
 	}
+	return within
 }
 
 // quota checks that admitting j overcommits nothing: the workspace stays

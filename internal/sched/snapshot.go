@@ -47,6 +47,13 @@ type Policy struct {
 	// HalfLife is how fast past usage stops counting in fair share: usage
 	// one half-life ago weighs half as much as usage now.
 	HalfLife time.Duration
+	// FairShareReclaim lets a job beyond its workspace's guarantee but
+	// within its fair share reclaim from workspaces above theirs (KAI's
+	// reclaim up to the fair share); off by default. ChurnBudget bounds
+	// it: GPUs of jobs reclaimed within the last ReclaimBackoff (0: no
+	// fair-share reclaim).
+	FairShareReclaim bool
+	ChurnBudget      int
 }
 
 // DefaultPolicy is used for zero fields.

@@ -77,6 +77,10 @@ type JobsRun struct {
 	Checkpoint     time.Duration
 	Grace          time.Duration // jobfabric's preemption grace
 	MaxArrivalTime time.Duration // arrivals after this are dropped (0: all)
+	// FairShareReclaim and ChurnBudget are jobfabric's fair-share reclaim
+	// (sched.Policy): off, and the GPUs it may reclaim per backoff window.
+	FairShareReclaim bool
+	ChurnBudget      int
 }
 
 // TenantResult is one tenant's outcome.
@@ -132,6 +136,7 @@ type JobsResult struct {
 	// gang) could be freed.
 	ReclaimFragmented int            `json:"reclaimsFragmented"`
 	ReclaimLost       int            `json:"reclaimsLost"`
+	OverBound         []OverWait     `json:"overBound,omitempty"`
 	Cycles            int            `json:"cycles"`
 	Seconds           float64        `json:"seconds"`
 	Tenants           []TenantResult `json:"tenants"`
@@ -154,6 +159,28 @@ type simJob struct {
 	// could make room for it (reclaimable).
 	fragmented bool
 	gpus       int
+	// trail is the scheduler's reasons for the job during its current
+	// wait as guaranteed demand, one entry per change of reason code.
+	trail []string
+	// said is the scheduler's last reason for the job, seeding the trail
+	// when a wait begins.
+	said domain.Reason
+}
+
+// OverWait is one guaranteed wait over the bound, with what the scheduler
+// said while it lasted: the evidence its cause is classified from.
+type OverWait struct {
+	Tenant  string  `json:"tenant"`
+	Job     string  `json:"job"`
+	GPUs    int     `json:"gpus"`
+	From    int64   `json:"fromSeconds"`
+	Seconds float64 `json:"seconds"`
+	// Fragmented: no reclaim within the rules could have made room when
+	// the wait began (reclaimable).
+	Fragmented bool `json:"fragmented"`
+	// Cause is the classification (classifyWait), Trail the reasons.
+	Cause string   `json:"cause"`
+	Trail []string `json:"trail"`
 }
 
 // p90Concurrency is the 90th percentile of a trace's concurrent GPU demand
@@ -385,8 +412,11 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 				if s.fragmented {
 					res.ReclaimFragmented++
 				}
+				res.OverBound = append(res.OverBound, OverWait{Tenant: o.Tenants[s.tenant].Name, Job: s.j.Name, GPUs: s.gpus,
+					From: s.entitledAt, Seconds: wait, Fragmented: s.fragmented, Cause: classifyWait(s.trail, s.fragmented), Trail: s.trail})
 			}
 			s.entitledAt = -1
+			s.trail = nil
 		}
 		alloc[s.tenant] += s.gpus
 		if s.firstRun < 0 {
@@ -547,9 +577,13 @@ func entitle(now int64, active map[uint64]*simJob, guar, alloc []int, fragmented
 			if s.entitledAt < 0 {
 				s.entitledAt = now
 				s.fragmented = fragmented(s)
+				if s.said.Code != "" {
+					s.trail = []string{fmt.Sprintf("%s +0s: %s", s.said.Code, s.said.Message)}
+				}
 			}
 		} else if s.entitledAt >= 0 {
 			s.entitledAt = -1
+			s.trail = nil
 			lost++
 		}
 	}
@@ -668,7 +702,7 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 		jobs = append(jobs, s.j)
 	}
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-	pol := sched.Policy{Grace: o.Grace}
+	pol := sched.Policy{Grace: o.Grace, FairShareReclaim: o.FairShareReclaim, ChurnBudget: o.ChurnBudget}
 	h := *history
 	horizon := at(now).Add(-pol.HistoryHorizon())
 	for len(h) > 0 && h[0].EndedAt.Before(horizon) {
@@ -694,7 +728,22 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 			run(s, p.Placement)
 		}
 	}
-	if len(plan.Releases) > 0 {
+	for id, r := range plan.Pending {
+		s := byID[id]
+		if s != nil {
+			s.said = r
+		}
+		if s != nil && s.entitledAt >= 0 {
+			if n := len(s.trail); n == 0 || !strings.HasSuffix(s.trail[n-1], ": "+r.Message) {
+				s.trail = append(s.trail, fmt.Sprintf("%s +%ds: %s", r.Code, now-s.entitledAt, r.Message))
+			}
+		}
+	}
+	// Releases free GPUs and preemptions change who is within its
+	// guarantee (a victim's workspace may drop below it): the leader's
+	// next cycle comes at once (after releases) or on its 2 s tick; the
+	// replay runs it at once.
+	if len(plan.Releases) > 0 || len(plan.Preemptions) > 0 {
 		return now
 	}
 	// The leader runs a cycle when the earliest deadline falls due: the
@@ -833,4 +882,35 @@ var jobsMetrics = []struct {
 	}},
 	{"jobs completed / submitted", func(r *JobsResult) string { return fmt.Sprintf("%d / %d", r.Completed, r.Jobs) }},
 	{"simulation seconds", func(r *JobsResult) string { return fmt.Sprintf("%.1f", r.Seconds) }},
+}
+
+// unservable is how the scheduler's reason names the rule that stops a
+// reclaim (sched: "reclaim cannot serve it: RULE").
+const unservable = "reclaim cannot serve it: "
+
+// classifyWait names the cause of a wait over the bound from the reasons
+// the scheduler gave during it: the rule that stopped its reclaim when the
+// scheduler named one ("unservable: RULE"), else the distinct reason
+// codes, in order (a servable wait the scheduler served late).
+func classifyWait(trail []string, fragmented bool) string {
+	for _, t := range trail {
+		if _, rule, ok := strings.Cut(t, unservable); ok {
+			rule, _, _ = strings.Cut(rule, ";")
+			return "unservable: " + rule
+		}
+	}
+	if fragmented {
+		return "unservable: no reclaim within the rules frees room of its shape (the replay's check)"
+	}
+	var codes []string
+	for _, t := range trail {
+		c, _, _ := strings.Cut(t, " ")
+		if len(codes) == 0 || codes[len(codes)-1] != c {
+			codes = append(codes, c)
+		}
+	}
+	if len(codes) == 0 {
+		return "no_reason"
+	}
+	return strings.Join(codes, ">")
 }

@@ -313,3 +313,25 @@ func TestReportGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsBoundAtEveryPoolSize: the small traces on pools of 2 to 6
+// servers. Every guaranteed wait over grace + one cycle must be one no
+// reclaim within the rules could serve, reported with its rule.
+func TestJobsBoundAtEveryPoolSize(t *testing.T) {
+	ts := loadITP(t)
+	for servers := 2; servers <= 6; servers++ {
+		r, err := RunJobs(JobsRun{Tenants: ts, Servers: servers, GPUs: 8, Policy: "jobfabric"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.OverBound) != r.ReclaimOverBound {
+			t.Fatalf("%dx8: %d waits over the bound, %d recorded", servers, r.ReclaimOverBound, len(r.OverBound))
+		}
+		for _, w := range r.OverBound {
+			if !strings.HasPrefix(w.Cause, "unservable: ") {
+				t.Errorf("%dx8: %s job %s (%d GPUs) waited %.0f s, a servable wait (%s): %q", servers, w.Tenant, w.Job, w.GPUs, w.Seconds, w.Cause, w.Trail)
+			}
+		}
+		t.Logf("%dx8: %d guaranteed waits, p99 %.0f s, %d over the bound", servers, r.Reclaims, r.ReclaimP99s, r.ReclaimOverBound)
+	}
+}
