@@ -276,7 +276,10 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	if why, waiting := st.reclaim(j); waiting {
 		return outcome{reason: why}
 	} else if why.Message != "" && r.Code != ReasonNoInventory {
+		// The rule that stops reclaim is part of the reason, with or
+		// without a reservation.
 		r.Message += "; " + why.Message
+		plain.Message += "; " + why.Message
 	}
 	// A job that could not fit even an empty cluster (servers cordoned or
 	// gone since it was submitted) holds nothing back. The first job of a
@@ -289,7 +292,11 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 			return outcome{reason: r}
 		}
 		if res := st.reservationFor(j, t, w); res != nil {
-			return outcome{reason: res.reason(plain)}
+			// A job within its guarantee still holds back its own
+			// workspace's borrowers: placed ahead of it they would take
+			// the guarantee it is owed, and reclaim (which takes only
+			// other workspaces' borrowed GPUs) could no longer serve it.
+			return outcome{reason: res.reason(plain), blocks: st.within[j.ID]}
 		}
 	}
 	return outcome{reason: r, blocks: blocks}
