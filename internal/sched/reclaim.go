@@ -183,6 +183,11 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 		if kind == preemptReclaim && (v.wi == own || used <= g) {
 			continue
 		}
+		if kind == preemptReclaim && v.BorrowNotBefore != nil && st.now.Before(*v.BorrowNotBefore) {
+			// Reclaimed recently, it was admitted again only within its
+			// workspace's guarantee: its workspace's borrowers go, not it.
+			continue
+		}
 		if kind == preemptPriority && v.Priority >= j.Priority {
 			continue
 		}
