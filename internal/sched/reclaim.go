@@ -160,7 +160,7 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 //   - priority: lower-priority jobs of the job's own workspace.
 //
 // Jobs younger than their minimum runtime, or already told to stop, are
-// not candidates. A victim whose workspace stays at or above its guarantee
+// not candidates; nor, for a reclaim, jobs within their borrow backoff. A victim whose workspace stays at or above its guarantee
 // without it costs only its own work; one whose gang straddles the
 // guarantee also takes guaranteed GPUs from its workspace: such victims go
 // last (a stable partition keeps the order).
