@@ -211,8 +211,10 @@ var disruptive = []struct{ nos, line, msg string }{
 // breakoutLine tells, per NOS, the rendered lines that split ports
 // (internal/fabric/render/breakout.go writes them).
 var breakoutLine = map[string]func(string) bool{
-	render.NXOS:  func(l string) bool { return strings.HasPrefix(l, "interface breakout module ") },
-	render.Junos: func(l string) bool { return strings.Contains(l, " number-of-sub-ports ") || strings.Contains(l, " channel-speed ") },
+	render.NXOS: func(l string) bool { return strings.HasPrefix(l, "interface breakout module ") },
+	render.Junos: func(l string) bool {
+		return strings.Contains(l, " number-of-sub-ports ") || strings.Contains(l, " channel-speed ")
+	},
 	render.EOS:   func(l string) bool { return strings.HasPrefix(l, "speed ") },
 	render.SONiC: func(l string) bool { return strings.Contains(l, "\"brkout_mode\"") },
 }

@@ -277,7 +277,7 @@ func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
 //   - priority: lower-priority jobs of the job's own workspace.
 //
 // Jobs younger than their minimum runtime, or already told to stop, are
-// not candidates. A victim whose workspace stays at or above its guarantee
+// not candidates; nor, for a reclaim, jobs within their borrow backoff. A victim whose workspace stays at or above its guarantee
 // without it costs only its own work; one whose gang straddles the
 // guarantee also takes guaranteed GPUs from its workspace: such victims go
 // last (a stable partition keeps the order).
@@ -305,6 +305,11 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 			g = fair[v.wi]
 		}
 		if kind.reclaims() && (v.wi == own || used <= g) {
+			continue
+		}
+		if kind == preemptReclaim && v.BorrowNotBefore != nil && st.now.Before(*v.BorrowNotBefore) {
+			// Reclaimed recently, it was admitted again only within its
+			// workspace's guarantee: its workspace's borrowers go, not it.
 			continue
 		}
 		if kind == preemptPriority && v.Priority >= j.Priority {

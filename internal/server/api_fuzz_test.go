@@ -303,18 +303,14 @@ func stateFingerprint(t *testing.T, s *server.Server) string {
 	return fmt.Sprintf("%x", sum)
 }
 
-// settle waits until the state stops changing: the scheduling cycle a
-// change triggers lands within a few tens of milliseconds.
+// settle waits for the scheduling cycle a change triggers: one begun after
+// the change has ended, its plan committed (Server.Settle).
 func settle(t *testing.T, s *server.Server) {
 	t.Helper()
-	last := s.State().AppliedIndex()
-	for range 50 {
-		time.Sleep(60 * time.Millisecond)
-		cur := s.State().AppliedIndex()
-		if cur == last {
-			return
-		}
-		last = cur
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

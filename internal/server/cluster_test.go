@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // TestRestartKeepsEverything: every acknowledged object survives a restart
@@ -109,12 +109,16 @@ func TestFailover(t *testing.T) {
 	// Writes keep flowing from a client while the leader dies.
 	bg, stopBG := context.WithCancel(ctx)
 	bgDone := make(chan map[uint64]bool)
+	flowing := make(chan struct{}) // closed at the background writer's first ack
 	go func() {
 		got := map[uint64]bool{}
 		cl := c.Client(follower)
 		for bg.Err() == nil {
 			j, err := cl.SubmitJob(bg, domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 1})
 			if err == nil {
+				if len(got) == 0 {
+					close(flowing)
+				}
 				got[j.ID] = true
 			} else if !errors.Is(err, context.Canceled) && domain.CodeOf(err) != domain.CodeUnavailable {
 				t.Errorf("background write: %v", err)
@@ -122,7 +126,11 @@ func TestFailover(t *testing.T) {
 		}
 		bgDone <- got
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-flowing:
+	case <-ctx.Done():
+		t.Fatal("the background writer never got a write acknowledged")
+	}
 	old := leader
 	if err := c.Stop(old); err != nil {
 		t.Fatal(err)
@@ -165,17 +173,9 @@ func TestFailover(t *testing.T) {
 	if err := c.Restart(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n := len(c.Servers[old].State().Jobs(stateFilterAll))
-		if n >= len(acked) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("old leader has %d jobs after rejoining, want %d", n, len(acked))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitState(t, c.Servers[old], fmt.Sprintf("the old leader holds the %d acknowledged jobs", len(acked)), func(f *state.FSM) bool {
+		return len(f.Jobs(stateFilterAll)) >= len(acked)
+	})
 	for _, j := range c.Servers[old].State().Jobs(stateFilterAll) {
 		delete(acked, j.ID)
 	}

@@ -57,7 +57,9 @@ func (s *Server) fabricLoop(ctx context.Context) {
 	if interval <= 0 {
 		interval = defaultScheduleInterval
 	}
-	t := time.NewTicker(interval)
+	// The retry interval is the server's clock; the burst window after a
+	// change is real time (see scheduleLoop).
+	t, tick := s.clock.NewTicker(interval)
 	defer t.Stop()
 	retry := true
 	var last uint64
@@ -90,7 +92,7 @@ func (s *Server) fabricLoop(ctx context.Context) {
 			}
 		case <-s.fabricKick:
 			retry = true
-		case <-t.C:
+		case <-tick:
 			retry = true
 		}
 	}

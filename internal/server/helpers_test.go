@@ -12,6 +12,8 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -34,6 +36,35 @@ func startCluster(t *testing.T, n int) *devcluster.Cluster {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// waitState waits until cond holds on the server's state machine, looking
+// again after every command it applies (FSM.Changed), for at most 20s.
+func waitState(t *testing.T, s *server.Server, what string, cond func(*state.FSM) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	for {
+		changed := s.State().Changed()
+		if cond(s.State()) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("%s: not within 20s", what)
+		}
+	}
+}
+
+// backoff pauses a load generator after a refused request (an election
+// in progress), so that it does not spin; it returns when ctx ends. It
+// waits for no effect: the generator's next request is its check.
+func backoff(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(20 * time.Millisecond):
+	}
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -194,7 +194,7 @@ func TestHeartbeatTimeoutMarksNodeUnhealthy(t *testing.T) {
 	// the fifth finds the node silent for the 1s timeout.
 	step := func(d time.Duration) {
 		t.Helper()
-		if err := clk.BlockUntil(ctx, 2); err != nil {
+		if err := clk.BlockUntil(ctx, clockedTimers); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(d)
@@ -203,7 +203,7 @@ func TestHeartbeatTimeoutMarksNodeUnhealthy(t *testing.T) {
 	for range 5 {
 		step(250 * time.Millisecond)
 	}
-	if err := clk.BlockUntil(ctx, 2); err != nil {
+	if err := clk.BlockUntil(ctx, clockedTimers); err != nil {
 		t.Fatal(err)
 	}
 	v := nodeView(t, admin, node)

@@ -32,6 +32,8 @@ type recorder struct {
 	mu   sync.Mutex
 	log  []applied
 	gate chan struct{} // non-nil: Apply waits until it is closed
+	// inApply, while held, is closed by the first Apply that waits.
+	inApply chan struct{}
 }
 
 var portStanza = regexp.MustCompile(`(?m)^interface (swp\d+)(?: vrf (\S+))?$`)
@@ -41,6 +43,10 @@ func (r *recorder) Name() string { return "recorder" }
 func (r *recorder) Apply(ctx context.Context, d deploy.Device) error {
 	r.mu.Lock()
 	gate := r.gate
+	if gate != nil && r.inApply != nil {
+		close(r.inApply)
+		r.inApply = nil
+	}
 	r.mu.Unlock()
 	if gate != nil {
 		select {
@@ -64,17 +70,20 @@ func (r *recorder) Apply(ctx context.Context, d deploy.Device) error {
 	return nil
 }
 
-func (r *recorder) hold() {
+// hold makes Apply wait until release; the channel it returns is closed
+// once an Apply is waiting.
+func (r *recorder) hold() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.gate = make(chan struct{})
+	r.gate, r.inApply = make(chan struct{}), make(chan struct{})
+	return r.inApply
 }
 
 func (r *recorder) release() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	close(r.gate)
-	r.gate = nil
+	r.gate, r.inApply = nil, nil
 }
 
 // history is the VRF of a port in every config applied to its leaf.
@@ -134,12 +143,16 @@ func TestTenantMoveOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drv.hold()
+		inApply := drv.hold()
 		// Something to deploy while the job changes hands: a tenant.
 		if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: fmt.Sprintf("busy%d", to.ID), Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // the fabric loop is in Apply
+		select { // the fabric loop is in Apply
+		case <-inApply:
+		case <-ctx.Done():
+			t.Fatal("the fabric loop never deployed the new tenant")
+		}
 		if _, err := admin.CancelJob(ctx, from.ID); err != nil {
 			t.Fatal(err)
 		}

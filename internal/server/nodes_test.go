@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
 func startTuned(t *testing.T, tune func(*server.Config)) *devcluster.Cluster {
@@ -24,30 +27,46 @@ func startTuned(t *testing.T, tune func(*server.Config)) *devcluster.Cluster {
 	return c
 }
 
-// waitJob polls until the job satisfies ok.
+// waitJob follows the job's watch stream (pushed at every change, never
+// polled) until it satisfies ok, for at most 15s.
 func waitJob(t *testing.T, c *client.Client, id uint64, what string, ok func(*domain.Job) bool) *domain.Job {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		j, err := c.Job(ctxT(t), id)
-		if err != nil {
-			t.Fatal(err)
-		}
+	ctx, cancel := context.WithTimeout(ctxT(t), 15*time.Second)
+	defer cancel()
+	var last *domain.Job
+	errDone := errors.New("done")
+	err := c.Watch(ctx, id, func(j *domain.Job) error {
+		last = j
 		if ok(j) {
-			return j
+			return errDone
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d never became %s: %+v", id, what, j)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("job %d never became %s (%v): %+v", id, what, err, last)
 	}
+	return last
 }
 
-// TestDrainMovesAPreemptibleJob: draining a server stops its job after the
-// grace period (nobody reports it stopped), the preemptible job is
+// startStepped starts a server whose loops wait on a fake clock: the
+// schedule interval and the grace deadlines pass only when the test steps
+// it; a change still kicks a cycle at once (at the clock's time).
+func startStepped(t *testing.T, grace time.Duration) (*devcluster.Cluster, *tstime.Fake) {
+	t.Helper()
+	clk := tstime.NewFake(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	return startTuned(t, func(cfg *server.Config) { cfg.Clock, cfg.PreemptionGrace = clk, grace }), clk
+}
+
+// stepGrace is the preemption grace of the stepped tests: a whole number
+// of schedule intervals (2s), so the interval's tick and the deadline's
+// timer both fall at the deadline.
+const stepGrace = 30 * time.Second
+
+// TestDrainMovesAPreemptibleJob: draining a server stops its job at the
+// grace deadline (nobody reports it stopped), the preemptible job is
 // requeued and placed on another server; cordoned servers take nothing.
 func TestDrainMovesAPreemptibleJob(t *testing.T) {
-	c := startTuned(t, func(cfg *server.Config) { cfg.PreemptionGrace = 300 * time.Millisecond })
+	c, clk := startStepped(t, stepGrace)
 	admin := c.Client(0)
 	seed(t, admin)
 	j, err := admin.SubmitJob(ctxT(t), domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8, Preemptible: true})
@@ -61,7 +80,12 @@ func TestDrainMovesAPreemptibleJob(t *testing.T) {
 	if err := admin.Do(ctxT(t), "PATCH", "/v1/nodes/"+first, api.NodeUpdateRequest{Draining: &yes, Reason: "maintenance"}, &cond); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, admin, j.ID, "Preempting", func(j *domain.Job) bool { return j.State == domain.JobPreempting && j.Reason.Code == "drained" })
+	j = waitJob(t, admin, j.ID, "Preempting", func(j *domain.Job) bool { return j.State == domain.JobPreempting && j.Reason.Code == "drained" })
+	deadline := clk.Now().Add(stepGrace)
+	if j.StopDeadline == nil || !j.StopDeadline.Equal(deadline) {
+		t.Fatalf("stop deadline %v, want the grace from now, %v", j.StopDeadline, deadline)
+	}
+	clk.Advance(stepGrace)
 	moved := waitJob(t, admin, j.ID, "placed elsewhere", func(j *domain.Job) bool {
 		return j.State == domain.JobReady && j.Requeues == 1 && j.Placement[0].Server != first
 	})
@@ -78,21 +102,22 @@ func TestDrainMovesAPreemptibleJob(t *testing.T) {
 		}
 	}
 	events, _ := admin.Events(ctxT(t), client.EventQuery{Tenant: "acme"})
-	var sawRelease bool
+	var released []time.Time
 	for _, e := range events {
 		if e.Action == "job.release" {
-			sawRelease = true
+			released = append(released, e.At)
 		}
 	}
-	if !sawRelease {
-		t.Fatal("the release at the grace deadline is not in the audit trail")
+	if len(released) != 1 || !released[0].Equal(deadline) {
+		t.Fatalf("releases at %v: want one, at the grace deadline %v", released, deadline)
 	}
 }
 
 // TestReclaimOverAPI: a workspace's guaranteed demand takes back GPUs
-// another workspace borrowed, within grace + one cycle.
+// another workspace borrowed at the grace deadline, in the cycle the
+// deadline's timer runs.
 func TestReclaimOverAPI(t *testing.T) {
-	c := startTuned(t, func(cfg *server.Config) { cfg.PreemptionGrace = 300 * time.Millisecond })
+	c, clk := startStepped(t, stepGrace)
 	admin := c.Client(0)
 	seed(t, admin) // 32 GPUs; acme/research 8+16, acme/prod 8+8, globex/infer 8+8
 	lend := 8
@@ -105,14 +130,16 @@ func TestReclaimOverAPI(t *testing.T) {
 	waitJob(t, admin, b1.ID, "Ready", func(j *domain.Job) bool { return j.State == domain.JobReady })
 	waitJob(t, admin, r1.ID, "Ready", func(j *domain.Job) bool { return j.State == domain.JobReady })
 	// acme/prod's guarantee (8) is now borrowed by research: it asks for it.
-	start := time.Now()
+	start := clk.Now()
 	p1, err := admin.SubmitJob(ctxT(t), domain.JobSpec{Tenant: "acme", Workspace: "prod", GPUs: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, admin, p1.ID, "Ready", func(j *domain.Job) bool { return j.State == domain.JobReady })
-	if took := time.Since(start); took > 300*time.Millisecond+3*time.Second {
-		t.Fatalf("guaranteed job placed after %v, want within grace + one cycle", took)
+	waitJob(t, admin, p1.ID, "waiting on a reclaim", func(j *domain.Job) bool { return j.Reason != nil && j.Reason.Code == sched.ReasonReclaim })
+	clk.Advance(stepGrace)
+	p := waitJob(t, admin, p1.ID, "Ready", func(j *domain.Job) bool { return j.State == domain.JobReady })
+	if want := start.Add(stepGrace); p.PlacedAt == nil || !p.PlacedAt.Equal(want) {
+		t.Fatalf("guaranteed job placed at %v, want at the grace deadline %v", p.PlacedAt, want)
 	}
 	// Exactly one borrowing job was reclaimed, and it went back to the queue.
 	bj, _ := admin.Job(ctxT(t), b1.ID)

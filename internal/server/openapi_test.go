@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -327,13 +326,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.call(member, "POST", "/v1/jobs", domain.JobSpec{GPUs: -1}, 400)
 	job := decodeInto[domain.Job](t, c.call(member, "POST", "/v1/jobs", spec, 201))
 	jobPath := fmt.Sprintf("/v1/jobs/%d", job.ID)
-	deadline := time.Now().Add(15 * time.Second)
-	for job.State != domain.JobReady {
-		if time.Now().After(deadline) {
-			t.Fatalf("job never Ready: %+v", job)
-		}
-		time.Sleep(20 * time.Millisecond)
-		job = decodeInto[domain.Job](t, c.call(member, "GET", jobPath, nil, 200))
+	waitJob(t, as(t, srv.URL(), member), job.ID, "Ready", isReady)
+	job = decodeInto[domain.Job](t, c.call(member, "GET", jobPath, nil, 200))
+	if job.State != domain.JobReady {
+		t.Fatalf("job %d seen Ready on its watch, then %s", job.ID, job.State)
 	}
 	c.call(member, "GET", "/v1/jobs?tenant=acme&workspace=research&state=Ready", nil, 200)
 	c.call(member, "GET", "/v1/jobs/999999", nil, 404)

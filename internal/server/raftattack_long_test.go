@@ -57,7 +57,7 @@ func TestRaftAttackLong(t *testing.T) {
 				if err == nil {
 					acked.Add(1)
 				} else {
-					time.Sleep(20 * time.Millisecond)
+					backoff(wctx) // no leader: do not spin
 				}
 			}
 		})

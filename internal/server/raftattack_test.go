@@ -65,6 +65,7 @@ func attackServers(t *testing.T, cl *client.Client, targets []string, attackers 
 		acks []time.Time
 	)
 	writerDone := make(chan struct{})
+	flowing := make(chan struct{}) // closed at the writer's first ack
 	go func() {
 		defer close(writerDone)
 		for i := 0; wctx.Err() == nil; i++ {
@@ -73,14 +74,21 @@ func attackServers(t *testing.T, cl *client.Client, targets []string, attackers 
 			cancel()
 			if err == nil {
 				mu.Lock()
+				if len(acks) == 0 {
+					close(flowing)
+				}
 				acks = append(acks, time.Now())
 				mu.Unlock()
-			} else if wctx.Err() == nil {
-				time.Sleep(20 * time.Millisecond) // no leader: do not spin
+			} else {
+				backoff(wctx) // no leader: do not spin
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // the writer is under way
+	select { // the writer is under way
+	case <-flowing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer got no write acknowledged before the attack")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), attackWindow)
 	defer cancel()
@@ -302,14 +310,11 @@ func checkRefused(t *testing.T, c *attackCluster, reports map[string]raftinject.
 		}
 	}
 	// An election on a loaded machine answers unavailable for a moment:
-	// ask again until a leader answers (what it answers is the check).
-	var err error
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		_, err = c.client(t, 0, tok.secret).WhoAmI(ctxT(t))
-		if domain.CodeOf(err) != domain.CodeUnavailable || time.Now().After(deadline) {
-			break
-		}
-	}
+	// the client asks again until a leader answers (what it answers is the
+	// check).
+	forged := c.client(t, 0, tok.secret)
+	forged.RetryFor = 20 * time.Second
+	_, err := forged.WhoAmI(ctxT(t))
 	if domain.CodeOf(err) != domain.CodeUnauthenticated {
 		t.Errorf("whoami with the forged token = %v, want unauthenticated", err)
 	}

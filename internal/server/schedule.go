@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -30,11 +32,14 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	if interval <= 0 {
 		interval = defaultScheduleInterval
 	}
-	t := time.NewTicker(interval)
+	// The interval and the deadlines are the server's clock (a test steps
+	// a fake one); the burst window after a kick is real time, as the
+	// requests it waits for arrive in real time.
+	t, tick := s.clock.NewTicker(interval)
 	defer t.Stop()
 	// due fires when the earliest grace deadline or time limit falls due,
 	// so the guaranteed demand waits grace + one cycle, not grace + a tick.
-	due := time.NewTimer(time.Hour)
+	due, dueC := s.clock.NewTimer(time.Hour)
 	defer due.Stop()
 	for {
 		select {
@@ -47,18 +52,73 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-		case <-t.C:
-		case <-due.C:
+		case <-tick:
+		case <-dueC:
 		}
 		if !s.store.IsLeader() {
 			continue
 		}
+		s.cycles.begin()
 		next, err := s.scheduleOnce(ctx)
+		s.cycles.end()
 		if err != nil {
 			s.log.Warn("scheduling cycle", "err", err)
 		}
 		if !next.IsZero() {
-			due.Reset(max(time.Until(next), time.Millisecond))
+			due.Reset(max(next.Sub(s.clock.Now()), time.Millisecond))
+		}
+	}
+}
+
+// cycleCount counts the leader's scheduling cycles, begun and ended, so
+// that a caller can wait for a cycle begun after a change to end (its plan
+// committed) instead of sleeping.
+type cycleCount struct {
+	mu           sync.Mutex
+	begun, ended uint64
+	done         chan struct{} // closed when a cycle ends; nil until waited on
+}
+
+func (c *cycleCount) begin() {
+	c.mu.Lock()
+	c.begun++
+	c.mu.Unlock()
+}
+
+func (c *cycleCount) end() {
+	c.mu.Lock()
+	c.ended++
+	if c.done != nil {
+		close(c.done)
+		c.done = nil
+	}
+	c.mu.Unlock()
+}
+
+// next is the number the next cycle to begin will have.
+func (c *cycleCount) next() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.begun + 1
+}
+
+// wait returns once cycle n has ended.
+func (c *cycleCount) wait(ctx context.Context, n uint64) error {
+	for {
+		c.mu.Lock()
+		if c.ended >= n {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
+		done := c.done
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for scheduling cycle %d: %w", n, ctx.Err())
+		case <-done:
 		}
 	}
 }

@@ -111,6 +111,7 @@ type Server struct {
 	closed   bool
 	adminTok string
 	kick     chan struct{}
+	cycles   cycleCount // the scheduling loop's (schedule.go)
 	// topoSem admits one topology upload at a time: parsing one holds
 	// about 25 times its size in memory (handlers.go, putTopology).
 	topoSem chan struct{}

@@ -15,6 +15,12 @@ import (
 // flushEvery is how often (in fake time) token uses are committed.
 const flushEvery = time.Second
 
+// clockedTimers is how many timers a started server keeps pending on its
+// clock: the token flush ticker, the heartbeat check timer, the schedule
+// interval ticker, the scheduler's deadline timer (armed an hour away
+// until a deadline is known) and the fabric loop's retry ticker.
+const clockedTimers = 5
+
 func startClocked(t *testing.T) (*devcluster.Cluster, *tstime.Fake) {
 	t.Helper()
 	clk := tstime.NewFake(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
@@ -27,8 +33,8 @@ func startClocked(t *testing.T) (*devcluster.Cluster, *tstime.Fake) {
 	}
 	t.Cleanup(func() { c.Close() })
 	// The loops arm their timers as they start: a step before that would
-	// fire nothing. Wait for the token flush ticker and the heartbeat timer.
-	if err := clk.BlockUntil(ctxT(t), 2); err != nil {
+	// fire nothing. Wait for all of them (clockedTimers).
+	if err := clk.BlockUntil(ctxT(t), clockedTimers); err != nil {
 		t.Fatal(err)
 	}
 	return c, clk

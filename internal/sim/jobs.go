@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/sched"
+	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // ITPJob is one row of an ITP job trace.
@@ -354,9 +355,17 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 	borrowSec := make([]float64, nt)
 	var utilSec, utilArr float64
 	active := map[uint64]*simJob{} // arrived, not ended
+	// The baselines keep their own jobs (s.j) and placer; jobfabric's jobs
+	// live in the state machine (ledger), s.j being its latest record.
 	var placer *sched.Placer
+	var led *ledger
 	if o.Policy != "jobfabric" {
 		placer = sched.NewPlacer(&sched.Snapshot{Topology: topo, Static: static, Tenants: tenants})
+	} else {
+		var err error
+		if led, err = newLedger(topo, tenants, workspaces); err != nil {
+			return nil, err
+		}
 	}
 	var queue []*simJob // static/borrow FIFO of pending jobs
 	var jct, qd, reclaim []float64
@@ -377,10 +386,7 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 		alloc[s.tenant] -= s.gpus
 		ran := float64(now - s.start)
 		if finished {
-			s.j.State = domain.JobSucceeded
 			demand[s.tenant] -= s.gpus
-			e := at(now)
-			s.j.EndedAt = &e
 			jct = append(jct, float64(now-s.submit))
 			lastEnd = max(lastEnd, now)
 			delete(active, s.j.ID)
@@ -390,18 +396,26 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 			s.left -= kept
 			res.LostGPUh += (ran - kept) * float64(s.gpus) / 3600
 			res.Preemptions++
+		}
+		if placer == nil {
+			return // the state machine changed the job
+		}
+		placer.Release(s.j)
+		if finished {
+			e := at(now)
+			s.j.State, s.j.EndedAt = domain.JobSucceeded, &e
+		} else {
 			s.j.State = domain.JobPending
 			s.j.Requeues++
-		}
-		if placer != nil {
-			placer.Release(s.j)
 		}
 		s.j.Placement, s.j.PlacedAt, s.j.StartedAt, s.j.StopDeadline, s.j.PreemptedFor = nil, nil, nil, nil, 0
 	}
 	run := func(s *simJob, pl []domain.Placement) {
-		s.j.State, s.j.Placement = domain.JobRunning, pl
-		t := at(now)
-		s.j.PlacedAt, s.j.StartedAt = &t, &t
+		if placer != nil {
+			s.j.State, s.j.Placement = domain.JobRunning, pl
+			t := at(now)
+			s.j.PlacedAt, s.j.StartedAt = &t, &t
+		}
 		s.start = now
 		s.end = now + int64(math.Ceil(s.left))
 		if s.entitledAt >= 0 {
@@ -424,7 +438,6 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 			qd = append(qd, float64(now-s.submit))
 		}
 	}
-	var history []*domain.Job
 	for {
 		// Next event: an arrival, an end, a due deadline.
 		t := int64(math.MaxInt64)
@@ -476,21 +489,31 @@ func RunJobs(o JobsRun, progress func(string)) (*JobsResult, error) {
 		}
 		sort.Slice(ended, func(a, b int) bool { return ended[a].j.ID < ended[b].j.ID })
 		for _, s := range ended {
-			stop(s, true)
-			if o.Policy == "jobfabric" {
-				history = append(history, s.j)
+			if led != nil {
+				if err := led.report(now, s, state.ReportSucceeded); err != nil {
+					return nil, err
+				}
 			}
+			stop(s, true)
 		}
 		for next < len(all) && all[next].submit <= now {
 			s := all[next]
+			if led != nil {
+				if err := led.submit(now, s); err != nil {
+					return nil, err
+				}
+			}
 			active[s.j.ID] = s
 			demand[s.tenant] += s.gpus
 			queue = append(queue, s)
 			next++
 		}
 		res.Cycles++
-		if o.Policy == "jobfabric" {
-			nextDue = cycleJobfabric(&o, now, active, byID, tenants, workspaces, topo, static, &history, stop, run, res)
+		if led != nil {
+			var err error
+			if nextDue, err = cycleJobfabric(&o, now, led, byID, stop, run); err != nil {
+				return nil, err
+			}
 		} else {
 			queue = cycleQuota(o.Policy == "borrow", now, queue, active, placer, guar, alloc, pool, stop, run)
 			nextDue = -1
@@ -690,43 +713,32 @@ func containsStr(xs []string, s string) bool {
 	return false
 }
 
-// cycleJobfabric runs one scheduler cycle (sched.Schedule) and applies its
-// plan: releases, then preemptions (the job runs on until its deadline),
-// then placements. It returns when the next cycle is due without an event
-// (a deadline; now again when releases freed GPUs this cycle), -1 if none.
-func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[uint64]*simJob, tenants map[string]*domain.Tenant,
-	workspaces map[string]*domain.Workspace, topo *domain.Topology, static *sched.Static, history *[]*domain.Job,
-	stop func(*simJob, bool), run func(*simJob, []domain.Placement), res *JobsResult) int64 {
-	jobs := make([]*domain.Job, 0, len(active))
-	for _, s := range active {
-		jobs = append(jobs, s.j)
+// cycleJobfabric runs one scheduler cycle through the state machine
+// (ledger.cycle) and accounts for what its plan committed: releases, then
+// preemptions (the job runs on until its deadline), then placements, whose
+// runtimes report them running at once. It returns when the next cycle is
+// due without an event (a deadline; now again when releases freed GPUs
+// this cycle), -1 if none.
+func cycleJobfabric(o *JobsRun, now int64, led *ledger, byID map[uint64]*simJob,
+	stop func(*simJob, bool), run func(*simJob, []domain.Placement)) (int64, error) {
+	plan, res, err := led.cycle(now, sched.Policy{Grace: o.Grace, FairShareReclaim: o.FairShareReclaim, ChurnBudget: o.ChurnBudget})
+	if err != nil {
+		return 0, err
 	}
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
-	pol := sched.Policy{Grace: o.Grace, FairShareReclaim: o.FairShareReclaim, ChurnBudget: o.ChurnBudget}
-	h := *history
-	horizon := at(now).Add(-pol.HistoryHorizon())
-	for len(h) > 0 && h[0].EndedAt.Before(horizon) {
-		h = h[1:]
+	for _, id := range res.Released {
+		s := byID[id]
+		led.refresh(s)
+		stop(s, false)
 	}
-	*history = h
-	plan := sched.Schedule(&sched.Snapshot{Topology: topo, Static: static, Tenants: tenants, Workspaces: workspaces, Jobs: jobs, History: h, Policy: pol}, at(now))
-	for _, r := range plan.Releases {
-		if s := byID[r.JobID]; s != nil && s.j.State == domain.JobPreempting {
-			stop(s, false)
+	for _, id := range res.Preempted {
+		led.refresh(byID[id])
+	}
+	for _, id := range res.Placed {
+		s := byID[id]
+		if err := led.report(now, s, state.ReportRunning); err != nil {
+			return 0, err
 		}
-	}
-	for _, p := range plan.Preemptions {
-		s := byID[p.JobID]
-		if s == nil || s.j.State != domain.JobRunning {
-			continue
-		}
-		d := p.Deadline
-		s.j.State, s.j.StopDeadline, s.j.PreemptedFor, s.j.BorrowNotBefore = domain.JobPreempting, &d, p.ForJob, p.BorrowBackoff
-	}
-	for _, p := range plan.Placements {
-		if s := byID[p.JobID]; s != nil && s.j.State == domain.JobPending {
-			run(s, p.Placement)
-		}
+		run(s, s.j.Placement)
 	}
 	for id, r := range plan.Pending {
 		s := byID[id]
@@ -743,15 +755,15 @@ func cycleJobfabric(o *JobsRun, now int64, active map[uint64]*simJob, byID map[u
 	// guarantee (a victim's workspace may drop below it): the leader's
 	// next cycle comes at once (after releases) or on its 2 s tick; the
 	// replay runs it at once.
-	if len(plan.Releases) > 0 || len(plan.Preemptions) > 0 {
-		return now
+	if len(res.Released) > 0 || len(res.Preempted) > 0 {
+		return now, nil
 	}
 	// The leader runs a cycle when the earliest deadline falls due: the
 	// plan's Next, which counts the deadlines of its own preemptions.
 	if plan.Next.IsZero() {
-		return -1
+		return -1, nil
 	}
-	return int64(math.Ceil(plan.Next.Sub(epoch).Seconds()))
+	return int64(math.Ceil(plan.Next.Sub(epoch).Seconds())), nil
 }
 
 // cycleQuota is the static and the Kueue-like admission over the queue in

@@ -1,0 +1,12 @@
+package server
+
+import "context"
+
+// Settle kicks a scheduling cycle and returns once a cycle begun after the
+// call has ended: the scheduler's answer to every change made before it is
+// committed (a test's wait for the leader's loop, instead of a sleep).
+func (s *Server) Settle(ctx context.Context) error {
+	n := s.cycles.next()
+	s.kickScheduler()
+	return s.cycles.wait(ctx, n)
+}
