@@ -85,7 +85,7 @@ func TestNetworkGate(t *testing.T) {
 		t.Fatal("the failed device has files")
 	}
 	conf, err := os.ReadFile(filepath.Join(dir, "s1-leaf0", "frr.conf"))
-	if err != nil || !strings.Contains(string(conf), "vrf Vrf_acme") || !strings.Contains(string(conf), "vrf Vrf_globex") {
+	if err != nil || !strings.Contains(string(conf), "\nvrf acme\n") || !strings.Contains(string(conf), "\nvrf globex\n") {
 		t.Fatalf("s1-leaf0/frr.conf lacks the tenant VRFs (%v):\n%.600s", err, conf)
 	}
 
