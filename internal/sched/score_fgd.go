@@ -189,10 +189,20 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // still use once the placement is made, counting CPU and memory: FGD asks
 // only whether one copy fits, so a server whose memory or CPU runs out
 // first strands GPUs it calls usable.
-type JobFabric struct{ Shapes []Shape }
+type JobFabric struct {
+	Shapes []Shape
+	// modelBound: some shapes name GPU models (see Score).
+	modelBound bool
+}
 
 // NewJobFabric is the default policy for a workload (nil: best fit).
-func NewJobFabric(shapes []Shape) *JobFabric { return &JobFabric{Shapes: shapes} }
+func NewJobFabric(shapes []Shape) *JobFabric {
+	p := &JobFabric{Shapes: shapes}
+	for _, s := range shapes {
+		p.modelBound = p.modelBound || len(s.Models) > 0
+	}
+	return p
+}
 
 // Name implements Scorer.
 func (*JobFabric) Name() string { return "jobfabric" }
@@ -218,6 +228,12 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	// and splits every one of them early: 8-GPU pods were turned away from
 	// 15 % of arrived demand on openb. The weights keep the order
 	// lexicographic: 0.4 > 0.2 + 0.016 and 0.4 + 0.2 + 0.016 < 1.
+	// Where shapes name GPU models only the first rule applies (then
+	// topology order, as for FGD): the small servers are then often the
+	// named models' (openb: P100, V100 and T4 servers), and preferring
+	// them spends what the constrained pods need (gpuspec10/25, seeds
+	// 42-46: mean over columns 0..130 -0.27/-0.17 points against FGD
+	// with the size rule, +0.06/-0.01 without).
 	keep := 0.4
 	if h.FullyFree() == len(h.Free) && r.GPUs*r.Milli < len(h.Free)*1000 {
 		keep = 0
@@ -229,6 +245,9 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 		capacity := fragCap(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		// Stranded capacity is at most 16,000 milli-GPU per server.
 		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
+		if p.modelBound {
+			return rating + keep
+		}
 		return rating + keep + smaller + 1e-6*(capBefore-capacity)
 	}
 	if r.Share() {

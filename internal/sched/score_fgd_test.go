@@ -48,6 +48,20 @@ func TestJobFabricTieBreaks(t *testing.T) {
 			}
 		})
 	}
+	// Where shapes name GPU models, only the first rule applies: two idle
+	// servers of different size rate alike (topology order decides).
+	bound := NewJobFabric([]Shape{shapes[0], {CPUMilli: 4000, GPUs: 1, Milli: 1000, Models: []string{"P100"}, Freq: 0.5}})
+	r1 := Request{GPUs: 1, Milli: 1000, CPUMilli: 4000, MemoryMiB: 1024}
+	sBig, _ := bound.Score(idle("big", "G3", 8, 128000, 786432), &r1)
+	sSmall, _ := bound.Score(idle("small", "G3", 2, 16000, 122880), &r1)
+	if sBig != sSmall {
+		t.Fatalf("model-bound shapes: big server %v, small %v: want equal", sBig, sSmall)
+	}
+	sUsed, _ := bound.Score(used, &r1)
+	if !(sUsed > sBig) {
+		t.Fatalf("model-bound shapes: used server %v, idle %v: want the used one", sUsed, sBig)
+	}
+
 	// The rating comes first: a placement that fragments less wins over
 	// keeping a server whole. A share on the used server's last half GPU
 	// leaves nothing stranded; on an idle server it strands a half GPU.
