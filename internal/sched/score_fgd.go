@@ -65,11 +65,23 @@ func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int
 	if total == 0 {
 		return 0
 	}
-	var out float64
+	// The amounts are summed per kind of fit, then the kinds in order, as
+	// the paper's simulator does: a rating is truncated to an integer, so
+	// a difference in the last bit of a sum (a placement that changes
+	// nothing rated 49 instead of 50) changes where pods go.
+	var kinds [fragKinds]float64
 	for i := range shapes {
 		s := &shapes[i]
-		amount := total
-		if s.Milli > 0 && s.accessible(model) && (!cpuTracked || cpuFree >= s.CPUMilli) && (!memTracked || memFree >= s.MemoryMiB) {
+		amount, kind := total, fragLackBoth
+		res := (!cpuTracked || cpuFree >= s.CPUMilli) && (!memTracked || memFree >= s.MemoryMiB)
+		switch {
+		case s.Milli == 0 && res:
+			kind = fragCPUOnlyFits
+		case s.Milli == 0:
+			kind = fragCPUOnlyLacks
+		case !s.accessible(model):
+			kind = fragNoAccess
+		default:
 			n, small := 0, 0
 			for _, f := range free {
 				if f >= s.Milli {
@@ -78,14 +90,41 @@ func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int
 					small += f
 				}
 			}
-			if n >= s.GPUs {
-				amount = small
+			switch fits := n >= s.GPUs; {
+			case fits && res:
+				kinds[fragLackGPU] += s.Freq * float64(small)
+				amount, kind = total-small, fragSatisfied
+			case fits:
+				kind = fragLackCPU
+			case res:
+				kind = fragLackGPU
 			}
 		}
-		out += s.Freq * float64(amount)
+		kinds[kind] += s.Freq * float64(amount)
+	}
+	var out float64
+	for k, v := range kinds {
+		if k != fragSatisfied {
+			out += v
+		}
 	}
 	return out
 }
+
+// Kinds of fit of a shape on a server, in the order the paper's simulator
+// adds them up: GPUs and CPU both short, GPUs short, fits (its GPUs too
+// small for it are still fragmented), CPU (or memory) short, CPU-only
+// shape fits, CPU-only shape does not, GPU model refused.
+const (
+	fragLackBoth = iota
+	fragLackGPU
+	fragSatisfied
+	fragLackCPU
+	fragCPUOnlyFits
+	fragCPUOnlyLacks
+	fragNoAccess
+	fragKinds
+)
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
@@ -145,14 +184,25 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // workload's shapes (with their memory) it rates a placement as FGD does
 // but counts a shape as fitting only where its memory fits too (FGD
 // ignores memory), and breaks FGD's many ties (its rating has 100 steps)
+// by keeping idle servers whole, then by preferring smaller servers, then
 // by how much of the server's idle GPU capacity copies of the shapes could
 // still use once the placement is made, counting CPU and memory: FGD asks
 // only whether one copy fits, so a server whose memory or CPU runs out
 // first strands GPUs it calls usable.
-type JobFabric struct{ Shapes []Shape }
+type JobFabric struct {
+	Shapes []Shape
+	// modelBound: some shapes name GPU models (see Score).
+	modelBound bool
+}
 
 // NewJobFabric is the default policy for a workload (nil: best fit).
-func NewJobFabric(shapes []Shape) *JobFabric { return &JobFabric{Shapes: shapes} }
+func NewJobFabric(shapes []Shape) *JobFabric {
+	p := &JobFabric{Shapes: shapes}
+	for _, s := range shapes {
+		p.modelBound = p.modelBound || len(s.Models) > 0
+	}
+	return p
+}
 
 // Name implements Scorer.
 func (*JobFabric) Name() string { return "jobfabric" }
@@ -169,12 +219,36 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	cpuT, memT := h.CPUMilli > 0, h.MemoryMiB > 0
 	fgdBefore := frag(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	capBefore := fragCap(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	// Ties on the rating go, in this order, to a placement that leaves a
+	// wholly idle server whole (only an idle server takes the largest
+	// gangs), then to the smaller server (large CPU, memory and GPU counts
+	// are what the largest pods need and only big servers have), then to
+	// the least capacity stranded. Without the first two the last one
+	// prefers the biggest servers, where CPU and memory never run out,
+	// and splits every one of them early: 8-GPU pods were turned away from
+	// 15 % of arrived demand on openb. The weights keep the order
+	// lexicographic: 0.4 > 0.2 + 0.016 and 0.4 + 0.2 + 0.016 < 1.
+	// Where shapes name GPU models only the first rule applies (then
+	// topology order, as for FGD): the small servers are then often the
+	// named models' (openb: P100, V100 and T4 servers), and preferring
+	// them spends what the constrained pods need (gpuspec10/25, seeds
+	// 42-46: mean over columns 0..130 -0.27/-0.17 points against FGD
+	// with the size rule, +0.06/-0.01 without).
+	keep := 0.4
+	if h.FullyFree() == len(h.Free) && r.GPUs*r.Milli < len(h.Free)*1000 {
+		keep = 0
+	}
+	size := min(1, 0.5*float64(h.CPUMilli)/maxSpecCPU+0.5*float64(len(h.Free)*1000)/maxSpecGPU)
+	smaller := 0.2 * (1 - size)
 	rate := func(free []int) float64 {
 		fgd := frag(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		capacity := fragCap(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
-		// The tie-break term stays below one rating step: fragmentation
-		// is at most 16,000 milli-GPU per server.
-		return float64(int64(sigmoid((fgdBefore-fgd)/1000)*100)) + 1e-6*(capBefore-capacity)
+		// Stranded capacity is at most 16,000 milli-GPU per server.
+		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
+		if p.modelBound {
+			return rating + keep
+		}
+		return rating + keep + smaller + 1e-6*(capBefore-capacity)
 	}
 	if r.Share() {
 		best, gpu := 0.0, -1

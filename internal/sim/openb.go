@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -205,16 +206,20 @@ func typicalShapes(pods []Pod, withMemory bool) []sched.Shape {
 		}
 		return x.spec > y.spec
 	})
+	// The arithmetic is the paper's simulator's, to the last bit: each
+	// share is count/total, renormalised by cum/total (FGD truncates its
+	// ratings, so the last bit can move a pod).
 	total := float64(len(pods))
+	expected := 95 * total / 100
 	var cum float64
 	n := 0
-	for cum < 0.95*total && n < len(keys) {
+	for cum < expected && n < len(keys) {
 		cum += float64(count[keys[n]])
 		n++
 	}
 	out := make([]sched.Shape, n)
 	for i, k := range keys[:n] {
-		out[i] = sched.Shape{CPUMilli: k.cpu, GPUs: k.gpus, Milli: k.milli, Models: sched.ParseModels(k.spec), Freq: float64(count[k]) / cum}
+		out[i] = sched.Shape{CPUMilli: k.cpu, GPUs: k.gpus, Milli: k.milli, Models: sched.ParseModels(k.spec), Freq: float64(count[k]) / total / (cum / total)}
 	}
 	if withMemory {
 		// The memory of a shape is the mean of its pods'.
@@ -268,6 +273,29 @@ type OpenbResult struct {
 	// Seconds is the time spent deciding and committing placements.
 	Seconds         float64 `json:"seconds"`
 	DecisionsPerSec float64 `json:"decisionsPerSecond"`
+	// Sizes counts arrivals and placements by pod size (SizeOf).
+	Sizes map[string]*SizeCount `json:"sizes"`
+}
+
+// SizeCount is how pods of one size fared in a run.
+type SizeCount struct {
+	Arrived int `json:"arrived"`
+	Placed  int `json:"placed"`
+	// FirstFail is the arrived demand (% of GPU capacity) when the first
+	// pod of this size was turned away; -1 if none was.
+	FirstFail float64 `json:"firstFail"`
+}
+
+// SizeOf names a pod's size: "cpu" (no GPU), "share" (part of one GPU),
+// else its number of whole GPUs ("1", "2", "4", "8").
+func SizeOf(p *Pod) string {
+	switch {
+	case p.GPUs == 0:
+		return "cpu"
+	case p.Milli < 1000:
+		return "share"
+	}
+	return strconv.Itoa(p.GPUs)
 }
 
 // scorer builds the policy's scorer for the trace.
@@ -398,16 +426,27 @@ func RunOpenb(o OpenbRun, progress func(done, total int)) (*OpenbResult, error) 
 	arrived := make([]int64, len(pods))
 	used := make([]int64, len(pods))
 	var a, u int64
+	res.Sizes = map[string]*SizeCount{}
 	start := time.Now()
 	for i := range pods {
 		p := &pods[i]
 		j := jobOf(uint64(i+1), p)
 		a += p.TotalMilli()
+		sz := res.Sizes[SizeOf(p)]
+		if sz == nil {
+			sz = &SizeCount{FirstFail: -1}
+			res.Sizes[SizeOf(p)] = sz
+		}
+		sz.Arrived++
 		if got, _ := pl.Place(j); got != nil {
 			u += p.TotalMilli()
 			res.Placed++
+			sz.Placed++
 		} else {
 			res.Failed++
+			if sz.FirstFail < 0 {
+				sz.FirstFail = 100 * float64(a) / float64(capacity)
+			}
 		}
 		arrived[i], used[i] = a, u
 		if progress != nil && (i+1)%2000 == 0 {
@@ -449,44 +488,89 @@ func replicate(nodes []Node, pods []Pod, k int) ([]Node, []Pod) {
 	return ns, ps
 }
 
-// roundHalfEven rounds to d decimals the way Python's round does.
-func roundHalfEven(x float64, d int) float64 {
+// pyRound rounds to d decimals as Python's round does on a float: to the
+// nearest multiple of 10^-d of its exact binary value, ties to even. The
+// published analysis rounded each arrival's allocation so.
+func pyRound(x float64, d int) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', d, 64), 64)
+	return v
+}
+
+// npRound rounds as numpy does (round() on the numpy float a pandas mean
+// returns): scale by 10^d, round half to even, scale back. It differs from
+// pyRound where the scaling is inexact: 51.945 (the float just above)
+// becomes 5194.499999999999 and rounds to 51.94.
+func npRound(x float64, d int) float64 {
 	p := math.Pow(10, float64(d))
 	return math.RoundToEven(x*p) / p
 }
 
+// pairwiseSum adds xs the way numpy's sum does (pandas' mean): eight
+// accumulators over blocks of up to 128, halves above that. Floating-point
+// addition is not associative, and a mean that lands on a rounding tie
+// must be the same float the published analysis computed.
+func pairwiseSum(xs []float64) float64 {
+	n := len(xs)
+	switch {
+	case n < 8:
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s
+	case n <= 128:
+		var r [8]float64
+		copy(r[:], xs[:8])
+		i := 8
+		for ; i < n-n%8; i += 8 {
+			for k := range r {
+				r[k] += xs[i+k]
+			}
+		}
+		s := ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+		for ; i < n; i++ {
+			s += xs[i]
+		}
+		return s
+	}
+	h := n / 2
+	h -= h % 8
+	return pairwiseSum(xs[:h]) + pairwiseSum(xs[h:])
+}
+
 // columns turns per-arrival (arrived, used) milli-GPU into the paper's
 // discrete curve: column x is the mean allocation % over the arrivals
-// whose arrived demand rounds to x % (else over x-1..x+1), to 2 decimals.
+// whose arrived demand rounds to x % (else over x-1..x+1), to 2 decimals,
+// computed with the published analysis' arithmetic (pandas: Python's round
+// per arrival, numpy's sum and round for the mean).
 func columns(arrived, used []int64, totalGPUs int) [131]float64 {
 	var out [131]float64
 	arr := make([]int, len(arrived))
 	alloc := make([]float64, len(arrived))
 	for i := range arrived {
-		arr[i] = int(roundHalfEven(float64(arrived[i])/float64(totalGPUs)/10, 0))
-		alloc[i] = roundHalfEven(float64(used[i])/float64(totalGPUs)/10, 2)
+		arr[i] = int(pyRound(float64(arrived[i])/float64(totalGPUs)/10, 0))
+		alloc[i] = pyRound(float64(used[i])/float64(totalGPUs)/10, 2)
 	}
+	var sel []float64
 	for x := 0; x <= 130; x++ {
-		mean := func(lo, hi int) (float64, bool) {
-			var s float64
-			n := 0
+		pick := func(lo, hi int) []float64 {
+			sel = sel[:0]
 			for i, v := range arr {
 				if v >= lo && v <= hi {
-					s += alloc[i]
-					n++
+					sel = append(sel, alloc[i])
 				}
 			}
-			return s / float64(max(n, 1)), n > 0
+			return sel
 		}
-		v, ok := mean(x, x)
-		if !ok {
-			v, ok = mean(x-1, x+1)
+		vs := pick(x, x)
+		if len(vs) == 0 {
+			vs = pick(x-1, x+1)
 		}
-		if !ok {
+		if len(vs) == 0 {
 			out[x] = math.NaN()
 			continue
 		}
-		out[x] = roundHalfEven(v, 2)
+		out[x] = npRound(pairwiseSum(vs)/float64(len(vs)), 2)
 	}
 	return out
 }

@@ -192,6 +192,9 @@ func OpenbReport(rows []AllocRow, runs []*OpenbResult, expected []AllocRow) Repo
 		rep.Files["openb-alloc-130.svg"] = BarChart("openb: GPU allocated at 130 % arrived demand (seed mean)", "GPU allocated (%)", groups, ss, math.Floor(lo-1), 100)
 		b.WriteString("\n![allocation at 130 %](openb-alloc-130.svg)\n")
 	}
+	if seenP["07-JobFabric"] && seenP["06-FGD"] && seenP["05-BestFit"] {
+		curveSection(&b, &rep, rows, runs, workloads)
+	}
 	rep.Markdown = b.String()
 	return rep
 }

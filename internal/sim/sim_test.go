@@ -273,7 +273,8 @@ func TestReportGolden(t *testing.T) {
 				a[x] = math.Min(float64(x), 90+float64(i)+float64(seed-42)/10)
 			}
 			rows = append(rows, AllocRow{Workload: "openb_pod_list_default", Policy: p, Tune: 1.3, Seed: seed, TotalGPUs: 10, Alloc: a})
-			runs = append(runs, &OpenbResult{Workload: "openb_pod_list_default", Label: p, Seed: seed, FragRatio: 50 + float64(i), Seconds: 0.5, DecisionsPerSec: 1000})
+			runs = append(runs, &OpenbResult{Workload: "openb_pod_list_default", Label: p, Seed: seed, FragRatio: 50 + float64(i), Seconds: 0.5, DecisionsPerSec: 1000,
+				Sizes: map[string]*SizeCount{"share": {Arrived: 10, Placed: 8 + i, FirstFail: 95}, "8": {Arrived: 4, Placed: 1 + i, FirstFail: 20 + 30*float64(i)}}})
 			if p != "07-JobFabric" {
 				a[130] -= 0.25
 				exp = append(exp, AllocRow{Workload: "openb_pod_list_default", Policy: p, Tune: 1.3, Seed: seed, TotalGPUs: 10, Alloc: a})

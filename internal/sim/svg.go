@@ -75,14 +75,16 @@ func LineChart(title, xlabel, ylabel string, series []Series, ymin, ymax float64
 	fmt.Fprintf(&b, `<text x="16" y="%d" text-anchor="middle" transform="rotate(-90 16 %d)">%s</text>`+"\n", (T+H-B)/2, (T+H-B)/2, esc(ylabel))
 	for i, s := range series {
 		c := palette[i%len(palette)]
+		// Past the palette, colours repeat with a dash pattern.
+		dash := [...]string{"", ` stroke-dasharray="6 3"`, ` stroke-dasharray="2 2"`}[min(i/len(palette), 2)]
 		var pts []string
 		for k := range s.X {
 			if !math.IsNaN(s.Y[k]) {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.X[k]), py(math.Max(ylo, math.Min(yhi, s.Y[k])))))
 			}
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`+"\n", c, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d">%s</text>`+"\n", W-R+10, T+10+18*i, W-R+30, T+10+18*i, c, W-R+36, T+14+18*i, esc(s.Name))
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6"%s points="%s"/>`+"\n", c, dash, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"%s/><text x="%d" y="%d">%s</text>`+"\n", W-R+10, T+10+18*i, W-R+30, T+10+18*i, c, dash, W-R+36, T+14+18*i, esc(s.Name))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// The openb workloads split for judging a placement policy: it is chosen
+// on the development set and then reported on both; the check set is
+// never used to choose. The split alternates through the families of the
+// published file (cpu, gpushare, gpuspec, multigpu) so each set holds
+// every kind of workload.
+var (
+	OpenbDevWorkloads   = []string{"cpu050", "cpu200", "default", "gpushare40", "gpushare80", "gpuspec10", "gpuspec25", "multigpu20", "multigpu40"}
+	OpenbCheckWorkloads = []string{"cpu100", "cpu250", "gpushare100", "gpushare60", "gpuspec20", "gpuspec33", "multigpu30", "multigpu50"}
+)
+
+// OpenbSet names the set of a workload ("dev", "check" or "").
+func OpenbSet(workload string) string {
+	w := short(workload)
+	for _, d := range OpenbDevWorkloads {
+		if d == w {
+			return "dev"
+		}
+	}
+	for _, c := range OpenbCheckWorkloads {
+		if c == w {
+			return "check"
+		}
+	}
+	return ""
+}
+
+// curveMean is the mean allocation over the columns 0..130 that have one.
+func curveMean(a [131]float64) float64 {
+	var s float64
+	n := 0
+	for _, v := range a {
+		if !math.IsNaN(v) {
+			s += v
+			n++
+		}
+	}
+	return s / float64(max(n, 1))
+}
+
+// multiGPU reports whether a size (SizeOf) is two or more whole GPUs.
+func multiGPU(size string) bool { return size != "cpu" && size != "share" && size != "1" }
+
+// multiGPURate is the share of the run's multi-GPU pods that were placed.
+func multiGPURate(r *OpenbResult) float64 {
+	a, p := 0, 0
+	for k, c := range r.Sizes {
+		if multiGPU(k) {
+			a += c.Arrived
+			p += c.Placed
+		}
+	}
+	return float64(p) / float64(max(a, 1))
+}
+
+// seedMeanCurve averages the rows of one workload and policy column by
+// column.
+func seedMeanCurve(rows []AllocRow, w, p string) ([131]float64, int) {
+	var acc [131]float64
+	var cnt [131]int
+	n := 0
+	for _, r := range rows {
+		if r.Workload != w || r.Policy != p {
+			continue
+		}
+		n++
+		for x, v := range r.Alloc {
+			if !math.IsNaN(v) {
+				acc[x] += v
+				cnt[x]++
+			}
+		}
+	}
+	for x := range acc {
+		if cnt[x] == 0 {
+			acc[x] = math.NaN()
+		} else {
+			acc[x] /= float64(cnt[x])
+		}
+	}
+	return acc, n
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// curveSection judges jobfabric on the whole curve against FGD and
+// BestFit: per workload (seed means) the mean over columns 0..130, the
+// worst column margin against the better baseline, multi-GPU placement,
+// 8-GPU pods' first refusal, and the 130 % column; then each set's tally
+// of the targets, the per-size placement rates and the plots.
+func curveSection(b *strings.Builder, rep *Report, rows []AllocRow, runs []*OpenbResult, workloads []string) {
+	const jf, fgd, bf = "07-JobFabric", "06-FGD", "05-BestFit"
+	type verdict struct{ column, mean, multi, end bool }
+	tally := map[string][]verdict{}
+	b.WriteString("\n## The whole curve: jobfabric against FGD and BestFit\n\n")
+	b.WriteString("Seed means per workload. *worst* is the lowest, over columns 0..130, of jobfabric minus the better of FGD and BestFit in that column (target: >= -0.10), *below* the number of columns under -0.10; *mean* is over columns 0..130 (target: above FGD); *multi-GPU placed* sums the pods of 2 or more GPUs over seeds (target: at least FGD's); *8-GPU refused from* is the median over seeds of the arrived demand at the first 8-GPU pod turned away (none: -); *130 %* is jobfabric minus FGD in the last column (target: > 0). Sets: ")
+	fmt.Fprintf(b, "dev = %s; check = %s.\n\n", strings.Join(OpenbDevWorkloads, ", "), strings.Join(OpenbCheckWorkloads, ", "))
+	b.WriteString("| workload | set | mean jobfabric | mean FGD | mean BestFit | worst (at column) | below | multi-GPU placed jobfabric / FGD | 8-GPU refused from jobfabric / FGD | 130 % jobfabric - FGD |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	var margins []Series
+	for _, w := range workloads {
+		cj, n1 := seedMeanCurve(rows, w, jf)
+		cf, n2 := seedMeanCurve(rows, w, fgd)
+		cb, n3 := seedMeanCurve(rows, w, bf)
+		if n1 == 0 || n2 == 0 || n3 == 0 {
+			continue
+		}
+		worst, at, below := math.Inf(1), 0, 0
+		m := Series{Name: short(w)}
+		for x := 0; x <= 130; x++ {
+			d := cj[x] - math.Max(cf[x], cb[x])
+			m.X = append(m.X, float64(x))
+			m.Y = append(m.Y, d)
+			if math.IsNaN(d) {
+				continue
+			}
+			if d < worst {
+				worst, at = d, x
+			}
+			if d < -0.1-1e-9 {
+				below++
+			}
+		}
+		margins = append(margins, m)
+		placed := map[string][2]int{}
+		first := map[string][]float64{}
+		for _, r := range runs {
+			if r.Workload != w || (r.Label != jf && r.Label != fgd) {
+				continue
+			}
+			p := placed[r.Label]
+			for k, c := range r.Sizes {
+				if multiGPU(k) {
+					p[0] += c.Placed
+					p[1] += c.Arrived
+				}
+			}
+			placed[r.Label] = p
+			if c := r.Sizes["8"]; c != nil && c.FirstFail >= 0 {
+				first[r.Label] = append(first[r.Label], c.FirstFail)
+			}
+		}
+		rate := func(l string) float64 { return 100 * float64(placed[l][0]) / float64(max(placed[l][1], 1)) }
+		multi := "-"
+		if placed[jf][1] > 0 || placed[fgd][1] > 0 {
+			multi = fmt.Sprintf("%.1f %% / %.1f %%", rate(jf), rate(fgd))
+		}
+		ff := func(l string) string {
+			if len(first[l]) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f %%", median(first[l]))
+		}
+		mj, mf, mb := curveMean(cj), curveMean(cf), curveMean(cb)
+		set := OpenbSet(w)
+		fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.3f | %+.2f (%d) | %d | %s | %s / %s | %+.2f |\n",
+			short(w), set, mj, mf, mb, worst, at, below, multi, ff(jf), ff(fgd), cj[130]-cf[130])
+		tally[set] = append(tally[set], verdict{below == 0, mj > mf, placed[jf][1] == 0 || rate(jf) >= rate(fgd), cj[130] > cf[130]})
+	}
+	for _, set := range []string{"dev", "check", ""} {
+		vs := tally[set]
+		if len(vs) == 0 {
+			continue
+		}
+		var c, m, mg, e int
+		for _, v := range vs {
+			if v.column {
+				c++
+			}
+			if v.mean {
+				m++
+			}
+			if v.multi {
+				mg++
+			}
+			if v.end {
+				e++
+			}
+		}
+		name := set
+		if name == "" {
+			name = "other"
+		}
+		fmt.Fprintf(b, "\n%s set (%d workloads): every column within 0.1 of the better baseline on %d; mean above FGD on %d; multi-GPU placed at least as often as FGD on %d; ahead of FGD at 130 %% on %d.\n", name, len(vs), c, m, mg, e)
+	}
+	if len(margins) > 0 {
+		rep.Files["openb-curve-margin.svg"] = LineChart("openb: jobfabric minus the better of FGD and BestFit (seed means)", "arrived GPU demand (% of capacity)", "allocation margin (points)", margins, math.NaN(), math.NaN())
+		b.WriteString("\n![jobfabric's margin over the better baseline, per workload](openb-curve-margin.svg)\n")
+	}
+	sizeSection(b, rep, runs)
+}
+
+// sizeSection tabulates, per policy, the share of pods of each size placed
+// over every run, and plots it.
+func sizeSection(b *strings.Builder, rep *Report, runs []*OpenbResult) {
+	sizes := []string{"cpu", "share", "1", "2", "4", "8"}
+	placed := map[string]map[string][2]int{}
+	var labels []string
+	for _, r := range runs {
+		if len(r.Sizes) == 0 {
+			continue
+		}
+		if placed[r.Label] == nil {
+			placed[r.Label] = map[string][2]int{}
+			labels = append(labels, r.Label)
+		}
+		for k, c := range r.Sizes {
+			p := placed[r.Label][k]
+			placed[r.Label][k] = [2]int{p[0] + c.Placed, p[1] + c.Arrived}
+		}
+	}
+	if len(labels) == 0 {
+		return
+	}
+	sort.Strings(labels)
+	b.WriteString("\n### Pods placed by size (every workload and seed)\n\n| policy | " + strings.Join(sizes, " | ") + " |\n|---|" + strings.Repeat("---|", len(sizes)) + "\n")
+	var ss []Series
+	for _, l := range labels {
+		s := Series{Name: l}
+		b.WriteString("| " + l)
+		for _, k := range sizes {
+			p := placed[l][k]
+			v := math.NaN()
+			if p[1] > 0 {
+				v = 100 * float64(p[0]) / float64(p[1])
+				fmt.Fprintf(b, " | %.1f %%", v)
+			} else {
+				b.WriteString(" | -")
+			}
+			s.Y = append(s.Y, v)
+		}
+		b.WriteString(" |\n")
+		ss = append(ss, s)
+	}
+	rep.Files["openb-placed-by-size.svg"] = BarChart("openb: pods placed by size (all workloads and seeds)", "placed (%)", sizes, ss, 0, 100)
+	b.WriteString("\n![pods placed by size](openb-placed-by-size.svg)\n")
+}
