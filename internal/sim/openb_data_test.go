@@ -57,15 +57,16 @@ func firstFail(r *OpenbResult) float64 {
 	return ff
 }
 
-// TestOpenbMatchesPublishedUntilFirstFailure: the seed-42 BestFit and FGD
-// curves equal the published ones (the FGD paper's simulator) in every
-// column whose arrivals all came before the first pod was turned away.
-// After it ours drift from the reference by up to 0.4 points (see
-// docs/benchmarks.md). By default it replays multigpu20, multigpu30 and
-// default (the first two have columns, 16 and 52, that only the
-// reference's rounding gets right); JOBFABRIC_OPENB_ALL=1 replays all 17
-// workloads of the published file.
-func TestOpenbMatchesPublishedUntilFirstFailure(t *testing.T) {
+// TestOpenbMatchesPublished: the seed-42 BestFit and FGD curves equal the
+// published ones (the FGD paper's simulator) in every column 0..130. Until
+// the first pod is turned away allocation is arrived demand whatever the
+// placements, so only the columns after it check the placement path: the
+// test asks that at least 20 of them are checked (they start at 6 % of
+// demand in gpuspec20, at about 93 % in default). By default it replays
+// multigpu20, multigpu30 and default (the first two have columns, 16 and
+// 52, that only the reference's rounding gets right);
+// JOBFABRIC_OPENB_ALL=1 replays all 17 workloads of the published file.
+func TestOpenbMatchesPublished(t *testing.T) {
 	dir := tracesDir(t)
 	f, err := os.Open(filepath.Join(dir, "fgd-expected", "analysis_allo_discrete.csv"))
 	if err != nil {
@@ -103,17 +104,19 @@ func TestOpenbMatchesPublishedUntilFirstFailure(t *testing.T) {
 				t.Fatalf("%s %s: no published seed-42 row", w, r.Label)
 			}
 			ff := firstFail(r)
-			// Column x averages arrivals below x+0.5 % (x+1.5 % when it
-			// borrows its neighbours).
-			checked := 0
-			for x := 0; x <= 130 && float64(x)+1.5 < ff; x++ {
-				checked++
+			after := 0
+			for x := 0; x <= 130; x++ {
 				if r.Alloc[x] != e.Alloc[x] {
 					t.Errorf("%s %s column %d: %v, published %v (first pod turned away at %.2f %%)", w, r.Label, x, r.Alloc[x], e.Alloc[x], ff)
 				}
+				// Column x averages arrivals from x-0.5 % (x-1.5 % when it
+				// borrows its neighbours).
+				if float64(x)-1.5 > ff {
+					after++
+				}
 			}
-			if checked < 5 {
-				t.Errorf("%s %s: only %d columns before the first failure at %.2f %%", w, r.Label, checked, ff)
+			if after < 20 {
+				t.Errorf("%s %s: only %d columns after the first refusal at %.2f %%: the placements are hardly checked", w, r.Label, after, ff)
 			}
 		}
 	}
