@@ -377,11 +377,11 @@ func order(orig []Pod, nodes []Node, tune float64, rng *rand.Rand) (pods []Pod, 
 // seeded generator between tuning the workload and naming the nodes: it
 // starts kube-scheduler's informers there, and each one's reflector draws
 // a random watch timeout (client-go: rand.Float64, one Int63) from the same
-// process-wide generator before the first node is created. Ten informers
-// start then; with any other count the node names, and so every tie-break,
-// differ from the published runs. With it the published seed-42 BestFit,
-// FGD, DotProd, GpuClustering and GpuPacking rows are reproduced in every
-// column (docs/benchmarks.md).
+// process-wide generator before the first node is created. The count is
+// measured, not read from kube-scheduler: of 0..20 extra draws only 10
+// reproduces the published runs (every BestFit, FGD, DotProd, GpuClustering
+// and GpuPacking row, all seeds, every column; docs/benchmarks.md); any
+// other count renames the nodes, and so changes every tie-break.
 const informerDraws = 10
 
 // topologyOf is the openb cluster as a jobfabric topology: one fabric, the
