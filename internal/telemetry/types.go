@@ -76,3 +76,13 @@ type Reading struct {
 type Reader interface {
 	Readings(k Key) []Reading
 }
+
+// The ingest side (store.go, scrape.go, config.go) provides:
+//
+//	func ParseConfig(b []byte) (Config, error)            // YAML: targets, rules, limits
+//	func NewStore(cfg Config, clock tstime.Clock, log *slog.Logger) (*Store, error)
+//	func (s *Store) Run(ctx context.Context)               // scrapes cfg.Targets on their intervals
+//	func (s *Store) Push(source string, body io.Reader, contentType string) (int, error)
+//	func (s *Store) Readings(k Key) []Reading              // Reader
+//	func (s *Store) All() []Reading                         // every current reading (hotspots)
+//	func (s *Store) Changed() <-chan struct{}               // signalled (coalesced) after an ingest
