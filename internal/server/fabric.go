@@ -268,7 +268,11 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 && len(ports) == 0 && sameJobs(held, s.fsm.HeldJobs()) {
 		return nil // nothing to commit
 	}
-	if !c.report.OK() {
+	s.metrics.VerifyFailures.Set(float64(len(c.report.Failures())))
+	if c.report.OK() {
+		s.metrics.VerifyOK.Set(1)
+	} else {
+		s.metrics.VerifyOK.Set(0)
 		for _, f := range c.report.Failures() {
 			cmd.Verify = append(cmd.Verify, f.String())
 		}
@@ -290,6 +294,7 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		}
 		return err
 	}
+	s.log.Info("fabric revision committed", "changed", len(cmd.Changed), "removed", len(cmd.Removed), "jobs_waiting", len(waiting), "cause", cmd.Cause)
 	return nil
 }
 
@@ -347,9 +352,16 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i] = state.DeployResult{Device: d.Name, Hash: d.Hash}
+			start := time.Now()
 			conds, err := chk.ApplyConditions(ctx, d)
+			took := time.Since(start)
+			s.metrics.DeployDuration.WithLabelValues(d.Name).Observe(took.Seconds())
 			if err != nil {
 				results[i].Error = err.Error()
+				s.metrics.DeployFailures.WithLabelValues(d.Name).Inc()
+				s.log.Warn("fabric deploy failed", "device", d.Name, "rev", d.Rev, "took", took, "err", err)
+			} else {
+				s.log.Info("fabric deployed", "device", d.Name, "rev", d.Rev, "took", took)
 			}
 			results[i].Conditions = conds
 			for _, c := range conds {

@@ -51,6 +51,9 @@ func (s *Server) handler() http.Handler {
 	for _, rt := range s.routes {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	// Not API routes: text, not JSON, answered by every member for itself.
+	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.Handle("/debug/pprof/", s.pprofHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, domain.Errorf(domain.CodeNotFound, "no API operation %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
 	})
@@ -59,6 +62,9 @@ func (s *Server) handler() http.Handler {
 
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := s.track(w, r, rt.path)
+		defer rec.done() // after the recover below has answered a panic
+		w = rec
 		// Every answer says the API revision, so a client notices skew
 		// without asking /v1/health.
 		w.Header().Set(RevisionHeader, strconv.Itoa(api.Revision))
@@ -110,6 +116,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(w, err)
 				return
 			}
+			rec.tokenID = p.tok.ID
 		}
 		if rt.sse != nil {
 			if err := rt.sse(w, r, p); err != nil {

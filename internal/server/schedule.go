@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/metrics"
 	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/state"
 )
@@ -28,10 +30,7 @@ func (s *Server) kickScheduler() {
 // a tick. Only the leader schedules; its plans go through Raft, where the
 // state machine re-checks them.
 func (s *Server) scheduleLoop(ctx context.Context) {
-	interval := s.cfg.ScheduleInterval
-	if interval <= 0 {
-		interval = defaultScheduleInterval
-	}
+	interval := s.scheduleInterval()
 	// The interval and the deadlines are the server's clock (a test steps
 	// a fake one); the burst window after a kick is real time, as the
 	// requests it waits for arrive in real time.
@@ -59,7 +58,9 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 			continue
 		}
 		s.cycles.begin()
+		start := time.Now()
 		next, err := s.scheduleOnce(ctx)
+		s.metrics.CycleDuration.Observe(metrics.Since(start))
 		s.cycles.end()
 		if err != nil {
 			s.log.Warn("scheduling cycle", "err", err)
@@ -68,6 +69,23 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 			due.Reset(max(next.Sub(s.clock.Now()), time.Millisecond))
 		}
 	}
+}
+
+func (s *Server) scheduleInterval() time.Duration {
+	if s.cfg.ScheduleInterval > 0 {
+		return s.cfg.ScheduleInterval
+	}
+	return defaultScheduleInterval
+}
+
+// reclaimBound is the promise a reclaim keeps: a job within its guarantee
+// is placed within the grace period and one cycle.
+func (s *Server) reclaimBound() time.Duration {
+	g := s.policy().Grace
+	if g <= 0 {
+		g = sched.DefaultPolicy.Grace
+	}
+	return g + s.scheduleInterval()
 }
 
 // cycleCount counts the leader's scheduling cycles, begun and ended, so
@@ -150,9 +168,11 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.commitPlan(cctx, cmd); err != nil {
+	res, err := s.commitPlan(cctx, cmd)
+	if err != nil {
 		return plan.Next, err
 	}
+	s.recordPlan(snap, plan, res, now)
 	if len(plan.Releases) > 0 {
 		s.kickScheduler() // released GPUs serve waiting jobs in the next cycle
 	}
@@ -160,18 +180,97 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 }
 
 // commitPlan proposes a cycle's plan and logs what the re-check refused.
-func (s *Server) commitPlan(ctx context.Context, cmd state.PlanApply) error {
+func (s *Server) commitPlan(ctx context.Context, cmd state.PlanApply) (*state.PlanResult, error) {
 	v, err := s.propose(ctx, state.CmdPlanApply, "scheduler", cmd)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if res, ok := v.(*state.PlanResult); ok && len(res.Rejected) > 0 {
+	res, _ := v.(*state.PlanResult)
+	if res != nil && len(res.Rejected) > 0 {
 		// The state moved between snapshot and commit; the next cycle
 		// sees the new state.
 		s.log.Info("plan re-check refused", "rejected", res.Rejected)
 		s.kickScheduler()
 	}
-	return nil
+	return res, nil
+}
+
+// recordPlan logs a committed plan's decisions and counts them: each
+// placement (and its admission latency), preemption, release, and the
+// latency of reclaims served. Only what the state machine committed
+// counts (res), not what its re-check refused.
+func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.PlanResult, now time.Time) {
+	if res == nil {
+		return
+	}
+	jobs := make(map[uint64]*domain.Job, len(snap.Jobs))
+	for _, j := range snap.Jobs {
+		jobs[j.ID] = j
+	}
+	committed := func(ids []uint64) map[uint64]bool {
+		m := make(map[uint64]bool, len(ids))
+		for _, id := range ids {
+			m[id] = true
+		}
+		return m
+	}
+	placed, preempted, released := committed(res.Placed), committed(res.Preempted), committed(res.Released)
+	for _, r := range plan.Releases {
+		if j := jobs[r.JobID]; j != nil && released[r.JobID] {
+			s.log.Info("job released", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "cause", r.Cause)
+		}
+	}
+	for _, p := range plan.Preemptions {
+		j := jobs[p.JobID]
+		if j == nil || !preempted[p.JobID] {
+			continue
+		}
+		kind := metrics.PreemptionKind(p.Reason.Code)
+		s.metrics.Preemptions.WithLabelValues(j.Tenant, j.Workspace, kind).Inc()
+		s.log.Info("job preempted", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "kind", kind,
+			"for_job", p.ForJob, "deadline", p.Deadline, "reason", p.Reason.Message)
+		if kind == "reclaimed" && p.ForJob != 0 {
+			if _, ok := s.reclaims[p.ForJob]; !ok {
+				s.reclaims[p.ForJob] = now
+				if f := jobs[p.ForJob]; f != nil {
+					s.log.Info("reclaim started", "job", f.ID, "tenant", f.Tenant, "workspace", f.Workspace, "bound", s.reclaimBound())
+				}
+			}
+		}
+	}
+	for _, p := range plan.Placements {
+		j := jobs[p.JobID]
+		if j == nil || !placed[p.JobID] {
+			continue
+		}
+		waited := now.Sub(j.SubmittedAt)
+		s.metrics.Placements.WithLabelValues(j.Tenant, j.Workspace).Inc()
+		s.metrics.AdmissionLatency.Observe(max(0, waited.Seconds()))
+		s.log.Info("job placed", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "level", p.Level,
+			"servers", len(p.Placement), "waited", waited)
+		if since, ok := s.reclaims[j.ID]; ok {
+			delete(s.reclaims, j.ID)
+			took, bound := now.Sub(since), s.reclaimBound()
+			s.metrics.ReclaimLatency.Observe(took.Seconds())
+			if took > bound {
+				s.metrics.ReclaimsOverdue.Inc()
+				s.log.Warn("reclaim served over its bound", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "took", took, "bound", bound)
+			} else {
+				s.log.Info("reclaim served", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "took", took, "bound", bound)
+			}
+		}
+	}
+	// A job that ended or left the queue is no longer waited for.
+	for id := range s.reclaims {
+		if j := jobs[id]; j == nil || j.State != domain.JobPending {
+			delete(s.reclaims, id)
+		}
+	}
+	for _, j := range snap.Jobs {
+		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("job pending", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "reason", r.Code, "message", r.Message)
+		}
+	}
 }
 
 // dryRun places spec against the current state as if it were the only

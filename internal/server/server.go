@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fileutil"
+	"github.com/jobfabric/jobfabric/internal/metrics"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
@@ -132,6 +133,11 @@ type Server struct {
 	// is never idle.
 	streams    context.Context
 	endStreams context.CancelFunc
+	// metrics is this server's registry (metrics.go); reclaims is the
+	// scheduling loop's memory of when the first reclaim for a job was
+	// issued (schedule.go), for the reclaim latency.
+	metrics  *metrics.Metrics
+	reclaims map[uint64]time.Time
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -158,6 +164,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
 	s.fabricComp.check = cfg.CheckFabricCompile
+	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
+	s.metrics.MustRegister(stateCollector{s.fsm})
+	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
 	switch {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver
@@ -446,7 +455,9 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	if derr := s.fsm.Check(b); derr != nil {
 		return nil, derr
 	}
+	start := time.Now()
 	resp, err := s.store.Apply(ctx, b)
+	s.metrics.ApplyDuration.Observe(metrics.Since(start))
 	if err != nil {
 		var nl *store.NotLeaderError
 		if errors.As(err, &nl) {
@@ -496,7 +507,11 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ch:
+		case leader, ok := <-ch:
+			if ok {
+				s.metrics.LeaderChanges.Inc()
+				s.log.Info("leadership changed", "leader", leader)
+			}
 			check()
 		case <-t.C:
 			check()

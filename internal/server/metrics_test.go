@@ -1,0 +1,335 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// metricsWorld is a seeded server with a placed job in acme/research, one
+// in globex/infer, and a job of globex/infer pending above its quota.
+type metricsWorld struct {
+	c       *devcluster.Cluster
+	url     string
+	pending *domain.Job
+}
+
+func newMetricsWorld(t *testing.T) *metricsWorld {
+	t.Helper()
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	for _, j := range []*domain.Job{submit(t, admin, "acme", "research", 8), submit(t, admin, "globex", "infer", 4)} {
+		waitJob(t, admin, j.ID, "placed", func(j *domain.Job) bool { return len(j.Placement) > 0 })
+	}
+	// globex/infer may hold 8 + 8; 4 held, 13 more is above it.
+	p := submit(t, admin, "globex", "infer", 13)
+	waitJob(t, admin, p.ID, "pending on its quota", func(j *domain.Job) bool {
+		return j.State == domain.JobPending && j.Reason != nil && j.Reason.Code == "workspace_quota"
+	})
+	return &metricsWorld{c: c, url: c.Servers[0].URL(), pending: p}
+}
+
+func scrape(t *testing.T, base, token string) (int, string) {
+	t.Helper()
+	return do(t, base, token, "GET", "/metrics", "")
+}
+
+func parseMetrics(t *testing.T, body string) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
+	}
+	return fams
+}
+
+// value finds the series of family name with exactly these labels (the
+// family's other labels ignored); ok false when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		for k, v := range labels {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsAfterSubmits(t *testing.T) {
+	w := newMetricsWorld(t)
+	code, body := scrape(t, w.url, w.c.AdminToken)
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics as admin: %d %s", code, body)
+	}
+	fams := parseMetrics(t, body)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"jobfabric_scheduler_pending_jobs", map[string]string{"tenant": "globex", "workspace": "infer", "reason": "workspace_quota"}, 1},
+		{"jobfabric_scheduler_placements_total", map[string]string{"tenant": "acme", "workspace": "research"}, 1},
+		{"jobfabric_scheduler_placements_total", map[string]string{"tenant": "globex", "workspace": "infer"}, 1},
+		{"jobfabric_workspace_quota_use_gpus", map[string]string{"tenant": "acme", "workspace": "research", "use": "guaranteed"}, 8},
+		{"jobfabric_workspace_quota_use_gpus", map[string]string{"tenant": "globex", "workspace": "infer", "use": "guaranteed"}, 4},
+		{"jobfabric_workspace_quota_use_gpus", map[string]string{"tenant": "acme", "workspace": "prod", "use": "borrowed"}, 0},
+		{"jobfabric_workspace_quota_gpus", map[string]string{"tenant": "acme", "workspace": "research", "limit": "borrow"}, 16},
+		{"jobfabric_tenant_quota_use_gpus", map[string]string{"tenant": "acme", "use": "guaranteed"}, 8},
+		{"jobfabric_scheduler_admission_latency_seconds", nil, 2},
+		{"jobfabric_http_requests_total", map[string]string{"method": "POST", "route": "/v1/jobs", "code": "201"}, 3},
+	} {
+		got, ok := value(fams, c.name, c.labels)
+		if !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if _, ok := value(fams, "jobfabric_scheduler_pending_jobs", map[string]string{"tenant": "acme"}); ok {
+		t.Errorf("acme has no pending job, but a series says so")
+	}
+	for _, name := range []string{"jobfabric_scheduler_cycle_duration_seconds", "jobfabric_raft_apply_duration_seconds",
+		"jobfabric_scheduler_reclaim_bound_seconds", "jobfabric_fabric_revision", "go_goroutines", "process_open_fds",
+		"jobfabric_raft_commit_time_seconds", "jobfabric_raft_state_leader_total", "jobfabric_raft_fsm_apply_seconds"} {
+		if fams[name] == nil {
+			t.Errorf("family %s missing", name)
+		}
+	}
+	// Routes are patterns, never URLs: a job's ID is not a label value.
+	for _, m := range fams["jobfabric_http_requests_total"].Metric {
+		for _, l := range m.Label {
+			if l.GetName() == "route" && strings.Contains(l.GetValue(), fmt.Sprint(w.pending.ID)) {
+				t.Errorf("route label %q carries a job ID", l.GetValue())
+			}
+		}
+	}
+}
+
+// TestMetricsTenantScope reads /metrics from the attacker's side: a tenant
+// token sees only series labelled with its own tenant (a member's, its
+// workspace), never another tenant's or workspace's names; no token and a
+// forged one are refused.
+func TestMetricsTenantScope(t *testing.T) {
+	w := newMetricsWorld(t)
+	admin := w.c.Client(0)
+	// Pending work in acme/prod too, so the member's filter has something
+	// of its own tenant to hide.
+	submit(t, admin, "acme", "prod", 16)
+	for _, c := range []struct {
+		name, token string
+		want        []string // must appear
+		never       []string // must not appear anywhere in the body
+	}{
+		{"acme tenant-admin", mustToken(t, admin, domain.RoleTenantAdmin, "acme", ""),
+			[]string{`tenant="acme",workspace="research"`, `workspace="prod"`}, []string{"globex", "infer", "go_goroutines", "jobfabric_http_requests_total"}},
+		{"acme member of research", mustToken(t, admin, domain.RoleMember, "acme", "research"),
+			[]string{`tenant="acme",workspace="research"`}, []string{"globex", "infer", `"prod"`}},
+		{"acme runtime", mustToken(t, admin, domain.RoleRuntime, "acme", ""),
+			[]string{`tenant="acme"`}, []string{"globex", "infer"}},
+		{"globex tenant-admin", mustToken(t, admin, domain.RoleTenantAdmin, "globex", ""),
+			[]string{`tenant="globex",workspace="infer"`, `reason="workspace_quota"`}, []string{"acme", "research", `"prod"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := scrape(t, w.url, c.token)
+			if code != http.StatusOK {
+				t.Fatalf("GET /metrics: %d %s", code, body)
+			}
+			parseMetrics(t, body)
+			for _, s := range c.want {
+				if !strings.Contains(body, s) {
+					t.Errorf("%q missing from its own scope:\n%s", s, body)
+				}
+			}
+			for _, s := range c.never {
+				if strings.Contains(body, s) {
+					t.Errorf("%q leaked:\n%s", s, body)
+				}
+			}
+		})
+	}
+	for name, tok := range map[string]string{"no token": "", "forged": "jf_000000000000_" + strings.Repeat("ab", 32)} {
+		if code, body := scrape(t, w.url, tok); code != http.StatusUnauthorized || strings.Contains(body, "jobfabric_") {
+			t.Errorf("%s: GET /metrics = %d %q, want 401 and no series", name, code, body)
+		}
+	}
+}
+
+func TestPprofAdminOnly(t *testing.T) {
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	platformRT, err := admin.CreateToken(ctxT(t), tokReq(domain.RoleRuntime, "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := c.Servers[0].URL()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+		for name, want := range map[string]int{c.AdminToken: 200, "": 401,
+			mustToken(t, admin, domain.RoleTenantAdmin, "acme", ""):    403,
+			mustToken(t, admin, domain.RoleMember, "acme", "research"): 403,
+			platformRT.Secret: 403} {
+			code, body := do(t, base, name, "GET", path, "")
+			if code != want {
+				t.Errorf("GET %s with token %.12q: %d, want %d (%.200s)", path, name, code, want, body)
+			}
+			if want != 200 && strings.Contains(body, "goroutine") {
+				t.Errorf("GET %s refused but answered a profile: %.200s", path, body)
+			}
+		}
+	}
+}
+
+// TestMetricsPromtoolLint lints the exposition with Prometheus' own
+// promtool (Debian package prometheus).
+func TestMetricsPromtoolLint(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not found (Debian package prometheus): cannot lint /metrics")
+	}
+	w := newMetricsWorld(t)
+	_, body := scrape(t, w.url, w.c.AdminToken)
+	cmd := exec.CommandContext(ctxT(t), promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestPrometheusScrapesMetrics runs Debian's prometheus server against a
+// test server: it scrapes /metrics with a bearer token file, and its query
+// API answers the pending-jobs series.
+func TestPrometheusScrapesMetrics(t *testing.T) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus not found (Debian package prometheus): cannot scrape with the real server")
+	}
+	w := newMetricsWorld(t)
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "token")
+	// A tenant token: the scrape sees the tenant's series only.
+	tok := mustToken(t, w.c.Client(0), domain.RoleTenantAdmin, "globex", "")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(w.url)
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: jobfabric
+    metrics_path: /metrics
+    authorization:
+      type: Bearer
+      credentials_file: %s
+    static_configs:
+      - targets: [%q]
+`, tokFile, target.Host)
+	cfgFile := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+
+	// An external process on real time: poll its query API with a deadline.
+	deadline := time.Now().Add(45 * time.Second)
+	q := "http://" + addr + "/api/v1/query?query=" + url.QueryEscape(`jobfabric_scheduler_pending_jobs{tenant="globex",workspace="infer",reason="workspace_quota"}`)
+	var last string
+	for time.Now().Before(deadline) {
+		if v, ok := queryValue(q, &last); ok {
+			if v != "1" {
+				t.Fatalf("prometheus answered %s pending jobs, want 1: %s", v, last)
+			}
+			return
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctxT(t).Done():
+		}
+	}
+	t.Fatalf("prometheus never answered the pending-jobs series; last answer %s\nprometheus log:\n%s", last, logs.String())
+}
+
+// queryValue asks prometheus' query API; ok when it answered one series.
+func queryValue(q string, last *string) (string, bool) {
+	resp, err := http.Get(q)
+	if err != nil {
+		*last = err.Error()
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	*last = string(b)
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &r) != nil || r.Status != "success" || len(r.Data.Result) != 1 {
+		return "", false
+	}
+	v, _ := r.Data.Result[0].Value[1].(string)
+	return v, true
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
