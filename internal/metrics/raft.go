@@ -62,8 +62,8 @@ func raftBridge() prometheus.Collector {
 			return
 		}
 		cfg := gometrics.DefaultConfig("") // no service prefix: keys stay raft.*
-		cfg.EnableHostname = false       // no hostname prefix on gauges
-		cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
+		cfg.EnableHostname = false         // no hostname prefix on gauges
+		cfg.EnableRuntimeMetrics = false   // the Go collector covers the runtime
 		cfg.FilterDefault = false
 		cfg.AllowedPrefixes = raftKeys
 		if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
