@@ -6,6 +6,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -23,18 +24,28 @@ import (
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
-func logger(level string) (*slog.Logger, error) {
+// logger builds the server's logger from --log-level and --log-format:
+// text (slog's key=value lines) or json (one object a line, for log
+// shippers).
+func logger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, domain.Invalid("log-level", "log-level %q is not one of debug, info, warn, error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, domain.Invalid("log-format", "log-format %q is not one of text, json", format)
 }
 
 func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
-	var level, secretFile string
+	var level, format, secretFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
@@ -57,7 +68,7 @@ multi-server cluster.`,
 			if bootstrap && cfg.Join != "" {
 				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
 			}
-			log, err := logger(level)
+			log, err := logger(g.stderr, level, format)
 			if err != nil {
 				return err
 			}
@@ -105,6 +116,7 @@ multi-server cluster.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the API and raft over TLS with this certificate")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key of --tls-cert")
 	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&format, "log-format", "text", "text (key=value lines) or json (one object a line)")
 	f.DurationVar(&cfg.PreemptionGrace, "preemption-grace", 30*time.Second, "how long a preempted job has to stop before its GPUs are released anyway")
 	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
@@ -153,6 +165,9 @@ type demoOptions struct {
 	// (reports jobs running, stops preempted ones), so placement, borrowing,
 	// reclaim and explanations happen in front of the user.
 	feed time.Duration
+	// logLevel and logFormat configure the embedded server's log (on
+	// stderr): quiet by default, the demo talks through its own output.
+	logLevel, logFormat string
 }
 
 func newDemoCmd(g *globals) *cobra.Command {
@@ -171,6 +186,8 @@ func newDemoCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.stripes, "stripes", 2, "stripes of the demo cluster")
 	f.IntVar(&o.sps, "servers-per-stripe", 4, "servers per stripe (8 H100 GPUs each)")
 	f.DurationVar(&o.feed, "feed", 5*time.Second, "submit a demo job this often and act as their runtime (0: no stream)")
+	f.StringVar(&o.logLevel, "log-level", "error", "the embedded server's log level: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "the embedded server's log format: text or json")
 	return cmd
 }
 
@@ -190,7 +207,10 @@ func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, tok
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	log, _ := logger("error")
+	log, err := logger(g.stderr, firstOf(o.logLevel, "error"), firstOf(o.logFormat, "text"))
+	if err != nil {
+		return err
+	}
 	s, err := server.Start(ctx, server.Config{DataDir: dir, Listen: o.listen, Logger: log})
 	if err != nil {
 		return err
