@@ -18,7 +18,7 @@ type quotaView struct {
 	jobs []*domain.Job
 }
 
-func (v quotaView) Topology() *domain.Topology               { return v.topo }
+func (v quotaView) Topology() *domain.Topology              { return v.topo }
 func (v quotaView) Workspaces() iter.Seq[*domain.Workspace] { return slices.Values(v.ws) }
 func (v quotaView) LiveJobs() iter.Seq[*domain.Job]         { return slices.Values(v.jobs) }
 
