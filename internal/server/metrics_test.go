@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -332,4 +334,75 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRequestAndDecisionLogs: a submit is logged as a request (route
+// pattern, status, the token's ID and never its secret) and its placement
+// as a decision naming job, tenant and workspace.
+func TestRequestAndDecisionLogs(t *testing.T) {
+	var logs lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{RaftTimeout: time.Second,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	admin := c.Client(0)
+	seed(t, admin)
+	j := submit(t, admin, "acme", "research", 8)
+	waitJob(t, admin, j.ID, "placed", func(j *domain.Job) bool { return len(j.Placement) > 0 })
+	do(t, c.Servers[0].URL(), c.AdminToken, "GET", fmt.Sprintf("/v1/jobs/%d", j.ID), "")
+	tokID := strings.Split(c.AdminToken, "_")[1]
+
+	var sawSubmit, sawGet, sawPlaced bool
+	deadline := time.Now().Add(10 * time.Second)
+	for !(sawSubmit && sawGet && sawPlaced) && time.Now().Before(deadline) {
+		out := logs.String()
+		if strings.Contains(out, c.AdminToken) || strings.Contains(out, strings.Split(c.AdminToken, "_")[2]) {
+			t.Fatal("a token's secret is in the log")
+		}
+		sawSubmit, sawGet, sawPlaced = false, false, false
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("log line is not JSON: %q", line)
+			}
+			switch {
+			case r["msg"] == "request" && r["route"] == "/v1/jobs" && r["method"] == "POST" && r["status"] == float64(201) && r["token"] == tokID && r["level"] == "INFO":
+				sawSubmit = true
+			case r["msg"] == "request" && r["route"] == "/v1/jobs/{id}" && r["method"] == "GET" && r["status"] == float64(200) && r["level"] == "DEBUG":
+				sawGet = true
+			case r["msg"] == "job placed" && r["job"] == float64(j.ID) && r["tenant"] == "acme" && r["workspace"] == "research":
+				sawPlaced = true
+			}
+		}
+		if !(sawSubmit && sawGet && sawPlaced) {
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
+	if !sawSubmit || !sawGet || !sawPlaced {
+		t.Fatalf("submit request %v, get request %v, placement %v logged; log:\n%s", sawSubmit, sawGet, sawPlaced, logs.String())
+	}
 }
