@@ -55,7 +55,11 @@ func (s *Server) handler() http.Handler {
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.Handle("/debug/pprof/", s.pprofHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, domain.Errorf(domain.CodeNotFound, "no API operation %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
+		// Counted under one route: a scanner's paths must not grow the
+		// label set.
+		rec := s.track(w, r, "unmatched")
+		defer rec.done()
+		writeError(rec, domain.Errorf(domain.CodeNotFound, "no API operation %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
 	})
 	return mux
 }

@@ -499,3 +499,25 @@ func TestReclaimMetrics(t *testing.T) {
 		t.Errorf("owner's view of /metrics:\n%s", body)
 	}
 }
+
+// TestRequestLabelsBounded: paths and methods nobody routes are counted
+// under one route and method, so a scanner cannot grow the label set.
+func TestRequestLabelsBounded(t *testing.T) {
+	c := startCluster(t, 1)
+	base := c.Servers[0].URL()
+	for i := range 5 {
+		do(t, base, "", "GET", fmt.Sprintf("/scan/%d", i), "")
+		do(t, base, "", fmt.Sprintf("BREW%d", i), "/debug/pprof/", "")
+	}
+	_, body := scrape(t, base, c.AdminToken)
+	fams := parseMetrics(t, body)
+	if v, _ := value(fams, "jobfabric_http_requests_total", map[string]string{"method": "GET", "route": "unmatched", "code": "404"}); v != 5 {
+		t.Errorf("unmatched GETs counted %v, want 5", v)
+	}
+	if v, _ := value(fams, "jobfabric_http_requests_total", map[string]string{"method": "other", "route": "/debug/pprof/", "code": "401"}); v != 5 {
+		t.Errorf("unknown methods counted %v, want 5 under method other", v)
+	}
+	if strings.Contains(body, "/scan/") || strings.Contains(body, "BREW") {
+		t.Errorf("a client's path or method became a label:\n%s", body)
+	}
+}

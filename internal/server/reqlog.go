@@ -61,8 +61,9 @@ func (rec *requestRecord) done() {
 	}
 	d := time.Since(rec.start)
 	m := rec.s.metrics
-	m.Requests.WithLabelValues(rec.r.Method, rec.route, strconv.Itoa(rec.status)).Inc()
-	m.RequestDuration.WithLabelValues(rec.r.Method, rec.route).Observe(d.Seconds())
+	method := methodLabel(rec.r.Method)
+	m.Requests.WithLabelValues(method, rec.route, strconv.Itoa(rec.status)).Inc()
+	m.RequestDuration.WithLabelValues(method, rec.route).Observe(d.Seconds())
 	level := slog.LevelDebug
 	switch {
 	case rec.status >= 500:
@@ -83,6 +84,16 @@ func (rec *requestRecord) done() {
 		attrs = append(attrs, slog.String("forwarded_by", by))
 	}
 	log.LogAttrs(rec.r.Context(), level, "request", attrs...)
+}
+
+// methodLabel bounds the method label: net/http accepts any token as a
+// method, and the catch-all and pprof routes match every one.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 func contextWith(r *http.Request, k, v any) context.Context {
