@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"iter"
 	"slices"
 	"testing"
@@ -48,6 +49,38 @@ func TestQuotaUseLent(t *testing.T) {
 	for ref, w := range want {
 		if got[ref] != w {
 			t.Errorf("%s: guaranteed, borrowed, lent = %v, want %v", ref, got[ref], w)
+		}
+	}
+}
+
+// BenchmarkScrapeStateRead is what a /metrics scrape does under the state's
+// read lock (applies wait meanwhile): pending jobs by workspace and reason,
+// and quota use, at 1,000 workspaces and 20,000 live jobs (half placed).
+func BenchmarkScrapeStateRead(b *testing.B) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 16, ServersPerStripe: 32, GPUsPerServer: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := topo.Servers()
+	v := quotaView{topo: topo}
+	reasons := []string{"", "capacity", "workspace_quota", "topology", "queued_behind"}
+	for i := range 1000 {
+		v.ws = append(v.ws, &domain.Workspace{Tenant: fmt.Sprintf("t%03d", i/10), Name: fmt.Sprintf("w%d", i%10), Guaranteed: 4, BorrowLimit: 8, LendLimit: 2})
+	}
+	for i := range 20000 {
+		w := v.ws[i%len(v.ws)]
+		j := &domain.Job{ID: uint64(i + 1), JobSpec: domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, GPUs: 1}, State: domain.JobPending}
+		if i%2 == 0 {
+			j.State, j.Placement = domain.JobRunning, []domain.Placement{{Server: srv[i%len(srv)].Name, GPUs: []int{i % 8}}}
+		} else {
+			j.Reason = &domain.Reason{Code: reasons[i%len(reasons)]}
+		}
+		v.jobs = append(v.jobs, j)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(pendingByReason(v)) == 0 || len(quotaUse(v)) != 1000 {
+			b.Fatal("nothing counted")
 		}
 	}
 }
