@@ -126,9 +126,9 @@ func New() *Metrics {
 
 // Register adds a collector to the server's registry: the hook for
 // families built elsewhere (per-job path health). Series about a tenant's
-// jobs must carry the tenant label (LabelTenant, and LabelWorkspace when
-// they name a workspace's objects): a tenant-scoped reader sees only
-// series labelled with its tenant.
+// jobs must carry the tenant label (LabelTenant) and the workspace label
+// (LabelWorkspace): a tenant-scoped reader sees only series labelled with
+// its tenant, a member only those labelled with its workspace too.
 func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
 
 // MustRegister is Register for collectors whose families are fixed.

@@ -55,7 +55,6 @@ func TestFilterScopes(t *testing.T) {
 		}},
 		{"member acme/research", Scope{Tenant: "acme", Workspace: "research"}, map[string][]string{
 			"jobfabric_scheduler_placements_total": {"tenant=acme,workspace=research,"},
-			"jobfabric_job_path_healthy":           {"job=7,tenant=acme,"},
 		}},
 		{"tenant globex", Scope{Tenant: "globex"}, map[string][]string{
 			"jobfabric_scheduler_placements_total":  {"tenant=globex,workspace=infer,"},

@@ -16,8 +16,9 @@ type Scope struct {
 	// without a tenant label (process, API, raft, fabric devices) are
 	// platform-wide and not shown. Empty (and not All): nothing.
 	Tenant string
-	// Workspace, when set, further drops series of the tenant's other
-	// workspaces (a member token sees its own workspace).
+	// Workspace, when set, keeps only series whose workspace label is
+	// this workspace (a member token sees its own workspace, not its
+	// tenant's totals).
 	Workspace string
 }
 
@@ -46,10 +47,11 @@ func Filter(fams []*dto.MetricFamily, scope Scope) []*dto.MetricFamily {
 	return out
 }
 
-// sees: the tenant label must be present and the scope's; a workspace
-// label, when present and the scope names one, must be the scope's.
+// sees: the tenant label must be present and the scope's; with a
+// workspace in the scope, the workspace label too (a member sees nothing
+// of its tenant's other workspaces, their sums included).
 func (sc Scope) sees(m *dto.Metric) bool {
-	tenantOK := false
+	tenantOK, wsOK := false, sc.Workspace == ""
 	for _, l := range m.Label {
 		switch l.GetName() {
 		case LabelTenant:
@@ -58,12 +60,15 @@ func (sc Scope) sees(m *dto.Metric) bool {
 			}
 			tenantOK = true
 		case LabelWorkspace:
-			if sc.Workspace != "" && l.GetValue() != sc.Workspace {
-				return false
+			if sc.Workspace != "" {
+				if l.GetValue() != sc.Workspace {
+					return false
+				}
+				wsOK = true
 			}
 		}
 	}
-	return tenantOK
+	return tenantOK && wsOK
 }
 
 // Handler serves the registry in the exposition format, as scope(r) sees

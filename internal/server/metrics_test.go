@@ -167,7 +167,7 @@ func TestMetricsTenantScope(t *testing.T) {
 		{"acme tenant-admin", mustToken(t, admin, domain.RoleTenantAdmin, "acme", ""),
 			[]string{`tenant="acme",workspace="research"`, `workspace="prod"`}, []string{"globex", "infer", "go_goroutines", "jobfabric_http_requests_total"}},
 		{"acme member of research", mustToken(t, admin, domain.RoleMember, "acme", "research"),
-			[]string{`tenant="acme",workspace="research"`}, []string{"globex", "infer", `"prod"`}},
+			[]string{`tenant="acme",workspace="research"`}, []string{"globex", "infer", `"prod"`, "jobfabric_tenant_quota_use_gpus"}},
 		{"acme runtime", mustToken(t, admin, domain.RoleRuntime, "acme", ""),
 			[]string{`tenant="acme"`}, []string{"globex", "infer"}},
 		{"globex tenant-admin", mustToken(t, admin, domain.RoleTenantAdmin, "globex", ""),
