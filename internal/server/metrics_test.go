@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
@@ -128,6 +129,13 @@ func TestMetricsAfterSubmits(t *testing.T) {
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
+	}
+	// The single server became leader once, and its own commits were timed.
+	if v, _ := value(fams, "jobfabric_raft_leader_changes_total", nil); v != 1 {
+		t.Errorf("leader changes %v, want 1", v)
+	}
+	if v, _ := value(fams, "jobfabric_raft_apply_duration_seconds", nil); v < 5 {
+		t.Errorf("%v commits timed, want at least the seed's and the submits'", v)
 	}
 	if _, ok := value(fams, "jobfabric_scheduler_pending_jobs", map[string]string{"tenant": "acme"}); ok {
 		t.Errorf("acme has no pending job, but a series says so")
@@ -519,5 +527,54 @@ func TestRequestLabelsBounded(t *testing.T) {
 	}
 	if strings.Contains(body, "/scan/") || strings.Contains(body, "BREW") {
 		t.Errorf("a client's path or method became a label:\n%s", body)
+	}
+}
+
+// TestFabricMetrics: a device whose deploy fails is counted and shown out
+// of sync by name; the others deployed, timed and in sync; the verifier
+// passed. Devices are the platform's: a tenant's view has none.
+func TestFabricMetrics(t *testing.T) {
+	drv := &flaky{File: deploy.File{Dir: t.TempDir()}, fail: map[string]bool{"s1-leaf7": true}}
+	c := startTuned(t, func(cfg *server.Config) { cfg.Driver = drv })
+	admin := c.Client(0)
+	seed(t, admin)
+	j := submit(t, admin, "acme", "research", 8)
+	waitJob(t, admin, j.ID, "waiting on s1-leaf7", func(j *domain.Job) bool {
+		return j.State == domain.JobPlaced && j.Reason != nil && strings.Contains(j.Reason.Message, "s1-leaf7 (deploy failed")
+	})
+	_, body := scrape(t, c.Servers[0].URL(), c.AdminToken)
+	fams := parseMetrics(t, body)
+	if v, _ := value(fams, "jobfabric_fabric_deploy_failures_total", map[string]string{"device": "s1-leaf7"}); v < 1 {
+		t.Errorf("s1-leaf7's failed deploys counted %v, want at least 1", v)
+	}
+	if _, ok := value(fams, "jobfabric_fabric_deploy_failures_total", map[string]string{"device": "s1-leaf0"}); ok {
+		t.Errorf("s1-leaf0 deployed, but a failure series names it")
+	}
+	for _, cs := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"jobfabric_fabric_device_in_sync", map[string]string{"device": "s1-leaf7"}, 0},
+		{"jobfabric_fabric_device_in_sync", map[string]string{"device": "s1-leaf0"}, 1},
+		{"jobfabric_fabric_verify_ok", nil, 1},
+		{"jobfabric_fabric_verify_failures", nil, 0},
+	} {
+		if got, ok := value(fams, cs.name, cs.labels); !ok || got != cs.want {
+			t.Errorf("%s%v = %v (present %v), want %v", cs.name, cs.labels, got, ok, cs.want)
+		}
+	}
+	if v, _ := value(fams, "jobfabric_fabric_deploy_duration_seconds", map[string]string{"device": "s1-leaf0"}); v < 1 {
+		t.Errorf("s1-leaf0's deploys timed %v times, want at least 1", v)
+	}
+	if v, _ := value(fams, "jobfabric_fabric_revision", nil); v < 1 {
+		t.Errorf("fabric revision %v, want at least 1", v)
+	}
+	if v, _ := value(fams, "jobfabric_fabric_device_deployed_revision", map[string]string{"device": "s1-leaf7"}); v != 0 {
+		t.Errorf("s1-leaf7 never deployed, but its deployed revision is %v", v)
+	}
+	_, body = scrape(t, c.Servers[0].URL(), mustToken(t, admin, domain.RoleTenantAdmin, "acme", ""))
+	if strings.Contains(body, "s1-leaf") || strings.Contains(body, "jobfabric_fabric_") {
+		t.Errorf("a tenant's view shows the platform's devices:\n%s", body)
 	}
 }
