@@ -578,3 +578,38 @@ func TestFabricMetrics(t *testing.T) {
 		t.Errorf("a tenant's view shows the platform's devices:\n%s", body)
 	}
 }
+
+// TestFollowerMetrics: a follower answers /metrics itself (not forwarded):
+// it runs no scheduling cycle, yet its state families show the replicated
+// pending job.
+func TestFollowerMetrics(t *testing.T) {
+	c := startCluster(t, 3)
+	li, err := c.WaitLeader(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Client(li)
+	seed(t, admin)
+	p := submit(t, admin, "globex", "infer", 16)
+	waitJob(t, admin, p.ID, "placed", func(j *domain.Job) bool { return len(j.Placement) > 0 })
+	q := submit(t, admin, "globex", "infer", 1)
+	waitJob(t, admin, q.ID, "pending on its quota", func(j *domain.Job) bool {
+		return j.State == domain.JobPending && j.Reason != nil && j.Reason.Code == "workspace_quota"
+	})
+	fi := (li + 1) % 3
+	waitState(t, c.Servers[fi], "the follower has the reason", func(f *state.FSM) bool {
+		j, ok := f.Job(q.ID)
+		return ok && j.Reason != nil && j.Reason.Code == "workspace_quota"
+	})
+	_, body := scrape(t, c.Servers[fi].URL(), c.AdminToken)
+	fams := parseMetrics(t, body)
+	if v, _ := value(fams, "jobfabric_scheduler_pending_jobs", map[string]string{"tenant": "globex", "workspace": "infer", "reason": "workspace_quota"}); v != 1 {
+		t.Errorf("follower's pending jobs %v, want 1", v)
+	}
+	if v, _ := value(fams, "jobfabric_workspace_quota_use_gpus", map[string]string{"tenant": "globex", "workspace": "infer", "use": "borrowed"}); v != 8 {
+		t.Errorf("follower's borrowed GPUs of globex/infer %v, want 8", v)
+	}
+	if v, ok := value(fams, "jobfabric_scheduler_cycle_duration_seconds", nil); !ok || v != 0 {
+		t.Errorf("a follower timed %v scheduling cycles (present %v): it answered for the leader", v, ok)
+	}
+}
