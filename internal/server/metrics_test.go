@@ -542,8 +542,17 @@ func TestFabricMetrics(t *testing.T) {
 	waitJob(t, admin, j.ID, "waiting on s1-leaf7", func(j *domain.Job) bool {
 		return j.State == domain.JobPlaced && j.Reason != nil && strings.Contains(j.Reason.Message, "s1-leaf7 (deploy failed")
 	})
-	_, body := scrape(t, c.Servers[0].URL(), c.AdminToken)
-	fams := parseMetrics(t, body)
+	// The job's reason can name s1-leaf7 before the other devices' reports
+	// of the same revision are committed: scrape until s1-leaf0's is.
+	var body string
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = scrape(t, c.Servers[0].URL(), c.AdminToken)
+		fams = parseMetrics(t, body)
+		if v, _ := value(fams, "jobfabric_fabric_device_in_sync", map[string]string{"device": "s1-leaf0"}); v == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if v, _ := value(fams, "jobfabric_fabric_deploy_failures_total", map[string]string{"device": "s1-leaf7"}); v < 1 {
 		t.Errorf("s1-leaf7's failed deploys counted %v, want at least 1", v)
 	}
