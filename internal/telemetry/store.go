@@ -36,7 +36,7 @@ type Store struct {
 	// dropped counts series refused by the cardinality limit; the log
 	// says what, at most once per dropLogEvery.
 	dropped      uint64
-	droppedLog   int
+	droppedLog   int // drops not logged since the last line
 	lastDropLog  time.Time
 	lastDropWhat string
 }
@@ -376,13 +376,13 @@ func (s *Store) newSeries(src *source, name, id string, cands []famRule, labels 
 // dropLog says what was dropped, at most once per dropLogEvery, with the
 // count dropped since the last line. s.mu is held.
 func (s *Store) dropLog(src *source, name, id, why string) {
-	s.droppedLog++
 	now := s.clock.Now()
 	if !s.lastDropLog.IsZero() && now.Sub(s.lastDropLog) < dropLogEvery {
+		s.droppedLog++
 		return
 	}
 	s.log.Warn("telemetry: series dropped", "source", src.name, "metric", name,
-		"series", printableID(id), "reason", why, "dropped_since_last_log", s.droppedLog, "dropped_total", s.dropped)
+		"series", printableID(id), "reason", why, "unlogged_since_last_line", s.droppedLog, "dropped_total", s.dropped)
 	s.lastDropLog, s.droppedLog = now, 0
 }
 
