@@ -161,13 +161,22 @@ func formatOf(contentType string) expfmt.Format {
 	return f
 }
 
-// decode parses a whole exposition with expfmt.
-func decode(body io.Reader, contentType string) ([]*dto.MetricFamily, error) {
-	f := formatOf(contentType)
-	if f == expfmt.FmtUnknown {
-		return nil, &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Type",
+// CheckContentType refuses a Content-Type that is no exposition format
+// expfmt decodes (before a body is read).
+func CheckContentType(contentType string) error {
+	if formatOf(contentType) == expfmt.FmtUnknown {
+		return &domain.Error{Code: domain.CodeUnsupportedMediaType, Field: "Content-Type",
 			Message: fmt.Sprintf("Content-Type %q is not an exposition format: send text/plain; version=0.0.4, application/openmetrics-text or delimited protobuf", contentType)}
 	}
+	return nil
+}
+
+// decode parses a whole exposition with expfmt.
+func decode(body io.Reader, contentType string) ([]*dto.MetricFamily, error) {
+	if err := CheckContentType(contentType); err != nil {
+		return nil, err
+	}
+	f := formatOf(contentType)
 	dec := expfmt.NewDecoder(body, f)
 	var out []*dto.MetricFamily
 	for {
