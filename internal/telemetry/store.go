@@ -220,7 +220,9 @@ func (s *Store) ingest(src *source, fams []*dto.MetricFamily, at time.Time) Inge
 		}
 		for _, m := range mf.Metric {
 			v, ok := valueOf(mf.GetType(), m)
-			if !ok {
+			// NaN (Prometheus' staleness marker) and infinities carry no
+			// count: a counter's increase over them would be NaN.
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				res.Ignored++
 				continue
 			}
@@ -449,13 +451,13 @@ func (se *series) rate() float64 {
 		if cur.v >= prev.v {
 			inc += cur.v - prev.v
 		} else {
-			inc += cur.v
+			inc += max(cur.v, 0)
 		}
 		prev = cur
 	}
 	dt := float64(se.at(se.n-1).t-se.at(0).t) / 1e9
-	if dt <= 0 {
-		return 0
+	if dt <= 0 || math.IsInf(inc, 0) {
+		return 0 // no time between samples, or counters beyond float range
 	}
 	return inc / dt
 }
@@ -471,9 +473,6 @@ func (s *Store) reading(se *series, now time.Time) Reading {
 	r.Value = v * se.scale
 	if se.counter {
 		r.Rate = se.rate() * se.scale
-	}
-	if math.IsNaN(r.Value) {
-		r.Value = 0
 	}
 	r.Stale = se.missing > 0 || now.Sub(se.src.lastOK) > se.src.staleness
 	return r
