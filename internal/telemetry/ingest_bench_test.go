@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
@@ -75,10 +77,40 @@ push: [{name: leaves, rules: [sonic-exporter, leaf-pfc]}]
 // workers (as Run's per-target loops are). It reports samples/s and,
 // after the rounds, the Go heap in use and the process RSS.
 func BenchmarkIngest(b *testing.B) {
+	b.Run("format=text", func(b *testing.B) { benchIngest(b, false) })
+	b.Run("format=protobuf", func(b *testing.B) { benchIngest(b, true) })
+}
+
+// protoOf re-encodes an exposition as delimited protobuf, as an exporter
+// answers a scrape that asks for it.
+func protoOf(b testing.TB, text []byte) []byte {
+	fams, err := decode(bytes.NewReader(text), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out bytes.Buffer
+	enc := expfmt.NewEncoder(&out, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+func benchIngest(b *testing.B, proto bool) {
+	ctype := "text/plain; version=0.0.4"
+	if proto {
+		ctype = string(expfmt.NewFormat(expfmt.TypeProtoDelim))
+	}
 	bodies := [2][][]byte{}
 	for r := range bodies {
+		body := benchLeaf(r)
+		if proto {
+			body = protoOf(b, body)
+		}
 		for l := 0; l < benchLeaves; l++ {
-			bodies[r] = append(bodies[r], benchLeaf(r))
+			bodies[r] = append(bodies[r], body)
 		}
 	}
 	runtime.GC()
@@ -106,7 +138,7 @@ func BenchmarkIngest(b *testing.B) {
 			wg.Go(func() {
 				n := 0
 				for l := range next {
-					res, err := s.PushWith("leaves", PushOptions{Device: names[l]}, bytes.NewReader(bodies[r%2][l]), "text/plain; version=0.0.4")
+					res, err := s.PushWith("leaves", PushOptions{Device: names[l]}, bytes.NewReader(bodies[r%2][l]), ctype)
 					if err != nil || res.Dropped+res.Ignored != 0 {
 						panic(fmt.Sprintf("leaf %d: %+v %v", l, res, err))
 					}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type source struct {
 	gen       uint64
 	series    map[string]*series
 	families  map[string][]famRule
+	strs      map[string]string // intern
 }
 
 // famRule is a rule whose metric pattern matches a family name, with what
@@ -128,7 +130,7 @@ func NewStore(cfg Config, clock tstime.Clock, log *slog.Logger) (*Store, error) 
 
 func newSource(name, device string, rules []*compiledRule, stale time.Duration) *source {
 	return &source{name: name, device: device, rules: rules, staleness: stale,
-		series: map[string]*series{}, families: map[string][]famRule{}}
+		series: map[string]*series{}, families: map[string][]famRule{}, strs: map[string]string{}}
 }
 
 // Changed is signalled after an ingest changed the store; signals
@@ -289,6 +291,23 @@ func (src *source) candidates(name string) []famRule {
 	return out
 }
 
+// intern returns one copy of a string per source: a leaf's series share
+// its device, metric names and ports, and a copy holds no decoder's buffer
+// alive. The table is bounded like the family cache.
+func (src *source) intern(v string) string {
+	if c, ok := src.strs[v]; ok {
+		return c
+	}
+	if len(src.strs) >= maxInterned {
+		clear(src.strs)
+	}
+	c := strings.Clone(v)
+	src.strs[c] = c
+	return c
+}
+
+const maxInterned = 1 << 16
+
 func valueOf(t dto.MetricType, m *dto.Metric) (float64, bool) {
 	switch {
 	case m.Counter != nil:
@@ -373,7 +392,8 @@ func (s *Store) newSeries(src *source, name, id string, cands []famRule, labels 
 			s.dropLog(src, name, id, fmt.Sprintf("cardinality limit: %d series held (limits.max_series)", s.nseries))
 			return nil, true
 		}
-		se := &series{src: src, metric: name, key: k, signal: r.Signal, prio: prio, counter: r.Counter,
+		k.Device, k.Port = src.intern(k.Device), src.intern(k.Port)
+		se := &series{src: src, metric: src.intern(name), key: k, signal: r.Signal, prio: prio, counter: r.Counter,
 			invert: r.Invert, scale: r.Scale, ring: make([]sample, s.cfg.Limits.WindowSamples)}
 		src.series[id] = se
 		se.keyIndex = len(s.byKey[k])
