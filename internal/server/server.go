@@ -24,6 +24,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/metrics"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
+	"github.com/jobfabric/jobfabric/internal/telemetry"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
@@ -91,6 +92,10 @@ type Config struct {
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
 	TokenUseFlush time.Duration
+	// Telemetry says what the leader scrapes and which push sources it
+	// accepts (internal/telemetry; --telemetry-config). Zero: no targets,
+	// no push sources.
+	Telemetry telemetry.Config
 }
 
 // Server is a running API server.
@@ -138,6 +143,9 @@ type Server struct {
 	// issued (schedule.go), for the reclaim latency.
 	metrics  *metrics.Metrics
 	reclaims map[uint64]time.Time
+	// telemetry holds the scraped and pushed counters (telemetry.go); the
+	// leader scrapes.
+	telemetry *telemetry.Store
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -167,6 +175,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
 	s.metrics.MustRegister(stateCollector{s.fsm})
 	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
+	if s.telemetry, err = telemetry.NewStore(cfg.Telemetry, cfg.Clock, s.log.With("component", "telemetry")); err != nil {
+		return nil, err
+	}
 	switch {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver
@@ -248,6 +259,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
+	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
@@ -284,6 +296,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.hostLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.tokenUseLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.telemetryLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
