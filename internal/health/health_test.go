@@ -131,9 +131,9 @@ func TestNonRailOptimizedJobCrossesAllItsLeavesUplinks(t *testing.T) {
 		t.Fatalf("JobsOn(s1-leaf0/swp3) = %v, want job 1 in a fabric that is not rail-optimized", got)
 	}
 	// Job 4 is on one server: it crosses no uplink anywhere.
-	for k, ids := range ix.byKey {
-		if slices.Contains(ids, 4) && k.Device[:5] == "spine" {
-			t.Fatalf("single-server job 4 is on %v", k)
+	for i, ids := range ix.byPort {
+		if slices.Contains(ids, 4) && ix.topo.ports[i].hop.Kind == HopUplink {
+			t.Fatalf("single-server job 4 is on %v", ix.topo.ports[i].hop.Name)
 		}
 	}
 }
@@ -217,7 +217,7 @@ func TestVerdictOfEachSignal(t *testing.T) {
 	} {
 		r := readings{}
 		r.set(k, c.sig, c.counter, c.v, false)
-		h := Hop{Kind: HopPort, Name: "leaf/swp1", Keys: []telemetry.Key{k}}
+		h := Hop{Kind: HopPort, Name: "leaf/swp1", Keys: []telemetry.Key{k}, port: -1}
 		if got := th.judgeHop(&h, r).verdict; got != c.want {
 			t.Errorf("%s = %g: %s, want %s", c.sig, c.v, got, c.want)
 		}

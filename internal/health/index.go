@@ -35,6 +35,9 @@ type Hop struct {
 	// index and by UUID (when the node agent reported one), a NIC by name
 	// and RDMA device, a port by its switch port, an uplink by both ends.
 	Keys []telemetry.Key
+	// port is the hop's index in the topology's switch-side hops, -1 for
+	// GPUs and NICs.
+	port int
 }
 
 // Path is one job's path.
@@ -52,7 +55,7 @@ type topo struct {
 	cables   map[[2]string]domain.Cable // server, nic -> its cable
 	leaves   map[string]*leafInfo
 	ports    []portHop // every server-link port and uplink, for hotspots
-	portHops map[telemetry.Key]int
+	portHops map[telemetry.Key]int // either end of a port hop -> its index
 }
 
 type serverInfo struct {
@@ -75,8 +78,8 @@ type portHop struct {
 type Index struct {
 	topo  *topo
 	paths map[uint64]*Path
-	// byKey maps a port (either end of an uplink) to the jobs on it, by ID.
-	byKey map[telemetry.Key][]uint64
+	// byPort holds, per switch-side hop (topo.ports), the jobs on it by ID.
+	byPort [][]uint64
 }
 
 // Build returns the index of src's live jobs, reusing prev's topology
@@ -90,7 +93,7 @@ func Build(src Source, prev *Index) *Index {
 	} else {
 		tp = newTopo(t)
 	}
-	ix := &Index{topo: tp, paths: map[uint64]*Path{}, byKey: map[telemetry.Key][]uint64{}}
+	ix := &Index{topo: tp, paths: map[uint64]*Path{}, byPort: make([][]uint64, len(tp.ports))}
 	for j := range src.LiveJobs() {
 		if !j.State.HoldsGPUs() || len(j.Placement) == 0 {
 			continue
@@ -107,17 +110,16 @@ func Build(src Source, prev *Index) *Index {
 		}
 		ix.paths[j.ID] = p
 		for _, h := range p.Hops {
-			if h.Kind != HopPort && h.Kind != HopUplink {
-				continue
-			}
-			for _, k := range h.Keys {
-				ix.byKey[k] = append(ix.byKey[k], j.ID)
+			if h.port >= 0 {
+				ix.byPort[h.port] = append(ix.byPort[h.port], j.ID)
 			}
 		}
 	}
-	for k, ids := range ix.byKey {
-		slices.Sort(ids)
-		ix.byKey[k] = slices.Compact(ids)
+	for i, ids := range ix.byPort {
+		if len(ids) > 1 {
+			slices.Sort(ids)
+			ix.byPort[i] = slices.Compact(ids)
+		}
 	}
 	return ix
 }
@@ -128,8 +130,14 @@ func (ix *Index) Path(id uint64) (*Path, bool) {
 	return p, ok
 }
 
-// JobsOn returns the jobs whose path holds the switch port k, by ID.
-func (ix *Index) JobsOn(k telemetry.Key) []uint64 { return ix.byKey[k] }
+// JobsOn returns the jobs whose path holds the switch port k (either end
+// of an uplink), by ID.
+func (ix *Index) JobsOn(k telemetry.Key) []uint64 {
+	if i, ok := ix.topo.portHops[k]; ok {
+		return ix.byPort[i]
+	}
+	return nil
+}
 
 // Jobs returns the indexed jobs' IDs, in order.
 func (ix *Index) Jobs() []uint64 {
@@ -170,19 +178,23 @@ func newTopo(t *domain.Topology) *topo {
 			for _, u := range f.Uplinks {
 				h := Hop{Kind: HopUplink, Name: u.Leaf + "/" + u.LeafPort + "-" + u.Spine + "/" + u.SpinePort,
 					Keys: []telemetry.Key{portKey(u.Leaf, u.LeafPort), portKey(u.Spine, u.SpinePort)}}
+				h = tp.addPort(h)
 				if li := tp.leaves[u.Leaf]; li != nil {
 					li.uplinks = append(li.uplinks, h)
 				}
-				tp.addPort(h)
 			}
 		}
 	}
 	return tp
 }
 
-func (tp *topo) addPort(h Hop) {
-	tp.portHops[h.Keys[0]] = len(tp.ports)
+func (tp *topo) addPort(h Hop) Hop {
+	h.port = len(tp.ports)
+	for _, k := range h.Keys {
+		tp.portHops[k] = h.port
+	}
 	tp.ports = append(tp.ports, portHop{hop: h})
+	return h
 }
 
 // path builds a job's path (see the package doc for the model).
@@ -210,14 +222,14 @@ func (tp *topo) path(j *domain.Job, src Source) *Path {
 			}
 		}
 		for _, g := range pl.GPUs {
-			gh := Hop{Kind: HopGPU, Name: pl.Server + "/gpu" + strconv.Itoa(g),
+			gh := Hop{port: -1, Kind: HopGPU, Name: pl.Server + "/gpu" + strconv.Itoa(g),
 				Keys: []telemetry.Key{{Kind: telemetry.KindGPU, Device: pl.Server, Port: strconv.Itoa(g)}}}
 			if u := uuids[g]; u != "" {
 				gh.Keys = append(gh.Keys, telemetry.Key{Kind: telemetry.KindGPU, Device: pl.Server, Port: u})
 			}
 			p.Hops = append(p.Hops, gh)
 			for _, n := range nicsOf(si.s, g) {
-				nh := Hop{Kind: HopNIC, Name: pl.Server + "/" + n.Name,
+				nh := Hop{port: -1, Kind: HopNIC, Name: pl.Server + "/" + n.Name,
 					Keys: []telemetry.Key{{Kind: telemetry.KindNIC, Device: pl.Server, Port: n.Name}}}
 				if n.RDMADevice != "" && n.RDMADevice != n.Name {
 					nh.Keys = append(nh.Keys, telemetry.Key{Kind: telemetry.KindNIC, Device: pl.Server, Port: n.RDMADevice})
@@ -230,7 +242,7 @@ func (tp *topo) path(j *domain.Job, src Source) *Path {
 				name := c.Leaf + "/" + c.Port
 				if !seenPort[name] {
 					seenPort[name] = true
-					p.Hops = append(p.Hops, Hop{Kind: HopPort, Name: name, Keys: []telemetry.Key{portKey(c.Leaf, c.Port)}})
+					p.Hops = append(p.Hops, tp.ports[tp.portHops[portKey(c.Leaf, c.Port)]].hop)
 				}
 				ends = append(ends, endpoint{leaf: c.Leaf, server: pl.Server})
 				if railsOf[pl.Server] == nil {

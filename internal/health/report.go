@@ -127,12 +127,7 @@ func (ix *Index) JobHealth(id uint64, rd telemetry.Reader, t *Thresholds, sees V
 		if !r.verdict.Faulty() || (h.Kind != HopPort && h.Kind != HopUplink) {
 			continue
 		}
-		var ids []uint64
-		for _, k := range h.Keys {
-			ids = append(ids, ix.byKey[k]...)
-		}
-		slices.Sort(ids)
-		jobs, _, others := ix.refs(slices.Compact(ids), id, sees)
+		jobs, _, others := ix.refs(ix.byPort[h.port], id, sees)
 		if len(jobs) > 0 || others > 0 {
 			out.Shared = append(out.Shared, api.SharedLink{Link: h.Name, Verdict: r.verdict, Jobs: jobs, OtherJobs: others})
 		}
@@ -167,9 +162,9 @@ func (ix *Index) Hotspots(rd telemetry.Reader, t *Thresholds, sees Viewer, scope
 				if h.Kind != HopPort && h.Kind != HopUplink {
 					continue
 				}
-				if i, ok := ix.topo.portHops[h.Keys[0]]; ok && !seen[i] {
-					seen[i] = true
-					judge(i)
+				if h.port >= 0 && !seen[h.port] {
+					seen[h.port] = true
+					judge(h.port)
 				}
 			}
 		}
@@ -193,12 +188,7 @@ func (ix *Index) Hotspots(rd telemetry.Reader, t *Thresholds, sees Viewer, scope
 	out := api.Hotspots{At: now, Ports: make([]api.Hotspot, 0, len(hots))}
 	for _, h := range hots {
 		hop := &ix.topo.ports[h.i].hop
-		var ids []uint64
-		for _, k := range hop.Keys {
-			ids = append(ids, ix.byKey[k]...)
-		}
-		slices.Sort(ids)
-		jobs, tenants, others := ix.refs(slices.Compact(ids), 0, sees)
+		jobs, tenants, others := ix.refs(ix.byPort[h.i], 0, sees)
 		out.Ports = append(out.Ports, api.Hotspot{Port: hop.Name, Kind: hop.Kind, Verdict: h.r.verdict,
 			Signals: signalValues(h.r.findings), Jobs: jobs, Tenants: tenants, OtherJobs: others})
 	}
