@@ -54,7 +54,7 @@ type topo struct {
 	servers  map[string]*serverInfo
 	cables   map[[2]string]domain.Cable // server, nic -> its cable
 	leaves   map[string]*leafInfo
-	ports    []portHop // every server-link port and uplink, for hotspots
+	ports    []portHop             // every server-link port and uplink, for hotspots
 	portHops map[telemetry.Key]int // either end of a port hop -> its index
 }
 
