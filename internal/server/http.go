@@ -37,10 +37,13 @@ type route struct {
 	query []param
 	body  any // request body type (nil: none)
 	// yaml routes take a YAML body as well as JSON (the topology).
-	yaml   bool
-	resp   any // success response type
-	status int // success status (200 if 0)
-	h      func(r *http.Request, p *principal) (any, error)
+	yaml bool
+	// rawBody, instead of body, lists the media types of a body the
+	// handler reads itself (exposition text); no JSON check is made.
+	rawBody []string
+	resp    any // success response type
+	status  int // success status (200 if 0)
+	h       func(r *http.Request, p *principal) (any, error)
 	// sse, instead of h, streams Server-Sent Events (resp documents the
 	// data of each event). It returns an error only before it has written.
 	sse func(w http.ResponseWriter, r *http.Request, p *principal) error

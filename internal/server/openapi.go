@@ -90,6 +90,7 @@ var apiTags = []struct{ name, doc string }{
 	{"nodes", "Servers' scheduling condition (cordon, drain, unhealthy)"},
 	{"hosts", "Node agents: facts, heartbeats, GPU baselines and the host policy"},
 	{"fabric", "Fabric revisions, rendered configurations, deploys and verification"},
+	{"telemetry", "Fabric, NIC and GPU counters scraped from exporters or pushed"},
 }
 
 // tagOf groups an operation by its resource, from its path.
@@ -131,7 +132,7 @@ var errorResponses = []struct {
 // errorsOf says which error statuses an operation can answer.
 func errorsOf(rt route) []int {
 	var out []int
-	hasInput := rt.body != nil || len(rt.query) > 0 || pathParam.MatchString(rt.path)
+	hasInput := rt.body != nil || rt.rawBody != nil || len(rt.query) > 0 || pathParam.MatchString(rt.path)
 	if hasInput {
 		out = append(out, http.StatusBadRequest)
 	}
@@ -141,7 +142,7 @@ func errorsOf(rt route) []int {
 	if rt.method != http.MethodGet {
 		out = append(out, http.StatusConflict)
 	}
-	if rt.body != nil {
+	if rt.body != nil || rt.rawBody != nil {
 		out = append(out, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
 	}
 	if !rt.local {
@@ -202,6 +203,13 @@ func buildOpenAPI(routes []route) builtDoc {
 			content := map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.body), true)}}
 			if rt.yaml {
 				content["application/yaml"] = map[string]any{"schema": g.schema(reflect.TypeOf(rt.body), true)}
+			}
+			op["requestBody"] = map[string]any{"required": true, "content": content}
+		}
+		if rt.rawBody != nil {
+			content := map[string]any{}
+			for _, mt := range rt.rawBody {
+				content[mt] = map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
 			}
 			op["requestBody"] = map[string]any{"required": true, "content": content}
 		}

@@ -380,6 +380,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.raw(admin, "POST", "/v1/tenants", "application/x-www-form-urlencoded", "name=x", http.StatusUnsupportedMediaType)
 	c.raw(admin, "POST", "/v1/tenants", "application/json", `{"name":"x","name":"y"}`, http.StatusBadRequest)
 	c.raw(admin, "POST", "/v1/tenants", "application/json", `{"name":"`+strings.Repeat("x", 2<<20)+`"}`, http.StatusRequestEntityTooLarge)
+	// Telemetry push takes exposition text; this cluster has no push source.
+	c.raw(admin, "POST", "/v1/telemetry/push?source=none", "text/plain; version=0.0.4", "up 1\n", http.StatusNotFound)
+	c.raw(admin, "POST", "/v1/telemetry/push?source=none", "application/json", "{}", http.StatusUnsupportedMediaType)
+	c.raw(member, "POST", "/v1/telemetry/push?source=none", "text/plain", "up 1\n", http.StatusForbidden)
 
 	var missed []string
 	for _, r := range srv.Routes() {

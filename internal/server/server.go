@@ -23,6 +23,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/fileutil"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
+	"github.com/jobfabric/jobfabric/internal/telemetry"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
@@ -90,6 +91,10 @@ type Config struct {
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
 	TokenUseFlush time.Duration
+	// Telemetry says what the leader scrapes and which push sources it
+	// accepts (internal/telemetry; --telemetry-config). Zero: no targets,
+	// no push sources.
+	Telemetry telemetry.Config
 }
 
 // Server is a running API server.
@@ -132,6 +137,9 @@ type Server struct {
 	// is never idle.
 	streams    context.Context
 	endStreams context.CancelFunc
+	// telemetry holds the scraped and pushed counters (telemetry.go); the
+	// leader scrapes.
+	telemetry *telemetry.Store
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -158,6 +166,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
 	s.fabricComp.check = cfg.CheckFabricCompile
+	if s.telemetry, err = telemetry.NewStore(cfg.Telemetry, cfg.Clock, s.log.With("component", "telemetry")); err != nil {
+		return nil, err
+	}
 	switch {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver
@@ -239,6 +250,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
+	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
@@ -275,6 +287,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.hostLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.tokenUseLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.telemetryLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {

@@ -70,6 +70,9 @@ type Reading struct {
 	Stale bool `json:"stale"`
 	// Target is the scrape target (or push source) the series came from.
 	Target string `json:"target"`
+	// Metric is the exporter's metric name: two series may give one
+	// signal (receive and transmit drops).
+	Metric string `json:"metric"`
 }
 
 // Reader is what the correlator reads: every current reading of an entity.
@@ -77,7 +80,8 @@ type Reader interface {
 	Readings(k Key) []Reading
 }
 
-// The ingest side (store.go, scrape.go, config.go) provides:
+// The ingest side (store.go, scrape.go, config.go) provides (and more:
+// PushWith, Stats, RunWith, BuiltinRules):
 //
 //	func ParseConfig(b []byte) (Config, error)            // YAML: targets, rules, limits
 //	func NewStore(cfg Config, clock tstime.Clock, log *slog.Logger) (*Store, error)

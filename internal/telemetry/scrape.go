@@ -1,0 +1,114 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// acceptHeader asks for protobuf first, then OpenMetrics, then text, as
+// Prometheus does; expfmt decodes whichever the exporter answers.
+const acceptHeader = `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,` +
+	`application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.1`
+
+// maxScrapeBytes bounds one answer: a switch exporter with thousands of
+// ports answers a few MB.
+const maxScrapeBytes = 64 << 20
+
+// Run scrapes every target on its interval until ctx ends. Each target
+// has its own loop, so a slow one delays no other.
+func (s *Store) Run(ctx context.Context) {
+	s.RunWith(ctx, http.DefaultClient)
+}
+
+// RunWith is Run with the HTTP client to scrape with.
+func (s *Store) RunWith(ctx context.Context, client *http.Client) {
+	var wg sync.WaitGroup
+	for i := range s.cfg.Targets {
+		t := &s.cfg.Targets[i]
+		src := s.sources[t.Name]
+		wg.Go(func() { s.loop(ctx, client, t, src) })
+	}
+	wg.Wait()
+}
+
+func (s *Store) loop(ctx context.Context, client *http.Client, t *Target, src *source) {
+	failing := false
+	for {
+		err := s.scrape(ctx, client, t, src)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && !failing:
+			s.log.Warn("telemetry: scrape failed", "target", t.Name, "url", t.URL, "err", err)
+		case err == nil && failing:
+			s.log.Info("telemetry: scrape recovered", "target", t.Name)
+		}
+		failing = err != nil
+		// A timer armed after each scrape, not a ticker: a scrape that
+		// takes long delays the next instead of piling up.
+		timer, c := s.clock.NewTimer(t.Interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-c:
+		}
+	}
+}
+
+// scrape fetches one answer and ingests it. The timeout runs on the
+// store's clock.
+func (s *Store) scrape(ctx context.Context, client *http.Client, t *Target, src *source) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := s.clock.AfterFunc(t.Timeout, func() {
+		cancel(fmt.Errorf("no answer within the timeout (%s)", t.Timeout))
+	})
+	defer timer.Stop()
+	err := s.fetch(ctx, client, t, src)
+	if err != nil {
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", c, err)
+		}
+		s.failed(src, err)
+	}
+	return err
+}
+
+func (s *Store) fetch(ctx context.Context, client *http.Client, t *Target, src *source) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", acceptHeader)
+	req.Header.Set("User-Agent", "jobfabric-telemetry")
+	if t.BearerTokenFile != "" {
+		b, err := os.ReadFile(t.BearerTokenFile)
+		if err != nil {
+			return fmt.Errorf("bearer token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: %s", t.URL, resp.Status)
+	}
+	at := s.clock.Now()
+	fams, err := decode(io.LimitReader(resp.Body, maxScrapeBytes), resp.Header.Get("Content-Type"))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", t.URL, err)
+	}
+	s.ingest(src, fams, at)
+	return nil
+}
