@@ -370,3 +370,28 @@ func TestDebounce(t *testing.T) {
 		t.Fatal("sweep kept a job no round saw")
 	}
 }
+
+func TestParseConfig(t *testing.T) {
+	cfg, err := ParseConfig([]byte("thresholds:\n  pfcPausePerSec: 5000\n  require: [port, nic]\ndebounce:\n  settle: 10s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.Thresholds.PFCPausePerSec, want.Thresholds.Require, want.Debounce.Settle = 5000, []string{"port", "nic"}, 10*time.Second
+	if cfg.Thresholds.PFCPausePerSec != 5000 || !slices.Equal(cfg.Thresholds.Require, want.Thresholds.Require) ||
+		cfg.Debounce != want.Debounce || cfg.Thresholds.DropsPerSec != want.Thresholds.DropsPerSec {
+		t.Fatalf("config %+v, want %+v", cfg, want)
+	}
+	for in, field := range map[string]string{
+		"thresholds:\n  dropsPerSec: -1\n":  "dropsPerSec",
+		"debounce:\n  settle: soon\n":       "debounce.settle",
+		"thresholds:\n  pfcPause: 5\n":      "health-config",
+		"thresholds:\n  require: [spine]\n": "require[0]",
+	} {
+		_, err := ParseConfig([]byte(in))
+		var de *domain.Error
+		if !asErr(err, &de) || de.Field != field {
+			t.Errorf("%q: %v, want an invalid %s", in, err, field)
+		}
+	}
+}
