@@ -395,3 +395,51 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 }
+
+// A round answers as the live judgment does, for every job and caller.
+func TestRoundAnswersAsLive(t *testing.T) {
+	w := fabricWorld(t)
+	ix := Build(world{w}, nil)
+	th := DefaultThresholds()
+	r := clean(ix)
+	r.set(port("s1-leaf4", "swp3"), telemetry.PFCPauseRx, true, 50000, false)
+	r.set(port("s2-leaf3", "swp2"), telemetry.CRCErrors, true, 3, false) // no job's port
+	r.set(telemetry.Key{Kind: telemetry.KindGPU, Device: "s1-gpu001", Port: "0"}, telemetry.GPUXid, false, 79, false)
+	round := ix.JudgeAll(r, &th, dt.Now)
+	glx := func(tenant, _ string) bool { return tenant == "glx" }
+	for _, id := range ix.Jobs() {
+		for _, sees := range []Viewer{All, glx} {
+			live, _ := ix.JobHealth(id, r, &th, sees, dt.Now)
+			got, _ := round.JobHealth(id, sees)
+			if a, b := mustJSON(t, live), mustJSON(t, got); a != b {
+				t.Fatalf("job %d: round %s, live %s", id, b, a)
+			}
+			v, _ := round.Verdict(id)
+			if v.Verdict != live.Verdict || v.Message != live.Message {
+				t.Fatalf("job %d: round verdict %+v, live %s %s", id, v, live.Verdict, live.Message)
+			}
+		}
+	}
+	for _, c := range []struct {
+		sees   Viewer
+		scoped bool
+	}{{All, false}, {glx, true}} {
+		live := ix.Hotspots(r, &th, c.sees, c.scoped, 0, dt.Now)
+		got := round.Hotspots(r, c.sees, c.scoped, 0)
+		if a, b := mustJSON(t, live), mustJSON(t, got); a != b {
+			t.Fatalf("hotspots: round %s, live %s", b, a)
+		}
+	}
+	if h := round.Hotspots(r, All, false, 0); len(h.Ports) != 2 || h.Ports[0].Port != "s2-leaf3/swp2" {
+		t.Fatalf("admin hotspots %+v: want the CRC port no job uses first, then the congested uplink", h.Ports)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -59,18 +59,25 @@ func (ix *Index) Judge(id uint64, rd telemetry.Reader, t *Thresholds) (Verdict, 
 	if !ok {
 		return Verdict{}, false
 	}
-	v, _ := t.judgePath(p, rd)
+	v, _ := t.judgePath(p, t.live(rd))
 	return v, true
 }
 
+// hopJudge judges one hop: live against a reader, or from a Round.
+type hopJudge func(h *Hop) hopResult
+
+func (t *Thresholds) live(rd telemetry.Reader) hopJudge {
+	return func(h *Hop) hopResult { return t.judgeHop(h, rd) }
+}
+
 // judgePath judges every hop and the path (see the package doc).
-func (t *Thresholds) judgePath(p *Path, rd telemetry.Reader) (Verdict, []hopResult) {
+func (t *Thresholds) judgePath(p *Path, judge hopJudge) (Verdict, []hopResult) {
 	hops := make([]hopResult, len(p.Hops))
 	var worst *finding
 	unknown := ""
 	for i := range p.Hops {
 		h := &p.Hops[i]
-		r := t.judgeHop(h, rd)
+		r := judge(h)
 		hops[i] = r
 		if len(r.findings) > 0 && (worst == nil || worse(r.findings[0], *worst)) {
 			worst = &r.findings[0]
@@ -111,11 +118,15 @@ func signalValues(fs []finding) []api.SignalValue {
 // when the job has no path (it holds no GPUs); the caller checks first
 // that it may see the job at all.
 func (ix *Index) JobHealth(id uint64, rd telemetry.Reader, t *Thresholds, sees Viewer, now time.Time) (api.JobHealth, bool) {
+	return ix.jobHealth(id, t, t.live(rd), sees, now)
+}
+
+func (ix *Index) jobHealth(id uint64, t *Thresholds, judge hopJudge, sees Viewer, now time.Time) (api.JobHealth, bool) {
 	p, ok := ix.paths[id]
 	if !ok {
 		return api.JobHealth{}, false
 	}
-	v, hops := t.judgePath(p, rd)
+	v, hops := t.judgePath(p, judge)
 	out := api.JobHealth{Job: id, Verdict: v.Verdict, Message: v.Message, At: now, Hops: make([]api.PathHop, len(p.Hops)), Shared: []api.SharedLink{}}
 	for i, h := range p.Hops {
 		r := hops[i]
@@ -139,13 +150,17 @@ func (ix *Index) JobHealth(id uint64, rd telemetry.Reader, t *Thresholds, sees V
 // most limit (0: all), with the jobs on them. A caller that does not see
 // every job (sees is not All) gets only ports on the paths of jobs it sees.
 func (ix *Index) Hotspots(rd telemetry.Reader, t *Thresholds, sees Viewer, scoped bool, limit int, now time.Time) api.Hotspots {
+	return ix.hotspots(t.live(rd), sees, scoped, limit, now)
+}
+
+func (ix *Index) hotspots(judgeHop hopJudge, sees Viewer, scoped bool, limit int, now time.Time) api.Hotspots {
 	type hot struct {
 		i int
 		r hopResult
 	}
 	var hots []hot
 	judge := func(i int) {
-		r := t.judgeHop(&ix.topo.ports[i].hop, rd)
+		r := judgeHop(&ix.topo.ports[i].hop)
 		if r.verdict.Faulty() {
 			hots = append(hots, hot{i, r})
 		}

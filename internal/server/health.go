@@ -21,6 +21,22 @@ type pathHealth struct {
 	ix      *health.Index
 	applied uint64
 	cfg     health.Config
+	// round is the loop's latest judgment of every path (under mu): the
+	// answers come from it while it is of the current index and fresh.
+	round *health.Round
+}
+
+// freshRound returns the loop's latest round if it judged ix and is at
+// most two ticks old (the loop judges after every ingest and every tick),
+// else nil: the caller judges live.
+func (s *Server) freshRound(ix *health.Index) *health.Round {
+	s.paths.mu.Lock()
+	r := s.paths.round
+	s.paths.mu.Unlock()
+	if r == nil || r.Index() != ix || s.clock.Now().Sub(r.At()) > 2*pathHealthTick {
+		return nil
+	}
+	return r
 }
 
 // healthIndex returns the correlation index of the current state. The
@@ -60,7 +76,14 @@ func (s *Server) jobHealth(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, ok := s.healthIndex().JobHealth(j.ID, s.telemetry, &s.paths.cfg.Thresholds, viewer(p), s.clock.Now())
+	ix := s.healthIndex()
+	var h api.JobHealth
+	var ok bool
+	if r := s.freshRound(ix); r != nil {
+		h, ok = r.JobHealth(j.ID, viewer(p))
+	} else {
+		h, ok = ix.JobHealth(j.ID, s.telemetry, &s.paths.cfg.Thresholds, viewer(p), s.clock.Now())
+	}
 	if !ok {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "id",
 			Message: fmt.Sprintf("job %d is %s: only a job holding GPUs has a path", j.ID, j.State)}
@@ -84,7 +107,11 @@ func (s *Server) hotspots(r *http.Request, p *principal) (any, error) {
 	if limit == 0 {
 		limit = defaultHotspots
 	}
-	return s.healthIndex().Hotspots(s.telemetry, &s.paths.cfg.Thresholds, viewer(p), !p.platform(), int(limit), s.clock.Now()), nil
+	ix := s.healthIndex()
+	if r := s.freshRound(ix); r != nil {
+		return r.Hotspots(s.telemetry, viewer(p), !p.platform(), int(limit)), nil
+	}
+	return ix.Hotspots(s.telemetry, &s.paths.cfg.Thresholds, viewer(p), !p.platform(), int(limit), s.clock.Now()), nil
 }
 
 // pathHealthTick is how often the leader judges paths without a new
@@ -114,6 +141,9 @@ func (s *Server) pathHealthLoop(ctx context.Context) {
 		}
 		if !s.store.IsLeader() {
 			tr = nil // a new term starts from the committed verdicts
+			s.paths.mu.Lock()
+			s.paths.round = nil
+			s.paths.mu.Unlock()
 			continue
 		}
 		if tr == nil {
@@ -138,9 +168,13 @@ func (s *Server) judgePaths(ctx context.Context, tr *health.Tracker, round uint6
 		}
 	})
 	now := s.clock.Now()
+	r := ix.JudgeAll(s.telemetry, &s.paths.cfg.Thresholds, now)
+	s.paths.mu.Lock()
+	s.paths.round = r
+	s.paths.mu.Unlock()
 	var updates []state.JobPathHealth
 	for _, id := range ids {
-		v, _ := ix.Judge(id, s.telemetry, &s.paths.cfg.Thresholds)
+		v, _ := r.Verdict(id)
 		if h, ok := tr.Observe(id, committed[id], v, now, round); ok {
 			updates = append(updates, state.JobPathHealth{ID: id, Health: h})
 		}
