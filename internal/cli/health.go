@@ -59,7 +59,7 @@ func (p *printing) jobHealthTable(w io.Writer, h *api.JobHealth) {
 	}
 	if len(h.Shared) > 0 {
 		fmt.Fprintln(w)
-		header(w, "HOT LINK", "VERDICT", "ALSO CARRIES")
+		header(w, "SHARED-LINK", "VERDICT", "OTHER-JOBS")
 		for _, s := range h.Shared {
 			row(w, s.Link, s.Verdict, jobsText(s.Jobs, s.OtherJobs))
 		}
