@@ -26,7 +26,8 @@ FUZZ_TARGETS := \
 	./internal/hostfacts:FuzzParseTopo \
 	./internal/hostfacts:FuzzParseNVLinkStatus \
 	./internal/hostfacts:FuzzParseIBStat \
-	./internal/mig:FuzzParseLGIP
+	./internal/mig:FuzzParseLGIP \
+	./internal/telemetry:FuzzPush
 FUZZTIME ?= 30s
 FUZZTIME_CI ?= 5s
 FUZZPARALLEL ?= 1

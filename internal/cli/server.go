@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/store"
+	"github.com/jobfabric/jobfabric/internal/telemetry"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -35,7 +36,7 @@ func logger(level string) (*slog.Logger, error) {
 func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
-	var level, secretFile, healthFile string
+	var level, secretFile, telemetryFile, healthFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
@@ -67,6 +68,9 @@ multi-server cluster.`,
 				if cfg.ClusterSecret, err = readClusterSecret(secretFile, log); err != nil {
 					return err
 				}
+			}
+			if cfg.Telemetry, err = loadTelemetryConfig(telemetryFile); err != nil {
+				return err
 			}
 			if healthFile != "" {
 				b, err := os.ReadFile(healthFile)
@@ -122,6 +126,7 @@ multi-server cluster.`,
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
 	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets), lab (the namespaces of jobfabric lab up, --frr-targets RUN_DIR/targets.json) or none (no deploy and no network gate)")
 	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")
+	f.StringVar(&telemetryFile, "telemetry-config", "", "YAML file of exporters to scrape, push sources and series rules (docs/telemetry.md)")
 	f.StringVar(&healthFile, "health-config", "", "YAML or JSON file of path health thresholds and debounce (docs/visibility.md; default: the documented defaults)")
 	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr and lab drivers")
 	_ = cmd.MarkFlagRequired("data-dir")
@@ -162,6 +167,8 @@ func newClusterSecret() (string, error) {
 type demoOptions struct {
 	listen, dataDir string
 	stripes, sps    int
+	// telemetry is the --telemetry-config file ("": none).
+	telemetry string
 	// feed, when positive, submits a job that often and plays the runtime
 	// (reports jobs running, stops preempted ones), so placement, borrowing,
 	// reclaim and explanations happen in front of the user.
@@ -184,6 +191,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.stripes, "stripes", 2, "stripes of the demo cluster")
 	f.IntVar(&o.sps, "servers-per-stripe", 4, "servers per stripe (8 H100 GPUs each)")
 	f.DurationVar(&o.feed, "feed", 5*time.Second, "submit a demo job this often and act as their runtime (0: no stream)")
+	f.StringVar(&o.telemetry, "telemetry-config", "", "YAML file of exporters to scrape, push sources and series rules (docs/telemetry.md)")
 	return cmd
 }
 
@@ -193,6 +201,10 @@ func newDemoCmd(g *globals) *cobra.Command {
 func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, token string)) error {
 	if o.stripes < 1 || o.sps < 1 || o.stripes*o.sps < 4 || o.stripes*o.sps > 4096 {
 		return domain.Invalid("servers-per-stripe", "the demo needs 4 to 4096 servers (stripes x servers-per-stripe), got %d x %d", o.stripes, o.sps)
+	}
+	tcfg, err := loadTelemetryConfig(o.telemetry)
+	if err != nil {
+		return err
 	}
 	dir := o.dataDir
 	if dir == "" {
@@ -204,7 +216,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, tok
 		dir = tmp
 	}
 	log, _ := logger("error")
-	s, err := server.Start(ctx, server.Config{DataDir: dir, Listen: o.listen, Logger: log})
+	s, err := server.Start(ctx, server.Config{DataDir: dir, Listen: o.listen, Logger: log, Telemetry: tcfg})
 	if err != nil {
 		return err
 	}
@@ -379,4 +391,21 @@ func seedDemo(ctx context.Context, c *client.Client, o demoOptions) error {
 		}
 	}
 	return nil
+}
+
+// loadTelemetryConfig reads --telemetry-config ("" : no targets, no push
+// sources).
+func loadTelemetryConfig(path string) (telemetry.Config, error) {
+	if path == "" {
+		return telemetry.Config{}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return telemetry.Config{}, domain.Invalid("telemetry-config", "--telemetry-config: %v", err)
+	}
+	cfg, err := telemetry.ParseConfig(b)
+	if err != nil {
+		return telemetry.Config{}, domain.Invalid("telemetry-config", "--telemetry-config %s: %v", path, err)
+	}
+	return cfg, nil
 }

@@ -30,7 +30,9 @@ func (s *Store) RunWith(ctx context.Context, client *http.Client) {
 	var wg sync.WaitGroup
 	for i := range s.cfg.Targets {
 		t := &s.cfg.Targets[i]
+		s.mu.RLock() // pushes add sources concurrently
 		src := s.sources[t.Name]
+		s.mu.RUnlock()
 		wg.Go(func() { s.loop(ctx, client, t, src) })
 	}
 	wg.Wait()

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type source struct {
 	gen       uint64
 	series    map[string]*series
 	families  map[string][]famRule
+	strs      map[string]string // intern
 }
 
 // famRule is a rule whose metric pattern matches a family name, with what
@@ -128,7 +130,7 @@ func NewStore(cfg Config, clock tstime.Clock, log *slog.Logger) (*Store, error) 
 
 func newSource(name, device string, rules []*compiledRule, stale time.Duration) *source {
 	return &source{name: name, device: device, rules: rules, staleness: stale,
-		series: map[string]*series{}, families: map[string][]famRule{}}
+		series: map[string]*series{}, families: map[string][]famRule{}, strs: map[string]string{}}
 }
 
 // Changed is signalled after an ingest changed the store; signals
@@ -220,7 +222,9 @@ func (s *Store) ingest(src *source, fams []*dto.MetricFamily, at time.Time) Inge
 		}
 		for _, m := range mf.Metric {
 			v, ok := valueOf(mf.GetType(), m)
-			if !ok {
+			// NaN (Prometheus' staleness marker) and infinities carry no
+			// count: a counter's increase over them would be NaN.
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				res.Ignored++
 				continue
 			}
@@ -286,6 +290,23 @@ func (src *source) candidates(name string) []famRule {
 	src.families[name] = out
 	return out
 }
+
+// intern returns one copy of a string per source: a leaf's series share
+// its device, metric names and ports, and a copy holds no decoder's buffer
+// alive. The table is bounded like the family cache.
+func (src *source) intern(v string) string {
+	if c, ok := src.strs[v]; ok {
+		return c
+	}
+	if len(src.strs) >= maxInterned {
+		clear(src.strs)
+	}
+	c := strings.Clone(v)
+	src.strs[c] = c
+	return c
+}
+
+const maxInterned = 1 << 16
 
 func valueOf(t dto.MetricType, m *dto.Metric) (float64, bool) {
 	switch {
@@ -371,7 +392,8 @@ func (s *Store) newSeries(src *source, name, id string, cands []famRule, labels 
 			s.dropLog(src, name, id, fmt.Sprintf("cardinality limit: %d series held (limits.max_series)", s.nseries))
 			return nil, true
 		}
-		se := &series{src: src, metric: name, key: k, signal: r.Signal, prio: prio, counter: r.Counter,
+		k.Device, k.Port = src.intern(k.Device), src.intern(k.Port)
+		se := &series{src: src, metric: src.intern(name), key: k, signal: r.Signal, prio: prio, counter: r.Counter,
 			invert: r.Invert, scale: r.Scale, ring: make([]sample, s.cfg.Limits.WindowSamples)}
 		src.series[id] = se
 		se.keyIndex = len(s.byKey[k])
@@ -449,13 +471,13 @@ func (se *series) rate() float64 {
 		if cur.v >= prev.v {
 			inc += cur.v - prev.v
 		} else {
-			inc += cur.v
+			inc += max(cur.v, 0)
 		}
 		prev = cur
 	}
 	dt := float64(se.at(se.n-1).t-se.at(0).t) / 1e9
-	if dt <= 0 {
-		return 0
+	if dt <= 0 || math.IsInf(inc, 0) {
+		return 0 // no time between samples, or counters beyond float range
 	}
 	return inc / dt
 }
@@ -471,9 +493,6 @@ func (s *Store) reading(se *series, now time.Time) Reading {
 	r.Value = v * se.scale
 	if se.counter {
 		r.Rate = se.rate() * se.scale
-	}
-	if math.IsNaN(r.Value) {
-		r.Value = 0
 	}
 	r.Stale = se.missing > 0 || now.Sub(se.src.lastOK) > se.src.staleness
 	return r

@@ -566,3 +566,19 @@ func TestChangedCoalesces(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// OpenMetrics and protobuf bodies are decoded by expfmt as the text is.
+func TestPushFormats(t *testing.T) {
+	s, _ := newTestStore(t, "push: [{name: n, device: h, rules: node-exporter}]")
+	om := "# TYPE node_network_carrier_changes counter\nnode_network_carrier_changes_total{device=\"eth0\"} 4\n# EOF\n"
+	r, err := s.PushWith("n", PushOptions{}, strings.NewReader(om), "application/openmetrics-text; version=1.0.0; charset=utf-8")
+	if err != nil || r.Accepted != 1 {
+		t.Fatalf("OpenMetrics: %+v %v", r, err)
+	}
+	if x := find(s.Readings(Key{Kind: KindNIC, Device: "h", Port: "eth0"}), LinkFlaps, ""); x == nil || x.Value != 4 {
+		t.Errorf("OpenMetrics counter: %+v", x)
+	}
+	if _, err := s.Push("n", strings.NewReader(om), "application/openmetrics-text; version=9.9.9"); err == nil {
+		t.Error("an OpenMetrics version expfmt does not know was accepted")
+	}
+}
