@@ -443,3 +443,15 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestRoundCoversUnchangedPaths(t *testing.T) {
+	w := fabricWorld(t)
+	ix := Build(world{w}, nil)
+	th := DefaultThresholds()
+	round := ix.JudgeAll(clean(ix), &th, dt.Now)
+	w.With(2, func(j *domain.Job) { j.Placement = []domain.Placement{dt.On("s2-gpu002", 0)} })
+	ix2 := Build(world{w}, ix)
+	if !round.Covers(ix2, 1) || round.Covers(ix2, 2) || !round.SameTopology(ix2) {
+		t.Fatal("a round covers exactly the jobs whose path did not change")
+	}
+}

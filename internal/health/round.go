@@ -49,6 +49,19 @@ func (ix *Index) JudgeAll(rd telemetry.Reader, th *Thresholds, at time.Time) *Ro
 // Index is the index the round judged.
 func (r *Round) Index() *Index { return r.ix }
 
+// Covers reports whether the round can answer for job id as of ix, a
+// later index: the job's path is the very one the round judged (Build
+// reuses an unchanged path), so a state change elsewhere does not send
+// every answer back to live judging.
+func (r *Round) Covers(ix *Index, id uint64) bool {
+	p, ok := ix.paths[id]
+	q, ok2 := r.ix.paths[id]
+	return ok && ok2 && p == q
+}
+
+// SameTopology reports whether the round judged ix's topology.
+func (r *Round) SameTopology(ix *Index) bool { return r.ix.topo == ix.topo }
+
 // At is when the round judged.
 func (r *Round) At() time.Time { return r.at }
 

@@ -26,14 +26,15 @@ type pathHealth struct {
 	round *health.Round
 }
 
-// freshRound returns the loop's latest round if it judged ix and is at
-// most two ticks old (the loop judges after every ingest and every tick),
-// else nil: the caller judges live.
-func (s *Server) freshRound(ix *health.Index) *health.Round {
+// freshRound returns the loop's latest round if it is at most two ticks
+// old (the loop judges after every ingest and every tick), else nil: the
+// caller judges live. The round may be of an earlier index; the callers
+// check that it covers what they answer.
+func (s *Server) freshRound() *health.Round {
 	s.paths.mu.Lock()
 	r := s.paths.round
 	s.paths.mu.Unlock()
-	if r == nil || r.Index() != ix || s.clock.Now().Sub(r.At()) > 2*pathHealthTick {
+	if r == nil || s.clock.Now().Sub(r.At()) > 2*pathHealthTick {
 		return nil
 	}
 	return r
@@ -79,7 +80,7 @@ func (s *Server) jobHealth(r *http.Request, p *principal) (any, error) {
 	ix := s.healthIndex()
 	var h api.JobHealth
 	var ok bool
-	if r := s.freshRound(ix); r != nil {
+	if r := s.freshRound(); r != nil && r.Covers(ix, j.ID) {
 		h, ok = r.JobHealth(j.ID, viewer(p))
 	} else {
 		h, ok = ix.JobHealth(j.ID, s.telemetry, &s.paths.cfg.Thresholds, viewer(p), s.clock.Now())
@@ -108,7 +109,8 @@ func (s *Server) hotspots(r *http.Request, p *principal) (any, error) {
 		limit = defaultHotspots
 	}
 	ix := s.healthIndex()
-	if r := s.freshRound(ix); r != nil {
+	if r := s.freshRound(); r != nil && r.SameTopology(ix) {
+		// The jobs on each port are the round's, at most two ticks old.
 		return r.Hotspots(s.telemetry, viewer(p), !p.platform(), int(limit)), nil
 	}
 	return ix.Hotspots(s.telemetry, &s.paths.cfg.Thresholds, viewer(p), !p.platform(), int(limit), s.clock.Now()), nil
