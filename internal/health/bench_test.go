@@ -162,7 +162,7 @@ func readers(b *testing.B, r readings) []struct {
 // the server answers from while telemetry flows).
 func BenchmarkJobHealth(b *testing.B) {
 	w, r := benchWorld(b)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	ids := ix.Jobs()
 	b.Logf("%d leaves, %d ports with %d series, %d jobs", len(w.Topology.Sites[0].Fabrics[0].Leaves), len(r), benchSeries, len(ids))
@@ -196,7 +196,7 @@ func BenchmarkJobHealth(b *testing.B) {
 // path judged (each hop once).
 func BenchmarkJudgeAll(b *testing.B) {
 	w, r := benchWorld(b)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	for _, rc := range readers(b, r) {
 		b.Run(rc.name, func(b *testing.B) {
@@ -212,7 +212,7 @@ func BenchmarkJudgeAll(b *testing.B) {
 // are judged then), a tenant's only the ports on its jobs' paths.
 func BenchmarkHotspots(b *testing.B) {
 	w, r := benchWorld(b)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	for _, rc := range readers(b, r) {
 		round := ix.JudgeAll(rc.rd, &th, dt.Now)
@@ -241,15 +241,15 @@ func BenchmarkHotspots(b *testing.B) {
 // lookups and unchanged paths are reused (incremental), or not (full).
 func BenchmarkBuild(b *testing.B) {
 	w, _ := benchWorld(b)
-	prev := Build(world{w}, nil)
+	prev := Build(world{World: w}, nil)
 	b.Run("incremental", func(b *testing.B) {
 		for b.Loop() {
-			Build(world{w}, prev)
+			Build(world{World: w}, prev)
 		}
 	})
 	b.Run("full", func(b *testing.B) {
 		for b.Loop() {
-			Build(world{w}, nil)
+			Build(world{World: w}, nil)
 		}
 	})
 }

@@ -13,14 +13,20 @@ import (
 	"github.com/jobfabric/jobfabric/internal/telemetry"
 )
 
-// world is a domaintest.World seen as a Source.
-type world struct{ *dt.World }
+// world is a domaintest.World seen as a Source, with node agents' facts.
+type world struct {
+	*dt.World
+	hosts map[string]*domain.HostStatus
+}
 
 func (w world) Topology() *domain.Topology { return w.World.Topology }
 func (w world) LiveJobs() iter.Seq[*domain.Job] {
 	return slices.Values(w.World.Jobs)
 }
-func (w world) Host(string) (*domain.HostStatus, bool) { return nil, false }
+func (w world) Host(n string) (*domain.HostStatus, bool) {
+	h, ok := w.hosts[n]
+	return h, ok
+}
 
 // readings is test data: a telemetry.Reader over fixed readings.
 type readings map[telemetry.Key][]telemetry.Reading
@@ -42,7 +48,7 @@ func (r readings) set(k telemetry.Key, sig telemetry.Signal, counter bool, v flo
 func clean(ix *Index) readings {
 	r := readings{}
 	for _, p := range ix.topo.ports {
-		for _, k := range p.hop.Keys {
+		for _, k := range p.Keys {
 			r.set(k, telemetry.RxBytes, true, 1e9, false)
 			r.set(k, telemetry.PFCPauseRx, true, 0, false)
 		}
@@ -74,7 +80,7 @@ func fabricWorld(t *testing.T) *dt.World {
 
 func TestCongestedUplinkIsAttributedToTheJobsCrossingIt(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	for _, c := range []struct {
 		name string
@@ -91,7 +97,7 @@ func TestCongestedUplinkIsAttributedToTheJobsCrossingIt(t *testing.T) {
 		{"a port no job uses", port("s2-leaf3", "swp2"), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if !slices.ContainsFunc(ix.topo.ports, func(p portHop) bool { return slices.Contains(p.hop.Keys, c.key) }) {
+			if !slices.ContainsFunc(ix.topo.ports, func(h Hop) bool { return slices.Contains(h.Keys, c.key) }) {
 				t.Fatalf("test key %v is not a port of the topology", c.key)
 			}
 			r := clean(ix)
@@ -124,7 +130,7 @@ func TestCongestedUplinkIsAttributedToTheJobsCrossingIt(t *testing.T) {
 func TestNonRailOptimizedJobCrossesAllItsLeavesUplinks(t *testing.T) {
 	w := fabricWorld(t)
 	w.Topology.Sites[0].Fabrics[0].RailOptimized = false
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	// Job 1 spans both servers of stripe 1 on four leaves: without the
 	// rail assumption its traffic may cross any of their uplinks.
 	if got := ix.JobsOn(port("s1-leaf0", "swp3")); !slices.Contains(got, 1) {
@@ -132,15 +138,15 @@ func TestNonRailOptimizedJobCrossesAllItsLeavesUplinks(t *testing.T) {
 	}
 	// Job 4 is on one server: it crosses no uplink anywhere.
 	for i, ids := range ix.byPort {
-		if slices.Contains(ids, 4) && ix.topo.ports[i].hop.Kind == HopUplink {
-			t.Fatalf("single-server job 4 is on %v", ix.topo.ports[i].hop.Name)
+		if slices.Contains(ids, 4) && ix.topo.ports[i].Kind == HopUplink {
+			t.Fatalf("single-server job 4 is on %v", ix.topo.ports[i].Name)
 		}
 	}
 }
 
 func TestStaleDataIsUnknownNotHealthy(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	// Job 2's ports and uplinks, all quiet.
 	p, _ := ix.Path(2)
@@ -261,7 +267,7 @@ func asErr(err error, de **domain.Error) bool {
 // hot uplink with acme's job 2; then for the hotspots.
 func TestTenantSeesNoOtherTenantsNames(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	r := clean(ix)
 	r.set(port("s1-leaf4", "swp3"), telemetry.PFCPauseRx, true, 50000, false) // jobs 2 (acme) and 3 (glx)
@@ -313,10 +319,10 @@ func noSecrets(t *testing.T, what string, v any, secrets []string) {
 
 func TestBuildReusesUnchangedPaths(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	p1, _ := ix.Path(1)
 	w.With(2, func(j *domain.Job) { j.Placement = []domain.Placement{dt.On("s2-gpu002", 0)} })
-	ix2 := Build(world{w}, ix)
+	ix2 := Build(world{World: w}, ix)
 	if q, _ := ix2.Path(1); q != p1 {
 		t.Fatal("job 1's unchanged path was rebuilt")
 	}
@@ -324,7 +330,7 @@ func TestBuildReusesUnchangedPaths(t *testing.T) {
 		t.Fatal("job 2 moved to one server but is still on its old uplink")
 	}
 	w.With(1, func(j *domain.Job) { j.State = domain.JobSucceeded })
-	if _, ok := Build(world{w}, ix2).Path(1); ok {
+	if _, ok := Build(world{World: w}, ix2).Path(1); ok {
 		t.Fatal("an ended job keeps a path")
 	}
 }
@@ -399,7 +405,7 @@ func TestParseConfig(t *testing.T) {
 // A round answers as the live judgment does, for every job and caller.
 func TestRoundAnswersAsLive(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	r := clean(ix)
 	r.set(port("s1-leaf4", "swp3"), telemetry.PFCPauseRx, true, 50000, false)
@@ -446,12 +452,38 @@ func mustJSON(t *testing.T, v any) string {
 
 func TestRoundCoversUnchangedPaths(t *testing.T) {
 	w := fabricWorld(t)
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	th := DefaultThresholds()
 	round := ix.JudgeAll(clean(ix), &th, dt.Now)
 	w.With(2, func(j *domain.Job) { j.Placement = []domain.Placement{dt.On("s2-gpu002", 0)} })
-	ix2 := Build(world{w}, ix)
+	ix2 := Build(world{World: w}, ix)
 	if !round.Covers(ix2, 1) || round.Covers(ix2, 2) || !round.SameTopology(ix2) {
 		t.Fatal("a round covers exactly the jobs whose path did not change")
+	}
+}
+
+// A GPU is also known by the UUID its node agent reported; new facts
+// rebuild the paths on that server.
+func TestGPUHopsFollowReportedUUIDs(t *testing.T) {
+	w := fabricWorld(t)
+	src := world{World: w, hosts: map[string]*domain.HostStatus{
+		"s1-gpu001": {Node: "s1-gpu001", FactsHash: "a", Facts: &domain.HostFacts{GPUs: []domain.HostGPU{{Index: 0, UUID: "GPU-old"}}}},
+	}}
+	ix := Build(src, nil)
+	uuid := func(ix *Index) string {
+		p, _ := ix.Path(1)
+		for _, h := range p.Hops {
+			if h.Name == "s1-gpu001/gpu0" && len(h.Keys) == 2 {
+				return h.Keys[1].Port
+			}
+		}
+		return ""
+	}
+	if got := uuid(ix); got != "GPU-old" {
+		t.Fatalf("GPU 0's UUID key %q, want GPU-old", got)
+	}
+	src.hosts["s1-gpu001"] = &domain.HostStatus{Node: "s1-gpu001", FactsHash: "b", Facts: &domain.HostFacts{GPUs: []domain.HostGPU{{Index: 0, UUID: "GPU-new"}}}}
+	if got := uuid(Build(src, ix)); got != "GPU-new" {
+		t.Fatalf("after new facts GPU 0's UUID key %q, want GPU-new", got)
 	}
 }

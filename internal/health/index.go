@@ -46,6 +46,7 @@ type Path struct {
 	Name, Tenant, Workspace string
 	Hops                    []Hop
 	placement               []domain.Placement // what the path was built from
+	facts                   []string           // the node agents' facts it read (GPU UUIDs), by placement
 }
 
 // topo is what the index derives from the topology alone.
@@ -54,7 +55,7 @@ type topo struct {
 	servers  map[string]*serverInfo
 	cables   map[[2]string]domain.Cable // server, nic -> its cable
 	leaves   map[string]*leafInfo
-	ports    []portHop             // every server-link port and uplink, for hotspots
+	ports    []Hop                 // every server-link port and uplink, for hotspots
 	portHops map[telemetry.Key]int // either end of a port hop -> its index
 }
 
@@ -66,11 +67,6 @@ type serverInfo struct {
 type leafInfo struct {
 	rail    int // -1 when the leaf has none
 	uplinks []Hop
-}
-
-// portHop is a switch-side hop: a server link's leaf port or an uplink.
-type portHop struct {
-	hop Hop
 }
 
 // Index is the correlation index: every live job's path and, for every
@@ -101,7 +97,7 @@ func Build(src Source, prev *Index) *Index {
 		var p *Path
 		if prev != nil && prev.topo == tp {
 			if old, ok := prev.paths[j.ID]; ok && slices.EqualFunc(old.placement, j.Placement, domain.Placement.Equal) &&
-				old.Tenant == j.Tenant && old.Workspace == j.Workspace && old.Name == j.Name {
+				old.Tenant == j.Tenant && old.Workspace == j.Workspace && old.Name == j.Name && slices.Equal(old.facts, factsOf(j, src)) {
 				p = old
 			}
 		}
@@ -193,14 +189,14 @@ func (tp *topo) addPort(h Hop) Hop {
 	for _, k := range h.Keys {
 		tp.portHops[k] = h.port
 	}
-	tp.ports = append(tp.ports, portHop{hop: h})
+	tp.ports = append(tp.ports, h)
 	return h
 }
 
 // path builds a job's path (see the package doc for the model).
 func (tp *topo) path(j *domain.Job, src Source) *Path {
 	p := &Path{Job: j.ID, Name: j.Name, Tenant: j.Tenant, Workspace: j.Workspace,
-		placement: slices.Clone(j.Placement)}
+		placement: slices.Clone(j.Placement), facts: factsOf(j, src)}
 	type endpoint struct{ leaf, server string }
 	var ends []endpoint
 	railOpt := true
@@ -242,7 +238,7 @@ func (tp *topo) path(j *domain.Job, src Source) *Path {
 				name := c.Leaf + "/" + c.Port
 				if !seenPort[name] {
 					seenPort[name] = true
-					p.Hops = append(p.Hops, tp.ports[tp.portHops[portKey(c.Leaf, c.Port)]].hop)
+					p.Hops = append(p.Hops, tp.ports[tp.portHops[portKey(c.Leaf, c.Port)]])
 				}
 				ends = append(ends, endpoint{leaf: c.Leaf, server: pl.Server})
 				if railsOf[pl.Server] == nil {
@@ -301,6 +297,18 @@ func (tp *topo) path(j *domain.Job, src Source) *Path {
 		}
 	}
 	return p
+}
+
+// factsOf is the fingerprint of each placement server's reported facts
+// (a path holds their GPU UUIDs: new facts, a new path).
+func factsOf(j *domain.Job, src Source) []string {
+	out := make([]string, len(j.Placement))
+	for i, pl := range j.Placement {
+		if h, ok := src.Host(pl.Server); ok && h != nil {
+			out[i] = h.FactsHash
+		}
+	}
+	return out
 }
 
 func (li *leafInfo) railOr(d int) int {

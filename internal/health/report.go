@@ -160,7 +160,7 @@ func (ix *Index) hotspots(judgeHop hopJudge, sees Viewer, scoped bool, limit int
 	}
 	var hots []hot
 	judge := func(i int) {
-		r := judgeHop(&ix.topo.ports[i].hop)
+		r := judgeHop(&ix.topo.ports[i])
 		if r.verdict.Faulty() {
 			hots = append(hots, hot{i, r})
 		}
@@ -195,14 +195,14 @@ func (ix *Index) hotspots(judgeHop hopJudge, sees Viewer, scoped bool, limit int
 		case worse(b.r.findings[0], a.r.findings[0]):
 			return 1
 		}
-		return strings.Compare(ix.topo.ports[a.i].hop.Name, ix.topo.ports[b.i].hop.Name)
+		return strings.Compare(ix.topo.ports[a.i].Name, ix.topo.ports[b.i].Name)
 	})
 	if limit > 0 && len(hots) > limit {
 		hots = hots[:limit]
 	}
 	out := api.Hotspots{At: now, Ports: make([]api.Hotspot, 0, len(hots))}
 	for _, h := range hots {
-		hop := &ix.topo.ports[h.i].hop
+		hop := &ix.topo.ports[h.i]
 		jobs, tenants, others := ix.refs(ix.byPort[h.i], 0, sees)
 		out.Ports = append(out.Ports, api.Hotspot{Port: hop.Name, Kind: hop.Kind, Verdict: h.r.verdict,
 			Signals: signalValues(h.r.findings), Jobs: jobs, Tenants: tenants, OtherJobs: others})

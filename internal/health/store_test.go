@@ -26,7 +26,7 @@ func TestCongestedUplinkThroughSONiCExporter(t *testing.T) {
 	w.Running(dt.MakeJob("acme/train", 0).Name("intra"), dt.On("s1-gpu001", 0, 1, 2, 3), dt.On("s1-gpu002", 0, 1, 2, 3)).
 		Running(dt.MakeJob("acme/train", 0).Name("cross"), dt.On("s1-gpu001", 4, 5, 6, 7), dt.On("s2-gpu001", 4, 5, 6, 7)).
 		Running(dt.MakeJob("glx/sim", 0).Name("rail0"), dt.On("s1-gpu002", 4), dt.On("s2-gpu002", 4))
-	ix := Build(world{w}, nil)
+	ix := Build(world{World: w}, nil)
 	f := w.Topology.Sites[0].Fabrics[0]
 	ports := map[string][]string{} // switch -> its ports in use
 	for _, c := range f.Cables {
