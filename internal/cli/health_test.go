@@ -52,3 +52,23 @@ func TestJobHealthAndHotspotsCommands(t *testing.T) {
 		t.Fatalf("job health of a missing job: exit %d %s", code, errs)
 	}
 }
+
+// A bad --health-config stops the server before it starts, naming the
+// field and the rule.
+func TestHealthConfigFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ body, want string }{
+		{"thresholds:\n  dropsPerSec: -1\n", "dropsPerSec is -1"},
+		{"debounce:\n  settle: soon\n", "debounce.settle"},
+		{"thresholds:\n  pfcPause: 5\n", `unknown field "pfcPause"`},
+	} {
+		f := filepath.Join(dir, "health.yaml")
+		if err := os.WriteFile(f, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := run(t, nil, "server", "--data-dir", filepath.Join(dir, "d"), "--listen", "127.0.0.1:0", "--health-config", f)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.body, code, errs, c.want)
+		}
+	}
+}
