@@ -87,6 +87,8 @@ var layerRules = []layerRule{
 		why: "the lab is a network under test; the server reaches it only through the driver the CLI injects"},
 	{pkg: "internal/server", forbid: []string{"internal/cli", "internal/lab", "internal/devcluster", "internal/bench", "internal/sim", "internal/client"},
 		why: "the server is the top of the control plane; harnesses and front ends sit above it, never below"},
+	{pkg: "internal/health", direct: true, forbid: []string{"net", "net/http", "os/exec", "internal/state", "internal/store", "internal/server", "internal/client"},
+		why: "health is pure (the state comes in as a Source, readings as a telemetry.Reader); it links telemetry's types, whose package scrapes, so the rule is on its own imports"},
 	{pkg: "internal/agent", forbid: []string{"internal/state", "internal/store", "internal/server", "internal/sched", "internal/binding"},
 		why: "the node agent talks to the API; it must not link the control plane"},
 }

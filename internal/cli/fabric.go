@@ -16,7 +16,7 @@ import (
 )
 
 func newFabricCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "fabric", Short: "The network: device configs per revision, diffs, deploy, verify (admin)"}
+	cmd := &cobra.Command{Use: "fabric", Short: "The network: device configs per revision, diffs, deploy, verify (admin); hotspots"}
 
 	var watch bool
 	status := &cobra.Command{
@@ -214,7 +214,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 		},
 	}
 	verifyCmd.Flags().BoolVar(&matrix, "matrix", false, "also print which server port reaches which (as the deployed NOSes enforce it)")
-	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd, verifyCmd)
+	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd, verifyCmd, newFabricHotspotsCmd(g))
 	return cmd
 }
 

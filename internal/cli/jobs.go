@@ -214,7 +214,7 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 			})
 		},
 	}
-	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g))
+	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g), newJobHealthCmd(g))
 	return cmd
 }
 
@@ -320,6 +320,12 @@ func (g *globals) emitLine(j *domain.Job) error {
 		line := fmt.Sprintf("%s  %-10s  %s", g.when(j.UpdatedAt), j.State, reason)
 		if j.Message != "" {
 			line += fmt.Sprintf("  message: %q", j.Message)
+		}
+		if h := j.PathHealth; h != nil {
+			line += "  path: " + string(h.Verdict)
+			if h.Verdict.Faulty() {
+				line += fmt.Sprintf(" (%s)", h.Message)
+			}
 		}
 		fmt.Fprintln(w, line)
 	})
@@ -470,6 +476,19 @@ func (p *printing) jobDetail(w io.Writer, j *domain.Job) {
 	for _, warn := range j.Warnings { // host problems under the job (hosts.go)
 		row(w, "Warning:", warn.Message+" ("+warn.Code+")")
 	}
+	if h := j.PathHealth; h != nil {
+		row(w, "Path health:", pathHealthLine(p, h))
+	}
+}
+
+// pathHealthLine is a committed path verdict for people: "congested since
+// 2026-11-26T10:00:00Z: leaf-1/swp3 pfc_pause_rx ...".
+func pathHealthLine(p *printing, h *domain.PathHealth) string {
+	s := string(h.Verdict) + " since " + p.when(h.Since)
+	if h.Message != "" {
+		s += ": " + h.Message
+	}
+	return s
 }
 
 func newEventsCmd(g *globals) *cobra.Command {

@@ -227,6 +227,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"job cancel", outCase{json: args("job", "cancel", "2"), plain: args("job", "cancel", "3")}},
 		{"job watch", outCase{json: args("job", "watch", "2"), plain: args("job", "watch", "3")}}, // ended: one line
 		{"job report", outCase{json: args("job", "report", "1", "--state", "running")}},
+		{"job health", outCase{json: args("job", "health", "1"), header: true}},
 		{"job env", outCase{json: args("job", "env", "1", "--node", node)}},
 		{"events", outCase{json: args("events", "--tenant", "acme"), header: true}},
 		{"cluster status", outCase{json: args("cluster", "status"), header: true}},
@@ -238,6 +239,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"node unhealthy", outCase{json: args("node", "unhealthy", other)}},
 		{"node healthy", outCase{json: args("node", "healthy", other)}},
 		{"fabric status", outCase{json: args("fabric", "status"), header: true}},
+		{"fabric hotspots", outCase{json: args("fabric", "hotspots"), header: true}},
 		{"fabric revisions", outCase{json: args("fabric", "revisions"), header: true}},
 		{"fabric render", outCase{json: args("fabric", "render", "--device", "s1-leaf0")}},
 		{"fabric diff", outCase{json: args("fabric", "diff"), plain: args("fabric", "diff", "--stat"), check: func(t *testing.T, out string) {

@@ -18,6 +18,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/health"
 	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/store"
@@ -46,7 +47,7 @@ func logger(w io.Writer, level, format string) (*slog.Logger, error) {
 func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
-	var level, format, secretFile, telemetryFile string
+	var level, format, secretFile, telemetryFile, healthFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
@@ -81,6 +82,17 @@ multi-server cluster.`,
 			}
 			if cfg.Telemetry, err = loadTelemetryConfig(telemetryFile); err != nil {
 				return err
+			}
+			if healthFile != "" {
+				b, err := os.ReadFile(healthFile)
+				if err != nil {
+					return domain.Invalid("health-config", "--health-config: %v", err)
+				}
+				hc, err := health.ParseConfig(b)
+				if err != nil {
+					return fmt.Errorf("--health-config %s: %w", healthFile, err)
+				}
+				cfg.Health = &hc
 			}
 			if cfg.FabricDriver == "lab" {
 				// The lab's driver lives with the lab; the server takes it
@@ -127,6 +139,7 @@ multi-server cluster.`,
 	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets), lab (the namespaces of jobfabric lab up, --frr-targets RUN_DIR/targets.json) or none (no deploy and no network gate)")
 	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")
 	f.StringVar(&telemetryFile, "telemetry-config", "", "YAML file of exporters to scrape, push sources and series rules (docs/telemetry.md)")
+	f.StringVar(&healthFile, "health-config", "", "YAML or JSON file of path health thresholds and debounce (docs/visibility.md; default: the documented defaults)")
 	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr and lab drivers")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd

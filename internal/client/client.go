@@ -358,3 +358,20 @@ func withQuery(path string, kv ...string) string {
 	}
 	return path + "?" + v.Encode()
 }
+
+// JobHealth is a job's path health now (GET /v1/jobs/{id}/health).
+func (c *Client) JobHealth(ctx context.Context, id uint64) (*api.JobHealth, error) {
+	var h api.JobHealth
+	return &h, c.Do(ctx, "GET", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/health", nil, &h)
+}
+
+// Hotspots is the worst switch ports now, at most limit (0: the server's
+// default) (GET /v1/fabric/hotspots).
+func (c *Client) Hotspots(ctx context.Context, limit int) (*api.Hotspots, error) {
+	var h api.Hotspots
+	path := "/v1/fabric/hotspots"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	return &h, c.Do(ctx, "GET", path, nil, &h)
+}

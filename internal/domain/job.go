@@ -347,6 +347,45 @@ type Job struct {
 	// Warnings are what went wrong under the job without ending it (a GPU
 	// that vanished, a server that went silent), newest last.
 	Warnings []Reason `json:"warnings,omitempty"`
+	// PathHealth is what telemetry last said of the job's path (its GPUs,
+	// NICs, leaf ports and uplinks), as the leader committed it: set while
+	// the job holds GPUs and the server scrapes telemetry.
+	PathHealth *PathHealth `json:"pathHealth,omitempty"`
+}
+
+// PathVerdict is the health of a job's path (internal/health decides it).
+type PathVerdict string
+
+// Path verdicts, from healthy to the worst fault. Unknown: no fresh data
+// on some part of the path (no exporter covers it, or its target is stale).
+const (
+	PathHealthy    PathVerdict = "healthy"
+	PathUnknown    PathVerdict = "unknown"
+	PathCongested  PathVerdict = "congested"   // PFC pauses, ECN marks, CNPs above their thresholds
+	PathLossy      PathVerdict = "lossy"       // drops and discards
+	PathLinkErrors PathVerdict = "link_errors" // CRC, uncorrectable FEC, flaps, link down, optics out of range
+	PathGPUErrors  PathVerdict = "gpu_errors"  // XID, NVLink, ECC errors, throttling
+)
+
+// PathVerdicts lists the verdicts by severity, least first.
+var PathVerdicts = []PathVerdict{PathHealthy, PathUnknown, PathCongested, PathLossy, PathLinkErrors, PathGPUErrors}
+
+// Severity orders verdicts: 0 for healthy, higher is worse, -1 if unknown
+// to this build.
+func (v PathVerdict) Severity() int { return slices.Index(PathVerdicts, v) }
+
+// Faulty reports whether the verdict names a fault (not healthy, not
+// unknown).
+func (v PathVerdict) Faulty() bool { return v.Severity() > PathUnknown.Severity() }
+
+// PathHealth is a job's committed path verdict and since when it holds.
+type PathHealth struct {
+	Verdict PathVerdict `json:"verdict" openapi:"required"`
+	// Since is when the verdict was first seen (before the debounce).
+	Since time.Time `json:"since" openapi:"required"`
+	// Message names the worst signal and where ("leaf3/swp7 pfc_pause_rx
+	// 12000/s >= 1000/s").
+	Message string `json:"message,omitempty"`
 }
 
 // ValidateJobSpec checks a job request's fields (not its relations to state).

@@ -86,6 +86,12 @@ func TestCrossTenantMatrix(t *testing.T) {
 		{"get sibling job", call{"GET", job(prodJob.ID), ""}, roles(200, 200, 404, 404, 200, 200)},
 		{"get other job", call{"GET", job(globexJob.ID), ""}, roles(200, 404, 404, 200, 404, 200)},
 		{"get missing job", call{"GET", job(999), ""}, roles(404, 404, 404, 404, 404, 404)},
+		{"health of own job", call{"GET", job(acmeJob.ID) + "/health", ""}, roles(200, 200, 200, 404, 200, 200)},
+		{"health of sibling job", call{"GET", job(prodJob.ID) + "/health", ""}, roles(200, 200, 404, 404, 200, 200)},
+		{"health of other job", call{"GET", job(globexJob.ID) + "/health", ""}, roles(200, 404, 404, 200, 404, 200)},
+		{"health of missing job", call{"GET", job(999) + "/health", ""}, roles(404, 404, 404, 404, 404, 404)},
+		{"health of an ended job", call{"GET", job(acmeDone.ID) + "/health", ""}, roles(409, 409, 409, 404, 409, 409)},
+		{"hotspots", call{"GET", "/v1/fabric/hotspots", ""}, all(200)},
 		// A report is the runtime's word: users who see the job may not make it.
 		{"report own job", call{"POST", job(acmeJob.ID) + "/report", running}, roles(200, 403, 403, 404, 200, 200)},
 		{"report sibling job", call{"POST", job(prodJob.ID) + "/report", running}, roles(200, 403, 404, 404, 200, 200)},

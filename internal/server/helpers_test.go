@@ -67,7 +67,7 @@ func backoff(ctx context.Context) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -77,7 +77,7 @@ func ctxT(t *testing.T) context.Context {
 // seed applies a 1-stripe x 4-server x 8-GPU topology, tenants acme (server
 // isolation) and globex (gpu isolation), workspaces acme/research,
 // acme/prod and globex/infer.
-func seed(t *testing.T, c *client.Client) {
+func seed(t testing.TB, c *client.Client) {
 	t.Helper()
 	ctx := ctxT(t)
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
@@ -119,7 +119,7 @@ func mustToken(t *testing.T, c *client.Client, role domain.Role, tenant, ws stri
 	return tok.Secret
 }
 
-func as(t *testing.T, url, token string) *client.Client {
+func as(t testing.TB, url, token string) *client.Client {
 	t.Helper()
 	c, err := client.New(url, token, nil)
 	if err != nil {

@@ -36,7 +36,7 @@ func (s *syncBuffer) String() string {
 
 var testSecret = []byte("q7Lm2Vx9Pz4Rk8Wn3Tb6Yc1Hd5Jf0Gs+Ae/Ui2Oo4E=")
 
-func startServer(t *testing.T, cfg server.Config) (*server.Server, error) {
+func startServer(t testing.TB, cfg server.Config) (*server.Server, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fileutil"
+	"github.com/jobfabric/jobfabric/internal/health"
 	"github.com/jobfabric/jobfabric/internal/metrics"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
@@ -96,6 +97,9 @@ type Config struct {
 	// accepts (internal/telemetry; --telemetry-config). Zero: no targets,
 	// no push sources.
 	Telemetry telemetry.Config
+	// Health holds the path verdicts' thresholds and debounce
+	// (internal/health; --health-config). Zero: the defaults.
+	Health *health.Config
 }
 
 // Server is a running API server.
@@ -146,6 +150,8 @@ type Server struct {
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
 	telemetry *telemetry.Store
+	// health correlates telemetry to jobs (health.go).
+	paths pathHealth
 }
 
 // Start opens the store, serves the API and, on a new single-server or
@@ -175,6 +181,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
 	s.metrics.MustRegister(stateCollector{s.fsm})
 	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
+	s.paths.cfg = health.DefaultConfig()
+	if cfg.Health != nil {
+		if err := cfg.Health.Thresholds.Validate(); err != nil {
+			return nil, err
+		}
+		s.paths.cfg = *cfg.Health
+	}
 	if s.telemetry, err = telemetry.NewStore(cfg.Telemetry, cfg.Clock, s.log.With("component", "telemetry")); err != nil {
 		return nil, err
 	}
@@ -260,6 +273,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.fwd = newForwarder(peerTLS)
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.routes = append(s.routes, s.telemetryRoutes()...)
+	s.routes = append(s.routes, s.healthRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
@@ -298,6 +312,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.tokenUseLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.telemetryLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.pathHealthLoop(runCtx) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
@@ -490,7 +506,7 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	if actor != "scheduler" && t != state.CmdMemberSet && t != state.CmdTokensUsed {
+	if actor != "scheduler" && t != state.CmdMemberSet && t != state.CmdTokensUsed && t != state.CmdJobsPathHealth {
 		s.kickScheduler()
 	}
 	return r.Value, nil

@@ -229,6 +229,10 @@ func CopyJob(j *domain.Job) *domain.Job {
 		r := *j.Reason
 		cp.Reason = &r
 	}
+	if j.PathHealth != nil {
+		h := *j.PathHealth
+		cp.PathHealth = &h
+	}
 	if j.Placement != nil {
 		cp.Placement = make([]domain.Placement, len(j.Placement))
 		for i, p := range j.Placement {

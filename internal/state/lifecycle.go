@@ -67,7 +67,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 // end makes a job terminal and releases its GPUs.
 func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
 	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
-	j.Placement = nil
+	j.Placement, j.PathHealth = nil, nil // no GPUs, no path
 	f.jobs.end(j)
 }
 
@@ -76,6 +76,7 @@ func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.T
 func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
 	if j.Preemptible {
 		j.State, j.Placement, j.StopDeadline, j.PlacedAt, j.StartedAt = domain.JobPending, nil, nil, nil, nil
+		j.PathHealth = nil
 		j.Requeues++
 		j.Reason = &domain.Reason{Code: "requeued", Message: "preempted and requeued: " + how}
 		return

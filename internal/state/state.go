@@ -277,6 +277,7 @@ var handlers = map[CommandType]handler{
 	CmdHostHeartbeat:   (*FSM).applyHostHeartbeat,
 	CmdHostAccept:      (*FSM).applyHostAccept,
 	CmdHostPolicy:      (*FSM).applyHostPolicy,
+	CmdJobsPathHealth:  (*FSM).applyJobsPathHealth,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {
