@@ -219,13 +219,32 @@ func TestVerdictOfEachSignal(t *testing.T) {
 		{telemetry.GPUECCErr, true, 1, domain.PathGPUErrors},
 		{telemetry.GPUThrottle, false, 0x40, domain.PathGPUErrors}, // HW thermal
 		{telemetry.GPUThrottle, false, 0x1, domain.PathHealthy},    // idle
-		{telemetry.RxBytes, true, 1e12, domain.PathHealthy},        // load is not a fault
+		{telemetry.RxBytes, true, 1e12, domain.PathHealthy},        // load is not a fault by default
 	} {
 		r := readings{}
 		r.set(k, c.sig, c.counter, c.v, false)
 		h := Hop{Kind: HopPort, Name: "leaf/swp1", Keys: []telemetry.Key{k}, port: -1}
 		if got := th.judgeHop(&h, r).verdict; got != c.want {
 			t.Errorf("%s = %g: %s, want %s", c.sig, c.v, got, c.want)
+		}
+	}
+	// With loadBytesPerSec set, a port busier than it is congested.
+	load := th
+	load.LoadBytesPerSec = 45e9
+	for _, c := range []struct {
+		sig  telemetry.Signal
+		v    float64
+		want domain.PathVerdict
+	}{
+		{telemetry.RxBytes, 44e9, domain.PathHealthy},
+		{telemetry.TxBytes, 46e9, domain.PathCongested},
+		{telemetry.RxBytes, 50e9, domain.PathCongested},
+	} {
+		r := readings{}
+		r.set(k, c.sig, true, c.v, false)
+		h := Hop{Kind: HopPort, Name: "leaf/swp1", Keys: []telemetry.Key{k}, port: -1}
+		if got := load.judgeHop(&h, r).verdict; got != c.want {
+			t.Errorf("loadBytesPerSec 45e9, %s = %g: %s, want %s", c.sig, c.v, got, c.want)
 		}
 	}
 	// The worst verdict wins: link errors over congestion.

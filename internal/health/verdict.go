@@ -23,6 +23,12 @@ type Thresholds struct {
 	PFCStormPerSec  float64 `json:"pfcStormPerSec"`
 	ECNMarkedPerSec float64 `json:"ecnMarkedPerSec"`
 	CNPPerSec       float64 `json:"cnpPerSec"`
+	// Congested by load: bytes received or sent per second on a port,
+	// uplink or NIC above LoadBytesPerSec (default 0: off, as exporters
+	// do not say a port's speed the same way; e.g. 45e9 marks a 400G port
+	// above 90 %). A hot uplink hurts the jobs crossing it before any
+	// PFC pause or ECN mark is counted on a lossy fabric.
+	LoadBytesPerSec float64 `json:"loadBytesPerSec"`
 	// Lossy: drops and discards (default 1/s: RoCE expects none).
 	DropsPerSec float64 `json:"dropsPerSec"`
 	// Link errors: CRC errors and uncorrectable FEC codewords (default
@@ -69,9 +75,9 @@ func (t Thresholds) Validate() error {
 	}{{"pfcPausePerSec", t.PFCPausePerSec}, {"pfcStormPerSec", t.PFCStormPerSec}, {"ecnMarkedPerSec", t.ECNMarkedPerSec},
 		{"cnpPerSec", t.CNPPerSec}, {"dropsPerSec", t.DropsPerSec}, {"crcPerSec", t.CRCPerSec},
 		{"fecUncorrectedPerSec", t.FECUncorrectedPerSec}, {"linkFlapsPerSec", t.LinkFlapsPerSec},
-		{"nvlinkErrPerSec", t.NVLinkErrPerSec}, {"eccErrPerSec", t.ECCErrPerSec}} {
+		{"nvlinkErrPerSec", t.NVLinkErrPerSec}, {"eccErrPerSec", t.ECCErrPerSec}, {"loadBytesPerSec", t.LoadBytesPerSec}} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return domain.Invalid(f.name, "%s is %g; a rate threshold is a finite number >= 0 (0: any)", f.name, f.v)
+			return domain.Invalid(f.name, "%s is %g; a rate threshold is a finite number >= 0 (0: any; for loadBytesPerSec, off)", f.name, f.v)
 		}
 	}
 	if math.IsNaN(t.OpticsRxMinDBm) || t.OpticsRxMinDBm < -40 || t.OpticsRxMinDBm > 10 {
@@ -138,6 +144,8 @@ func (t *Thresholds) judge(r *telemetry.Reading) (finding, bool) {
 		return f, rate(t.ECNMarkedPerSec, domain.PathCongested)
 	case telemetry.CNPSent, telemetry.CNPHandled:
 		return f, rate(t.CNPPerSec, domain.PathCongested)
+	case telemetry.RxBytes, telemetry.TxBytes:
+		return f, t.LoadBytesPerSec > 0 && rate(t.LoadBytesPerSec, domain.PathCongested)
 	case telemetry.Drops:
 		return f, rate(t.DropsPerSec, domain.PathLossy)
 	case telemetry.CRCErrors:

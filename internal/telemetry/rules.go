@@ -8,9 +8,22 @@ import (
 // Metric and label names are the exporters' own; each group cites where
 // they are defined.
 var builtinSets = map[string][]Rule{
-	"node-exporter":  nodeExporterRules,
-	"sonic-exporter": sonicExporterRules,
-	"dcgm-exporter":  dcgmExporterRules,
+	"node-exporter":        nodeExporterRules,
+	"node-exporter-switch": asPorts(nodeExporterRules),
+	"sonic-exporter":       sonicExporterRules,
+	"dcgm-exporter":        dcgmExporterRules,
+}
+
+// asPorts reads node_exporter on a Linux switch (SONiC's host, Cumulus,
+// an FRR box, the lab's leaves): its netdevs are the switch's front-panel
+// ports, named as the topology names them, the switch being the target's
+// device.
+func asPorts(rules []Rule) []Rule {
+	out := slices.Clone(rules)
+	for i := range out {
+		out[i].Kind = KindPort
+	}
+	return out
 }
 
 // BuiltinRuleSets names the built-in rule sets.

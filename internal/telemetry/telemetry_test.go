@@ -540,7 +540,7 @@ func TestPushPinnedDevice(t *testing.T) {
 }
 
 func TestBuiltinRuleSets(t *testing.T) {
-	want := []string{"dcgm-exporter", "node-exporter", "sonic-exporter"}
+	want := []string{"dcgm-exporter", "node-exporter", "node-exporter-switch", "sonic-exporter"}
 	if got := BuiltinRuleSets(); !slices.Equal(got, want) {
 		t.Errorf("%v", got)
 	}
@@ -548,6 +548,15 @@ func TestBuiltinRuleSets(t *testing.T) {
 		if _, err := compileRules(n, BuiltinRules(n)); err != nil {
 			t.Error(err)
 		}
+	}
+	// node-exporter-switch reads the same series as leaf ports.
+	for _, r := range BuiltinRules("node-exporter-switch") {
+		if r.Kind != KindPort {
+			t.Errorf("node-exporter-switch rule %s reads %s, want port", r.Metric, r.Kind)
+		}
+	}
+	if len(BuiltinRules("node-exporter-switch")) != len(BuiltinRules("node-exporter")) {
+		t.Error("node-exporter-switch and node-exporter read different series")
 	}
 }
 
