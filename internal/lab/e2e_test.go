@@ -158,8 +158,9 @@ func TestLabEndToEnd(t *testing.T) {
 // startE2E builds the test lab (skipping the test where a lab cannot be
 // built), starts a jobfabric server deploying it through the frr driver,
 // applies the topology and waits until the underlay has converged. It
-// returns the harness and the topology file.
-func startE2E(t *testing.T, timeout time.Duration) (*e2e, string) {
+// returns the harness and the topology file; tune, when given, changes the
+// server's configuration once the lab is up.
+func startE2E(t *testing.T, timeout time.Duration, tune ...func(*lab.Lab, *server.Config)) (*e2e, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("the lab tests build an FRR fabric in network namespaces: skipped with -short")
@@ -215,6 +216,9 @@ func startE2E(t *testing.T, timeout time.Duration) (*e2e, string) {
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{RaftTimeout: 300 * time.Millisecond, Tune: func(cfg *server.Config) {
 		cfg.FabricDriver, cfg.Driver = "lab", driver
 		cfg.ScheduleInterval = 250 * time.Millisecond
+		for _, f := range tune {
+			f(l, cfg)
+		}
 	}})
 	if err != nil {
 		t.Fatal(err)
