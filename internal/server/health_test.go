@@ -159,6 +159,18 @@ func TestJobHealthAndHotspotsIsolation(t *testing.T) {
 		j, _ := f.Job(acmeJob.ID)
 		return j.PathHealth != nil && j.PathHealth.Verdict == domain.PathLinkErrors
 	})
+	// /metrics carries the committed verdicts: the admin sees acme's
+	// faulty job; globex's scope has its own job's healthy count and
+	// nothing of acme.
+	code, body = getRaw(t, s, s.AdminToken(), "/metrics")
+	faulty := fmt.Sprintf(`jobfabric_job_path_unhealthy{job="%d",tenant="acme",verdict="link_errors",workspace="research"} 1`, acmeJob.ID)
+	if code != 200 || !strings.Contains(body, faulty) || !strings.Contains(body, `jobfabric_jobs_path_health{tenant="acme",verdict="link_errors",workspace="research"} 1`) {
+		t.Fatalf("admin /metrics lacks %s: %d\n%s", faulty, code, grepLines(body, "path"))
+	}
+	code, body = getRaw(t, s, globex, "/metrics")
+	if code != 200 || strings.Contains(body, "acme") || !strings.Contains(body, `jobfabric_jobs_path_health{tenant="globex",verdict="healthy",workspace="infer"} 1`) {
+		t.Fatalf("globex /metrics: %d\n%s", code, grepLines(body, "path"))
+	}
 	pushLinks(t, s, all)
 	waitState(t, s, "acme's path recovered", func(f *state.FSM) bool {
 		j, _ := f.Job(acmeJob.ID)
@@ -179,4 +191,15 @@ func TestJobHealthAndHotspotsIsolation(t *testing.T) {
 	if code != 200 || strings.Contains(body, "job.path_") {
 		t.Fatalf("globex events: %d %s", code, body)
 	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -110,6 +111,12 @@ var (
 	descTenantUse = prometheus.NewDesc("jobfabric_tenant_quota_use_gpus",
 		"GPU-equivalents by tenant (the sum of its workspaces'): guaranteed, borrowed, lent.",
 		[]string{metrics.LabelTenant, "use"}, nil)
+	descPathHealth = prometheus.NewDesc("jobfabric_jobs_path_health",
+		"Live jobs by tenant, workspace and the committed verdict of their path (healthy, unknown, congested, lossy, link_errors, gpu_errors; none before the first judgment).",
+		[]string{metrics.LabelTenant, metrics.LabelWorkspace, "verdict"}, nil)
+	descJobUnhealthy = prometheus.NewDesc("jobfabric_job_path_unhealthy",
+		"1 for each live job whose committed path verdict is a fault, labelled with it (only faulty jobs have a series: the count is bounded by the live jobs, and is small while the fabric is well).",
+		[]string{metrics.LabelTenant, metrics.LabelWorkspace, "job", "verdict"}, nil)
 	descRevision = prometheus.NewDesc("jobfabric_fabric_revision",
 		"The latest committed fabric revision.", nil, nil)
 	descDeviceRev = prometheus.NewDesc("jobfabric_fabric_device_deployed_revision",
@@ -119,7 +126,7 @@ var (
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPending, descWsUse, descWsQuota, descTenantUse, descRevision, descDeviceRev, descDeviceSync} {
+	for _, d := range []*prometheus.Desc{descPending, descWsUse, descWsQuota, descTenantUse, descPathHealth, descJobUnhealthy, descRevision, descDeviceRev, descDeviceSync} {
 		ch <- d
 	}
 }
@@ -127,10 +134,19 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var pending map[[3]string]int
 	var use []workspaceUse
+	var paths map[[3]string]int
+	var unhealthy [][4]string
 	c.fsm.Read(func(v state.View) {
 		pending = pendingByReason(v)
 		use = quotaUse(v)
+		paths, unhealthy = pathHealthOf(v)
 	})
+	for k, n := range paths {
+		ch <- prometheus.MustNewConstMetric(descPathHealth, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
+	}
+	for _, k := range unhealthy {
+		ch <- prometheus.MustNewConstMetric(descJobUnhealthy, prometheus.GaugeValue, 1, k[0], k[1], k[2], k[3])
+	}
 	for k, n := range pending {
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
@@ -167,6 +183,24 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descDeviceSync, prometheus.GaugeValue, in, d.Name)
 	}
+}
+
+// pathHealthOf counts live jobs by their committed path verdict and lists
+// the faulty ones (tenant, workspace, job ID, verdict).
+func pathHealthOf(v state.View) (map[[3]string]int, [][4]string) {
+	counts := map[[3]string]int{}
+	var faulty [][4]string
+	for j := range v.LiveJobs() {
+		if j.PathHealth == nil {
+			continue
+		}
+		verdict := string(j.PathHealth.Verdict)
+		counts[[3]string{j.Tenant, j.Workspace, verdict}]++
+		if j.PathHealth.Verdict.Faulty() {
+			faulty = append(faulty, [4]string{j.Tenant, j.Workspace, strconv.FormatUint(j.ID, 10), verdict})
+		}
+	}
+	return counts, faulty
 }
 
 // pendingByReason counts pending jobs by tenant, workspace and reason.
