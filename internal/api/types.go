@@ -7,8 +7,9 @@ import (
 
 // Revision numbers the API's shape: it goes up whenever a request or
 // answer gains a field, a parameter or an endpoint (12: version in health,
-// paginated jobs and events, several states in a job query).
-const Revision = 12
+// paginated jobs and events, several states in a job query; 13: usage, a
+// job's runs).
+const Revision = 13
 
 type (
 	// Health is the answer of GET /v1/health.

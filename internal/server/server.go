@@ -238,7 +238,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
-	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
+	s.routes = append(append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...), s.usageRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
