@@ -13,7 +13,7 @@ type (
 		// By is the grouping: tenant, workspace, job or token.
 		By string `json:"by"`
 		// Rows are the groups that held GPUs in the period, by tenant,
-		// workspace, token, job.
+		// workspace, job, token.
 		Rows []UsageRow `json:"rows"`
 		// Total sums the rows; its jobs count each job once.
 		Total UsageFigures `json:"total"`

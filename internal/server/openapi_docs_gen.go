@@ -39,7 +39,7 @@ var docs = map[string]string{
 	"internal/api.TokenCreated":                          "TokenCreated carries the secret: the only time it is ever shown.",
 	"internal/api.Usage":                                 "Usage is the answer of GET /v1/usage: the GPUs held over a period, grouped, from the runs the replicated state records in each job.",
 	"internal/api.Usage.By":                              "By is the grouping: tenant, workspace, job or token.",
-	"internal/api.Usage.Rows":                            "Rows are the groups that held GPUs in the period, by tenant, workspace, token, job.",
+	"internal/api.Usage.Rows":                            "Rows are the groups that held GPUs in the period, by tenant, workspace, job, token.",
 	"internal/api.Usage.Since":                           "Since and Until bound the period counted, [since, until), to the second.",
 	"internal/api.Usage.Total":                           "Total sums the rows; its jobs count each job once.",
 	"internal/api.Usage.Until":                           "Since and Until bound the period counted, [since, until), to the second.",
