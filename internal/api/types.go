@@ -8,8 +8,8 @@ import (
 // Revision numbers the API's shape: it goes up whenever a request or
 // answer gains a field, a parameter or an endpoint (12: version in health,
 // paginated jobs and events, several states in a job query; 13: telemetry
-// push; 14: job path health, GET /v1/jobs/{id}/health, GET
-// /v1/fabric/hotspots).
+// push, usage, a job's runs; 14: job path health, GET /v1/jobs/{id}/health,
+// GET /v1/fabric/hotspots).
 const Revision = 14
 
 type (

@@ -188,6 +188,7 @@ var allowedImports = map[string][]string{
 	"internal/mig":             {"internal/domain"},
 	"internal/hostfacts":       {"internal/domain"},
 	"internal/sched":           {"internal/domain", "internal/mig"},
+	"internal/usage":           {"internal/domain"},
 	"internal/fabric":          {"internal/domain"},
 	"internal/binding":         {"internal/domain", "internal/hostfacts"},
 	"internal/api":             {"internal/domain", "internal/fabric/verify"},

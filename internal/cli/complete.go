@@ -15,7 +15,7 @@ import (
 )
 
 // outputFormats are the values -o completes to.
-var outputFormats = []string{"table", "wide", "json", "yaml", "name", "jsonpath="}
+var outputFormats = []string{"table", "wide", "json", "yaml", "name", "jsonpath=", "csv"}
 
 // completer lists candidates of one kind from the server; the word being
 // completed filters them in the shell.
@@ -53,6 +53,9 @@ func addCompletions(root *cobra.Command, g *globals) {
 	// Sub-commands that list fixed values.
 	if c, _, err := root.Find([]string{"job", "list"}); err == nil {
 		_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(strings.Split(stateNames(), ", "), cobra.ShellCompDirectiveNoFileComp))
+	}
+	if c, _, err := root.Find([]string{"usage"}); err == nil {
+		_ = c.RegisterFlagCompletionFunc("by", cobra.FixedCompletions([]string{"tenant", "workspace", "job", "token"}, cobra.ShellCompDirectiveNoFileComp))
 	}
 }
 

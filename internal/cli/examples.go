@@ -38,6 +38,7 @@ jobfabric --context prod node list -o wide`,
 
 	"demo":   "jobfabric demo\njobfabric demo --listen 127.0.0.1:7070 --stripes 2",
 	"events": "jobfabric events --tenant acme --since 1h\njobfabric events --limit 20 -o json",
+	"usage":  "jobfabric usage --tenant acme --since 30d\njobfabric usage --tenant acme --since 2026-11-01T00:00:00Z --until 2026-12-01T00:00:00Z --by workspace -o csv\njobfabric usage --since 12h --by job -o json",
 
 	"fabric":           "jobfabric fabric status\njobfabric fabric diff",
 	"fabric deploy":    "jobfabric fabric deploy",

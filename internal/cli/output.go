@@ -29,6 +29,7 @@ type printing struct {
 	loc       *time.Location
 	poll      time.Duration      // how often a watch polls (0: defaultPoll)
 	jsonPath  *jsonpath.JSONPath // parsed from -o jsonpath=TEMPLATE by checkOutput
+	allowCSV  bool               // the command prints -o csv itself (usage)
 }
 
 // timeLayout is the one format of a point in time in tables and lines: the
@@ -125,8 +126,13 @@ func (g *globals) checkOutput() error {
 	switch g.output {
 	case "table", "wide", "json", "yaml", "name":
 		return nil
+	case "csv":
+		if g.allowCSV {
+			return nil
+		}
+		return domain.Invalid("output", "-o csv: only jobfabric usage prints csv; use -o json or -o jsonpath=...")
 	}
-	return domain.Invalid("output", "-o %q is not one of table, wide, json, yaml, name, jsonpath=TEMPLATE", g.output)
+	return domain.Invalid("output", "-o %q is not one of table, wide, json, yaml, name, jsonpath=TEMPLATE (csv: usage)", g.output)
 }
 
 // tableWriter is what a table function writes to: aligned columns, and

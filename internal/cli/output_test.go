@@ -230,6 +230,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"job health", outCase{json: args("job", "health", "1"), header: true}},
 		{"job env", outCase{json: args("job", "env", "1", "--node", node)}},
 		{"events", outCase{json: args("events", "--tenant", "acme"), header: true}},
+		{"usage", outCase{json: args("usage", "--since", "1h", "--by", "workspace"), header: true}},
 		{"cluster status", outCase{json: args("cluster", "status"), header: true}},
 		{"cluster remove", outCase{json: args("cluster", "remove", "gone-1"), plain: args("cluster", "remove", "gone-2")}},
 		{"cluster secret", outCase{json: args("cluster", "secret")}},

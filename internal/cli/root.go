@@ -76,11 +76,11 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.token, "token", "", "bearer token (default: env JOBFABRIC_TOKEN, the context's token file)")
 	pf.StringVar(&g.ca, "ca", "", "CA certificate to verify an https server (default: env JOBFABRIC_CA, the context's CA, the system pool)")
 	pf.StringVar(&g.context, "context", "", "context of the config file to use (default: env JOBFABRIC_CONTEXT, the current context)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, wide, json, yaml, name (KIND/ID lines) or jsonpath=TEMPLATE")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, wide, json, yaml, name (KIND/ID lines), jsonpath=TEMPLATE, or csv (usage)")
 	pf.BoolVar(&g.noHeaders, "no-headers", false, "print tables without their header and title lines")
 	root.AddCommand(
 		newServerCmd(g), newDemoCmd(g), newTopologyCmd(g), newTenantCmd(g), newWorkspaceCmd(g),
-		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
+		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newUsageCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
 		newAgentCmd(g), newHostCmd(g), newSlurmCmd(g), // agent.go, binding.go
 		newLabCmd(g),                      // lab.go
 		newConfigCmd(g), newVersionCmd(g), // config.go, version.go

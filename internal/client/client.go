@@ -375,3 +375,17 @@ func (c *Client) Hotspots(ctx context.Context, limit int) (*api.Hotspots, error)
 	}
 	return &h, c.Do(ctx, "GET", path, nil, &h)
 }
+
+// UsageQuery selects a usage report: Since is required, a duration back
+// from now (30d, 12h) or an RFC 3339 time; Until likewise (empty: now);
+// By is tenant (default), workspace, job or token.
+type UsageQuery struct {
+	Tenant, Workspace, Since, Until, By string
+}
+
+// Usage reports the GPU-hours of the jobs q selects over its period.
+func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.Usage, error) {
+	var u api.Usage
+	path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By)
+	return &u, c.Do(ctx, "GET", path, nil, &u)
+}

@@ -351,6 +351,10 @@ type Job struct {
 	// NICs, leaf ports and uplinks), as the leader committed it: set while
 	// the job holds GPUs and the server scrapes telemetry.
 	PathHealth *PathHealth `json:"pathHealth,omitempty"`
+	// Runs are the job's holdings of GPUs, oldest first: one per
+	// placement, closed when the GPUs are released (the job ends, or is
+	// preempted and requeued). Usage accounting sums them.
+	Runs []Run `json:"runs,omitempty"`
 }
 
 // PathVerdict is the health of a job's path (internal/health decides it).
@@ -386,6 +390,24 @@ type PathHealth struct {
 	// Message names the worst signal and where ("leaf3/swp7 pfc_pause_rx
 	// 12000/s >= 1000/s").
 	Message string `json:"message,omitempty"`
+}
+
+// Run is one holding of GPUs by a job, from the commit of its placement to
+// the release of its GPUs, as the replicated state recorded it.
+type Run struct {
+	// Start is when the job got the GPUs (the plan's commit time).
+	Start time.Time `json:"start"`
+	// End is when it released them; nil while it holds them.
+	End *time.Time `json:"end,omitempty"`
+	// GPUs counts the whole GPUs held (0 for MIG slices and shares).
+	GPUs int `json:"gpus"`
+	// Units is the capacity held in units of 1/7000 GPU (UnitsPerGPU):
+	// whole GPUs, MIG slices by compute slices, shares by fraction.
+	Units int `json:"units"`
+	// BorrowedUnits is the part of Units above the workspace's guarantee
+	// when the job was placed: what the workspace already held, plus
+	// Units, beyond Guaranteed. The rest of Units is guaranteed use.
+	BorrowedUnits int `json:"borrowedUnits,omitempty"`
 }
 
 // ValidateJobSpec checks a job request's fields (not its relations to state).

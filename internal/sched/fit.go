@@ -71,6 +71,10 @@ func (f *Fit) Place(j *domain.Job, pl []domain.Placement) (domain.Reason, bool) 
 	return domain.Reason{}, true
 }
 
+// Used is what workspace ref ("tenant/name") holds in the view, in units:
+// after Place, the placed job included.
+func (f *Fit) Used(ref string) int { return f.u.usedOf(ref) }
+
 // Release gives back what j holds (j.Placement): a release or a stop
 // committed earlier in the same plan.
 func (f *Fit) Release(j *domain.Job) {

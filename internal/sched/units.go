@@ -52,21 +52,15 @@ func migProfile(model, name string) (mig.Profile, error) {
 }
 
 // held is what a placed job holds, in units.
-func held(j *domain.Job) int {
+func held(j *domain.Job) int { return Held(j.Placement) }
+
+// Held is the capacity placements hold, in units: whole GPUs, MIG slices by
+// their compute slices, shares by their fraction. Usage accounting records
+// it per run, so a GPU-equivalent-hour is what the scheduler counts.
+func Held(pls []domain.Placement) int {
 	n := 0
-	for _, p := range j.Placement {
-		switch {
-		case p.Share > 0:
-			n += domain.ShareUnits(p.Share)
-		case len(p.MIG) > 0:
-			for _, s := range p.MIG {
-				if u, ok := mig.Units("", s.Profile); ok {
-					n += u
-				}
-			}
-		default:
-			n += len(p.GPUs) * unit
-		}
+	for _, p := range pls {
+		n += placementUnits(p)
 	}
 	return n
 }

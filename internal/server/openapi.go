@@ -87,6 +87,7 @@ var apiTags = []struct{ name, doc string }{
 	{"jobs", "Job submission, state, lifecycle reports and watches"},
 	{"bindings", "What a host applies for a placed job"},
 	{"events", "The audit trail"},
+	{"usage", "GPU-hours per tenant, workspace, job and token, guaranteed and borrowed"},
 	{"nodes", "Servers' scheduling condition (cordon, drain, unhealthy)"},
 	{"hosts", "Node agents: facts, heartbeats, GPU baselines and the host policy"},
 	{"fabric", "Fabric revisions, rendered configurations, deploys and verification"},

@@ -375,6 +375,9 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Errorf("watch of an ended job sent %d events, want 1", n)
 	}
 	c.call(admin, "GET", "/v1/events?limit=50", nil, 200)
+	c.call(admin, "GET", "/v1/usage?since=1h&by=job", nil, 200)
+	c.call(member, "GET", "/v1/usage?since=1h&by=token", nil, 200)
+	c.call(admin, "GET", "/v1/usage?since=soon", nil, 400)
 
 	// Errors a client can cause before its body is read.
 	c.raw(admin, "POST", "/v1/tenants", "application/x-www-form-urlencoded", "name=x", http.StatusUnsupportedMediaType)
@@ -396,6 +399,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		"GET /v1/tenants", "POST /v1/tenants/{tenant}/workspaces", "POST /v1/jobs", "GET /v1/topology",
 		"POST /v1/tokens", "GET /v1/events", "GET /v1/nodes", "GET /v1/hosts", "GET /v1/fabric/status",
 		"GET /v1/fabric/verify", "GET /v1/jobs/{id}/binding", "GET /v1/cluster", "GET /v1/external-jobs/{externalId}",
+		"GET /v1/usage",
 	} {
 		if len(c.seen[want]) == 0 {
 			t.Errorf("%s was not exercised", want)

@@ -274,6 +274,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.routes = append(s.routes, s.healthRoutes()...)
+	s.routes = append(s.routes, s.usageRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),

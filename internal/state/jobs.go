@@ -221,6 +221,9 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 func CopyJob(j *domain.Job) *domain.Job {
 	cp := *j
 	cp.GPUModels = slices.Clone(j.GPUModels)
+	// A run's End is never changed in place (endRun replaces the slice),
+	// so the copy may share the times it points to.
+	cp.Runs = slices.Clone(j.Runs)
 	if j.Topology != nil {
 		t := *j.Topology
 		cp.Topology = &t

@@ -66,6 +66,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 
 // end makes a job terminal and releases its GPUs.
 func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
+	endRun(j, at)
 	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
 	j.Placement, j.PathHealth = nil, nil // no GPUs, no path
 	f.jobs.end(j)
@@ -75,6 +76,7 @@ func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.T
 // else it ends Preempted.
 func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
 	if j.Preemptible {
+		endRun(j, at)
 		j.State, j.Placement, j.StopDeadline, j.PlacedAt, j.StartedAt = domain.JobPending, nil, nil, nil, nil
 		j.PathHealth = nil
 		j.Requeues++

@@ -123,6 +123,7 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 	}
 	at := c.At
 	j.Placement, j.UpdatedAt, j.PlacedAt, j.NetworkRev = jp.Placement, c.At, &at, 0
+	f.startRun(j, fit, at)
 	if networkGate {
 		// Ready once the fabric revision carrying its network is
 		// deployed on its leaves (fabric.go, gate).

@@ -1,0 +1,144 @@
+package usage_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+	"github.com/jobfabric/jobfabric/internal/usage"
+)
+
+// fsm drives a real state machine with commands stamped by a fake clock,
+// as the leader stamps them.
+type fsm struct {
+	t   *testing.T
+	f   *state.FSM
+	clk *tstime.Fake
+	n   uint64
+}
+
+func (m *fsm) do(ct state.CommandType, actor string, payload any) any {
+	m.t.Helper()
+	b, err := state.Encode(ct, m.clk.Now(), actor, payload)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.n++
+	r := m.f.Apply(&raft.Log{Index: m.n, Type: raft.LogCommand, Data: b}).(*state.Result)
+	if r.Err != nil {
+		m.t.Fatalf("%s: %v", ct, r.Err)
+	}
+	if pr, ok := r.Value.(*state.PlanResult); ok && len(pr.Rejected) > 0 {
+		m.t.Fatalf("%s refused: %v", ct, pr.Rejected)
+	}
+	return r.Value
+}
+
+func (m *fsm) report(from *state.FSM, q usage.Query) *usage.Report {
+	m.t.Helper()
+	var rep *usage.Report
+	var err error
+	from.Read(func(v state.View) { rep, err = usage.Compute(v, q) })
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return rep
+}
+
+// TestFromReplicatedState: the figures come from the runs apply records:
+// a job placed for an hour on 8 GPUs is 8 GPU-hours; a job preempted,
+// requeued and placed again counts both runs and not the gap, to the
+// second; a snapshot restored on another state machine answers the same.
+func TestFromReplicatedState(t *testing.T) {
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	m := &fsm{t: t, f: state.New(), clk: tstime.NewFake(start)}
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.do(state.CmdTopologyApply, "admin:root", state.TopologyApply{Topology: *topo})
+	m.do(state.CmdTenantCreate, "admin:root", state.TenantCreate{Tenant: domain.Tenant{Name: "acme", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}})
+	m.do(state.CmdWorkspaceCreate, "admin:root", state.WorkspaceCreate{Workspace: domain.Workspace{Tenant: "acme", Name: "research", Guaranteed: 8, BorrowLimit: 8, Weight: 1}})
+	servers := topo.Servers()
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+
+	a := m.do(state.CmdJobSubmit, "member:tok-a", state.JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8}}).(*domain.Job).ID
+	b := m.do(state.CmdJobSubmit, "member:tok-b", state.JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8, Preemptible: true}}).(*domain.Job).ID
+	m.clk.Advance(time.Minute)
+	placedA := m.clk.Now()
+	m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: a, Placements: []domain.Placement{{Server: servers[0].Name, GPUs: all}}}}})
+	m.clk.Advance(500 * time.Millisecond) // b's run starts 0.5s into a second
+	m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: b, Placements: []domain.Placement{{Server: servers[1].Name, GPUs: all}}}}})
+	m.clk.Advance(time.Hour - 500*time.Millisecond)
+	m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: a, State: state.ReportSucceeded})
+	// b (borrowing: a held the guarantee when b was placed) is preempted
+	// at a's end + 20 minutes, stops 10s later, waits 40 minutes, runs 30
+	// minutes more.
+	m.clk.Advance(20 * time.Minute)
+	m.do(state.CmdJobsPreempt, "scheduler", state.JobsPreempt{Jobs: []state.Preemption{{ID: b, Reason: domain.Reason{Code: "reclaimed", Message: "reclaimed"}, Deadline: m.clk.Now().Add(time.Minute)}}})
+	m.clk.Advance(10 * time.Second)
+	m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: b, State: state.ReportStopped})
+	m.clk.Advance(40 * time.Minute)
+	m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: b, Placements: []domain.Placement{{Server: servers[0].Name, GPUs: all}}}}})
+	m.clk.Advance(30 * time.Minute)
+
+	q := usage.Query{Since: start, Until: start.Add(24 * time.Hour), Now: m.clk.Now(), By: usage.ByJob}
+	rep := m.report(m.f, q)
+	// a: 3600 s on 8 GPUs, guaranteed. b: first run from placedA+0.5s
+	// (times count truncated to the second: from placedA) to its stop at
+	// placedA+1h20m10s = 4810 s,
+	// borrowed (a held the 8 guaranteed GPUs); second run 1800 s, still
+	// held, within the guarantee (a had ended).
+	want := []usage.Figures{
+		{GPUSeconds: 8 * 3600, UnitSeconds: 8 * 7000 * 3600, Jobs: 1},
+		{GPUSeconds: 8 * (4810 + 1800), UnitSeconds: 8 * 7000 * (4810 + 1800), BorrowedUnitSeconds: 8 * 7000 * 4810, Jobs: 1},
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Job != a || rep.Rows[1].Job != b {
+		t.Fatalf("rows %+v, want jobs %d and %d", rep.Rows, a, b)
+	}
+	for i, w := range want {
+		if rep.Rows[i].Figures != w {
+			t.Errorf("job %d: %+v, want %+v", rep.Rows[i].Job, rep.Rows[i].Figures, w)
+		}
+	}
+	if got := rep.Rows[0].GPUHours(); got != 8 {
+		t.Errorf("job %d placed at %s for an hour on 8 GPUs: %v GPU-hours, want 8", a, placedA.Format(time.TimeOnly), got)
+	}
+	if tok := rep.Rows[1].Token; tok != "member:tok-b" {
+		t.Errorf("job %d's token %q, want its submitter member:tok-b", b, tok)
+	}
+
+	// The same answer from a state machine restored from a snapshot.
+	snap, err := m.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := state.New()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	again := m.report(restored, q)
+	if len(again.Rows) != len(rep.Rows) || again.Total != rep.Total {
+		t.Fatalf("restored state answers %+v, want %+v", again.Total, rep.Total)
+	}
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }
+
+var _ raft.SnapshotSink = (*memSink)(nil)
