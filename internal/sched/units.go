@@ -82,5 +82,3 @@ func gpus(units int) string {
 	return fmt.Sprintf("%.2f", float64(units)/unit)
 }
 
-// Held is what a placed job holds, in units (domain.UnitsPerGPU a GPU).
-func Held(j *domain.Job) int { return held(j) }

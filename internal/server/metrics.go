@@ -234,7 +234,7 @@ func quotaUse(v state.View) []workspaceUse {
 	held := map[string]int{}
 	for j := range v.LiveJobs() {
 		if len(j.Placement) > 0 {
-			held[j.Tenant+"/"+j.Workspace] += sched.Held(j)
+			held[j.Tenant+"/"+j.Workspace] += sched.Held(j.Placement)
 		}
 	}
 	capacity := 0
