@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/client"
 )
 
 // newJobHealthCmd is `job health ID`: the job's path hop by hop, the
@@ -26,19 +27,13 @@ The committed verdict (debounced, the one in job show, job watch and events)
 is shown too. See docs/visibility.md.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			h, err := c.JobHealth(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return g.emit(h, func(w io.Writer) { g.jobHealthTable(w, h) })
+			return g.onJob(args[0], func(c *client.Client, id uint64) error {
+				h, err := c.JobHealth(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				return g.emit(h, func(w io.Writer) { g.jobHealthTable(w, h) })
+			})
 		},
 	}
 }

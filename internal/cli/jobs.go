@@ -187,30 +187,24 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 	explain := &cobra.Command{
 		Use: "explain ID", Short: "Why a job is where it is: its reason, or where it was placed", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.Job(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return g.emit(j, func(w io.Writer) {
-				fmt.Fprintf(w, "job %d (%s) is %s", j.ID, j.Name, j.State)
-				if j.Reason != nil {
-					fmt.Fprintf(w, ": %s [%s]", j.Reason.Message, j.Reason.Code)
+			return g.onJob(args[0], func(c *client.Client, id uint64) error {
+				j, err := c.Job(cmd.Context(), id)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintln(w)
-				if j.Reason != nil && j.State == domain.JobPending {
-					reservationLines(w, j.Reason.Reservation)
-				}
-				for _, p := range j.Placement {
-					fmt.Fprintf(w, "  %s GPUs %s\n", p.Server, joinInts(p.GPUs))
-				}
+				return g.emit(j, func(w io.Writer) {
+					fmt.Fprintf(w, "job %d (%s) is %s", j.ID, j.Name, j.State)
+					if j.Reason != nil {
+						fmt.Fprintf(w, ": %s [%s]", j.Reason.Message, j.Reason.Code)
+					}
+					fmt.Fprintln(w)
+					if j.Reason != nil && j.State == domain.JobPending {
+						reservationLines(w, j.Reason.Reservation)
+					}
+					for _, p := range j.Placement {
+						fmt.Fprintf(w, "  %s GPUs %s\n", p.Server, joinInts(p.GPUs))
+					}
+				})
 			})
 		},
 	}
@@ -269,19 +263,13 @@ func newJobReportCmd(g *globals) *cobra.Command {
 Preempting job has stopped and its GPUs may go.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			j, err := c.Report(cmd.Context(), id, st, msg)
-			if err != nil {
-				return err
-			}
-			return g.emit(j, func(w io.Writer) { g.jobDetail(w, j) })
+			return g.onJob(args[0], func(c *client.Client, id uint64) error {
+				j, err := c.Report(cmd.Context(), id, st, msg)
+				if err != nil {
+					return err
+				}
+				return g.emit(j, func(w io.Writer) { g.jobDetail(w, j) })
+			})
 		},
 	}
 	cmd.Flags().StringVar(&st, "state", "", "running, succeeded, failed or stopped")
@@ -296,15 +284,9 @@ func newJobWatchCmd(g *globals) *cobra.Command {
 		Short: "Print a line each time a job changes, until it ends (-o json: one JSON object per line)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			return c.Watch(cmd.Context(), id, func(j *domain.Job) error { return g.emitLine(j) })
+			return g.onJob(args[0], func(c *client.Client, id uint64) error {
+				return c.Watch(cmd.Context(), id, func(j *domain.Job) error { return g.emitLine(j) })
+			})
 		},
 	}
 }
@@ -329,6 +311,20 @@ func (g *globals) emitLine(j *domain.Job) error {
 		}
 		fmt.Fprintln(w, line)
 	})
+}
+
+// onJob parses a job ID argument and calls fn with a client of the
+// server: what every `job VERB ID` command starts with.
+func (g *globals) onJob(raw string, fn func(c *client.Client, id uint64) error) error {
+	id, err := parseJobID(raw)
+	if err != nil {
+		return err
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	return fn(c, id)
 }
 
 func parseJobID(raw string) (uint64, error) {

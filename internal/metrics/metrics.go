@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Namespace prefixes every family jobfabric defines.
@@ -83,41 +84,41 @@ type Metrics struct {
 // collectors and the raft bridge.
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
-	f := factory{reg}
+	// Every family is jobfabric_*, registered in this registry only.
+	f := promauto.With(prometheus.WrapRegistererWithPrefix(Namespace+"_", reg))
 	durations := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	waits := []float64{.01, .05, .1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600}
 	m := &Metrics{
 		reg: reg,
-		CycleDuration: f.histogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "cycle_duration_seconds",
+		CycleDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "cycle_duration_seconds",
 			Help: "Time of one scheduling cycle on the leader: snapshot, schedule and the commit of its plan.", Buckets: durations}),
-		AdmissionLatency: f.histogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "admission_latency_seconds",
+		AdmissionLatency: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "admission_latency_seconds",
 			Help: "Time from a job's submission to its placement, observed when the placement commits.", Buckets: waits}),
-		Placements: f.counterVec(prometheus.CounterOpts{Subsystem: "scheduler", Name: "placements_total",
-			Help: "Jobs placed (committed placements)."}, LabelTenant, LabelWorkspace),
-		Preemptions: f.counterVec(prometheus.CounterOpts{Subsystem: "scheduler", Name: "preemptions_total",
-			Help: "Jobs told to stop, by the victim's tenant and workspace and the kind (reclaimed, preempted_by_priority, drained, other)."},
-			LabelTenant, LabelWorkspace, "kind"),
-		ReclaimLatency: f.histogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "reclaim_latency_seconds",
+		Placements: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "scheduler", Name: "placements_total",
+			Help: "Jobs placed (committed placements)."}, []string{LabelTenant, LabelWorkspace}),
+		Preemptions: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "scheduler", Name: "preemptions_total",
+			Help: "Jobs told to stop, by the victim's tenant and workspace and the kind (reclaimed, preempted_by_priority, drained, other)."}, []string{LabelTenant, LabelWorkspace, "kind"}),
+		ReclaimLatency: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "scheduler", Name: "reclaim_latency_seconds",
 			Help: "Time from the first reclaim issued for a job within its guarantee to its placement; compare with jobfabric_scheduler_reclaim_bound_seconds.", Buckets: waits}),
-		ReclaimBound: f.gauge(prometheus.GaugeOpts{Subsystem: "scheduler", Name: "reclaim_bound_seconds",
+		ReclaimBound: f.NewGauge(prometheus.GaugeOpts{Subsystem: "scheduler", Name: "reclaim_bound_seconds",
 			Help: "The reclaim bound: a job within its guarantee is placed within the preemption grace plus one scheduling interval."}),
-		ReclaimsOverdue: f.counter(prometheus.CounterOpts{Subsystem: "scheduler", Name: "reclaims_over_bound_total",
+		ReclaimsOverdue: f.NewCounter(prometheus.CounterOpts{Subsystem: "scheduler", Name: "reclaims_over_bound_total",
 			Help: "Reclaims whose job was placed later than the reclaim bound."}),
-		DeployDuration: f.histogramVec(prometheus.HistogramOpts{Subsystem: "fabric", Name: "deploy_duration_seconds",
-			Help: "Time to deploy one device's configuration (lint and apply), by device.", Buckets: durations}, "device"),
-		DeployFailures: f.counterVec(prometheus.CounterOpts{Subsystem: "fabric", Name: "deploy_failures_total",
-			Help: "Device deploys that failed, by device."}, "device"),
-		VerifyOK: f.gauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_ok",
+		DeployDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "fabric", Name: "deploy_duration_seconds",
+			Help: "Time to deploy one device's configuration (lint and apply), by device.", Buckets: durations}, []string{"device"}),
+		DeployFailures: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "fabric", Name: "deploy_failures_total",
+			Help: "Device deploys that failed, by device."}, []string{"device"}),
+		VerifyOK: f.NewGauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_ok",
 			Help: "1 when the verifier passed the latest compiled intent, 0 when it found failures."}),
-		VerifyFailures: f.gauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_failures",
+		VerifyFailures: f.NewGauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_failures",
 			Help: "Failures the verifier found in the latest compiled intent."}),
-		Requests: f.counterVec(prometheus.CounterOpts{Subsystem: "http", Name: "requests_total",
-			Help: "API requests by method, route pattern and status code."}, "method", "route", "code"),
-		RequestDuration: f.histogramVec(prometheus.HistogramOpts{Subsystem: "http", Name: "request_duration_seconds",
-			Help: "API request latency by method and route pattern (streams: their whole life).", Buckets: durations}, "method", "route"),
-		ApplyDuration: f.histogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",
+		Requests: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "http", Name: "requests_total",
+			Help: "API requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
+		RequestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "http", Name: "request_duration_seconds",
+			Help: "API request latency by method and route pattern (streams: their whole life).", Buckets: durations}, []string{"method", "route"}),
+		ApplyDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",
 			Help: "Time for this server to commit a command through raft and apply it (propose to result).", Buckets: durations}),
-		LeaderChanges: f.counter(prometheus.CounterOpts{Subsystem: "raft", Name: "leader_changes_total",
+		LeaderChanges: f.NewCounter(prometheus.CounterOpts{Subsystem: "raft", Name: "leader_changes_total",
 			Help: "Leadership changes this server observed (gained or lost)."}),
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), raftBridge())
@@ -139,42 +140,3 @@ func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
 // Since is the seconds since start, for observations.
 func Since(start time.Time) float64 { return time.Since(start).Seconds() }
-
-// factory registers what it makes in one registry (promauto.With, without
-// the global default).
-type factory struct{ reg *prometheus.Registry }
-
-func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
-	o.Namespace = Namespace
-	h := prometheus.NewHistogram(o)
-	f.reg.MustRegister(h)
-	return h
-}
-
-func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
-	o.Namespace = Namespace
-	h := prometheus.NewHistogramVec(o, labels)
-	f.reg.MustRegister(h)
-	return h
-}
-
-func (f factory) counter(o prometheus.CounterOpts) prometheus.Counter {
-	o.Namespace = Namespace
-	c := prometheus.NewCounter(o)
-	f.reg.MustRegister(c)
-	return c
-}
-
-func (f factory) counterVec(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
-	o.Namespace = Namespace
-	c := prometheus.NewCounterVec(o, labels)
-	f.reg.MustRegister(c)
-	return c
-}
-
-func (f factory) gauge(o prometheus.GaugeOpts) prometheus.Gauge {
-	o.Namespace = Namespace
-	g := prometheus.NewGauge(o)
-	f.reg.MustRegister(g)
-	return g
-}
