@@ -81,4 +81,3 @@ func gpus(units int) string {
 	}
 	return fmt.Sprintf("%.2f", float64(units)/unit)
 }
-
