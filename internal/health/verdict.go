@@ -188,23 +188,36 @@ type hopResult struct {
 // maxFindings bounds the signals reported per hop.
 const maxFindings = 4
 
+// visitor is a Reader that can hand out an entity's readings one by one,
+// without copying and sorting them (telemetry.Store): judging needs no
+// order, and the loop judges every path after each ingest.
+type visitor interface {
+	Visit(k telemetry.Key, fn func(*telemetry.Reading))
+}
+
 // judgeHop reads every entity of a hop and keeps its worst findings.
 func (t *Thresholds) judgeHop(h *Hop, rd telemetry.Reader) hopResult {
 	var res hopResult
 	fresh, any := 0, 0
+	see := func(r *telemetry.Reading) {
+		any++
+		if r.Stale {
+			return
+		}
+		fresh++
+		if f, ok := t.judge(r); ok {
+			res.findings = insertFinding(res.findings, f)
+		}
+	}
+	v, visits := rd.(visitor)
 	for _, k := range h.Keys {
+		if visits {
+			v.Visit(k, see)
+			continue
+		}
 		rs := rd.Readings(k)
 		for i := range rs {
-			any++
-			if rs[i].Stale {
-				continue
-			}
-			fresh++
-			f, ok := t.judge(&rs[i])
-			if !ok {
-				continue
-			}
-			res.findings = insertFinding(res.findings, f)
+			see(&rs[i])
 		}
 	}
 	switch {

@@ -512,6 +512,19 @@ func (s *Store) Readings(k Key) []Reading {
 	return out
 }
 
+// Visit calls fn with each current reading of an entity, in no set order,
+// without copying them out: the correlator's hot path. fn must not keep r
+// nor call the store.
+func (s *Store) Visit(k Key, fn func(r *Reading)) {
+	now := s.clock.Now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, se := range s.byKey[k] {
+		r := s.reading(se, now)
+		fn(&r)
+	}
+}
+
 // All returns every current reading, ordered by entity, signal, priority.
 func (s *Store) All() []Reading {
 	now := s.clock.Now()
