@@ -155,6 +155,7 @@ var docs = map[string]string{
 	"internal/domain.Job.BorrowNotBefore":                "BorrowNotBefore: after a reclaim the job may not borrow again before this time (no admit-reclaim-admit thrash); its own guarantee it may use.",
 	"internal/domain.Job.EndedAt":                        "EndedAt is when the job reached its final state.",
 	"internal/domain.Job.ID":                             "ID is the job's number, assigned at submit, never reused.",
+	"internal/domain.Job.LastReport":                     "LastReport is when the leader last heard the job's runtime (kept in the leader's memory, not replicated: filled in by the API server; unset until the runtime reports to the current leader).",
 	"internal/domain.Job.Message":                        "last runtime report",
 	"internal/domain.Job.NetworkRev":                     "NetworkRev is the fabric revision that carries the job's ports and groups; the job is Ready once it is deployed on the job's leaves.",
 	"internal/domain.Job.PathHealth":                     "PathHealth is what telemetry last said of the job's path (its GPUs, NICs, leaf ports and uplinks), as the leader committed it: set while the job holds GPUs and the server scrapes telemetry.",

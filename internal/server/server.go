@@ -135,6 +135,8 @@ type Server struct {
 	fabricComp fabricCompiler
 	// hosts is the leader's memory of node agents' heartbeats (hosts.go).
 	hosts *hostWatch
+	// runtimes is the leader's memory of runtimes' reports (liveness.go).
+	runtimes *runtimeWatch
 	// uses is the leader's memory of token uses (tokenuse.go).
 	uses tokenUses
 	// streams ends when the server shuts down, and with it every open
@@ -177,6 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
 	s.metrics.MustRegister(stateCollector{s.fsm})
@@ -541,6 +544,9 @@ func (s *Server) leaderLoop(ctx context.Context) {
 			if ok {
 				s.metrics.LeaderChanges.Inc()
 				s.log.Info("leadership changed", "leader", leader)
+			}
+			if !s.store.IsLeader() {
+				s.runtimes.reset() // a later term's leader hears afresh
 			}
 			check()
 		case <-t.C:
