@@ -65,6 +65,7 @@ type Metrics struct {
 
 	// Fabric.
 	DeployDuration *prometheus.HistogramVec // device
+	RevisionDeploy prometheus.Histogram     // per revision deployed in full
 	DeployFailures *prometheus.CounterVec   // device
 	VerifyOK       prometheus.Gauge
 	VerifyFailures prometheus.Gauge
@@ -105,6 +106,8 @@ func New() *Metrics {
 			Help: "Reclaims whose job was placed later than the reclaim bound."}),
 		DeployDuration: f.histogramVec(prometheus.HistogramOpts{Subsystem: "fabric", Name: "deploy_duration_seconds",
 			Help: "Time to deploy one device's configuration (lint and apply), by device.", Buckets: durations}, "device"),
+		RevisionDeploy: f.histogram(prometheus.HistogramOpts{Subsystem: "fabric", Name: "revision_deploy_seconds",
+			Help: "Time from a fabric revision's first deploy round to every device in sync with it (retries of failed devices included); a revision replaced before it was in sync is not counted.", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}),
 		DeployFailures: f.counterVec(prometheus.CounterOpts{Subsystem: "fabric", Name: "deploy_failures_total",
 			Help: "Device deploys that failed, by device."}, "device"),
 		VerifyOK: f.gauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_ok",
