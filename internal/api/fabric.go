@@ -14,6 +14,22 @@ type (
 	FabricStatus struct {
 		Revision uint64        `json:"revision"`
 		Devices  []DeviceState `json:"devices"`
+		// LastDeploy is the latest revision this leader deployed in full
+		// (kept in the leader's memory: unset after a failover until the
+		// next revision is in sync).
+		LastDeploy *RevisionDeploy `json:"lastDeploy,omitempty"`
+	}
+
+	// RevisionDeploy is how long a revision took to reach every device.
+	RevisionDeploy struct {
+		Rev uint64 `json:"rev"`
+		// Seconds from the revision's first deploy round to every device
+		// in sync with it, retries of failed devices included.
+		Seconds float64 `json:"seconds"`
+		// Rounds is how many deploy rounds it took (1: no retry).
+		Rounds int `json:"rounds"`
+		// Devices is how many device deploys it took in all.
+		Devices int `json:"devices"`
 	}
 
 	// DeviceState is what the state knows of one switch.

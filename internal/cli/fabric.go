@@ -297,6 +297,9 @@ func diffStatTable(w io.Writer, s fabricDiffStat) {
 
 func fabricStatusTable(w io.Writer, st *api.FabricStatus) {
 	title(w, "latest revision: %d\n", st.Revision)
+	if l := st.LastDeploy; l != nil {
+		title(w, "revision %d deployed in full in %.1fs (%d rounds, %d device deploys)\n", l.Rev, l.Seconds, l.Rounds, l.Devices)
+	}
 	header(w, "DEVICE", "ROLE", "NOS", "CHANGED-IN", "DEPLOYED", "STATE", "ERROR")
 	for _, d := range st.Devices {
 		s := "in sync"

@@ -28,3 +28,19 @@ func TestFabricStatusShowsSwitchConditions(t *testing.T) {
 		t.Errorf("a met condition is reported:\n%s", out)
 	}
 }
+
+// TestFabricStatusShowsRevisionDeployTime: the last revision deployed in
+// full, with its time, rounds and device deploys, heads the table; a
+// status without one (a new leader) says nothing of it.
+func TestFabricStatusShowsRevisionDeployTime(t *testing.T) {
+	var b bytes.Buffer
+	fabricStatusTable(&b, &api.FabricStatus{Revision: 4, LastDeploy: &api.RevisionDeploy{Rev: 4, Seconds: 85.04, Rounds: 3, Devices: 12}})
+	if want := "revision 4 deployed in full in 85.0s (3 rounds, 12 device deploys)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status without %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	fabricStatusTable(&b, &api.FabricStatus{Revision: 4})
+	if strings.Contains(b.String(), "deployed in full") {
+		t.Errorf("a status without a timed revision names one:\n%s", b.String())
+	}
+}

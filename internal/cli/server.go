@@ -67,6 +67,9 @@ multi-server cluster.`,
 					return domain.Invalid(name, "--%s %s must be between 1s and 366 days", name, d)
 				}
 			}
+			if cfg.DeployTimeout < time.Second || cfg.DeployTimeout > time.Hour {
+				return domain.Invalid("deploy-timeout", "--deploy-timeout %s must be between 1s and 1h", cfg.DeployTimeout)
+			}
 			if bootstrap && cfg.Join != "" {
 				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
 			}
@@ -137,6 +140,7 @@ multi-server cluster.`,
 	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
 	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets), lab (the namespaces of jobfabric lab up, --frr-targets RUN_DIR/targets.json) or none (no deploy and no network gate)")
+	f.DurationVar(&cfg.DeployTimeout, "deploy-timeout", 2*time.Minute, "how long one device's deploy may take (each device has its own; a reload once started runs to its end)")
 	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")
 	f.StringVar(&telemetryFile, "telemetry-config", "", "YAML file of exporters to scrape, push sources and series rules (docs/telemetry.md)")
 	f.StringVar(&healthFile, "health-config", "", "YAML or JSON file of path health thresholds and debounce (docs/visibility.md; default: the documented defaults)")

@@ -3,8 +3,10 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,6 +150,45 @@ func TestFRRDriver(t *testing.T) {
 	}
 	if err := (&FRR{Run: (&fakeFRR{}).run}).Apply(context.Background(), dev("nope", "h", "frr.conf", "x")); err == nil {
 		t.Fatal("a device without a target was applied")
+	}
+}
+
+// TestFRRReloadNotCutOff: a caller whose context ends during the reload
+// does not cut it off: the reload and the rulesets after it run with a
+// live context and the new config is in place. One whose context ended
+// before the reload applies nothing.
+func TestFRRReloadNotCutOff(t *testing.T) {
+	conf := t.TempDir()
+	os.WriteFile(filepath.Join(conf, "frr.conf"), []byte("old"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls []string
+	run := func(rctx context.Context, name string, args ...string) ([]byte, error) {
+		line := name + " " + strings.Join(args, " ")
+		if strings.Contains(line, "--reload") {
+			cancel() // the caller gives up while the switch reloads
+		}
+		if strings.Contains(line, "--reload") || strings.Contains(line, "nft -f") {
+			if err := rctx.Err(); err != nil {
+				return nil, fmt.Errorf("%s cut off: %w", line, err)
+			}
+		}
+		calls = append(calls, line)
+		return nil, nil
+	}
+	target := map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf, Netns: "lab-leaf1", VRFNetns: map[string]string{"a": "lab-leaf1-a"}}}
+	f := &FRR{Run: run, Targets: target}
+	if err := f.Apply(ctx, dev("leaf1", "h", "frr.conf", "new", "gbp-a.nft", "table inet x {}")); err != nil {
+		t.Fatalf("a reload whose caller gave up half-way: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(conf, "frr.conf")); string(b) != "new" || len(calls) != 3 {
+		t.Fatalf("frr.conf = %q after calls %q, want new after --test, --reload and the ruleset", b, calls)
+	}
+
+	calls = nil
+	os.WriteFile(filepath.Join(conf, "frr.conf"), []byte("old"), 0o644)
+	err := f.Apply(ctx, dev("leaf1", "h2", "frr.conf", "newer"))
+	if err == nil || !strings.Contains(err.Error(), "nothing applied") || slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "--reload") }) {
+		t.Fatalf("an ended context before the reload: err %v, calls %q; want nothing applied, no --reload", err, calls)
 	}
 }
 

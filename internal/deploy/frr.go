@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
@@ -65,11 +66,22 @@ func ExecRunner(ctx context.Context, name string, args ...string) ([]byte, error
 // the nftables rulesets of segmented VRFs. The whole new config is checked
 // first (frr-reload --test); if the reload fails, the previous frr.conf is
 // reloaded again.
+//
+// A reload is never cut off half-way: Apply's context is honoured up to
+// the reload (the underlay guard, writing frr.conf.next, the --test
+// check: nothing of the new config is applied yet); from the --reload on
+// (the reload, the restore of the previous config if it fails, the VRFs'
+// rulesets) the commands run to their end whatever happens to the
+// context, bounded only by ReloadTimeout, so a caller's deadline never
+// leaves a switch with half a configuration.
 type FRR struct {
 	Targets map[string]FRRTarget
 	Run     Runner
 	// Reload is the frr-reload.py path (default /usr/lib/frr/frr-reload.py).
 	Reload string
+	// ReloadTimeout bounds a reload once started, its restore and the
+	// rulesets after it, whatever Apply's context says (0: 5m).
+	ReloadTimeout time.Duration
 }
 
 // Name implements Driver.
@@ -138,19 +150,29 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 	if err := writeSynced(next, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("device %s: %w", d.Name, err)
 	}
-	reload := func(mode, file string) error {
+	reload := func(ctx context.Context, mode, file string) error {
 		out, err := f.in(ctx, t.Netns, "python3", f.reloadPath(), mode, "--vty_socket", t.VtySocket, "--confdir", t.ConfDir, "--rundir", t.ConfDir, file)
 		if err != nil {
 			return fmt.Errorf("frr-reload %s: %v: %s", mode, err, lastLines(out, 5))
 		}
 		return nil
 	}
-	if err := reload("--test", next); err != nil {
+	if err := reload(ctx, "--test", next); err != nil {
 		return fmt.Errorf("device %s: the new config was refused, nothing applied: %w", d.Name, err)
 	}
-	if err := reload("--reload", next); err != nil {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("device %s: checked but not reloaded, nothing applied: %w", d.Name, err)
+	}
+	// From here on the device changes: run to the end (see FRR).
+	timeout := f.ReloadTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := reload(ctx, "--reload", next); err != nil {
 		if _, statErr := os.Stat(current); statErr == nil {
-			if rerr := reload("--reload", current); rerr != nil {
+			if rerr := reload(ctx, "--reload", current); rerr != nil {
 				return fmt.Errorf("device %s: %w; restoring the previous config failed too: %v", d.Name, err, rerr)
 			}
 		}

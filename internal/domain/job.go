@@ -331,6 +331,10 @@ type Job struct {
 	NetworkRev uint64 `json:"networkRevision,omitempty"`
 	// StartedAt is when its runtime reported it running.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
+	// LastReport is when the leader last heard the job's runtime (kept in
+	// the leader's memory, not replicated: filled in by the API server;
+	// unset until the runtime reports to the current leader).
+	LastReport *time.Time `json:"lastReport,omitempty"`
 	// EndedAt is when the job reached its final state.
 	EndedAt *time.Time `json:"endedAt,omitempty"`
 	// StopDeadline is when a Preempting job's GPUs are released whether

@@ -66,6 +66,7 @@ type Metrics struct {
 
 	// Fabric.
 	DeployDuration *prometheus.HistogramVec // device
+	RevisionDeploy prometheus.Histogram     // per revision deployed in full
 	DeployFailures *prometheus.CounterVec   // device
 	VerifyOK       prometheus.Gauge
 	VerifyFailures prometheus.Gauge
@@ -106,6 +107,8 @@ func New() *Metrics {
 			Help: "Reclaims whose job was placed later than the reclaim bound."}),
 		DeployDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "fabric", Name: "deploy_duration_seconds",
 			Help: "Time to deploy one device's configuration (lint and apply), by device.", Buckets: durations}, []string{"device"}),
+		RevisionDeploy: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "fabric", Name: "revision_deploy_seconds",
+			Help: "Time from a fabric revision's first deploy round to every device in sync with it (retries of failed devices included); a revision replaced before it was in sync is not counted.", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}),
 		DeployFailures: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "fabric", Name: "deploy_failures_total",
 			Help: "Device deploys that failed, by device."}, []string{"device"}),
 		VerifyOK: f.NewGauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_ok",

@@ -10,3 +10,11 @@ func (s *Server) Settle(ctx context.Context) error {
 	s.kickScheduler()
 	return s.cycles.wait(ctx, n)
 }
+
+// DeployNow runs one deploy round of the fabric loop with ctx, retrying
+// failed devices (the loop's, under its lock).
+func (s *Server) DeployNow(ctx context.Context) error {
+	s.fabricMu.Lock()
+	defer s.fabricMu.Unlock()
+	return s.deployFabric(ctx, true)
+}

@@ -101,18 +101,37 @@ func (s *Server) fabricLoop(ctx context.Context) {
 // fabricOnce compiles and commits (when compile: the fingerprint of what
 // the fabric reads changed) and deploys what is not deployed. retry also
 // redeploys devices whose last deploy failed (on the tick, not on every
-// change).
+// change). The compile and its commit have 30s; the deploy's deadlines are
+// its devices' own (deployFabric).
 func (s *Server) fabricOnce(ctx context.Context, compile, retry bool) error {
 	s.fabricMu.Lock()
 	defer s.fabricMu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	if compile {
-		if err := s.compileFabric(cctx); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.compileFabric(cctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
-	return s.deployFabric(cctx, retry)
+	return s.deployFabric(ctx, retry)
+}
+
+// defaultDeployTimeout bounds one device's deploy when Config.DeployTimeout
+// is 0: an frr-reload of a large leaf's config takes seconds, a loaded
+// switch's much longer.
+const defaultDeployTimeout = 2 * time.Minute
+
+// revDeployTimer times a revision from its first deploy round until every
+// device is in sync with it (jobfabric_fabric_revision_deploy_seconds,
+// `fabric status`). The leader's memory: a new leader times the next
+// revision.
+type revDeployTimer struct {
+	rev     uint64
+	start   time.Time
+	rounds  int
+	devices int
+	done    bool
 }
 
 // compiled is one compile of the current state.
@@ -299,7 +318,16 @@ func (s *Server) compileFabric(ctx context.Context) error {
 }
 
 // deployFabric applies every device whose deployed configuration is not
-// the desired one, in parallel, and commits the outcomes.
+// the desired one, at most 8 at a time, and commits the outcomes.
+//
+// A slow device throws no other device's work away: each device has its
+// own timeout (Config.DeployTimeout), not one shared by the loop; a
+// device's deploy, once started, is not cancelled by ctx (the loop's, or
+// a `fabric deploy` request's) but only by its own timeout, so a reload is
+// never cut off because another device or the caller ran out of time
+// (when ctx ends, devices not started yet are left for the next round);
+// and the outcomes are committed with a fresh context, so devices that
+// made it are recorded in sync and not redeployed.
 func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 	st := s.fsm.FabricStatus()
 	cfgs, rev, derr := s.fsm.DeviceConfigs(0)
@@ -342,38 +370,99 @@ func (s *Server) deployFabric(ctx context.Context, retry bool) error {
 			todo[i].Switch = &sw
 		}
 	}
-	results := make([]state.DeployResult, len(todo))
+	timeout := s.cfg.DeployTimeout
+	if timeout <= 0 {
+		timeout = defaultDeployTimeout
+	}
+	if s.revDeploy.rev != rev {
+		s.revDeploy = revDeployTimer{rev: rev, start: time.Now()}
+	}
+	s.revDeploy.rounds++
+	results := make([]*state.DeployResult, len(todo))
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i, d := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return // not started: the next round deploys it
+			}
 			defer func() { <-sem }()
-			results[i] = state.DeployResult{Device: d.Name, Hash: d.Hash}
+			if ctx.Err() != nil {
+				return
+			}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			defer cancel()
+			res := &state.DeployResult{Device: d.Name, Hash: d.Hash}
 			start := time.Now()
-			conds, err := chk.ApplyConditions(ctx, d)
+			conds, err := chk.ApplyConditions(dctx, d)
 			took := time.Since(start)
 			s.metrics.DeployDuration.WithLabelValues(d.Name).Observe(took.Seconds())
 			if err != nil {
-				results[i].Error = err.Error()
+				if dctx.Err() != nil {
+					err = fmt.Errorf("%w (the device's deploy timeout is %s)", err, timeout)
+				}
+				res.Error = err.Error()
 				s.metrics.DeployFailures.WithLabelValues(d.Name).Inc()
 				s.log.Warn("fabric deploy failed", "device", d.Name, "rev", d.Rev, "took", took, "err", err)
 			} else {
 				s.log.Info("fabric deployed", "device", d.Name, "rev", d.Rev, "took", took)
 			}
-			results[i].Conditions = conds
+			res.Conditions = conds
 			for _, c := range conds {
 				if !c.OK {
 					s.log.Warn("fabric deploy: switch condition", "device", d.Name, "type", c.Type, "reason", c.Reason, "msg", c.Message)
 				}
 			}
+			results[i] = res
 		}()
 	}
 	wg.Wait()
-	_, err := s.propose(ctx, state.CmdFabricDeployed, "fabric", state.FabricDeployedCmd{Rev: rev, Results: results})
-	return err
+	var done []state.DeployResult
+	for _, r := range results {
+		if r != nil {
+			done = append(done, *r)
+		}
+	}
+	if len(done) == 0 {
+		return ctx.Err()
+	}
+	s.revDeploy.devices += len(done)
+	// A fresh context: what was applied is recorded even when ctx ended
+	// while the devices deployed.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := s.propose(rctx, state.CmdFabricDeployed, "fabric", state.FabricDeployedCmd{Rev: rev, Results: done}); err != nil {
+		return err
+	}
+	s.timeRevision(rev)
+	return ctx.Err()
+}
+
+// timeRevision observes the revision's deploy time once every device is
+// in sync with it.
+func (s *Server) timeRevision(rev uint64) {
+	t := &s.revDeploy
+	if t.rev != rev || t.done {
+		return
+	}
+	st := s.fsm.FabricStatus()
+	if st.Revision != rev {
+		return
+	}
+	for _, d := range st.Devices {
+		if d.Deployed != d.DesiredHash {
+			return
+		}
+	}
+	t.done = true
+	took := time.Since(t.start)
+	s.metrics.RevisionDeploy.Observe(took.Seconds())
+	s.lastRevDeploy.Store(&api.RevisionDeploy{Rev: rev, Seconds: took.Seconds(), Rounds: t.rounds, Devices: t.devices})
+	s.log.Info("fabric revision deployed", "rev", rev, "took", took, "rounds", t.rounds, "device_deploys", t.devices)
 }
 
 func (s *Server) fabricRoutes() []route {
@@ -396,7 +485,18 @@ func (s *Server) fabricStatus(r *http.Request, p *principal) (any, error) {
 	if !p.admin() {
 		return nil, errAdminOnly
 	}
-	return apiFabricStatus(s.fsm.FabricStatus()), nil
+	return s.fabricStatusNow(), nil
+}
+
+// fabricStatusNow is the state's fabric status with the leader's last
+// revision deploy time.
+func (s *Server) fabricStatusNow() *api.FabricStatus {
+	st := apiFabricStatus(s.fsm.FabricStatus())
+	if l := s.lastRevDeploy.Load(); l != nil {
+		c := *l
+		st.LastDeploy = &c
+	}
+	return st
 }
 
 func (s *Server) fabricRevisions(r *http.Request, p *principal) (any, error) {
@@ -530,7 +630,7 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 	if err := s.fabricOnce(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
 		return nil, err
 	}
-	return apiFabricStatus(s.fsm.FabricStatus()), nil
+	return s.fabricStatusNow(), nil
 }
 
 func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {

@@ -567,7 +567,13 @@ func (s *Server) pathJob(r *http.Request, sees func(*domain.Job) bool) (*domain.
 	return j, nil
 }
 
-func (s *Server) getJob(r *http.Request, p *principal) (any, error) { return s.visibleJob(r, p) }
+func (s *Server) getJob(r *http.Request, p *principal) (any, error) {
+	j, err := s.visibleJob(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.withLastReport(j), nil
+}
 
 func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
 	j, err := s.visibleJob(r, p)
@@ -607,7 +613,18 @@ func (s *Server) proposeReport(r *http.Request, p *principal, j *domain.Job) (an
 	if len(req.Message) > maxReportMessage {
 		return nil, domain.Invalid("message", "message is %d characters; the limit is %d", len(req.Message), maxReportMessage)
 	}
-	return s.propose(r.Context(), state.CmdJobReport, p.actor(), state.JobReport{ID: j.ID, State: req.State, Message: req.Message})
+	now := s.clock.Now()
+	if unchanged(j, &req) {
+		// A heartbeat: the leader's memory, not the log (liveness.go).
+		s.runtimes.beat(j.ID, now, s.jobLive)
+		return s.withLastReport(j), nil
+	}
+	v, err := s.propose(r.Context(), state.CmdJobReport, p.actor(), state.JobReport{ID: j.ID, State: req.State, Message: req.Message})
+	if err != nil {
+		return nil, err
+	}
+	s.runtimes.beat(j.ID, now, s.jobLive)
+	return s.withLastReport(v.(*domain.Job)), nil
 }
 
 // maxReportMessage matches the state machine's limit, checked here first so

@@ -40,7 +40,7 @@ func startCluster(t *testing.T, n int) *devcluster.Cluster {
 
 // waitState waits until cond holds on the server's state machine, looking
 // again after every command it applies (FSM.Changed), for at most 20s.
-func waitState(t *testing.T, s *server.Server, what string, cond func(*state.FSM) bool) {
+func waitState(t testing.TB, s *server.Server, what string, cond func(*state.FSM) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -90,6 +91,9 @@ type Config struct {
 	// full as well as incrementally and fail the cycle when the two differ
 	// (tests).
 	CheckFabricCompile bool
+	// DeployTimeout bounds one device's deploy (lint and apply) in the
+	// fabric loop; every device has its own (0: 2m). See deployFabric.
+	DeployTimeout time.Duration
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
 	TokenUseFlush time.Duration
@@ -133,8 +137,15 @@ type Server struct {
 	// fabricComp is the fabric loop's incremental compiler (under
 	// fabricMu).
 	fabricComp fabricCompiler
+	// revDeploy times the revision being deployed (under fabricMu).
+	revDeploy revDeployTimer
+	// lastRevDeploy is the latest revision deployed in full (read by
+	// `fabric status` without waiting for a deploy in flight).
+	lastRevDeploy atomic.Pointer[api.RevisionDeploy]
 	// hosts is the leader's memory of node agents' heartbeats (hosts.go).
 	hosts *hostWatch
+	// runtimes is the leader's memory of runtimes' reports (liveness.go).
+	runtimes *runtimeWatch
 	// uses is the leader's memory of token uses (tokenuse.go).
 	uses tokenUses
 	// streams ends when the server shuts down, and with it every open
@@ -177,6 +188,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
 	s.metrics.MustRegister(stateCollector{s.fsm})
@@ -542,6 +554,9 @@ func (s *Server) leaderLoop(ctx context.Context) {
 			if ok {
 				s.metrics.LeaderChanges.Inc()
 				s.log.Info("leadership changed", "leader", leader)
+			}
+			if !s.store.IsLeader() {
+				s.runtimes.reset() // a later term's leader hears afresh
 			}
 			check()
 		case <-t.C:

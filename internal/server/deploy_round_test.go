@@ -1,0 +1,184 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/deploy"
+	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/state"
+)
+
+// gated wraps the file driver: it fails every device while failAll, fails
+// the devices in fail, holds the device in hold until release is closed
+// or its own context ends, and the devices in stuck until their context
+// ends. It counts each device's successful applies.
+type gated struct {
+	deploy.File
+	mu      sync.Mutex
+	failAll bool
+	fail    map[string]bool
+	stuck   map[string]bool
+	hold    string
+	held    chan struct{} // closed when hold's deploy starts
+	release chan struct{}
+	applied map[string]int
+	ended   chan string // every Apply's device as it returns
+}
+
+func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
+	defer func() { g.ended <- d.Name }()
+	g.mu.Lock()
+	bad, stuck, hold, held, release := g.failAll || g.fail[d.Name], g.stuck[d.Name], g.hold == d.Name, g.held, g.release
+	if hold {
+		g.hold = "" // the next deploy only
+	}
+	g.mu.Unlock()
+	if bad {
+		return fmt.Errorf("device %s: connection refused", d.Name)
+	}
+	if stuck {
+		<-ctx.Done()
+		return fmt.Errorf("device %s: no answer: %w", d.Name, ctx.Err())
+	}
+	if hold {
+		close(held)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return fmt.Errorf("device %s: reload cut off: %w", d.Name, ctx.Err())
+		}
+	}
+	if err := g.File.Apply(ctx, d); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.applied[d.Name]++
+	g.mu.Unlock()
+	return nil
+}
+
+// holdNext holds device's next deploy.
+func (g *gated) holdNext(device string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hold, g.held, g.release = device, make(chan struct{}), make(chan struct{})
+}
+
+func (g *gated) counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range g.applied {
+		out[k] = v
+	}
+	return out
+}
+
+// TestSlowDeviceLosesNoWork: one deploy round in which one device is
+// slow, one never answers and one fails. The caller's context ends while
+// they deploy: the slow device's deploy is not cut off, the silent one
+// fails alone at its own deploy timeout (naming it), and every device's
+// outcome is committed all the same. The retry deploys the two failed
+// devices and no other; a round after that deploys nothing.
+func TestSlowDeviceLosesNoWork(t *testing.T) {
+	drv := &gated{File: deploy.File{Dir: t.TempDir()}, failAll: true, fail: map[string]bool{}, stuck: map[string]bool{}, applied: map[string]int{}, ended: make(chan string, 1024)}
+	const timeout = 2 * time.Second
+	// The loop deploys at every change but retries failed devices only on
+	// its tick, an hour away: with every device failed, rounds are the
+	// test's.
+	c := startTuned(t, func(cfg *server.Config) {
+		cfg.Driver, cfg.DeployTimeout, cfg.ScheduleInterval = drv, timeout, time.Hour
+	})
+	srv := c.Servers[0]
+	seed(t, c.Client(0))
+	var devices []string
+	waitState(t, srv, "every device's first deploy failed", func(f *state.FSM) bool {
+		st := f.FabricStatus()
+		devices = devices[:0]
+		for _, d := range st.Devices {
+			if d.Error == "" || d.DesiredRev != st.Revision {
+				return false
+			}
+			devices = append(devices, d.Name)
+		}
+		return len(devices) > 3
+	})
+	slow, silent, bad := devices[0], devices[1], devices[2]
+	drv.mu.Lock()
+	drv.failAll, drv.fail[bad], drv.stuck[silent] = false, true, true
+	drv.mu.Unlock()
+	drv.holdNext(slow)
+
+	for len(drv.ended) > 0 {
+		<-drv.ended // the loop's rounds
+	}
+	// The caller gives up while slow and silent deploy, once the others
+	// are done (a device not started when the caller gives up is left for
+	// the next round).
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() { done <- srv.DeployNow(ctx) }()
+	<-drv.held
+	for range len(devices) - 2 {
+		<-drv.ended
+	}
+	cancel()
+	close(drv.release)
+	if err := <-done; err != nil && ctx.Err() == nil {
+		t.Fatalf("deploy round: %v", err)
+	}
+	want := map[string]int{}
+	for _, d := range devices {
+		want[d] = 1
+	}
+	want[silent], want[bad] = 0, 0
+	check := func(what string) {
+		t.Helper()
+		got := drv.counts()
+		for _, d := range devices {
+			if got[d] != want[d] {
+				t.Errorf("%s: %s applied %d times, want %d", what, d, got[d], want[d])
+			}
+		}
+		st := srv.State().FabricStatus()
+		for _, d := range st.Devices {
+			failed := want[d.Name] == 0
+			switch {
+			case failed && d.Error == "":
+				t.Errorf("%s: %s failed, but no error is recorded", what, d.Name)
+			case !failed && (d.Deployed != d.DesiredHash || d.Error != ""):
+				t.Errorf("%s: %s deployed %q (want %q), error %q", what, d.Name, d.Deployed, d.DesiredHash, d.Error)
+			case d.Name == silent && failed && !strings.Contains(d.Error, "deploy timeout is "+timeout.String()):
+				t.Errorf("%s: %s's error %q does not name its deploy timeout", what, d.Name, d.Error)
+			}
+		}
+	}
+	check("a round whose caller gave up")
+
+	drv.mu.Lock()
+	drv.fail[bad], drv.stuck[silent] = false, false
+	drv.mu.Unlock()
+	if err := srv.DeployNow(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	want[silent], want[bad] = 1, 1
+	check("the retry")
+	if err := srv.DeployNow(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	check("a round with nothing to do")
+
+	var st api.FabricStatus
+	if err := c.Client(0).Do(ctxT(t), "GET", "/v1/fabric/status", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.LastDeploy == nil || st.LastDeploy.Rev != st.Revision || st.LastDeploy.Seconds <= 0 || st.LastDeploy.Rounds < 2 || st.LastDeploy.Devices < len(devices) {
+		t.Fatalf("fabric status lastDeploy %+v, want revision %d timed over at least 2 rounds and %d device deploys", st.LastDeploy, st.Revision, len(devices))
+	}
+}
