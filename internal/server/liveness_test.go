@@ -145,6 +145,12 @@ func TestHeartbeatLivenessFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token is committed; wait until the server the runtime will call
+	// has applied it too (a follower applies a moment after the leader).
+	waitState(t, c.Servers[other], "the runtime token applied", func(f *state.FSM) bool {
+		_, ok := f.Token(rtTok.Token.ID)
+		return ok
+	})
 	if err := c.Stop(lead); err != nil {
 		t.Fatal(err)
 	}
