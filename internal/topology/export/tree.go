@@ -1,7 +1,6 @@
 package export
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,14 +227,3 @@ func walk(n *Node, f func(*Node)) {
 		walk(c, f)
 	}
 }
-
-// depth is the number of tiers under and including n.
-func depth(n *Node) int {
-	d := 0
-	for _, c := range n.Children {
-		d = max(d, depth(c))
-	}
-	return d + 1
-}
-
-func describe(n *Node) string { return fmt.Sprintf("%s %s", n.Level, n.Name) }
