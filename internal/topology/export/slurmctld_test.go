@@ -132,7 +132,10 @@ PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	slurmLog := func() string { b, _ := os.ReadFile(filepath.Join(dir, "slurmctld.log")); return logs.String() + string(b) }
+	slurmLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "slurmctld.log"))
+		return logs.String() + string(b)
+	}
 	// External processes on real time: poll with a deadline.
 	poll := func(what string, ok func() (bool, string)) {
 		t.Helper()
