@@ -99,3 +99,32 @@ func TestHostlist(t *testing.T) {
 		}
 	}
 }
+
+// TestSlurmLinesFitSlurm: Slurm reads topology.conf lines of at most 1024
+// characters (topology.conf(5) of 22.05); hostlist compression keeps a
+// 200-server stripe on one short line, and every switch has a line.
+func TestSlurmLinesFitSlurm(t *testing.T) {
+	for _, sh := range shapes {
+		tr, err := Build(generated(t, sh.stripes, sh.servers, sh.gpus, sh.nv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := SlurmTree(tr)
+		switches := 0
+		for _, l := range strings.Split(strings.TrimSpace(conf), "\n") {
+			if len(l) > 1024 {
+				t.Errorf("%s: line of %d characters: %.80s...", sh.name, len(l), l)
+			}
+			if strings.HasPrefix(l, "SwitchName=") {
+				switches++
+			}
+		}
+		want := 0
+		for _, f := range tr.Fabrics {
+			walk(f, func(*Node) { want++ })
+		}
+		if switches != want {
+			t.Errorf("%s: %d switch lines, want %d", sh.name, switches, want)
+		}
+	}
+}
