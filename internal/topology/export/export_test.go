@@ -128,3 +128,36 @@ func TestSlurmLinesFitSlurm(t *testing.T) {
 		}
 	}
 }
+
+// TestLeafGroupsOffRailOptimizedFabrics: without stripes, servers group by
+// the exact set of leaves they are cabled to, named after the leaf (or the
+// first leaf of a set).
+func TestLeafGroupsOffRailOptimizedFabrics(t *testing.T) {
+	top := generated(t, 1, 3, 2, 0)
+	f := &top.Sites[0].Fabrics[0]
+	f.RailOptimized = false
+	for i := range f.Leaves {
+		f.Leaves[i].Stripe, f.Leaves[i].Rail = nil, nil
+	}
+	// s1-gpu001 and s1-gpu002 on both leaves (dual-homed), s1-gpu003 on
+	// the first leaf only.
+	var cables []domain.Cable
+	for _, c := range f.Cables {
+		if c.Server == "s1-gpu003" {
+			c.Leaf = f.Leaves[0].Name
+		}
+		cables = append(cables, c)
+	}
+	f.Cables = cables
+	tr, err := Build(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range tr.Fabrics[0].Children {
+		got = append(got, g.Short+"="+strings.Join(g.Servers, ","))
+	}
+	if want := "s1-leaf0-group=s1-gpu001,s1-gpu002 s1-leaf0=s1-gpu003"; strings.Join(got, " ") != want {
+		t.Fatalf("leaf groups %v, want %s", got, want)
+	}
+}
