@@ -26,8 +26,9 @@ const (
 	LabelRailLeafFormat = "jobfabric.io/rail-%d-leaf"
 )
 
-// KueueAPIVersion is the Kueue API the Topology is written in: v1beta2 is
-// the storage version since Kueue 0.15.
+// KueueAPIVersion is the Kueue API the Topology is written in: v1beta2,
+// the storage version of Kueue v0.17 (whose Go types the tests decode it
+// into).
 const KueueAPIVersion = "kueue.x-k8s.io/v1beta2"
 
 type objectMeta struct {

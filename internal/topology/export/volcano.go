@@ -11,9 +11,10 @@ type hyperNode struct {
 }
 
 type hyperNodeSpec struct {
-	Tier     int      `json:"tier"`
-	TierName string   `json:"tierName,omitempty"`
-	Members  []member `json:"members"`
+	// Tier only: tierName is newer than HyperNode itself, and a strict
+	// apply to an older CRD would refuse it.
+	Tier    int      `json:"tier"`
+	Members []member `json:"members"`
 }
 
 type member struct {
@@ -53,7 +54,7 @@ func Volcano(tr *Tree) ([]byte, error) {
 					return
 				}
 				h := hyperNode{APIVersion: VolcanoAPIVersion, Kind: "HyperNode", Metadata: objectMeta{Name: n.Name}}
-				h.Spec.Tier, h.Spec.TierName = tier, string(n.Level)
+				h.Spec.Tier = tier
 				for _, c := range n.Children {
 					h.Spec.Members = append(h.Spec.Members, memberOf("HyperNode", c.Name))
 				}
