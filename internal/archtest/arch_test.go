@@ -14,7 +14,7 @@ const module = "github.com/jobfabric/jobfabric"
 
 // pure packages decide; they must not do I/O or reach the store, so that the
 // server, the simulator and the tests can all call them.
-var pure = []string{"internal/domain", "internal/topology", "internal/sched", "internal/mig",
+var pure = []string{"internal/domain", "internal/topology", "internal/topology/export", "internal/sched", "internal/mig",
 	"internal/fabric", "internal/fabric/platform", "internal/fabric/pool", "internal/fabric/render", "internal/fabric/fabrictest", "internal/fabric/verify", "internal/fabric/lint",
 	"internal/hostfacts", "internal/binding", "internal/agent", "internal/usage"}
 

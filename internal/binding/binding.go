@@ -53,6 +53,9 @@ type GPU struct {
 	// MIGCaps are the nvidia-caps minors of the MIG instance.
 	MIGCaps []int   `json:"migCaps,omitempty"`
 	Share   float64 `json:"share,omitempty"`
+	// PCIBusID is the GPU's PCI address as its node agent reported it
+	// (nvidia-smi's 00000000:53:00.0); empty when no agent reported it.
+	PCIBusID string `json:"pciBusId,omitempty"`
 }
 
 // NIC is one RDMA port on a rail of the job's GPUs.
@@ -70,6 +73,9 @@ type NIC struct {
 	LinkLayer  string `json:"linkLayer,omitempty"`
 	RoCEGID    int    `json:"roceGid"`
 	Uverbs     string `json:"uverbs,omitempty"`
+	// PCIBusID is the NIC port's PCI function (0000:4b:00.0) as its node
+	// agent reported it from sysfs; empty when unknown.
+	PCIBusID string `json:"pciBusId,omitempty"`
 }
 
 // EnvVar is one variable of the task environment.
@@ -223,7 +229,7 @@ func (r resolver) gpus(b *Binding, pl *domain.Placement) error {
 				return precondition("placement", "the agent of node %s did not report MIG UUIDs (nvidia-smi -L): MIG %s at slot %d of GPU %d cannot be named", node, sl.Profile, sl.Start, sl.GPU)
 			}
 			s := sl
-			g := GPU{Index: sl.GPU, UUID: uuid, Visible: dev.UUID, Minor: hg.Minor, NUMA: hg.NUMA, MIG: &s}
+			g := GPU{Index: sl.GPU, UUID: uuid, Visible: dev.UUID, Minor: hg.Minor, NUMA: hg.NUMA, MIG: &s, PCIBusID: hg.PCIBusID}
 			if dev.GICap > 0 && dev.CICap > 0 {
 				g.MIGCaps = []int{dev.GICap, dev.CICap}
 			} else {
@@ -239,7 +245,7 @@ func (r resolver) gpus(b *Binding, pl *domain.Placement) error {
 		g := GPU{Index: gi, UUID: uuid, Visible: uuid, Minor: -1, NUMA: r.declaredNUMA(gi), Share: pl.Share}
 		switch hg := r.reported(uuid); {
 		case hg != nil:
-			g.Minor = hg.Minor
+			g.Minor, g.PCIBusID = hg.Minor, hg.PCIBusID
 			if hg.NUMA >= 0 {
 				g.NUMA = hg.NUMA
 			}
@@ -311,7 +317,7 @@ func (r resolver) nics(b *Binding, pl *domain.Placement) {
 				if rn.NUMA >= 0 {
 					n.NUMA = rn.NUMA
 				}
-				n.LinkLayer, n.RoCEGID, n.Uverbs = rn.LinkLayer, rn.RoCEGID, rn.Uverbs
+				n.LinkLayer, n.RoCEGID, n.Uverbs, n.PCIBusID = rn.LinkLayer, rn.RoCEGID, rn.Uverbs, rn.PCIBusID
 				if rn.State != "" && rn.State != "ACTIVE" {
 					b.Warnings = append(b.Warnings, fmt.Sprintf("NIC %s (%s) is %s", dn.Name, n.RDMADevice, rn.State))
 				}

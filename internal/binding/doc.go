@@ -9,7 +9,9 @@
 // VRF, group) for the record.
 //
 // Renderers turn a Binding into shell export lines, Slurm TaskProlog
-// lines, or a CDI spec (cdiVersion 0.6.0) for container runtimes.
+// lines, a CDI spec (cdiVersion 0.6.0) for container runtimes, or libvirt
+// PCI hostdev elements for a VM that takes the GPUs and NICs whole
+// (passthrough).
 //
 // The rule it keeps: a binding never names a GPU, MIG instance or NIC the
 // job does not hold. A NIC belongs to the GPU the inventory pairs it with

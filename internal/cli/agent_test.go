@@ -96,6 +96,13 @@ func TestAgentAndSlurmFlow(t *testing.T) {
 		t.Fatalf("CDI spec %+v", spec)
 	}
 
+	// The recorded RoCE host reports its NICs through ibstat, which gives
+	// no PCI address: a VM's hostdevs are refused, naming the NIC.
+	if out, errs, code := run(t, admin, "job", "env", "1", "--format", "libvirt"); code == 0 || out != "" ||
+		!strings.Contains(errs, "NIC nic0 (mlx5_0, rail 0) of node s1-gpu001: PCI address unknown") {
+		t.Fatalf("job env --format libvirt on a host without NIC addresses: exit %d\n%s\n%s", code, out, errs)
+	}
+
 	spool, cdi := filepath.Join(dir, "spool"), filepath.Join(dir, "cdi")
 	if err := os.MkdirAll(cdi, 0o755); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,8 @@ job's fabric identity.
 
   eval "$(jobfabric job env 42 --node gpu-a1)"
   jobfabric job env 42 --node gpu-a1 --format cdi > /etc/cdi/jobfabric-job-42.json
-  podman run --device jobfabric.io/job=job-42 ...`,
+  podman run --device jobfabric.io/job=job-42 ...
+  jobfabric job env 42 --node gpu-a1 --format libvirt   # <hostdev> elements for a VM`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(args[0], 10, 64)
@@ -76,13 +77,20 @@ job's fabric identity.
 			case "json":
 				g.output = "json"
 				return g.emit(b, nil)
+			case "libvirt":
+				x, err := b.LibvirtXML()
+				if err != nil {
+					return err
+				}
+				_, err = g.stdout.Write(x)
+				return err
 			}
-			return domain.Invalid("format", "format %q is not one of env, cdi, json", format)
+			return domain.Invalid("format", "format %q is not one of env, cdi, json, libvirt", format)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&node, "node", "", "the node (default: the job's only node)")
-	f.StringVar(&format, "format", "env", "env (export lines), cdi (a CDI spec, cdiVersion 0.6.0) or json (the whole binding)")
+	f.StringVar(&format, "format", "env", "env (export lines), cdi (a CDI spec, cdiVersion 0.6.0), json (the whole binding) or libvirt (PCI hostdevs of the GPUs and rail NICs, for a VM)")
 	f.StringVar(&cdiDir, "cdi-dir", "", "also write the CDI spec into this directory (e.g. /var/run/cdi)")
 	return cmd
 }

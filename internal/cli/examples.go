@@ -57,7 +57,7 @@ jobfabric --context prod node list -o wide`,
 
 	"job":         "jobfabric job submit --workspace acme/research --gpus 16 --gpus-per-node 8 --name llama-ft\njobfabric job list --state pending,running",
 	"job cancel":  "jobfabric job cancel 42",
-	"job env":     "jobfabric job env 42 --node s1-gpu001\njobfabric job env 42 --node s1-gpu001 --format cdi\njobfabric job env 42 --format json",
+	"job env":     "jobfabric job env 42 --node s1-gpu001\njobfabric job env 42 --node s1-gpu001 --format cdi\njobfabric job env 42 --format json\njobfabric job env 42 --node s1-gpu001 --format libvirt > job-42-hostdevs.xml",
 	"job explain": "jobfabric job explain 42",
 	"job health":  "jobfabric job health 42\njobfabric job health 42 -o json",
 	"job list":    "jobfabric job list\njobfabric job list --state pending,running --workspace acme/research\njobfabric job list --limit 100 -o json",
@@ -115,6 +115,7 @@ jobfabric server --data-dir /srv/jf2 --listen 10.0.0.2:7070 --join http://10.0.0
 	"topology apply":    "jobfabric topology apply -f cluster.yaml\njobfabric topology apply -f cluster.yaml --dry-run",
 	"topology generate": "jobfabric topology generate --stripes 2 --servers-per-stripe 16 --gpus-per-server 8 --gpu-model H100-80GB > cluster.yaml",
 	"topology show":     "jobfabric topology show\njobfabric topology show -o yaml",
+	"topology export":   "jobfabric topology export --format kueue > kueue-topology.yaml\njobfabric topology export --format volcano > hypernodes.yaml\njobfabric topology export --format slurm > /etc/slurm/topology.conf\njobfabric topology export --format node-labels --file cluster.yaml > label-nodes.sh",
 	"topology validate": "jobfabric topology validate -f cluster.yaml",
 
 	"whoami": "jobfabric whoami\njobfabric whoami -o json",

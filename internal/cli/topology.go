@@ -13,6 +13,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric/platform"
 	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/topology/export"
 )
 
 func newTopologyCmd(g *globals) *cobra.Command {
@@ -114,7 +115,63 @@ func newTopologyCmd(g *globals) *cobra.Command {
 			return g.emit(v, func(w io.Writer) { topologyTable(w, v) })
 		},
 	}
-	cmd.AddCommand(gen, validate, apply, show)
+	cmd.AddCommand(gen, validate, apply, show, newTopologyExportCmd(g))
+	return cmd
+}
+
+// newTopologyExportCmd is `jobfabric topology export`: the applied topology
+// (or a file's) in another scheduler's terms.
+func newTopologyExportCmd(g *globals) *cobra.Command {
+	var format, file, name string
+	cmd := &cobra.Command{
+		Use:   "export --format kueue|volcano|slurm|node-labels",
+		Short: "Write the topology for another scheduler: Kueue Topology + Node labels, Volcano HyperNodes, Slurm topology.conf (admin)",
+		Long: `Write the network hierarchy jobfabric places by in another scheduler's terms,
+from the applied topology (admin) or, with --file, from a topology file (no
+server). Levels, top to bottom: fabric (its spines), leaf group (the leaves a
+server is cabled to: on a rail-optimized fabric, its stripe), NVLink domain
+(only when one spans several servers), server.
+
+  kueue        a Kueue Topology (kueue.x-k8s.io/v1beta2) and one Node per server
+               carrying its labels, for kubectl apply --server-side
+  node-labels  the same labels as kubectl label commands (never creates a Node)
+  volcano      Volcano HyperNodes (topology.volcano.sh/v1alpha1), tier 1 lowest
+  slurm        topology.conf for TopologyPlugin=topology/tree`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t *domain.Topology
+			if file != "" {
+				ft, _, err := loadTopologyFile(file)
+				if err != nil {
+					return err
+				}
+				t = ft
+			} else {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				v, err := c.Topology(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if v.Topology == nil || len(v.Topology.Sites) == 0 {
+					return domain.Errorf(domain.CodeFailedPrecondition, "no topology is applied: apply one, or export a file with --file")
+				}
+				t = v.Topology
+			}
+			out, err := export.Render(t, format, export.Options{Name: name})
+			if err != nil {
+				return err
+			}
+			_, err = g.stdout.Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "", "output format: "+strings.Join(export.Formats(), ", "))
+	cmd.Flags().StringVarP(&file, "file", "f", "", "export this topology file instead of the applied topology (no server)")
+	cmd.Flags().StringVar(&name, "name", "jobfabric", "name of the Kueue Topology object")
+	_ = cmd.MarkFlagRequired("format")
 	return cmd
 }
 
