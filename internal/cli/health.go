@@ -64,9 +64,10 @@ func (p *printing) jobHealthTable(w io.Writer, h *api.JobHealth) {
 // newFabricHotspotsCmd is `fabric hotspots`.
 func newFabricHotspotsCmd(g *globals) *cobra.Command {
 	var limit int
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "hotspots",
-		Short: "The worst switch ports and uplinks now, with the jobs and tenants they affect (a tenant sees only ports on its own jobs' paths)",
+		Short: "The worst switch ports and uplinks on jobs' paths now, with the jobs and tenants they affect (a tenant sees only ports on its own jobs' paths)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 || limit > 1000 {
@@ -76,7 +77,7 @@ func newFabricHotspotsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			h, err := c.Hotspots(cmd.Context(), limit)
+			h, err := c.Hotspots(cmd.Context(), limit, all)
 			if err != nil {
 				return err
 			}
@@ -84,6 +85,7 @@ func newFabricHotspotsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many ports, worst first (0: the server's default, 50)")
+	cmd.Flags().BoolVar(&all, "all", false, "also the ports no job uses (platform tokens; a tenant's view is its own paths whatever it asks)")
 	return cmd
 }
 

@@ -365,13 +365,21 @@ func (c *Client) JobHealth(ctx context.Context, id uint64) (*api.JobHealth, erro
 	return &h, c.Do(ctx, "GET", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/health", nil, &h)
 }
 
-// Hotspots is the worst switch ports now, at most limit (0: the server's
-// default) (GET /v1/fabric/hotspots).
-func (c *Client) Hotspots(ctx context.Context, limit int) (*api.Hotspots, error) {
+// Hotspots is the worst switch ports on jobs' paths now, at most limit
+// (0: the server's default); all (platform callers) adds the ports no job
+// uses (GET /v1/fabric/hotspots).
+func (c *Client) Hotspots(ctx context.Context, limit int, all bool) (*api.Hotspots, error) {
 	var h api.Hotspots
-	path := "/v1/fabric/hotspots"
+	q := url.Values{}
 	if limit > 0 {
-		path += "?limit=" + strconv.Itoa(limit)
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if all {
+		q.Set("all", "true")
+	}
+	path := "/v1/fabric/hotspots"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	return &h, c.Do(ctx, "GET", path, nil, &h)
 }

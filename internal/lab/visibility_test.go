@@ -132,10 +132,9 @@ func TestLabVisibility(t *testing.T) {
 		t.Fatalf("job B shares no link with job A's traffic, but its health is %s: %+v", hB.Verdict, hB.Hops)
 	}
 
-	// The admin's hotspots: the congested ports carry job A and only job A
-	// (other findings, such as the unassigned ports the fabric keeps down,
-	// are listed too, and are not the traffic's).
-	hs, err := e.admin.Hotspots(e.ctx, 0)
+	// The admin's hotspots (ports on jobs' paths): the congested ports
+	// carry job A and only job A.
+	hs, err := e.admin.Hotspots(e.ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func TestLabVisibility(t *testing.T) {
 
 	// Tenant A sees its job on the hot ports; tenant B sees no hot port and
 	// nothing of tenant A, in hotspots and in job A's health.
-	hsA, err := tokA.Hotspots(e.ctx, 0)
+	hsA, err := tokA.Hotspots(e.ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestLabVisibility(t *testing.T) {
 	}) {
 		t.Errorf("tenant A's hotspots do not show job A on a congested port: %+v", hsA.Ports)
 	}
-	hsB, err := tokB.Hotspots(e.ctx, 0)
+	hsB, err := tokB.Hotspots(e.ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

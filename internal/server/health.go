@@ -59,7 +59,8 @@ func (s *Server) healthRoutes() []route {
 		{method: "GET", path: "/v1/jobs/{id}/health", summary: "A job's path (GPUs -> NICs -> leaf ports -> uplinks) with the worst signals per hop and a verdict, and the other jobs on its hot links (named only when the caller may see them)", access: authed,
 			resp: api.JobHealth{}, h: s.jobHealth},
 		{method: "GET", path: "/v1/fabric/hotspots", summary: "The worst switch ports and uplinks, ranked, with the jobs and tenants they affect; a tenant-scoped caller sees only ports on its own jobs' paths and only its own jobs' names", access: authed,
-			query: []param{{"limit", "integer", "at most this many ports, worst first (1 to 1000; default 50)"}}, resp: api.Hotspots{}, h: s.hotspots},
+			query: []param{{"limit", "integer", "at most this many ports, worst first (1 to 1000; default 50)"},
+				{"all", "boolean", "platform callers: also the ports no job's path holds (default: only ports that carry jobs)"}}, resp: api.Hotspots{}, h: s.hotspots},
 	}
 }
 
@@ -108,12 +109,20 @@ func (s *Server) hotspots(r *http.Request, p *principal) (any, error) {
 	if limit == 0 {
 		limit = defaultHotspots
 	}
+	all := r.URL.Query().Get("all")
+	if all != "" && all != "true" && all != "false" {
+		return nil, domain.Invalid("all", "all=%q is not true or false", all)
+	}
+	// Ports on some job's path, as the caller sees jobs; a platform caller
+	// asking all=true gets every port, also those no job uses (an unused
+	// port the fabric keeps down reads link_down: no job is hurt by it).
+	scoped := !p.platform() || all != "true"
 	ix := s.healthIndex()
 	if r := s.freshRound(); r != nil && r.SameTopology(ix) {
 		// The jobs on each port are the round's, at most two ticks old.
-		return r.Hotspots(s.telemetry, viewer(p), !p.platform(), int(limit)), nil
+		return r.Hotspots(s.telemetry, viewer(p), scoped, int(limit)), nil
 	}
-	return ix.Hotspots(s.telemetry, &s.paths.cfg.Thresholds, viewer(p), !p.platform(), int(limit), s.clock.Now()), nil
+	return ix.Hotspots(s.telemetry, &s.paths.cfg.Thresholds, viewer(p), scoped, int(limit), s.clock.Now()), nil
 }
 
 // pathHealthTick is how often the leader judges paths without a new

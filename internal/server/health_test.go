@@ -121,7 +121,7 @@ func TestJobHealthAndHotspotsIsolation(t *testing.T) {
 	if err != nil || h.Verdict != domain.PathLinkErrors || !strings.Contains(h.Message, hot) {
 		t.Fatalf("admin: acme job health %+v %v, want link_errors at %s", h, err, hot)
 	}
-	hs, err := admin.Hotspots(ctxT(t), 0)
+	hs, err := admin.Hotspots(ctxT(t), 0, false)
 	if err != nil || len(hs.Ports) != 1 || hs.Ports[0].Port != hot || len(hs.Ports[0].Jobs) != 1 || hs.Ports[0].Jobs[0].Tenant != "acme" {
 		t.Fatalf("admin hotspots %+v %v, want %s with acme's job", hs, err, hot)
 	}
@@ -202,4 +202,55 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHotspotsOnJobPathsUnlessAll: hotspots rank the ports on jobs' paths;
+// a port no job uses (a down, unassigned server port) shows only when a
+// platform caller asks for all, and a tenant's all=true changes nothing.
+func TestHotspotsOnJobPathsUnlessAll(t *testing.T) {
+	s := healthServer(t)
+	admin := as(t, s.URL(), s.AdminToken())
+	seed(t, admin)
+	j := submit(t, admin, "acme", "research", 8)
+	waitState(t, s, "job placed", func(f *state.FSM) bool {
+		cur, _ := f.Job(j.ID)
+		return cur.State.HoldsGPUs()
+	})
+	cur, _ := s.State().Job(j.ID)
+	used := jobPorts(t, s, cur)
+	var unused [2]string
+	for _, c := range s.State().Topology().Topology.Sites[0].Fabrics[0].Cables {
+		if p := [2]string{c.Leaf, c.Port}; !slices.Contains(used, p) {
+			unused = p
+			break
+		}
+	}
+	pushLinks(t, s, append(slices.Clone(used), unused), used[0], unused)
+	ports := func(token, query string) []string {
+		t.Helper()
+		code, body := getRaw(t, s, token, "/v1/fabric/hotspots"+query)
+		var h api.Hotspots
+		if code != 200 || json.Unmarshal([]byte(body), &h) != nil {
+			t.Fatalf("hotspots%s: %d %s", query, code, body)
+		}
+		var out []string
+		for _, p := range h.Ports {
+			out = append(out, p.Port)
+		}
+		return out
+	}
+	onPath, idle := used[0][0]+"/"+used[0][1], unused[0]+"/"+unused[1]
+	if got := ports(s.AdminToken(), ""); !slices.Equal(got, []string{onPath}) {
+		t.Fatalf("admin hotspots %v, want only %s (on the job's path)", got, onPath)
+	}
+	if got := ports(s.AdminToken(), "?all=true"); !slices.Contains(got, onPath) || !slices.Contains(got, idle) {
+		t.Fatalf("admin hotspots?all=true %v, want %s and the unused %s", got, onPath, idle)
+	}
+	acme := mustToken(t, admin, domain.RoleTenantAdmin, "acme", "")
+	if got := ports(acme, "?all=true"); !slices.Equal(got, []string{onPath}) {
+		t.Fatalf("acme hotspots?all=true %v, want only its own path's %s", got, onPath)
+	}
+	if code, body := getRaw(t, s, s.AdminToken(), "/v1/fabric/hotspots?all=yes"); code != 400 || !strings.Contains(body, "all") {
+		t.Fatalf("all=yes: %d %s, want 400 naming all", code, body)
+	}
 }
