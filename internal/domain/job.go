@@ -545,3 +545,21 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	}
 	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
 }
+
+// UsageRecord is what accounting keeps of a job that retention removed
+// from the state (internal/state retain.go): who ran it and its runs, to
+// the second, without its spec, placements or messages. Usage reports
+// (internal/usage) read it as they read the job's own runs.
+type UsageRecord struct {
+	Job         uint64 `json:"job"`
+	Name        string `json:"name,omitempty"`
+	Tenant      string `json:"tenant"`
+	Workspace   string `json:"workspace"`
+	SubmittedBy string `json:"submittedBy,omitempty"`
+	// EndedAt is when the job ended, to the second: the archive is
+	// ordered by it, and dropped by it past its own retention.
+	EndedAt time.Time `json:"endedAt"`
+	// Runs are the job's runs with their times truncated to the second
+	// (what usage counts), every one closed.
+	Runs []Run `json:"runs"`
+}
