@@ -141,21 +141,35 @@ func (f *FSM) applyRetain(c *Command) (any, *domain.Error) {
 	if jobs := f.retainJobs(p); len(jobs) > 0 {
 		r.Jobs, r.Archived = f.removeJobs(jobs, p.UsageBefore)
 	}
-	if keep := f.retainEvents(p); keep != nil {
-		kept := make([]domain.Event, 0, len(f.d.Events))
-		for i, e := range f.d.Events {
-			if keep[i] {
-				kept = append(kept, e)
-			}
-		}
-		r.Events = len(f.d.Events) - len(kept)
-		f.d.Events = kept
-	}
+	r.Events = f.removeEvents(p)
 	if r.empty() {
 		return r, nil
 	}
 	f.event(c, string(CmdRetain), "state", "", "", fmt.Sprintf("removed %d ended jobs (%d archived for usage), %d events, %d usage records", r.Jobs, r.Archived, r.Events, r.Usage))
+	// The pass's own record counts within the cluster's events: trimmed
+	// now, the cap holds after the pass, and the next finds nothing to do
+	// (rather than trading one event for another every time).
+	if p.EventsPerTenant > 0 {
+		r.Events += f.removeEvents(&Retain{EventsPerTenant: p.EventsPerTenant})
+	}
 	return r, nil
+}
+
+// removeEvents removes the events p selects; it returns how many.
+func (f *FSM) removeEvents(p *Retain) int {
+	keep := f.retainEvents(p)
+	if keep == nil {
+		return 0
+	}
+	kept := make([]domain.Event, 0, len(f.d.Events))
+	for i, e := range f.d.Events {
+		if keep[i] {
+			kept = append(kept, e)
+		}
+	}
+	n := len(f.d.Events) - len(kept)
+	f.d.Events = kept
+	return n
 }
 
 // retainJobs selects the ended jobs p removes, oldest first.

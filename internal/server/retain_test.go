@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/state"
+)
+
+// TestRetentionKeepsUsage: the leader's retention pass removes acme's job
+// two hours after it ended (GET /v1/jobs/ID is then 404) and the
+// usage report over the same period is identical through the API, by
+// every grouping, before and after; globex's tenant admin still sees
+// none of acme's archived use; a restart from a snapshot answers the same.
+func TestRetentionKeepsUsage(t *testing.T) {
+	f := newUsageFixtureTuned(t, func(cfg *server.Config) {
+		cfg.Retention = server.Retention{EndedJobs: 2 * time.Hour, Usage: 400 * 24 * time.Hour}
+		cfg.RetainEvery = time.Hour
+	})
+	admin := f.c.Client(0)
+	url := f.c.Servers[0].URL()
+	// Until now: globex's running job counts up to it before and after.
+	until := f.clk.Now().UTC().Format(time.RFC3339)
+	since := f.clk.Now().Add(-3 * time.Hour).UTC().Format(time.RFC3339)
+	queries := []client.UsageQuery{}
+	for _, by := range []string{"tenant", "workspace", "job", "token"} {
+		queries = append(queries, client.UsageQuery{Since: since, Until: until, By: by}, client.UsageQuery{Tenant: "acme", Since: since, Until: until, By: by})
+	}
+	report := func() string {
+		var out []any
+		for _, q := range queries {
+			u, err := admin.Usage(ctxT(t), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, u)
+		}
+		b, _ := json.MarshalIndent(out, "", " ")
+		return string(b)
+	}
+	before := report()
+
+	f.clk.Advance(3 * time.Hour)
+	waitState(t, f.c.Servers[0], "acme's ended job removed", func(s *state.FSM) bool {
+		_, ok := s.Job(f.acme.ID)
+		return !ok
+	})
+	if _, err := admin.Job(ctxT(t), f.acme.ID); domain.CodeOf(err) != domain.CodeNotFound {
+		t.Fatalf("acme's job after retention: %v, want not found", err)
+	}
+	if _, err := admin.Job(ctxT(t), f.globex.ID); err != nil {
+		t.Fatalf("globex's running job: %v, want it kept", err)
+	}
+	if after := report(); after != before {
+		t.Fatalf("usage after retention\n%+v\nbefore\n%+v", after, before)
+	}
+
+	// The attacker's side: globex sees only its own, archive or not.
+	for _, by := range []string{"tenant", "workspace", "job", "token"} {
+		code, body := do(t, url, f.glxTok, "GET", "/v1/usage?since="+since+"&by="+by, "")
+		if code != 200 {
+			t.Fatalf("globex usage by %s: %d %s", by, code, body)
+		}
+		for _, leak := range []string{"acme", "research", f.acmeID, f.acme.Name} {
+			if strings.Contains(body, leak) {
+				t.Errorf("globex usage by %s after retention shows %q: %s", by, leak, body)
+			}
+		}
+	}
+
+	// From a snapshot: the archive travels with it.
+	if err := f.c.Servers[0].Snapshot(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Restart(ctxT(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.WaitLeader(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	admin = f.c.Client(0)
+	if after := report(); after != before {
+		t.Fatalf("usage after retention and a restart\n%+v\nbefore\n%+v", after, before)
+	}
+}
