@@ -123,8 +123,11 @@ func (f *FSM) applyRetain(c *Command) (any, *domain.Error) {
 	if p.EventsPerTenant < 0 {
 		return nil, domain.Invalid("eventsPerTenant", "eventsPerTenant %d is negative", p.EventsPerTenant)
 	}
-	for field, t := range map[string]time.Time{"jobsEndedBefore": p.JobsEndedBefore, "eventsBefore": p.EventsBefore, "usageBefore": p.UsageBefore} {
-		if t.After(c.At) {
+	for _, cut := range []struct {
+		field string
+		t     time.Time
+	}{{"jobsEndedBefore", p.JobsEndedBefore}, {"eventsBefore", p.EventsBefore}, {"usageBefore", p.UsageBefore}} {
+		if field, t := cut.field, cut.t; t.After(c.At) {
 			return nil, domain.Invalid(field, "%s %s is after the command's time %s: retention removes only the past", field, t.UTC().Format(time.RFC3339), c.At.UTC().Format(time.RFC3339))
 		}
 	}
