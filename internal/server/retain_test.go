@@ -60,9 +60,26 @@ func TestRetentionKeepsUsage(t *testing.T) {
 		t.Fatalf("usage after retention\n%+v\nbefore\n%+v", after, before)
 	}
 
+	// The state's records as /metrics counts them: acme's job archived.
+	code, body := scrape(t, url, f.c.AdminToken)
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	fams := parseMetrics(t, body)
+	for kind, want := range map[string]float64{"live_jobs": 1, "ended_jobs": 0, "usage_records": 1} {
+		if v, ok := value(fams, "jobfabric_state_records", map[string]string{"kind": kind}); !ok || v != want {
+			t.Errorf("jobfabric_state_records{kind=%q} = %v (found %v), want %v", kind, v, ok, want)
+		}
+	}
+
+	// The state's sizes are the platform's: a tenant's scrape has none.
+	if code, body := scrape(t, url, f.glxTok); code != 200 || strings.Contains(body, "jobfabric_state_records") {
+		t.Errorf("globex's /metrics: %d, shows the state's records: %v", code, strings.Contains(body, "jobfabric_state_records"))
+	}
+
 	// The attacker's side: globex sees only its own, archive or not.
 	for _, by := range []string{"tenant", "workspace", "job", "token"} {
-		code, body := do(t, url, f.glxTok, "GET", "/v1/usage?since="+since+"&by="+by, "")
+		code, body = do(t, url, f.glxTok, "GET", "/v1/usage?since="+since+"&by="+by, "")
 		if code != 200 {
 			t.Fatalf("globex usage by %s: %d %s", by, code, body)
 		}

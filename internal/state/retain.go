@@ -358,3 +358,15 @@ func (f *FSM) UsageArchived() int {
 	defer f.mu.RUnlock()
 	return len(f.d.Usage)
 }
+
+// Sizes counts what retention bounds: the state's records by kind.
+type Sizes struct {
+	LiveJobs, EndedJobs, Events, UsageRecords int
+}
+
+// Sizes is the state's current Sizes.
+func (f *FSM) Sizes() Sizes {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return Sizes{LiveJobs: len(f.jobs.live), EndedJobs: len(f.jobs.ended), Events: len(f.d.Events), UsageRecords: len(f.d.Usage)}
+}
