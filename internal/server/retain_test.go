@@ -60,6 +60,23 @@ func TestRetentionKeepsUsage(t *testing.T) {
 		t.Fatalf("usage after retention\n%+v\nbefore\n%+v", after, before)
 	}
 
+	// One pass, recorded; the next ticks find nothing to remove and
+	// write nothing.
+	f.clk.Advance(2 * time.Hour)
+	all, err := admin.Events(ctxT(t), client.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passes []domain.Event
+	for _, e := range all {
+		if e.Action == string(state.CmdRetain) {
+			passes = append(passes, e)
+		}
+	}
+	if len(passes) != 1 || passes[0].Actor != "system" || passes[0].Tenant != "" || !strings.Contains(passes[0].Message, "removed 1 ended jobs (1 archived") {
+		t.Fatalf("retention events %+v, want one pass by system removing acme's job", passes)
+	}
+
 	// The state's records as /metrics counts them: acme's job archived.
 	code, body := scrape(t, url, f.c.AdminToken)
 	if code != 200 {
