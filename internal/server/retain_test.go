@@ -21,6 +21,9 @@ func TestRetentionKeepsUsage(t *testing.T) {
 	f := newUsageFixtureTuned(t, func(cfg *server.Config) {
 		cfg.Retention = server.Retention{EndedJobs: 2 * time.Hour, Usage: 400 * 24 * time.Hour}
 		cfg.RetainEvery = time.Hour
+		// The fair-share history (8 half-lives) within the age: the job
+		// may go two hours after it ended.
+		cfg.FairShareHalfLife = 10 * time.Minute
 	})
 	admin := f.c.Client(0)
 	url := f.c.Servers[0].URL()

@@ -60,7 +60,8 @@ func (r Retained) empty() bool { return r == Retained{} }
 type Retention struct {
 	EndedJobs          time.Duration
 	EndedJobsPerTenant int
-	// KeepRecent: ended jobs younger than this are kept whatever the count.
+	// KeepRecent: ended jobs younger than this are kept whatever the age
+	// and count limits say (the scheduler's fair-share history).
 	KeepRecent      time.Duration
 	Events          time.Duration
 	EventsPerTenant int
@@ -76,7 +77,7 @@ func (p Retention) Enabled() bool {
 func (p Retention) Command(now time.Time) Retain {
 	var r Retain
 	if p.EndedJobs > 0 {
-		r.JobsEndedBefore = now.Add(-p.EndedJobs)
+		r.JobsEndedBefore = now.Add(-max(p.EndedJobs, p.KeepRecent))
 	}
 	if p.EndedJobsPerTenant > 0 {
 		r.JobsPerTenant = p.EndedJobsPerTenant

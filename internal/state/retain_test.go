@@ -271,3 +271,26 @@ func TestRetainReplayAndSnapshot(t *testing.T) {
 		t.Fatal("a snapshot without the archive loaded differently")
 	}
 }
+
+// TestRetentionCommand: the policy's cutoffs at now; zero limits none;
+// ended jobs younger than KeepRecent are never cut by age or count.
+func TestRetentionCommand(t *testing.T) {
+	now := t0
+	d := 24 * time.Hour
+	for name, tc := range map[string]struct {
+		p    Retention
+		want Retain
+	}{
+		"none": {Retention{}, Retain{}},
+		"defaults": {Retention{EndedJobs: 30 * d, EndedJobsPerTenant: 10, KeepRecent: 8 * time.Hour, Events: 90 * d, EventsPerTenant: 20, Usage: 400 * d},
+			Retain{JobsEndedBefore: now.Add(-30 * d), JobsPerTenant: 10, KeepEndedAfter: now.Add(-8 * time.Hour), EventsBefore: now.Add(-90 * d), EventsPerTenant: 20, UsageBefore: now.Add(-400 * d)}},
+		"age under the fair-share history": {Retention{EndedJobs: time.Hour, KeepRecent: 8 * time.Hour}, Retain{JobsEndedBefore: now.Add(-8 * time.Hour)}},
+	} {
+		if got := tc.p.Command(now); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
+		if tc.p.Enabled() != (tc.want != Retain{}) {
+			t.Errorf("%s: Enabled %v", name, tc.p.Enabled())
+		}
+	}
+}
