@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,6 +71,9 @@ multi-server cluster.`,
 			}
 			if cfg.DeployTimeout < time.Second || cfg.DeployTimeout > time.Hour {
 				return domain.Invalid("deploy-timeout", "--deploy-timeout %s must be between 1s and 1h", cfg.DeployTimeout)
+			}
+			if err := checkRetention(cfg.Retention, cfg.RetainEvery); err != nil {
+				return err
 			}
 			if bootstrap && cfg.Join != "" {
 				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
@@ -145,9 +150,70 @@ multi-server cluster.`,
 	f.StringVar(&telemetryFile, "telemetry-config", "", "YAML file of exporters to scrape, push sources and series rules (docs/telemetry.md)")
 	f.StringVar(&healthFile, "health-config", "", "YAML or JSON file of path health thresholds and debounce (docs/visibility.md; default: the documented defaults)")
 	f.StringVar(&cfg.FRRTargets, "frr-targets", "", "JSON file of device -> {vtySocket, confDir, netns, vrfNetns} for the frr and lab drivers")
+	cfg.Retention = server.Retention{EndedJobs: 30 * day, EndedJobsPerTenant: 10_000, Events: 90 * day, EventsPerTenant: 100_000, Usage: 400 * day}
+	f.Var((*days)(&cfg.Retention.EndedJobs), "retain-ended-jobs", "remove ended jobs this long after they ended (30d, 12h; 0 keeps them); their GPU use stays in the usage archive")
+	f.IntVar(&cfg.Retention.EndedJobsPerTenant, "retain-ended-jobs-per-tenant", cfg.Retention.EndedJobsPerTenant, "keep at most this many ended jobs of each tenant, the newest (0: no limit); jobs within the fair-share history stay")
+	f.Var((*days)(&cfg.Retention.Events), "retain-events", "remove events this old (0 keeps them)")
+	f.IntVar(&cfg.Retention.EventsPerTenant, "retain-events-per-tenant", cfg.Retention.EventsPerTenant, "keep at most this many events of each tenant, and of the cluster's own, the newest (0: no limit)")
+	f.Var((*days)(&cfg.Retention.Usage), "retain-usage", "keep the usage archive of removed jobs this long after they ended: usage reports reach this far back (0: forever)")
+	f.DurationVar(&cfg.RetainEvery, "retain-every", 10*time.Minute, "how often the leader runs a retention pass")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
+
+const day = 24 * time.Hour
+
+func checkRetention(r server.Retention, every time.Duration) error {
+	if r.EndedJobsPerTenant < 0 {
+		return domain.Invalid("retain-ended-jobs-per-tenant", "--retain-ended-jobs-per-tenant %d is negative (0: no limit)", r.EndedJobsPerTenant)
+	}
+	if r.EventsPerTenant < 0 {
+		return domain.Invalid("retain-events-per-tenant", "--retain-events-per-tenant %d is negative (0: no limit)", r.EventsPerTenant)
+	}
+	// An archive kept shorter than the jobs would drop a removed job's use
+	// at once: reports would lose what the jobs still showed.
+	if r.Usage > 0 && r.Usage < r.EndedJobs {
+		return domain.Invalid("retain-usage", "--retain-usage %s is shorter than --retain-ended-jobs %s: usage of removed jobs would be lost at once", (*days)(&r.Usage), (*days)(&r.EndedJobs))
+	}
+	if every < time.Second {
+		return domain.Invalid("retain-every", "--retain-every %s is under 1s", every)
+	}
+	return nil
+}
+
+// days is a duration flag that also takes days (30d, 1d12h); 0 is none.
+type days time.Duration
+
+func (d *days) String() string {
+	v := time.Duration(*d)
+	if v > 0 && v%day == 0 {
+		return fmt.Sprintf("%dd", v/day)
+	}
+	return v.String()
+}
+
+func (d *days) Set(s string) error {
+	var n time.Duration
+	rest := s
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		k, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (30d, 12h, 1d12h, 0)", s)
+		}
+		n, rest = time.Duration(k)*day, s[i+1:]
+	}
+	if rest != "" {
+		v, err := time.ParseDuration(rest)
+		if err != nil || v < 0 {
+			return fmt.Errorf("%q is not a duration (30d, 12h, 1d12h, 0)", s)
+		}
+		n += v
+	}
+	*d = days(n)
+	return nil
+}
+
+func (*days) Type() string { return "duration" }
 
 // readClusterSecret reads --cluster-secret-file: its content without
 // surrounding whitespace, which must be long and random enough.

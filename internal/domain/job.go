@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -545,3 +546,68 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	}
 	return ValidateRange("priority", int64(s.Priority), -MaxPriority, MaxPriority)
 }
+
+// UsageRecord is what accounting keeps of a job that retention removed
+// from the state (internal/state retain.go): who ran it and its runs, to
+// the second, without its spec, placements or messages. Usage reports
+// (internal/usage) read it as they read the job's own runs.
+type UsageRecord struct {
+	Job         uint64 `json:"job"`
+	Name        string `json:"name,omitempty"`
+	Tenant      string `json:"tenant"`
+	Workspace   string `json:"workspace"`
+	SubmittedBy string `json:"submittedBy,omitempty"`
+	// EndedAt is when the job ended, to the second: the archive is
+	// ordered by it, and dropped by it past its own retention.
+	EndedAt time.Time `json:"endedAt"`
+	// Runs are the job's runs with their times truncated to the second
+	// (what usage counts), every one closed.
+	Runs []Run `json:"runs"`
+}
+
+// A UsageRecord is encoded as an array, its times in Unix seconds and a
+// default name (job-ID) left out: the archive holds a record per removed
+// job for months, and this is under half the bytes of an object with
+// RFC 3339 times.
+//
+//	[job, name, tenant, workspace, submittedBy, endedAt, [start, end, gpus, units, borrowed, ...]]
+func (u UsageRecord) MarshalJSON() ([]byte, error) {
+	name := u.Name
+	if name == DefaultJobName(u.Job) {
+		name = ""
+	}
+	runs := make([]int64, 0, 5*len(u.Runs))
+	for _, r := range u.Runs {
+		end := u.EndedAt
+		if r.End != nil {
+			end = *r.End
+		}
+		runs = append(runs, r.Start.Unix(), end.Unix(), int64(r.GPUs), int64(r.Units), int64(r.BorrowedUnits))
+	}
+	return json.Marshal([]any{u.Job, name, u.Tenant, u.Workspace, u.SubmittedBy, u.EndedAt.Unix(), runs})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (u *UsageRecord) UnmarshalJSON(b []byte) error {
+	var ended int64
+	var runs []int64
+	if err := json.Unmarshal(b, &[]any{&u.Job, &u.Name, &u.Tenant, &u.Workspace, &u.SubmittedBy, &ended, &runs}); err != nil {
+		return fmt.Errorf("usage record: %w", err)
+	}
+	if len(runs)%5 != 0 {
+		return fmt.Errorf("usage record of job %d: %d run fields, not groups of 5", u.Job, len(runs))
+	}
+	if u.Name == "" {
+		u.Name = DefaultJobName(u.Job)
+	}
+	u.EndedAt = time.Unix(ended, 0).UTC()
+	u.Runs = make([]Run, 0, len(runs)/5)
+	for i := 0; i < len(runs); i += 5 {
+		end := time.Unix(runs[i+1], 0).UTC()
+		u.Runs = append(u.Runs, Run{Start: time.Unix(runs[i], 0).UTC(), End: &end, GPUs: int(runs[i+2]), Units: int(runs[i+3]), BorrowedUnits: int(runs[i+4])})
+	}
+	return nil
+}
+
+// DefaultJobName is the name a job submitted without one gets (job-ID).
+func DefaultJobName(id uint64) string { return fmt.Sprintf("job-%d", id) }

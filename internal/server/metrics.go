@@ -117,6 +117,9 @@ var (
 	descJobUnhealthy = prometheus.NewDesc("jobfabric_job_path_unhealthy",
 		"1 for each live job whose committed path verdict is a fault, labelled with it (only faulty jobs have a series: the count is bounded by the live jobs, and is small while the fabric is well).",
 		[]string{metrics.LabelTenant, metrics.LabelWorkspace, "job", "verdict"}, nil)
+	descRecords = prometheus.NewDesc("jobfabric_state_records",
+		"Records the replicated state holds, by kind: live_jobs, ended_jobs, events, usage_records (the usage archive of jobs retention removed). Retention keeps all but live_jobs bounded.",
+		[]string{"kind"}, nil)
 	descRevision = prometheus.NewDesc("jobfabric_fabric_revision",
 		"The latest committed fabric revision.", nil, nil)
 	descDeviceRev = prometheus.NewDesc("jobfabric_fabric_device_deployed_revision",
@@ -126,7 +129,7 @@ var (
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPending, descWsUse, descWsQuota, descTenantUse, descPathHealth, descJobUnhealthy, descRevision, descDeviceRev, descDeviceSync} {
+	for _, d := range []*prometheus.Desc{descPending, descWsUse, descWsQuota, descTenantUse, descPathHealth, descJobUnhealthy, descRecords, descRevision, descDeviceRev, descDeviceSync} {
 		ch <- d
 	}
 }
@@ -172,6 +175,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, u := range []string{"guaranteed", "borrowed", "lent"} {
 			ch <- prometheus.MustNewConstMetric(descTenantUse, prometheus.GaugeValue, t[i], name, u)
 		}
+	}
+	sz := c.fsm.Sizes()
+	for kind, n := range map[string]int{"live_jobs": sz.LiveJobs, "ended_jobs": sz.EndedJobs, "events": sz.Events, "usage_records": sz.UsageRecords} {
+		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.GaugeValue, float64(n), kind)
 	}
 	st := c.fsm.FabricStatus()
 	ch <- prometheus.MustNewConstMetric(descRevision, prometheus.GaugeValue, float64(st.Revision))

@@ -97,6 +97,12 @@ type Config struct {
 	// TokenUseFlush is how often the leader commits tokens' last-use
 	// times (0: 10s); a token's is committed at most once a minute.
 	TokenUseFlush time.Duration
+	// Retention says how long ended jobs, events and the usage archive
+	// are kept (internal/state retain.go; the --retain-* flags). Zero keeps
+	// everything forever.
+	Retention state.Retention
+	// RetainEvery is how often the leader runs a retention pass (0: 10m).
+	RetainEvery time.Duration
 	// Telemetry says what the leader scrapes and which push sources it
 	// accepts (internal/telemetry; --telemetry-config). Zero: no targets,
 	// no push sources.
@@ -323,6 +329,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.hostLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.tokenUseLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.retainLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.telemetryLoop(runCtx) }()
 	s.wg.Add(1)

@@ -30,7 +30,19 @@ type usageFixture struct {
 
 func newUsageFixture(t *testing.T) *usageFixture {
 	t.Helper()
-	c, clk := startStepped(t, stepGrace)
+	return newUsageFixtureTuned(t, nil)
+}
+
+// newUsageFixtureTuned is newUsageFixture on a server tune configures too.
+func newUsageFixtureTuned(t *testing.T, tune func(*server.Config)) *usageFixture {
+	t.Helper()
+	clk := tstime.NewFake(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	c := startTuned(t, func(cfg *server.Config) {
+		cfg.Clock, cfg.PreemptionGrace = clk, stepGrace
+		if tune != nil {
+			tune(cfg)
+		}
+	})
 	admin := c.Client(0)
 	seed(t, admin)
 	f := &usageFixture{c: c, clk: clk}

@@ -12,4 +12,6 @@
 // read-only view handed out under the read lock (FSM.Read): the package
 // keeps what its apply needs. Jobs are indexed (jobindex.go): the live ones
 // by ID, the ended ones by end time, so no read sorts every job ever run.
+// Retention (retain.go) removes ended jobs and events past an age or a
+// per-tenant count, keeping removed jobs' runs in a usage archive.
 package state

@@ -13,7 +13,7 @@ import (
 // submitted: the live (non-terminal) jobs by ID, the ended ones by end
 // time. Every scheduling cycle, plan apply and fabric compile needs the
 // live jobs, and the scheduler the jobs ended since its history horizon;
-// ended jobs only accumulate (their retention is the scale issue's), so
+// ended jobs accumulate until retention removes them (retain.go), so
 // those reads cost what they return, not what the state holds.
 //
 // The index is derived from data.Jobs: apply maintains it (submit adds a

@@ -107,6 +107,17 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				case op < 9:
 					// A new leader's clock may be behind the old one's.
 					h.at = h.at.Add(-time.Duration(rng.IntN(30)) * time.Second)
+				case rng.IntN(2) == 0:
+					// Retention by count (so ended jobs remain to test),
+					// sometimes dropping old usage records too.
+					p := Retain{JobsPerTenant: 3 + rng.IntN(5)}
+					if rng.IntN(2) == 0 {
+						p.UsageBefore = h.at.Add(-time.Duration(rng.IntN(300)) * time.Second)
+					}
+					h.apply(CmdRetain, p)
+					if !slices.IsSortedFunc(h.f.d.Usage, byRecordEnd) {
+						t.Fatalf("the usage archive is out of end order: %+v", h.f.d.Usage)
+					}
 				default:
 					f := New()
 					if err := f.Restore(nopCloser{bytes.NewReader(h.snapshot())}); err != nil {

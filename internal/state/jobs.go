@@ -41,7 +41,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	id := f.d.NextJobID
 	f.d.NextJobID++
 	if s.Name == "" {
-		s.Name = fmt.Sprintf("job-%d", id)
+		s.Name = domain.DefaultJobName(id)
 	}
 	j := &domain.Job{
 		ID: id, JobSpec: s, State: domain.JobPending,

@@ -38,6 +38,9 @@ type data struct {
 	Fabric fabricData `json:"fabric"`
 	// Hosts holds node agents' facts, conditions and the host policy (hosts.go).
 	Hosts hostsData `json:"hosts"`
+	// Usage is the usage archive: the runs of ended jobs retention removed,
+	// by end time (retain.go). Snapshots from before it load with none.
+	Usage []domain.UsageRecord `json:"usageArchive,omitempty"`
 }
 
 // capacity is derived from the topology (never persisted).
@@ -278,6 +281,7 @@ var handlers = map[CommandType]handler{
 	CmdHostAccept:      (*FSM).applyHostAccept,
 	CmdHostPolicy:      (*FSM).applyHostPolicy,
 	CmdJobsPathHealth:  (*FSM).applyJobsPathHealth,
+	CmdRetain:          (*FSM).applyRetain,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {

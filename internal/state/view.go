@@ -32,6 +32,9 @@ type View interface {
 	// PoolID returns the id the fabric's pool assigned owner
 	// ("tenant/acme", "job/42"), as of the latest committed revision.
 	PoolID(pool, owner string) (uint32, bool)
+	// ArchivedSince yields the usage archive's records (jobs retention
+	// removed) that ended after since, by end time.
+	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
 }
 
 // Read calls fn with a view of the state under the read lock: applies wait
@@ -78,6 +81,10 @@ func seqOf[K string, V any](m map[K]V) iter.Seq[V] {
 func (v locked) LiveJobs() iter.Seq[*domain.Job] { return v.f.jobs.liveJobs() }
 func (v locked) EndedSince(since time.Time) iter.Seq[*domain.Job] {
 	return v.f.jobs.endedSince(since)
+}
+
+func (v locked) ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord] {
+	return v.f.archivedSince(since)
 }
 
 func (v locked) TenantMinDriver(tenant string) string {

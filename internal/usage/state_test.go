@@ -3,6 +3,7 @@ package usage_test
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"testing"
 	"time"
 
@@ -142,3 +143,137 @@ func (*memSink) Cancel() error { return nil }
 func (*memSink) Close() error  { return nil }
 
 var _ raft.SnapshotSink = (*memSink)(nil)
+
+// TestReportUnchangedByRetention: usage over periods that span jobs
+// retention removed is identical, row for row and by every grouping,
+// before and after removal (the removed jobs' runs are in the archive);
+// and a tenant's report holds none of another tenant's archived jobs.
+func TestReportUnchangedByRetention(t *testing.T) {
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	m := &fsm{t: t, f: state.New(), clk: tstime.NewFake(start)}
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.do(state.CmdTopologyApply, "admin:root", state.TopologyApply{Topology: *topo})
+	for _, ten := range []string{"acme", "beta"} {
+		m.do(state.CmdTenantCreate, "admin:root", state.TenantCreate{Tenant: domain.Tenant{Name: ten, Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}})
+		m.do(state.CmdWorkspaceCreate, "admin:root", state.WorkspaceCreate{Workspace: domain.Workspace{Tenant: ten, Name: "ws", Guaranteed: 4, BorrowLimit: 8, Weight: 1}})
+	}
+	servers := topo.Servers()
+	// Jobs of both tenants, on odd fractions of a second, some preempted
+	// and run again, some never placed, one still running at the end.
+	var live uint64
+	for i := range 12 {
+		ten := []string{"acme", "beta"}[i%2]
+		gpus := 2 + i%3*2
+		id := m.do(state.CmdJobSubmit, "member:tok-"+ten+string(rune('a'+i%3)), state.JobSubmit{Spec: domain.JobSpec{Tenant: ten, Workspace: "ws", GPUs: gpus, Preemptible: true}}).(*domain.Job).ID
+		m.clk.Advance(time.Duration(i)*7*time.Minute + 300*time.Millisecond)
+		if i%5 == 4 {
+			m.do(state.CmdJobCancel, "member:x", state.JobCancel{ID: id})
+			continue
+		}
+		gs := make([]int, gpus)
+		for k := range gs {
+			gs[k] = k
+		}
+		m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: id, Placements: []domain.Placement{{Server: servers[i%2].Name, GPUs: gs}}}}})
+		m.clk.Advance(time.Duration(20+i*3)*time.Minute + 700*time.Millisecond)
+		if i%4 == 1 {
+			m.do(state.CmdJobsPreempt, "scheduler", state.JobsPreempt{Jobs: []state.Preemption{{ID: id, Reason: domain.Reason{Code: "reclaimed", Message: "reclaimed"}, Deadline: m.clk.Now().Add(time.Minute)}}})
+			m.clk.Advance(1500 * time.Millisecond)
+			m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: id, State: state.ReportStopped})
+			m.clk.Advance(13 * time.Minute)
+			m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: id, Placements: []domain.Placement{{Server: servers[i%2].Name, GPUs: gs}}}}})
+			m.clk.Advance(17*time.Minute + 100*time.Millisecond)
+		}
+		if i == 11 {
+			live = id
+			break
+		}
+		m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: id, State: state.ReportSucceeded})
+	}
+	end := m.clk.Now()
+	m.clk.Advance(3 * time.Hour)
+
+	type period struct{ since, until time.Time }
+	periods := []period{
+		{start, end.Add(time.Hour)},
+		{start.Add(95*time.Minute + 500*time.Millisecond), start.Add(5 * time.Hour)},
+		{start.Add(2 * time.Hour), start.Add(2*time.Hour + 17*time.Second)},
+		{start.Add(-time.Hour), start.Add(30 * time.Minute)},
+	}
+	var queries []usage.Query
+	for _, p := range periods {
+		for _, by := range usage.Bys {
+			for _, scope := range [][2]string{{"", ""}, {"acme", ""}, {"beta", "ws"}} {
+				queries = append(queries, usage.Query{Tenant: scope[0], Workspace: scope[1], Since: p.since, Until: p.until, Now: m.clk.Now(), By: by})
+			}
+		}
+	}
+	before := make([]*usage.Report, len(queries))
+	for i, q := range queries {
+		before[i] = m.report(m.f, q)
+	}
+	if before[0].Total.Jobs < 8 {
+		t.Fatalf("the setup ran %d jobs, want at least 8", before[0].Total.Jobs)
+	}
+	snap := func(f *state.FSM) []byte {
+		s, err := f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &memSink{}
+		if err := s.Persist(sink); err != nil {
+			t.Fatal(err)
+		}
+		return sink.Bytes()
+	}
+	base := snap(m.f)
+
+	for _, tc := range []struct {
+		name string
+		p    state.Retain
+	}{
+		{"by age, all ended", state.Retain{JobsEndedBefore: m.clk.Now()}},
+		{"by age, half", state.Retain{JobsEndedBefore: start.Add(3 * time.Hour)}},
+		{"one a tenant", state.Retain{JobsPerTenant: 1}},
+		{"twice", state.Retain{JobsPerTenant: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := state.New()
+			if err := f.Restore(io.NopCloser(bytes.NewReader(base))); err != nil {
+				t.Fatal(err)
+			}
+			m := &fsm{t: t, f: f, clk: m.clk, n: m.n}
+			r := m.do(state.CmdRetain, "system", tc.p).(state.Retained)
+			if tc.name == "twice" {
+				r2 := m.do(state.CmdRetain, "system", state.Retain{JobsEndedBefore: m.clk.Now()}).(state.Retained)
+				r.Jobs += r2.Jobs
+			}
+			if r.Jobs == 0 {
+				t.Fatal("retention removed no job: the test proves nothing")
+			}
+			if _, ok := f.Job(live); !ok {
+				t.Fatalf("the running job %d was removed", live)
+			}
+			// Through a snapshot too: the archive travels with it.
+			restored := state.New()
+			if err := restored.Restore(io.NopCloser(bytes.NewReader(snap(f)))); err != nil {
+				t.Fatal(err)
+			}
+			for i, q := range queries {
+				got := m.report(restored, q)
+				if !reflect.DeepEqual(got, before[i]) {
+					t.Fatalf("%s by %s of %q/%q over [%s, %s): after removing %d jobs\n%+v\nbefore\n%+v",
+						tc.name, q.By, q.Tenant, q.Workspace, q.Since.Format(time.TimeOnly), q.Until.Format(time.TimeOnly), r.Jobs, got, before[i])
+				}
+				for _, row := range got.Rows {
+					if q.Tenant != "" && row.Tenant != q.Tenant {
+						t.Fatalf("%s's report holds %s's row %+v", q.Tenant, row.Tenant, row)
+					}
+				}
+			}
+		})
+	}
+}

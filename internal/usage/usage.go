@@ -18,6 +18,10 @@ type Source interface {
 	LiveJobs() iter.Seq[*domain.Job]
 	// EndedSince are the terminal jobs that ended after since.
 	EndedSince(since time.Time) iter.Seq[*domain.Job]
+	// ArchivedSince are the usage records of jobs retention removed from
+	// the state that ended after since: their runs count as the jobs' own
+	// did, so a report is the same before and after retention.
+	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
 }
 
 // By is what the figures are grouped by.
@@ -142,16 +146,16 @@ func Compute(src Source, q Query) (*Report, error) {
 	// Rows by key; by job every job is its own row (a job is yielded
 	// once: live and ended jobs are apart), so no lookup is needed.
 	index := map[Key]int{}
-	count := func(j *domain.Job) {
-		if q.Tenant != "" && j.Tenant != q.Tenant || q.Workspace != "" && j.Workspace != q.Workspace {
+	count := func(k Key, runs []domain.Run) {
+		if q.Tenant != "" && k.Tenant != q.Tenant || q.Workspace != "" && k.Workspace != q.Workspace {
 			return
 		}
-		f := jobFigures(j, since, until, openEnd)
+		f := runFigures(runs, since, until, openEnd)
 		if f.Jobs == 0 {
 			return
 		}
 		rep.Total.add(f)
-		k := keyOf(j, by)
+		k = keyBy(k, by)
 		if by == ByJob {
 			rep.Rows = append(rep.Rows, Row{Key: k, Figures: f})
 			return
@@ -165,10 +169,14 @@ func Compute(src Source, q Query) (*Report, error) {
 		rep.Rows[i].add(f)
 	}
 	for j := range src.LiveJobs() {
-		count(j)
+		count(jobKey(j), j.Runs)
 	}
 	for j := range src.EndedSince(since) {
-		count(j)
+		count(jobKey(j), j.Runs)
+	}
+	// A removed job is in the archive only: it is counted once.
+	for u := range src.ArchivedSince(since) {
+		count(Key{Tenant: u.Tenant, Workspace: u.Workspace, Job: u.Job, JobName: u.Name, Token: u.SubmittedBy}, u.Runs)
 	}
 	rep.Rows = sorted(rep.Rows)
 	return rep, nil
@@ -202,14 +210,14 @@ func sorted(rows []Row) []Row {
 	return out
 }
 
-// jobFigures sums j's runs within [since, until); a run still open ends at
+// runFigures sums a job's runs within [since, until); a run still open ends at
 // openEnd. Jobs is 1 when any run held GPUs for a second of the period.
 // Times are Unix seconds, the second a time falls in (what trunc gives), at
 // a fraction of Truncate's cost.
-func jobFigures(j *domain.Job, since, until, openEnd time.Time) Figures {
+func runFigures(runs []domain.Run, since, until, openEnd time.Time) Figures {
 	var f Figures
 	lo, hi, open := since.Unix(), until.Unix(), openEnd.Unix()
-	for _, r := range j.Runs {
+	for _, r := range runs {
 		s, e := max(r.Start.Unix(), lo), open
 		if r.End != nil {
 			e = min(r.End.Unix(), hi)
@@ -226,16 +234,21 @@ func jobFigures(j *domain.Job, since, until, openEnd time.Time) Figures {
 	return f
 }
 
-func keyOf(j *domain.Job, by By) Key {
+// jobKey is every field of j's key; keyBy keeps those by uses.
+func jobKey(j *domain.Job) Key {
+	return Key{Tenant: j.Tenant, Workspace: j.Workspace, Job: j.ID, JobName: j.Name, Token: j.SubmittedBy}
+}
+
+func keyBy(k Key, by By) Key {
 	switch by {
 	case ByWorkspace:
-		return Key{Tenant: j.Tenant, Workspace: j.Workspace}
+		return Key{Tenant: k.Tenant, Workspace: k.Workspace}
 	case ByJob:
-		return Key{Tenant: j.Tenant, Workspace: j.Workspace, Job: j.ID, JobName: j.Name, Token: j.SubmittedBy}
+		return k
 	case ByToken:
-		return Key{Tenant: j.Tenant, Token: j.SubmittedBy}
+		return Key{Tenant: k.Tenant, Token: k.Token}
 	}
-	return Key{Tenant: j.Tenant}
+	return Key{Tenant: k.Tenant}
 }
 
 func trunc(t time.Time) time.Time { return t.Truncate(time.Second) }

@@ -33,6 +33,12 @@ func (js jobs) EndedSince(since time.Time) iter.Seq[*domain.Job] {
 	}
 }
 
+// ArchivedSince: a fixed list has no archive (state_test.go tests it
+// against the state machine's).
+func (js jobs) ArchivedSince(time.Time) iter.Seq[*domain.UsageRecord] {
+	return func(func(*domain.UsageRecord) bool) {}
+}
+
 var t0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 
 const u = domain.UnitsPerGPU
