@@ -46,7 +46,9 @@ func (h *harness) apply(ct CommandType, payload any) *Result {
 	if after := h.snapshot(); !bytes.Equal(before, after) {
 		h.t.Fatalf("Check(%s) changed the state", ct)
 	}
+	vers := h.jobVersions()
 	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b}).(*Result)
+	h.checkJobVersions(ct, vers)
 	if fmt.Sprint(chk) != fmt.Sprint(r.Err) {
 		h.t.Fatalf("%s: Check answered %v, Apply %v", ct, chk, r.Err)
 	}
