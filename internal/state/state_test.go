@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -23,11 +24,14 @@ type harness struct {
 	f   *FSM
 	log [][]byte
 	at  time.Time
+	// snaps follows the state as the scheduling loop does; every command
+	// checks it against a whole copy (checkJobVersions).
+	snaps sched.Snapshotter
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	return &harness{t: t, f: New(), at: t0}
+	return &harness{t: t, f: New(), at: t0, snaps: sched.Snapshotter{Clone: CopyJob}}
 }
 
 func (h *harness) apply(ct CommandType, payload any) *Result {
