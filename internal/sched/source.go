@@ -66,6 +66,10 @@ type Snapshotter struct {
 	owner any                // of the versions the copies were taken at
 	live  []keptJob          // the previous snapshot's live jobs, by ID
 	ended map[uint64]keptJob // its history, by ID
+	// The buffers of the snapshot before, refilled for the next one: a
+	// cycle allocates only the copies it makes.
+	spareLive  []keptJob
+	spareEnded map[uint64]keptJob
 }
 
 // keptJob is a copy and what it was copied at.
@@ -79,7 +83,12 @@ type keptJob struct {
 func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	c := &jobCopier{clone: s.Clone, src: src}
 	if v, ok := src.(Versioned); ok {
-		c.vers, c.nextLive, c.nextEnded = v, make([]keptJob, 0, len(s.live)), make(map[uint64]keptJob, len(s.ended))
+		clear(s.spareLive) // drop the copies they point to
+		clear(s.spareEnded)
+		if s.spareEnded == nil {
+			s.spareEnded = map[uint64]keptJob{}
+		}
+		c.vers, c.nextLive, c.nextEnded = v, s.spareLive[:0], s.spareEnded
 		if owner := v.JobVersionOwner(); owner == s.owner {
 			c.prevLive, c.prevEnded = s.live, s.ended
 		} else {
@@ -87,7 +96,10 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 		}
 	}
 	snap := buildSnapshot(src, since, c)
-	s.live, s.ended = c.nextLive, c.nextEnded
+	if c.vers != nil {
+		s.live, s.spareLive = c.nextLive, s.live
+		s.ended, s.spareEnded = c.nextEnded, s.ended
+	}
 	return snap
 }
 
@@ -181,6 +193,9 @@ func buildSnapshot(src Source, since time.Time, c *jobCopier) *Snapshot {
 	}
 	for n := range src.Nodes() {
 		s.Nodes[n.Server] = *n
+	}
+	if n := len(c.prevLive); n > 0 {
+		s.Jobs = make([]*domain.Job, 0, n+n/8) // about as many as last time
 	}
 	for j := range src.LiveJobs() {
 		s.Jobs = append(s.Jobs, c.liveJob(j))
