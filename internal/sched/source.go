@@ -200,6 +200,9 @@ func buildSnapshot(src Source, since time.Time, c *jobCopier) *Snapshot {
 	for j := range src.LiveJobs() {
 		s.Jobs = append(s.Jobs, c.liveJob(j))
 	}
+	if len(s.Jobs) == 0 {
+		s.Jobs = nil // as a whole copy has it
+	}
 	for j := range src.EndedSince(since) {
 		if j.EndedAt != nil && j.PlacedAt != nil {
 			s.History = append(s.History, c.endedJob(j))
