@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -42,6 +43,7 @@ type cluster struct {
 	ws      map[string]domain.Workspace
 	reclaim map[uint64][]time.Time // job -> times it was reclaimed
 	waiting map[uint64]time.Time   // guaranteed job -> when it became placeable in principle
+	snaps   sched.Snapshotter      // the leader loop's incremental snapshots
 }
 
 const tick = 5 * time.Second
@@ -79,7 +81,7 @@ func newCluster(t *testing.T, seed uint64) *cluster {
 	c := &cluster{t: t, rng: rng, f: state.New(), now: domaintest.Now, model: map[string]string{},
 		tenants: map[string]domain.Tenant{}, ws: map[string]domain.Workspace{},
 		pol:     sched.Policy{Grace: 10 * time.Second, ReclaimBackoff: time.Minute, HalfLife: 10 * time.Minute},
-		reclaim: map[uint64][]time.Time{}, waiting: map[uint64]time.Time{}}
+		reclaim: map[uint64][]time.Time{}, waiting: map[uint64]time.Time{}, snaps: sched.Snapshotter{Clone: state.CopyJob}}
 	total := o.Stripes * o.ServersPerStripe * o.GPUsPerServer
 	left := total
 	for i := 0; i < 2+rng.IntN(3); i++ {
@@ -164,7 +166,16 @@ func (c *cluster) submit() {
 func (c *cluster) cycle(round int) (*sched.Plan, *state.PlanResult) {
 	c.t.Helper()
 	var snap *sched.Snapshot
-	c.f.Read(func(v state.View) { snap = sched.SnapshotOf(v, c.now.Add(-c.pol.HistoryHorizon()), state.CopyJob) })
+	var full *sched.Snapshot
+	c.f.Read(func(v state.View) {
+		snap = c.snaps.Of(v, c.now.Add(-c.pol.HistoryHorizon()))
+		full = sched.SnapshotOf(v, c.now.Add(-c.pol.HistoryHorizon()), state.CopyJob)
+	})
+	// The loop's snapshot shares the copies of unchanged jobs with the
+	// previous cycle's: it must be the whole copy, job for job.
+	if !reflect.DeepEqual(snap.Jobs, full.Jobs) || !reflect.DeepEqual(snap.History, full.History) {
+		c.t.Fatalf("round %d: the incremental snapshot differs from a whole copy", round)
+	}
 	snap.Policy = c.pol
 	plan := sched.Schedule(snap, c.now)
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}

@@ -29,6 +29,17 @@ type Source interface {
 	TenantMinDriver(tenant string) string
 }
 
+// Versioned is a Source that numbers its jobs' changes (state.View): a
+// job's version changes whenever the job does and never returns to an
+// earlier value, so a copy taken at a version is current while the
+// version holds.
+type Versioned interface {
+	JobVersion(id uint64) uint64
+	// JobVersionOwner is who numbers the versions (comparable): the
+	// versions of two owners say nothing of each other.
+	JobVersionOwner() any
+}
+
 // SnapshotOf builds the scheduler's view of src: its tenants, workspaces
 // and node conditions, the non-terminal jobs, and the placed jobs that
 // ended after since (fair-share history), each job copied by clone. The
@@ -36,6 +47,139 @@ type Source interface {
 // place, and the scheduler only reads it. A job's minimum driver is raised
 // to its tenant's in the copy; the source keeps what its user asked.
 func SnapshotOf(src Source, since time.Time, clone func(*domain.Job) *domain.Job) *Snapshot {
+	return buildSnapshot(src, since, &jobCopier{clone: clone, src: src})
+}
+
+// Snapshotter builds successive snapshots of one source (the scheduling
+// loop's, one per cycle), copying only the jobs that changed since its
+// previous snapshot: the others it shares from that snapshot. The source
+// is read under its lock, so the lock is held for a version look-up per
+// job rather than a deep copy of each. Snapshots it hands out share job
+// copies with each other; the scheduler never changes a snapshot, and
+// neither may its other readers.
+//
+// A source that is not Versioned is copied whole every time. A
+// Snapshotter is not safe for concurrent use.
+type Snapshotter struct {
+	// Clone copies a job out of the source (state.CopyJob).
+	Clone func(*domain.Job) *domain.Job
+	owner any                // of the versions the copies were taken at
+	live  []keptJob          // the previous snapshot's live jobs, by ID
+	ended map[uint64]keptJob // its history, by ID
+	// The buffers of the snapshot before, refilled for the next one: a
+	// cycle allocates only the copies it makes.
+	spareLive  []keptJob
+	spareEnded map[uint64]keptJob
+}
+
+// keptJob is a copy and what it was copied at.
+type keptJob struct {
+	ver   uint64
+	floor string // the tenant's minimum driver folded in
+	job   *domain.Job
+}
+
+// Of builds the snapshot of src now, as SnapshotOf(src, since, s.Clone).
+func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
+	c := &jobCopier{clone: s.Clone, src: src}
+	if v, ok := src.(Versioned); ok {
+		clear(s.spareLive) // drop the copies they point to
+		clear(s.spareEnded)
+		if s.spareEnded == nil {
+			s.spareEnded = map[uint64]keptJob{}
+		}
+		c.vers, c.nextLive, c.nextEnded = v, s.spareLive[:0], s.spareEnded
+		if owner := v.JobVersionOwner(); owner == s.owner {
+			c.prevLive, c.prevEnded = s.live, s.ended
+		} else {
+			s.owner = owner // another state: copy it whole
+		}
+	}
+	snap := buildSnapshot(src, since, c)
+	if c.vers != nil {
+		s.live, s.spareLive = c.nextLive, s.live
+		s.ended, s.spareEnded = c.nextEnded, s.ended
+	}
+	return snap
+}
+
+// jobCopier copies the jobs of one snapshot, reusing the previous
+// snapshot's copies of jobs whose version and driver floor are unchanged
+// when the source is Versioned.
+type jobCopier struct {
+	clone     func(*domain.Job) *domain.Job
+	src       Source
+	floors    map[string]string // by tenant, looked up once per snapshot
+	vers      Versioned         // nil: copy every job
+	prevLive  []keptJob
+	at        int // the next of prevLive to compare: live jobs come by ID
+	prevEnded map[uint64]keptJob
+	nextLive  []keptJob
+	nextEnded map[uint64]keptJob
+}
+
+func (c *jobCopier) floor(tenant string) string {
+	f, ok := c.floors[tenant]
+	if !ok {
+		if c.floors == nil {
+			c.floors = map[string]string{}
+		}
+		f = c.src.TenantMinDriver(tenant)
+		c.floors[tenant] = f
+	}
+	return f
+}
+
+// copy copies j with its tenant's driver floor folded in.
+func (c *jobCopier) copy(j *domain.Job, floor string) *domain.Job {
+	cp := c.clone(j)
+	if floor != "" {
+		if v, ok := domain.CompareVersions(floor, cp.MinDriver); cp.MinDriver == "" || (ok && v > 0) {
+			cp.MinDriver = floor
+		}
+	}
+	return cp
+}
+
+// liveJob is the copy of a live job; they come by ID.
+func (c *jobCopier) liveJob(j *domain.Job) *domain.Job {
+	floor := c.floor(j.Tenant)
+	if c.vers == nil {
+		return c.copy(j, floor)
+	}
+	ver := c.vers.JobVersion(j.ID)
+	for c.at < len(c.prevLive) && c.prevLive[c.at].job.ID < j.ID {
+		c.at++ // ended (or otherwise gone) since
+	}
+	k := keptJob{ver: ver, floor: floor}
+	if c.at < len(c.prevLive) {
+		if p := c.prevLive[c.at]; p.job.ID == j.ID && p.ver == ver && p.floor == floor {
+			k.job = p.job
+		}
+	}
+	if k.job == nil {
+		k.job = c.copy(j, floor)
+	}
+	c.nextLive = append(c.nextLive, k)
+	return k.job
+}
+
+// endedJob is the copy of a job of the history (no driver floor: the
+// history counts usage only).
+func (c *jobCopier) endedJob(j *domain.Job) *domain.Job {
+	if c.vers == nil {
+		return c.clone(j)
+	}
+	ver := c.vers.JobVersion(j.ID)
+	k, ok := c.prevEnded[j.ID]
+	if !ok || k.ver != ver {
+		k = keptJob{ver: ver, job: c.clone(j)}
+	}
+	c.nextEnded[j.ID] = k
+	return k.job
+}
+
+func buildSnapshot(src Source, since time.Time, c *jobCopier) *Snapshot {
 	s := &Snapshot{Topology: src.Topology(), Static: src.Static(), Tenants: map[string]*domain.Tenant{},
 		Workspaces: map[string]*domain.Workspace{}, Nodes: map[string]domain.NodeCondition{}}
 	for t := range src.Tenants() {
@@ -50,18 +194,18 @@ func SnapshotOf(src Source, since time.Time, clone func(*domain.Job) *domain.Job
 	for n := range src.Nodes() {
 		s.Nodes[n.Server] = *n
 	}
+	if n := len(c.prevLive); n > 0 {
+		s.Jobs = make([]*domain.Job, 0, n+n/8) // about as many as last time
+	}
 	for j := range src.LiveJobs() {
-		cp := clone(j)
-		if floor := src.TenantMinDriver(j.Tenant); floor != "" {
-			if c, ok := domain.CompareVersions(floor, cp.MinDriver); cp.MinDriver == "" || (ok && c > 0) {
-				cp.MinDriver = floor
-			}
-		}
-		s.Jobs = append(s.Jobs, cp)
+		s.Jobs = append(s.Jobs, c.liveJob(j))
+	}
+	if len(s.Jobs) == 0 {
+		s.Jobs = nil // as a whole copy has it
 	}
 	for j := range src.EndedSince(since) {
 		if j.EndedAt != nil && j.PlacedAt != nil {
-			s.History = append(s.History, clone(j))
+			s.History = append(s.History, c.endedJob(j))
 		}
 	}
 	// By ID, as the scheduler has always seen them: the decayed usage is

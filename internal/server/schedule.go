@@ -153,7 +153,7 @@ func (s *Server) policy() sched.Policy {
 // due.
 func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	now := s.clock.Now()
-	snap := schedSnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
+	snap := s.cycleSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	plan := sched.Schedule(snap, now)
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,

@@ -24,6 +24,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/fileutil"
 	"github.com/jobfabric/jobfabric/internal/health"
 	"github.com/jobfabric/jobfabric/internal/metrics"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/telemetry"
@@ -164,6 +165,9 @@ type Server struct {
 	// issued (schedule.go), for the reclaim latency.
 	metrics  *metrics.Metrics
 	reclaims map[uint64]time.Time
+	// snaps builds the scheduling loop's snapshots, copying only the jobs
+	// changed since its previous cycle (stateview.go); only the loop uses it.
+	snaps sched.Snapshotter
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
 	telemetry *telemetry.Store
@@ -197,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
+	s.snaps.Clone = state.CopyJob
 	s.metrics.MustRegister(stateCollector{s.fsm})
 	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
 	s.paths.cfg = health.DefaultConfig()

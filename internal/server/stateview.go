@@ -27,6 +27,15 @@ func schedSnapshot(fsm *state.FSM, since time.Time) (s *sched.Snapshot) {
 	return s
 }
 
+// cycleSnapshot is schedSnapshot for the scheduling loop: the jobs
+// unchanged since its previous cycle are shared from that cycle's
+// snapshot, so the state's read lock, which every apply waits for, is held
+// for a version look-up per job instead of a deep copy of each.
+func (s *Server) cycleSnapshot(since time.Time) (snap *sched.Snapshot) {
+	s.fsm.Read(func(v state.View) { snap = s.snaps.Of(v, since) })
+	return snap
+}
+
 // bindingInput gathers what the binder needs for a job on a node: the
 // job, the node as declared and as reported, the other jobs holding GPUs
 // there, and the job's fabric identity (the ids the pools gave its tenant

@@ -18,12 +18,15 @@ import (
 // snapshot from it, so what it measures is what a leader would commit.
 type ledger struct {
 	fsm *state.FSM
+	// snaps builds the cycles' snapshots as the leader's loop does,
+	// copying only the jobs changed since the previous cycle.
+	snaps sched.Snapshotter
 }
 
 // newLedger seeds a state machine with the pool, its tenants and their
 // workspaces.
 func newLedger(topo *domain.Topology, tenants map[string]*domain.Tenant, workspaces map[string]*domain.Workspace) (*ledger, error) {
-	l := &ledger{fsm: state.New()}
+	l := &ledger{fsm: state.New(), snaps: sched.Snapshotter{Clone: state.CopyJob}}
 	if _, err := l.apply(state.CmdTopologyApply, 0, state.TopologyApply{Topology: *topo}); err != nil {
 		return nil, err
 	}
@@ -100,7 +103,7 @@ func (l *ledger) refresh(s *simJob) {
 // scheduler and the applier's fit rule disagree).
 func (l *ledger) cycle(now int64, pol sched.Policy) (*sched.Plan, *state.PlanResult, error) {
 	var snap *sched.Snapshot
-	l.fsm.Read(func(v state.View) { snap = sched.SnapshotOf(v, at(now).Add(-pol.HistoryHorizon()), state.CopyJob) })
+	l.fsm.Read(func(v state.View) { snap = l.snaps.Of(v, at(now).Add(-pol.HistoryHorizon())) })
 	snap.Policy = pol
 	plan := sched.Schedule(snap, at(now))
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}

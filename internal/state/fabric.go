@@ -360,6 +360,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	for _, id := range p.Jobs {
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 && !slices.Contains(held, id) {
 			j.NetworkRev = fd.Rev
+			f.jobs.touch(j)
 		}
 	}
 	for _, h := range p.Held {
@@ -371,6 +372,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
 				j.Reason, j.UpdatedAt = &r, c.At
+				f.jobs.touch(j)
 			}
 		}
 	}
@@ -549,6 +551,7 @@ func (f *FSM) gate(c *Command) {
 		}
 		if len(waiting) == 0 {
 			j.State, j.UpdatedAt = domain.JobReady, c.At
+			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
 			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(jobLeaves(j), ", ")))
 			continue
@@ -556,6 +559,7 @@ func (f *FSM) gate(c *Command) {
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
 		if j.Reason == nil || *j.Reason != r {
 			j.Reason, j.UpdatedAt = &r, c.At
+			f.jobs.touch(j)
 		}
 	}
 }

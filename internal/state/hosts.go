@@ -151,6 +151,7 @@ func (f *FSM) warnJob(c *Command, j *domain.Job, code, msg string) {
 		w = slices.Clone(w[len(w)-domain.MaxJobWarnings:])
 	}
 	j.Warnings, j.UpdatedAt = w, c.At
+	f.jobs.touch(j)
 	f.event(c, "job.warning", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, msg)
 }
 
@@ -520,6 +521,7 @@ func (f *FSM) operatorSetNode(c *Command, p *NodeSet) {
 		d := deadline
 		r := domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}
 		j.State, j.StopDeadline, j.Reason, j.UpdatedAt = domain.JobPreempting, &d, &r, c.At
+		f.jobs.touch(j)
 		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, r.Message)
 	}
 }

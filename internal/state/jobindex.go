@@ -23,6 +23,7 @@ import (
 type jobIndex struct {
 	live  []*domain.Job // non-terminal, by ID
 	ended []*domain.Job // terminal, by (EndedAt, ID); a terminal job without EndedAt sorts first
+	vers  jobVersions   // what changed since a reader's copy (jobversion.go)
 }
 
 func newJobIndex(jobs map[uint64]*domain.Job) jobIndex {
@@ -60,6 +61,7 @@ func byEnd(a, b *domain.Job) int {
 // add indexes a new job. IDs only grow, so this appends; the search keeps
 // the order should that ever change.
 func (ix *jobIndex) add(j *domain.Job) {
+	ix.vers.touch(j.ID)
 	if j.State.Terminal() {
 		ix.insertEnded(j)
 		return
@@ -77,6 +79,7 @@ func (ix *jobIndex) add(j *domain.Job) {
 // step back across a leader change, so the insert searches rather than
 // appends.
 func (ix *jobIndex) end(j *domain.Job) {
+	ix.vers.touch(j.ID)
 	if i, ok := slices.BinarySearchFunc(ix.live, j, byID); ok {
 		ix.live = slices.Delete(ix.live, i, i+1)
 	} else if i := slices.Index(ix.ended, j); i >= 0 {
@@ -93,6 +96,10 @@ func (ix *jobIndex) insertEnded(j *domain.Job) {
 	i, _ := slices.BinarySearchFunc(ix.ended, j, byEnd)
 	ix.ended = slices.Insert(ix.ended, i, j)
 }
+
+// touch records that apply changed j: every change to a job's fields
+// calls it (or add, or end), so readers that keep copies see it.
+func (ix *jobIndex) touch(j *domain.Job) { ix.vers.touch(j.ID) }
 
 // liveJobs yields the non-terminal jobs by ID.
 func (ix *jobIndex) liveJobs() iter.Seq[*domain.Job] {

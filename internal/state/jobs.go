@@ -213,6 +213,7 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	}
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
+	f.jobs.touch(j)
 	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
 	return CopyJob(j), nil
 }

@@ -60,6 +60,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 		j.Message = p.Message
 	}
 	j.UpdatedAt = at
+	f.jobs.touch(j)
 	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
 	return CopyJob(j), nil
 }
@@ -81,6 +82,7 @@ func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
 		j.PathHealth = nil
 		j.Requeues++
 		j.Reason = &domain.Reason{Code: "requeued", Message: "preempted and requeued: " + how}
+		f.jobs.touch(j)
 		return
 	}
 	f.end(j, domain.JobPreempted, &domain.Reason{Code: "preempted", Message: "preempted: " + how}, at)
@@ -127,6 +129,7 @@ func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
 		b := *pr.BorrowBackoff
 		j.BorrowNotBefore = &b
 	}
+	f.jobs.touch(j)
 	f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
 	return ""
 }
@@ -173,6 +176,7 @@ func (f *FSM) releaseJob(c *Command, rl sched.Release) string {
 		return fmt.Sprintf("job is %s: no %s release due", j.State, rl.Cause)
 	}
 	j.UpdatedAt = c.At
+	f.jobs.touch(j)
 	f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
 	return ""
 }

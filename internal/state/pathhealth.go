@@ -99,6 +99,7 @@ func (f *FSM) applyJobsPathHealth(c *Command) (any, *domain.Error) {
 		h.Since = h.Since.UTC()
 		j.PathHealth = &h // a new value, never changed in place: copies may share it
 		j.UpdatedAt = c.At
+		f.jobs.touch(j)
 		res.Applied = append(res.Applied, j.ID)
 		obj := fmt.Sprintf("job/%d", j.ID)
 		switch {

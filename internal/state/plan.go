@@ -100,6 +100,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && !j.Reason.Equal(r) {
 			r := r
 			j.Reason, j.UpdatedAt = &r, c.At
+			f.jobs.touch(j)
 		}
 	}
 }
@@ -119,11 +120,13 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 	if r, ok := fit.Place(seen, jp.Placement); !ok {
 		res.Rejected[jp.JobID] = r.Message
 		j.Reason, j.UpdatedAt = &r, c.At
+		f.jobs.touch(j)
 		return
 	}
 	at := c.At
 	j.Placement, j.UpdatedAt, j.PlacedAt, j.NetworkRev = jp.Placement, c.At, &at, 0
 	f.startRun(j, fit, at)
+	f.jobs.touch(j)
 	if networkGate {
 		// Ready once the fabric revision carrying its network is
 		// deployed on its leaves (fabric.go, gate).

@@ -267,6 +267,7 @@ func (f *FSM) removeJobs(jobs []*domain.Job, usageBefore time.Time) (removed, ar
 	for _, j := range jobs {
 		gone[j] = true
 		delete(f.d.Jobs, j.ID)
+		f.jobs.vers.forget(j.ID)
 		if len(j.Runs) == 0 {
 			continue
 		}

@@ -96,7 +96,9 @@ func newData() data {
 func (f *FSM) reset(d data) {
 	f.d = d
 	f.cap = deriveCapacity(d.Topology)
+	vers := f.jobs.vers.restart()
 	f.jobs = newJobIndex(d.Jobs)
+	f.jobs.vers = vers
 }
 func deriveCapacity(t *domain.Topology) capacity {
 	c := capacityOf(t)

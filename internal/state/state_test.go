@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -23,11 +24,14 @@ type harness struct {
 	f   *FSM
 	log [][]byte
 	at  time.Time
+	// snaps follows the state as the scheduling loop does; every command
+	// checks it against a whole copy (checkJobVersions).
+	snaps sched.Snapshotter
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	return &harness{t: t, f: New(), at: t0}
+	return &harness{t: t, f: New(), at: t0, snaps: sched.Snapshotter{Clone: CopyJob}}
 }
 
 func (h *harness) apply(ct CommandType, payload any) *Result {
@@ -46,7 +50,9 @@ func (h *harness) apply(ct CommandType, payload any) *Result {
 	if after := h.snapshot(); !bytes.Equal(before, after) {
 		h.t.Fatalf("Check(%s) changed the state", ct)
 	}
+	vers := h.jobVersions()
 	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b}).(*Result)
+	h.checkJobVersions(ct, vers)
 	if fmt.Sprint(chk) != fmt.Sprint(r.Err) {
 		h.t.Fatalf("%s: Check answered %v, Apply %v", ct, chk, r.Err)
 	}

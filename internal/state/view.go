@@ -21,6 +21,10 @@ import (
 // builder copies what it keeps and changes nothing.
 type View interface {
 	sched.Source
+	// JobVersion numbers a job's changes (sched.Versioned): a
+	// sched.Snapshotter keeps its copies of the jobs whose version holds.
+	JobVersion(id uint64) uint64
+	JobVersionOwner() any
 	// Job returns a job by ID.
 	Job(id uint64) (*domain.Job, bool)
 	// Server returns a server of the inventory.
@@ -86,6 +90,11 @@ func (v locked) EndedSince(since time.Time) iter.Seq[*domain.Job] {
 func (v locked) ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord] {
 	return v.f.archivedSince(since)
 }
+
+func (v locked) JobVersion(id uint64) uint64 { return v.f.jobs.vers.of(id) }
+
+// JobVersionOwner is the FSM: a restore renumbers in place (jobVersions.restart).
+func (v locked) JobVersionOwner() any { return v.f }
 
 func (v locked) TenantMinDriver(tenant string) string {
 	return v.f.hostPolicy().TenantMinDriver[tenant]
