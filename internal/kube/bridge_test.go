@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,6 +289,46 @@ func TestBridge(t *testing.T) {
 			}
 			if js := jobsWith(t, e.admin, "k8s:"+string(p.UID)); len(js) != 0 {
 				t.Fatalf("%s: a job was submitted: %+v", ns, js)
+			}
+		}
+	})
+
+	t.Run("MalformedGangRefused", func(t *testing.T) {
+		for _, tc := range []struct {
+			group string
+			pods  []int // GPUs of each pod
+			size  int
+			want  string
+		}{
+			{"mixed", []int{8, 4}, 2, "different nvidia.com/gpu counts (8 and 4)"},
+			{"nogpu", []int{0}, 1, "must request nvidia.com/gpu"},
+			{"toomany", []int{8, 8}, 1, "has 2 pods, but jobfabric.io/pod-group-size says 1"},
+		} {
+			var last *corev1.Pod
+			for i, g := range tc.pods {
+				last = gatedPod(t, e.kube, "team-a", fmt.Sprintf("%s-%d", tc.group, i), tc.group, tc.size, g)
+			}
+			eventually(t, tc.group+": refused", func() (bool, string) {
+				evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(last.UID)})
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, ev := range evs.Items {
+					if ev.Reason == "Refused" && strings.Contains(ev.Message, tc.want) {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d events, none says %q", len(evs.Items), tc.want)
+			})
+			// (toomany's first pod made a complete gang of one: its job
+			// may be submitted before the second pod exists.)
+			if js := jobsWith(t, e.admin, "k8s:team-a/"+tc.group); len(js) != 0 && tc.group != "toomany" {
+				t.Fatalf("%s: jobs submitted: %+v", tc.group, js)
+			}
+			for i := range tc.pods {
+				if err := e.kube.CoreV1().Pods("team-a").Delete(ctx, fmt.Sprintf("%s-%d", tc.group, i), metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	})
