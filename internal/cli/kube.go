@@ -111,7 +111,8 @@ func kubeConfig(path string) (*rest.Config, error) {
 	rules.ExplicitPath = path
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, domain.Invalid("kubeconfig", "kubeconfig %q: %v", path, err)
+		// Not a domain.Invalid: its field would be rewritten into the path.
+		return nil, fmt.Errorf("kubeconfig %q: %w", path, err)
 	}
 	rc.UserAgent = kube.Component
 	return rc, nil
