@@ -127,6 +127,7 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group) error {
 		if err := b.annotate(ctx, g.pods, map[string]string{AnnotationJob: strconv.FormatUint(job.ID, 10), AnnotationExternalID: spec.ExternalID}); err != nil {
 			return err
 		}
+		open = slices.DeleteFunc(slices.Clone(g.pods), func(p *corev1.Pod) bool { return !gated(p) })
 	}
 	switch {
 	case job.State == domain.JobCancelled:
@@ -350,8 +351,8 @@ func (b *Bridge) deletePods(ctx context.Context, g *group, job *domain.Job) erro
 }
 
 func (b *Bridge) annotate(ctx context.Context, pods []*corev1.Pod, ann map[string]string) error {
-	for _, cached := range pods {
-		p := cached.DeepCopy()
+	for i, cached := range pods {
+		p := cached.DeepCopy() // the lister's objects are shared: never written
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
@@ -362,7 +363,7 @@ func (b *Bridge) annotate(ctx context.Context, pods []*corev1.Pod, ann map[strin
 		if err != nil {
 			return fmt.Errorf("annotate pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		*cached = *up // the same pass goes on with the new version
+		pods[i] = up // the same pass goes on with the new version
 	}
 	return nil
 }
