@@ -369,6 +369,15 @@ func TestBridge(t *testing.T) {
 			}
 			return p.Annotations[kube.AnnotationJob] == strconv.FormatUint(first.ID, 10), "annotation " + p.Annotations[kube.AnnotationJob]
 		})
+		eventually(t, "a Waiting event on big-0", func() (bool, string) {
+			evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=big-0"})
+			if err != nil {
+				return false, err.Error()
+			}
+			return slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool {
+				return ev.Reason == "Waiting" && strings.Contains(ev.Message, fmt.Sprintf("job %d is Pending", first.ID))
+			}), fmt.Sprintf("%d events", len(evs.Items))
+		})
 		stop()
 		// A bridge that crashed between submitting and annotating: the
 		// pods do not say their job, only jobfabric's ExternalID does.

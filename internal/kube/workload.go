@@ -137,6 +137,8 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group) error {
 		return nil
 	case job.State != domain.JobReady && job.State != domain.JobRunning:
 		b.logWaiting(g, job)
+		// Once per state: kubectl describe says why the pods wait.
+		b.event(ctx, open, corev1.EventTypeNormal, "Waiting", fmt.Sprintf("jobfabric job %d is %s; the pods are released when it is Ready (GPUs placed, the tenant's network deployed)", job.ID, job.State))
 		return nil
 	}
 	return b.place(ctx, g, job, open)
@@ -382,6 +384,11 @@ func (b *Bridge) logWaiting(g *group, job *domain.Job) {
 // refuse writes a warning event on each pod, once per message: the pods
 // stay gated.
 func (b *Bridge) refuse(ctx context.Context, pods []*corev1.Pod, reason, msg string) {
+	b.event(ctx, pods, corev1.EventTypeWarning, reason, msg)
+}
+
+// event writes an event on each pod, once per reason and message.
+func (b *Bridge) event(ctx context.Context, pods []*corev1.Pod, typ, reason, msg string) {
 	for _, p := range pods {
 		b.mu.Lock()
 		seen := b.reported[string(p.UID)][reason+"\x00"+msg]
@@ -394,7 +401,7 @@ func (b *Bridge) refuse(ctx context.Context, pods []*corev1.Pod, reason, msg str
 			ObjectMeta: metav1.ObjectMeta{GenerateName: p.Name + ".", Namespace: p.Namespace},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
 				UID: p.UID, ResourceVersion: p.ResourceVersion},
-			Reason: reason, Message: msg, Type: corev1.EventTypeWarning, Count: 1,
+			Reason: reason, Message: msg, Type: typ, Count: 1,
 			FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: Component},
 			ReportingController: "jobfabric.io/bridge", ReportingInstance: Component,
 		}
@@ -402,7 +409,7 @@ func (b *Bridge) refuse(ctx context.Context, pods []*corev1.Pod, reason, msg str
 			b.cfg.Logger.Warn("kube bridge: write event", "namespace", p.Namespace, "pod", p.Name, "err", err)
 			continue
 		}
-		b.cfg.Logger.Info("kube bridge: pod refused", "namespace", p.Namespace, "pod", p.Name, "reason", msg)
+		b.cfg.Logger.Debug("kube bridge: event", "namespace", p.Namespace, "pod", p.Name, "reason", reason, "message", msg)
 		b.mu.Lock()
 		if b.reported[string(p.UID)] == nil {
 			b.reported[string(p.UID)] = map[string]bool{}
