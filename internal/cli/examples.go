@@ -70,6 +70,9 @@ jobfabric job submit -f job.yaml --wait --timeout 10m  # exit 0 once Ready, 6 if
 jobfabric job submit --dry-run --workspace acme/research --gpus 32`,
 	"job watch": "jobfabric job watch 42\njobfabric job watch 42 -o json",
 
+	"kube":     "jobfabric --context prod kube run --kubeconfig ~/.kube/config",
+	"kube run": "jobfabric --context prod kube run --kubeconfig ~/.kube/config\njobfabric kube run --kubeconfig kubeconfig --server https://jf.example:7070 --interval 5s",
+
 	"lab":        "sudo jobfabric lab up --topology lab.yaml\nsudo jobfabric lab status\nsudo jobfabric lab down",
 	"lab down":   "sudo jobfabric lab down",
 	"lab ping":   "sudo jobfabric lab ping s1-gpu001/nic0 s1-gpu002/nic1",

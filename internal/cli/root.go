@@ -83,6 +83,7 @@ func newRoot(g *globals) *cobra.Command {
 		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newUsageCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
 		newAgentCmd(g), newHostCmd(g), newSlurmCmd(g), // agent.go, binding.go
 		newLabCmd(g),                      // lab.go
+		newKubeCmd(g),                     // kube.go
 		newConfigCmd(g), newVersionCmd(g), // config.go, version.go
 	)
 	// Added now rather than at Execute, so that they get examples too.

@@ -78,3 +78,9 @@ func (c *Client) ReportNodeJob(ctx context.Context, node string, job uint64, sta
 	var out domain.Job
 	return &out, c.Do(ctx, "POST", nodePath(node, fmt.Sprintf("/jobs/%d/report", job)), api.JobReportRequest{State: state, Message: message}, &out)
 }
+
+// Nodes lists the servers with their condition and GPU use (admin).
+func (c *Client) Nodes(ctx context.Context) ([]domain.NodeView, error) {
+	var out []domain.NodeView
+	return out, c.Do(ctx, "GET", "/v1/nodes", nil, &out)
+}

@@ -1,0 +1,251 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/jobfabric/jobfabric/internal/binding"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+)
+
+// The names users write on their namespaces and pods, and those the bridge
+// writes.
+const (
+	// Gate is the scheduling gate that hands a pod to jobfabric.
+	Gate = "jobfabric.io/placement"
+	// LabelTenant and LabelWorkspace, on a namespace, say whose quota its
+	// pods use.
+	LabelTenant    = "jobfabric.io/tenant"
+	LabelWorkspace = "jobfabric.io/workspace"
+	// LabelPodGroup puts pods of a namespace into one gang (one job).
+	LabelPodGroup = "jobfabric.io/pod-group"
+	// KeyPodGroupSize (a label or an annotation) is how many pods the gang
+	// has: the job is submitted when all of them exist.
+	KeyPodGroupSize = "jobfabric.io/pod-group-size"
+	// AnnotationJob, AnnotationExternalID and AnnotationNode are the job's
+	// identity on each of its pods.
+	AnnotationJob        = "jobfabric.io/job"
+	AnnotationExternalID = "jobfabric.io/external-id"
+	AnnotationNode       = "jobfabric.io/node"
+	// AnnotationEnv holds the pod's binding as export lines (for a
+	// downward API file to source); EnvAnnotationPrefix + NAME holds each
+	// variable (for an env var's fieldRef).
+	AnnotationEnv       = "jobfabric.io/env"
+	EnvAnnotationPrefix = "env.jobfabric.io/"
+	// ResourceGPU is the extended resource whose requests count GPUs.
+	ResourceGPU = corev1.ResourceName("nvidia.com/gpu")
+	// ExternalSystem prefixes the ExternalID of the bridge's jobs.
+	ExternalSystem = "k8s"
+	// Component names the bridge in events and as a field manager.
+	Component = "jobfabric-bridge"
+)
+
+// JobsAPI is what the bridge asks of jobfabric about workloads: a
+// tenant-scoped token limits it to that tenant's workspaces.
+type JobsAPI interface {
+	SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error)
+	Job(ctx context.Context, id uint64) (*domain.Job, error)
+	JobByExternalID(ctx context.Context, ext string) (*domain.Job, error)
+	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
+	Binding(ctx context.Context, job uint64, node string) (*binding.Binding, error)
+}
+
+// InventoryAPI is what the bridge reads of the inventory (an admin token).
+type InventoryAPI interface {
+	Topology(ctx context.Context) (*domain.TopologyView, error)
+	Nodes(ctx context.Context) ([]domain.NodeView, error)
+}
+
+// Config is the bridge's configuration.
+type Config struct {
+	Kube kubernetes.Interface
+	Jobs JobsAPI
+	// Inventory, when set, syncs servers to Nodes; nil leaves Nodes alone.
+	Inventory InventoryAPI
+	// Interval is how often everything is looked at again besides the
+	// pods' own events (job states change in jobfabric; default 2s).
+	Interval time.Duration
+	Clock    tstime.Clock
+	Logger   *slog.Logger
+}
+
+// Bridge places gated pods through jobfabric. Run it once per cluster.
+type Bridge struct {
+	cfg        Config
+	pods       listerscorev1.PodLister
+	namespaces listerscorev1.NamespaceLister
+	nodes      listerscorev1.NodeLister
+	kick       chan struct{}
+
+	mu       sync.Mutex
+	cancels  map[uint64]bool            // jobs whose pods were deleted
+	reported map[string]map[string]bool // pod UID -> events written
+	waiting  map[string]domain.JobState // group -> state last logged
+}
+
+// New returns a bridge; Run starts it.
+func New(cfg Config) *Bridge {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = tstime.Std{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
+		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{}}
+}
+
+// Run watches pods, namespaces and nodes and reconciles until ctx ends.
+func (b *Bridge) Run(ctx context.Context) error {
+	if b.cfg.Kube == nil || b.cfg.Jobs == nil {
+		return errors.New("kube bridge: a Kubernetes client and a jobfabric client are required")
+	}
+	f := informers.NewSharedInformerFactory(b.cfg.Kube, 0)
+	podInf, nsInf, nodeInf := f.Core().V1().Pods(), f.Core().V1().Namespaces(), f.Core().V1().Nodes()
+	b.pods, b.namespaces, b.nodes = podInf.Lister(), nsInf.Lister(), nodeInf.Lister()
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { b.poke() },
+		UpdateFunc: func(any, any) { b.poke() },
+		DeleteFunc: func(any) { b.poke() },
+	}
+	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { b.poke() },
+		UpdateFunc: func(_, obj any) {
+			// A bound pod is deleted gracefully: it lingers with a
+			// deletion timestamp until its kubelet lets go.
+			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+				b.podDeleted(p)
+				return
+			}
+			b.poke()
+		},
+		DeleteFunc: b.podDeleted,
+	}); err != nil {
+		return fmt.Errorf("kube bridge: watch pods: %w", err)
+	}
+	if _, err := nsInf.Informer().AddEventHandler(kick); err != nil {
+		return fmt.Errorf("kube bridge: watch namespaces: %w", err)
+	}
+	nodeInf.Informer() // registered before Start, so the factory runs it
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("kube bridge: %v cache did not sync: %w", typ, context.Cause(ctx))
+		}
+	}
+	b.cfg.Logger.Info("kube bridge running", "interval", b.cfg.Interval, "inventory", b.cfg.Inventory != nil)
+	t, tick := b.cfg.Clock.NewTicker(b.cfg.Interval)
+	defer t.Stop()
+	for {
+		b.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.kick:
+		case <-tick:
+		}
+	}
+}
+
+func (b *Bridge) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// podDeleted remembers the job of a deleted pod: deleting a gang's pods
+// cancels its job.
+func (b *Bridge) podDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	delete(b.reported, string(p.UID))
+	if id, ok := jobOf(p); ok {
+		b.cancels[id] = true
+	}
+	b.mu.Unlock()
+	b.poke()
+}
+
+// reconcile looks at everything once; each failure is logged and tried
+// again on the next pass.
+func (b *Bridge) reconcile(ctx context.Context) {
+	if b.cfg.Inventory != nil {
+		if err := b.syncInventory(ctx); err != nil {
+			b.cfg.Logger.Warn("kube bridge: inventory sync", "err", err)
+		}
+	}
+	b.cancelDeleted(ctx)
+	groups, err := b.groups()
+	if err != nil {
+		b.cfg.Logger.Warn("kube bridge: list pods", "err", err)
+		return
+	}
+	for _, g := range groups {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := b.syncGroup(ctx, g); err != nil {
+			b.cfg.Logger.Warn("kube bridge: pod group", "namespace", g.namespace, "group", g.name, "err", err)
+		}
+	}
+}
+
+func (b *Bridge) cancelDeleted(ctx context.Context) {
+	b.mu.Lock()
+	ids := b.cancels
+	b.cancels = map[uint64]bool{}
+	b.mu.Unlock()
+	for id := range ids {
+		j, err := b.cfg.Jobs.Job(ctx, id)
+		if err == nil && !j.State.Terminal() {
+			_, err = b.cfg.Jobs.CancelJob(ctx, id)
+		}
+		if err != nil && !isCode(err, domain.CodeNotFound) {
+			b.cfg.Logger.Warn("kube bridge: cancel the job of deleted pods", "job", id, "err", err)
+			b.mu.Lock()
+			b.cancels[id] = true
+			b.mu.Unlock()
+			continue
+		}
+		b.cfg.Logger.Info("kube bridge: pods deleted, job cancelled", "job", id)
+	}
+}
+
+func isCode(err error, code domain.Code) bool {
+	var de *domain.Error
+	return errors.As(err, &de) && de.Code == code
+}
+
+// refusal reports whether err is jobfabric's answer about the request (a
+// pod's event says it) rather than a failure to ask (tried again).
+func refusal(err error) bool {
+	for _, c := range []domain.Code{domain.CodeInvalidArgument, domain.CodePermissionDenied, domain.CodeNotFound,
+		domain.CodeAlreadyExists, domain.CodeFailedPrecondition} {
+		if isCode(err, c) {
+			return true
+		}
+	}
+	return false
+}
