@@ -77,7 +77,17 @@ type Bridge struct {
 
 // Stats count what one pass did.
 type Stats struct {
-	Submitted, Released, Held, Cancelled, Reported int
+	// Submitted held Slurm jobs became jobfabric jobs; Released ones were
+	// set to their placement and released; Held ones were left held with
+	// a comment saying why.
+	Submitted int `json:"submitted"`
+	Released  int `json:"released"`
+	Held      int `json:"held"`
+	// Cancelled counts Slurm jobs cancelled for their jobfabric job and
+	// jobfabric jobs ended for their Slurm job; Reported, jobs reported
+	// running.
+	Cancelled int `json:"cancelled"`
+	Reported  int `json:"reported"`
 }
 
 // New checks cfg and returns a Bridge.
