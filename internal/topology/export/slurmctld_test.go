@@ -96,4 +96,3 @@ func TestSlurmctldAcceptsTopologyConf(t *testing.T) {
 		t.Errorf("2-node job %s on %s spans NVLink domains %v, want one", pair, alloc[pair], g)
 	}
 }
-
