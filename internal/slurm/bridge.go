@@ -220,7 +220,11 @@ func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, s
 				return b.placed(ctx, j, jf, st)
 			case domain.CodeInvalidArgument, domain.CodeNotFound, domain.CodeFailedPrecondition, domain.CodePermissionDenied:
 				// jobfabric refuses the job as asked: say so on the Slurm job.
-				return b.keepHeld(ctx, j, err.Error(), st)
+				why := err.Error()
+				if de := (*domain.Error)(nil); errors.As(err, &de) && de.Message != "" {
+					why = de.Message
+				}
+				return b.keepHeld(ctx, j, why, st)
 			}
 			return fmt.Errorf("submit %s: %w", ext, err)
 		}

@@ -164,3 +164,5 @@ func TestLoadMapping(t *testing.T) {
 		t.Fatalf("a misspelt key: %v", err)
 	}
 }
+
+func readFile(name string) ([]byte, error) { return os.ReadFile("testdata/" + name) }

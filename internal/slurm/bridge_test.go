@@ -1,0 +1,159 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+)
+
+// recorded answers Slurm commands with outputs recorded from slurmctld
+// 22.05 and keeps the command lines it was given.
+type recorded struct {
+	mu    sync.Mutex
+	files map[string]string // command line: testdata file ("" answers nothing)
+	calls []string
+}
+
+func (r *recorded) Command(_ context.Context, name string, args ...string) ([]byte, error) {
+	line := name + " " + strings.Join(args, " ")
+	r.mu.Lock()
+	r.calls = append(r.calls, line)
+	r.mu.Unlock()
+	file, ok := r.files[line]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s: no recorded output", line)
+	case file == "":
+		return nil, nil
+	}
+	b, err := readFile(file)
+	return b, err
+}
+
+func (r *recorded) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusing is a jobfabric that holds no jobs and refuses tenants it does
+// not know, as the server does.
+type refusing struct {
+	tenants   map[string]bool
+	submitted []domain.JobSpec
+}
+
+func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return nil, nil }
+func (a *refusing) JobByExternalID(_ context.Context, ext string) (*domain.Job, error) {
+	return nil, domain.NotFound("job with externalId", ext)
+}
+func (a *refusing) SubmitJob(_ context.Context, s domain.JobSpec) (*domain.Job, error) {
+	if !a.tenants[s.Tenant] {
+		return nil, domain.NotFound("tenant", s.Tenant)
+	}
+	a.submitted = append(a.submitted, s)
+	return &domain.Job{ID: uint64(len(a.submitted)), JobSpec: s, State: domain.JobPending}, nil
+}
+func (a *refusing) CancelJob(context.Context, uint64) (*domain.Job, error) {
+	return nil, errors.New("unexpected cancel")
+}
+func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
+	return nil, errors.New("unexpected report")
+}
+
+func newRecorded() *recorded {
+	return &recorded{files: map[string]string{
+		"squeue -h -t all -o " + squeueFormat: "squeue.txt",
+		"scontrol show job -o 3":              "show-job-3.txt",
+		"scontrol update JobId=2 Comment=jobfabric: tenant \"zzz\" not found": "",
+	}}
+}
+
+// TestSyncRecorded makes a pass over the recorded queue without a mapping:
+// the --gpus job is read with scontrol and submitted with its GPUs on one
+// server and its time limit; the account without a tenant gets jobfabric's
+// refusal as its comment; ended and running jobs are left alone.
+func TestSyncRecorded(t *testing.T) {
+	run, jf := newRecorded(), &refusing{tenants: map[string]bool{"acme": true}}
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (Stats{Submitted: 1, Held: 1}) {
+		t.Errorf("stats %+v, want 1 submitted, 1 held; commands %q", st, run.calls)
+	}
+	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3"}
+	if len(jf.submitted) != 1 || fmt.Sprint(jf.submitted[0]) != fmt.Sprint(want) {
+		t.Errorf("submitted %+v, want %+v", jf.submitted, want)
+	}
+	if n := run.count("scontrol update JobId=2 Comment="); n != 1 {
+		t.Errorf("%d comments on the refused job, want 1: %v", n, run.calls)
+	}
+	if n := run.count("scontrol release"); n != 0 {
+		t.Errorf("released %d jobs, none is Ready", n)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"no cluster":  {Config{Slurm: newRecorded(), API: &refusing{}}, "cluster name is required"},
+		"bad cluster": {Config{Cluster: "a b", Slurm: newRecorded(), API: &refusing{}}, "printable ASCII without spaces"},
+		"no runner":   {Config{Cluster: "c", API: &refusing{}}, "a Slurm runner and a jobfabric API are required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunPassesOnTicks: Run makes a pass at once, then one per tick of its
+// clock, and stops with its context.
+func TestRunPassesOnTicks(t *testing.T) {
+	run := newRecorded()
+	clock := tstime.NewFake(time.Unix(0, 0))
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: &refusing{tenants: map[string]bool{"acme": true}}, Interval: 5 * time.Second, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	if err := clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second) // returns once the first pass is over
+	clock.Advance(5 * time.Second) // and the second
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+	if n := run.count("squeue"); n < 2 || n > 3 {
+		t.Errorf("%d passes after two ticks, want 2 or 3", n)
+	}
+}
