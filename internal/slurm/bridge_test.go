@@ -79,8 +79,8 @@ func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job,
 
 func newRecorded() *recorded {
 	return &recorded{files: map[string]string{
-		"squeue -h -t all -o " + squeueFormat: "squeue.txt",
-		"scontrol show job -o 3":              "show-job-3.txt",
+		"squeue -h -t all -o " + squeueFormat:                                 "squeue.txt",
+		"scontrol show job -o 3":                                              "show-job-3.txt",
 		"scontrol update JobId=2 Comment=jobfabric: tenant \"zzz\" not found": "",
 	}}
 }
