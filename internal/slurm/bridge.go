@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/client"
@@ -18,7 +19,8 @@ import (
 )
 
 // Runner runs a Slurm command (squeue, scontrol, scancel) and returns its
-// standard output; the error carries what it wrote to standard error.
+// standard output; the error carries what it wrote to standard error. The
+// bridge calls it from several goroutines at once.
 type Runner interface {
 	Command(ctx context.Context, name string, args ...string) ([]byte, error)
 }
@@ -163,13 +165,14 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			byExt[live[i].ExternalID] = &live[i]
 		}
 	}
+	var rel []release
 	for i := range jobs {
 		j := &jobs[i]
 		ext := ExternalID(b.cfg.Cluster, j.ID)
 		var err error
 		switch {
 		case j.Held():
-			err = b.held(ctx, j, ext, byExt[ext], &st)
+			err = b.held(ctx, j, ext, byExt[ext], &st, &rel)
 		case j.Ended() && !b.settled[ext]:
 			err = b.ended(ctx, j, ext, byExt[ext], &st)
 		case j.State == "RUNNING":
@@ -186,12 +189,13 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			b.cfg.Logger.Warn("slurm bridge: job", "slurm_job", j.ID, "err", err)
 		}
 	}
-	return st, nil
+	b.releaseAll(ctx, rel, &st)
+	return st, ctx.Err()
 }
 
 // held handles a held Slurm job: submit it once, release it when its
 // jobfabric job is Ready, cancel it when that job ended first.
-func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, st *Stats) error {
+func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, st *Stats, rel *[]release) error {
 	if jf == nil {
 		found, err := b.cfg.API.JobByExternalID(ctx, ext)
 		switch {
@@ -217,7 +221,7 @@ func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, s
 				if jf, err = b.cfg.API.JobByExternalID(ctx, ext); err != nil {
 					return fmt.Errorf("look up %s: %w", ext, err)
 				}
-				return b.placed(ctx, j, jf, st)
+				return b.placed(ctx, j, jf, st, rel)
 			case domain.CodeInvalidArgument, domain.CodeNotFound, domain.CodeFailedPrecondition, domain.CodePermissionDenied:
 				// jobfabric refuses the job as asked: say so on the Slurm job.
 				why := err.Error()
@@ -231,14 +235,18 @@ func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, s
 		st.Submitted++
 		b.cfg.Logger.Info("slurm bridge: submitted", "slurm_job", j.ID, "job", jf.ID, "tenant", spec.Tenant, "workspace", spec.Workspace, "gpus", spec.GPUs)
 	}
-	return b.placed(ctx, j, jf, st)
+	return b.placed(ctx, j, jf, st, rel)
 }
 
 // placed acts on a held Slurm job by its jobfabric job's state.
-func (b *Bridge) placed(ctx context.Context, j *Job, jf *domain.Job, st *Stats) error {
+func (b *Bridge) placed(ctx context.Context, j *Job, jf *domain.Job, st *Stats, rel *[]release) error {
 	switch {
 	case jf.State == domain.JobReady || jf.State == domain.JobRunning:
-		return b.release(ctx, j, jf, st)
+		nodes := PlacedNodes(jf)
+		if len(nodes) == 0 {
+			return fmt.Errorf("job %d is %s without a placement", jf.ID, jf.State)
+		}
+		*rel = append(*rel, release{slurmID: j.ID, job: jf.ID, nodes: nodes})
 	case jf.State.Terminal():
 		if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
 			return err
@@ -299,21 +307,79 @@ func (b *Bridge) keepHeld(ctx context.Context, j *Job, why string, st *Stats) er
 	return nil
 }
 
-// release sets the job's nodes to the placed servers and releases it.
-func (b *Bridge) release(ctx context.Context, j *Job, jf *domain.Job, st *Stats) error {
-	nodes := PlacedNodes(jf)
-	if len(nodes) == 0 {
-		return fmt.Errorf("job %d is %s without a placement", jf.ID, jf.State)
+// release is a held Slurm job whose jobfabric job is Ready.
+type release struct {
+	slurmID string
+	job     uint64
+	nodes   []string
+}
+
+// releaseWorkers bounds the scontrol updates in flight: each is a process
+// and an RPC to slurmctld, which serializes them anyway.
+const releaseWorkers = 4
+
+// releaseBatch bounds the job ids of one scontrol release command line.
+const releaseBatch = 256
+
+// releaseAll sets each job's required nodes to its placement (one
+// scontrol update per job, a few at a time), then releases the updated
+// jobs with one scontrol release per batch: two commands per job in
+// sequence were the bridge's bottleneck.
+func (b *Bridge) releaseAll(ctx context.Context, rs []release, st *Stats) {
+	updated := make([]bool, len(rs))
+	sem := make(chan struct{}, releaseWorkers)
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := b.cfg.Slurm.Command(ctx, "scontrol", "update", "JobId="+r.slurmID, "ReqNodeList="+strings.Join(r.nodes, ","), fmt.Sprintf("NumNodes=%d", len(r.nodes)))
+			if err != nil {
+				b.cfg.Logger.Warn("slurm bridge: set the placement", "slurm_job", r.slurmID, "job", r.job, "err", err)
+				return
+			}
+			updated[i] = true
+		}()
 	}
-	if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "update", "JobId="+j.ID, "ReqNodeList="+strings.Join(nodes, ","), fmt.Sprintf("NumNodes=%d", len(nodes))); err != nil {
-		return err
+	wg.Wait()
+	var batch []release
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ids := make([]string, len(batch))
+		for i, r := range batch {
+			ids[i] = r.slurmID
+		}
+		done := batch
+		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", strings.Join(ids, ",")); err != nil {
+			// One bad id fails the command: release one by one to find it.
+			done = nil
+			for _, r := range batch {
+				if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", r.slurmID); err != nil {
+					b.cfg.Logger.Warn("slurm bridge: release", "slurm_job", r.slurmID, "job", r.job, "err", err)
+					continue
+				}
+				done = append(done, r)
+			}
+		}
+		for _, r := range done {
+			st.Released++
+			b.cfg.Logger.Info("slurm bridge: released", "slurm_job", r.slurmID, "job", r.job, "nodes", strings.Join(r.nodes, ","))
+		}
+		batch = batch[:0]
 	}
-	if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", j.ID); err != nil {
-		return err
+	for i, r := range rs {
+		if !updated[i] {
+			continue
+		}
+		if batch = append(batch, r); len(batch) == releaseBatch {
+			flush()
+		}
 	}
-	st.Released++
-	b.cfg.Logger.Info("slurm bridge: released", "slurm_job", j.ID, "job", jf.ID, "nodes", strings.Join(nodes, ","))
-	return nil
+	flush()
 }
 
 // PlacedNodes are the servers of a job's placement, in placement order,

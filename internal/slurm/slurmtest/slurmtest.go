@@ -32,6 +32,8 @@ type Options struct {
 	CPUs int
 	// Cluster is ClusterName; default jftest.
 	Cluster string
+	// Extra lines for slurm.conf (SchedulerParameters=..., for instance).
+	Extra string
 }
 
 // Cluster is a running slurmctld with its munged.
@@ -156,8 +158,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
 PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
+%s
 `, o.Cluster, host, freePort(t), sock, filepath.Join(dir, "state"), filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
-		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres), 0o644)
+		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Extra), 0o644)
 	c.Env = []string{"SLURM_CONF=" + conf}
 	c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
 	c.Poll(t, "slurmctld never answered scontrol ping", func() (bool, string) {
