@@ -28,7 +28,8 @@ from the QOS or partition (--account-map), GPUs from --gres=gpu:N per node or
 bridge sets the Slurm job's ReqNodeList to the placed servers and releases it. A
 job jobfabric cannot take stays held with a "jobfabric: ..." Comment. A jobfabric
 job cancelled cancels its Slurm job (scancel); a Slurm job cancelled cancels the
-jobfabric job, one that ends reports its outcome.
+jobfabric job, one that ends reports its outcome; a live jobfabric job whose Slurm
+job squeue no longer shows is cancelled.
 
 The token must submit and cancel jobs of every mapped tenant (an admin token
 today). The account map (YAML):

@@ -190,7 +190,37 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		}
 	}
 	b.releaseAll(ctx, rel, &st)
+	b.gone(ctx, jobs, live, &st)
 	return st, ctx.Err()
+}
+
+// gone ends the live jobfabric jobs of this cluster's Slurm jobs that
+// squeue no longer shows at all (ended longer ago than MinJobAge, or lost
+// with slurmctld's state): nothing will ever run them.
+func (b *Bridge) gone(ctx context.Context, jobs []Job, live []domain.Job, st *Stats) {
+	prefix := ExternalID(b.cfg.Cluster, "")
+	shown := make(map[string]bool, len(jobs))
+	for i := range jobs {
+		shown[prefix+jobs[i].ID] = true
+	}
+	for i := range live {
+		jf := &live[i]
+		if !strings.HasPrefix(jf.ExternalID, prefix) || shown[jf.ExternalID] {
+			continue
+		}
+		var err error
+		if jf.State == domain.JobPending || jf.State == domain.JobPlaced || jf.State == domain.JobReady {
+			_, err = b.cfg.API.CancelJob(ctx, jf.ID)
+		} else {
+			_, err = b.cfg.API.Report(ctx, jf.ID, "failed", "slurm job "+strings.TrimPrefix(jf.ExternalID, prefix)+" is gone from slurmctld")
+		}
+		if err != nil {
+			b.cfg.Logger.Warn("slurm bridge: end a job whose slurm job is gone", "job", jf.ID, "external_id", jf.ExternalID, "err", err)
+			continue
+		}
+		st.Cancelled++
+		b.cfg.Logger.Info("slurm bridge: slurm job gone", "job", jf.ID, "external_id", jf.ExternalID)
+	}
 }
 
 // held handles a held Slurm job: submit it once, release it when its

@@ -57,9 +57,11 @@ func (r *recorded) count(prefix string) int {
 type refusing struct {
 	tenants   map[string]bool
 	submitted []domain.JobSpec
+	live      []domain.Job // what Jobs lists
+	cancelled []uint64
 }
 
-func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return nil, nil }
+func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
 func (a *refusing) JobByExternalID(_ context.Context, ext string) (*domain.Job, error) {
 	return nil, domain.NotFound("job with externalId", ext)
 }
@@ -70,8 +72,9 @@ func (a *refusing) SubmitJob(_ context.Context, s domain.JobSpec) (*domain.Job, 
 	a.submitted = append(a.submitted, s)
 	return &domain.Job{ID: uint64(len(a.submitted)), JobSpec: s, State: domain.JobPending}, nil
 }
-func (a *refusing) CancelJob(context.Context, uint64) (*domain.Job, error) {
-	return nil, errors.New("unexpected cancel")
+func (a *refusing) CancelJob(_ context.Context, id uint64) (*domain.Job, error) {
+	a.cancelled = append(a.cancelled, id)
+	return &domain.Job{ID: id, State: domain.JobCancelled}, nil
 }
 func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
 	return nil, errors.New("unexpected report")
@@ -155,5 +158,36 @@ func TestRunPassesOnTicks(t *testing.T) {
 	}
 	if n := run.count("squeue"); n < 2 || n > 3 {
 		t.Errorf("%d passes after two ticks, want 2 or 3", n)
+	}
+}
+
+// TestSyncEndsJobsGoneFromSlurm: a live jobfabric job of this cluster whose
+// Slurm job squeue no longer shows is cancelled; one squeue still shows,
+// one of another cluster and one of no runtime are left alone.
+func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
+	live := func(id uint64, ext string, state domain.JobState) domain.Job {
+		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state}
+	}
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{
+		live(1, "slurm:jftest:1", domain.JobReady),    // shown, CONFIGURING
+		live(2, "slurm:jftest:99", domain.JobPending), // gone
+		live(3, "slurm:other:99", domain.JobPending),  // another cluster
+		live(4, "", domain.JobPending),
+		live(5, "slurm:jftest:3", domain.JobPending), // shown, held
+	}}
+	run := newRecorded()
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(jf.cancelled) != "[2]" || st.Cancelled != 1 {
+		t.Errorf("cancelled %v (stats %+v), want job 2 only", jf.cancelled, st)
+	}
+	if len(jf.submitted) != 0 {
+		t.Errorf("submitted %v: slurm job 3 already has job 5", jf.submitted)
 	}
 }
