@@ -190,19 +190,24 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		}
 	}
 	b.releaseAll(ctx, rel, &st)
-	b.gone(ctx, jobs, live, &st)
+	shown := make(map[string]bool, len(jobs))
+	for i := range jobs {
+		shown[ExternalID(b.cfg.Cluster, jobs[i].ID)] = true
+	}
+	for ext := range b.settled { // squeue forgot them: so can the bridge
+		if !shown[ext] {
+			delete(b.settled, ext)
+		}
+	}
+	b.gone(ctx, shown, live, &st)
 	return st, ctx.Err()
 }
 
 // gone ends the live jobfabric jobs of this cluster's Slurm jobs that
 // squeue no longer shows at all (ended longer ago than MinJobAge, or lost
 // with slurmctld's state): nothing will ever run them.
-func (b *Bridge) gone(ctx context.Context, jobs []Job, live []domain.Job, st *Stats) {
+func (b *Bridge) gone(ctx context.Context, shown map[string]bool, live []domain.Job, st *Stats) {
 	prefix := ExternalID(b.cfg.Cluster, "")
-	shown := make(map[string]bool, len(jobs))
-	for i := range jobs {
-		shown[prefix+jobs[i].ID] = true
-	}
 	for i := range live {
 		jf := &live[i]
 		if !strings.HasPrefix(jf.ExternalID, prefix) || shown[jf.ExternalID] {
