@@ -191,3 +191,49 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 		t.Errorf("submitted %v: slurm job 3 already has job 5", jf.submitted)
 	}
 }
+
+// TestSyncReleasesReadyJobs: held jobs whose jobfabric jobs are Ready get
+// their placement as ReqNodeList and one release command; when it fails
+// (one job cannot be released) each is released alone and only the good
+// one counts.
+func TestSyncReleasesReadyJobs(t *testing.T) {
+	ready := func(id uint64, ext string, servers ...string) domain.Job {
+		j := domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8 * len(servers), ExternalID: ext}, State: domain.JobReady}
+		for _, s := range servers {
+			j.Placement = append(j.Placement, domain.Placement{Server: s, GPUs: []int{0, 1}}, domain.Placement{Server: s, GPUs: []int{2}})
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		batchFails bool
+		released   int
+	}{
+		"one command":     {false, 2},
+		"one job refused": {true, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			jf := &refusing{live: []domain.Job{ready(7, "slurm:jftest:2", "n2"), ready(8, "slurm:jftest:3", "n0", "n1")}}
+			run := newRecorded()
+			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1"] = ""
+			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2"] = ""
+			run.files["scontrol release 2"] = ""
+			if !tc.batchFails {
+				run.files["scontrol release 2,3"] = ""
+			}
+			b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := b.Sync(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Released != tc.released || st.Submitted != 0 {
+				t.Errorf("stats %+v, want %d released, none submitted; commands %q", st, tc.released, run.calls)
+			}
+			if n := run.count("scontrol update"); n != 2 {
+				t.Errorf("%d updates, want 2: %q", n, run.calls)
+			}
+		})
+	}
+}
