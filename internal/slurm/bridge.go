@@ -75,6 +75,11 @@ type Bridge struct {
 	// keeps showing them for MinJobAge. Lost on restart, which costs one
 	// lookup per such job.
 	settled map[string]bool
+	// known are the external ids live in jobfabric at the last pass, or
+	// submitted by it; nil before the first pass. A held job not live now
+	// is looked up (its job may have ended) only when it was known, or on
+	// the first pass after a start: a new held job costs one request.
+	known map[string]bool
 }
 
 // Stats count what one pass did.
@@ -166,13 +171,17 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		}
 	}
 	var rel []release
+	next := make(map[string]bool, len(byExt))
+	for ext := range byExt {
+		next[ext] = true
+	}
 	for i := range jobs {
 		j := &jobs[i]
 		ext := ExternalID(b.cfg.Cluster, j.ID)
 		var err error
 		switch {
 		case j.Held():
-			err = b.held(ctx, j, ext, byExt[ext], &st, &rel)
+			err = b.held(ctx, j, ext, byExt[ext], &st, &rel, next)
 		case j.Ended() && !b.settled[ext]:
 			err = b.ended(ctx, j, ext, byExt[ext], &st)
 		case j.State == "RUNNING":
@@ -184,11 +193,18 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				if b.known != nil { // the jobs not reached keep their lookup
+					for ext := range b.known {
+						next[ext] = true
+					}
+					b.known = next
+				}
 				return st, ctx.Err()
 			}
 			b.cfg.Logger.Warn("slurm bridge: job", "slurm_job", j.ID, "err", err)
 		}
 	}
+	b.known = next
 	b.releaseAll(ctx, rel, &st)
 	shown := make(map[string]bool, len(jobs))
 	for i := range jobs {
@@ -230,8 +246,8 @@ func (b *Bridge) gone(ctx context.Context, shown map[string]bool, live []domain.
 
 // held handles a held Slurm job: submit it once, release it when its
 // jobfabric job is Ready, cancel it when that job ended first.
-func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, st *Stats, rel *[]release) error {
-	if jf == nil {
+func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, st *Stats, rel *[]release, next map[string]bool) error {
+	if jf == nil && (b.known == nil || b.known[ext]) {
 		found, err := b.cfg.API.JobByExternalID(ctx, ext)
 		switch {
 		case err == nil:
@@ -268,6 +284,7 @@ func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, s
 			return fmt.Errorf("submit %s: %w", ext, err)
 		}
 		st.Submitted++
+		next[ext] = true
 		b.cfg.Logger.Info("slurm bridge: submitted", "slurm_job", j.ID, "job", jf.ID, "tenant", spec.Tenant, "workspace", spec.Workspace, "gpus", spec.GPUs)
 	}
 	return b.placed(ctx, j, jf, st, rel)
