@@ -206,7 +206,7 @@ func reasonOf(j *domain.Job) string {
 func newSlurmCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "slurm",
-		Short: "Slurm integration: Prolog, TaskProlog and Epilog that bind a Slurm job to its jobfabric job",
+		Short: "Slurm integration: the bridge that releases held jobs where jobfabric placed them; Prolog, TaskProlog and Epilog that bind a Slurm job to its jobfabric job",
 		Long: `Slurm integration. A Slurm job is tied to its jobfabric job by externalId
 (jobfabric job submit --external-id slurm:$SLURM_JOB_ID). In slurm.conf:
 
@@ -363,6 +363,6 @@ See docs/operations.md.`,
 		},
 	}
 	ef.add(epilog)
-	cmd.AddCommand(prolog, task, epilog)
+	cmd.AddCommand(prolog, task, epilog, newSlurmBridgeCmd(g)) // slurmbridge.go
 	return cmd
 }

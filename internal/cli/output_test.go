@@ -275,6 +275,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"sim jobs", outCase{skip: "needs a job trace (sim_test.go)"}},
 		{"sim report", outCase{skip: "needs sim output (sim_test.go)"}},
 		{"slurm prolog", outCase{skip: "prints export lines for slurmd: -o does not apply"}},
+		{"slurm bridge", outCase{skip: "needs a slurmctld: TestSlurmBridgeCommand checks its -o json"}},
 		{"slurm task-prolog", outCase{skip: "prints export lines for slurmd: -o does not apply"}},
 		{"slurm epilog", outCase{skip: "prints nothing on success"}},
 		{"lab up", outCase{skip: "needs root and FRR (internal/lab tests)"}},

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/slurm"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+)
+
+func newSlurmBridgeCmd(g *globals) *cobra.Command {
+	var cluster, accountMap, slurmConf string
+	var interval time.Duration
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "bridge",
+		Short: "Submit held Slurm jobs to jobfabric and release them on the servers jobfabric placed them on",
+		Long: `Run beside slurmctld. Every held Slurm job (sbatch --hold) becomes one jobfabric
+job with externalId slurm:CLUSTER:JOBID: tenant from the Slurm account, workspace
+from the QOS or partition (--account-map), GPUs from --gres=gpu:N per node or
+--gpus=N, the node count and the time limit. When the jobfabric job is Ready the
+bridge sets the Slurm job's ReqNodeList to the placed servers and releases it. A
+job jobfabric cannot take stays held with a "jobfabric: ..." Comment. A jobfabric
+job cancelled cancels its Slurm job (scancel); a Slurm job cancelled cancels the
+jobfabric job, one that ends reports its outcome; a live jobfabric job whose Slurm
+job squeue no longer shows is cancelled.
+
+The token must submit and cancel jobs of every mapped tenant (an admin token
+today). The account map (YAML):
+
+  accounts:            # Slurm account: jobfabric tenant; unlisted accounts stay held
+    phys: acme
+  workspaces:          # QOS or partition: workspace (QOS first)
+    gpu: training
+  defaultWorkspace: main
+
+Without --account-map the account is the tenant and the QOS (else the partition)
+the workspace. The Prolog finds the job with --id-prefix slurm:CLUSTER. See
+docs/slurm.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var m slurm.Mapping
+			if accountMap != "" {
+				var err error
+				if m, err = slurm.LoadMapping(accountMap); err != nil {
+					return domain.Invalid("account-map", "%v", err)
+				}
+			}
+			if interval <= 0 {
+				return domain.Invalid("interval", "--interval %s must be above 0", interval)
+			}
+			run := slurm.ExecRunner{}
+			if slurmConf != "" {
+				run.Env = []string{"SLURM_CONF=" + slurmConf}
+			}
+			if cluster == "" {
+				out, err := run.Command(cmd.Context(), "scontrol", "show", "config")
+				if err != nil {
+					return fmt.Errorf("read ClusterName (or give --cluster): %w", err)
+				}
+				cluster = clusterName(string(out))
+				if cluster == "" {
+					return domain.Invalid("cluster", "scontrol show config names no ClusterName: give --cluster")
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			logw := g.stderr
+			if once {
+				logw = io.Discard
+			}
+			b, err := slurm.New(slurm.Config{Cluster: cluster, Slurm: run, API: c, Mapping: m, Interval: interval, Clock: tstime.Std{},
+				Logger: slog.New(slog.NewTextHandler(logw, nil))})
+			if err != nil {
+				return err
+			}
+			if once {
+				st, err := b.Sync(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return g.emit(st, func(w io.Writer) {
+					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported)
+				})
+			}
+			err = b.Run(cmd.Context())
+			if cmd.Context().Err() != nil {
+				return nil // stopped by a signal
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cluster, "cluster", "", "Slurm ClusterName, scoping the external ids (default: from scontrol show config)")
+	f.StringVar(&accountMap, "account-map", "", "YAML file mapping Slurm accounts to tenants and QOS/partitions to workspaces")
+	f.StringVar(&slurmConf, "slurm-conf", "", "slurm.conf the Slurm commands read (sets SLURM_CONF; default: theirs)")
+	f.DurationVar(&interval, "interval", time.Second, "time between passes over the Slurm queue")
+	f.BoolVar(&once, "once", false, "make one pass, print what it did and exit")
+	return cmd
+}
+
+// clusterName reads ClusterName from scontrol show config.
+func clusterName(config string) string {
+	for _, line := range strings.Split(config, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "ClusterName" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
+)
+
+// TestSlurmBridgeCommand runs `jobfabric slurm bridge --once` against a
+// real slurmctld and server: the cluster name comes from scontrol show
+// config, the account map from its file, and a held job of a mapped
+// account is released while an unmapped one stays held.
+func TestSlurmBridgeCommand(t *testing.T) {
+	sc := slurmtest.Start(t, slurmtest.Options{Nodes: "s1-gpu[001-004]", GPUsPerNode: 8})
+	c := startServer(t)
+	env := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": c.AdminToken}
+	topo := filepath.Join(t.TempDir(), "topology.yaml")
+	if err := os.WriteFile(topo, []byte(mustRun(t, env, "topology", "generate", "--stripes", "1", "--servers-per-stripe", "4", "--gpus-per-server", "8")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, env, "topology", "apply", "-f", topo)
+	mustRun(t, env, "tenant", "create", "acme")
+	mustRun(t, env, "workspace", "create", "acme/training", "--guaranteed", "16")
+	amap := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(amap, []byte("accounts:\n  phys: acme\nworkspaces:\n  gpu: training\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sbatch := func(acct string) string {
+		out, err := sc.Command(t.Context(), "sbatch", "--parsable", "--hold", "-o", "/dev/null", "-A", acct, "-N", "1", "--gres=gpu:8", "--wrap", "true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	ok, stray := sbatch("phys"), sbatch("zzz")
+	args := []string{"slurm", "bridge", "--once", "-o", "json", "--slurm-conf", strings.TrimPrefix(sc.Env[0], "SLURM_CONF="), "--account-map", amap}
+	var total struct{ Submitted, Released, Held int }
+	sc.Poll(t, "the bridge command did not release the job", func() (bool, string) {
+		out := mustRun(t, env, args...)
+		var st struct{ Submitted, Released, Held int }
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		total.Submitted += st.Submitted
+		total.Released += st.Released
+		total.Held += st.Held
+		return total.Released == 1, out
+	})
+	if total.Submitted != 1 || total.Held != 1 {
+		t.Errorf("bridge passes did %+v, want 1 submitted, 1 kept held", total)
+	}
+	out := mustRun(t, env, "job", "show", "1", "-o", "json")
+	if !strings.Contains(out, `"externalId": "slurm:jftest:`+ok+`"`) {
+		t.Errorf("job 1 is not slurm job %s of cluster jftest:\n%s", ok, out)
+	}
+	q, _ := sc.Command(t.Context(), "squeue", "-h", "-t", "all", "-o", "%i %r %k")
+	if !strings.Contains(string(q), stray+" JobHeldUser jobfabric: account zzz has no tenant") {
+		t.Errorf("the unmapped job is not held with the reason:\n%s", q)
+	}
+	runErrCases(t, map[string]errCase{
+		"bad map":  {env: env, args: []string{"slurm", "bridge", "--once", "--cluster", "x", "--account-map", "/nonexistent.yaml"}, want: "account-map"},
+		"interval": {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--interval", "0s"}, want: "--interval 0s must be above 0"},
+	})
+}

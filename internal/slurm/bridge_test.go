@@ -1,0 +1,239 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+)
+
+// recorded answers Slurm commands with outputs recorded from slurmctld
+// 22.05 and keeps the command lines it was given.
+type recorded struct {
+	mu    sync.Mutex
+	files map[string]string // command line: testdata file ("" answers nothing)
+	calls []string
+}
+
+func (r *recorded) Command(_ context.Context, name string, args ...string) ([]byte, error) {
+	line := name + " " + strings.Join(args, " ")
+	r.mu.Lock()
+	r.calls = append(r.calls, line)
+	r.mu.Unlock()
+	file, ok := r.files[line]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s: no recorded output", line)
+	case file == "":
+		return nil, nil
+	}
+	b, err := readFile(file)
+	return b, err
+}
+
+func (r *recorded) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusing is a jobfabric that holds no jobs and refuses tenants it does
+// not know, as the server does.
+type refusing struct {
+	tenants   map[string]bool
+	submitted []domain.JobSpec
+	live      []domain.Job // what Jobs lists
+	cancelled []uint64
+}
+
+func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
+func (a *refusing) JobByExternalID(_ context.Context, ext string) (*domain.Job, error) {
+	return nil, domain.NotFound("job with externalId", ext)
+}
+func (a *refusing) SubmitJob(_ context.Context, s domain.JobSpec) (*domain.Job, error) {
+	if !a.tenants[s.Tenant] {
+		return nil, domain.NotFound("tenant", s.Tenant)
+	}
+	a.submitted = append(a.submitted, s)
+	return &domain.Job{ID: uint64(len(a.submitted)), JobSpec: s, State: domain.JobPending}, nil
+}
+func (a *refusing) CancelJob(_ context.Context, id uint64) (*domain.Job, error) {
+	a.cancelled = append(a.cancelled, id)
+	return &domain.Job{ID: id, State: domain.JobCancelled}, nil
+}
+func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
+	return nil, errors.New("unexpected report")
+}
+
+func newRecorded() *recorded {
+	return &recorded{files: map[string]string{
+		"squeue -h -t all -o " + squeueFormat:                                 "squeue.txt",
+		"scontrol show job -o 3":                                              "show-job-3.txt",
+		"scontrol update JobId=2 Comment=jobfabric: tenant \"zzz\" not found": "",
+	}}
+}
+
+// TestSyncRecorded makes a pass over the recorded queue without a mapping:
+// the --gpus job is read with scontrol and submitted with its GPUs on one
+// server and its time limit; the account without a tenant gets jobfabric's
+// refusal as its comment; ended and running jobs are left alone.
+func TestSyncRecorded(t *testing.T) {
+	run, jf := newRecorded(), &refusing{tenants: map[string]bool{"acme": true}}
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (Stats{Submitted: 1, Held: 1}) {
+		t.Errorf("stats %+v, want 1 submitted, 1 held; commands %q", st, run.calls)
+	}
+	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3"}
+	if len(jf.submitted) != 1 || fmt.Sprint(jf.submitted[0]) != fmt.Sprint(want) {
+		t.Errorf("submitted %+v, want %+v", jf.submitted, want)
+	}
+	if n := run.count("scontrol update JobId=2 Comment="); n != 1 {
+		t.Errorf("%d comments on the refused job, want 1: %v", n, run.calls)
+	}
+	if n := run.count("scontrol release"); n != 0 {
+		t.Errorf("released %d jobs, none is Ready", n)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"no cluster":  {Config{Slurm: newRecorded(), API: &refusing{}}, "cluster name is required"},
+		"bad cluster": {Config{Cluster: "a b", Slurm: newRecorded(), API: &refusing{}}, "printable ASCII without spaces"},
+		"no runner":   {Config{Cluster: "c", API: &refusing{}}, "a Slurm runner and a jobfabric API are required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunPassesOnTicks: Run makes a pass at once, then one per tick of its
+// clock, and stops with its context.
+func TestRunPassesOnTicks(t *testing.T) {
+	run := newRecorded()
+	clock := tstime.NewFake(time.Unix(0, 0))
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: &refusing{tenants: map[string]bool{"acme": true}}, Interval: 5 * time.Second, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	if err := clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second) // returns once the first pass is over
+	clock.Advance(5 * time.Second) // and the second
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+	if n := run.count("squeue"); n < 2 || n > 3 {
+		t.Errorf("%d passes after two ticks, want 2 or 3", n)
+	}
+}
+
+// TestSyncEndsJobsGoneFromSlurm: a live jobfabric job of this cluster whose
+// Slurm job squeue no longer shows is cancelled; one squeue still shows,
+// one of another cluster and one of no runtime are left alone.
+func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
+	live := func(id uint64, ext string, state domain.JobState) domain.Job {
+		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state}
+	}
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{
+		live(1, "slurm:jftest:1", domain.JobReady),    // shown, CONFIGURING
+		live(2, "slurm:jftest:99", domain.JobPending), // gone
+		live(3, "slurm:other:99", domain.JobPending),  // another cluster
+		live(4, "", domain.JobPending),
+		live(5, "slurm:jftest:3", domain.JobPending), // shown, held
+	}}
+	run := newRecorded()
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(jf.cancelled) != "[2]" || st.Cancelled != 1 {
+		t.Errorf("cancelled %v (stats %+v), want job 2 only", jf.cancelled, st)
+	}
+	if len(jf.submitted) != 0 {
+		t.Errorf("submitted %v: slurm job 3 already has job 5", jf.submitted)
+	}
+}
+
+// TestSyncReleasesReadyJobs: held jobs whose jobfabric jobs are Ready get
+// their placement as ReqNodeList and one release command; when it fails
+// (one job cannot be released) each is released alone and only the good
+// one counts.
+func TestSyncReleasesReadyJobs(t *testing.T) {
+	ready := func(id uint64, ext string, servers ...string) domain.Job {
+		j := domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8 * len(servers), ExternalID: ext}, State: domain.JobReady}
+		for _, s := range servers {
+			j.Placement = append(j.Placement, domain.Placement{Server: s, GPUs: []int{0, 1}}, domain.Placement{Server: s, GPUs: []int{2}})
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		batchFails bool
+		released   int
+	}{
+		"one command":     {false, 2},
+		"one job refused": {true, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			jf := &refusing{live: []domain.Job{ready(7, "slurm:jftest:2", "n2"), ready(8, "slurm:jftest:3", "n0", "n1")}}
+			run := newRecorded()
+			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1"] = ""
+			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2"] = ""
+			run.files["scontrol release 2"] = ""
+			if !tc.batchFails {
+				run.files["scontrol release 2,3"] = ""
+			}
+			b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := b.Sync(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Released != tc.released || st.Submitted != 0 {
+				t.Errorf("stats %+v, want %d released, none submitted; commands %q", st, tc.released, run.calls)
+			}
+			if n := run.count("scontrol update"); n != 2 {
+				t.Errorf("%d updates, want 2: %q", n, run.calls)
+			}
+		})
+	}
+}

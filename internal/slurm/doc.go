@@ -1,0 +1,15 @@
+// Package slurm bridges slurmctld to jobfabric, so that Slurm starts a job
+// exactly where jobfabric placed it: Slurm jobs enter held (sbatch --hold,
+// or a submit filter), the Bridge submits each as a jobfabric job known by
+// its external id "slurm:<cluster>:<jobid>", and when that job is Ready it
+// sets the Slurm job's required nodes to the placed servers and releases
+// it. A job jobfabric cannot take (an account without a tenant, no GPU
+// asked) stays held with a "jobfabric: ..." comment saying why.
+//
+// The bridge speaks to slurmctld only through the Slurm commands (squeue
+// with explicit format fields, scontrol, scancel) run by an injected
+// Runner: squeue --json is not reliable in Slurm 22.05, and recorded
+// command outputs make the parsers testable without a cluster. It keeps no
+// state of its own: the external id makes a restart find the jobs it
+// already submitted instead of submitting them again.
+package slurm

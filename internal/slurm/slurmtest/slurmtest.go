@@ -1,0 +1,264 @@
+// Package slurmtest runs a real slurmctld (Debian's 22.05) for tests: a
+// private munged, a slurm.conf with State=CLOUD nodes and a no-op
+// ResumeProgram, so jobs are allocated without any slurmd and stay in
+// CONFIGURING (see shared/reference/slurm-facts.md). Tests skip with a
+// message when the binaries or root are missing.
+package slurmtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options describe the cluster.
+type Options struct {
+	// Nodes is the NodeName expression (a hostlist such as gpu[0-7]).
+	Nodes string
+	// TopologyConf, when set, is written as topology.conf and enables
+	// TopologyPlugin=topology/tree.
+	TopologyConf string
+	// GPUsPerNode, when above 0, gives every node Gres=gpu:N.
+	GPUsPerNode int
+	// CPUs per node; default 8.
+	CPUs int
+	// Cluster is ClusterName; default jftest.
+	Cluster string
+	// Extra lines for slurm.conf (SchedulerParameters=..., for instance).
+	Extra string
+}
+
+// Cluster is a running slurmctld with its munged.
+type Cluster struct {
+	Dir  string
+	Env  []string // SLURM_CONF for the Slurm commands
+	Name string   // ClusterName
+	bins map[string]string
+	logs *syncBuffer
+	done chan struct{} // closed when slurmctld exits
+}
+
+var binaries = []string{"slurmctld", "scontrol", "sbatch", "squeue", "scancel", "munged"}
+
+// Start runs munged and slurmctld until the test ends and waits until
+// scontrol ping answers UP. It skips the test without the binaries or root.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	bins := map[string]string{}
+	for _, b := range binaries {
+		p, err := exec.LookPath(b)
+		if err != nil {
+			for _, dir := range []string{"/usr/sbin", "/sbin"} {
+				if _, serr := os.Stat(filepath.Join(dir, b)); serr == nil {
+					p, err = filepath.Join(dir, b), nil
+				}
+			}
+		}
+		if err != nil {
+			t.Skipf("%s not found (Debian packages slurmctld, slurm-client, munge): cannot run a real slurmctld", b)
+		}
+		bins[b] = p
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("slurmctld runs as SlurmUser=root here: the test needs root")
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 8
+	}
+	if o.Cluster == "" {
+		o.Cluster = "jftest"
+	}
+	dir, err := os.MkdirTemp("", "jfslurm") // short: the munge socket path has a length limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := &Cluster{Dir: dir, Name: o.Cluster, bins: bins, logs: &syncBuffer{}}
+	write := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	start := func(name string, env []string, args ...string) chan struct{} {
+		cmd := exec.CommandContext(ctx, bins[name], args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = c.logs, c.logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return done
+	}
+
+	// munge with a private key and socket, in the foreground.
+	md := filepath.Join(dir, "munge")
+	if err := os.Mkdir(md, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := bytes.Repeat([]byte("jobfabric-test-munge-key"), 50)
+	if err := os.WriteFile(filepath.Join(md, "munge.key"), key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(md, "munge.sock")
+	start("munged", nil, "-F", "--force", "--key-file="+filepath.Join(md, "munge.key"), "--socket="+sock,
+		"--pid-file="+filepath.Join(md, "munged.pid"), "--log-file="+filepath.Join(md, "munged.log"), "--seed-file="+filepath.Join(md, "munged.seed"))
+
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ = strings.Cut(host, ".")
+	noop := write("noop.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	topo, gres, nodeGres := "", "", ""
+	if o.TopologyConf != "" {
+		write("topology.conf", o.TopologyConf, 0o644)
+		topo = "TopologyPlugin=topology/tree\n"
+	}
+	if o.GPUsPerNode > 0 {
+		gres = "GresTypes=gpu\n"
+		nodeGres = fmt.Sprintf(" Gres=gpu:%d", o.GPUsPerNode)
+		write("gres.conf", fmt.Sprintf("NodeName=%s Name=gpu Count=%d\n", o.Nodes, o.GPUsPerNode), 0o644)
+	}
+	conf := write("slurm.conf", fmt.Sprintf(`ClusterName=%s
+SlurmctldHost=%s(127.0.0.1)
+SlurmctldPort=%d
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=%s
+StateSaveLocation=%s
+SlurmctldPidFile=%s
+SlurmctldLogFile=%s
+SlurmctldDebug=info
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+%s%sSuspendProgram=%s
+ResumeProgram=%s
+SuspendTime=36000
+ResumeTimeout=60000
+ResumeRate=0
+SuspendRate=0
+TreeWidth=65533
+ProctrackType=proctrack/linuxproc
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
+PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
+%s
+`, o.Cluster, host, freePort(t), sock, filepath.Join(dir, "state"), filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
+		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Extra), 0o644)
+	c.Env = []string{"SLURM_CONF=" + conf}
+	c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
+	c.Poll(t, "slurmctld never answered scontrol ping", func() (bool, string) {
+		out, _ := c.Run("scontrol", "ping")
+		return strings.Contains(out, "UP"), out
+	})
+	return c
+}
+
+// Command runs a Slurm command with this cluster's configuration; it is
+// the bridge's command runner.
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	bin, ok := c.bins[name]
+	if !ok {
+		return nil, fmt.Errorf("slurmtest: %s is not a command this cluster runs", name)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Run runs a Slurm command and returns its combined output.
+func (c *Cluster) Run(name string, args ...string) (string, error) {
+	cmd := exec.Command(c.bins[name], args...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Log is what munged and slurmctld wrote, for failure messages.
+func (c *Cluster) Log() string {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, "slurmctld.log"))
+	return c.logs.String() + string(b)
+}
+
+// Poll calls ok until it reports done, for up to a minute: slurmctld runs
+// on real time. It fails the test with the last answer and the log.
+func (c *Cluster) Poll(t testing.TB, what string, ok func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var done bool
+		if done, last = ok(); done {
+			return
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-c.done:
+			// It refused the configuration: no need to wait.
+			deadline = time.Time{}
+		}
+	}
+	t.Fatalf("%s: last answer %s\nslurmctld log:\n%s", what, last, c.Log())
+}
+
+// Fields parses "A=1 B=x y" lines of scontrol into a map (values without
+// spaces).
+func Fields(line string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// syncBuffer collects the output of several processes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
