@@ -29,7 +29,7 @@ func TestAgentFacts(t *testing.T) {
 		t.Fatalf("MIG facts %+v", f.GPUs)
 	}
 	runErrCases(t, map[string]errCase{
-		"no such fixture":    {args: []string{"agent", "facts", "--fixture", "/nonexistent"}, want: "is not a directory"},
+		"no such fixture":    {args: []string{"agent", "facts", "--fixture", filepath.Join(t.TempDir(), "missing")}, want: "is not a directory"},
 		"agent needs node":   {args: []string{"agent", "--fixture", h100Fixture}, want: "--node NAME is required"},
 		"unreachable server": {args: []string{"host", "policy", "--server", "http://127.0.0.1:1", "--cordon-on", "gpu-color"}, want: "cannot reach"},
 		"job env needs int":  {args: []string{"job", "env", "x"}, want: "not a positive integer"},

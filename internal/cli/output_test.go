@@ -276,6 +276,8 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"sim report", outCase{skip: "needs sim output (sim_test.go)"}},
 		{"slurm prolog", outCase{skip: "prints export lines for slurmd: -o does not apply"}},
 		{"slurm bridge", outCase{skip: "needs a slurmctld: TestSlurmBridgeCommand checks its -o json"}},
+		{"kube", outCase{skip: "a group: its one command is kube run"}},
+		{"kube run", outCase{skip: "a long-running bridge that logs (needs a kube-apiserver: internal/kube TestBridge); it prints no result to format"}},
 		{"slurm task-prolog", outCase{skip: "prints export lines for slurmd: -o does not apply"}},
 		{"slurm epilog", outCase{skip: "prints nothing on success"}},
 		{"lab up", outCase{skip: "needs root and FRR (internal/lab tests)"}},

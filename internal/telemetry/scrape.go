@@ -8,6 +8,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // acceptHeader asks for protobuf first, then OpenMetrics, then text, as
@@ -72,45 +75,49 @@ func (s *Store) scrape(ctx context.Context, client *http.Client, t *Target, src 
 	timer := s.clock.AfterFunc(t.Timeout, func() {
 		cancel(fmt.Errorf("no answer within the timeout (%s)", t.Timeout))
 	})
-	defer timer.Stop()
-	err := s.fetch(ctx, client, t, src)
+	fams, at, err := s.fetch(ctx, client, t, src)
+	// The answer is read: the timeout is over before the ingest (or the
+	// failure) wakes the store's readers, so whoever steps a fake clock
+	// after that sees the loop's next timer only.
+	timer.Stop()
 	if err != nil {
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", c, err)
 		}
 		s.failed(src, err)
+		return err
 	}
-	return err
+	s.ingest(src, fams, at)
+	return nil
 }
 
-func (s *Store) fetch(ctx context.Context, client *http.Client, t *Target, src *source) error {
+func (s *Store) fetch(ctx context.Context, client *http.Client, t *Target, src *source) ([]*dto.MetricFamily, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	req.Header.Set("Accept", acceptHeader)
 	req.Header.Set("User-Agent", "jobfabric-telemetry")
 	if t.BearerTokenFile != "" {
 		b, err := os.ReadFile(t.BearerTokenFile)
 		if err != nil {
-			return fmt.Errorf("bearer token: %w", err)
+			return nil, time.Time{}, fmt.Errorf("bearer token: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %s", t.URL, resp.Status)
+		return nil, time.Time{}, fmt.Errorf("GET %s: %s", t.URL, resp.Status)
 	}
 	at := s.clock.Now()
 	fams, err := decode(io.LimitReader(resp.Body, maxScrapeBytes), resp.Header.Get("Content-Type"))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", t.URL, err)
+		return nil, time.Time{}, fmt.Errorf("GET %s: %w", t.URL, err)
 	}
-	s.ingest(src, fams, at)
-	return nil
+	return fams, at, nil
 }
