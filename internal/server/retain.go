@@ -28,30 +28,20 @@ func (s *Server) retainLoop(ctx context.Context) {
 	if every <= 0 {
 		every = 10 * time.Minute
 	}
-	t, tick := s.clock.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		}
-		if !s.store.IsLeader() {
-			continue
-		}
+	s.onLeaderEvery(ctx, every, func() {
 		cmd := p.Command(s.clock.Now())
 		if s.fsm.Retainable(cmd) == (state.Retained{}) {
-			continue
+			return
 		}
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		v, err := s.propose(actx, state.CmdRetain, "system", cmd)
 		cancel()
 		if err != nil {
 			s.log.Warn("retention pass", "err", err)
-			continue
+			return
 		}
 		if r, ok := v.(state.Retained); ok {
 			s.log.Info("retention pass", "jobs", r.Jobs, "archived", r.Archived, "events", r.Events, "usageRecords", r.Usage)
 		}
-	}
+	})
 }

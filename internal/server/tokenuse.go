@@ -61,17 +61,7 @@ func (s *Server) tokenUseLoop(ctx context.Context) {
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	t, tick := s.clock.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		}
-		if !s.store.IsLeader() {
-			continue
-		}
+	s.onLeaderEvery(ctx, every, func() {
 		used := s.uses.due(func(id string) (time.Time, bool) {
 			tok, ok := s.fsm.Token(id)
 			if !ok {
@@ -83,12 +73,29 @@ func (s *Server) tokenUseLoop(ctx context.Context) {
 			return *tok.LastUsedAt, true
 		})
 		if len(used) == 0 {
-			continue
+			return
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if _, err := s.propose(actx, state.CmdTokensUsed, "system", state.TokensUsed{Used: used}); err != nil {
 			s.log.Warn("record token use", "tokens", len(used), "err", err)
 		}
 		cancel()
+	})
+}
+
+// onLeaderEvery calls fn every d while this server leads, until ctx ends:
+// the leader's periodic chores (token uses, retention).
+func (s *Server) onLeaderEvery(ctx context.Context, d time.Duration, fn func()) {
+	t, tick := s.clock.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		if s.store.IsLeader() {
+			fn()
+		}
 	}
 }
