@@ -108,11 +108,16 @@ func (c *Client) watchOnce(ctx context.Context, path string, last *[]byte, fn fu
 		case len(line) == 0: // an event is complete
 			if event == "job" && data != nil {
 				received = true
+				var j domain.Job
 				if !bytes.Equal(data, *last) {
-					var j domain.Job
 					if err := json.Unmarshal(data, &j); err != nil {
 						return received, fmt.Errorf("decode watched job: %w", err)
 					}
+				}
+				// A reopened stream may come from a server that has not yet
+				// applied what the old one showed (a new leader applies its
+				// log a moment after it wins): an older state is skipped.
+				if !bytes.Equal(data, *last) && !j.UpdatedAt.Before(lastUpdated(*last)) {
 					*last = append((*last)[:0], data...)
 					if err := fn(&j); err != nil {
 						return received, callbackError{err}
@@ -145,4 +150,15 @@ func (c *Client) watchOnce(ctx context.Context, path string, last *[]byte, fn fu
 		why = err.Error()
 	}
 	return received, &domain.Error{Code: domain.CodeUnavailable, Message: fmt.Sprintf("the watch of %s ended before the job did: %s", path, why)}
+}
+
+// lastUpdated is the UpdatedAt of the last job shown (zero before any).
+func lastUpdated(last []byte) time.Time {
+	var j struct {
+		UpdatedAt time.Time `json:"updatedAt"`
+	}
+	if len(last) > 0 {
+		json.Unmarshal(last, &j)
+	}
+	return j.UpdatedAt
 }

@@ -158,13 +158,19 @@ func (c *Fake) Advance(d time.Duration) {
 				next = t
 			}
 		}
+		// Never backwards: another Advance (a test's goroutine) may have
+		// moved the clock past end meanwhile.
 		if next == nil {
-			c.now = end
+			if end.After(c.now) {
+				c.now = end
+			}
 			c.mu.Unlock()
 			return
 		}
 		at := next.when
-		c.now = at
+		if at.After(c.now) {
+			c.now = at
+		}
 		if next.period > 0 {
 			next.when = at.Add(next.period)
 		} else {
