@@ -2,23 +2,14 @@ package slurm_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/api"
-	"github.com/jobfabric/jobfabric/internal/devcluster"
-	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/slurm"
-	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
-	"github.com/jobfabric/jobfabric/internal/topology"
-	"github.com/jobfabric/jobfabric/internal/topology/export"
 )
 
 // BenchmarkBridgeFill queues held jobs in slurmctld and measures, from
@@ -48,47 +39,13 @@ func BenchmarkBridgeFill(b *testing.B) {
 func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 	for range b.N {
 		b.StopTimer()
-		topo, err := topology.Generate(topology.GenerateOptions{Stripes: servers / 64, ServersPerStripe: 64, GPUsPerServer: 8})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var names []string
-		for _, s := range topo.Servers() {
-			names = append(names, s.Name)
-		}
-		sc := slurmtest.Start(b, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8,
-			Extra: "MaxJobCount=200000\nSchedulerParameters=sched_interval=2,default_queue_depth=10000,max_sched_time=10,bf_continue,bf_interval=2,bf_max_job_test=10000,bf_resolution=600"})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		jf, err := devcluster.Start(ctx, b.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
-		if err != nil {
+		p := startPair(b, ctx, servers/64, 64, "gpu", 8*servers,
+			"MaxJobCount=200000\nSchedulerParameters=sched_interval=2,default_queue_depth=10000,max_sched_time=10,bf_continue,bf_interval=2,bf_max_job_test=10000,bf_resolution=600")
+		sc, admin := p.sc, p.admin
+		if err := p.sbatchHeld(ctx, jobs, shape); err != nil {
 			b.Fatal(err)
 		}
-		admin := jf.Client(0)
-		raw, _ := json.Marshal(topo)
-		if _, err := admin.ApplyTopology(ctx, raw, false); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: "gpu", Guaranteed: 8 * servers}); err != nil {
-			b.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < jobs; i += 4 {
-					args := append([]string{"--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, shape(i)...)
-					if _, err := sc.Command(ctx, "sbatch", args...); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
 		br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			b.Fatal(err)
@@ -123,7 +80,6 @@ func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 		b.ReportMetric(firstPass.Seconds(), "first-pass-s")
 		b.ReportMetric(float64(released)/releasedAt.Seconds(), "released/s")
 		b.ReportMetric(float64(released)/allocatedAt.Seconds(), "allocated/s")
-		jf.Close()
 		cancel()
 	}
 }

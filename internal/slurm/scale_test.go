@@ -2,24 +2,16 @@ package slurm_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
-	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/slurm"
-	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
-	"github.com/jobfabric/jobfabric/internal/topology"
-	"github.com/jobfabric/jobfabric/internal/topology/export"
 )
 
 // interrupting is the jobfabric API with the bridge's context cancelled
@@ -47,52 +39,11 @@ func TestBridge1000JobsInOrder(t *testing.T) {
 		t.Skip("1,000 sbatch runs: not in -short")
 	}
 	const jobs, servers = 1000, 16
-	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: servers, GPUsPerServer: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range topo.Servers() {
-		names = append(names, s.Name)
-	}
-	sc := slurmtest.Start(t, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	jf, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { jf.Close() })
-	admin := jf.Client(0)
-	raw, _ := json.Marshal(topo)
-	if _, err := admin.ApplyTopology(ctx, raw, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: "gpu", Guaranteed: 8 * servers}); err != nil {
-		t.Fatal(err)
-	}
-
-	// sbatch in 4 parallel loops (munge and process start dominate).
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < jobs; i += 4 {
-				if _, err := sc.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "-N", "1", "--gres=gpu:8", "--wrap", "true"); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	p := startPair(t, ctx, 1, servers, "gpu", 8*servers, "")
+	sc, admin := p.sc, p.admin
+	if err := p.sbatchHeld(ctx, jobs, func(int) []string { return []string{"-N", "1", "--gres=gpu:8"} }); err != nil {
 		t.Fatal(err)
 	}
 

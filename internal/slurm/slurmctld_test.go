@@ -2,7 +2,6 @@ package slurm_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,15 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
-	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/slurm"
-	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
-	"github.com/jobfabric/jobfabric/internal/topology"
-	"github.com/jobfabric/jobfabric/internal/topology/export"
 )
 
 // TestBridgeWithSlurmctld runs the bridge between Debian's slurmctld and an
@@ -29,34 +22,10 @@ import (
 // restarted bridge submits nothing twice, and cancelling on either side
 // reaches the other.
 func TestBridgeWithSlurmctld(t *testing.T) {
-	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range topo.Servers() {
-		names = append(names, s.Name)
-	}
-	sc := slurmtest.Start(t, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8})
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	jf, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { jf.Close() })
-	admin := jf.Client(0)
-	raw, _ := json.Marshal(topo)
-	if _, err := admin.ApplyTopology(ctx, raw, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: "training", Guaranteed: 32, BorrowLimit: 0}); err != nil {
-		t.Fatal(err)
-	}
+	p := startPair(t, ctx, 1, 4, "training", 32, "")
+	sc, admin := p.sc, p.admin
 
 	sbatch := func(args ...string) string {
 		t.Helper()

@@ -1,0 +1,79 @@
+package slurm_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
+	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/topology/export"
+)
+
+// pair is a real slurmctld and an in-process jobfabric server whose
+// servers are the Slurm nodes (stripes x perStripe, 8 GPUs each), with
+// tenant acme and its workspace ws guaranteed guaranteed GPUs. The server
+// deploys no fabric, so placed jobs are Ready at once.
+type pair struct {
+	sc    *slurmtest.Cluster
+	admin *client.Client
+}
+
+func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string) pair {
+	tb.Helper()
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: stripes, ServersPerStripe: perStripe, GPUsPerServer: 8})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var names []string
+	for _, s := range topo.Servers() {
+		names = append(names, s.Name)
+	}
+	sc := slurmtest.Start(tb, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8, Extra: slurmExtra})
+	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { jf.Close() })
+	admin := jf.Client(0)
+	raw, _ := json.Marshal(topo)
+	if _, err := admin.ApplyTopology(ctx, raw, false); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: ws, Guaranteed: guaranteed}); err != nil {
+		tb.Fatal(err)
+	}
+	return pair{sc: sc, admin: admin}
+}
+
+// sbatchHeld submits jobs held jobs of account acme, job i shaped by
+// shape(i), in 4 parallel loops (munge and process start dominate).
+func (p pair) sbatchHeld(ctx context.Context, jobs int, shape func(i int) []string) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < jobs; i += 4 {
+				args := append([]string{"--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, shape(i)...)
+				if _, err := p.sc.Command(ctx, "sbatch", args...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
