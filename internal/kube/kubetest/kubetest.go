@@ -70,6 +70,8 @@ type Cluster struct {
 	etcd   *exec.Cmd
 	api    *exec.Cmd
 	apiLog *bytes.Buffer
+	// apiArgs start kube-apiserver again (Restart) on the same etcd and port.
+	apiArgs []string
 }
 
 // Start starts etcd and kube-apiserver in a temporary directory on free
@@ -104,18 +106,15 @@ func Start(t testing.TB) *Cluster {
 	}
 	writeServiceAccountKey(t, c.dir)
 	port := ports[2]
-	c.api = exec.Command(apiBin, "--etcd-servers="+etcdURL, "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
-		"--cert-dir="+filepath.Join(c.dir, "certs"), "--token-auth-file="+filepath.Join(c.dir, "tokens.csv"),
+	c.apiArgs = []string{apiBin, "--etcd-servers=" + etcdURL, "--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--cert-dir=" + filepath.Join(c.dir, "certs"), "--token-auth-file=" + filepath.Join(c.dir, "tokens.csv"),
 		"--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(c.dir, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(c.dir, "sa.key"),
+		"--service-account-key-file=" + filepath.Join(c.dir, "sa.pub"), "--service-account-signing-key-file=" + filepath.Join(c.dir, "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// No controller-manager makes namespaces' default service
 		// accounts, which the admission plugin would require of pods.
-		"--disable-admission-plugins=ServiceAccount")
-	c.api.Stdout, c.api.Stderr = c.apiLog, c.apiLog
-	if err := c.api.Start(); err != nil {
-		t.Fatalf("start kube-apiserver: %v", err)
-	}
+		"--disable-admission-plugins=ServiceAccount"}
+	c.startAPI(t)
 	c.Config = &rest.Config{
 		Host: "https://127.0.0.1:" + strconv.Itoa(port), BearerToken: token,
 		// The server's certificate is self-signed into cert-dir at start.
@@ -126,12 +125,28 @@ func Start(t testing.TB) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.waitReady(t)
+	return c
+}
+
+func (c *Cluster) startAPI(t testing.TB) {
+	t.Helper()
+	c.api = exec.Command(c.apiArgs[0], c.apiArgs[1:]...)
+	c.api.Stdout, c.api.Stderr = c.apiLog, c.apiLog
+	if err := c.api.Start(); err != nil {
+		t.Fatalf("start kube-apiserver: %v", err)
+	}
+}
+
+// waitReady waits until /readyz answers ok, for at most 60s.
+func (c *Cluster) waitReady(t testing.TB) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
 		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err == nil && strings.TrimSpace(string(body)) == "ok" {
-			return c
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -141,19 +156,40 @@ func Start(t testing.TB) *Cluster {
 	}
 }
 
+// StopAPIServer stops kube-apiserver (etcd keeps running): clients see
+// connection errors until StartAPIServer.
+func (c *Cluster) StopAPIServer(t testing.TB) {
+	t.Helper()
+	stopProcess(c.api)
+	c.api = nil
+}
+
+// StartAPIServer starts kube-apiserver again on the same etcd, port and
+// certificates, and waits until it is ready.
+func (c *Cluster) StartAPIServer(t testing.TB) {
+	t.Helper()
+	c.startAPI(t)
+	c.waitReady(t)
+}
+
 func (c *Cluster) stop() {
-	for _, p := range []*exec.Cmd{c.api, c.etcd} {
-		if p != nil && p.Process != nil {
-			p.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { p.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				p.Process.Kill()
-				<-done
-			}
-		}
+	stopProcess(c.api)
+	stopProcess(c.etcd)
+}
+
+// stopProcess ends p with SIGTERM, or SIGKILL after 10s.
+func stopProcess(p *exec.Cmd) {
+	if p == nil || p.Process == nil {
+		return
+	}
+	p.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.Process.Kill()
+		<-done
 	}
 }
 

@@ -1,0 +1,162 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Kubelet plays the kubelets of every node, as KWOK does: a pod bound to
+// a node (spec.nodeName set) goes Pending -> Running; Finish ends it
+// Succeeded or Failed; a pod being deleted is removed once its grace
+// period (its deletionTimestamp) has passed, as a kubelet does after the
+// container stopped. It runs no container.
+type Kubelet struct {
+	t      testing.TB
+	client kubernetes.Interface
+	kick   chan struct{}
+	lister func() []*corev1.Pod
+
+	mu sync.Mutex
+	// finish holds the phase a test asked a pod (namespace/name) to end in.
+	finish map[string]corev1.PodPhase
+	// exitOnDelete: a pod being deleted goes at once (its process exits
+	// on SIGTERM) instead of at the end of its grace.
+	exitOnDelete bool
+}
+
+// StartKubelet runs a test kubelet until the test ends.
+func StartKubelet(t testing.TB, c kubernetes.Interface) *Kubelet {
+	t.Helper()
+	k := &Kubelet{t: t, client: c, kick: make(chan struct{}, 1), finish: map[string]corev1.PodPhase{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := informers.NewSharedInformerFactory(c, 0)
+	inf := f.Core().V1().Pods()
+	poke := func(any) { k.poke() }
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke}); err != nil {
+		t.Fatal(err)
+	}
+	k.lister = func() []*corev1.Pod {
+		ps, _ := inf.Lister().List(labels.Everything())
+		return ps
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		f.Shutdown()
+	})
+	return k
+}
+
+// ExitOnDelete makes pods being deleted go at once rather than at the end
+// of their grace period (a workload that exits on SIGTERM).
+func (k *Kubelet) ExitOnDelete(yes bool) {
+	k.mu.Lock()
+	k.exitOnDelete = yes
+	k.mu.Unlock()
+	k.poke()
+}
+
+// Finish ends the pod's containers: phase is Succeeded or Failed. A pod
+// not yet running ends as soon as it runs.
+func (k *Kubelet) Finish(namespace, name string, phase corev1.PodPhase) {
+	k.mu.Lock()
+	k.finish[namespace+"/"+name] = phase
+	k.mu.Unlock()
+	k.poke()
+}
+
+func (k *Kubelet) poke() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *Kubelet) run(ctx context.Context) {
+	// A pod's grace ends with no event: look again each 100ms while one
+	// is being deleted.
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for _, p := range k.lister() {
+			if err := k.sync(ctx, p); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				k.t.Logf("test kubelet: pod %s/%s: %v", p.Namespace, p.Name, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		case <-t.C:
+		}
+	}
+}
+
+func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) error {
+	if p.Spec.NodeName == "" {
+		return nil
+	}
+	pods := k.client.CoreV1().Pods(p.Namespace)
+	k.mu.Lock()
+	phase, finish := k.finish[p.Namespace+"/"+p.Name]
+	exit := k.exitOnDelete
+	k.mu.Unlock()
+	if p.DeletionTimestamp != nil {
+		if !exit && time.Now().Before(p.DeletionTimestamp.Time) {
+			return nil
+		}
+		zero := int64(0)
+		return pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	}
+	now := metav1.Now()
+	switch {
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return nil
+	case p.Status.Phase != corev1.PodRunning:
+		p = p.DeepCopy()
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &now
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		p.Status.ContainerStatuses = nil
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+		}
+		_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	case finish:
+		p = p.DeepCopy()
+		p.Status.Phase = phase
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}}
+		code := int32(0)
+		if phase == corev1.PodFailed {
+			code = 1
+		}
+		for i := range p.Status.ContainerStatuses {
+			cs := &p.Status.ContainerStatuses[i]
+			cs.Ready = false
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: fmt.Sprint(phase), FinishedAt: now}}
+		}
+		_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	}
+	return nil
+}
