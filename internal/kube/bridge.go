@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	listersbatchv1 "k8s.io/client-go/listers/batch/v1"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/jobfabric/jobfabric/internal/binding"
+	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
@@ -37,7 +40,19 @@ const (
 	// identity on each of its pods.
 	AnnotationJob        = "jobfabric.io/job"
 	AnnotationExternalID = "jobfabric.io/external-id"
+	AnnotationTenant     = "jobfabric.io/tenant"
+	AnnotationWorkspace  = "jobfabric.io/workspace"
 	AnnotationNode       = "jobfabric.io/node"
+	// AnnotationCDI names the pod's GPUs as CDI devices
+	// (nvidia.com/gpu=GPU-UUID, comma-separated): containerd and CRI-O
+	// give a container the devices of its pod's cdi.k8s.io/ annotations.
+	AnnotationCDI = "cdi.k8s.io/jobfabric"
+	// AnnotationMIGProfile and AnnotationMIGCount ask for MIG slices
+	// (jobfabric job submit --mig-profile, --mig-count); AnnotationShare
+	// for a time-sliced share of one GPU (--share).
+	AnnotationMIGProfile = "jobfabric.io/mig-profile"
+	AnnotationMIGCount   = "jobfabric.io/mig-count"
+	AnnotationShare      = "jobfabric.io/gpu-share"
 	// AnnotationEnv holds the pod's binding as export lines (for a
 	// downward API file to source); EnvAnnotationPrefix + NAME holds each
 	// variable (for an env var's fieldRef).
@@ -45,6 +60,15 @@ const (
 	EnvAnnotationPrefix = "env.jobfabric.io/"
 	// ResourceGPU is the extended resource whose requests count GPUs.
 	ResourceGPU = corev1.ResourceName("nvidia.com/gpu")
+	// DefaultGPUDeviceClass is the DRA device class whose devices count
+	// GPUs (NVIDIA's DRA driver).
+	DefaultGPUDeviceClass = "gpu.nvidia.com"
+	// TaintUnschedulable is on a Node whose server jobfabric cordoned or
+	// drains; ConditionUnhealthy and ConditionDrift are Node conditions
+	// while jobfabric finds the server unhealthy or its facts drifted.
+	TaintUnschedulable = "jobfabric.io/unschedulable"
+	ConditionUnhealthy = corev1.NodeConditionType("JobfabricUnhealthy")
+	ConditionDrift     = corev1.NodeConditionType("JobfabricDrift")
 	// ExternalSystem prefixes the ExternalID of the bridge's jobs.
 	ExternalSystem = "k8s"
 	// Component names the bridge in events and as a field manager.
@@ -54,11 +78,18 @@ const (
 // JobsAPI is what the bridge asks of jobfabric about workloads: a
 // tenant-scoped token limits it to that tenant's workspaces.
 type JobsAPI interface {
+	Jobs(ctx context.Context, q client.JobQuery) ([]domain.Job, error)
 	SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error)
 	Job(ctx context.Context, id uint64) (*domain.Job, error)
 	JobByExternalID(ctx context.Context, ext string) (*domain.Job, error)
 	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
 	Binding(ctx context.Context, job uint64, node string) (*binding.Binding, error)
+}
+
+// RuntimeAPI reports the pods' progress on their job (a runtime's or an
+// admin's token).
+type RuntimeAPI interface {
+	Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error)
 }
 
 // InventoryAPI is what the bridge reads of the inventory (an admin token).
@@ -71,8 +102,23 @@ type InventoryAPI interface {
 type Config struct {
 	Kube kubernetes.Interface
 	Jobs JobsAPI
+	// Runtime, when set, reports pod phases as the jobs' runtime (running,
+	// succeeded, failed, stopped); nil leaves the jobs Ready until they
+	// end otherwise.
+	Runtime RuntimeAPI
 	// Inventory, when set, syncs servers to Nodes; nil leaves Nodes alone.
 	Inventory InventoryAPI
+	// Tenants, when set, are the only tenants a namespace may name: with
+	// an admin token, whoever labels namespaces otherwise picks who pays.
+	Tenants []string
+	// Cluster, when set, tells this cluster's jobs from others' of the
+	// same tenants (ExternalID k8s:CLUSTER:ID).
+	Cluster string
+	// GPUDeviceClass is the DRA device class counted as GPUs
+	// (default DefaultGPUDeviceClass).
+	GPUDeviceClass string
+	// OnRelease, when set, is called as each pod's gate is lifted.
+	OnRelease func(p *corev1.Pod, at time.Time)
 	// Interval is how often everything is looked at again besides the
 	// pods' own events (job states change in jobfabric; default 2s).
 	Interval time.Duration
@@ -86,12 +132,18 @@ type Bridge struct {
 	pods       listerscorev1.PodLister
 	namespaces listerscorev1.NamespaceLister
 	nodes      listerscorev1.NodeLister
+	jobs       listersbatchv1.JobLister
 	kick       chan struct{}
 
 	mu       sync.Mutex
 	cancels  map[uint64]bool            // jobs whose pods were deleted
 	reported map[string]map[string]bool // pod UID -> events written
 	waiting  map[string]domain.JobState // group -> state last logged
+	settled  map[uint64]bool            // ended jobs whose pods were dealt with
+	orphans  map[uint64]time.Time       // live jobs without a pod, since
+	// evicted are jobs whose pods the bridge evicted: their deletion is no
+	// cancel (the job is requeued or ends Preempted).
+	evicted map[uint64]bool
 }
 
 // New returns a bridge; Run starts it.
@@ -105,8 +157,12 @@ func New(cfg Config) *Bridge {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.GPUDeviceClass == "" {
+		cfg.GPUDeviceClass = DefaultGPUDeviceClass
+	}
 	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
-		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{}}
+		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{},
+		settled: map[uint64]bool{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
 }
 
 // Run watches pods, namespaces and nodes and reconciles until ctx ends.
@@ -115,8 +171,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return errors.New("kube bridge: a Kubernetes client and a jobfabric client are required")
 	}
 	f := informers.NewSharedInformerFactory(b.cfg.Kube, 0)
-	podInf, nsInf, nodeInf := f.Core().V1().Pods(), f.Core().V1().Namespaces(), f.Core().V1().Nodes()
-	b.pods, b.namespaces, b.nodes = podInf.Lister(), nsInf.Lister(), nodeInf.Lister()
+	podInf, nsInf, nodeInf, jobInf := f.Core().V1().Pods(), f.Core().V1().Namespaces(), f.Core().V1().Nodes(), f.Batch().V1().Jobs()
+	b.pods, b.namespaces, b.nodes, b.jobs = podInf.Lister(), nsInf.Lister(), nodeInf.Lister(), jobInf.Lister()
 	kick := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { b.poke() },
 		UpdateFunc: func(any, any) { b.poke() },
@@ -139,6 +195,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	if _, err := nsInf.Informer().AddEventHandler(kick); err != nil {
 		return fmt.Errorf("kube bridge: watch namespaces: %w", err)
+	}
+	if _, err := jobInf.Informer().AddEventHandler(kick); err != nil {
+		return fmt.Errorf("kube bridge: watch jobs: %w", err)
 	}
 	nodeInf.Informer() // registered before Start, so the factory runs it
 	f.Start(ctx.Done())
@@ -197,29 +256,109 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		}
 	}
 	b.cancelDeleted(ctx)
+	all, err := b.cfg.Jobs.Jobs(ctx, client.JobQuery{States: liveStates})
+	if err != nil {
+		b.cfg.Logger.Warn("kube bridge: list jobs", "err", err)
+		return
+	}
+	live := &liveJobs{byExt: map[string]*domain.Job{}, byID: map[uint64]*domain.Job{}}
+	for i := range all {
+		if j := &all[i]; b.ours(j.ExternalID) {
+			live.byExt[j.ExternalID], live.byID[j.ID] = j, j
+		}
+	}
 	groups, err := b.groups()
 	if err != nil {
 		b.cfg.Logger.Warn("kube bridge: list pods", "err", err)
 		return
 	}
+	seen := map[uint64]bool{}
 	for _, g := range groups {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := b.syncGroup(ctx, g); err != nil {
+		if j := live.byExt[g.key]; j != nil {
+			seen[j.ID] = true
+		}
+		for _, p := range slices.Concat(g.pods, g.gone) {
+			if id, ok := jobOf(p); ok {
+				seen[id] = true
+			}
+		}
+		if err := b.syncGroup(ctx, g, live); err != nil {
 			b.cfg.Logger.Warn("kube bridge: pod group", "namespace", g.namespace, "group", g.name, "err", err)
 		}
 	}
+	b.withoutPods(ctx, live, seen)
 }
 
+// liveStates are the states of jobs that hold or wait for GPUs.
+var liveStates = []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting}
+
+// withoutPods ends the bridge's live jobs no pod belongs to: a Preempting
+// one has stopped; any other lost its pods while the bridge was down (or
+// was requeued after its pods were evicted and nothing made them again),
+// and is cancelled once that has lasted orphanAfter.
+func (b *Bridge) withoutPods(ctx context.Context, live *liveJobs, seen map[uint64]bool) {
+	now := b.cfg.Clock.Now()
+	b.mu.Lock()
+	for id := range b.orphans {
+		if seen[id] || live.byID[id] == nil {
+			delete(b.orphans, id)
+		}
+	}
+	for id := range b.evicted {
+		if live.byID[id] == nil {
+			delete(b.evicted, id)
+		}
+	}
+	b.mu.Unlock()
+	for id, j := range live.byID {
+		if seen[id] {
+			continue
+		}
+		if j.State == domain.JobPreempting {
+			if err := b.stopped(ctx, j); err != nil {
+				b.cfg.Logger.Warn("kube bridge: report a preempted job stopped", "job", id, "err", err)
+			}
+			continue
+		}
+		b.mu.Lock()
+		since, ok := b.orphans[id]
+		if !ok {
+			b.orphans[id] = now
+		}
+		b.mu.Unlock()
+		if !ok || now.Sub(since) < orphanAfter {
+			continue
+		}
+		if _, err := b.cfg.Jobs.CancelJob(ctx, id); err != nil && !isCode(err, domain.CodeNotFound) && !isCode(err, domain.CodeFailedPrecondition) {
+			b.cfg.Logger.Warn("kube bridge: cancel a job without pods", "job", id, "err", err)
+			continue
+		}
+		b.cfg.Logger.Info("kube bridge: no pod left, job cancelled", "job", id, "externalId", j.ExternalID)
+	}
+}
+
+// cancelDeleted cancels the jobs whose pods were deleted (not those the
+// bridge evicted: a Preempting job is reported stopped instead).
 func (b *Bridge) cancelDeleted(ctx context.Context) {
 	b.mu.Lock()
 	ids := b.cancels
 	b.cancels = map[uint64]bool{}
 	b.mu.Unlock()
 	for id := range ids {
+		b.mu.Lock()
+		evicted := b.evicted[id]
+		b.mu.Unlock()
+		if evicted {
+			continue
+		}
 		j, err := b.cfg.Jobs.Job(ctx, id)
-		if err == nil && !j.State.Terminal() {
+		if err == nil && (j.State.Terminal() || j.State == domain.JobPreempting) {
+			continue
+		}
+		if err == nil {
 			_, err = b.cfg.Jobs.CancelJob(ctx, id)
 		}
 		if err != nil && !isCode(err, domain.CodeNotFound) {

@@ -40,17 +40,28 @@ func logger() *slog.Logger {
 // (workspace research) and globex (workspace infer), and the bridge's
 // clients: jobs with acme's tenant-admin token, inventory as admin.
 type env struct {
-	kube  kubernetes.Interface
-	admin *client.Client
-	acme  *client.Client
+	kc      *kubetest.Cluster
+	kube    kubernetes.Interface
+	admin   *client.Client
+	acme    *client.Client
+	runtime *client.Client // acme's runtime: the bridge's phase reports
 }
 
 func setup(t *testing.T) *env {
+	return setupWith(t, nil)
+}
+
+func setupWith(t *testing.T, tune func(*server.Config)) *env {
 	t.Helper()
 	kc := kubetest.Start(t)
 	ctx := ctxT(t)
 	jf, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Logger: logger(),
-		Tune: func(c *server.Config) { c.FabricDriver = "none" }})
+		Tune: func(c *server.Config) {
+			c.FabricDriver = "none"
+			if tune != nil {
+				tune(c)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +97,15 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{kube: kc.Client, admin: admin, acme: acme}
+	rtok, err := admin.CreateToken(ctx, api.TokenCreateRequest{Role: domain.RoleRuntime, Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := client.New(jf.Servers[0].URL(), rtok.Secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{kc: kc, kube: kc.Client, admin: admin, acme: acme, runtime: rt}
 }
 
 // startBridge runs a bridge until the returned stop is called (or the
@@ -94,7 +113,7 @@ func setup(t *testing.T) *env {
 func (e *env) startBridge(t *testing.T) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := kube.New(kube.Config{Kube: e.kube, Jobs: e.acme, Inventory: e.admin, Interval: 100 * time.Millisecond, Logger: logger()})
+	b := kube.New(kube.Config{Kube: e.kube, Jobs: e.acme, Runtime: e.runtime, Inventory: e.admin, Interval: 100 * time.Millisecond, Logger: logger()})
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	stopped := false
@@ -300,9 +319,9 @@ func TestBridge(t *testing.T) {
 			size  int
 			want  string
 		}{
-			{"mixed", []int{8, 4}, 2, "different nvidia.com/gpu counts (8 and 4)"},
+			{"mixed", []int{8, 4}, 2, "different GPUs (8 GPUs and 4 GPUs)"},
 			{"nogpu", []int{0}, 1, "must request nvidia.com/gpu"},
-			{"toomany", []int{8, 8}, 1, "has 2 pods, but jobfabric.io/pod-group-size says 1"},
+			{"toomany", []int{8, 8}, 1, "has 2 pods, but its size is 1"},
 		} {
 			var last *corev1.Pod
 			for i, g := range tc.pods {

@@ -2,38 +2,23 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/jobfabric/jobfabric/internal/binding"
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
-
-// group is a gang: the pods of one pod-group label value in a namespace,
-// or one pod without the label.
-type group struct {
-	namespace, name string
-	single          bool
-	pods            []*corev1.Pod // sorted by name
-}
-
-// externalID names the gang in jobfabric: namespace/group, or the pod's
-// UID for a pod of its own (a pod re-created under the same name is
-// another workload).
-func (g *group) externalID() string {
-	if g.single {
-		return ExternalSystem + ":" + string(g.pods[0].UID)
-	}
-	return ExternalSystem + ":" + g.namespace + "/" + g.name
-}
 
 func gated(p *corev1.Pod) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == Gate })
@@ -44,196 +29,326 @@ func jobOf(p *corev1.Pod) (uint64, bool) {
 	return id, err == nil && id > 0
 }
 
-// groups lists the gangs the bridge is concerned with: pods still gated,
-// and pods it placed (their job may be cancelled).
-func (b *Bridge) groups() ([]*group, error) {
-	pods, err := b.pods.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	byKey := map[[2]string]*group{}
-	var out []*group
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if _, ok := jobOf(p); !ok && !gated(p) {
-			continue
-		}
-		name, single := p.Labels[LabelPodGroup], false
-		if name == "" {
-			name, single = "pod/"+p.Name, true
-		}
-		k := [2]string{p.Namespace, name}
-		g := byKey[k]
-		if g == nil {
-			g = &group{namespace: p.Namespace, name: name, single: single}
-			byKey[k] = g
-			out = append(out, g)
-		}
-		g.pods = append(g.pods, p)
-	}
-	for _, g := range out {
-		slices.SortFunc(g.pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	}
-	slices.SortFunc(out, func(a, b *group) int {
-		return strings.Compare(a.namespace+"/"+a.name, b.namespace+"/"+b.name)
-	})
-	return out, nil
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// liveJobs are the bridge's jobs that hold or wait for GPUs, read once a
+// pass (one list instead of a lookup per gang).
+type liveJobs struct {
+	byExt map[string]*domain.Job
+	byID  map[uint64]*domain.Job
 }
 
 // syncGroup moves one gang on: submit its job, then once the job is Ready
-// bind each pod to its server and lift the gate; a job cancelled in
-// jobfabric deletes the pods.
-func (b *Bridge) syncGroup(ctx context.Context, g *group) error {
+// bind each pod to its server and lift the gate; report the pods' phases;
+// evict the pods of a job told to stop; delete those of a job that ended.
+func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error {
 	var id uint64
-	for _, p := range g.pods {
+	for _, p := range slices.Concat(g.pods, g.gone) {
 		if j, ok := jobOf(p); ok {
 			id = j
 		}
 	}
-	var open []*corev1.Pod
+	job := live.byExt[g.key]
+	if job == nil && id != 0 {
+		job = live.byID[id]
+	}
+	if job == nil && id != 0 && !slices.ContainsFunc(g.pods, gated) {
+		return b.ended(ctx, g, id)
+	}
+	open := slices.DeleteFunc(slices.Clone(g.pods), func(p *corev1.Pod) bool { return !gated(p) })
+	if job == nil {
+		if len(open) == 0 {
+			return nil
+		}
+		spec, why, err := b.jobSpec(ctx, g)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			b.refuse(ctx, open, "Refused", why)
+			return nil
+		}
+		if spec == nil {
+			return nil // the gang is not complete yet
+		}
+		job, err = b.submit(ctx, spec)
+		if err != nil {
+			if !refusal(err) {
+				return err
+			}
+			b.refuse(ctx, open, "Refused", fmt.Sprintf("jobfabric refused the job of pod group %s: %s", g.name, message(err)))
+			return nil
+		}
+		if job.State.Terminal() {
+			return b.ended(ctx, g, job.ID)
+		}
+	}
+	if want, _ := b.size(g); len(open) > 0 && want > 0 && len(g.pods) > want {
+		// A pod joined a gang already submitted.
+		b.refuse(ctx, open, "Refused", fmt.Sprintf("pod group %s has %d pods, but its size is %d", g.name, len(g.pods), want))
+		return nil
+	}
+	var unmarked []*corev1.Pod
 	for _, p := range g.pods {
-		if gated(p) {
-			open = append(open, p)
+		if p.Annotations[AnnotationJob] != strconv.FormatUint(job.ID, 10) {
+			unmarked = append(unmarked, p)
 		}
 	}
-	if len(open) == 0 {
-		return b.followPlaced(ctx, g, id)
-	}
-	spec, why := b.jobSpec(g)
-	if why != "" {
-		b.refuse(ctx, open, "Refused", why)
-		return nil
-	}
-	if spec == nil {
-		return nil // the gang is not complete yet
-	}
-	var job *domain.Job
-	var err error
-	if id != 0 {
-		job, err = b.cfg.Jobs.Job(ctx, id)
-	} else {
-		job, err = b.adoptOrSubmit(ctx, g, spec)
-	}
-	if err != nil {
-		if !refusal(err) {
+	if len(unmarked) > 0 {
+		if err := b.annotate(ctx, unmarked, map[string]string{AnnotationJob: strconv.FormatUint(job.ID, 10), AnnotationExternalID: job.ExternalID}); err != nil {
 			return err
 		}
-		b.refuse(ctx, open, "Refused", fmt.Sprintf("jobfabric refused the job of pod group %s: %v", g.name, err))
-		return nil
-	}
-	if id == 0 {
-		if err := b.annotate(ctx, g.pods, map[string]string{AnnotationJob: strconv.FormatUint(job.ID, 10), AnnotationExternalID: spec.ExternalID}); err != nil {
-			return err
+		for _, up := range unmarked { // the same pass goes on with the new versions
+			for i := range g.pods {
+				if g.pods[i].UID == up.UID {
+					g.pods[i] = up
+				}
+			}
 		}
 		open = slices.DeleteFunc(slices.Clone(g.pods), func(p *corev1.Pod) bool { return !gated(p) })
 	}
-	switch {
-	case job.State == domain.JobCancelled:
-		return b.deletePods(ctx, g, job)
-	case job.State.Terminal():
-		b.refuse(ctx, open, "JobEnded", fmt.Sprintf("jobfabric job %d is %s before its pods were placed", job.ID, job.State))
-		return nil
-	case job.State != domain.JobReady && job.State != domain.JobRunning:
+	switch job.State {
+	case domain.JobPreempting:
+		return b.evict(ctx, g, job)
+	case domain.JobReady, domain.JobRunning:
+		if len(open) > 0 {
+			if err := b.place(ctx, g, job, open); err != nil {
+				return err
+			}
+			return nil // the phases are read from the next pass's pods
+		}
+		return b.phases(ctx, g, job)
+	default:
 		b.logWaiting(g, job)
 		// Once per state: kubectl describe says why the pods wait.
 		b.event(ctx, open, corev1.EventTypeNormal, "Waiting", fmt.Sprintf("jobfabric job %d is %s; the pods are released when it is Ready (GPUs placed, the tenant's network deployed)", job.ID, job.State))
 		return nil
 	}
-	return b.place(ctx, g, job, open)
+}
+
+func message(err error) string {
+	var de *domain.Error
+	if errors.As(err, &de) && de.Message != "" {
+		return de.Message
+	}
+	return err.Error()
 }
 
 // jobSpec is the job the gang asks for, or why it is refused; nil and ""
 // while pods of the gang are missing.
-func (b *Bridge) jobSpec(g *group) (*domain.JobSpec, string) {
+func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string, error) {
 	ns, err := b.namespaces.Get(g.namespace)
 	if err != nil {
-		return nil, fmt.Sprintf("namespace %s: %v", g.namespace, err)
+		return nil, fmt.Sprintf("namespace %s: %v", g.namespace, err), nil
 	}
 	tenant, ws := ns.Labels[LabelTenant], ns.Labels[LabelWorkspace]
 	if tenant == "" || ws == "" {
-		return nil, fmt.Sprintf("namespace %s needs the labels %s and %s naming the jobfabric tenant and workspace its pods use", g.namespace, LabelTenant, LabelWorkspace)
+		return nil, fmt.Sprintf("namespace %s needs the labels %s and %s naming the jobfabric tenant and workspace its pods use", g.namespace, LabelTenant, LabelWorkspace), nil
 	}
-	want := 1
-	if !g.single {
-		raw := ""
-		for _, p := range g.pods {
-			if v := p.Labels[KeyPodGroupSize]; v != "" {
-				raw = v
-			} else if v := p.Annotations[KeyPodGroupSize]; v != "" {
-				raw = v
-			}
-		}
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 10000 {
-			return nil, fmt.Sprintf("pod group %s: %s %q must be the number of pods in the group (1 to 10000), as a label or annotation", g.name, KeyPodGroupSize, raw)
-		}
-		want = n
+	if len(b.cfg.Tenants) > 0 && !slices.Contains(b.cfg.Tenants, tenant) {
+		return nil, fmt.Sprintf("namespace %s names tenant %s, which this bridge does not serve (its --tenant list)", g.namespace, tenant), nil
+	}
+	want, why := b.size(g)
+	if why != "" || want == 0 {
+		return nil, why, nil
 	}
 	if len(g.pods) < want {
-		return nil, ""
+		return nil, "", nil
 	}
 	if len(g.pods) > want {
-		return nil, fmt.Sprintf("pod group %s has %d pods, but %s says %d", g.name, len(g.pods), KeyPodGroupSize, want)
+		return nil, fmt.Sprintf("pod group %s has %d pods, but its size is %d", g.name, len(g.pods), want), nil
 	}
-	per := -1
-	for _, p := range g.pods {
-		n := podGPUs(p)
-		if per >= 0 && n != per {
-			return nil, fmt.Sprintf("pod group %s: pods ask for different %s counts (%d and %d); a gang's pods must be alike", g.name, ResourceGPU, per, n)
+	var per request
+	for i, p := range g.pods {
+		r, why, err := b.podRequest(ctx, p)
+		if err != nil || why != "" {
+			return nil, why, err
 		}
-		per = n
+		if i > 0 && r != per {
+			return nil, fmt.Sprintf("pod group %s: pods ask for different GPUs (%s and %s); a gang's pods must be alike", g.name, per, r), nil
+		}
+		per = r
 	}
-	if per < 1 {
-		return nil, fmt.Sprintf("pod group %s: each pod must request %s (at least 1)", g.name, ResourceGPU)
+	if want > 1 && (per.migProfile != "" || per.share > 0) {
+		return nil, fmt.Sprintf("pod group %s: MIG slices and shares are for one pod (they are placed on one server), not a gang of %d", g.name, want), nil
 	}
-	s := &domain.JobSpec{Tenant: tenant, Workspace: ws, GPUs: per * want, ExternalID: g.externalID()}
-	if want > 1 {
-		s.GPUsPerNode = per
-	}
+	s := &domain.JobSpec{Tenant: tenant, Workspace: ws, ExternalID: g.key}
+	jobRequest(s, per, want)
 	if len(g.name) <= domain.MaxNameLen && domain.ValidateName("name", g.name) == nil {
 		s.Name = g.name
+	} else if n := strings.ReplaceAll(g.name, "/", "-"); len(n) <= domain.MaxNameLen && domain.ValidateName("name", n) == nil {
+		s.Name = n
 	}
-	return s, ""
+	return s, "", nil
 }
 
-// podGPUs sums the containers' nvidia.com/gpu (extended resources are
-// requested as limits; a request, when given, equals the limit).
-func podGPUs(p *corev1.Pod) int {
-	n := 0
-	for _, c := range p.Spec.Containers {
-		q, ok := c.Resources.Limits[ResourceGPU]
-		if !ok {
-			q = c.Resources.Requests[ResourceGPU]
+// submit finds the live job a previous run (or a bridge that crashed
+// before annotating) submitted for the gang, else submits one.
+func (b *Bridge) submit(ctx context.Context, spec *domain.JobSpec) (*domain.Job, error) {
+	j, err := b.cfg.Jobs.SubmitJob(ctx, *spec)
+	if isCode(err, domain.CodeAlreadyExists) {
+		// Live with this ExternalID: a pass whose list predates it.
+		if j, err = b.cfg.Jobs.JobByExternalID(ctx, spec.ExternalID); err == nil {
+			b.cfg.Logger.Info("kube bridge: adopted job", "job", j.ID, "externalId", spec.ExternalID)
 		}
-		n += int(q.Value())
+		return j, err
 	}
-	return n
-}
-
-// adoptOrSubmit finds the live job a previous run (or a bridge that
-// crashed before annotating) submitted for the gang, else submits one.
-func (b *Bridge) adoptOrSubmit(ctx context.Context, g *group, spec *domain.JobSpec) (*domain.Job, error) {
-	j, err := b.cfg.Jobs.JobByExternalID(ctx, spec.ExternalID)
-	switch {
-	case err == nil && !j.State.Terminal():
-		b.cfg.Logger.Info("kube bridge: adopted job", "job", j.ID, "externalId", spec.ExternalID)
-		return j, nil
-	case err != nil && !isCode(err, domain.CodeNotFound):
-		return nil, err
-	}
-	j, err = b.cfg.Jobs.SubmitJob(ctx, *spec)
 	if err != nil {
 		return nil, err
 	}
-	b.cfg.Logger.Info("kube bridge: submitted job", "job", j.ID, "externalId", spec.ExternalID, "tenant", spec.Tenant, "workspace", spec.Workspace, "gpus", spec.GPUs)
+	b.cfg.Logger.Info("kube bridge: submitted job", "job", j.ID, "externalId", spec.ExternalID, "tenant", spec.Tenant, "workspace", spec.Workspace,
+		"gpus", spec.GPUs, "mig", spec.MIGProfile, "share", spec.Share)
 	return j, nil
 }
 
+// ended acts once on a gang whose job ended: a cancelled job deletes its
+// pods; any other end deletes the pods still running (their GPUs are
+// someone else's now) and leaves the finished ones to be read.
+func (b *Bridge) ended(ctx context.Context, g *group, id uint64) error {
+	b.mu.Lock()
+	done := b.settled[id]
+	b.mu.Unlock()
+	if done {
+		return nil
+	}
+	job, err := b.cfg.Jobs.Job(ctx, id)
+	if isCode(err, domain.CodeNotFound) {
+		b.settle(id) // retained no longer: nothing to do
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !job.State.Terminal() {
+		return nil // live after all (the list was older): the next pass
+	}
+	var del []*corev1.Pod
+	for _, p := range g.pods {
+		if job.State == domain.JobCancelled || !finished(p) {
+			del = append(del, p)
+		}
+	}
+	if err := b.deletePods(ctx, del, job, nil); err != nil {
+		return err
+	}
+	b.settle(id)
+	return nil
+}
+
+func (b *Bridge) settle(id uint64) {
+	b.mu.Lock()
+	b.settled[id] = true
+	b.mu.Unlock()
+}
+
+// phases reports the placed gang's pods to jobfabric, as its runtime: a
+// failed pod fails the job, all succeeded succeed it, and the job runs
+// once every pod has started.
+func (b *Bridge) phases(ctx context.Context, g *group, job *domain.Job) error {
+	if b.cfg.Runtime == nil {
+		return nil
+	}
+	started, succeeded := 0, 0
+	for _, p := range g.pods {
+		switch p.Status.Phase {
+		case corev1.PodFailed:
+			msg := fmt.Sprintf("pod %s/%s failed", p.Namespace, p.Name)
+			if p.Status.Reason != "" || p.Status.Message != "" {
+				msg += ": " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
+			}
+			return b.report(ctx, job, "failed", msg)
+		case corev1.PodSucceeded:
+			succeeded++
+			started++
+		case corev1.PodRunning:
+			started++
+		}
+	}
+	switch {
+	case len(g.gone) > 0 || len(g.pods) < len(job.Placement):
+		return nil // a pod is being deleted: the job is cancelled, or evicted
+	case succeeded == len(g.pods):
+		return b.report(ctx, job, "succeeded", fmt.Sprintf("all %d pods succeeded", succeeded))
+	case started == len(g.pods) && job.State == domain.JobReady:
+		return b.report(ctx, job, "running", fmt.Sprintf("all %d pods started", started))
+	}
+	return nil
+}
+
+func (b *Bridge) report(ctx context.Context, job *domain.Job, state, msg string) error {
+	_, err := b.cfg.Runtime.Report(ctx, job.ID, state, msg)
+	if err != nil {
+		return fmt.Errorf("report job %d %s: %w", job.ID, state, err)
+	}
+	b.cfg.Logger.Info("kube bridge: reported", "job", job.ID, "state", state, "message", msg)
+	return nil
+}
+
+// evict tells the pods of a job jobfabric preempted to stop within the
+// job's grace (the Eviction API, deleting when a disruption budget refuses)
+// and reports the job stopped once they are all gone.
+func (b *Bridge) evict(ctx context.Context, g *group, job *domain.Job) error {
+	var run []*corev1.Pod
+	for _, p := range g.pods {
+		if !finished(p) {
+			run = append(run, p)
+		}
+	}
+	b.mu.Lock()
+	b.evicted[job.ID] = true
+	b.mu.Unlock()
+	if len(run) == 0 && len(g.gone) == 0 {
+		return b.stopped(ctx, job)
+	}
+	grace := int64(1)
+	if job.StopDeadline != nil {
+		grace = max(1, int64(math.Ceil(job.StopDeadline.Sub(b.cfg.Clock.Now()).Seconds())))
+	}
+	for _, p := range run {
+		if !gated(p) {
+			err := b.cfg.Kube.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{
+				ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+				DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}},
+			})
+			if err == nil || apierrors.IsNotFound(err) {
+				b.cfg.Logger.Info("kube bridge: pod evicted", "namespace", p.Namespace, "pod", p.Name, "job", job.ID, "grace", grace)
+				continue
+			}
+			if !apierrors.IsTooManyRequests(err) {
+				return fmt.Errorf("evict pod %s/%s of job %d: %w", p.Namespace, p.Name, job.ID, err)
+			}
+			// A disruption budget: the GPUs go at the deadline anyway.
+		}
+		if err := b.deletePods(ctx, []*corev1.Pod{p}, job, &grace); err != nil {
+			return err
+		}
+	}
+	b.event(ctx, run, corev1.EventTypeNormal, "Preempted", fmt.Sprintf("jobfabric job %d is told to stop (%s): the pods are evicted with a grace of %ds", job.ID, reasonOf(job), grace))
+	return nil
+}
+
+func reasonOf(j *domain.Job) string {
+	if j.Reason != nil {
+		return j.Reason.Message
+	}
+	return string(j.State)
+}
+
+// stopped reports a Preempting job whose pods are all gone: its GPUs may
+// go before the deadline.
+func (b *Bridge) stopped(ctx context.Context, job *domain.Job) error {
+	if b.cfg.Runtime == nil {
+		return nil // the deadline releases them
+	}
+	return b.report(ctx, job, "stopped", "its pods are gone")
+}
+
 // place binds each gated pod to its server: node affinity, the binding's
-// env and the job's identity as annotations, the gate removed (one
-// update, allowed while the pod is gated), then the pod bound to the node.
+// env, CDI devices and the job's identity as annotations, the gate
+// removed (one update, allowed while the pod is gated), then the pod bound
+// to the node.
 func (b *Bridge) place(ctx context.Context, g *group, job *domain.Job, open []*corev1.Pod) error {
 	servers := make([]string, 0, len(job.Placement))
 	for _, pl := range job.Placement {
@@ -246,7 +361,7 @@ func (b *Bridge) place(ctx context.Context, g *group, job *domain.Job, open []*c
 	// the others take the free servers in order.
 	taken := map[string]bool{}
 	for _, p := range g.pods {
-		if n := p.Annotations[AnnotationNode]; n != "" {
+		if n := p.Annotations[AnnotationNode]; n != "" && slices.Contains(servers, n) {
 			taken[n] = true
 		}
 	}
@@ -277,6 +392,9 @@ func (b *Bridge) release(ctx context.Context, cached *corev1.Pod, job *domain.Jo
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations[AnnotationJob] = strconv.FormatUint(job.ID, 10)
+	p.Annotations[AnnotationExternalID] = job.ExternalID
+	p.Annotations[AnnotationTenant] = job.Tenant
+	p.Annotations[AnnotationWorkspace] = job.Workspace
 	p.Annotations[AnnotationNode] = node
 	p.Annotations[AnnotationEnv] = bd.Shell()
 	for _, e := range bd.Env {
@@ -284,14 +402,23 @@ func (b *Bridge) release(ctx context.Context, cached *corev1.Pod, job *domain.Jo
 			p.Annotations[k] = e.Value
 		}
 	}
+	if len(bd.CDIDevices) > 0 {
+		// containerd and CRI-O hand a container the CDI devices named in
+		// cdi.k8s.io/ annotations.
+		p.Annotations[AnnotationCDI] = strings.Join(bd.CDIDevices, ",")
+	}
 	requireNode(p, node)
 	p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == Gate })
 	up, err := b.cfg.Kube.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{FieldManager: Component})
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	if up.Spec.NodeName != "" || len(up.Spec.SchedulingGates) > 0 {
-		return nil // another gate holds it, or a scheduler was first
+	b.released(up)
+	if up.Spec.NodeName != "" || len(up.Spec.SchedulingGates) > 0 || len(up.Spec.ResourceClaims) > 0 {
+		// Another gate holds it, or a scheduler was first; a pod with
+		// ResourceClaims is bound by the scheduler, which allocates them
+		// (on the one node the affinity allows).
+		return nil
 	}
 	// Bind as a scheduler would: the affinity says the same to any
 	// scheduler that runs, and the pod lands even where none does.
@@ -303,6 +430,13 @@ func (b *Bridge) release(ctx context.Context, cached *corev1.Pod, job *domain.Jo
 		return fmt.Errorf("bind pod %s/%s to %s: %w", p.Namespace, p.Name, node, err)
 	}
 	return nil
+}
+
+// released feeds the gate-removal observer (the benchmark's clock).
+func (b *Bridge) released(p *corev1.Pod) {
+	if b.cfg.OnRelease != nil {
+		b.cfg.OnRelease(p, b.cfg.Clock.Now())
+	}
 }
 
 // requireNode narrows the pod's required node affinity to node: a gated
@@ -325,29 +459,14 @@ func requireNode(p *corev1.Pod, node string) {
 	}
 }
 
-// followPlaced watches a gang already placed: its job cancelled in
-// jobfabric deletes the pods.
-func (b *Bridge) followPlaced(ctx context.Context, g *group, id uint64) error {
-	if id == 0 {
-		return nil
-	}
-	job, err := b.cfg.Jobs.Job(ctx, id)
-	if err != nil {
-		return err
-	}
-	if job.State == domain.JobCancelled {
-		return b.deletePods(ctx, g, job)
-	}
-	return nil
-}
-
-func (b *Bridge) deletePods(ctx context.Context, g *group, job *domain.Job) error {
-	for _, p := range g.pods {
-		err := b.cfg.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+// deletePods deletes pods of job (with grace, when given, else each pod's own).
+func (b *Bridge) deletePods(ctx context.Context, pods []*corev1.Pod, job *domain.Job, grace *int64) error {
+	for _, p := range pods {
+		err := b.cfg.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete pod %s/%s of cancelled job %d: %w", p.Namespace, p.Name, job.ID, err)
+			return fmt.Errorf("delete pod %s/%s of job %d (%s): %w", p.Namespace, p.Name, job.ID, job.State, err)
 		}
-		b.cfg.Logger.Info("kube bridge: job cancelled, pod deleted", "namespace", p.Namespace, "pod", p.Name, "job", job.ID)
+		b.cfg.Logger.Info("kube bridge: pod deleted", "namespace", p.Namespace, "pod", p.Name, "job", job.ID, "state", job.State)
 	}
 	return nil
 }
@@ -365,7 +484,7 @@ func (b *Bridge) annotate(ctx context.Context, pods []*corev1.Pod, ann map[strin
 		if err != nil {
 			return fmt.Errorf("annotate pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		pods[i] = up // the same pass goes on with the new version
+		pods[i] = up
 	}
 	return nil
 }
@@ -418,3 +537,8 @@ func (b *Bridge) event(ctx context.Context, pods []*corev1.Pod, typ, reason, msg
 		b.mu.Unlock()
 	}
 }
+
+// orphanAfter is how long a live job of the bridge's may have no pod at
+// all before it is cancelled: pods deleted while the bridge was down, or
+// a requeued job whose evicted pods no controller makes again.
+const orphanAfter = 5 * time.Second
