@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/hostfacts"
 	"github.com/jobfabric/jobfabric/internal/kube"
 	"github.com/jobfabric/jobfabric/internal/kube/kubetest"
 	"github.com/jobfabric/jobfabric/internal/server"
@@ -131,6 +132,19 @@ func (e *env) startBridge(t *testing.T) (stop func()) {
 	return stop
 }
 
+// recordedFacts are a real H100 host's facts, as its agent reports them
+// (they match the generated topology's servers).
+func recordedFacts(t *testing.T) domain.HostFacts {
+	t.Helper()
+	dir := os.DirFS("../hostfacts/testdata/hosts/h100-roce")
+	c := hostfacts.Collector{Run: hostfacts.FileRunner{FS: dir}, FS: dir}
+	f, err := c.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *f
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -219,6 +233,14 @@ func TestBridge(t *testing.T) {
 	namespace(t, e.kube, "team-b", map[string]string{kube.LabelTenant: "globex", kube.LabelWorkspace: "research"})
 	namespace(t, e.kube, "unlabelled", nil)
 
+	// The servers' agents' facts (a recorded H100 host): GPU UUIDs, so
+	// bindings name CDI devices.
+	for i := 1; i <= 4; i++ {
+		if _, err := e.admin.ReportFacts(ctx, fmt.Sprintf("s1-gpu%03d", i), api.HostReportRequest{Facts: recordedFacts(t)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	t.Run("GangLandsWhereJobfabricPlacedIt", func(t *testing.T) {
 		for _, n := range []string{"trainer-0", "trainer-1"} {
 			gatedPod(t, e.kube, "team-a", n, "trainer", 2, 8)
@@ -262,6 +284,12 @@ func TestBridge(t *testing.T) {
 			bd, err := e.admin.Binding(ctx, job.ID, node)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(bd.CDIDevices) != 8 || p.Annotations[kube.AnnotationCDI] != strings.Join(bd.CDIDevices, ",") {
+				t.Errorf("%s: CDI annotation %q, want the binding's 8 devices %v", n, p.Annotations[kube.AnnotationCDI], bd.CDIDevices)
+			}
+			if p.Annotations[kube.AnnotationTenant] != "acme" || p.Annotations[kube.AnnotationWorkspace] != "research" || p.Annotations[kube.AnnotationExternalID] != "k8s:team-a/trainer" {
+				t.Errorf("%s: identity annotations %v", n, p.Annotations)
 			}
 			if len(bd.Env) == 0 || p.Annotations[kube.AnnotationEnv] != bd.Shell() {
 				t.Errorf("%s: env annotation %q, want the binding on %s:\n%s", n, p.Annotations[kube.AnnotationEnv], node, bd.Shell())
@@ -359,13 +387,57 @@ func TestBridge(t *testing.T) {
 			if err := e.admin.Do(ctx, "PATCH", "/v1/nodes/s1-gpu004", api.NodeUpdateRequest{Cordoned: cordon}, &cond); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, fmt.Sprintf("s1-gpu004 unschedulable=%v", *cordon), func() (bool, string) {
+			eventually(t, fmt.Sprintf("s1-gpu004 unschedulable=%v and tainted=%v", *cordon, *cordon), func() (bool, string) {
 				n, err := e.kube.CoreV1().Nodes().Get(ctx, "s1-gpu004", metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
 				}
-				return n.Spec.Unschedulable == *cordon, fmt.Sprintf("unschedulable=%v", n.Spec.Unschedulable)
+				tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+					return t.Key == kube.TaintUnschedulable && t.Effect == corev1.TaintEffectNoSchedule
+				})
+				return n.Spec.Unschedulable == *cordon && tainted == *cordon, fmt.Sprintf("unschedulable=%v taints %v", n.Spec.Unschedulable, n.Spec.Taints)
 			})
+		}
+	})
+
+	t.Run("UnhealthyAndDriftAreNodeConditions", func(t *testing.T) {
+		condition := func(typ corev1.NodeConditionType, want string) {
+			t.Helper()
+			eventually(t, fmt.Sprintf("s1-gpu003 %s %q", typ, want), func() (bool, string) {
+				n, err := e.kube.CoreV1().Nodes().Get(ctx, "s1-gpu003", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				i := slices.IndexFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == typ })
+				if want == "" {
+					return i < 0, fmt.Sprintf("conditions %+v", n.Status.Conditions)
+				}
+				return i >= 0 && n.Status.Conditions[i].Status == corev1.ConditionTrue && strings.Contains(n.Status.Conditions[i].Message, want),
+					fmt.Sprintf("conditions %+v", n.Status.Conditions)
+			})
+		}
+		yes, no := true, false
+		if err := e.admin.Do(ctx, "PATCH", "/v1/nodes/s1-gpu003", api.NodeUpdateRequest{Unhealthy: &yes, Reason: "PSU alarm"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		condition(kube.ConditionUnhealthy, "PSU alarm")
+		if err := e.admin.Do(ctx, "PATCH", "/v1/nodes/s1-gpu003", api.NodeUpdateRequest{Unhealthy: &no}, nil); err != nil {
+			t.Fatal(err)
+		}
+		condition(kube.ConditionUnhealthy, "")
+		drifted := recordedFacts(t)
+		drifted.Driver = "550.54.15"
+		if _, err := e.admin.ReportFacts(ctx, "s1-gpu003", api.HostReportRequest{Facts: drifted}); err != nil {
+			t.Fatal(err)
+		}
+		condition(kube.ConditionDrift, "550.54.15")
+		if _, err := e.admin.ReportFacts(ctx, "s1-gpu003", api.HostReportRequest{Facts: recordedFacts(t)}); err != nil {
+			t.Fatal(err)
+		}
+		condition(kube.ConditionDrift, "")
+		// The drift cordoned the server (the host policy): an admin lifts it.
+		if err := e.admin.Do(ctx, "PATCH", "/v1/nodes/s1-gpu003", api.NodeUpdateRequest{Cordoned: &no}, nil); err != nil {
+			t.Fatal(err)
 		}
 	})
 
