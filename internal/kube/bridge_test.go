@@ -87,7 +87,7 @@ func setupWith(t *testing.T, tune func(*server.Config)) *env {
 	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: "research", Guaranteed: 16, BorrowLimit: 16}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CreateWorkspace(ctx, "globex", api.WorkspaceCreateRequest{Name: "infer", Guaranteed: 8, BorrowLimit: 8}); err != nil {
+	if _, err := admin.CreateWorkspace(ctx, "globex", api.WorkspaceCreateRequest{Name: "infer", Guaranteed: 8, BorrowLimit: 8, LendLimit: 8}); err != nil {
 		t.Fatal(err)
 	}
 	tok, err := admin.CreateToken(ctx, api.TokenCreateRequest{Role: domain.RoleTenantAdmin, Tenant: "acme"})
@@ -112,9 +112,16 @@ func setupWith(t *testing.T, tune func(*server.Config)) *env {
 // startBridge runs a bridge until the returned stop is called (or the
 // test ends).
 func (e *env) startBridge(t *testing.T) (stop func()) {
+	return e.startBridgeWith(t, kube.Config{Jobs: e.acme, Runtime: e.runtime, Inventory: e.admin})
+}
+
+// startBridgeWith runs a bridge with cfg (its Kube, Interval and Logger
+// filled in) until the returned stop is called or the test ends.
+func (e *env) startBridgeWith(t *testing.T, cfg kube.Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := kube.New(kube.Config{Kube: e.kube, Jobs: e.acme, Runtime: e.runtime, Inventory: e.admin, Interval: 100 * time.Millisecond, Logger: logger()})
+	cfg.Kube, cfg.Interval, cfg.Logger = e.kube, 100*time.Millisecond, logger()
+	b := kube.New(cfg)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	stopped := false

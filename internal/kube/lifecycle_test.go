@@ -1,0 +1,260 @@
+package kube_test
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/kube"
+	"github.com/jobfabric/jobfabric/internal/kube/kubetest"
+	"github.com/jobfabric/jobfabric/internal/server"
+)
+
+// gang creates n gated pods NAME-0.. of gpus each in one pod group.
+func gang(t *testing.T, e *env, ns, name string, n, gpus int) {
+	t.Helper()
+	for i := range n {
+		gatedPod(t, e.kube, ns, fmt.Sprintf("%s-%d", name, i), name, n, gpus)
+	}
+}
+
+// waitState waits until the job with ExternalID ext is in state.
+func waitState(t *testing.T, e *env, ext string, state domain.JobState) domain.Job {
+	t.Helper()
+	var j domain.Job
+	eventually(t, ext+" "+string(state), func() (bool, string) {
+		js := jobsWith(t, e.admin, ext)
+		if len(js) != 1 {
+			return false, fmt.Sprintf("%d jobs", len(js))
+		}
+		j = js[0]
+		return j.State == state, fmt.Sprintf("job %d %s %+v", j.ID, j.State, j.Reason)
+	})
+	return j
+}
+
+// podsOf lists the pods of a pod group.
+func podsOf(t *testing.T, e *env, ns, group string) []corev1.Pod {
+	t.Helper()
+	ps, err := e.kube.CoreV1().Pods(ns).List(ctxT(t), metav1.ListOptions{LabelSelector: kube.LabelPodGroup + "=" + group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps.Items
+}
+
+func allPods(t *testing.T, e *env, ns, group string, what string, ok func(p corev1.Pod) bool) {
+	t.Helper()
+	eventually(t, group+": "+what, func() (bool, string) {
+		ps := podsOf(t, e, ns, group)
+		for _, p := range ps {
+			if !ok(p) {
+				return false, fmt.Sprintf("%s: phase %s node %q deleting %v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil)
+			}
+		}
+		return len(ps) > 0, "no pods"
+	})
+}
+
+// TestPodPhasesReportBack: the test kubelet runs the placed pods; their
+// phases become the job's (running, succeeded, failed); a job cancelled in
+// jobfabric deletes its pods; pods deleted while the bridge is down cancel
+// their job once it is back; a bridge with an admin token serves only the
+// tenants of its allowlist.
+func TestPodPhasesReportBack(t *testing.T) {
+	e := setup(t)
+	ctx := ctxT(t)
+	kl := kubetest.StartKubelet(t, e.kube)
+	stop := e.startBridge(t)
+	namespace(t, e.kube, "team-a", map[string]string{kube.LabelTenant: "acme", kube.LabelWorkspace: "research"})
+
+	gang(t, e, "team-a", "ok", 2, 4)
+	gang(t, e, "team-a", "bad", 1, 4)
+	waitState(t, e, "k8s:team-a/ok", domain.JobRunning)
+	waitState(t, e, "k8s:team-a/bad", domain.JobRunning)
+	allPods(t, e, "team-a", "ok", "running", func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+
+	kl.Finish("team-a", "ok-0", corev1.PodSucceeded)
+	// One pod of two done: the job runs on.
+	kl.Finish("team-a", "bad-0", corev1.PodFailed)
+	j := waitState(t, e, "k8s:team-a/bad", domain.JobFailed)
+	if j.Message != "pod team-a/bad-0 failed" {
+		t.Errorf("failed job's message %q", j.Message)
+	}
+	if j := jobsWith(t, e.admin, "k8s:team-a/ok"); j[0].State != domain.JobRunning {
+		t.Fatalf("ok with one pod of two succeeded: %s", j[0].State)
+	}
+	kl.Finish("team-a", "ok-1", corev1.PodSucceeded)
+	waitState(t, e, "k8s:team-a/ok", domain.JobSucceeded)
+	if ps := podsOf(t, e, "team-a", "ok"); len(ps) != 2 || ps[0].DeletionTimestamp != nil {
+		t.Fatalf("succeeded pods %d, deleted %v: they stay to be read", len(ps), ps[0].DeletionTimestamp)
+	}
+
+	t.Run("CancelledJobDeletesRunningPods", func(t *testing.T) {
+		gang(t, e, "team-a", "cancelme", 2, 8)
+		j := waitState(t, e, "k8s:team-a/cancelme", domain.JobRunning)
+		if _, err := e.acme.CancelJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		allPods(t, e, "team-a", "cancelme", "being deleted", func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	})
+
+	t.Run("PodsDeletedWhileBridgeDownCancel", func(t *testing.T) {
+		gang(t, e, "team-a", "lost", 2, 8)
+		j := waitState(t, e, "k8s:team-a/lost", domain.JobRunning)
+		stop()
+		zero := int64(0)
+		for i := range 2 {
+			if err := e.kube.CoreV1().Pods("team-a").Delete(ctx, fmt.Sprintf("lost-%d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop = e.startBridge(t)
+		eventually(t, "the lost gang's job cancelled", func() (bool, string) {
+			got, err := e.admin.Job(ctx, j.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return got.State == domain.JobCancelled, string(got.State)
+		})
+	})
+
+	t.Run("AllowlistRefusesOtherTenants", func(t *testing.T) {
+		stop()
+		// An admin token serves every tenant; the allowlist is what keeps
+		// a namespace's labels from choosing another.
+		e.startBridgeWith(t, kube.Config{Jobs: e.admin, Runtime: e.admin, Tenants: []string{"acme"}})
+		namespace(t, e.kube, "team-g", map[string]string{kube.LabelTenant: "globex", kube.LabelWorkspace: "infer"})
+		p := gatedPod(t, e.kube, "team-g", "sneaky", "", 0, 8)
+		refused(t, e, p, "names tenant globex, which this bridge does not serve")
+		if js := jobsWith(t, e.admin, "k8s:"+string(p.UID)); len(js) != 0 {
+			t.Fatalf("a job was submitted for globex: %+v", js)
+		}
+		gatedPod(t, e.kube, "team-a", "allowed", "", 0, 8)
+		eventually(t, "acme's pod placed by the allowlisted bridge", func() (bool, string) {
+			p, err := e.kube.CoreV1().Pods("team-a").Get(ctx, "allowed", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Spec.NodeName != "", "not bound"
+		})
+	})
+}
+
+// TestReclaimEvictsWithinGrace: acme's gang borrows every GPU; globex
+// submits within its guarantee; jobfabric reclaims, and the bridge evicts
+// the borrower's pods with the job's grace (3s here): each pod's deletion
+// is due by the job's stop deadline, the job ends Preempted once they are
+// gone, and globex's job is placed.
+func TestReclaimEvictsWithinGrace(t *testing.T) {
+	const grace = 3 * time.Second
+	e := setupWith(t, func(c *server.Config) { c.PreemptionGrace = grace })
+	ctx := ctxT(t)
+	kubetest.StartKubelet(t, e.kube)
+	e.startBridge(t)
+	namespace(t, e.kube, "team-a", map[string]string{kube.LabelTenant: "acme", kube.LabelWorkspace: "research"})
+
+	gang(t, e, "team-a", "wide", 4, 8)
+	borrower := waitState(t, e, "k8s:team-a/wide", domain.JobRunning)
+	lender, err := e.admin.SubmitJob(ctx, domain.JobSpec{Tenant: "globex", Workspace: "infer", GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deadline time.Time
+	eventually(t, "the borrower told to stop", func() (bool, string) {
+		j, err := e.admin.Job(ctx, borrower.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		if j.StopDeadline != nil {
+			deadline = *j.StopDeadline
+		}
+		return j.State == domain.JobPreempting || j.State.Terminal(), string(j.State)
+	})
+	allPods(t, e, "team-a", "wide", "evicted", func(p corev1.Pod) bool {
+		if p.DeletionTimestamp == nil {
+			return false
+		}
+		// Kubernetes keeps whole seconds: the grace was rounded up.
+		if g := p.DeletionGracePeriodSeconds; g == nil || *g < 1 || *g > int64(grace/time.Second) {
+			t.Fatalf("%s evicted with grace %v, want 1..%v", p.Name, g, grace)
+		}
+		if !deadline.IsZero() && p.DeletionTimestamp.After(deadline.Add(time.Second)) {
+			t.Fatalf("%s due to go at %v, after the job's stop deadline %v", p.Name, p.DeletionTimestamp, deadline)
+		}
+		return true
+	})
+	evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=wide-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool { return ev.Reason == "Preempted" }) {
+		t.Errorf("no Preempted event on wide-0: %+v", evs.Items)
+	}
+	end := waitState(t, e, "k8s:team-a/wide", domain.JobPreempted)
+	if len(podsOf(t, e, "team-a", "wide")) != 0 {
+		t.Fatalf("the job ended Preempted with pods left")
+	}
+	if end.Message != "its pods are gone" {
+		t.Errorf("preempted job's message %q, want the bridge's stopped report", end.Message)
+	}
+	eventually(t, "globex placed", func() (bool, string) {
+		j, err := e.admin.Job(ctx, lender.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return j.State == domain.JobReady, string(j.State)
+	})
+}
+
+// TestAPIServerRestart: kube-apiserver stops and starts again on the same
+// etcd while the bridge runs; what happened in jobfabric meanwhile (a job
+// cancelled) is acted on once it is back, a gang created just before the
+// stop is placed exactly once, and one created after is placed too.
+func TestAPIServerRestart(t *testing.T) {
+	e := setup(t)
+	ctx := ctxT(t)
+	kubetest.StartKubelet(t, e.kube)
+	e.startBridge(t)
+	namespace(t, e.kube, "team-a", map[string]string{kube.LabelTenant: "acme", kube.LabelWorkspace: "research"})
+
+	gang(t, e, "team-a", "before", 2, 8)
+	first := waitState(t, e, "k8s:team-a/before", domain.JobRunning)
+	gang(t, e, "team-a", "racing", 2, 8)
+	e.kc.StopAPIServer(t)
+	if _, err := e.acme.CancelJob(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.kc.StartAPIServer(t)
+	allPods(t, e, "team-a", "before", "deleted after the restart", func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	waitState(t, e, "k8s:team-a/racing", domain.JobRunning)
+	gang(t, e, "team-a", "after", 2, 8)
+	waitState(t, e, "k8s:team-a/after", domain.JobRunning)
+	for _, g := range []string{"before", "racing", "after"} {
+		js := jobsWith(t, e.admin, "k8s:team-a/"+g)
+		if len(js) != 1 {
+			t.Fatalf("%s: %d jobs, want 1: %+v", g, len(js), js)
+		}
+		for _, p := range podsOf(t, e, "team-a", g) {
+			if p.Annotations[kube.AnnotationJob] != strconv.FormatUint(js[0].ID, 10) {
+				t.Errorf("%s: annotated job %q, want %d", p.Name, p.Annotations[kube.AnnotationJob], js[0].ID)
+			}
+		}
+	}
+	all, err := e.admin.Jobs(ctx, clientQueryAll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 {
+		t.Fatalf("%d jobs after the restart, want 3: %+v", len(all), all)
+	}
+}
+
+func clientQueryAll() client.JobQuery { return client.JobQuery{} }
