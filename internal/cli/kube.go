@@ -20,7 +20,8 @@ import (
 // newKubeCmd is `jobfabric kube`: the Kubernetes bridge.
 func newKubeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kube", Short: "Kubernetes: place gated pods through jobfabric (docs/kubernetes.md)"}
-	var kubeconfig, inventoryToken, level, format string
+	var kubeconfig, inventoryToken, runtimeToken, cluster, deviceClass, level, format string
+	var tenants []string
 	var interval time.Duration
 	run := &cobra.Command{
 		Use:   "run",
@@ -32,16 +33,35 @@ jobfabric.io/pod-group, size jobfabric.io/pod-group-size); when the job is
 Ready each pod gets node affinity to its server, its binding as annotations,
 the gate removed and is bound to the node.
 
+Gangs also come from a pod's batch Job, JobSet or LeaderWorkerSet; GPUs from
+nvidia.com/gpu, DRA ResourceClaims (device class --gpu-device-class), or the
+jobfabric.io/mig-profile and jobfabric.io/gpu-share annotations.
+
 --token is the jobs' token: a tenant-scoped one (tenant-admin or member)
 confines the bridge to that tenant, whatever a namespace says. With an admin
---inventory-token (default: --token when it is an admin's) every server is
-kept as a Node with the topology labels, cordon as spec.unschedulable.
+token, --tenant lists the tenants namespaces may name (else any: whoever
+labels namespaces picks who pays). --runtime-token (a runtime's; default:
+--token when it is an admin's) reports the pods' phases as the jobs'
+progress and their eviction as stopped. With an admin --inventory-token
+(default: --token when it is an admin's) every server is kept as a Node with
+the topology labels, cordon as spec.unschedulable and a taint, unhealthy and
+drift as Node conditions.
 
   jobfabric kube run --kubeconfig ~/.kube/config --server https://jf:7070 --token "$TOKEN"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond || interval > time.Hour {
 				return domain.Invalid("interval", "--interval %s must be between 100ms and 1h", interval)
+			}
+			for _, t := range tenants {
+				if err := domain.ValidateName("tenant", t); err != nil {
+					return domain.Invalid("tenant", "--tenant %q: %s", t, err.Message)
+				}
+			}
+			if cluster != "" {
+				if err := domain.ValidateName("cluster", cluster); err != nil {
+					return domain.Invalid("cluster", "--cluster %q: %s", cluster, err.Message)
+				}
 			}
 			log, err := logger(g.stderr, level, format)
 			if err != nil {
@@ -63,24 +83,42 @@ kept as a Node with the topology labels, cordon as spec.unschedulable.
 			if err != nil {
 				return fmt.Errorf("jobfabric token: %w", err)
 			}
-			cfg := kube.Config{Kube: kc, Jobs: jobs, Interval: interval, Logger: log}
-			switch {
-			case inventoryToken != "":
+			cfg := kube.Config{Kube: kc, Jobs: jobs, Interval: interval, Logger: log, Tenants: tenants, Cluster: cluster, GPUDeviceClass: deviceClass}
+			if who.Role == domain.RoleAdmin && len(tenants) == 0 {
+				log.Warn("kube bridge: an admin token and no --tenant list: any namespace's labels choose the tenant that pays; only cluster admins must be able to label namespaces (docs/kubernetes.md)")
+			}
+			other := func(token string) (*client.Client, error) {
 				server, _, ca, err := g.endpoint()
 				if err != nil {
-					return err
+					return nil, err
 				}
 				var tc *tls.Config
 				if strings.HasPrefix(server, "https://") {
 					if tc, err = tlsutil.ClientConfig(ca, ""); err != nil {
-						return fmt.Errorf("load the CA certificate: %w", err)
+						return nil, fmt.Errorf("load the CA certificate: %w", err)
 					}
 				}
-				inv, err := client.New(server, inventoryToken, tc)
+				c, err := client.New(server, token, tc)
 				if err != nil {
-					return usageErr(err)
+					return nil, usageErr(err)
 				}
-				cfg.Inventory = inv
+				return c, nil
+			}
+			switch {
+			case runtimeToken != "":
+				if cfg.Runtime, err = other(runtimeToken); err != nil {
+					return err
+				}
+			case who.Role == domain.RoleAdmin:
+				cfg.Runtime = jobs
+			default:
+				log.Info("kube bridge: no runtime token, pod phases are not reported to jobfabric", "role", who.Role, "tenant", who.Tenant)
+			}
+			switch {
+			case inventoryToken != "":
+				if cfg.Inventory, err = other(inventoryToken); err != nil {
+					return err
+				}
 			case who.Role == domain.RoleAdmin:
 				cfg.Inventory = jobs
 			default:
@@ -92,6 +130,10 @@ kept as a Node with the topology labels, cordon as spec.unschedulable.
 	f := run.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&inventoryToken, "inventory-token", "", "admin token for the Node sync (default: --token if it is an admin's; else no sync)")
+	f.StringVar(&runtimeToken, "runtime-token", "", "runtime token the pods' phases are reported with (default: --token if it is an admin's; else none)")
+	f.StringSliceVar(&tenants, "tenant", nil, "tenants namespaces may name (repeatable; default: any the token reaches)")
+	f.StringVar(&cluster, "cluster", "", "this cluster's name in the jobs' ExternalIDs (k8s:CLUSTER:ID), for tenants served by several clusters")
+	f.StringVar(&deviceClass, "gpu-device-class", kube.DefaultGPUDeviceClass, "DRA device class whose devices are GPUs")
 	f.DurationVar(&interval, "interval", 2*time.Second, "how often job states are looked at again besides pod events")
 	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&format, "log-format", "text", "text or json")

@@ -9,5 +9,7 @@ func TestKubeRunBadInput(t *testing.T) {
 		"interval": {args: []string{"kube", "run", "--interval", "1ms"}, want: "--interval 1ms must be between 100ms and 1h"},
 		"kubeconfig": {args: []string{"kube", "run", "--kubeconfig", "/nonexistent/kubeconfig"},
 			want: `kubeconfig "/nonexistent/kubeconfig"`},
+		"tenant":  {args: []string{"kube", "run", "--tenant", "Acme!"}, want: `--tenant "Acme!"`},
+		"cluster": {args: []string{"kube", "run", "--cluster", "a:b"}, want: `--cluster "a:b"`},
 	})
 }
