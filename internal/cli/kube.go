@@ -146,7 +146,7 @@ drift as Node conditions.
 func kubeConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		if rc, err := rest.InClusterConfig(); err == nil {
-			return rc, nil
+			return paced(rc), nil
 		}
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -156,6 +156,16 @@ func kubeConfig(path string) (*rest.Config, error) {
 		// Not a domain.Invalid: its field would be rewritten into the path.
 		return nil, fmt.Errorf("kubeconfig %q: %w", path, err)
 	}
+	return paced(rc), nil
+}
+
+// paced names the bridge and raises client-go's default rate (5/s, bursts
+// of 10), which would pace a burst of pods at a few per second: each pod
+// takes an annotation, a release and a bind.
+func paced(rc *rest.Config) *rest.Config {
 	rc.UserAgent = kube.Component
-	return rc, nil
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 100, 200
+	}
+	return rc
 }

@@ -33,6 +33,9 @@ type Kubelet struct {
 	// exitOnDelete: a pod being deleted goes at once (its process exits
 	// on SIGTERM) instead of at the end of its grace.
 	exitOnDelete bool
+	// succeedOnRun: a running pod succeeds at once (a workload of no
+	// length, for benchmarks of the control plane's turnaround).
+	succeedOnRun bool
 }
 
 // StartKubelet runs a test kubelet until the test ends.
@@ -70,6 +73,14 @@ func StartKubelet(t testing.TB, c kubernetes.Interface) *Kubelet {
 func (k *Kubelet) ExitOnDelete(yes bool) {
 	k.mu.Lock()
 	k.exitOnDelete = yes
+	k.mu.Unlock()
+	k.poke()
+}
+
+// SucceedOnRun makes every pod succeed as soon as it runs.
+func (k *Kubelet) SucceedOnRun(yes bool) {
+	k.mu.Lock()
+	k.succeedOnRun = yes
 	k.mu.Unlock()
 	k.poke()
 }
@@ -118,6 +129,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) error {
 	k.mu.Lock()
 	phase, finish := k.finish[p.Namespace+"/"+p.Name]
 	exit := k.exitOnDelete
+	if k.succeedOnRun && !finish {
+		phase, finish = corev1.PodSucceeded, true
+	}
 	k.mu.Unlock()
 	if p.DeletionTimestamp != nil {
 		if !exit && time.Now().Before(p.DeletionTimestamp.Time) {
