@@ -66,6 +66,9 @@ func Binary() string {
 type Cluster struct {
 	Config *rest.Config
 	Client kubernetes.Interface
+	// UserConfig authenticates as user "alice" of no group: RBAC grants
+	// her nothing until a test binds her a role.
+	UserConfig *rest.Config
 	dir    string
 	etcd   *exec.Cmd
 	api    *exec.Cmd
@@ -100,8 +103,8 @@ func Start(t testing.TB) *Cluster {
 	if err := c.etcd.Start(); err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
-	token := randomHex(t)
-	if err := os.WriteFile(filepath.Join(c.dir, "tokens.csv"), []byte(token+",admin,admin,system:masters\n"), 0o600); err != nil {
+	token, userToken := randomHex(t), randomHex(t)
+	if err := os.WriteFile(filepath.Join(c.dir, "tokens.csv"), []byte(token+",admin,admin,system:masters\n"+userToken+",alice,alice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	writeServiceAccountKey(t, c.dir)
@@ -121,6 +124,8 @@ func Start(t testing.TB) *Cluster {
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
 		QPS:             200, Burst: 400,
 	}
+	c.UserConfig = rest.CopyConfig(c.Config)
+	c.UserConfig.BearerToken = userToken
 	c.Client, err = kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
