@@ -48,7 +48,9 @@ func TestNamespaceLabelPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denied := func(err error) bool { return err != nil && strings.Contains(err.Error(), "only cluster admins set the jobfabric.io/ namespace labels") }
+	denied := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "only cluster admins set the jobfabric.io/ namespace labels")
+	}
 	// The policy takes a moment to be loaded: until alice's labelled
 	// namespace is refused.
 	eventually(t, "alice refused a namespace labelled with a tenant", func() (bool, string) {

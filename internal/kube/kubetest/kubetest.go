@@ -69,10 +69,10 @@ type Cluster struct {
 	// UserConfig authenticates as user "alice" of no group: RBAC grants
 	// her nothing until a test binds her a role.
 	UserConfig *rest.Config
-	dir    string
-	etcd   *exec.Cmd
-	api    *exec.Cmd
-	apiLog *bytes.Buffer
+	dir        string
+	etcd       *exec.Cmd
+	api        *exec.Cmd
+	apiLog     *bytes.Buffer
 	// apiArgs start kube-apiserver again (Restart) on the same etcd and port.
 	apiArgs []string
 }
