@@ -2,7 +2,9 @@
 // with etcd, no kubelet, no scheduler) for tests, the way envtest does:
 // the binary is built from the k8s.io/kubernetes module by
 // tools/kubeapiserver/build.sh and etcd comes from Debian (etcd-server).
-// Tests skip with the command that builds what is missing.
+// Tests skip with the command that builds what is missing. Kubelet plays
+// the nodes' kubelets: bound pods run, end on demand and are removed after
+// their grace.
 package kubetest
 
 import (
