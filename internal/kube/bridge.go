@@ -144,7 +144,15 @@ type Bridge struct {
 	// evicted are jobs whose pods the bridge evicted: their deletion is no
 	// cancel (the job is requeued or ends Preempted).
 	evicted map[uint64]bool
+	// freed: this pass ended a job (report or cancel), so GPUs went back
+	// and jobfabric places waiting jobs within moments.
+	freed bool
 }
+
+// recheck is when, after a pass freed GPUs, the bridge looks again for
+// the jobs jobfabric placed on them: it has no watch on jobfabric's
+// jobs, and the interval (2s) would leave the GPUs idle that long.
+var recheck = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond}
 
 // New returns a bridge; Run starts it.
 func New(cfg Config) *Bridge {
@@ -212,6 +220,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		b.reconcile(ctx)
+		b.mu.Lock()
+		freed := b.freed
+		b.freed = false
+		b.mu.Unlock()
+		if freed {
+			for _, d := range recheck {
+				b.cfg.Clock.AfterFunc(d, b.poke)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -336,6 +353,7 @@ func (b *Bridge) withoutPods(ctx context.Context, live *liveJobs, seen map[uint6
 			b.cfg.Logger.Warn("kube bridge: cancel a job without pods", "job", id, "err", err)
 			continue
 		}
+		b.markFreed()
 		b.cfg.Logger.Info("kube bridge: no pod left, job cancelled", "job", id, "externalId", j.ExternalID)
 	}
 }
@@ -368,8 +386,15 @@ func (b *Bridge) cancelDeleted(ctx context.Context) {
 			b.mu.Unlock()
 			continue
 		}
+		b.markFreed()
 		b.cfg.Logger.Info("kube bridge: pods deleted, job cancelled", "job", id)
 	}
+}
+
+func (b *Bridge) markFreed() {
+	b.mu.Lock()
+	b.freed = true
+	b.mu.Unlock()
 }
 
 func isCode(err error, code domain.Code) bool {

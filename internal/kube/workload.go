@@ -282,6 +282,9 @@ func (b *Bridge) report(ctx context.Context, job *domain.Job, state, msg string)
 	if err != nil {
 		return fmt.Errorf("report job %d %s: %w", job.ID, state, err)
 	}
+	if state != "running" {
+		b.markFreed()
+	}
 	b.cfg.Logger.Info("kube bridge: reported", "job", job.ID, "state", state, "message", msg)
 	return nil
 }
