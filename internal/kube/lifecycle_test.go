@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/kube"
@@ -96,6 +97,33 @@ func TestPodPhasesReportBack(t *testing.T) {
 	if ps := podsOf(t, e, "team-a", "ok"); len(ps) != 2 || ps[0].DeletionTimestamp != nil {
 		t.Fatalf("succeeded pods %d, deleted %v: they stay to be read", len(ps), ps[0].DeletionTimestamp)
 	}
+
+	t.Run("CancelledWhilePendingDeletesGatedPods", func(t *testing.T) {
+		yes, no := true, false
+		for i := 1; i <= 4; i++ {
+			if err := e.admin.Do(ctx, "PATCH", fmt.Sprintf("/v1/nodes/s1-gpu%03d", i), api.NodeUpdateRequest{Cordoned: &yes}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gang(t, e, "team-a", "queued", 1, 8)
+		j := waitState(t, e, "k8s:team-a/queued", domain.JobPending)
+		allPods(t, e, "team-a", "queued", "annotated", func(p corev1.Pod) bool { return p.Annotations[kube.AnnotationJob] == strconv.FormatUint(j.ID, 10) })
+		if _, err := e.acme.CancelJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the queued pod deleted, not submitted again", func() (bool, string) {
+			n := len(podsOf(t, e, "team-a", "queued"))
+			return n == 0, fmt.Sprintf("%d pods", n)
+		})
+		if js := jobsWith(t, e.admin, "k8s:team-a/queued"); len(js) != 1 {
+			t.Fatalf("jobs %+v, want the one cancelled", js)
+		}
+		for i := 1; i <= 4; i++ {
+			if err := e.admin.Do(ctx, "PATCH", fmt.Sprintf("/v1/nodes/s1-gpu%03d", i), api.NodeUpdateRequest{Cordoned: &no}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 
 	t.Run("CancelledJobDeletesRunningPods", func(t *testing.T) {
 		gang(t, e, "team-a", "cancelme", 2, 8)

@@ -54,7 +54,9 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 	if job == nil && id != 0 {
 		job = live.byID[id]
 	}
-	if job == nil && id != 0 && !slices.ContainsFunc(g.pods, gated) {
+	if job == nil && id != 0 {
+		// Its job is no longer live: ended, even before the pods were
+		// placed (cancelled while Pending): never submitted again.
 		return b.ended(ctx, g, id)
 	}
 	open := slices.DeleteFunc(slices.Clone(g.pods), func(p *corev1.Pod) bool { return !gated(p) })
