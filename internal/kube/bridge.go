@@ -53,6 +53,12 @@ const (
 	AnnotationMIGProfile = "jobfabric.io/mig-profile"
 	AnnotationMIGCount   = "jobfabric.io/mig-count"
 	AnnotationShare      = "jobfabric.io/gpu-share"
+	// AnnotationPriority, AnnotationPreemptible and AnnotationTimeLimit set
+	// the job's priority, preemptible and time limit (a Go duration, such
+	// as 12h) from a gang's pods (they must agree).
+	AnnotationPriority    = "jobfabric.io/priority"
+	AnnotationPreemptible = "jobfabric.io/preemptible"
+	AnnotationTimeLimit   = "jobfabric.io/time-limit"
 	// AnnotationEnv holds the pod's binding as export lines (for a
 	// downward API file to source); EnvAnnotationPrefix + NAME holds each
 	// variable (for an env var's fieldRef).

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -83,13 +85,24 @@ func (b *Bridge) memberOf(p *corev1.Pod) *group {
 	return g
 }
 
-// externalID names a gang in jobfabric: k8s:ID, or k8s:CLUSTER:ID.
+// externalID names a gang in jobfabric: k8s:ID, or k8s:CLUSTER:ID. An id
+// too long for jobfabric's 128 characters (the longest namespace and
+// group names) keeps its head and a hash of the whole.
 func (b *Bridge) externalID(id string) string {
+	prefix := ExternalSystem + ":"
 	if b.cfg.Cluster != "" {
-		return ExternalSystem + ":" + b.cfg.Cluster + ":" + id
+		prefix += b.cfg.Cluster + ":"
 	}
-	return ExternalSystem + ":" + id
+	if len(prefix)+len(id) > maxExternalID {
+		sum := sha256.Sum256([]byte(id))
+		h := "~" + hex.EncodeToString(sum[:8])
+		id = id[:maxExternalID-len(prefix)-len(h)] + h
+	}
+	return prefix + id
 }
+
+// maxExternalID is jobfabric's bound on ExternalIDs.
+const maxExternalID = 128
 
 // ours reports whether a job's ExternalID is one this bridge makes.
 func (b *Bridge) ours(ext string) bool {

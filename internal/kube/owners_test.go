@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/kube"
 )
@@ -231,6 +232,46 @@ func TestGangsFromOwners(t *testing.T) {
 		}
 		all.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: &tmpl.Name}}
 		refused(t, e, create(t, e, all), "allocationMode All is not a GPU count")
+	})
+
+	t.Run("JobOptionsAndLongNames", func(t *testing.T) {
+		ns := "team-" + strings.Repeat("n", 58) // 63: the longest namespace
+		group := strings.Repeat("g", 63)
+		namespace(t, e.kube, ns, map[string]string{kube.LabelTenant: "acme", kube.LabelWorkspace: "research"})
+		for i := range 2 {
+			p := podSpec(ns, fmt.Sprintf("opt-%d", i), 1)
+			p.Labels[kube.LabelPodGroup], p.Labels[kube.KeyPodGroupSize] = group, "2"
+			p.Annotations[kube.AnnotationPriority] = "5"
+			p.Annotations[kube.AnnotationPreemptible] = "true"
+			p.Annotations[kube.AnnotationTimeLimit] = "2h"
+			create(t, e, p)
+		}
+		var j domain.Job
+		eventually(t, "the long-named gang's one job", func() (bool, string) {
+			all, err := e.admin.Jobs(ctx, client.JobQuery{})
+			if err != nil {
+				return false, err.Error()
+			}
+			n := 0
+			for _, x := range all {
+				if strings.HasPrefix(x.ExternalID, "k8s:"+ns+"/ggg") {
+					j, n = x, n+1
+				}
+			}
+			return n == 1, fmt.Sprintf("%d jobs", n)
+		})
+		if len(j.ExternalID) > 128 || j.Priority != 5 || !j.Preemptible || j.TimeLimitSeconds != 7200 {
+			t.Fatalf("job %+v: want ExternalID within 128 characters, priority 5, preemptible, 2h limit", j.JobSpec)
+		}
+		for i, v := range []string{"true", "false"} {
+			p := podSpec("team-a", fmt.Sprintf("disagree-%d", i), 1)
+			p.Labels[kube.LabelPodGroup], p.Labels[kube.KeyPodGroupSize] = "disagree", "2"
+			p.Annotations[kube.AnnotationPreemptible] = v
+			p = create(t, e, p)
+			if i == 1 {
+				refused(t, e, p, `disagree on jobfabric.io/preemptible ("true" and "false")`)
+			}
+		}
 	})
 
 	t.Run("MIGAndShare", func(t *testing.T) {

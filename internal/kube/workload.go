@@ -178,12 +178,48 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 	}
 	s := &domain.JobSpec{Tenant: tenant, Workspace: ws, ExternalID: g.key}
 	jobRequest(s, per, want)
+	if why := jobOptions(s, g); why != "" {
+		return nil, why, nil
+	}
 	if len(g.name) <= domain.MaxNameLen && domain.ValidateName("name", g.name) == nil {
 		s.Name = g.name
 	} else if n := strings.ReplaceAll(g.name, "/", "-"); len(n) <= domain.MaxNameLen && domain.ValidateName("name", n) == nil {
 		s.Name = n
 	}
 	return s, "", nil
+}
+
+// jobOptions sets the job's priority, preemptible and time limit from
+// the gang's annotations; the pods must agree. The server checks ranges.
+func jobOptions(s *domain.JobSpec, g *group) string {
+	for _, key := range []string{AnnotationPriority, AnnotationPreemptible, AnnotationTimeLimit} {
+		raw := g.pods[0].Annotations[key]
+		for _, p := range g.pods[1:] {
+			if p.Annotations[key] != raw {
+				return fmt.Sprintf("pod group %s: pods %s and %s disagree on %s (%q and %q)", g.name, g.pods[0].Name, p.Name, key, raw, p.Annotations[key])
+			}
+		}
+		if raw == "" {
+			continue
+		}
+		var err error
+		switch key {
+		case AnnotationPriority:
+			s.Priority, err = strconv.Atoi(raw)
+		case AnnotationPreemptible:
+			s.Preemptible, err = strconv.ParseBool(raw)
+		case AnnotationTimeLimit:
+			var d time.Duration
+			if d, err = time.ParseDuration(raw); err == nil && d < time.Second {
+				err = errors.New("below 1s")
+			}
+			s.TimeLimitSeconds = int64(d / time.Second)
+		}
+		if err != nil {
+			return fmt.Sprintf("pod %s: %s %q: %v", g.pods[0].Name, key, raw, err)
+		}
+	}
+	return ""
 }
 
 // submit finds the live job a previous run (or a bridge that crashed
