@@ -178,14 +178,15 @@ func TestPodPhasesReportBack(t *testing.T) {
 
 // TestReclaimEvictsWithinGrace: acme's gang borrows every GPU; globex
 // submits within its guarantee; jobfabric reclaims, and the bridge evicts
-// the borrower's pods with the job's grace (3s here): each pod's deletion
-// is due by the job's stop deadline, the job ends Preempted once they are
-// gone, and globex's job is placed.
+// the borrower's pods with the job's grace (5s here): each pod's deletion
+// is due by the job's stop deadline; once the pods exit (on SIGTERM) the
+// bridge reports the job stopped, it ends Preempted before its deadline,
+// and globex's job is placed.
 func TestReclaimEvictsWithinGrace(t *testing.T) {
-	const grace = 3 * time.Second
+	const grace = 5 * time.Second
 	e := setupWith(t, func(c *server.Config) { c.PreemptionGrace = grace })
 	ctx := ctxT(t)
-	kubetest.StartKubelet(t, e.kube)
+	kl := kubetest.StartKubelet(t, e.kube)
 	e.startBridge(t)
 	namespace(t, e.kube, "team-a", map[string]string{kube.LabelTenant: "acme", kube.LabelWorkspace: "research"})
 
@@ -219,6 +220,8 @@ func TestReclaimEvictsWithinGrace(t *testing.T) {
 		}
 		return true
 	})
+	// The workload exits on SIGTERM: the pods go before the deadline.
+	kl.ExitOnDelete(true)
 	evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=wide-0"})
 	if err != nil {
 		t.Fatal(err)
@@ -230,8 +233,8 @@ func TestReclaimEvictsWithinGrace(t *testing.T) {
 	if len(podsOf(t, e, "team-a", "wide")) != 0 {
 		t.Fatalf("the job ended Preempted with pods left")
 	}
-	if end.Message != "its pods are gone" {
-		t.Errorf("preempted job's message %q, want the bridge's stopped report", end.Message)
+	if end.Message != "its pods are gone" || end.EndedAt == nil || !end.EndedAt.Before(deadline) {
+		t.Errorf("preempted job ended at %v (deadline %v) with message %q, want the bridge's stopped report before the deadline", end.EndedAt, deadline, end.Message)
 	}
 	eventually(t, "globex placed", func() (bool, string) {
 		j, err := e.admin.Job(ctx, lender.ID)
