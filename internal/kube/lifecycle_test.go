@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -132,6 +133,62 @@ func TestPodPhasesReportBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		allPods(t, e, "team-a", "cancelme", "being deleted", func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	})
+
+	t.Run("BatchJobRetryIsANewJob", func(t *testing.T) {
+		one := int32(1)
+		bj, err := e.kube.BatchV1().Jobs("team-a").Create(ctx, &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "retry", Namespace: "team-a"},
+			Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext := "k8s:" + string(bj.UID)
+		owned := func(name string) {
+			p := podSpec("team-a", name, 8)
+			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(bj, batchv1.SchemeGroupVersion.WithKind("Job"))}
+			create(t, e, p)
+		}
+		owned("retry-a")
+		first := waitState(t, e, ext, domain.JobRunning)
+		kl.Finish("team-a", "retry-a", corev1.PodFailed)
+		eventually(t, "the first try failed", func() (bool, string) {
+			j, err := e.admin.Job(ctx, first.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return j.State == domain.JobFailed, string(j.State)
+		})
+		// The Job controller makes another pod (backoffLimit): a new job,
+		// which the failed pod (still there, to be read) does not fail.
+		owned("retry-b")
+		var second domain.Job
+		eventually(t, "the retry's job running", func() (bool, string) {
+			all, err := e.admin.Jobs(ctx, client.JobQuery{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, j := range all {
+				if j.ExternalID == ext && j.ID != first.ID {
+					second = j
+				}
+			}
+			return second.State == domain.JobRunning, fmt.Sprintf("retry job %d %s", second.ID, second.State)
+		})
+		p, err := e.kube.CoreV1().Pods("team-a").Get(ctx, "retry-a", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil || p.Annotations[kube.AnnotationJob] != strconv.FormatUint(first.ID, 10) {
+			t.Fatalf("the failed pod: %v, annotations %v", err, p.Annotations)
+		}
+		kl.Finish("team-a", "retry-b", corev1.PodSucceeded)
+		eventually(t, "the retry succeeded", func() (bool, string) {
+			j, err := e.admin.Job(ctx, second.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return j.State == domain.JobSucceeded, string(j.State)
+		})
 	})
 
 	t.Run("PodsDeletedWhileBridgeDownCancel", func(t *testing.T) {

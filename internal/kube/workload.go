@@ -44,20 +44,39 @@ type liveJobs struct {
 // bind each pod to its server and lift the gate; report the pods' phases;
 // evict the pods of a job told to stop; delete those of a job that ended.
 func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error {
-	var id uint64
-	for _, p := range slices.Concat(g.pods, g.gone) {
-		if j, ok := jobOf(p); ok {
-			id = j
+	job := live.byExt[g.key]
+	// Pods annotated with a job that is no longer live belong to it, not
+	// to the gang: dealt with once (deleted if still running, or all if it
+	// was cancelled, even before they were placed), never submitted again.
+	// The others (a Job controller's retries, a group made again) are the
+	// gang, with its live job or a new one.
+	stale := map[uint64][]*corev1.Pod{}
+	cur := *g
+	cur.pods, cur.gone = nil, nil
+	for _, p := range g.pods {
+		id, ok := jobOf(p)
+		switch {
+		case ok && live.byID[id] == nil:
+			stale[id] = append(stale[id], p)
+			continue
+		case ok && job == nil:
+			job = live.byID[id]
+		}
+		cur.pods = append(cur.pods, p)
+	}
+	for _, p := range g.gone {
+		if id, ok := jobOf(p); !ok || live.byID[id] != nil {
+			cur.gone = append(cur.gone, p)
 		}
 	}
-	job := live.byExt[g.key]
-	if job == nil && id != 0 {
-		job = live.byID[id]
+	for id, pods := range stale {
+		if err := b.ended(ctx, pods, id); err != nil {
+			return err
+		}
 	}
-	if job == nil && id != 0 {
-		// Its job is no longer live: ended, even before the pods were
-		// placed (cancelled while Pending): never submitted again.
-		return b.ended(ctx, g, id)
+	g = &cur
+	if job == nil && len(g.pods) == 0 {
+		return nil
 	}
 	open := slices.DeleteFunc(slices.Clone(g.pods), func(p *corev1.Pod) bool { return !gated(p) })
 	if job == nil {
@@ -84,7 +103,7 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 			return nil
 		}
 		if job.State.Terminal() {
-			return b.ended(ctx, g, job.ID)
+			return b.ended(ctx, g.pods, job.ID)
 		}
 	}
 	if want, _ := b.size(g); len(open) > 0 && want > 0 && len(g.pods) > want {
@@ -241,10 +260,11 @@ func (b *Bridge) submit(ctx context.Context, spec *domain.JobSpec) (*domain.Job,
 	return j, nil
 }
 
-// ended acts once on a gang whose job ended: a cancelled job deletes its
-// pods; any other end deletes the pods still running (their GPUs are
-// someone else's now) and leaves the finished ones to be read.
-func (b *Bridge) ended(ctx context.Context, g *group, id uint64) error {
+// ended acts once on the pods of a job that ended: a cancelled job
+// deletes them all; any other end deletes the pods still running or
+// waiting (their GPUs are someone else's now) and leaves the finished ones
+// to be read.
+func (b *Bridge) ended(ctx context.Context, pods []*corev1.Pod, id uint64) error {
 	b.mu.Lock()
 	done := b.settled[id]
 	b.mu.Unlock()
@@ -263,7 +283,7 @@ func (b *Bridge) ended(ctx context.Context, g *group, id uint64) error {
 		return nil // live after all (the list was older): the next pass
 	}
 	var del []*corev1.Pod
-	for _, p := range g.pods {
+	for _, p := range pods {
 		if job.State == domain.JobCancelled || !finished(p) {
 			del = append(del, p)
 		}
