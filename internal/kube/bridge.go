@@ -313,6 +313,17 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		}
 	}
 	b.withoutPods(ctx, live, seen)
+	names := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		names[g.namespace+"/"+g.name] = true
+	}
+	b.mu.Lock()
+	for k := range b.waiting { // gangs gone: their last logged state too
+		if !names[k] {
+			delete(b.waiting, k)
+		}
+	}
+	b.mu.Unlock()
 }
 
 // liveStates are the states of jobs that hold or wait for GPUs.
