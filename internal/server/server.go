@@ -171,6 +171,8 @@ type Server struct {
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
 	telemetry *telemetry.Store
+	// queueOrder is the scheduling loop's latest queue order (queue.go).
+	queueOrder atomic.Pointer[queueOrder]
 	// health correlates telemetry to jobs (health.go).
 	paths pathHealth
 }
@@ -298,6 +300,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.routes = append(s.routes, s.healthRoutes()...)
 	s.routes = append(s.routes, s.usageRoutes()...)
+	s.routes = append(s.routes, s.queueRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.http = &http.Server{
 		Handler:           s.handler(),
