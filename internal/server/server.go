@@ -302,8 +302,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.routes = append(s.routes, s.usageRoutes()...)
 	s.routes = append(s.routes, s.queueRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	h, err := s.handler(serverTLS != nil)
+	if err != nil {
+		st.Shutdown()
+		ln.Close()
+		return nil, err
+	}
 	s.http = &http.Server{
-		Handler:           s.handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      2 * time.Minute,
