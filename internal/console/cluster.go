@@ -41,10 +41,10 @@ type stripeView struct {
 	Width, Height int
 	// PxW and PxH are its size on the page before it is shrunk to fit: a
 	// few servers are not blown up to the page's width.
-	PxW, PxH int
-	Leaves        []leafView
-	Servers       []serverView
-	Used, GPUs    int
+	PxW, PxH   int
+	Leaves     []leafView
+	Servers    []serverView
+	Used, GPUs int
 }
 
 type leafView struct {
