@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// paint is what the page reports after it has loaded.
+type paint struct {
+	FCP   float64 `json:"fcp"`   // first-contentful-paint, ms since navigation start
+	Grid  float64 `json:"grid"`  // the frame after the load event: the whole grid drawn
+	Cells int     `json:"cells"` // GPU cells drawn
+	Bytes int     `json:"bytes"` // the page's HTML
+}
+
+const paintJS = `new Promise(resolve => {
+  const done = () => requestAnimationFrame(() => requestAnimationFrame(() => {
+    const fcp = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint');
+    const nav = performance.getEntriesByType('navigation')[0];
+    resolve({fcp: fcp ? fcp.startTime : -1, grid: performance.now(),
+      cells: document.querySelectorAll('svg.grid rect.g').length, bytes: nav ? nav.decodedBodySize : -1});
+  }));
+  if (document.readyState === 'complete') done(); else addEventListener('load', done);
+})`
+
+// BenchmarkConsoleFirstPaint opens the cluster page of a 2,048-server
+// demo (32 stripes x 64 servers x 8 GPUs) about two thirds full (whole-GPU
+// gangs, MIG slices and shares of two tenants) in headless Chromium at
+// 1280x800, and reports its first contentful paint and the frame after the
+// load event (the whole grid drawn), in ms from navigation start (the
+// server's rendering included). docs/benchmarks.md records the figures.
+func BenchmarkConsoleFirstPaint(b *testing.B) {
+	path := chromium(b)
+	base, admin := startDemo(b, demoOptions{stripes: 32, sps: 64})
+	c, err := client.New(base, admin, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill(b, c)
+	ctx := browser(b, path)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/login"), chromedp.SendKeys(chromedp.CSS("#token"), admin),
+		chromedp.Submit(chromedp.CSS("#token")), chromedp.WaitVisible(chromedp.CSS("svg.grid"))); err != nil {
+		b.Fatal(err)
+	}
+	var fcp, grid float64
+	var last paint
+	b.ResetTimer()
+	for range b.N {
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/")); err != nil {
+			b.Fatal(err)
+		}
+		p, err := chromedp.Run(ctx, chromedp.Evaluate[paint](paintJS, chromedp.EvalAwaitPromise))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Cells != 2048*8 {
+			b.Fatalf("the grid has %d GPU cells, want %d", p.Cells, 2048*8)
+		}
+		fcp += p.FCP
+		grid += p.Grid
+		last = p
+	}
+	b.ReportMetric(fcp/float64(b.N), "fcp-ms")
+	b.ReportMetric(grid/float64(b.N), "grid-ms")
+	b.ReportMetric(float64(last.Bytes)/1024, "html-KiB")
+	b.ReportMetric(0, "ns/op") // the browser's clock is the figure, not the loop's
+}
+
+// fill submits the demo tenants' jobs until about two thirds of the GPUs
+// are held, then waits for the scheduler to place them.
+func fill(b *testing.B, c *client.Client) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var specs []domain.JobSpec
+	for i := range 40 {
+		specs = append(specs,
+			domain.JobSpec{Name: fmt.Sprintf("pretrain-%d", i), Tenant: "acme", Workspace: "research", GPUs: 128, GPUsPerNode: 8, Preemptible: true},
+			domain.JobSpec{Name: fmt.Sprintf("serve-%d", i), Tenant: "acme", Workspace: "prod", GPUs: 96, GPUsPerNode: 8})
+	}
+	for i := range 100 {
+		specs = append(specs,
+			domain.JobSpec{Name: fmt.Sprintf("finetune-%d", i), Tenant: "globex", Workspace: "inference", GPUs: 8, GPUsPerNode: 8},
+			domain.JobSpec{Name: fmt.Sprintf("embed-%d", i), Tenant: "globex", Workspace: "inference", MIGProfile: "3g.40gb", MIGCount: 2},
+			domain.JobSpec{Name: fmt.Sprintf("notebook-%d", i), Tenant: "globex", Workspace: "inference", Share: 0.5})
+	}
+	work := make(chan domain.JobSpec)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				if _, err := c.SubmitJob(ctx, s); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, s := range specs {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	// The cycle that has seen the newest job has seen them all: wait
+	// until it is placed or says why it waits.
+	jobs, err := c.Jobs(ctx, client.JobQuery{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	settled := errors.New("settled")
+	err = c.Watch(ctx, jobs[len(jobs)-1].ID, func(j *domain.Job) error {
+		if j.State != domain.JobPending || (j.Reason != nil && j.Reason.Code != domain.ReasonQueued) {
+			return settled
+		}
+		return nil
+	})
+	if !errors.Is(err, settled) {
+		b.Fatal(err)
+	}
+}
