@@ -193,7 +193,7 @@ func occupancy(jobs []domain.Job, col map[string]string, model func(server strin
 			switch {
 			case len(p.MIG) > 0:
 				for _, s := range p.MIG {
-					size := migSlots(model(p.Server), j.GPUModel, s.Profile)
+					size := migSlots(s.Profile, model(p.Server), j.GPUModel)
 					o := at(p.Server, s.GPU)
 					o.parts = append(o.parts, partView{X: float64(s.Start) * cell / memorySlots, W: float64(size) * cell / memorySlots, Class: col[j.Tenant], Job: j.ID})
 					o.jobs = append(o.jobs, j)
@@ -217,11 +217,10 @@ func occupancy(jobs []domain.Job, col map[string]string, model func(server strin
 }
 
 // migSlots is how many of a GPU's 8 memory slots a MIG profile covers, by
-// the server's model, else the job's, else the first model that has it.
-func migSlots(models ...string) int {
-	profile := models[len(models)-1]
-	cands := append(slices.Clone(models[:len(models)-1]), mig.Models()...)
-	for _, m := range cands {
+// the first of models that has it (the server's, the job's), else the
+// first model of the catalog that does.
+func migSlots(profile string, models ...string) int {
+	for _, m := range append(models, mig.Models()...) {
 		if m == "" {
 			continue
 		}
