@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,15 +156,28 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	login(t, ctx, base, admin)
 	// The demo's jobs: 1 (acme, 16 GPUs), 2 (acme, 8), 3 (globex, two MIG slices).
-	do(t, ctx, "demo jobs on the grid", chromedp.WaitVisible(chromedp.CSS(`rect.p[data-j="3"]`)))
-	if n := eval[int](t, ctx, `document.querySelectorAll('svg.grid rect.g[data-j="1"]').length`); n != 16 {
-		t.Errorf("job 1 colours %d GPUs of the grid, want 16", n)
+	do(t, ctx, "demo jobs on the grid", chromedp.WaitVisible(chromedp.CSS(`g.srv[data-jobs*="3+3"]`)))
+	// gpus counts the GPUs of the grid whose data-jobs names the job.
+	gpus := func(id int) int {
+		return eval[int](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('g.srv[data-jobs]')].flatMap(g => g.dataset.jobs.split(' ')).filter(x => x.split('+').includes('%d')).length`, id))
 	}
-	if n := eval[int](t, ctx, `document.querySelectorAll('svg.grid rect.p[data-j="3"]').length`); n != 2 {
-		t.Errorf("job 3's MIG slices: %d drawn, want 2", n)
+	if n := gpus(1); n != 16 {
+		t.Errorf("job 1 holds %d GPUs of the grid, want 16", n)
 	}
-	if cls := eval[string](t, ctx, `document.querySelector('rect.g[data-j="1"]').getAttribute('class') + ' / ' + document.querySelector('rect.p[data-j="3"]').getAttribute('class')`); !strings.Contains(cls, "t0") || !strings.Contains(cls, "t1") {
-		t.Errorf("tenant colours: %q, want acme t0 and globex t1", cls)
+	// Job 3's two MIG slices share one GPU: two cells of globex's colour
+	// (acme's jobs 1 and 2 are whole GPUs of the other).
+	if n := gpus(3); n != 1 {
+		t.Errorf("job 3 is on %d GPUs of the grid, want 1", n)
+	}
+	cells := eval[map[string]int](t, ctx, `[...document.querySelectorAll('path.cells')].reduce((m, p) => {
+		const c = p.getAttribute('class').split(' ')[1];
+		m[c] = (m[c] || 0) + p.getAttribute('d').split('M').length - 1;
+		return m;
+	}, {})`)
+	// 64 GPUs: 24 whole ones of acme, one GPU with globex's two slices
+	// drawn over its free cell, 39 free.
+	if want := map[string]int{"free": 40, "t0": 24, "t1": 2}; !maps.Equal(cells, want) {
+		t.Errorf("grid cells by colour: %v, want %v", cells, want)
 	}
 	// The session cookie is out of the page's reach; nothing is stored.
 	if got := eval[string](t, ctx, `document.cookie + '|' + localStorage.length + '|' + sessionStorage.length`); got != "|0|0" {
@@ -188,7 +202,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if session == nil || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict", session)
 	}
-	do(t, ctx, "select job 1", chromedp.Click(chromedp.CSS(`rect.g[data-j="1"]`)), chromedp.WaitVisible(chromedp.CSS(`#detail a[href="/console/jobs/1"]`)))
+	do(t, ctx, "select job 1", chromedp.Click(chromedp.CSS(`g.srv[data-jobs^="1 "]`)), chromedp.WaitVisible(chromedp.CSS(`#detail a[href="/console/jobs/1"]`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('svg.grid rect.sel').length`); n != 16 {
+		t.Errorf("selecting job 1 outlines %d GPUs, want 16", n)
+	}
 	shot(t, ctx, dir, "cluster")
 
 	// A job submitted through the API shows up without a reload.
@@ -254,7 +271,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, p := range []string{"/console/", "/console/tenants", "/console/queue", "/console/fabric"} {
 		do(t, ctx, p, chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("#live")))
 		html := eval[string](t, ctx, `document.documentElement.outerHTML`)
-		for _, leak := range []string{"acme", "llama-pretrain", "serving-canary", `data-j="1"`} {
+		for _, leak := range []string{"acme", "llama-pretrain", "serving-canary", "/console/jobs/1\""} {
 			if strings.Contains(html, leak) {
 				t.Errorf("globex's %s shows %q", p, leak)
 			}

@@ -1,10 +1,14 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
+	"html"
+	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -21,6 +25,9 @@ const (
 	serverGapX  = 4
 	serverGapY  = 4
 	memorySlots = 8 // MIG memory slots of a GPU
+	maxPx       = 1240
+	// sliver separates the slices and shares drawn inside one GPU.
+	sliver = 0.4
 )
 
 // liveStates are the states in which a job holds GPUs.
@@ -59,9 +66,15 @@ type serverView struct {
 	Class string // cordoned, draining, unhealthy, drifted (space-separated)
 	Title string
 	GPUs  []gpuView
-	// Server is set when the caller may drain it (the inventory's view).
-	Drain  bool
+	// Marked: cordoned, draining, unhealthy or drifted.
 	Marked bool
+	jobs   []serverJob
+}
+
+// serverJob is a job on a server and the GPUs it holds there.
+type serverJob struct {
+	j    *domain.Job
+	gpus []int
 }
 
 type gpuView struct {
@@ -134,16 +147,15 @@ func (c *Console) clusterData(r *http.Request, q *request) (string, any, error) 
 		v.Tenants = append(v.Tenants, tenantColor{t.Name, col[t.Name]})
 	}
 	slices.SortFunc(v.Tenants, func(a, b tenantColor) int { return cmp.Compare(a.Name, b.Name) })
-	var topo domain.TopologyView
-	err := q.api.get(ctx, "/v1/topology", &topo)
+	// The inventory, as an admin reads it: every server with its stripe,
+	// condition and leaves (GET /v1/nodes, not the whole topology: that
+	// document is megabytes for 2,048 servers).
+	var nodes []domain.NodeView
+	err := q.api.get(ctx, "/v1/nodes", &nodes)
 	switch {
-	case err == nil && topo.Topology != nil:
-		var nodes []domain.NodeView
-		if err := q.api.get(ctx, "/v1/nodes", &nodes); err != nil {
-			return "", nil, err
-		}
+	case err == nil && len(nodes) > 0:
 		v.Full = true
-		buildFull(v, topo.Topology, nodes, jobs, col)
+		buildFull(v, nodes, jobs, col)
 	case err == nil || domain.CodeOf(err) == domain.CodePermissionDenied:
 		// No inventory to read (a tenant's token), or none applied yet:
 		// the servers the caller's jobs hold.
@@ -195,13 +207,13 @@ func occupancy(jobs []domain.Job, col map[string]string, model func(server strin
 				for _, s := range p.MIG {
 					size := migSlots(s.Profile, model(p.Server), j.GPUModel)
 					o := at(p.Server, s.GPU)
-					o.parts = append(o.parts, partView{X: float64(s.Start) * cell / memorySlots, W: float64(size) * cell / memorySlots, Class: col[j.Tenant], Job: j.ID})
+					o.parts = append(o.parts, partView{X: float64(s.Start) * cell / memorySlots, W: float64(size)*cell/memorySlots - sliver, Class: col[j.Tenant], Job: j.ID})
 					o.jobs = append(o.jobs, j)
 				}
 			case p.Share > 0 && len(p.GPUs) > 0:
 				o := at(p.Server, p.GPUs[0])
 				k := [2]string{p.Server, fmt.Sprint(p.GPUs[0])}
-				o.parts = append(o.parts, partView{X: shareAt[k] * cell, W: p.Share * cell, Class: col[j.Tenant], Job: j.ID})
+				o.parts = append(o.parts, partView{X: shareAt[k] * cell, W: p.Share*cell - sliver, Class: col[j.Tenant], Job: j.ID})
 				shareAt[k] += p.Share
 				o.jobs = append(o.jobs, j)
 			default:
@@ -247,110 +259,101 @@ func gpuOf(x int, o *occupant) gpuView {
 	return g
 }
 
-func describeGPU(server string, idx int, o *occupant) string {
-	if o == nil || len(o.jobs) == 0 {
-		return ""
+// addJobs notes on the server the jobs of one GPU, once each, for its
+// tooltip.
+func (sv *serverView) addJobs(idx int, o *occupant) {
+	if o == nil {
+		return
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\ngpu%d:", idx)
 	for _, j := range o.jobs {
-		fmt.Fprintf(&b, " job %d", j.ID)
-		if j.Name != "" {
-			fmt.Fprintf(&b, " %s", j.Name)
+		if n := len(sv.jobs); n > 0 && sv.jobs[n-1].j == j {
+			sv.jobs[n-1].gpus = append(sv.jobs[n-1].gpus, idx)
+			continue
 		}
-		fmt.Fprintf(&b, " (%s/%s)", j.Tenant, j.Workspace)
+		seen := false
+		for k := range sv.jobs {
+			if sv.jobs[k].j == j {
+				sv.jobs[k].gpus, seen = append(sv.jobs[k].gpus, idx), true
+			}
+		}
+		if !seen {
+			sv.jobs = append(sv.jobs, serverJob{j: j, gpus: []int{idx}})
+		}
 	}
-	return b.String()
 }
 
 // buildFull lays out every server of the inventory by stripe, GPU i under
 // rail i's leaf.
-func buildFull(v *clusterView, t *domain.Topology, nodes []domain.NodeView, jobs []domain.Job, col map[string]string) {
-	byName := map[string]*domain.NodeView{}
+func buildFull(v *clusterView, nodes []domain.NodeView, jobs []domain.Job, col map[string]string) {
+	models := make(map[string]string, len(nodes))
 	for i := range nodes {
-		byName[nodes[i].Name] = &nodes[i]
-	}
-	models := map[string]string{}
-	for _, site := range t.Sites {
-		for _, f := range site.Fabrics {
-			for _, s := range f.Servers {
-				models[s.Name] = s.GPUModel
-			}
-		}
+		models[nodes[i].Name] = nodes[i].GPUModel
 	}
 	occ := occupancy(jobs, col, func(s string) string { return models[s] })
-	for _, site := range t.Sites {
-		for _, f := range site.Fabrics {
-			stripes := map[int]*stripeView{}
-			var order []int
-			get := func(n int) *stripeView {
-				s := stripes[n]
-				if s == nil {
-					s = &stripeView{Label: fmt.Sprintf("%s/%s stripe %d", site.Name, f.Name, n)}
-					stripes[n] = s
-					order = append(order, n)
-				}
-				return s
+	type key struct {
+		site, fabric string
+		stripe       int
+	}
+	stripes := map[key]*stripeView{}
+	var order []key
+	for i := range nodes {
+		n := &nodes[i]
+		k := key{n.Site, n.Fabric, n.Stripe}
+		s := stripes[k]
+		if s == nil {
+			s = &stripeView{Label: fmt.Sprintf("%s/%s stripe %d", n.Site, n.Fabric, n.Stripe)}
+			for rail, l := range n.Leaves {
+				s.Leaves = append(s.Leaves, leafView{Rail: rail, Name: l})
 			}
-			for _, l := range f.Leaves {
-				if l.Stripe != nil && l.Rail != nil {
-					s := get(*l.Stripe)
-					s.Leaves = append(s.Leaves, leafView{Rail: *l.Rail, Name: l.Name})
-				}
-			}
-			for _, srv := range f.Servers {
-				s := get(srv.Stripe)
-				sv := serverView{Name: srv.Name, Title: srv.Name + " · " + srv.GPUModel, Drain: true}
-				var marks []string
-				if n := byName[srv.Name]; n != nil {
-					if n.Condition.Cordoned {
-						marks = append(marks, "cordoned")
-					}
-					if n.Condition.Draining {
-						marks = append(marks, "draining")
-					}
-					if n.Condition.Unhealthy {
-						marks = append(marks, "unhealthy")
-					}
-					for _, hc := range n.Conditions {
-						if hc.Type != domain.CondHeartbeat {
-							marks = append(marks, "drifted")
-							break
-						}
-					}
-					if n.Condition.Reason != "" {
-						sv.Title += " · " + n.Condition.Reason
-					}
-				}
-				if len(marks) > 0 {
-					sv.Class, sv.Marked = strings.Join(marks, " "), true
-					sv.Title += " · " + sv.Class
-				}
-				for i := 0; i < srv.GPUs; i++ {
-					o := occ[srv.Name][i]
-					g := gpuOf(pad+i*(cell+gap), o)
-					if g.Job != 0 {
-						g.Class = col[o.whole.Tenant]
-					}
-					if o != nil {
-						s.Used++
-					}
-					sv.GPUs = append(sv.GPUs, g)
-					sv.Title += describeGPU(srv.Name, i, o)
-				}
-				s.GPUs += srv.GPUs
-				s.Servers = append(s.Servers, sv)
-			}
-			for _, n := range order {
-				s := stripes[n]
-				slices.SortFunc(s.Leaves, func(a, b leafView) int { return cmp.Compare(a.Rail, b.Rail) })
-				layout(s)
-				v.Servers += len(s.Servers)
-				v.GPUs += s.GPUs
-				v.UsedGPUs += s.Used
-				v.Stripes = append(v.Stripes, *s)
+			stripes[k] = s
+			order = append(order, k)
+		}
+		sv := serverView{Name: n.Name, Title: n.Name + " · " + n.GPUModel}
+		var marks []string
+		if n.Condition.Cordoned {
+			marks = append(marks, "cordoned")
+		}
+		if n.Condition.Draining {
+			marks = append(marks, "draining")
+		}
+		if n.Condition.Unhealthy {
+			marks = append(marks, "unhealthy")
+		}
+		for _, hc := range n.Conditions {
+			if hc.Type != domain.CondHeartbeat {
+				marks = append(marks, "drifted")
+				break
 			}
 		}
+		if n.Condition.Reason != "" {
+			sv.Title += " · " + n.Condition.Reason
+		}
+		if len(marks) > 0 {
+			sv.Class, sv.Marked = strings.Join(marks, " "), true
+			sv.Title += " · " + sv.Class
+		}
+		for g := 0; g < n.GPUs; g++ {
+			o := occ[n.Name][g]
+			gv := gpuOf(pad+g*(cell+gap), o)
+			if gv.Job != 0 {
+				gv.Class = col[o.whole.Tenant]
+			}
+			if o != nil {
+				s.Used++
+			}
+			sv.GPUs = append(sv.GPUs, gv)
+			sv.addJobs(g, o)
+		}
+		s.GPUs += n.GPUs
+		s.Servers = append(s.Servers, sv)
+	}
+	for _, k := range order {
+		s := stripes[k]
+		layout(s)
+		v.Servers += len(s.Servers)
+		v.GPUs += s.GPUs
+		v.UsedGPUs += s.Used
+		v.Stripes = append(v.Stripes, *s)
 	}
 }
 
@@ -383,7 +386,7 @@ func buildOwn(v *clusterView, jobs []domain.Job, col map[string]string) {
 				s.Used++
 			}
 			sv.GPUs = append(sv.GPUs, g)
-			sv.Title += describeGPU(n, i, o)
+			sv.addJobs(i, o)
 		}
 		s.Servers = append(s.Servers, sv)
 	}
@@ -410,5 +413,118 @@ func layout(s *stripeView) {
 	rows := (len(s.Servers) + perRow - 1) / perRow
 	s.Width = min(len(s.Servers), perRow)*(sw+serverGapX) - serverGapX
 	s.Height = rows*(sh+serverGapY) - serverGapY
-	s.PxW, s.PxH = s.Width*6/5, s.Height*6/5
+	// Up to three times the user units, as wide as the page at most: a
+	// small cluster is not drawn with pinheads, a large one still fits.
+	s.PxW = min(s.Width*3, maxPx)
+	s.PxH = s.Height * s.PxW / max(s.Width, 1)
+}
+
+// SVG draws the stripe: a rectangle per server (its tooltip and what a
+// click hits, with the job of each GPU in data-jobs), and the GPU cells as
+// one path per colour. 16,384 cells as elements took the browser over a
+// second to lay out and paint, and the template most of a second to
+// render; a few hundred paths take neither. It is written by hand: text
+// is escaped, everything else is numbers and the console's own class
+// names.
+func (s *stripeView) SVG() template.HTML {
+	var b bytes.Buffer
+	b.Grow(len(s.Servers) * 300)
+	num := func(n int) { b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(n), 10)) }
+	paths := map[string]*bytes.Buffer{}
+	var classes []string
+	cellAt := func(class string, x, y, w float64) {
+		p := paths[class]
+		if p == nil {
+			p = &bytes.Buffer{}
+			paths[class] = p
+			classes = append(classes, class)
+		}
+		p.WriteByte('M')
+		p.Write(strconv.AppendFloat(p.AvailableBuffer(), x, 'f', -1, 64))
+		p.WriteByte(' ')
+		p.Write(strconv.AppendFloat(p.AvailableBuffer(), y, 'f', -1, 64))
+		p.WriteByte('h')
+		p.Write(strconv.AppendFloat(p.AvailableBuffer(), w, 'f', -1, 64))
+		p.WriteString("v10h-")
+		p.Write(strconv.AppendFloat(p.AvailableBuffer(), w, 'f', -1, 64))
+		p.WriteByte('z')
+	}
+	for i := range s.Servers {
+		sv := &s.Servers[i]
+		b.WriteString(`<g class="srv`)
+		if sv.Marked {
+			b.WriteByte(' ')
+			b.WriteString(html.EscapeString(sv.Class))
+		}
+		b.WriteString(`" transform="translate(`)
+		num(sv.X)
+		b.WriteByte(' ')
+		num(sv.Y)
+		b.WriteString(`)" data-s="`)
+		b.WriteString(html.EscapeString(sv.Name))
+		b.WriteString(`" data-jobs="`)
+		for k, g := range sv.GPUs {
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			switch {
+			case g.Job != 0:
+				num(int(g.Job))
+			case len(g.Parts) > 0:
+				for n, p := range g.Parts {
+					if n > 0 {
+						b.WriteByte('+')
+					}
+					num(int(p.Job))
+				}
+			default:
+				b.WriteByte('-')
+			}
+		}
+		b.WriteString(`"><title>`)
+		b.WriteString(html.EscapeString(sv.Title))
+		for _, sj := range sv.jobs {
+			j := sj.j
+			fmt.Fprintf(&b, "\njob %d %s (%s/%s): gpu %s", j.ID, html.EscapeString(j.Name), html.EscapeString(j.Tenant), html.EscapeString(j.Workspace), joinInts(sj.gpus))
+		}
+		b.WriteString(`</title><rect width="`)
+		num(sv.W)
+		b.WriteString(`" height="`)
+		num(sv.H)
+		b.WriteString(`"/></g>`)
+		for _, g := range sv.GPUs {
+			x, y := float64(sv.X+g.X), float64(sv.Y+pad)
+			switch {
+			case len(g.Parts) > 0:
+				cellAt("free", x, y, cell)
+				for _, p := range g.Parts {
+					cellAt(p.Class, float64(sv.X)+p.X, y, p.W)
+				}
+			case g.Class == "":
+				cellAt("free", x, y, cell)
+			default:
+				cellAt(g.Class, x, y, cell)
+			}
+		}
+	}
+	b.WriteString("\n")
+	// Free cells first, so slices and shares are drawn over them.
+	slices.SortStableFunc(classes, func(a, b string) int {
+		return cmp.Compare(btoi(b == "free"), btoi(a == "free"))
+	})
+	for _, c := range classes {
+		b.WriteString(`<path class="cells `)
+		b.WriteString(c)
+		b.WriteString(`" d="`)
+		b.Write(paths[c].Bytes())
+		b.WriteString("\"/>\n")
+	}
+	return template.HTML(b.String())
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -34,11 +34,11 @@ func TestGridDrawsSlicesAndShares(t *testing.T) {
 	if g[2].Class != "unk" || g[4].Class != "unk" {
 		t.Errorf("GPUs the caller does not hold: %q %q, want unk", g[2].Class, g[4].Class)
 	}
-	want3 := []partView{{X: x(3) + 5, W: 5, Class: "t1", Job: 2}, {X: x(3), W: 1.25, Class: "t1", Job: 2}}
+	want3 := []partView{{X: x(3) + 5, W: 5 - sliver, Class: "t1", Job: 2}, {X: x(3), W: 1.25 - sliver, Class: "t1", Job: 2}}
 	if len(g[3].Parts) != 2 || g[3].Parts[0] != want3[0] || g[3].Parts[1] != want3[1] {
 		t.Errorf("MIG slices: %+v, want %+v", g[3].Parts, want3)
 	}
-	want5 := []partView{{X: x(5), W: 5, Class: "t1", Job: 3}, {X: x(5) + 5, W: 2.5, Class: "t1", Job: 4}}
+	want5 := []partView{{X: x(5), W: 5 - sliver, Class: "t1", Job: 3}, {X: x(5) + 5, W: 2.5 - sliver, Class: "t1", Job: 4}}
 	if len(g[5].Parts) != 2 || g[5].Parts[0] != want5[0] || g[5].Parts[1] != want5[1] {
 		t.Errorf("shares: %+v, want %+v", g[5].Parts, want5)
 	}

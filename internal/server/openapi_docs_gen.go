@@ -239,6 +239,7 @@ var docs = map[string]string{
 	"internal/domain.NodeCondition":                      "NodeCondition is an operator's (or node agent's) word on a server: the scheduler places nothing new on a cordoned, draining or unhealthy server, and stops the jobs of a draining one after the grace period.",
 	"internal/domain.NodeView":                           "NodeView is a server as `node list` shows it: inventory, condition and use.",
 	"internal/domain.NodeView.Conditions":                "ReportedDriver and Conditions come from the node's agent: the driver it runs, drift from the inventory and lost heartbeats.",
+	"internal/domain.NodeView.Leaves":                    "Leaves are the leaves the server's NICs are cabled to, by rail (on a rail-optimized stripe, the stripe's leaf of each rail).",
 	"internal/domain.NodeView.ReportedDriver":            "ReportedDriver and Conditions come from the node's agent: the driver it runs, drift from the inventory and lost heartbeats.",
 	"internal/domain.PathHealth":                         "PathHealth is a job's committed path verdict and since when it holds.",
 	"internal/domain.PathHealth.Message":                 "Message names the worst signal and where (\"leaf3/swp7 pfc_pause_rx 12000/s >= 1000/s\").",

@@ -33,7 +33,7 @@
         etag = r.headers.get('ETag');
         return r.text().then(function (html) {
           live.innerHTML = html;
-          if (selected) select(selected);
+          if (selected) select(selected, '');
           document.body.setAttribute('data-refreshed', String(Date.now()));
         });
       })
@@ -83,18 +83,43 @@
     }).catch(function (err) { say(out, 'request failed: ' + err, false); });
   });
 
-  // select highlights a job's GPUs and its row, and shows it in the
+  // Grid geometry (internal/console/cluster.go): GPU k of a server is at
+  // x = PAD + k * (CELL + GAP) inside the server's group.
+  var PAD = 2, CELL = 10, GAP = 1;
+  var SVGNS = 'http://www.w3.org/2000/svg';
+
+  // jobsOf reads a server's data-jobs: one entry per GPU, "-" when free,
+  // "a+b" when slices or shares of several jobs share it.
+  function jobsOf(srv) {
+    return (srv.getAttribute('data-jobs') || '').split(' ').map(function (x) { return x.split('+'); });
+  }
+
+  // select outlines a job's GPUs, marks its row, and shows it in the
   // detail panel.
-  function select(id) {
+  function select(id, where) {
     selected = id;
     var old = document.querySelectorAll('.sel');
-    for (var i = 0; i < old.length; i++) old[i].classList.remove('sel');
-    var cells = document.querySelectorAll('[data-j="' + id + '"]');
-    for (var k = 0; k < cells.length; k++) cells[k].classList.add('sel');
+    for (var i = 0; i < old.length; i++) {
+      if (old[i].tagName.toLowerCase() === 'rect') old[i].remove(); else old[i].classList.remove('sel');
+    }
+    var servers = document.querySelectorAll('g.srv[data-jobs]');
+    for (var s = 0; s < servers.length; s++) {
+      var gpus = jobsOf(servers[s]);
+      for (var k = 0; k < gpus.length; k++) {
+        if (gpus[k].indexOf(id) < 0) continue;
+        var r = document.createElementNS(SVGNS, 'rect');
+        r.setAttribute('class', 'sel');
+        r.setAttribute('x', PAD + k * (CELL + GAP));
+        r.setAttribute('y', PAD);
+        r.setAttribute('width', CELL);
+        r.setAttribute('height', CELL);
+        servers[s].appendChild(r);
+      }
+    }
     var row = document.getElementById('job-' + id);
     if (row) row.classList.add('sel');
     if (!detail) return;
-    detail.textContent = '';
+    detail.textContent = where ? where + ' · ' : '';
     var a = document.createElement('a');
     a.href = '/console/jobs/' + encodeURIComponent(id);
     a.textContent = 'job ' + id;
@@ -107,15 +132,21 @@
     }
   }
 
+  // A click on a server picks the GPU under the pointer and its job, and
+  // fills in the drain form.
   document.addEventListener('click', function (e) {
     var t = e.target;
     if (!t.closest) return;
-    var cell = t.closest('[data-j]');
-    var srv = t.closest('[data-s]');
-    if (cell) select(cell.getAttribute('data-j'));
-    else if (srv && detail) detail.textContent = srv.getAttribute('data-s') + ': no job on this GPU';
-    if (cell && srv && detail) detail.insertBefore(document.createTextNode(srv.getAttribute('data-s') + ' · '), detail.firstChild);
+    var srv = t.closest('g.srv[data-jobs]');
+    if (!srv) return;
+    var name = srv.getAttribute('data-s');
     var input = document.getElementById('drain-server');
-    if (srv && input) input.value = srv.getAttribute('data-s');
+    if (input) input.value = name;
+    var p = new DOMPoint(e.clientX, e.clientY).matrixTransform(srv.getScreenCTM().inverse());
+    var gpus = jobsOf(srv);
+    var k = Math.max(0, Math.min(gpus.length - 1, Math.floor((p.x - PAD) / (CELL + GAP))));
+    var ids = gpus[k].filter(function (x) { return x !== '-'; });
+    if (ids.length) select(ids[0], name + ' gpu' + k);
+    else if (detail) detail.textContent = name + ' gpu' + k + ': free';
   });
 })();
