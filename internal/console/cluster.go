@@ -483,9 +483,17 @@ func (s *stripeView) SVG() template.HTML {
 		}
 		b.WriteString(`"><title>`)
 		b.WriteString(html.EscapeString(sv.Title))
-		for _, sj := range sv.jobs {
-			j := sj.j
-			fmt.Fprintf(&b, "\njob %d %s (%s/%s): gpu %s", j.ID, html.EscapeString(j.Name), html.EscapeString(j.Tenant), html.EscapeString(j.Workspace), joinInts(sj.gpus))
+		// The jobs by ID only: a click names them (a 2,048-server page
+		// would carry every job's name once per server otherwise).
+		for k, sj := range sv.jobs {
+			if k == 0 {
+				b.WriteString(" · job ")
+			} else {
+				b.WriteString(", ")
+			}
+			num(int(sj.j.ID))
+			b.WriteString(" gpu ")
+			b.WriteString(joinInts(sj.gpus))
 		}
 		b.WriteString(`</title><rect width="`)
 		num(sv.W)
