@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -42,7 +44,9 @@ const paintJS = `new Promise(resolve => {
 // gangs, MIG slices and shares of two tenants) in headless Chromium at
 // 1280x800, and reports its first contentful paint and the frame after the
 // load event (the whole grid drawn), in ms from navigation start (the
-// server's rendering included). docs/benchmarks.md records the figures.
+// server's rendering included). docs/benchmarks.md records the figures;
+// with $JOBFABRIC_CONSOLE_SHOTS set it saves the page as cluster-2048.png
+// there.
 func BenchmarkConsoleFirstPaint(b *testing.B) {
 	path := chromium(b)
 	// The demo's tenants and jobs on a server that deploys no fabric (not
@@ -83,6 +87,15 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 		runs = append(runs, p)
 	}
 	b.StopTimer()
+	if d := os.Getenv("JOBFABRIC_CONSOLE_SHOTS"); d != "" {
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cluster-2048.png"), png, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// Medians, with every run in the log: the browser's clock is the
 	// figure, not the loop's.
 	med := func(f func(paint) float64) float64 {
