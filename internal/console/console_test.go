@@ -29,6 +29,7 @@ type fixture struct {
 	base               string
 	clk                *tstime.Fake
 	admin              *client.Client
+	adminTok           string
 	acmeJob, globexJob *domain.Job
 	acmeTok, globexTok string
 }
@@ -44,7 +45,7 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	f := &fixture{base: c.Servers[0].URL(), clk: clk, admin: c.Client(0)}
+	f := &fixture{base: c.Servers[0].URL(), clk: clk, admin: c.Client(0), adminTok: c.AdminToken}
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -358,4 +359,30 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
+}
+
+// TestDrainFromTheConsole: an admin drains a server from the cluster page;
+// the grid then marks it, under its stripe's leaves by rail; a tenant's
+// drain is refused with the API's words.
+func TestDrainFromTheConsole(t *testing.T) {
+	f := start(t)
+	b := f.browser(t)
+	tok := b.login(f.adminTok)
+	resp, body := b.do("POST", "/console/drain", url.Values{"server": {"s1-gpu002"}, "reason": {"swap a PSU"}, "draining": {"true"}}, map[string]string{"X-CSRF-Token": tok, "Accept": "application/json"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "s1-gpu002 is draining") {
+		t.Fatalf("drain: %s %s", resp.Status, body)
+	}
+	_, page := b.do("GET", "/console/", nil, nil)
+	if !strings.Contains(page, `<g class="srv draining" transform=`) || !strings.Contains(page, `data-s="s1-gpu002"`) || !strings.Contains(page, "swap a PSU") {
+		t.Errorf("the grid does not mark the drained server:\n%s", page)
+	}
+	if !strings.Contains(page, "rail 0: s1-leaf0") || !strings.Contains(page, "rail 7: s1-leaf7") {
+		t.Errorf("the stripe does not list its leaves by rail")
+	}
+	g := f.browser(t)
+	gtok := g.login(f.globexTok)
+	resp, body = g.do("POST", "/console/drain", url.Values{"server": {"s1-gpu001"}}, map[string]string{"X-CSRF-Token": gtok, "Accept": "application/json"})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "this operation needs an admin token (permission_denied)") {
+		t.Errorf("a tenant's drain: %s %s", resp.Status, body)
+	}
 }
