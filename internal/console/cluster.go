@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"html"
 	"html/template"
 	"net/http"
@@ -105,16 +106,27 @@ type tenantColor struct{ Name, Class string }
 // palette is the number of tenant colours in console.css (t0..t9).
 const palette = 10
 
-// colours gives each tenant the caller sees a colour class, in name order.
+// colours gives each tenant the caller sees a colour class: the one its
+// name hashes to, or the next free one when another tenant of the page
+// has it, so a tenant keeps its colour in every view (its own and the
+// admin's) unless two collide.
 func colours(tenants []domain.Tenant) map[string]string {
 	names := make([]string, len(tenants))
 	for i, t := range tenants {
 		names[i] = t.Name
 	}
 	slices.Sort(names)
+	var taken [palette]bool
 	m := map[string]string{}
 	for i, n := range names {
-		m[n] = fmt.Sprintf("t%d", i%palette)
+		h := fnv.New32a()
+		h.Write([]byte(n))
+		c := int(h.Sum32() % palette)
+		for k := 0; k < palette && i < palette && taken[c]; k++ {
+			c = (c + 1) % palette
+		}
+		taken[c] = true
+		m[n] = fmt.Sprintf("t%d", c)
 	}
 	return m
 }
