@@ -9,8 +9,9 @@ import (
 // answer gains a field, a parameter or an endpoint (12: version in health,
 // paginated jobs and events, several states in a job query; 13: telemetry
 // push, usage, a job's runs; 14: job path health, GET /v1/jobs/{id}/health,
-// GET /v1/fabric/hotspots).
-const Revision = 14
+// GET /v1/fabric/hotspots; 15: GET /v1/queue, the queue in scheduling
+// order and workspaces' quota use; a node's leaves by rail).
+const Revision = 15
 
 type (
 	// Health is the answer of GET /v1/health.

@@ -329,6 +329,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions, ready func(url, tok
 	fmt.Fprintf(g.stdout, `jobfabric demo is running (data in %s).
 
   API:          %s   (OpenAPI: %s/v1/openapi.json)
+  console:      %s/console/   (log in with the admin token)
   admin token:  %s
 
 Try, in another shell:
@@ -350,7 +351,7 @@ Try, in another shell:
 A job is submitted every %s (research borrows, prod reclaims, globex runs MIG
 slices and shares; all with time limits) and the demo plays their runtime.
 Press Ctrl-C to stop.
-`, dir, s.URL(), s.URL(), token, s.URL(), token, dir, o.feed)
+`, dir, s.URL(), s.URL(), s.URL(), token, s.URL(), token, dir, o.feed)
 	if ready != nil {
 		ready(s.URL(), token)
 	}

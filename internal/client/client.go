@@ -397,3 +397,10 @@ func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.Usage, error) {
 	path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By)
 	return &u, c.Do(ctx, "GET", path, nil, &u)
 }
+
+// Queue is the pending jobs in scheduling order and the workspaces' quota
+// use, as the token may see them (GET /v1/queue).
+func (c *Client) Queue(ctx context.Context, tenant, workspace string) (*api.Queue, error) {
+	var q api.Queue
+	return &q, c.Do(ctx, "GET", withQuery("/v1/queue", "tenant", tenant, "workspace", workspace), nil, &q)
+}

@@ -31,6 +31,9 @@ type NodeView struct {
 	UsedGPUs     int           `json:"usedGPUs"`
 	Tenants      []string      `json:"tenants"`
 	Condition    NodeCondition `json:"condition"`
+	// Leaves are the leaves the server's NICs are cabled to, by rail (on a
+	// rail-optimized stripe, the stripe's leaf of each rail).
+	Leaves []string `json:"leaves,omitempty"`
 	// ReportedDriver and Conditions come from the node's agent: the driver
 	// it runs, drift from the inventory and lost heartbeats.
 	ReportedDriver string          `json:"reportedDriver,omitempty"`

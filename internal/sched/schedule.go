@@ -145,6 +145,10 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		}
 	}
 	st.within = order(pending, s, st.u, stopping, st.fv.freeing)
+	st.plan.Order = make([]uint64, len(pending))
+	for i, j := range pending {
+		st.plan.Order[i] = j.ID
+	}
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
 	// allow. A job that cannot be placed does not block jobs behind it (no

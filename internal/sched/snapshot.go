@@ -88,6 +88,10 @@ type Plan struct {
 	// Releases end allocations that are due: grace deadlines passed, time
 	// limits reached.
 	Releases []Release `json:"releases,omitempty"`
+	// Order is the pending jobs in the order this cycle considered them
+	// (the queue's order: guarantees first, then priorities, fair share,
+	// age); placed ones included.
+	Order []uint64 `json:"order,omitempty"`
 	// Next is the earliest future time a deadline or time limit falls due,
 	// the deadlines of this plan's preemptions included (zero if none): the
 	// leader runs a cycle then.

@@ -114,6 +114,9 @@ func TestCrossTenantMatrix(t *testing.T) {
 		{"usage of own tenant", call{"GET", "/v1/usage?tenant=acme&since=1h", ""}, roles(200, 200, 200, 404, 200, 200)},
 		{"usage of other tenant", call{"GET", "/v1/usage?tenant=globex&since=1h&by=job", ""}, roles(200, 404, 404, 200, 404, 200)},
 		{"usage of sibling workspace", call{"GET", "/v1/usage?tenant=acme&workspace=prod&since=1h", ""}, roles(200, 200, 404, 404, 200, 200)},
+		{"queue of own tenant", call{"GET", "/v1/queue?tenant=acme", ""}, roles(200, 200, 200, 404, 200, 200)},
+		{"queue of other tenant", call{"GET", "/v1/queue?tenant=globex", ""}, roles(200, 404, 404, 200, 404, 200)},
+		{"queue of sibling workspace", call{"GET", "/v1/queue?tenant=acme&workspace=prod", ""}, roles(200, 200, 404, 404, 200, 200)},
 		{"topology", call{"GET", "/v1/topology", ""}, roles(200, 403, 403, 403, 403, 403)},
 		{"apply topology", call{"PUT", "/v1/topology", `{"sitez":[]}`}, roles(400, 403, 403, 403, 403, 403)},
 		{"nodes", call{"GET", "/v1/nodes", ""}, roles(200, 403, 403, 403, 403, 403)},
@@ -158,7 +161,7 @@ func TestCrossTenantMatrix(t *testing.T) {
 
 	// Lists are filtered, not refused: a tenant sees only its own objects.
 	for role, tenant := range map[string]string{"acme-admin": "acme", "globex-admin": "globex", "acme-member": "acme", "acme-runtime": "acme"} {
-		for _, path := range []string{"/v1/tenants", "/v1/jobs", "/v1/events", "/v1/tokens", "/v1/usage?since=1h&by=job", "/v1/usage?since=1h&by=token"} {
+		for _, path := range []string{"/v1/tenants", "/v1/jobs", "/v1/events", "/v1/tokens", "/v1/usage?since=1h&by=job", "/v1/usage?since=1h&by=token", "/v1/queue"} {
 			_, body := do(t, c.Servers[0].URL(), tokens[role], "GET", path, "")
 			other := map[string]string{"acme": "globex", "globex": "acme"}[tenant]
 			if strings.Contains(body, `"`+other+`"`) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/console"
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
@@ -49,11 +50,21 @@ type route struct {
 	sse func(w http.ResponseWriter, r *http.Request, p *principal) error
 }
 
-func (s *Server) handler() http.Handler {
+// handler serves the API, /metrics, pprof and the web console; tls says
+// the API is served over TLS (the console's cookie is then Secure).
+func (s *Server) handler(tls bool) (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes {
 		mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	// The console reads and writes through the routes above, in process,
+	// with the session's token (internal/console).
+	con, err := console.New(console.Config{API: mux, Secure: tls, Clock: s.clock, Logger: s.log.With("component", "console")})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(console.Prefix, con)
+	mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
 	// Not API routes: text, not JSON, answered by every member for itself.
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.Handle("/debug/pprof/", s.pprofHandler())
@@ -64,7 +75,7 @@ func (s *Server) handler() http.Handler {
 		defer rec.done()
 		writeError(rec, domain.Errorf(domain.CodeNotFound, "no API operation %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
 	})
-	return mux
+	return mux, nil
 }
 
 func (s *Server) wrap(rt route) http.Handler {

@@ -105,7 +105,7 @@ func tagOf(path string) string {
 		return "bindings"
 	case segs[0] == "nodes" && len(segs) > 2:
 		return "hosts" // an agent's facts, heartbeat, record and job reports
-	case segs[0] == "external-jobs":
+	case segs[0] == "external-jobs" || segs[0] == "queue":
 		return "jobs"
 	case segs[0] == "health" || segs[0] == "openapi.json" || segs[0] == "whoami":
 		return "system"

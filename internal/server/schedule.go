@@ -156,6 +156,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	snap := s.cycleSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	plan := sched.Schedule(snap, now)
+	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
 		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, j := range snap.Jobs {
@@ -291,6 +292,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 	probe := &domain.Job{ID: 0, JobSpec: spec, State: domain.JobPending}
 	snap.Jobs = append(held, probe)
 	plan := sched.Schedule(snap, now)
+	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
 	for _, p := range plan.Placements {
 		if p.JobID == 0 {
 			return &api.DryRun{Placement: p.Placement, Level: p.Level}, nil

@@ -171,6 +171,8 @@ type Server struct {
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
 	telemetry *telemetry.Store
+	// queueOrder is the scheduling loop's latest queue order (queue.go).
+	queueOrder atomic.Pointer[queueOrder]
 	// health correlates telemetry to jobs (health.go).
 	paths pathHealth
 }
@@ -298,9 +300,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.routes = append(s.routes, s.healthRoutes()...)
 	s.routes = append(s.routes, s.usageRoutes()...)
+	s.routes = append(s.routes, s.queueRoutes()...)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	h, err := s.handler(serverTLS != nil)
+	if err != nil {
+		st.Shutdown()
+		ln.Close()
+		return nil, err
+	}
 	s.http = &http.Server{
-		Handler:           s.handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      2 * time.Minute,

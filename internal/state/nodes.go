@@ -74,10 +74,23 @@ func (f *FSM) Nodes() []domain.NodeView {
 	}
 	for _, site := range f.d.Topology.Sites {
 		for _, fab := range site.Fabrics {
+			cabled := make(map[[2]string]string, len(fab.Cables))
+			for _, c := range fab.Cables {
+				cabled[[2]string{c.Server, c.NIC}] = c.Leaf
+			}
 			for _, s := range fab.Servers {
 				v := domain.NodeView{Name: s.Name, Site: site.Name, Fabric: fab.Name, Stripe: s.Stripe, NVLinkDomain: s.NVLinkDomain,
 					GPUModel: s.GPUModel, GPUs: s.GPUs, Driver: s.Driver, UsedGPUs: used[s.Name], Tenants: []string{}, Condition: f.node(s.Name)}
 				v.Conditions, v.ReportedDriver = f.hostView(s.Name)
+				for _, n := range s.NICs {
+					if n.Rail < 0 || n.Rail > len(s.NICs) {
+						continue
+					}
+					for len(v.Leaves) <= n.Rail {
+						v.Leaves = append(v.Leaves, "")
+					}
+					v.Leaves[n.Rail] = cabled[[2]string{s.Name, n.Name}]
+				}
 				for t := range tenants[s.Name] {
 					v.Tenants = append(v.Tenants, t)
 				}

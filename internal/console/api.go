@@ -1,0 +1,145 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// caller reads and writes the API in process, as one token.
+type caller struct {
+	api    http.Handler
+	token  string
+	remote string // the browser's address, for the API's request log
+}
+
+// memWriter collects an API answer.
+type memWriter struct {
+	hdr  http.Header
+	code int
+	body bytes.Buffer
+}
+
+func (w *memWriter) Header() http.Header { return w.hdr }
+func (w *memWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *memWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.body.Write(b)
+}
+
+// get decodes the answer of GET path into out.
+func (c caller) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+// do sends a JSON body (nil: none) and decodes a JSON answer into out (nil:
+// discard). An error answer is returned as the API's *domain.Error.
+func (c caller) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://console.local"+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.RemoteAddr = c.remote
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	w := &memWriter{hdr: http.Header{}}
+	c.api.ServeHTTP(w, req)
+	if w.code >= 300 {
+		var de domain.Error
+		if json.Unmarshal(w.body.Bytes(), &de) == nil && de.Code != "" {
+			return &apiError{status: w.code, err: &de}
+		}
+		return &apiError{status: w.code, err: &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %d: %s", method, path, w.code, strings.TrimSpace(w.body.String()))}}
+	}
+	if out == nil || w.code == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(w.body.Bytes(), out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// describe renders an API error as the CLI does: the message, each detail
+// on its own line, and the code unless the message says it all.
+func describe(err error) string {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		return err.Error()
+	}
+	s := de.Message
+	if de.Field != "" && !strings.Contains(s, de.Field) {
+		s = de.Field + ": " + s
+	}
+	for _, d := range de.Details {
+		s += "\n  - "
+		if d.Field != "" {
+			s += d.Field + ": "
+		}
+		s += d.Message
+		if d.Rule != "" {
+			s += " [rule " + d.Rule + "]"
+		}
+	}
+	if de.Code != domain.CodeNotFound && de.Code != domain.CodeInvalidArgument {
+		s += " (" + string(de.Code) + ")"
+	}
+	return s
+}
+
+// apiError is an API error answer with its HTTP status, which the console
+// answers too (another tenant's job is a 404 here as in the API).
+type apiError struct {
+	status int
+	err    *domain.Error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+// statusOf is the HTTP status of err: the API's own, or for the console's
+// refusals (a form's bad number, a missing CSRF token) the one its code
+// means.
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status
+	}
+	switch domain.CodeOf(err) {
+	case domain.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case domain.CodeUnauthenticated, domain.CodeTokenExpired:
+		return http.StatusUnauthorized
+	case domain.CodePermissionDenied:
+		return http.StatusForbidden
+	case domain.CodeNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
