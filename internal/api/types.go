@@ -70,6 +70,9 @@ type (
 		Priority    int    `json:"priority"`
 		// Models carve the quota per GPU model.
 		Models []domain.ModelQuota `json:"models,omitempty"`
+		// Preemption is what a runtime bridge does with a preempted job at
+		// its grace deadline: requeue (default) or cancel.
+		Preemption string `json:"preemption,omitempty"`
 	}
 	// WorkspaceUpdateRequest changes only the fields it sets.
 	WorkspaceUpdateRequest struct {
@@ -81,6 +84,8 @@ type (
 		// Models, when set, replaces the model quotas (an empty list
 		// removes them).
 		Models *[]domain.ModelQuota `json:"models,omitempty"`
+		// Preemption, when set, is requeue or cancel.
+		Preemption *string `json:"preemption,omitempty"`
 	}
 	TokenCreateRequest struct {
 		Role      domain.Role `json:"role" openapi:"required"`

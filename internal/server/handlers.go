@@ -299,7 +299,7 @@ func (s *Server) createWorkspace(r *http.Request, p *principal) (any, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority, Models: req.Models}
+	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority, Models: req.Models, Preemption: req.Preemption}
 	if req.Weight != nil {
 		w.Weight = *req.Weight
 	}
@@ -344,6 +344,9 @@ func (s *Server) updateWorkspace(r *http.Request, p *principal) (any, error) {
 	}
 	if req.Models != nil {
 		w.Models = *req.Models
+	}
+	if req.Preemption != nil {
+		w.Preemption = *req.Preemption
 	}
 	if err := domain.ValidateWorkspace(w); err != nil {
 		return nil, err
