@@ -95,7 +95,7 @@ type Workspace struct {
 	// exactly when it is requeue.
 	Preemption string    `json:"preemption,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
-	CreatedBy string    `json:"createdBy,omitempty"`
+	CreatedBy  string    `json:"createdBy,omitempty"`
 }
 
 // What a bridge does with a preempted job at its grace deadline
