@@ -397,3 +397,9 @@ func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.Usage, error) {
 	path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By)
 	return &u, c.Do(ctx, "GET", path, nil, &u)
 }
+
+// Workspace reads one workspace.
+func (c *Client) Workspace(ctx context.Context, tenant, name string) (*domain.Workspace, error) {
+	var w domain.Workspace
+	return &w, c.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/workspaces/"+url.PathEscape(name), nil, &w)
+}

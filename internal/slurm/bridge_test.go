@@ -40,6 +40,21 @@ func (r *recorded) Command(_ context.Context, name string, args ...string) ([]by
 	return b, err
 }
 
+// Pipe answers each line of stdin as a command of its own, and fails when
+// one does (scontrol exits 1 when any command failed).
+func (r *recorded) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, name+" <stdin>")
+	r.mu.Unlock()
+	var failed error
+	for _, line := range strings.Split(strings.TrimSpace(stdin), "\n") {
+		if _, err := r.Command(ctx, name, strings.Fields(line)...); err != nil {
+			failed = err
+		}
+	}
+	return nil, failed
+}
+
 func (r *recorded) count(prefix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -76,6 +91,12 @@ func (a *refusing) CancelJob(_ context.Context, id uint64) (*domain.Job, error) 
 	a.cancelled = append(a.cancelled, id)
 	return &domain.Job{ID: id, State: domain.JobCancelled}, nil
 }
+func (a *refusing) Workspace(_ context.Context, tenant, name string) (*domain.Workspace, error) {
+	if !a.tenants[tenant] {
+		return nil, domain.NotFound("workspace", domain.Ref(tenant, name))
+	}
+	return &domain.Workspace{Tenant: tenant, Name: name}, nil
+}
 func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
 	return nil, errors.New("unexpected report")
 }
@@ -105,7 +126,7 @@ func TestSyncRecorded(t *testing.T) {
 	if st != (Stats{Submitted: 1, Held: 1}) {
 		t.Errorf("stats %+v, want 1 submitted, 1 held; commands %q", st, run.calls)
 	}
-	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3"}
+	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3", Preemptible: true}
 	if len(jf.submitted) != 1 || fmt.Sprint(jf.submitted[0]) != fmt.Sprint(want) {
 		t.Errorf("submitted %+v, want %+v", jf.submitted, want)
 	}
@@ -214,8 +235,8 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			jf := &refusing{live: []domain.Job{ready(7, "slurm:jftest:2", "n2"), ready(8, "slurm:jftest:3", "n0", "n1")}}
 			run := newRecorded()
-			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1"] = ""
-			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2"] = ""
+			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1 Comment=jobfabric_job_7_run_0"] = ""
+			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2 Comment=jobfabric_job_8_run_0"] = ""
 			run.files["scontrol release 2"] = ""
 			if !tc.batchFails {
 				run.files["scontrol release 2,3"] = ""

@@ -33,9 +33,10 @@ type Job struct {
 }
 
 // Held reports whether the job waits for a release: the state the bridge
-// acts on.
+// acts on. A job the bridge requeued held (scontrol requeuehold) waits
+// with the reason "job requeued in held state".
 func (j *Job) Held() bool {
-	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin")
+	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin" || j.Reason == "job requeued in held state")
 }
 
 // Ended reports whether Slurm is done with the job.

@@ -173,12 +173,20 @@ PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
 // Command runs a Slurm command with this cluster's configuration; it is
 // the bridge's command runner.
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return c.Pipe(ctx, "", name, args...)
+}
+
+// Pipe runs a Slurm command with stdin as its standard input.
+func (c *Cluster) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
 	bin, ok := c.bins[name]
 	if !ok {
 		return nil, fmt.Errorf("slurmtest: %s is not a command this cluster runs", name)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
