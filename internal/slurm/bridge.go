@@ -456,12 +456,17 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 	case jf == nil:
 		return nil
 	case jf.State.Terminal():
-		// Cancelled in jobfabric, preempted without requeue, over its
+		// Cancelled in jobfabric, preempted without requeue (jobfabric
+		// ended it at the deadline before the bridge saw it), over its
 		// time limit: Slurm must not keep the servers.
 		if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
 			return err
 		}
-		p.st.Cancelled++
+		if jf.State == domain.JobPreempted {
+			p.st.Preempted++
+		} else {
+			p.st.Cancelled++
+		}
 		b.cfg.Logger.Info("slurm bridge: cancelled the slurm job", "slurm_job", j.ID, "job", jf.ID, "state", jf.State)
 	case jf.State == domain.JobPreempting:
 		if jf.StopDeadline == nil || b.cfg.Clock.Now().Before(*jf.StopDeadline) {

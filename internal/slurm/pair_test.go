@@ -27,6 +27,13 @@ type pair struct {
 
 func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string) pair {
 	tb.Helper()
+	return startPairTuned(tb, ctx, stripes, perStripe, ws, guaranteed, slurmExtra, nil)
+}
+
+// startPairTuned is startPair with the server's configuration changed by
+// tune (a short preemption grace, for instance).
+func startPairTuned(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string, tune func(*server.Config)) pair {
+	tb.Helper()
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: stripes, ServersPerStripe: perStripe, GPUsPerServer: 8})
 	if err != nil {
 		tb.Fatal(err)
@@ -36,7 +43,12 @@ func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws st
 		names = append(names, s.Name)
 	}
 	sc := slurmtest.Start(tb, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8, Extra: slurmExtra})
-	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
+	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) {
+		c.FabricDriver = "none"
+		if tune != nil {
+			tune(c)
+		}
+	}})
 	if err != nil {
 		tb.Fatal(err)
 	}
