@@ -34,6 +34,13 @@ func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws st
 // tune (a short preemption grace, for instance).
 func startPairTuned(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string, tune func(*server.Config)) pair {
 	tb.Helper()
+	return startPairWith(tb, ctx, stripes, perStripe, ws, guaranteed, slurmtest.Options{Extra: slurmExtra}, tune)
+}
+
+// startPairWith is startPair with the Slurm options given (Nodes and
+// GPUsPerNode are set from the topology).
+func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, so slurmtest.Options, tune func(*server.Config)) pair {
+	tb.Helper()
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: stripes, ServersPerStripe: perStripe, GPUsPerServer: 8})
 	if err != nil {
 		tb.Fatal(err)
@@ -42,7 +49,8 @@ func startPairTuned(tb testing.TB, ctx context.Context, stripes, perStripe int, 
 	for _, s := range topo.Servers() {
 		names = append(names, s.Name)
 	}
-	sc := slurmtest.Start(tb, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8, Extra: slurmExtra})
+	so.Nodes, so.GPUsPerNode = export.Hostlist(names), 8
+	sc := slurmtest.Start(tb, so)
 	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) {
 		c.FabricDriver = "none"
 		if tune != nil {
