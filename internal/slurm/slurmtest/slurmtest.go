@@ -215,9 +215,9 @@ func (c *Cluster) up(t testing.TB) {
 }
 
 // Restart stops slurmctld with SIGTERM (it saves its state in
-// StateSaveLocation), starts it again on the same configuration and state
-// and waits until it answers.
-func (c *Cluster) Restart(t testing.TB) {
+// StateSaveLocation), calls whileDown (if not nil), starts it again on the
+// same configuration and state and waits until it answers.
+func (c *Cluster) Restart(t testing.TB, whileDown func()) {
 	t.Helper()
 	if err := c.ctld.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("stop slurmctld: %v", err)
@@ -226,6 +226,9 @@ func (c *Cluster) Restart(t testing.TB) {
 	case <-c.done:
 	case <-time.After(time.Minute):
 		t.Fatalf("slurmctld did not stop within a minute of SIGTERM:\n%s", c.Log())
+	}
+	if whileDown != nil {
+		whileDown()
 	}
 	c.restart()
 	c.up(t)
