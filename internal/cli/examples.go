@@ -120,7 +120,7 @@ jobfabric server --data-dir /srv/jf2 --listen 10.0.0.2:7070 --join http://10.0.0
 	"topology apply":    "jobfabric topology apply -f cluster.yaml\njobfabric topology apply -f cluster.yaml --dry-run",
 	"topology generate": "jobfabric topology generate --stripes 2 --servers-per-stripe 16 --gpus-per-server 8 --gpu-model H100-80GB > cluster.yaml",
 	"topology show":     "jobfabric topology show\njobfabric topology show -o yaml",
-	"topology export":   "jobfabric topology export --format kueue > kueue-topology.yaml\njobfabric topology export --format volcano > hypernodes.yaml\njobfabric topology export --format slurm > /etc/slurm/topology.conf\njobfabric topology export --format node-labels --file cluster.yaml > label-nodes.sh",
+	"topology export":   "jobfabric topology export --format kueue > kueue-topology.yaml\njobfabric topology export --format volcano > hypernodes.yaml\njobfabric topology export --format slurm > /etc/slurm/topology.conf\njobfabric topology export --format slurm-yaml > /etc/slurm/topology.yaml\njobfabric topology export --format node-labels --file cluster.yaml > label-nodes.sh",
 	"topology validate": "jobfabric topology validate -f cluster.yaml",
 
 	"whoami": "jobfabric whoami\njobfabric whoami -o json",

@@ -78,6 +78,12 @@ func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, w
 // sbatchHeld submits jobs held jobs of account acme, job i shaped by
 // shape(i), in 4 parallel loops (munge and process start dominate).
 func (p pair) sbatchHeld(ctx context.Context, jobs int, shape func(i int) []string) error {
+	return sbatchMany(ctx, p.sc, jobs, []string{"--hold"}, shape)
+}
+
+// sbatchMany submits jobs jobs of account acme with the flags given, job
+// i shaped by shape(i), in 4 parallel loops.
+func sbatchMany(ctx context.Context, sc *slurmtest.Cluster, jobs int, flags []string, shape func(i int) []string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := range 4 {
@@ -85,8 +91,8 @@ func (p pair) sbatchHeld(ctx context.Context, jobs int, shape func(i int) []stri
 		go func() {
 			defer wg.Done()
 			for i := w; i < jobs; i += 4 {
-				args := append([]string{"--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, shape(i)...)
-				if _, err := p.sc.Command(ctx, "sbatch", args...); err != nil {
+				args := append(append([]string{"--parsable", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, flags...), shape(i)...)
+				if _, err := sc.Command(ctx, "sbatch", args...); err != nil {
 					errs <- err
 					return
 				}

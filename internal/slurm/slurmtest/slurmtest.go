@@ -35,6 +35,9 @@ type Options struct {
 	Cluster string
 	// Extra lines for slurm.conf (SchedulerParameters=..., for instance).
 	Extra string
+	// TopologyYAML, when set, is written as topology.yaml (Slurm 24.11+
+	// reads it in place of topology.conf).
+	TopologyYAML string
 	// JobSubmitLua, when set, is written as job_submit.lua and enables
 	// JobSubmitPlugins=lua (the test skips when the plugin is missing).
 	JobSubmitLua string
@@ -156,6 +159,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.TopologyConf != "" {
 		write("topology.conf", o.TopologyConf, 0o644)
 		topo = "TopologyPlugin=topology/tree\n"
+	}
+	if o.TopologyYAML != "" {
+		write("topology.yaml", o.TopologyYAML, 0o644)
 	}
 	if o.JobSubmitLua != "" {
 		write("job_submit.lua", o.JobSubmitLua, 0o644)
