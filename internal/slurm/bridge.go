@@ -116,6 +116,9 @@ type Stats struct {
 	// Preempted counts Slurm jobs requeued (held) or cancelled because
 	// their jobfabric job was preempted and its grace deadline passed.
 	Preempted int `json:"preempted"`
+	// Misplaced counts Slurm jobs requeued held (or cancelled) because
+	// Slurm allocated them off their placement: released by someone else.
+	Misplaced int `json:"misplaced"`
 }
 
 func (s *Stats) add(o Stats) {
@@ -125,6 +128,7 @@ func (s *Stats) add(o Stats) {
 	s.Cancelled += o.Cancelled
 	s.Reported += o.Reported
 	s.Preempted += o.Preempted
+	s.Misplaced += o.Misplaced
 }
 
 // New checks cfg and returns a Bridge.
@@ -169,7 +173,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.cfg.Logger.Warn("slurm bridge pass failed", "err", err)
 		} else if st != (Stats{}) {
 			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held,
-				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted)
+				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced)
 		}
 		select {
 		case <-ctx.Done():
@@ -478,6 +482,21 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		// before the bridge saw it preempted: Slurm still runs the old
 		// placement.
 		return b.preempt(ctx, p, j, jf)
+	case misplaced(j, jf):
+		// Released by someone else (a user may release a job held for
+		// the bridge) before jobfabric placed it, or elsewhere: Slurm
+		// must not run it on servers jobfabric did not give it.
+		how := "requeued held"
+		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "requeuehold", j.ID); err != nil {
+			b.cfg.Logger.Warn("slurm bridge: requeue a misplaced job failed, cancelling", "slurm_job", j.ID, "job", jf.ID, "err", err)
+			if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
+				return err
+			}
+			how = "cancelled"
+		}
+		p.st.Misplaced++
+		b.cfg.Logger.Warn("slurm bridge: slurm job allocated off jobfabric's placement", "slurm_job", j.ID, "job", jf.ID,
+			"state", jf.State, "nodes", j.NodeList, "placed", strings.Join(PlacedNodes(jf), ","), "how", how)
 	case j.State == "RUNNING" && jf.State == domain.JobReady:
 		if _, err := b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err != nil {
 			return err
@@ -485,6 +504,25 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		p.st.Reported++
 	}
 	return nil
+}
+
+// misplaced reports whether Slurm allocated a job other servers than its
+// jobfabric job's placement (or any while that job holds none).
+func misplaced(j *Job, jf *domain.Job) bool {
+	if (j.State != "RUNNING" && j.State != "CONFIGURING") || j.NodeList == "" {
+		return false
+	}
+	if !jf.State.HoldsGPUs() {
+		return true
+	}
+	nodes, err := ExpandHostlist(j.NodeList)
+	if err != nil {
+		return false // a hostlist the bridge cannot read: leave it to the run check
+	}
+	want := PlacedNodes(jf)
+	slices.Sort(nodes)
+	slices.Sort(want)
+	return !slices.Equal(nodes, want)
 }
 
 // preempt stops a Slurm job whose jobfabric job was preempted, as its

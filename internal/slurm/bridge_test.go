@@ -189,8 +189,10 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 	live := func(id uint64, ext string, state domain.JobState) domain.Job {
 		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state}
 	}
+	onN1N3 := live(1, "slurm:jftest:1", domain.JobReady) // shown, CONFIGURING on its placement
+	onN1N3.Placement = []domain.Placement{{Server: "n1"}, {Server: "n3"}}
 	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{
-		live(1, "slurm:jftest:1", domain.JobReady),    // shown, CONFIGURING
+		onN1N3,
 		live(2, "slurm:jftest:99", domain.JobPending), // gone
 		live(3, "slurm:other:99", domain.JobPending),  // another cluster
 		live(4, "", domain.JobPending),
@@ -210,6 +212,9 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 	}
 	if len(jf.submitted) != 0 {
 		t.Errorf("submitted %v: slurm job 3 already has job 5", jf.submitted)
+	}
+	if n := run.count("scontrol requeuehold") + run.count("scancel"); n != 0 || st.Misplaced != 0 {
+		t.Errorf("slurm job 1 runs on its placement, yet the bridge stopped it: %q", run.calls)
 	}
 }
 

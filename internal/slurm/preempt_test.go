@@ -178,3 +178,78 @@ func TestBridgeReclaimRequeuesBorrower(t *testing.T) {
 		t.Errorf("requeued borrower's comment %q names another placement", c)
 	}
 }
+
+// TestBridgeTakesBackAJobReleasedElsewhere: a user may release a job held
+// for the bridge (scontrol release) before jobfabric placed it; Slurm then
+// allocates it servers of its own choosing. The bridge requeues it held at
+// its next pass, and releases it on jobfabric's placement once it has one.
+func TestBridgeTakesBackAJobReleasedElsewhere(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := startPair(t, ctx, 1, 4, "gpu", 8, "") // room in jobfabric for one job
+	sc, admin := p.sc, p.admin
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total slurm.Stats
+	pass := func() {
+		t.Helper()
+		st, err := b.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Submitted += st.Submitted
+		total.Released += st.Released
+		total.Misplaced += st.Misplaced
+	}
+	sbatch := func() string {
+		t.Helper()
+		out, err := sc.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "-N", "1", "--gres=gpu:8", "--wrap", "true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	first, second := sbatch(), sbatch()
+	sc.Poll(t, "the first job was not released", func() (bool, string) {
+		pass()
+		return total.Released == 1 && total.Submitted == 2, fmt.Sprintf("%+v", total)
+	})
+	state := func(id string) (string, string) {
+		out, _ := sc.Command(ctx, "squeue", "-h", "-t", "all", "-j", id, "-o", "%T|%r")
+		st, reason, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+		return st, reason
+	}
+	// The second waits in jobfabric; its user releases it in Slurm.
+	if _, err := sc.Command(ctx, "scontrol", "release", second); err != nil {
+		t.Fatal(err)
+	}
+	sc.Poll(t, "slurmctld did not allocate the job released by its user", func() (bool, string) {
+		st, reason := state(second)
+		return st == "CONFIGURING" || st == "RUNNING", st + " " + reason
+	})
+	pass()
+	if total.Misplaced != 1 {
+		t.Fatalf("the bridge did not take back the job released outside it: %+v", total)
+	}
+	if st, reason := state(second); st != "PENDING" || reason != "job requeued in held state" {
+		t.Errorf("slurm job %s is %s (%s), want requeued held", second, st, reason)
+	}
+	if _, err := sc.Command(ctx, "scancel", first); err != nil {
+		t.Fatal(err)
+	}
+	sc.Poll(t, "the taken-back job was not released on its placement", func() (bool, string) {
+		pass()
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := sc.Command(ctx, "squeue", "-h", "-t", "CONFIGURING,RUNNING", "-j", second, "-o", "%N")
+		nl := strings.TrimSpace(string(out))
+		return j.State == domain.JobReady && nl != "" && nl == strings.Join(slurm.PlacedNodes(j), ","), string(j.State) + " on " + nl
+	})
+	if total.Misplaced != 1 {
+		t.Errorf("the bridge took back a job it released itself: %+v", total)
+	}
+}
