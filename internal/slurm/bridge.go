@@ -77,7 +77,7 @@ type Config struct {
 	// Interval is the time between passes of Run; default 1s.
 	Interval time.Duration
 	// SubmitsPerPass bounds the new Slurm jobs one pass submits (default
-	// 500): a long queue is bridged in slices, and the jobs placed from
+	// 1000): a long queue is bridged in slices, and the jobs placed from
 	// one slice are released while the next is submitted.
 	SubmitsPerPass int
 	Clock          tstime.Clock
@@ -146,7 +146,7 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.Interval = time.Second
 	}
 	if cfg.SubmitsPerPass <= 0 {
-		cfg.SubmitsPerPass = 500
+		cfg.SubmitsPerPass = 1000
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = tstime.Std{}
@@ -183,6 +183,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 }
 
+// livePage is the page size of the list of live jobs: one request for
+// a queue of 10,000 instead of 20 of the default 500.
+const livePage = 20000
+
 // pass is what one Sync gathers as it walks the queue.
 type pass struct {
 	st Stats
@@ -208,7 +212,8 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	// Oldest first: jobfabric queues them in the order Slurm got them.
 	slices.SortStableFunc(jobs, func(a, b Job) int { return compareIDs(a.ID, b.ID) })
 	// One list of live jobs instead of a lookup per Slurm job.
-	live, err := b.cfg.API.Jobs(ctx, client.JobQuery{States: []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting}})
+	live, err := b.cfg.API.Jobs(ctx, client.JobQuery{States: []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting},
+		PageSize: livePage})
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
 	}
