@@ -114,10 +114,12 @@ func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 		var releasedAt, firstPass time.Duration
 		idleSince := time.Now()
 		for {
+			passStart := time.Now()
 			st, err := br.Sync(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Logf("pass at %.1fs took %.2fs: %+v", passStart.Sub(start).Seconds(), time.Since(passStart).Seconds(), st)
 			if firstPass == 0 {
 				firstPass = time.Since(start)
 			}
