@@ -662,10 +662,10 @@ func releasedRun(j *Job) int {
 
 // releaseWorkers bounds the scontrol processes in flight: slurmctld
 // serializes the updates anyway.
-const releaseWorkers = 2
+const releaseWorkers = 4
 
 // releaseBatch bounds the jobs of one scontrol process.
-const releaseBatch = 256
+const releaseBatch = 128
 
 // releaseAll sets each job's required nodes to its placement and
 // releases it: per batch, one scontrol process reading an update per job

@@ -74,6 +74,7 @@ type refusing struct {
 	submitted []domain.JobSpec
 	live      []domain.Job // what Jobs lists
 	cancelled []uint64
+	reports   []string // "ID state"
 }
 
 func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
@@ -97,8 +98,9 @@ func (a *refusing) Workspace(_ context.Context, tenant, name string) (*domain.Wo
 	}
 	return &domain.Workspace{Tenant: tenant, Name: name}, nil
 }
-func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
-	return nil, errors.New("unexpected report")
+func (a *refusing) Report(_ context.Context, id uint64, state, _ string) (*domain.Job, error) {
+	a.reports = append(a.reports, fmt.Sprintf("%d %s", id, state))
+	return &domain.Job{ID: id}, nil
 }
 
 func newRecorded() *recorded {
@@ -259,6 +261,46 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 			}
 			if n := run.count("scontrol update"); n != 2 {
 				t.Errorf("%d updates, want 2: %q", n, run.calls)
+			}
+		})
+	}
+}
+
+// TestSyncPreemptsAtTheDeadline: a Slurm job whose jobfabric job is
+// Preempting runs on through the grace period; at the deadline it is
+// requeued held when the job is preemptible, else cancelled, and the job
+// reported stopped.
+func TestSyncPreemptsAtTheDeadline(t *testing.T) {
+	for name, tc := range map[string]struct {
+		preemptible bool
+		command     string
+	}{
+		"requeue": {true, "scontrol requeuehold 1"},
+		"cancel":  {false, "scancel 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := tstime.NewFake(time.Unix(1000, 0))
+			deadline := clock.Now().Add(30 * time.Second)
+			jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+				JobSpec:   domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: tc.preemptible},
+				State:     domain.JobPreempting,
+				Placement: []domain.Placement{{Server: "n1"}, {Server: "n3"}}, StopDeadline: &deadline}}}
+			run := newRecorded()
+			run.files[tc.command] = ""
+			b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := b.Sync(t.Context()); err != nil || st.Preempted != 0 || run.count(tc.command) != 0 {
+				t.Fatalf("within the grace period: %+v, %v, commands %q", st, err, run.calls)
+			}
+			clock.Advance(30 * time.Second)
+			st, err := b.Sync(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Preempted != 1 || run.count(tc.command) != 1 || fmt.Sprint(jf.reports) != "[9 stopped]" {
+				t.Errorf("at the deadline: %+v, reports %v, commands %q; want %s and a stopped report", st, jf.reports, run.calls, tc.command)
 			}
 		})
 	}

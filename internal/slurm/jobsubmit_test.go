@@ -60,7 +60,7 @@ func TestJobSubmitLuaHoldsForTheBridge(t *testing.T) {
 	if _, err := sc.Command(ctx, "scancel", cpu, other); err != nil {
 		t.Fatal(err)
 	}
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Mapping: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,9 @@ import (
 type pair struct {
 	sc    *slurmtest.Cluster
 	admin *client.Client
+	// runtime holds a platform runtime token: what a site gives the
+	// bridge.
+	runtime *client.Client
 }
 
 func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string) pair {
@@ -72,7 +75,15 @@ func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, w
 	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: ws, Guaranteed: guaranteed}); err != nil {
 		tb.Fatal(err)
 	}
-	return pair{sc: sc, admin: admin}
+	tok, err := admin.CreateToken(ctx, api.TokenCreateRequest{Role: domain.RoleRuntime, Description: "slurm bridge"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt, err := client.New(jf.Servers[0].URL(), tok.Secret, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pair{sc: sc, admin: admin, runtime: rt}
 }
 
 // sbatchHeld submits jobs held jobs of account acme, job i shaped by

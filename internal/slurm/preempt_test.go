@@ -94,7 +94,7 @@ func TestBridgeReclaimRequeuesBorrower(t *testing.T) {
 	}
 
 	// No account map: the account is the tenant, the partition the workspace.
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestBridgeTakesBackAJobReleasedElsewhere(t *testing.T) {
 	defer cancel()
 	p := startPair(t, ctx, 1, 4, "gpu", 8, "") // room in jobfabric for one job
 	sc, admin := p.sc, p.admin
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestBridgeSurvivesSlurmctldRestart(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newBridge := func() *slurm.Bridge {
-		b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: quiet})
+		b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
