@@ -537,8 +537,13 @@ func misplaced(j *Job, jf *domain.Job) bool {
 func (b *Bridge) preempt(ctx context.Context, p *pass, j *Job, jf *domain.Job) error {
 	how := "cancelled"
 	if jf.Preemptible {
+		// A job released but not yet allocated is held again, not requeued.
+		verb := "requeuehold"
 		how = "requeued held"
-		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "requeuehold", j.ID); err != nil {
+		if j.State == "PENDING" {
+			how, verb = "held", "hold"
+		}
+		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", verb, j.ID); err != nil {
 			// Not requeueable (--no-requeue, JobRequeue=0): cancel it.
 			b.cfg.Logger.Warn("slurm bridge: requeue failed, cancelling", "slurm_job", j.ID, "job", jf.ID, "err", err)
 			how = "cancelled"
