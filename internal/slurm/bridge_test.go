@@ -305,3 +305,27 @@ func TestSyncPreemptsAtTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncHoldsAReleasedJobRequeuedFirst: jobfabric requeued a job (run 1)
+// whose Slurm job was released for run 0 but not yet allocated: the
+// bridge holds it again (scontrol hold; requeuehold is for allocated
+// jobs) and does not report it: jobfabric already requeued it.
+func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:5", Preemptible: true},
+		State:   domain.JobPending, Requeues: 1}}}
+	run := newRecorded()
+	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
+	run.files["scontrol hold 5"] = ""
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {
+		t.Errorf("stats %+v, reports %v, submitted %v, commands %q; want one scontrol hold", st, jf.reports, jf.submitted, run.calls)
+	}
+}
