@@ -10,8 +10,9 @@ import (
 // paginated jobs and events, several states in a job query; 13: telemetry
 // push, usage, a job's runs; 14: job path health, GET /v1/jobs/{id}/health,
 // GET /v1/fabric/hotspots; 15: GET /v1/queue, the queue in scheduling
-// order and workspaces' quota use; a node's leaves by rail).
-const Revision = 15
+// order and workspaces' quota use; a node's leaves by rail; 16: a
+// workspace's preemption, requeue or cancel).
+const Revision = 16
 
 type (
 	// Health is the answer of GET /v1/health.
@@ -71,6 +72,9 @@ type (
 		Priority    int    `json:"priority"`
 		// Models carve the quota per GPU model.
 		Models []domain.ModelQuota `json:"models,omitempty"`
+		// Preemption is what a runtime bridge does with a preempted job at
+		// its grace deadline: requeue (default) or cancel.
+		Preemption string `json:"preemption,omitempty"`
 	}
 	// WorkspaceUpdateRequest changes only the fields it sets.
 	WorkspaceUpdateRequest struct {
@@ -82,6 +86,8 @@ type (
 		// Models, when set, replaces the model quotas (an empty list
 		// removes them).
 		Models *[]domain.ModelQuota `json:"models,omitempty"`
+		// Preemption, when set, is requeue or cancel.
+		Preemption *string `json:"preemption,omitempty"`
 	}
 	TokenCreateRequest struct {
 		Role      domain.Role `json:"role" openapi:"required"`

@@ -363,6 +363,6 @@ See docs/operations.md.`,
 		},
 	}
 	ef.add(epilog)
-	cmd.AddCommand(prolog, task, epilog, newSlurmBridgeCmd(g)) // slurmbridge.go
+	cmd.AddCommand(prolog, task, epilog, newSlurmBridgeCmd(g), newSlurmJobSubmitLuaCmd(g)) // slurmbridge.go
 	return cmd
 }

@@ -97,11 +97,12 @@ jobfabric server --data-dir /srv/jf2 --listen 10.0.0.2:7070 --join http://10.0.0
 	"sim openb":  "jobfabric sim openb --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --out openb-out",
 	"sim report": "jobfabric sim report openb-out --expected analysis_allo_discrete.csv --out docs/sim/openb",
 
-	"slurm":             "# in slurm.conf:\n#   Prolog=/usr/local/bin/jobfabric-prolog    (runs: jobfabric slurm prolog)\n#   TaskProlog=/usr/local/bin/jobfabric-task  (runs: jobfabric slurm task-prolog)\njobfabric slurm prolog --spool /var/spool/jobfabric",
-	"slurm bridge":      "jobfabric slurm bridge --server https://jf.example:7070 --token \"$(cat /etc/jobfabric/bridge.token)\" --account-map /etc/jobfabric/accounts.yaml\njobfabric slurm bridge --once -o json",
-	"slurm epilog":      "jobfabric slurm epilog --spool /var/spool/jobfabric",
-	"slurm prolog":      "jobfabric slurm prolog --spool /var/spool/jobfabric --cdi-dir /var/run/cdi",
-	"slurm task-prolog": "jobfabric slurm task-prolog --spool /var/spool/jobfabric",
+	"slurm":                "# in slurm.conf:\n#   Prolog=/usr/local/bin/jobfabric-prolog    (runs: jobfabric slurm prolog)\n#   TaskProlog=/usr/local/bin/jobfabric-task  (runs: jobfabric slurm task-prolog)\njobfabric slurm prolog --spool /var/spool/jobfabric",
+	"slurm bridge":         "jobfabric slurm bridge --server https://jf.example:7070 --token \"$(cat /etc/jobfabric/bridge.token)\" --account-map /etc/jobfabric/accounts.yaml\njobfabric slurm bridge --once -o json",
+	"slurm job-submit-lua": "jobfabric slurm job-submit-lua --account-map /etc/jobfabric/accounts.yaml > /etc/slurm/job_submit.lua",
+	"slurm epilog":         "jobfabric slurm epilog --spool /var/spool/jobfabric",
+	"slurm prolog":         "jobfabric slurm prolog --spool /var/spool/jobfabric --cdi-dir /var/run/cdi",
+	"slurm task-prolog":    "jobfabric slurm task-prolog --spool /var/spool/jobfabric",
 
 	"tenant":        "jobfabric tenant create acme --isolation server --network pure-rt5 --job-segmentation\njobfabric tenant list",
 	"tenant create": "jobfabric tenant create acme --isolation server --network pure-rt5 --job-segmentation\njobfabric tenant create globex --isolation gpu --network vlan-aware --guaranteed 64",
@@ -119,7 +120,7 @@ jobfabric server --data-dir /srv/jf2 --listen 10.0.0.2:7070 --join http://10.0.0
 	"topology apply":    "jobfabric topology apply -f cluster.yaml\njobfabric topology apply -f cluster.yaml --dry-run",
 	"topology generate": "jobfabric topology generate --stripes 2 --servers-per-stripe 16 --gpus-per-server 8 --gpu-model H100-80GB > cluster.yaml",
 	"topology show":     "jobfabric topology show\njobfabric topology show -o yaml",
-	"topology export":   "jobfabric topology export --format kueue > kueue-topology.yaml\njobfabric topology export --format volcano > hypernodes.yaml\njobfabric topology export --format slurm > /etc/slurm/topology.conf\njobfabric topology export --format node-labels --file cluster.yaml > label-nodes.sh",
+	"topology export":   "jobfabric topology export --format kueue > kueue-topology.yaml\njobfabric topology export --format volcano > hypernodes.yaml\njobfabric topology export --format slurm > /etc/slurm/topology.conf\njobfabric topology export --format slurm-yaml > /etc/slurm/topology.yaml\njobfabric topology export --format node-labels --file cluster.yaml > label-nodes.sh",
 	"topology validate": "jobfabric topology validate -f cluster.yaml",
 
 	"whoami": "jobfabric whoami\njobfabric whoami -o json",

@@ -49,7 +49,7 @@ func TestTopologyExport(t *testing.T) {
 		t.Errorf("a tenant token exported the inventory (exit %d):\n%s", code, out)
 	}
 	runErrCases(t, map[string]errCase{
-		"unknown format": {env: env, args: []string{"topology", "export", "--format", "lsf"}, want: `format "lsf" is not one of kueue, volcano, slurm, node-labels`},
+		"unknown format": {env: env, args: []string{"topology", "export", "--format", "lsf"}, want: `format "lsf" is not one of kueue, volcano, slurm, slurm-yaml, node-labels`},
 		"bad file":       {args: []string{"topology", "export", "--format", "slurm", "--file", filepath.Join(t.TempDir(), "none.yaml")}, want: "cannot read"},
 	})
 }

@@ -21,7 +21,8 @@ func newSlurmBridgeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Submit held Slurm jobs to jobfabric and release them on the servers jobfabric placed them on",
-		Long: `Run beside slurmctld. Every held Slurm job (sbatch --hold) becomes one jobfabric
+		Long: `Run beside slurmctld. Every held Slurm job (sbatch --hold, or held at submit by
+the job_submit.lua of jobfabric slurm job-submit-lua) becomes one jobfabric
 job with externalId slurm:CLUSTER:JOBID: tenant from the Slurm account, workspace
 from the QOS or partition (--account-map), GPUs from --gres=gpu:N per node or
 --gpus=N, the node count and the time limit. When the jobfabric job is Ready the
@@ -88,7 +89,7 @@ docs/slurm.md.`,
 					return err
 				}
 				return g.emit(st, func(w io.Writer) {
-					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported)
+					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d, preempted %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported, st.Preempted)
 				})
 			}
 			err = b.Run(cmd.Context())
@@ -115,4 +116,31 @@ func clusterName(config string) string {
 		}
 	}
 	return ""
+}
+
+func newSlurmJobSubmitLuaCmd(g *globals) *cobra.Command {
+	var accountMap string
+	cmd := &cobra.Command{
+		Use:   "job-submit-lua",
+		Short: "Print a job_submit.lua that holds GPU jobs of the bridge's accounts at submit",
+		Long: `Print a job_submit.lua for slurmctld (JobSubmitPlugins=lua in slurm.conf, the file
+beside slurm.conf): every job asking for GPUs (--gres=gpu:..., --gpus, --gpus-per-*)
+of an account in the account map, or of any account without a map, enters held
+(priority 0), so jobfabric slurm bridge decides where it runs. Other jobs are left
+to Slurm. slurmctld reads the file again when it changes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var m slurm.Mapping
+			if accountMap != "" {
+				var err error
+				if m, err = slurm.LoadMapping(accountMap); err != nil {
+					return domain.Invalid("account-map", "%v", err)
+				}
+			}
+			_, err := io.WriteString(g.stdout, slurm.JobSubmitLua(m))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&accountMap, "account-map", "", "the bridge's account map: only its accounts' jobs are held (default: every account)")
+	return cmd
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
 )
 
@@ -37,10 +39,16 @@ func TestSlurmBridgeCommand(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	ok, stray := sbatch("phys"), sbatch("zzz")
+	// The bridge runs with a platform runtime token, as a site gives it.
+	tok, err := c.Client(0).CreateToken(t.Context(), api.TokenCreateRequest{Role: domain.RoleRuntime, Description: "slurm bridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridgeEnv := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": tok.Secret}
 	args := []string{"slurm", "bridge", "--once", "-o", "json", "--slurm-conf", strings.TrimPrefix(sc.Env[0], "SLURM_CONF="), "--account-map", amap}
 	var total struct{ Submitted, Released, Held int }
 	sc.Poll(t, "the bridge command did not release the job", func() (bool, string) {
-		out := mustRun(t, env, args...)
+		out := mustRun(t, bridgeEnv, args...)
 		var st struct{ Submitted, Released, Held int }
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("%v: %s", err, out)
@@ -65,4 +73,30 @@ func TestSlurmBridgeCommand(t *testing.T) {
 		"bad map":  {env: env, args: []string{"slurm", "bridge", "--once", "--cluster", "x", "--account-map", "/nonexistent.yaml"}, want: "account-map"},
 		"interval": {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--interval", "0s"}, want: "--interval 0s must be above 0"},
 	})
+}
+
+// TestSlurmJobSubmitLua: the command prints the job_submit.lua of the
+// account map (its accounts held, nothing else) or, without one, for every
+// account; a map that does not parse is refused naming the flag.
+func TestSlurmJobSubmitLua(t *testing.T) {
+	m := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(m, []byte("accounts:\n  phys: acme\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, nil, "slurm", "job-submit-lua", "--account-map", m)
+	for _, want := range []string{`["phys"] = true, -- tenant acme`, "local every_account = false", "function slurm_job_submit(", "job_desc.priority = 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job_submit.lua lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustRun(t, nil, "slurm", "job-submit-lua"); !strings.Contains(out, "local every_account = true") {
+		t.Errorf("without a map every account's GPU jobs are held:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("acounts: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := run(t, nil, "slurm", "job-submit-lua", "--account-map", bad); code == 0 || !strings.Contains(stderr, "account-map") {
+		t.Errorf("a bad map: exit %d, stderr %q", code, stderr)
+	}
 }

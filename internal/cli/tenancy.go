@@ -208,6 +208,7 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	f.IntVar(&weight, "weight", 1, "share of borrowed capacity relative to other borrowers")
 	f.IntVar(&req.Priority, "priority", 0, "priority of the workspace's jobs against other workspaces")
 	f.StringArrayVar(&modelQuotas, "model-quota", nil, modelQuotaHelp)
+	f.StringVar(&req.Preemption, "preemption", "", preemptionHelp)
 
 	var upd api.WorkspaceUpdateRequest
 	var updModels []string
@@ -229,6 +230,10 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 					v, _ := fl.GetInt(name)
 					*dst = &v
 				}
+			}
+			if fl.Changed("preemption") {
+				v, _ := fl.GetString("preemption")
+				upd.Preemption = &v
 			}
 			if noModels && len(updModels) > 0 {
 				return domain.Invalid("model-quota", "--model-quota and --no-model-quotas exclude each other")
@@ -258,6 +263,7 @@ func newWorkspaceCmd(g *globals) *cobra.Command {
 	uf.Int("priority", 0, "priority")
 	uf.StringArrayVar(&updModels, "model-quota", nil, modelQuotaHelp+"; replaces all model quotas")
 	uf.BoolVar(&noModels, "no-model-quotas", false, "remove all model quotas")
+	uf.String("preemption", "", preemptionHelp)
 
 	list := &cobra.Command{
 		Use: "list TENANT", Short: "List a tenant's workspaces", Args: cobra.ExactArgs(1),
@@ -315,6 +321,8 @@ func workspaceTable(w io.Writer, ws []domain.Workspace) {
 		row(w, x.Ref(), x.Guaranteed, x.BorrowLimit, x.LendLimit, x.Weight, x.Priority, orDash(strings.Join(ms, ",")))
 	}
 }
+
+const preemptionHelp = "what a runtime bridge (jobfabric slurm bridge) does with a preempted job at its grace deadline: requeue (default) or cancel"
 
 const modelQuotaHelp = "quota on one GPU model as MODEL=GUARANTEED[:BORROW[:LEND]], e.g. H100-80GB=8:8:4 (repeatable; guarantees carve --guaranteed)"
 

@@ -404,3 +404,9 @@ func (c *Client) Queue(ctx context.Context, tenant, workspace string) (*api.Queu
 	var q api.Queue
 	return &q, c.Do(ctx, "GET", withQuery("/v1/queue", "tenant", tenant, "workspace", workspace), nil, &q)
 }
+
+// Workspace reads one workspace.
+func (c *Client) Workspace(ctx context.Context, tenant, name string) (*domain.Workspace, error) {
+	var w domain.Workspace
+	return &w, c.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/workspaces/"+url.PathEscape(name), nil, &w)
+}

@@ -87,10 +87,27 @@ type Workspace struct {
 	// Weight is the workspace's share of borrowed capacity among borrowers.
 	Weight int `json:"weight"`
 	// Priority orders the workspace's jobs against other workspaces'.
-	Priority  int       `json:"priority"`
-	CreatedAt time.Time `json:"createdAt"`
-	CreatedBy string    `json:"createdBy,omitempty"`
+	Priority int `json:"priority"`
+	// Preemption is what a workload runtime's bridge (jobfabric slurm
+	// bridge) does with a job of the workspace whose grace deadline passed:
+	// "requeue" (the default: the runtime's job waits, held, for its next
+	// placement) or "cancel". Jobs a bridge submits are preemptible
+	// exactly when it is requeue.
+	Preemption string    `json:"preemption,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	CreatedBy  string    `json:"createdBy,omitempty"`
 }
+
+// What a bridge does with a preempted job at its grace deadline
+// (Workspace.Preemption).
+const (
+	PreemptRequeue = "requeue"
+	PreemptCancel  = "cancel"
+)
+
+// Requeues reports whether a bridge requeues the workspace's preempted
+// jobs (the default) rather than cancelling them.
+func (w *Workspace) Requeues() bool { return w.Preemption != PreemptCancel }
 
 // ModelQuota is a workspace's quota on one GPU model, in GPU-equivalents of
 // that model: Guaranteed of them are reserved (part of the workspace's
@@ -178,6 +195,11 @@ func ValidateWorkspace(w *Workspace) *Error {
 	}
 	if err := ValidateRange("weight", int64(w.Weight), 1, MaxWeight); err != nil {
 		return err
+	}
+	switch w.Preemption {
+	case "", PreemptRequeue, PreemptCancel:
+	default:
+		return Invalid("preemption", "preemption %q is not one of %s, %s", w.Preemption, PreemptRequeue, PreemptCancel)
 	}
 	if len(w.Models) > MaxModels {
 		return Invalid("models", "%d model quotas; the limit is %d", len(w.Models), MaxModels)

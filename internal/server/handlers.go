@@ -299,7 +299,7 @@ func (s *Server) createWorkspace(r *http.Request, p *principal) (any, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority, Models: req.Models}
+	w := domain.Workspace{Tenant: t.Name, Name: req.Name, Guaranteed: req.Guaranteed, BorrowLimit: req.BorrowLimit, LendLimit: req.LendLimit, Weight: 1, Priority: req.Priority, Models: req.Models, Preemption: req.Preemption}
 	if req.Weight != nil {
 		w.Weight = *req.Weight
 	}
@@ -344,6 +344,9 @@ func (s *Server) updateWorkspace(r *http.Request, p *principal) (any, error) {
 	}
 	if req.Models != nil {
 		w.Models = *req.Models
+	}
+	if req.Preemption != nil {
+		w.Preemption = *req.Preemption
 	}
 	if err := domain.ValidateWorkspace(w); err != nil {
 		return nil, err
@@ -530,9 +533,10 @@ func (s *Server) submitJob(r *http.Request, p *principal) (any, error) {
 		return nil, &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: "workspace " + strconv.Quote(domain.Ref(spec.Tenant, spec.Workspace)) + " not found"}
 	}
 	dry := r.URL.Query().Get("dryRun") == "true"
-	if p.runtime() && !dry {
-		// Runtimes run what users submit; they do not add work.
-		return nil, p.denied("submit jobs")
+	if p.runtime() && !dry && !p.mirrorsSubmit(&spec) {
+		// Runtimes run what users submit; they do not add work
+		// (auth_bridge.go: a bridge mirrors a user's job by its externalId).
+		return nil, p.denied("submit jobs without an externalId (a runtime submits only its users' jobs, by the runtime's id for them)")
 	}
 	if dry {
 		d, err := s.dryRun(spec)
@@ -580,9 +584,10 @@ func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.runtime() {
-		// A runtime ends a job by reporting it failed or stopped.
-		return nil, p.denied("cancel jobs (report the job failed instead)")
+	if p.runtime() && !p.mirrorsCancel(j) {
+		// A runtime ends a job by reporting it failed or stopped; a bridge
+		// cancels only the mirrors runtimes submitted (auth_bridge.go).
+		return nil, p.denied("cancel jobs a runtime did not submit (report the job failed instead)")
 	}
 	return s.propose(r.Context(), state.CmdJobCancel, p.actor(), state.JobCancel{ID: j.ID})
 }

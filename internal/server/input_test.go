@@ -35,6 +35,8 @@ func TestBadInput(t *testing.T) {
 		"absurd borrow":         {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","borrowLimit":2000000000}`, 400, "borrowLimit"},
 		"lend above guaranteed": {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","guaranteed":1,"lendLimit":2}`, 400, "lendLimit"},
 		"zero weight":           {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","weight":0}`, 400, "weight"},
+		"bad preemption":        {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","preemption":"suspend"}`, 400, "preemption"},
+		"bad preemption update": {"PATCH", "/v1/tenants/acme/workspaces/research", `{"preemption":"Requeue"}`, 400, "preemption"},
 		"bad role":              {"POST", "/v1/tokens", `{"role":"root"}`, 400, "role"},
 		"negative time limit":   {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"timeLimitSeconds":-60}`, 400, "timeLimitSeconds"},
 		"absurd time limit":     {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"timeLimitSeconds":99999999999}`, 400, "timeLimitSeconds"},

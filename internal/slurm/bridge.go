@@ -23,6 +23,9 @@ import (
 // bridge calls it from several goroutines at once.
 type Runner interface {
 	Command(ctx context.Context, name string, args ...string) ([]byte, error)
+	// Pipe runs the command with stdin as its standard input: scontrol
+	// without arguments runs one command per line, in one process.
+	Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error)
 }
 
 // ExecRunner runs the Slurm commands found on PATH, with Env added to the
@@ -31,9 +34,17 @@ type ExecRunner struct{ Env []string }
 
 // Command implements Runner.
 func (r ExecRunner) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return r.Pipe(ctx, "", name, args...)
+}
+
+// Pipe implements Runner.
+func (r ExecRunner) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	if len(r.Env) > 0 {
 		cmd.Env = append(cmd.Environ(), r.Env...)
+	}
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -44,14 +55,16 @@ func (r ExecRunner) Command(ctx context.Context, name string, args ...string) ([
 	return out, nil
 }
 
-// API is what the bridge asks of jobfabric; *client.Client has it. The
-// token must submit, cancel and report on jobs of every mapped tenant.
+// API is what the bridge asks of jobfabric; *client.Client has it. A
+// platform runtime token is enough: a runtime may submit a job carrying
+// an externalId and cancel one a runtime submitted.
 type API interface {
 	Jobs(ctx context.Context, q client.JobQuery) ([]domain.Job, error)
 	JobByExternalID(ctx context.Context, ext string) (*domain.Job, error)
 	SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error)
 	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
 	Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error)
+	Workspace(ctx context.Context, tenant, name string) (*domain.Workspace, error)
 }
 
 // Config is what a Bridge needs.
@@ -63,8 +76,12 @@ type Config struct {
 	Mapping Mapping
 	// Interval is the time between passes of Run; default 1s.
 	Interval time.Duration
-	Clock    tstime.Clock
-	Logger   *slog.Logger
+	// SubmitsPerPass bounds the new Slurm jobs one pass submits (default
+	// 1000): a long queue is bridged in slices, and the jobs placed from
+	// one slice are released while the next is submitted.
+	SubmitsPerPass int
+	Clock          tstime.Clock
+	Logger         *slog.Logger
 }
 
 // Bridge submits held Slurm jobs to jobfabric and releases them where
@@ -76,10 +93,11 @@ type Bridge struct {
 	// lookup per such job.
 	settled map[string]bool
 	// known are the external ids live in jobfabric at the last pass, or
-	// submitted by it; nil before the first pass. A held job not live now
-	// is looked up (its job may have ended) only when it was known, or on
-	// the first pass after a start: a new held job costs one request.
-	known map[string]bool
+	// submitted by it. A Slurm job not live now is looked up (its job may
+	// have ended) only when it was known, or when it was in Slurm's queue
+	// at the bridge's first pass (unchecked, until looked up): a new held
+	// job costs one request.
+	known, unchecked map[string]bool
 }
 
 // Stats count what one pass did.
@@ -95,6 +113,22 @@ type Stats struct {
 	// running.
 	Cancelled int `json:"cancelled"`
 	Reported  int `json:"reported"`
+	// Preempted counts Slurm jobs requeued (held) or cancelled because
+	// their jobfabric job was preempted and its grace deadline passed.
+	Preempted int `json:"preempted"`
+	// Misplaced counts Slurm jobs requeued held (or cancelled) because
+	// Slurm allocated them off their placement: released by someone else.
+	Misplaced int `json:"misplaced"`
+}
+
+func (s *Stats) add(o Stats) {
+	s.Submitted += o.Submitted
+	s.Released += o.Released
+	s.Held += o.Held
+	s.Cancelled += o.Cancelled
+	s.Reported += o.Reported
+	s.Preempted += o.Preempted
+	s.Misplaced += o.Misplaced
 }
 
 // New checks cfg and returns a Bridge.
@@ -111,13 +145,16 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
+	if cfg.SubmitsPerPass <= 0 {
+		cfg.SubmitsPerPass = 1000
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = tstime.Std{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Bridge{cfg: cfg, settled: map[string]bool{}}, nil
+	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}}, nil
 }
 
 // ExternalID is the jobfabric external id of a Slurm job.
@@ -135,7 +172,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 			}
 			b.cfg.Logger.Warn("slurm bridge pass failed", "err", err)
 		} else if st != (Stats{}) {
-			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held, "cancelled", st.Cancelled, "reported", st.Reported)
+			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held,
+				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced)
 		}
 		select {
 		case <-ctx.Done():
@@ -145,24 +183,39 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 }
 
+// livePage is the page size of the list of live jobs: one request for
+// a queue of 10,000 instead of 20 of the default 500.
+const livePage = 20000
+
+// pass is what one Sync gathers as it walks the queue.
+type pass struct {
+	st Stats
+	// rel are held jobs to release; fresh and retry the held jobs to
+	// submit, in Slurm's order (retry: jobfabric refused them before).
+	rel          []release
+	fresh, retry []*Job
+	next         map[string]bool // known, for the next pass
+	workspaces   map[string]*domain.Workspace
+}
+
 // Sync makes one pass over the Slurm queue. An error on one job is logged
 // and the pass goes on; only an unreadable queue or jobfabric fails it.
 func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
-	var st Stats
 	out, err := b.cfg.Slurm.Command(ctx, "squeue", "-h", "-t", "all", "-o", squeueFormat)
 	if err != nil {
-		return st, fmt.Errorf("slurm bridge: read the queue: %w", err)
+		return Stats{}, fmt.Errorf("slurm bridge: read the queue: %w", err)
 	}
 	jobs, err := ParseSqueue(string(out))
 	if err != nil {
-		return st, fmt.Errorf("slurm bridge: %w", err)
+		return Stats{}, fmt.Errorf("slurm bridge: %w", err)
 	}
 	// Oldest first: jobfabric queues them in the order Slurm got them.
 	slices.SortStableFunc(jobs, func(a, b Job) int { return compareIDs(a.ID, b.ID) })
 	// One list of live jobs instead of a lookup per Slurm job.
-	live, err := b.cfg.API.Jobs(ctx, client.JobQuery{States: []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting}})
+	live, err := b.cfg.API.Jobs(ctx, client.JobQuery{States: []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting},
+		PageSize: livePage})
 	if err != nil {
-		return st, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
+		return Stats{}, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
 	}
 	byExt := map[string]*domain.Job{}
 	for i := range live {
@@ -170,10 +223,26 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			byExt[live[i].ExternalID] = &live[i]
 		}
 	}
-	var rel []release
-	next := make(map[string]bool, len(byExt))
+	if b.unchecked == nil {
+		// The first pass: any job not live may have a jobfabric job that
+		// ended while no bridge ran.
+		b.unchecked = map[string]bool{}
+		for i := range jobs {
+			if ext := ExternalID(b.cfg.Cluster, jobs[i].ID); byExt[ext] == nil {
+				b.unchecked[ext] = true
+			}
+		}
+	}
+	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}}
 	for ext := range byExt {
-		next[ext] = true
+		p.next[ext] = true
+	}
+	interrupted := func() (Stats, error) {
+		for ext := range b.known { // the jobs not reached keep their lookup
+			p.next[ext] = true
+		}
+		b.known = p.next
+		return p.st, ctx.Err()
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -181,31 +250,31 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		var err error
 		switch {
 		case j.Held():
-			err = b.held(ctx, j, ext, byExt[ext], &st, &rel, next)
-		case j.Ended() && !b.settled[ext]:
-			err = b.ended(ctx, j, ext, byExt[ext], &st)
-		case j.State == "RUNNING":
-			if jf := byExt[ext]; jf != nil && jf.State == domain.JobReady {
-				if _, err = b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err == nil {
-					st.Reported++
-				}
+			err = b.held(ctx, p, j, ext, byExt[ext])
+		case j.Ended():
+			if !b.settled[ext] {
+				err = b.ended(ctx, j, ext, byExt[ext], &p.st)
 			}
+		default:
+			err = b.active(ctx, p, j, ext, byExt[ext])
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				if b.known != nil { // the jobs not reached keep their lookup
-					for ext := range b.known {
-						next[ext] = true
-					}
-					b.known = next
-				}
-				return st, ctx.Err()
+				return interrupted()
 			}
 			b.cfg.Logger.Warn("slurm bridge: job", "slurm_job", j.ID, "err", err)
 		}
 	}
-	b.known = next
-	b.releaseAll(ctx, rel, &st)
+	// The Ready jobs are released while the new ones are submitted.
+	released := make(chan Stats, 1)
+	go func() { released <- b.releaseAll(ctx, p.rel) }()
+	late := b.submitAll(ctx, p)
+	p.st.add(<-released)
+	p.st.add(b.releaseAll(ctx, late))
+	if ctx.Err() != nil {
+		return interrupted()
+	}
+	b.known = p.next
 	shown := make(map[string]bool, len(jobs))
 	for i := range jobs {
 		shown[ExternalID(b.cfg.Cluster, jobs[i].ID)] = true
@@ -215,8 +284,13 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			delete(b.settled, ext)
 		}
 	}
-	b.gone(ctx, shown, live, &st)
-	return st, ctx.Err()
+	for ext := range b.unchecked {
+		if !shown[ext] {
+			delete(b.unchecked, ext)
+		}
+	}
+	b.gone(ctx, shown, live, &p.st)
+	return p.st, ctx.Err()
 }
 
 // gone ends the live jobfabric jobs of this cluster's Slurm jobs that
@@ -230,9 +304,12 @@ func (b *Bridge) gone(ctx context.Context, shown map[string]bool, live []domain.
 			continue
 		}
 		var err error
-		if jf.State == domain.JobPending || jf.State == domain.JobPlaced || jf.State == domain.JobReady {
+		switch jf.State {
+		case domain.JobPending, domain.JobPlaced, domain.JobReady:
 			_, err = b.cfg.API.CancelJob(ctx, jf.ID)
-		} else {
+		case domain.JobPreempting:
+			_, err = b.cfg.API.Report(ctx, jf.ID, "stopped", "slurm job "+strings.TrimPrefix(jf.ExternalID, prefix)+" is gone from slurmctld")
+		default:
 			_, err = b.cfg.API.Report(ctx, jf.ID, "failed", "slurm job "+strings.TrimPrefix(jf.ExternalID, prefix)+" is gone from slurmctld")
 		}
 		if err != nil {
@@ -244,79 +321,280 @@ func (b *Bridge) gone(ctx context.Context, shown map[string]bool, live []domain.
 	}
 }
 
-// held handles a held Slurm job: submit it once, release it when its
-// jobfabric job is Ready, cancel it when that job ended first.
-func (b *Bridge) held(ctx context.Context, j *Job, ext string, jf *domain.Job, st *Stats, rel *[]release, next map[string]bool) error {
-	if jf == nil && (b.known == nil || b.known[ext]) {
-		found, err := b.cfg.API.JobByExternalID(ctx, ext)
-		switch {
-		case err == nil:
-			jf = found // an ended job: cancelled before Slurm ran it
-		case domain.CodeOf(err) != domain.CodeNotFound:
-			return fmt.Errorf("look up %s: %w", ext, err)
-		}
+// lookup finds the jobfabric job of a Slurm job that is not live: nil
+// when there is none.
+func (b *Bridge) lookup(ctx context.Context, ext string) (*domain.Job, error) {
+	found, err := b.cfg.API.JobByExternalID(ctx, ext)
+	switch {
+	case err == nil:
+		delete(b.unchecked, ext)
+		return found, nil
+	case domain.CodeOf(err) == domain.CodeNotFound:
+		delete(b.unchecked, ext)
+		return nil, nil
 	}
-	if jf == nil {
-		spec, why, err := b.spec(ctx, j, ext)
-		if err != nil {
+	return nil, fmt.Errorf("look up %s: %w", ext, err)
+}
+
+// held handles a held Slurm job: queue it for a submit, release it when
+// its jobfabric job is Ready, cancel it when that job ended first.
+func (b *Bridge) held(ctx context.Context, p *pass, j *Job, ext string, jf *domain.Job) error {
+	if jf == nil && b.known[ext] { // live at the last pass: it ended since
+		var err error
+		if jf, err = b.lookup(ctx, ext); err != nil {
 			return err
 		}
-		if why != "" {
-			return b.keepHeld(ctx, j, why, st)
-		}
-		jf, err = b.cfg.API.SubmitJob(ctx, spec)
-		if err != nil {
-			switch domain.CodeOf(err) {
-			case domain.CodeAlreadyExists:
-				// Another bridge (or a pass that timed out) submitted it.
-				if jf, err = b.cfg.API.JobByExternalID(ctx, ext); err != nil {
-					return fmt.Errorf("look up %s: %w", ext, err)
-				}
-				return b.placed(ctx, j, jf, st, rel)
-			case domain.CodeInvalidArgument, domain.CodeNotFound, domain.CodeFailedPrecondition, domain.CodePermissionDenied:
-				// jobfabric refuses the job as asked: say so on the Slurm job.
-				why := err.Error()
-				if de := (*domain.Error)(nil); errors.As(err, &de) && de.Message != "" {
-					why = de.Message
-				}
-				return b.keepHeld(ctx, j, why, st)
-			}
-			return fmt.Errorf("submit %s: %w", ext, err)
-		}
-		st.Submitted++
-		next[ext] = true
-		b.cfg.Logger.Info("slurm bridge: submitted", "slurm_job", j.ID, "job", jf.ID, "tenant", spec.Tenant, "workspace", spec.Workspace, "gpus", spec.GPUs)
 	}
-	return b.placed(ctx, j, jf, st, rel)
+	if jf != nil {
+		return b.placed(ctx, p, j, jf)
+	}
+	if _, why := b.cfg.Mapping.tenant(j); why != "" {
+		return b.keepHeld(ctx, j, why, &p.st)
+	}
+	if strings.HasPrefix(j.Comment, commentPrefix) {
+		p.retry = append(p.retry, j)
+	} else {
+		p.fresh = append(p.fresh, j)
+	}
+	return nil
+}
+
+// submitAll submits the queued held jobs, in Slurm's order, up to
+// SubmitsPerPass; those refused before come after the others. A job not
+// yet looked up since the bridge started is looked up first. It returns
+// the jobs found Ready by a lookup, to release.
+func (b *Bridge) submitAll(ctx context.Context, p *pass) []release {
+	var late []release
+	budget := b.cfg.SubmitsPerPass
+	for _, j := range append(p.fresh, p.retry...) {
+		if budget == 0 || ctx.Err() != nil {
+			break
+		}
+		budget--
+		ext := ExternalID(b.cfg.Cluster, j.ID)
+		err := func() error {
+			if b.unchecked[ext] {
+				jf, err := b.lookup(ctx, ext)
+				if err != nil {
+					return err
+				}
+				if jf != nil {
+					q := &pass{}
+					err := b.placed(ctx, q, j, jf)
+					late = append(late, q.rel...)
+					p.st.add(q.st)
+					return err
+				}
+			}
+			return b.submit(ctx, p, j, ext)
+		}()
+		if err != nil && ctx.Err() == nil {
+			b.cfg.Logger.Warn("slurm bridge: job", "slurm_job", j.ID, "err", err)
+		}
+	}
+	return late
+}
+
+// submit makes a held Slurm job a jobfabric job.
+func (b *Bridge) submit(ctx context.Context, p *pass, j *Job, ext string) error {
+	spec, why, err := b.spec(ctx, p, j, ext)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		return b.keepHeld(ctx, j, why, &p.st)
+	}
+	jf, err := b.cfg.API.SubmitJob(ctx, spec)
+	if err != nil {
+		switch domain.CodeOf(err) {
+		case domain.CodeAlreadyExists:
+			// Another bridge (or a pass that timed out) submitted it: the
+			// next pass finds it live.
+			p.next[ext] = true
+			return nil
+		case domain.CodeInvalidArgument, domain.CodeNotFound, domain.CodeFailedPrecondition, domain.CodePermissionDenied:
+			// jobfabric refuses the job as asked: say so on the Slurm job.
+			why := err.Error()
+			if de := (*domain.Error)(nil); errors.As(err, &de) && de.Message != "" {
+				why = de.Message
+			}
+			return b.keepHeld(ctx, j, why, &p.st)
+		}
+		return fmt.Errorf("submit %s: %w", ext, err)
+	}
+	p.st.Submitted++
+	p.next[ext] = true
+	b.cfg.Logger.Info("slurm bridge: submitted", "slurm_job", j.ID, "job", jf.ID, "tenant", spec.Tenant, "workspace", spec.Workspace, "gpus", spec.GPUs)
+	return nil
 }
 
 // placed acts on a held Slurm job by its jobfabric job's state.
-func (b *Bridge) placed(ctx context.Context, j *Job, jf *domain.Job, st *Stats, rel *[]release) error {
+func (b *Bridge) placed(ctx context.Context, p *pass, j *Job, jf *domain.Job) error {
 	switch {
 	case jf.State == domain.JobReady || jf.State == domain.JobRunning:
 		nodes := PlacedNodes(jf)
 		if len(nodes) == 0 {
 			return fmt.Errorf("job %d is %s without a placement", jf.ID, jf.State)
 		}
-		*rel = append(*rel, release{slurmID: j.ID, job: jf.ID, nodes: nodes})
+		p.rel = append(p.rel, release{slurmID: j.ID, job: jf.ID, run: jf.Requeues, nodes: nodes})
+	case jf.State == domain.JobPreempting:
+		// Requeued held at the deadline; the report did not reach jobfabric.
+		return b.stopped(ctx, j, jf, "requeued held")
 	case jf.State.Terminal():
 		if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
 			return err
 		}
-		st.Cancelled++
+		p.st.Cancelled++
 		b.cfg.Logger.Info("slurm bridge: cancelled the slurm job", "slurm_job", j.ID, "job", jf.ID, "state", jf.State)
 	}
 	return nil
 }
 
+// active acts on a Slurm job that was released (pending, configuring,
+// running) by its jobfabric job's state: cancelled when that job ended,
+// requeued held or cancelled at a preemption's grace deadline, reported
+// running.
+func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *domain.Job) error {
+	if jf == nil && (b.known[ext] || b.unchecked[ext]) {
+		var err error
+		if jf, err = b.lookup(ctx, ext); err != nil {
+			return err
+		}
+	}
+	switch {
+	case jf == nil:
+		return nil
+	case jf.State.Terminal():
+		// Cancelled in jobfabric, preempted without requeue (jobfabric
+		// ended it at the deadline before the bridge saw it), over its
+		// time limit: Slurm must not keep the servers.
+		if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
+			return err
+		}
+		if jf.State == domain.JobPreempted {
+			p.st.Preempted++
+		} else {
+			p.st.Cancelled++
+		}
+		b.cfg.Logger.Info("slurm bridge: cancelled the slurm job", "slurm_job", j.ID, "job", jf.ID, "state", jf.State)
+	case jf.State == domain.JobPreempting:
+		if jf.StopDeadline == nil || b.cfg.Clock.Now().Before(*jf.StopDeadline) {
+			return nil // the grace period: the job may checkpoint
+		}
+		return b.preempt(ctx, p, j, jf)
+	case releasedRun(j) >= 0 && releasedRun(j) != jf.Requeues:
+		// jobfabric requeued the job (and may have placed it again)
+		// before the bridge saw it preempted: Slurm still runs the old
+		// placement.
+		return b.preempt(ctx, p, j, jf)
+	case misplaced(j, jf):
+		// Released by someone else (a user may release a job held for
+		// the bridge) before jobfabric placed it, or elsewhere: Slurm
+		// must not run it on servers jobfabric did not give it.
+		how := "requeued held"
+		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "requeuehold", j.ID); err != nil {
+			b.cfg.Logger.Warn("slurm bridge: requeue a misplaced job failed, cancelling", "slurm_job", j.ID, "job", jf.ID, "err", err)
+			if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
+				return err
+			}
+			how = "cancelled"
+		}
+		p.st.Misplaced++
+		b.cfg.Logger.Warn("slurm bridge: slurm job allocated off jobfabric's placement", "slurm_job", j.ID, "job", jf.ID,
+			"state", jf.State, "nodes", j.NodeList, "placed", strings.Join(PlacedNodes(jf), ","), "how", how)
+	case j.State == "RUNNING" && jf.State == domain.JobReady:
+		if _, err := b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err != nil {
+			return err
+		}
+		p.st.Reported++
+	}
+	return nil
+}
+
+// misplaced reports whether Slurm allocated a job other servers than its
+// jobfabric job's placement (or any while that job holds none).
+func misplaced(j *Job, jf *domain.Job) bool {
+	if (j.State != "RUNNING" && j.State != "CONFIGURING") || j.NodeList == "" {
+		return false
+	}
+	if !jf.State.HoldsGPUs() {
+		return true
+	}
+	nodes, err := ExpandHostlist(j.NodeList)
+	if err != nil {
+		return false // a hostlist the bridge cannot read: leave it to the run check
+	}
+	want := PlacedNodes(jf)
+	slices.Sort(nodes)
+	slices.Sort(want)
+	return !slices.Equal(nodes, want)
+}
+
+// preempt stops a Slurm job whose jobfabric job was preempted, as its
+// workspace says: requeued held (the job is preemptible; the bridge
+// releases it at its next placement) or cancelled; then tells jobfabric
+// it stopped.
+func (b *Bridge) preempt(ctx context.Context, p *pass, j *Job, jf *domain.Job) error {
+	how := "cancelled"
+	if jf.Preemptible {
+		// A job released but not yet allocated is held again, not requeued.
+		verb := "requeuehold"
+		how = "requeued held"
+		if j.State == "PENDING" {
+			how, verb = "held", "hold"
+		}
+		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", verb, j.ID); err != nil {
+			// Not requeueable (--no-requeue, JobRequeue=0): cancel it.
+			b.cfg.Logger.Warn("slurm bridge: requeue failed, cancelling", "slurm_job", j.ID, "job", jf.ID, "err", err)
+			how = "cancelled"
+		}
+	}
+	if how == "cancelled" {
+		if _, err := b.cfg.Slurm.Command(ctx, "scancel", j.ID); err != nil {
+			return err
+		}
+	}
+	p.st.Preempted++
+	b.cfg.Logger.Info("slurm bridge: preempted", "slurm_job", j.ID, "job", jf.ID, "how", how)
+	if jf.State == domain.JobPreempting {
+		return b.stopped(ctx, j, jf, how)
+	}
+	return nil
+}
+
+// stopped reports a preempted job stopped: jobfabric requeues or ends it
+// at once instead of at its deadline.
+func (b *Bridge) stopped(ctx context.Context, j *Job, jf *domain.Job, how string) error {
+	_, err := b.cfg.API.Report(ctx, jf.ID, "stopped", "slurm job "+j.ID+" "+how)
+	if domain.CodeOf(err) == domain.CodeFailedPrecondition {
+		return nil // jobfabric released it at the deadline itself
+	}
+	return err
+}
+
 // spec is the jobfabric job of a Slurm job; why says, instead, why it
 // cannot be one.
-func (b *Bridge) spec(ctx context.Context, j *Job, ext string) (domain.JobSpec, string, error) {
+func (b *Bridge) spec(ctx context.Context, p *pass, j *Job, ext string) (domain.JobSpec, string, error) {
 	tenant, why := b.cfg.Mapping.tenant(j)
 	if why != "" {
 		return domain.JobSpec{}, why, nil
 	}
 	spec := domain.JobSpec{Tenant: tenant, Workspace: b.cfg.Mapping.workspace(j), ExternalID: ext, TimeLimitSeconds: int64(j.TimeLimit / time.Second)}
+	// Preemptible exactly when the workspace requeues preempted jobs.
+	ref := domain.Ref(spec.Tenant, spec.Workspace)
+	ws, ok := p.workspaces[ref]
+	if !ok {
+		var err error
+		ws, err = b.cfg.API.Workspace(ctx, spec.Tenant, spec.Workspace)
+		switch {
+		case domain.CodeOf(err) == domain.CodeNotFound:
+			ws = nil // the submit says so
+		case err != nil:
+			return spec, "", fmt.Errorf("read workspace %s: %w", ref, err)
+		}
+		p.workspaces[ref] = ws
+	}
+	spec.Preemptible = ws == nil || ws.Requeues()
 	nodes := max(j.Nodes, 1)
 	perNode, err := GPUCount(j.TresPerNode)
 	if err != nil {
@@ -345,9 +623,12 @@ func (b *Bridge) spec(ctx context.Context, j *Job, ext string) (domain.JobSpec, 
 	return spec, "", nil
 }
 
+// commentPrefix starts the comment of a job the bridge keeps held.
+const commentPrefix = "jobfabric: "
+
 // keepHeld leaves the job held with why in its comment (once).
 func (b *Bridge) keepHeld(ctx context.Context, j *Job, why string, st *Stats) error {
-	comment := "jobfabric: " + strings.ReplaceAll(why, "\n", " ")
+	comment := commentPrefix + strings.ReplaceAll(why, "\n", " ")
 	if j.Comment == comment {
 		return nil
 	}
@@ -363,75 +644,104 @@ func (b *Bridge) keepHeld(ctx context.Context, j *Job, why string, st *Stats) er
 type release struct {
 	slurmID string
 	job     uint64
+	run     int // the jobfabric job's Requeues: which placement this is
 	nodes   []string
 }
 
-// releaseWorkers bounds the scontrol updates in flight: each is a process
-// and an RPC to slurmctld, which serializes them anyway.
+// releasedComment marks a released Slurm job with its jobfabric job and
+// placement (one word: scontrol reads its standard input word by word).
+func releasedComment(job uint64, run int) string {
+	return fmt.Sprintf("jobfabric_job_%d_run_%d", job, run)
+}
+
+// releasedRun reads the placement a released job was given from its
+// comment; -1 when it has none.
+func releasedRun(j *Job) int {
+	var job uint64
+	var run int
+	if n, _ := fmt.Sscanf(j.Comment, "jobfabric_job_%d_run_%d", &job, &run); n != 2 {
+		return -1
+	}
+	return run
+}
+
+// releaseWorkers bounds the scontrol processes in flight: slurmctld
+// serializes the updates anyway.
 const releaseWorkers = 4
 
-// releaseBatch bounds the job ids of one scontrol release command line.
-const releaseBatch = 256
+// releaseBatch bounds the jobs of one scontrol process.
+const releaseBatch = 128
 
-// releaseAll sets each job's required nodes to its placement (one
-// scontrol update per job, a few at a time), then releases the updated
-// jobs with one scontrol release per batch: two commands per job in
-// sequence were the bridge's bottleneck.
-func (b *Bridge) releaseAll(ctx context.Context, rs []release, st *Stats) {
-	updated := make([]bool, len(rs))
+// releaseAll sets each job's required nodes to its placement and
+// releases it: per batch, one scontrol process reading an update per job
+// from its standard input, then one scontrol release of the batch. A
+// process per command was the bridge's bottleneck at 10,000 jobs. When an
+// update fails, the batch's updates run one by one to find the bad one,
+// and only the jobs updated are released.
+func (b *Bridge) releaseAll(ctx context.Context, rs []release) Stats {
+	var st Stats
+	var mu sync.Mutex
 	sem := make(chan struct{}, releaseWorkers)
 	var wg sync.WaitGroup
-	for i, r := range rs {
+	for lo := 0; lo < len(rs); lo += releaseBatch {
+		batch := rs[lo:min(lo+releaseBatch, len(rs))]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, err := b.cfg.Slurm.Command(ctx, "scontrol", "update", "JobId="+r.slurmID, "ReqNodeList="+strings.Join(r.nodes, ","), fmt.Sprintf("NumNodes=%d", len(r.nodes)))
-			if err != nil {
-				b.cfg.Logger.Warn("slurm bridge: set the placement", "slurm_job", r.slurmID, "job", r.job, "err", err)
-				return
-			}
-			updated[i] = true
+			n := b.releaseBatch(ctx, batch)
+			mu.Lock()
+			st.Released += n
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	var batch []release
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		ids := make([]string, len(batch))
-		for i, r := range batch {
-			ids[i] = r.slurmID
-		}
-		done := batch
-		if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", strings.Join(ids, ",")); err != nil {
-			// One bad id fails the command: release one by one to find it.
-			done = nil
-			for _, r := range batch {
-				if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", r.slurmID); err != nil {
-					b.cfg.Logger.Warn("slurm bridge: release", "slurm_job", r.slurmID, "job", r.job, "err", err)
-					continue
-				}
-				done = append(done, r)
+	return st
+}
+
+func (b *Bridge) releaseBatch(ctx context.Context, batch []release) int {
+	update := func(r release) string {
+		return fmt.Sprintf("update JobId=%s ReqNodeList=%s NumNodes=%d Comment=%s", r.slurmID, strings.Join(r.nodes, ","), len(r.nodes), releasedComment(r.job, r.run))
+	}
+	var script strings.Builder
+	for _, r := range batch {
+		script.WriteString(update(r) + "\n")
+	}
+	updated := batch
+	if _, err := b.cfg.Slurm.Pipe(ctx, script.String(), "scontrol"); err != nil {
+		updated = nil
+		for _, r := range batch {
+			if _, err := b.cfg.Slurm.Command(ctx, "scontrol", strings.Fields(update(r))...); err != nil {
+				b.cfg.Logger.Warn("slurm bridge: set the placement", "slurm_job", r.slurmID, "job", r.job, "err", err)
+				continue
 			}
-		}
-		for _, r := range done {
-			st.Released++
-			b.cfg.Logger.Info("slurm bridge: released", "slurm_job", r.slurmID, "job", r.job, "nodes", strings.Join(r.nodes, ","))
-		}
-		batch = batch[:0]
-	}
-	for i, r := range rs {
-		if !updated[i] {
-			continue
-		}
-		if batch = append(batch, r); len(batch) == releaseBatch {
-			flush()
+			updated = append(updated, r)
 		}
 	}
-	flush()
+	if len(updated) == 0 {
+		return 0
+	}
+	ids := make([]string, len(updated))
+	for i, r := range updated {
+		ids[i] = r.slurmID
+	}
+	done := updated
+	if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", strings.Join(ids, ",")); err != nil {
+		// One bad id fails the command: release one by one to find it.
+		done = nil
+		for _, r := range updated {
+			if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "release", r.slurmID); err != nil {
+				b.cfg.Logger.Warn("slurm bridge: release", "slurm_job", r.slurmID, "job", r.job, "err", err)
+				continue
+			}
+			done = append(done, r)
+		}
+	}
+	for _, r := range done {
+		b.cfg.Logger.Info("slurm bridge: released", "slurm_job", r.slurmID, "job", r.job, "nodes", strings.Join(r.nodes, ","))
+	}
+	return len(done)
 }
 
 // PlacedNodes are the servers of a job's placement, in placement order,
@@ -457,6 +767,8 @@ func (b *Bridge) ended(ctx context.Context, j *Job, ext string, jf *domain.Job, 
 	}
 	var err error
 	switch {
+	case jf.State == domain.JobPreempting:
+		err = b.stopped(ctx, j, jf, "ended "+j.State)
 	case j.State == "CANCELLED":
 		_, err = b.cfg.API.CancelJob(ctx, jf.ID)
 	case j.State == "COMPLETED":

@@ -40,6 +40,21 @@ func (r *recorded) Command(_ context.Context, name string, args ...string) ([]by
 	return b, err
 }
 
+// Pipe answers each line of stdin as a command of its own, and fails when
+// one does (scontrol exits 1 when any command failed).
+func (r *recorded) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, name+" <stdin>")
+	r.mu.Unlock()
+	var failed error
+	for _, line := range strings.Split(strings.TrimSpace(stdin), "\n") {
+		if _, err := r.Command(ctx, name, strings.Fields(line)...); err != nil {
+			failed = err
+		}
+	}
+	return nil, failed
+}
+
 func (r *recorded) count(prefix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -59,6 +74,7 @@ type refusing struct {
 	submitted []domain.JobSpec
 	live      []domain.Job // what Jobs lists
 	cancelled []uint64
+	reports   []string // "ID state"
 }
 
 func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
@@ -76,8 +92,15 @@ func (a *refusing) CancelJob(_ context.Context, id uint64) (*domain.Job, error) 
 	a.cancelled = append(a.cancelled, id)
 	return &domain.Job{ID: id, State: domain.JobCancelled}, nil
 }
-func (a *refusing) Report(context.Context, uint64, string, string) (*domain.Job, error) {
-	return nil, errors.New("unexpected report")
+func (a *refusing) Workspace(_ context.Context, tenant, name string) (*domain.Workspace, error) {
+	if !a.tenants[tenant] {
+		return nil, domain.NotFound("workspace", domain.Ref(tenant, name))
+	}
+	return &domain.Workspace{Tenant: tenant, Name: name}, nil
+}
+func (a *refusing) Report(_ context.Context, id uint64, state, _ string) (*domain.Job, error) {
+	a.reports = append(a.reports, fmt.Sprintf("%d %s", id, state))
+	return &domain.Job{ID: id}, nil
 }
 
 func newRecorded() *recorded {
@@ -105,7 +128,7 @@ func TestSyncRecorded(t *testing.T) {
 	if st != (Stats{Submitted: 1, Held: 1}) {
 		t.Errorf("stats %+v, want 1 submitted, 1 held; commands %q", st, run.calls)
 	}
-	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3"}
+	want := domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 4, GPUsPerNode: 4, TimeLimitSeconds: 2700, ExternalID: "slurm:jftest:3", Preemptible: true}
 	if len(jf.submitted) != 1 || fmt.Sprint(jf.submitted[0]) != fmt.Sprint(want) {
 		t.Errorf("submitted %+v, want %+v", jf.submitted, want)
 	}
@@ -168,8 +191,10 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 	live := func(id uint64, ext string, state domain.JobState) domain.Job {
 		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state}
 	}
+	onN1N3 := live(1, "slurm:jftest:1", domain.JobReady) // shown, CONFIGURING on its placement
+	onN1N3.Placement = []domain.Placement{{Server: "n1"}, {Server: "n3"}}
 	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{
-		live(1, "slurm:jftest:1", domain.JobReady),    // shown, CONFIGURING
+		onN1N3,
 		live(2, "slurm:jftest:99", domain.JobPending), // gone
 		live(3, "slurm:other:99", domain.JobPending),  // another cluster
 		live(4, "", domain.JobPending),
@@ -189,6 +214,9 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 	}
 	if len(jf.submitted) != 0 {
 		t.Errorf("submitted %v: slurm job 3 already has job 5", jf.submitted)
+	}
+	if n := run.count("scontrol requeuehold") + run.count("scancel"); n != 0 || st.Misplaced != 0 {
+		t.Errorf("slurm job 1 runs on its placement, yet the bridge stopped it: %q", run.calls)
 	}
 }
 
@@ -214,8 +242,8 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			jf := &refusing{live: []domain.Job{ready(7, "slurm:jftest:2", "n2"), ready(8, "slurm:jftest:3", "n0", "n1")}}
 			run := newRecorded()
-			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1"] = ""
-			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2"] = ""
+			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1 Comment=jobfabric_job_7_run_0"] = ""
+			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2 Comment=jobfabric_job_8_run_0"] = ""
 			run.files["scontrol release 2"] = ""
 			if !tc.batchFails {
 				run.files["scontrol release 2,3"] = ""
@@ -235,5 +263,69 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 				t.Errorf("%d updates, want 2: %q", n, run.calls)
 			}
 		})
+	}
+}
+
+// TestSyncPreemptsAtTheDeadline: a Slurm job whose jobfabric job is
+// Preempting runs on through the grace period; at the deadline it is
+// requeued held when the job is preemptible, else cancelled, and the job
+// reported stopped.
+func TestSyncPreemptsAtTheDeadline(t *testing.T) {
+	for name, tc := range map[string]struct {
+		preemptible bool
+		command     string
+	}{
+		"requeue": {true, "scontrol requeuehold 1"},
+		"cancel":  {false, "scancel 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := tstime.NewFake(time.Unix(1000, 0))
+			deadline := clock.Now().Add(30 * time.Second)
+			jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+				JobSpec:   domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: tc.preemptible},
+				State:     domain.JobPreempting,
+				Placement: []domain.Placement{{Server: "n1"}, {Server: "n3"}}, StopDeadline: &deadline}}}
+			run := newRecorded()
+			run.files[tc.command] = ""
+			b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := b.Sync(t.Context()); err != nil || st.Preempted != 0 || run.count(tc.command) != 0 {
+				t.Fatalf("within the grace period: %+v, %v, commands %q", st, err, run.calls)
+			}
+			clock.Advance(30 * time.Second)
+			st, err := b.Sync(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Preempted != 1 || run.count(tc.command) != 1 || fmt.Sprint(jf.reports) != "[9 stopped]" {
+				t.Errorf("at the deadline: %+v, reports %v, commands %q; want %s and a stopped report", st, jf.reports, run.calls, tc.command)
+			}
+		})
+	}
+}
+
+// TestSyncHoldsAReleasedJobRequeuedFirst: jobfabric requeued a job (run 1)
+// whose Slurm job was released for run 0 but not yet allocated: the
+// bridge holds it again (scontrol hold; requeuehold is for allocated
+// jobs) and does not report it: jobfabric already requeued it.
+func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:5", Preemptible: true},
+		State:   domain.JobPending, Requeues: 1}}}
+	run := newRecorded()
+	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
+	run.files["scontrol hold 5"] = ""
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {
+		t.Errorf("stats %+v, reports %v, submitted %v, commands %q; want one scontrol hold", st, jf.reports, jf.submitted, run.calls)
 	}
 }

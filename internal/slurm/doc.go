@@ -1,10 +1,14 @@
 // Package slurm bridges slurmctld to jobfabric, so that Slurm starts a job
 // exactly where jobfabric placed it: Slurm jobs enter held (sbatch --hold,
-// or a submit filter), the Bridge submits each as a jobfabric job known by
-// its external id "slurm:<cluster>:<jobid>", and when that job is Ready it
-// sets the Slurm job's required nodes to the placed servers and releases
-// it. A job jobfabric cannot take (an account without a tenant, no GPU
-// asked) stays held with a "jobfabric: ..." comment saying why.
+// or the job_submit.lua JobSubmitLua writes), the Bridge submits each as a
+// jobfabric job known by its external id "slurm:<cluster>:<jobid>", and
+// when that job is Ready it sets the Slurm job's required nodes to the
+// placed servers and releases it. A job jobfabric cannot take (an account
+// without a tenant, no GPU asked) stays held with a "jobfabric: ..."
+// comment saying why. At a preempted job's grace deadline the Slurm job
+// is requeued held or cancelled, as its workspace's Preemption says; a
+// Slurm job allocated off its placement (released by someone else) is
+// requeued held. A platform runtime token is enough.
 //
 // The bridge speaks to slurmctld only through the Slurm commands (squeue
 // with explicit format fields, scontrol, scancel) run by an injected

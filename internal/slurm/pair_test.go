@@ -23,9 +23,26 @@ import (
 type pair struct {
 	sc    *slurmtest.Cluster
 	admin *client.Client
+	// runtime holds a platform runtime token: what a site gives the
+	// bridge.
+	runtime *client.Client
 }
 
 func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string) pair {
+	tb.Helper()
+	return startPairTuned(tb, ctx, stripes, perStripe, ws, guaranteed, slurmExtra, nil)
+}
+
+// startPairTuned is startPair with the server's configuration changed by
+// tune (a short preemption grace, for instance).
+func startPairTuned(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string, tune func(*server.Config)) pair {
+	tb.Helper()
+	return startPairWith(tb, ctx, stripes, perStripe, ws, guaranteed, slurmtest.Options{Extra: slurmExtra}, tune)
+}
+
+// startPairWith is startPair with the Slurm options given (Nodes and
+// GPUsPerNode are set from the topology).
+func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, so slurmtest.Options, tune func(*server.Config)) pair {
 	tb.Helper()
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: stripes, ServersPerStripe: perStripe, GPUsPerServer: 8})
 	if err != nil {
@@ -35,8 +52,14 @@ func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws st
 	for _, s := range topo.Servers() {
 		names = append(names, s.Name)
 	}
-	sc := slurmtest.Start(tb, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8, Extra: slurmExtra})
-	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) { c.FabricDriver = "none" }})
+	so.Nodes, so.GPUsPerNode = export.Hostlist(names), 8
+	sc := slurmtest.Start(tb, so)
+	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) {
+		c.FabricDriver = "none"
+		if tune != nil {
+			tune(c)
+		}
+	}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -52,12 +75,26 @@ func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws st
 	if _, err := admin.CreateWorkspace(ctx, "acme", api.WorkspaceCreateRequest{Name: ws, Guaranteed: guaranteed}); err != nil {
 		tb.Fatal(err)
 	}
-	return pair{sc: sc, admin: admin}
+	tok, err := admin.CreateToken(ctx, api.TokenCreateRequest{Role: domain.RoleRuntime, Description: "slurm bridge"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt, err := client.New(jf.Servers[0].URL(), tok.Secret, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pair{sc: sc, admin: admin, runtime: rt}
 }
 
 // sbatchHeld submits jobs held jobs of account acme, job i shaped by
 // shape(i), in 4 parallel loops (munge and process start dominate).
 func (p pair) sbatchHeld(ctx context.Context, jobs int, shape func(i int) []string) error {
+	return sbatchMany(ctx, p.sc, jobs, []string{"--hold"}, shape)
+}
+
+// sbatchMany submits jobs jobs of account acme with the flags given, job
+// i shaped by shape(i), in 4 parallel loops.
+func sbatchMany(ctx context.Context, sc *slurmtest.Cluster, jobs int, flags []string, shape func(i int) []string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := range 4 {
@@ -65,8 +102,8 @@ func (p pair) sbatchHeld(ctx context.Context, jobs int, shape func(i int) []stri
 		go func() {
 			defer wg.Done()
 			for i := w; i < jobs; i += 4 {
-				args := append([]string{"--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, shape(i)...)
-				if _, err := p.sc.Command(ctx, "sbatch", args...); err != nil {
+				args := append(append([]string{"--parsable", "-o", "/dev/null", "-A", "acme", "--wrap", "true"}, flags...), shape(i)...)
+				if _, err := sc.Command(ctx, "sbatch", args...); err != nil {
 					errs <- err
 					return
 				}

@@ -33,9 +33,10 @@ type Job struct {
 }
 
 // Held reports whether the job waits for a release: the state the bridge
-// acts on.
+// acts on. A job the bridge requeued held (scontrol requeuehold) waits
+// with the reason "job requeued in held state".
 func (j *Job) Held() bool {
-	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin")
+	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin" || j.Reason == "job requeued in held state")
 }
 
 // Ended reports whether Slurm is done with the job.
@@ -156,4 +157,55 @@ func GPUCount(tres string) (int, error) {
 		return n, nil
 	}
 	return 0, nil
+}
+
+// ExpandHostlist reads a Slurm hostlist such as "gpu[0001-0003,0007],n1"
+// into its names, in order. It reads one bracket per name (what squeue
+// prints for named nodes); anything else is an error.
+func ExpandHostlist(hl string) ([]string, error) {
+	var out []string
+	for hl != "" {
+		// The next name: up to a comma outside brackets.
+		end, depth := len(hl), 0
+		for i, c := range hl {
+			switch {
+			case c == '[':
+				depth++
+			case c == ']':
+				depth--
+			case c == ',' && depth == 0:
+				end = i
+			}
+			if end != len(hl) {
+				break
+			}
+		}
+		item := hl[:end]
+		hl = strings.TrimPrefix(hl[end:], ",")
+		open := strings.IndexByte(item, '[')
+		if open < 0 {
+			out = append(out, item)
+			continue
+		}
+		shut := strings.IndexByte(item, ']')
+		if shut < open || strings.ContainsAny(item[shut+1:], "[]") {
+			return nil, fmt.Errorf("hostlist %q: one bracket per name", item)
+		}
+		prefix, suffix := item[:open], item[shut+1:]
+		for _, r := range strings.Split(item[open+1:shut], ",") {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 != nil || err2 != nil || a > b || b-a > 1<<20 {
+				return nil, fmt.Errorf("hostlist %q: range %q", item, r)
+			}
+			for n := a; n <= b; n++ {
+				out = append(out, fmt.Sprintf("%s%0*d%s", prefix, len(lo), n, suffix))
+			}
+		}
+	}
+	return out, nil
 }

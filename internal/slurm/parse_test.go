@@ -166,3 +166,23 @@ func TestLoadMapping(t *testing.T) {
 }
 
 func readFile(name string) ([]byte, error) { return os.ReadFile("testdata/" + name) }
+
+func TestExpandHostlist(t *testing.T) {
+	for in, want := range map[string]string{
+		"n1":                        "n1",
+		"gpu[0001-0003,0007],n1":    "gpu0001 gpu0002 gpu0003 gpu0007 n1",
+		"s1-gpu[001-002],s2-gpu001": "s1-gpu001 s1-gpu002 s2-gpu001",
+		"rack[1-2]-a":               "rack1-a rack2-a",
+		"":                          "",
+	} {
+		got, err := ExpandHostlist(in)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("ExpandHostlist(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"n[1-x]", "n[3-1]", "n[1-2][3-4]", "n]1["} {
+		if got, err := ExpandHostlist(bad); err == nil {
+			t.Errorf("ExpandHostlist(%q) = %q, want an error", bad, got)
+		}
+	}
+}

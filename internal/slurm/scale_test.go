@@ -49,14 +49,14 @@ func TestBridge1000JobsInOrder(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	bctx, kill := context.WithCancel(ctx)
-	first, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: &interrupting{Client: admin, after: 300, cancel: kill}, Logger: quiet})
+	first, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: &interrupting{Client: p.runtime, after: 300, cancel: kill}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := first.Sync(bctx); err == nil {
 		t.Fatal("the interrupted pass reported no error")
 	}
-	second, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Logger: quiet})
+	second, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestBridgeWithSlurmctld(t *testing.T) {
 
 	mapping := slurm.Mapping{Accounts: map[string]string{"phys": "acme"}, Workspaces: map[string]string{"gpu": "training"}}
 	newBridge := func() *slurm.Bridge {
-		b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: admin, Mapping: mapping,
+		b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: mapping,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

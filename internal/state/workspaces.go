@@ -39,7 +39,11 @@ func (f *FSM) applyWorkspaceCreate(c *Command) (any, *domain.Error) {
 	return &cp, nil
 }
 func quotaString(w *domain.Workspace) string {
-	return fmt.Sprintf("guaranteed=%d borrowLimit=%d lendLimit=%d weight=%d priority=%d", w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight, w.Priority)
+	s := fmt.Sprintf("guaranteed=%d borrowLimit=%d lendLimit=%d weight=%d priority=%d", w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight, w.Priority)
+	if w.Preemption != "" {
+		s += " preemption=" + w.Preemption
+	}
+	return s
 }
 func (f *FSM) applyWorkspaceUpdate(c *Command) (any, *domain.Error) {
 	p, derr := decode[WorkspaceUpdate](c)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,6 +35,26 @@ type Options struct {
 	Cluster string
 	// Extra lines for slurm.conf (SchedulerParameters=..., for instance).
 	Extra string
+	// TopologyYAML, when set, is written as topology.yaml (Slurm 24.11+
+	// reads it in place of topology.conf).
+	TopologyYAML string
+	// JobSubmitLua, when set, is written as job_submit.lua and enables
+	// JobSubmitPlugins=lua (the test skips when the plugin is missing).
+	JobSubmitLua string
+	// Plugins the configuration needs (topology_block, for instance):
+	// the test skips when one is not installed.
+	Plugins []string
+}
+
+// PluginInstalled reports whether a Slurm plugin (job_submit_lua,
+// topology_block...) is installed where Debian and others put them.
+func PluginInstalled(name string) bool {
+	for _, pat := range []string{"/usr/lib/*/slurm-wlm/", "/usr/lib/slurm-wlm/", "/usr/lib/slurm/", "/usr/lib64/slurm/", "/usr/local/lib/slurm/"} {
+		if m, _ := filepath.Glob(pat + name + ".so"); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Cluster is a running slurmctld with its munged.
@@ -44,6 +65,9 @@ type Cluster struct {
 	bins map[string]string
 	logs *syncBuffer
 	done chan struct{} // closed when slurmctld exits
+	// ctld is the running slurmctld; restart starts it again.
+	ctld    *exec.Cmd
+	restart func()
 }
 
 var binaries = []string{"slurmctld", "scontrol", "sbatch", "squeue", "scancel", "munged"}
@@ -70,6 +94,14 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Geteuid() != 0 {
 		t.Skip("slurmctld runs as SlurmUser=root here: the test needs root")
 	}
+	if o.JobSubmitLua != "" {
+		o.Plugins = append(o.Plugins, "job_submit_lua")
+	}
+	for _, p := range o.Plugins {
+		if !PluginInstalled(p) {
+			t.Skipf("Slurm plugin %s is not installed (this slurmctld build lacks it)", p)
+		}
+	}
 	if o.CPUs == 0 {
 		o.CPUs = 8
 	}
@@ -91,7 +123,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		return p
 	}
-	start := func(name string, env []string, args ...string) chan struct{} {
+	start := func(name string, env []string, args ...string) (*exec.Cmd, chan struct{}) {
 		cmd := exec.CommandContext(ctx, bins[name], args...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdout, cmd.Stderr = c.logs, c.logs
@@ -101,7 +133,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
-		return done
+		return cmd, done
 	}
 
 	// munge with a private key and socket, in the foreground.
@@ -114,7 +146,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(md, "munge.sock")
-	start("munged", nil, "-F", "--force", "--key-file="+filepath.Join(md, "munge.key"), "--socket="+sock,
+	_, _ = start("munged", nil, "-F", "--force", "--key-file="+filepath.Join(md, "munge.key"), "--socket="+sock,
 		"--pid-file="+filepath.Join(md, "munged.pid"), "--log-file="+filepath.Join(md, "munged.log"), "--seed-file="+filepath.Join(md, "munged.seed"))
 
 	host, err := os.Hostname()
@@ -128,6 +160,14 @@ func Start(t testing.TB, o Options) *Cluster {
 		write("topology.conf", o.TopologyConf, 0o644)
 		topo = "TopologyPlugin=topology/tree\n"
 	}
+	if o.TopologyYAML != "" {
+		write("topology.yaml", o.TopologyYAML, 0o644)
+	}
+	if o.JobSubmitLua != "" {
+		write("job_submit.lua", o.JobSubmitLua, 0o644)
+		topo += "JobSubmitPlugins=lua\n"
+	}
+	state := filepath.Join(dir, "state")
 	if o.GPUsPerNode > 0 {
 		gres = "GresTypes=gpu\n"
 		nodeGres = fmt.Sprintf(" Gres=gpu:%d", o.GPUsPerNode)
@@ -159,26 +199,64 @@ JobCompType=jobcomp/none
 NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
 PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
 %s
-`, o.Cluster, host, freePort(t), sock, filepath.Join(dir, "state"), filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
+`, o.Cluster, host, freePort(t), sock, state, filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
 		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Extra), 0o644)
 	c.Env = []string{"SLURM_CONF=" + conf}
-	c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
+	c.ctld, c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
+	c.up(t)
+	c.restart = func() {
+		// -R: recover the jobs saved in StateSaveLocation (-c, the first
+		// start's flag, would discard them).
+		c.ctld, c.done = start("slurmctld", c.Env, "-D", "-R", "-f", conf)
+	}
+	return c
+}
+
+func (c *Cluster) up(t testing.TB) {
+	t.Helper()
 	c.Poll(t, "slurmctld never answered scontrol ping", func() (bool, string) {
 		out, _ := c.Run("scontrol", "ping")
 		return strings.Contains(out, "UP"), out
 	})
-	return c
+}
+
+// Restart stops slurmctld with SIGTERM (it saves its state in
+// StateSaveLocation), calls whileDown (if not nil), starts it again on the
+// same configuration and state and waits until it answers.
+func (c *Cluster) Restart(t testing.TB, whileDown func()) {
+	t.Helper()
+	if err := c.ctld.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("stop slurmctld: %v", err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("slurmctld did not stop within a minute of SIGTERM:\n%s", c.Log())
+	}
+	if whileDown != nil {
+		whileDown()
+	}
+	c.restart()
+	c.up(t)
 }
 
 // Command runs a Slurm command with this cluster's configuration; it is
 // the bridge's command runner.
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return c.Pipe(ctx, "", name, args...)
+}
+
+// Pipe runs a Slurm command with stdin as its standard input.
+func (c *Cluster) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
 	bin, ok := c.bins[name]
 	if !ok {
 		return nil, fmt.Errorf("slurmtest: %s is not a command this cluster runs", name)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

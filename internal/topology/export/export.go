@@ -11,12 +11,13 @@ const (
 	FormatKueue      = "kueue"
 	FormatVolcano    = "volcano"
 	FormatSlurm      = "slurm"
+	FormatSlurmYAML  = "slurm-yaml"
 	FormatNodeLabels = "node-labels"
 )
 
 // Formats lists the formats, for flags and errors.
 func Formats() []string {
-	return []string{FormatKueue, FormatVolcano, FormatSlurm, FormatNodeLabels}
+	return []string{FormatKueue, FormatVolcano, FormatSlurm, FormatSlurmYAML, FormatNodeLabels}
 }
 
 // Options tune the output.
@@ -42,6 +43,8 @@ func Render(t *domain.Topology, format string, o Options) ([]byte, error) {
 		return Volcano(tr)
 	case FormatSlurm:
 		return []byte(SlurmTree(tr)), nil
+	case FormatSlurmYAML:
+		return []byte(SlurmYAML(tr)), nil
 	case FormatNodeLabels:
 		return []byte(LabelScript(tr)), nil
 	}

@@ -106,3 +106,63 @@ func Hostlist(names []string) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// SlurmYAML writes topology.yaml for Slurm 24.11 and later (it replaces
+// topology.conf when both exist): a block topology, "block", whose blocks
+// are the multi-server NVLink domains (the leaf groups when the inventory
+// has none), the smallest block's node count its base block size; and the
+// tree topology of SlurmTree, "tree". The block topology is the
+// cluster default when there are NVLink domains (a job inside one domain
+// talks over NVLink), else the tree; a partition picks the other with
+// Topology=.
+func SlurmYAML(tr *Tree) string {
+	var b strings.Builder
+	b.WriteString("# topology.yaml for Slurm 24.11+ (topology/block and topology/tree), written by jobfabric topology export.\n")
+	blockLevel := LevelLeafGroup
+	if tr.NVLink {
+		blockLevel = LevelNVLink
+		b.WriteString("# Blocks: each NVLink domain.\n")
+	} else {
+		b.WriteString("# Blocks: each leaf group (the inventory has no multi-server NVLink domain).\n")
+	}
+	var blocks []*Node
+	for _, root := range tr.Fabrics {
+		walk(root, func(n *Node) {
+			if n.Level == blockLevel {
+				blocks = append(blocks, n)
+			}
+		})
+	}
+	base := 0
+	for _, n := range blocks {
+		if base == 0 || len(n.Servers) < base {
+			base = len(n.Servers)
+		}
+	}
+	fmt.Fprintf(&b, "- topology: block\n  cluster_default: %t\n  block:\n    block_sizes:\n      - %d\n    blocks:\n", tr.NVLink, base)
+	for _, n := range blocks {
+		fmt.Fprintf(&b, "      - block: %s\n        nodes: %s\n", n.Name, Hostlist(n.Servers))
+	}
+	fmt.Fprintf(&b, "- topology: tree\n  cluster_default: %t\n  tree:\n    switches:\n", !tr.NVLink)
+	for _, root := range tr.Fabrics {
+		for _, l := range []Level{LevelNVLink, LevelLeafGroup, LevelFabric} {
+			walk(root, func(n *Node) {
+				if n.Level != l {
+					return
+				}
+				fmt.Fprintf(&b, "      - switch: %s\n", n.Name)
+				var kids []string
+				for _, c := range n.Children {
+					kids = append(kids, c.Name)
+				}
+				if len(kids) > 0 {
+					fmt.Fprintf(&b, "        children: %s\n", Hostlist(kids))
+				}
+				if len(n.Servers) > 0 {
+					fmt.Fprintf(&b, "        nodes: %s\n", Hostlist(n.Servers))
+				}
+			})
+		}
+	}
+	return b.String()
+}

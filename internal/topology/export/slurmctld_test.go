@@ -96,3 +96,32 @@ func TestSlurmctldAcceptsTopologyConf(t *testing.T) {
 		t.Errorf("2-node job %s on %s spans NVLink domains %v, want one", pair, alloc[pair], g)
 	}
 }
+
+// TestSlurmctldAcceptsTopologyYAML starts slurmctld with the exported
+// topology.yaml (NVLink domains of 2 servers as blocks, the default): it
+// must start and show every block. topology/block and topology.yaml came
+// with Slurm 23.02 and 24.11: the test skips on Debian 12's 22.05, which
+// has neither.
+func TestSlurmctldAcceptsTopologyYAML(t *testing.T) {
+	tr, err := Build(generated(t, 2, 4, 4, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := SlurmYAML(tr)
+	var nodes []string
+	for _, s := range tr.Servers {
+		nodes = append(nodes, s.Name)
+	}
+	sc := slurmtest.Start(t, slurmtest.Options{Nodes: Hostlist(nodes), TopologyYAML: y, Plugins: []string{"topology_block"}})
+	out, err := sc.Run("scontrol", "show", "topology")
+	if err != nil {
+		t.Fatalf("scontrol show topology: %v\n%s", err, out)
+	}
+	for _, root := range tr.Fabrics {
+		walk(root, func(n *Node) {
+			if n.Level == LevelNVLink && !strings.Contains(out, n.Name) {
+				t.Errorf("slurmctld does not show block %s:\n%s\ntopology.yaml:\n%s", n.Name, out, y)
+			}
+		})
+	}
+}
