@@ -69,6 +69,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	var so bench.SchedOptions
+	var schedProfile string
 	schedCmd := &cobra.Command{
 		Use:   "sched",
 		Short: "Drain a queue of mixed jobs (whole GPUs, gangs up to 512, MIG, shares) through the scheduler on a large synthetic cluster",
@@ -77,13 +78,19 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err := g.checkOutput(); err != nil {
 				return err
 			}
+			stop, err := startCPUProfile(schedProfile)
+			if err != nil {
+				return err
+			}
 			r, err := bench.Sched(so)
+			stop()
 			if err != nil {
 				return err
 			}
 			return g.emit(r, func(w io.Writer) {
 				fmt.Fprintf(w, "cluster: %d servers, %d GPUs, %d tenants, %d workspaces; %d pending jobs\n", r.Servers, r.GPUs, r.Tenants, r.Workspaces, r.Jobs)
 				fmt.Fprintf(w, "drained in %d cycles: %d placements (%d preemptions) in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.Preemptions, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
+				fmt.Fprintf(w, "cycle: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.CycleP50ms, r.CycleP99ms, r.CycleMaxms)
 				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
 				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
 			})
@@ -96,6 +103,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.IntVar(&so.Workspaces, "workspaces", 200, "workspaces, spread over the tenants")
 	sf.IntVar(&so.Jobs, "jobs", 10000, "pending jobs")
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
+	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
+	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	var fo bench.FabricOptions
 	var placement string
 	fabricCmd := &cobra.Command{
@@ -132,6 +141,23 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
 	cmd.AddCommand(submit, schedCmd, fabricCmd)
 	return cmd
+}
+
+// startCPUProfile profiles the process into path until stop is called;
+// an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, domain.Invalid("cpuprofile", "cannot create %s: %v", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func rate(r float64) string {
