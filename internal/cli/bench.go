@@ -139,7 +139,48 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
 	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd)
+	var soak bench.SoakOptions
+	var soakOut string
+	soakCmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Submit, run and end many jobs through the API of one server whose clock runs fast; sample RSS, raft.db, snapshot size and restart time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			soak.Progress = func(s bench.SoakSample) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d jobs ended, %.0f s, %.0f/s: RSS %.0f MiB, heap %.0f MiB, raft.db %.1f MiB, snapshot %.1f MiB, restart %.0f ms; %d live, %d ended jobs, %d events, %d usage records\n",
+					s.Done, s.Seconds, s.JobsPerSec, s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+			}
+			r, err := bench.Soak(cmd.Context(), soak)
+			if err != nil {
+				return err
+			}
+			if soakOut != "" {
+				if err := bench.WriteSoak(soakOut, r); err != nil {
+					return err
+				}
+			}
+			return g.emit(r, func(w io.Writer) {
+				header(w, "DONE", "SECONDS", "CLOCK-DAYS", "JOBS/S", "RSS-MIB", "HEAP-MIB", "RAFTDB-MIB", "SNAPSHOT-MIB", "RESTART-MS", "ENDED-JOBS", "EVENTS", "USAGE")
+				for _, s := range r.Samples {
+					row(w, s.Done, fmt.Sprintf("%.0f", s.Seconds), fmt.Sprintf("%.1f", s.ClockDays), fmt.Sprintf("%.0f", s.JobsPerSec), fmt.Sprintf("%.0f", s.RSSMiB),
+						fmt.Sprintf("%.0f", s.HeapMiB), fmt.Sprintf("%.1f", s.RaftDBMiB), fmt.Sprintf("%.1f", s.SnapshotMiB), fmt.Sprintf("%.0f", s.RestartMs), s.EndedJobs, s.Events, s.UsageRecords)
+				}
+				fmt.Fprintf(w, "%d jobs in %.0f s; %d errors %s\n", r.Jobs, r.Seconds, r.Errors, r.FirstErr)
+			})
+		},
+	}
+	kf := soakCmd.Flags()
+	kf.IntVar(&soak.Jobs, "jobs", 1_000_000, "jobs to submit, run and end")
+	kf.IntVar(&soak.Samples, "samples", 20, "sample points (each restarts the server)")
+	kf.IntVar(&soak.Tenants, "tenants", 2, "tenants sharing the load")
+	kf.IntVar(&soak.Clients, "clients", 32, "concurrent submitters (and reporters)")
+	kf.IntVar(&soak.GPUs, "gpus", 512, "GPUs in the cluster (servers of 8); at most this many jobs are live")
+	kf.Float64Var(&soak.Speedup, "speedup", 86_400, "how much faster the server's clock runs than real time")
+	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg and PREFIX-restart.svg")
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd)
 	return cmd
 }
 
