@@ -249,10 +249,16 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 		}
 		var got []domain.MIGSlice
 		for _, g := range order {
+			if sc != nil && len(v.mig[g]) > 0 && c.migFull(v.idx, g, j.MIGProfile, false) {
+				continue // its instances have no room for one more (and have not changed)
+			}
 			layout := append([]mig.Instance(nil), v.mig[g]...)
-			for len(got) < j.MIGCount {
+			for first := true; len(got) < j.MIGCount; first = false {
 				start, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: layout}, j.MIGProfile)
 				if err != nil {
+					if first && sc != nil && len(v.mig[g]) > 0 {
+						c.migFull(v.idx, g, j.MIGProfile, true)
+					}
 					break
 				}
 				layout = append(layout, mig.Instance{Profile: j.MIGProfile, Start: start})

@@ -82,13 +82,42 @@ func (c *cluster) scans() *scanCache {
 	return c.cache
 }
 
-// touched notes that server i may change: the version moves, and the
-// free-GPU histogram recounts i when next asked.
+// touched notes that server i may change: the version moves, the
+// free-GPU histogram recounts i when next asked, and what was found of
+// its MIG instances is forgotten.
 func (c *cluster) touched(i int) {
 	c.ver++
 	if c.hist != nil {
 		c.hist.dirty = append(c.hist.dirty, i)
 	}
+	if c.sver != nil {
+		c.sver[i]++
+	}
+}
+
+// migKeyGPU is one GPU's MIG instances asked for one more of a profile.
+type migKeyGPU struct {
+	server, gpu int
+	profile     string
+}
+
+// migFull reports whether GPU g of server i was found, since the server
+// last changed, to have no room for one more instance of profile; with
+// note, it records that it has none. The base cluster only (placeMIG
+// asks when its scan cache is on): mig.Place on a GPU full of instances
+// was most of a cycle with thousands of MIG jobs on a full cluster.
+func (c *cluster) migFull(i, g int, profile string, note bool) bool {
+	if c.sver == nil {
+		c.sver = make([]uint32, len(c.servers))
+		c.migNoRoom = map[migKeyGPU]uint32{}
+	}
+	k := migKeyGPU{i, g, profile}
+	if note {
+		c.migNoRoom[k] = c.sver[i] + 1 // +1: the zero value is "never found"
+		return true
+	}
+	v, ok := c.migNoRoom[k]
+	return ok && v == c.sver[i]+1
 }
 
 // freeHist counts servers by wholly free GPUs, kept up to date server by

@@ -283,6 +283,10 @@ type cluster struct {
 	cache      *scanCache
 	hist       *freeHist
 	exhaustive bool
+	// sver counts each server's changes, for migNoRoom: GPUs found to
+	// have no room for one more instance of a profile (scans.go).
+	sver      []uint32
+	migNoRoom map[migKeyGPU]uint32
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
