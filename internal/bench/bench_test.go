@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // TestSubmitSmoke runs the benchmark briefly in both modes so the code that
@@ -69,7 +69,7 @@ func TestSoakSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	r, err := Soak(ctx, SoakOptions{Jobs: 600, Samples: 2, GPUs: 64, Clients: 8, Reporters: 8, Dir: t.TempDir(),
-		Retention: server.Retention{EndedJobs: 24 * time.Hour, Usage: 48 * time.Hour}, RetainEvery: time.Second})
+		Retention: state.Retention{EndedJobs: 24 * time.Hour, Usage: 48 * time.Hour}, RetainEvery: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

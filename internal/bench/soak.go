@@ -20,7 +20,6 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
-	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/sim"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
@@ -49,7 +48,7 @@ type SoakOptions struct {
 	// 30 days and 10,000 ended jobs a tenant, events 90 days and 100,000
 	// a tenant, usage 400 days); RetainEvery how often it runs, in real
 	// time (default 2s).
-	Retention   server.Retention
+	Retention   state.Retention
 	RetainEvery time.Duration
 	Dir         string // data directory (default: a temporary one)
 	// Progress, when set, is called with each sample as it is taken.
@@ -110,9 +109,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if o.Speedup == 0 {
 		o.Speedup = 86_400
 	}
-	if o.Retention == (server.Retention{}) {
+	if o.Retention == (state.Retention{}) {
 		const day = 24 * time.Hour
-		o.Retention = server.Retention{EndedJobs: 30 * day, EndedJobsPerTenant: 10_000, Events: 90 * day, EventsPerTenant: 100_000, Usage: 400 * day}
+		o.Retention = state.Retention{EndedJobs: 30 * day, EndedJobsPerTenant: 10_000, Events: 90 * day, EventsPerTenant: 100_000, Usage: 400 * day}
 	}
 	if o.RetainEvery == 0 {
 		o.RetainEvery = 2 * time.Second
@@ -136,10 +135,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	}
 	start := time.Now()
 	clk := fastClock{origin: start, factor: o.Speedup}
-	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Tune: func(cfg *server.Config) {
-		cfg.Clock, cfg.FabricDriver = clk, "none"
-		cfg.Retention, cfg.RetainEvery = o.Retention, o.RetainEvery
-	}})
+	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Clock: clk, FabricDriver: "none", Retention: o.Retention, RetainEvery: o.RetainEvery})
 	if err != nil {
 		return nil, err
 	}
