@@ -92,6 +92,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "cluster: %d servers, %d GPUs, %d tenants, %d workspaces; %d pending jobs\n", r.Servers, r.GPUs, r.Tenants, r.Workspaces, r.Jobs)
 				fmt.Fprintf(w, "drained in %d cycles: %d placements (%d preemptions) in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.Preemptions, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
 				fmt.Fprintf(w, "first cycle (empty cluster) %.0f ms; later cycles: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.FirstCyclems, r.CycleP50ms, r.CycleP99ms, r.CycleMaxms)
+				fmt.Fprintf(w, "in CPU time of the cycle's thread: first %.0f ms, later p50 %.2f ms, p99 %.2f ms; %.0f placements per CPU second\n", r.FirstCycleCPUms, r.CycleCPUP50ms, r.CycleCPUP99ms, r.PlacementsPerCPUSecond)
 				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
 				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
 			})
