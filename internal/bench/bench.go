@@ -34,7 +34,10 @@ type SubmitOptions struct {
 	Rate float64
 	// ViaFollower sends requests to a follower (forwarded to the leader).
 	ViaFollower bool
-	Dir         string // data directory (default: a temporary one)
+	// Preload submits this many jobs before the run (64 at a time, not
+	// measured): the state then holds them, pending behind the 4 placed.
+	Preload int
+	Dir     string // data directory (default: a temporary one)
 }
 
 // SubmitResult is one run's figures.
@@ -97,6 +100,9 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		return nil, err
 	}
 	spec := domain.JobSpec{Tenant: "bench", Workspace: "load", GPUs: 8, GPUsPerNode: 8}
+	if err := preload(ctx, cl, spec, o.Preload); err != nil {
+		return nil, err
+	}
 
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -168,6 +174,28 @@ func firstErrIf(n int, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%d submits failed; first: %w", n, err)
+}
+
+// preload submits n jobs, 64 at a time.
+func preload(ctx context.Context, cl *client.Client, spec domain.JobSpec, n int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := cl.SubmitJob(ctx, spec); err != nil {
+					errs <- fmt.Errorf("preload: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // seed applies a small topology and creates the tenant and workspace the

@@ -2,8 +2,13 @@ package bench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // TestSubmitSmoke runs the benchmark briefly in both modes so the code that
@@ -50,5 +55,45 @@ func TestSchedSmall(t *testing.T) {
 	// 128-GPU servers cannot hold the 256- and 512-GPU jobs: about 1 in 40.
 	if r.Placements+r.Unplaced < 300 || r.Unplaced > 20 || r.Gang64Trials == 0 || r.PlacementsPerSecond <= 0 {
 		t.Fatalf("result %+v: the queue must drain but for jobs larger than the cluster", r)
+	}
+}
+
+// TestSoakSmall runs the soak briefly: every job submitted is placed,
+// reported and counted, the server restarts at every sample and answers
+// again, retention runs (the clock passes days a second), and the CSV and
+// plots are written. It asserts correctness, never speed.
+func TestSoakSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts a server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	r, err := Soak(ctx, SoakOptions{Jobs: 600, Samples: 2, GPUs: 64, Clients: 8, Reporters: 8, Dir: t.TempDir(),
+		Retention: state.Retention{EndedJobs: 24 * time.Hour, Usage: 48 * time.Hour}, RetainEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Samples) != 2 || r.Samples[1].Done < 600 || r.Errors != 0 {
+		t.Fatalf("result %+v: want 2 samples, 600 jobs ended, no errors", r)
+	}
+	last := r.Samples[1]
+	if last.RestartMs <= 0 || last.RaftDBMiB <= 0 || last.RSSMiB <= 0 || last.ClockDays < 1 {
+		t.Fatalf("sample %+v: a restart, a raft.db, a resident set and at least a day of the server's clock", last)
+	}
+	if last.LiveJobs+last.EndedJobs >= 600 {
+		t.Fatalf("sample %+v: days passed on the server's clock but retention removed no ended job", last)
+	}
+	prefix := filepath.Join(t.TempDir(), "soak")
+	if err := WriteSoak(prefix, r); err != nil {
+		t.Fatal(err)
+	}
+	csv, err := os.ReadFile(prefix + ".csv")
+	if err != nil || strings.Count(string(csv), "\n") != 3 {
+		t.Fatalf("csv %q (%v): want a header and 2 rows", csv, err)
+	}
+	for _, f := range []string{prefix + ".svg", prefix + "-restart.svg"} {
+		if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "<svg") {
+			t.Fatalf("%s: %v", f, err)
+		}
 	}
 }

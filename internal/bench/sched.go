@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"sort"
+	"slices"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/sched"
@@ -19,6 +20,9 @@ type SchedOptions struct {
 	Tenants, Workspaces       int // default 50 tenants, 200 workspaces
 	Jobs                      int // pending jobs, default 10,000
 	Seed                      uint64
+	// MaxCycles bounds the drain (default 2,000 cycles): at 100,000 jobs
+	// a profile needs only the first cycles.
+	MaxCycles int
 }
 
 // SchedResult is what the scheduler benchmark measured.
@@ -29,11 +33,26 @@ type SchedResult struct {
 	Preemptions                              int     `json:"preemptions"`
 	ScheduleSeconds                          float64 `json:"scheduleSeconds"` // time inside sched.Schedule
 	PlacementsPerSecond                      float64 `json:"placementsPerSecond"`
-	Gang64P50ms                              float64 `json:"gang64P50ms"`
-	Gang64P99ms                              float64 `json:"gang64P99ms"`
-	Gang64Trials                             int     `json:"gang64Trials"`
-	PeakRSSMiB                               float64 `json:"peakRSSMiB"`
-	PeakHeapMiB                              float64 `json:"peakHeapMiB"`
+	// CycleP50ms, CycleP99ms and CycleMaxms are one sched.Schedule call
+	// of the drain (the leader's cycle, without its commit), every cycle
+	// but the first; FirstCyclems is the first, which fills the empty
+	// cluster (a burst no running leader meets: it places as jobs come).
+	FirstCyclems float64 `json:"firstCycleMs"`
+	// The same in CPU time of the thread that runs the cycle (Linux;
+	// zero elsewhere): on a shared machine, wall time measures the
+	// machine's other load as much as the scheduler.
+	FirstCycleCPUms        float64 `json:"firstCycleCPUms"`
+	CycleCPUP50ms          float64 `json:"cycleCPUp50ms"`
+	CycleCPUP99ms          float64 `json:"cycleCPUp99ms"`
+	PlacementsPerCPUSecond float64 `json:"placementsPerCPUSecond"`
+	CycleP50ms             float64 `json:"cycleP50ms"`
+	CycleP99ms             float64 `json:"cycleP99ms"`
+	CycleMaxms             float64 `json:"cycleMaxms"`
+	Gang64P50ms            float64 `json:"gang64P50ms"`
+	Gang64P99ms            float64 `json:"gang64P99ms"`
+	Gang64Trials           int     `json:"gang64Trials"`
+	PeakRSSMiB             float64 `json:"peakRSSMiB"`
+	PeakHeapMiB            float64 `json:"peakHeapMiB"`
 	// Unplaced jobs never fit (e.g. larger than their workspace may use).
 	Unplaced int `json:"unplaced"`
 }
@@ -57,6 +76,9 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	}
 	if o.Jobs == 0 {
 		o.Jobs = 10_000
+	}
+	if o.MaxCycles == 0 {
+		o.MaxCycles = 2000
 	}
 	if o.Workspaces < o.Tenants {
 		return nil, domain.Invalid("workspaces", "workspaces %d must be at least tenants %d", o.Workspaces, o.Tenants)
@@ -103,15 +125,21 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	}
 	res := &SchedResult{Servers: len(topo.Servers()), GPUs: totalGPUs, Tenants: len(s.Tenants), Workspaces: len(s.Workspaces), Jobs: o.Jobs}
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var gang []time.Duration
+	var gang, cycles, cpu []time.Duration
+	// The cycles run on this thread, so its CPU time is theirs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var peakHeap uint64
 	var spent time.Duration
 	idle := 0
-	for cycle := 0; cycle < 2000; cycle++ {
+	for cycle := 0; cycle < o.MaxCycles; cycle++ {
 		res.Cycles++
-		t0 := time.Now()
+		c0, t0 := threadCPU(), time.Now()
 		plan := sched.Schedule(s, now)
-		spent += time.Since(t0)
+		took := time.Since(t0)
+		spent += took
+		cycles = append(cycles, took)
+		cpu = append(cpu, threadCPU()-c0)
 		// Commit the plan as the state machine does: releases end
 		// allocations (a preempted job is requeued), preemptions start
 		// the grace period, placements start jobs.
@@ -182,14 +210,45 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	}
 	res.ScheduleSeconds = spent.Seconds()
 	res.PlacementsPerSecond = float64(res.Placements) / spent.Seconds()
-	sort.Slice(gang, func(a, b int) bool { return gang[a] < gang[b] })
 	res.Gang64Trials = len(gang)
-	res.Gang64P50ms = float64(gang[len(gang)/2].Microseconds()) / 1000
-	res.Gang64P99ms = float64(gang[(len(gang)*99)/100].Microseconds()) / 1000
+	res.Gang64P50ms, res.Gang64P99ms, _ = percentiles(gang)
+	res.FirstCyclems = float64(cycles[0].Microseconds()) / 1000
+	res.FirstCycleCPUms = float64(cpu[0].Microseconds()) / 1000
+	var cpuSum time.Duration
+	for _, d := range cpu {
+		cpuSum += d
+	}
+	if cpuSum > 0 {
+		res.PlacementsPerCPUSecond = float64(res.Placements) / cpuSum.Seconds()
+	}
+	res.CycleP50ms, res.CycleP99ms, res.CycleMaxms = percentiles(cycles[1:])
+	res.CycleCPUP50ms, res.CycleCPUP99ms, _ = percentiles(cpu[1:])
 	res.PeakHeapMiB = float64(peakHeap) / (1 << 20)
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		res.PeakRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
 	}
 	return res, nil
+}
+
+// percentiles are the median, the 99th percentile and the maximum of ds,
+// in milliseconds (ds is sorted in place).
+func percentiles(ds []time.Duration) (p50, p99, maxms float64) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(ds[len(ds)/2]), ms(ds[(len(ds)*99)/100]), ms(ds[len(ds)-1])
+}
+
+// threadCPU is the CPU time of the calling OS thread
+// (CLOCK_THREAD_CPUTIME_ID, Linux); zero where it cannot be read.
+func threadCPU() time.Duration {
+	const clockThreadCPUTime = 3
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }

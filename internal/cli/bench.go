@@ -66,9 +66,11 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured time before each run")
 	f.Float64Var(&o.Rate, "rate", 0, "open loop: submits per second, latency counted from each one's due time (0: closed loop, as fast as answered)")
 	f.BoolVar(&o.ViaFollower, "via-follower", false, "send to a follower (forwarded to the leader)")
+	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	var so bench.SchedOptions
+	var schedProfile string
 	schedCmd := &cobra.Command{
 		Use:   "sched",
 		Short: "Drain a queue of mixed jobs (whole GPUs, gangs up to 512, MIG, shares) through the scheduler on a large synthetic cluster",
@@ -77,13 +79,20 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err := g.checkOutput(); err != nil {
 				return err
 			}
+			stop, err := startCPUProfile(schedProfile)
+			if err != nil {
+				return err
+			}
 			r, err := bench.Sched(so)
+			stop()
 			if err != nil {
 				return err
 			}
 			return g.emit(r, func(w io.Writer) {
 				fmt.Fprintf(w, "cluster: %d servers, %d GPUs, %d tenants, %d workspaces; %d pending jobs\n", r.Servers, r.GPUs, r.Tenants, r.Workspaces, r.Jobs)
 				fmt.Fprintf(w, "drained in %d cycles: %d placements (%d preemptions) in %.2f s of scheduling = %.0f placements/s (%d never fit)\n", r.Cycles, r.Placements, r.Preemptions, r.ScheduleSeconds, r.PlacementsPerSecond, r.Unplaced)
+				fmt.Fprintf(w, "first cycle (empty cluster) %.0f ms; later cycles: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.FirstCyclems, r.CycleP50ms, r.CycleP99ms, r.CycleMaxms)
+				fmt.Fprintf(w, "in CPU time of the cycle's thread: first %.0f ms, later p50 %.2f ms, p99 %.2f ms; %.0f placements per CPU second\n", r.FirstCycleCPUms, r.CycleCPUP50ms, r.CycleCPUP99ms, r.PlacementsPerCPUSecond)
 				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
 				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
 			})
@@ -96,6 +105,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.IntVar(&so.Workspaces, "workspaces", 200, "workspaces, spread over the tenants")
 	sf.IntVar(&so.Jobs, "jobs", 10000, "pending jobs")
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
+	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
+	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	var fo bench.FabricOptions
 	var placement string
 	fabricCmd := &cobra.Command{
@@ -130,8 +141,66 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
 	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd)
+	var soak bench.SoakOptions
+	var soakOut string
+	soakCmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Submit, run and end many jobs through the API of one server whose clock runs fast; sample RSS, raft.db, snapshot size and restart time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			soak.Progress = func(s bench.SoakSample) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d jobs ended, %.0f s, %.0f/s: RSS %.0f MiB, heap %.0f MiB, raft.db %.1f MiB, snapshot %.1f MiB, restart %.0f ms; %d live, %d ended jobs, %d events, %d usage records\n",
+					s.Done, s.Seconds, s.JobsPerSec, s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+			}
+			r, err := bench.Soak(cmd.Context(), soak)
+			if err != nil {
+				return err
+			}
+			if soakOut != "" {
+				if err := bench.WriteSoak(soakOut, r); err != nil {
+					return err
+				}
+			}
+			return g.emit(r, func(w io.Writer) {
+				header(w, "DONE", "SECONDS", "CLOCK-DAYS", "JOBS/S", "RSS-MIB", "HEAP-MIB", "RAFTDB-MIB", "SNAPSHOT-MIB", "RESTART-MS", "ENDED-JOBS", "EVENTS", "USAGE")
+				for _, s := range r.Samples {
+					row(w, s.Done, fmt.Sprintf("%.0f", s.Seconds), fmt.Sprintf("%.1f", s.ClockDays), fmt.Sprintf("%.0f", s.JobsPerSec), fmt.Sprintf("%.0f", s.RSSMiB),
+						fmt.Sprintf("%.0f", s.HeapMiB), fmt.Sprintf("%.1f", s.RaftDBMiB), fmt.Sprintf("%.1f", s.SnapshotMiB), fmt.Sprintf("%.0f", s.RestartMs), s.EndedJobs, s.Events, s.UsageRecords)
+				}
+				fmt.Fprintf(w, "%d jobs in %.0f s; %d errors %s\n", r.Jobs, r.Seconds, r.Errors, r.FirstErr)
+			})
+		},
+	}
+	kf := soakCmd.Flags()
+	kf.IntVar(&soak.Jobs, "jobs", 1_000_000, "jobs to submit, run and end")
+	kf.IntVar(&soak.Samples, "samples", 20, "sample points (each restarts the server)")
+	kf.IntVar(&soak.Tenants, "tenants", 2, "tenants sharing the load")
+	kf.IntVar(&soak.Clients, "clients", 32, "concurrent submitters (and reporters)")
+	kf.IntVar(&soak.GPUs, "gpus", 512, "GPUs in the cluster (servers of 8); at most this many jobs are live")
+	kf.Float64Var(&soak.Speedup, "speedup", 86_400, "how much faster the server's clock runs than real time")
+	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg and PREFIX-restart.svg")
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd)
 	return cmd
+}
+
+// startCPUProfile profiles the process into path until stop is called;
+// an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, domain.Invalid("cpuprofile", "cannot create %s: %v", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func rate(r float64) string {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
 // Options tunes the cluster.
@@ -30,6 +32,14 @@ type Options struct {
 	// Tune, when set, adjusts every server's configuration (scheduler
 	// policy, intervals) before it starts.
 	Tune func(*server.Config)
+	// Clock, FabricDriver, Retention and RetainEvery set those of every
+	// server's configuration (server.Config) when not zero, for callers
+	// that may not link the server package (internal/bench: only front
+	// ends do).
+	Clock        tstime.Clock
+	FabricDriver string
+	Retention    state.Retention
+	RetainEvery  time.Duration
 }
 
 // Cluster is a set of in-process servers sharing one base directory.
@@ -70,6 +80,18 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		}
 		if n > 1 {
 			cfg.RaftAddr, cfg.ClusterSecret = "127.0.0.1:0", c.Secret
+		}
+		if o.Clock != nil {
+			cfg.Clock = o.Clock
+		}
+		if o.FabricDriver != "" {
+			cfg.FabricDriver = o.FabricDriver
+		}
+		if o.Retention.Enabled() {
+			cfg.Retention = o.Retention
+		}
+		if o.RetainEvery > 0 {
+			cfg.RetainEvery = o.RetainEvery
 		}
 		if o.Tune != nil {
 			o.Tune(&cfg)

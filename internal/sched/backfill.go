@@ -439,6 +439,7 @@ func (st *cycle) placeAround(j *domain.Job, t *domain.Tenant, models []string, r
 				v.nfree--
 				v.ver++
 				flipped = append(flipped, g)
+				st.c.touched(g.server) // scans of the cluster without the hidden GPUs are not its own
 			}
 		}
 	}
@@ -448,6 +449,7 @@ func (st *cycle) placeAround(j *domain.Job, t *domain.Tenant, models []string, r
 		v.free[g.gpu] = true
 		v.nfree++
 		v.ver++
+		st.c.touched(g.server)
 	}
 	if pl == nil && len(flipped) > 0 {
 		// Say so when the reservations are what stops it.

@@ -178,6 +178,12 @@ func (c *cluster) cycle(round int) (*sched.Plan, *state.PlanResult) {
 	}
 	snap.Policy = c.pol
 	plan := sched.Schedule(snap, c.now)
+	// The cycle's scan cache stands in for full scans: deciding without
+	// it must give the same plan, reasons included.
+	full.Policy = c.pol
+	if ex := sched.ScheduleExhaustive(full, c.now); !reflect.DeepEqual(plan, ex) {
+		c.t.Fatalf("round %d: the plan with the scan cache differs from the one without:\n%+v\n%+v", round, plan, ex)
+	}
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
 	for _, j := range snap.Jobs {
 		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {

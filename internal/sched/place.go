@@ -167,11 +167,19 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	return c.placeGang(j, t)
 }
 
-// bestFit orders servers fullest first (fewest wholly free GPUs), keeping
-// topology order among equals: fractional work fills GPUs already in use
-// before it breaks a whole one.
-func bestFit(vs []*server) []*server {
-	return byFree(vs)
+// bestFit orders the cluster's servers fullest first (fewest wholly free
+// GPUs), keeping topology order among equals: fractional work fills GPUs
+// already in use before it breaks a whole one. The base cluster sorts once
+// per change, not once per job; callers only read the order.
+func (c *cluster) bestFit() []*server {
+	sc := c.scans()
+	if sc == nil {
+		return byFree(c.servers)
+	}
+	if sc.byFree == nil {
+		sc.byFree = byFree(c.servers)
+	}
+	return sc.byFree
 }
 
 // byFree is a stable counting sort by free GPUs: servers have few GPUs, so
@@ -210,7 +218,14 @@ func byFree(vs []*server) []*server {
 // a server-isolated tenant has its servers to itself anyway.
 func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	tried := 0
-	for _, v := range bestFit(c.servers) {
+	sc := c.scans()
+	for _, v := range c.bestFit() {
+		// A server with neither a free GPU nor a GPU in MIG mode has no
+		// GPU to try (on a full cluster, nearly all): the base cluster
+		// counts what it would have tried only when it has to explain.
+		if sc != nil && v.nfree == 0 && len(v.mig) == 0 {
+			continue
+		}
 		if !c.eligible(v, j, t) || !v.fitsHost(j) {
 			continue
 		}
@@ -218,6 +233,9 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 			continue
 		}
 		tried++
+		if v.nfree == 0 && len(v.mig) == 0 {
+			continue
+		}
 		var order []int
 		for g := range v.free {
 			if len(v.mig[g]) > 0 {
@@ -229,16 +247,21 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 				order = append(order, g)
 			}
 		}
-		layouts := map[int][]mig.Instance{}
 		var got []domain.MIGSlice
 		for _, g := range order {
-			layouts[g] = append([]mig.Instance(nil), v.mig[g]...)
-			for len(got) < j.MIGCount {
-				start, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: layouts[g]}, j.MIGProfile)
+			if sc != nil && len(v.mig[g]) > 0 && c.migFull(v.idx, g, j.MIGProfile, false) {
+				continue // its instances have no room for one more (and have not changed)
+			}
+			layout := append([]mig.Instance(nil), v.mig[g]...)
+			for first := true; len(got) < j.MIGCount; first = false {
+				start, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: layout}, j.MIGProfile)
 				if err != nil {
+					if first && sc != nil && len(v.mig[g]) > 0 {
+						c.migFull(v.idx, g, j.MIGProfile, true)
+					}
 					break
 				}
-				layouts[g] = append(layouts[g], mig.Instance{Profile: j.MIGProfile, Start: start})
+				layout = append(layout, mig.Instance{Profile: j.MIGProfile, Start: start})
 				got = append(got, domain.MIGSlice{GPU: g, Profile: j.MIGProfile, Start: start})
 			}
 		}
@@ -254,6 +277,9 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 		sort.Ints(used)
 		p := domain.Placement{Server: v.s.Name, GPUs: used, MIG: got, NVLinkDomain: v.domain}
 		return []domain.Placement{p}, LevelServer, domain.Reason{}
+	}
+	if sc != nil {
+		tried = c.migCandidates(j, t)
 	}
 	if tried == 0 {
 		return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("no eligible server has GPUs with MIG profile %s (%s)", j.MIGProfile, c.noServer(j, t, "MIG-capable GPUs"))}
@@ -273,8 +299,8 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 		used int
 	}
 	var best *spot
-	for _, v := range bestFit(c.servers) {
-		if !c.eligible(v, j, t) || !v.fitsHost(j) {
+	for _, v := range c.bestFit() {
+		if len(v.share) == 0 || !c.eligible(v, j, t) || !v.fitsHost(j) {
 			continue
 		}
 		for g, used := range v.share {
@@ -288,8 +314,8 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 		}
 	}
 	if best == nil {
-		for _, v := range bestFit(c.servers) {
-			if !c.eligible(v, j, t) || !v.fitsHost(j) {
+		for _, v := range c.bestFit() {
+			if v.nfree == 0 || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
 			if g := slices.Index(v.free, true); g >= 0 {
@@ -325,6 +351,12 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	nodes, per, ok := shape(j, size)
 	if !ok {
 		return nil, "", domain.Reason{Code: ReasonNoInventory, Message: fmt.Sprintf("%d GPUs per node do not fit the largest eligible server (%d %s)", j.GPUsPerNode, size, model)}
+	}
+	// Fewer servers with per free GPUs than the gang needs, whoever may
+	// use them: no candidate can do, and the scans below would only find
+	// that out server by server (most jobs of a full cluster's queue).
+	if sc := c.scans(); sc != nil && c.atLeast(per) < nodes {
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.gangFailure(j, t, nodes, per, model)}
 	}
 	sets := indexSets(size, per)
 	best := (*choice)(nil)
@@ -364,16 +396,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		if c.cow {
 			return nil, "", domain.Reason{Code: ReasonCapacity} // what-if views need no explanation
 		}
-		var all []*server
-		for _, v := range c.servers {
-			if c.eligible(v, j, t) {
-				all = append(all, v)
-			}
-		}
-		if len(all) == 0 {
-			return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.noServer(j, t, model)}
-		}
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.gangFailure(j, t, nodes, per, model)}
 	}
 	for _, set := range sets {
 		if nodes == 1 {
@@ -395,13 +418,8 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		if c.cow {
 			return nil, "", domain.Reason{Code: ReasonCapacity}
 		}
-		var all []*server
-		for _, v := range c.servers {
-			if c.eligible(v, j, t) {
-				all = append(all, v)
-			}
-		}
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.largestFit(all, nodes, per, model)}
+		// Some candidates were eligible: the cluster is not empty of them.
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.gangFailure(j, t, nodes, per, model)}
 	}
 	if req := j.Topology; req != nil && req.Required && best.rank > maxRank(req.Level) {
 		return nil, "", domain.Reason{Code: ReasonTopology, Message: fmt.Sprintf(
@@ -552,23 +570,65 @@ func fewestSubgroups(g []*server, key func(*server) int) []*server {
 	return out
 }
 
-// largestFit says what the best placement available now could hold, so a
-// user sees how far the request is from fitting.
-func (c *cluster) largestFit(cands []*server, nodes, per int, model string) string {
-	fabrics := map[string]int{}
-	freeGPUs := 0
-	for _, v := range cands {
-		freeGPUs += v.nfree
-		if v.nfree >= per {
-			fabrics[v.fabric]++
-		}
-	}
-	most := 0
-	for _, n := range fabrics {
-		most = max(most, n)
+// gangFailure explains why no gang of nodes servers x per GPUs fits j
+// now: no eligible server at all (noServer), or what the best placement
+// available now could hold, so a user sees how far the request is from
+// fitting.
+func (c *cluster) gangFailure(j *domain.Job, t *domain.Tenant, nodes, per int, model string) string {
+	f := c.eligibleFree(j, t, per)
+	if f.eligible == 0 {
+		return c.noServer(j, t, model)
 	}
 	return fmt.Sprintf("needs %d servers with %d free %s each (rail-aligned) in one fabric; %d servers have that now (%d free %s on eligible servers in all)",
-		nodes, per, model, most, freeGPUs, model)
+		nodes, per, model, f.most, f.freeGPUs, model)
+}
+
+// freeStats sums the servers j may use now: how many, their free GPUs,
+// and the most of them with per free GPUs in one fabric.
+type freeStats struct {
+	eligible, freeGPUs, most int
+}
+
+// eligibleFree computes freeStats, from the base cluster's scan cache when
+// it holds them for j's class: the static set (model, sites, driver) and,
+// for a server-isolated tenant, the tenant (which servers others hold
+// decides its eligibility); any other tenant is eligible on exactly the
+// servers no server-isolated tenant holds.
+func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeStats {
+	sc := c.scans()
+	var key freeKey
+	if sc != nil {
+		key = freeKey{set: c.statics.of(c, j, t), per: per}
+		if t.Isolation == domain.IsolationServer {
+			key.tenant = j.Tenant
+		}
+		if f, ok := sc.free[key]; ok {
+			return f
+		}
+	}
+	var f freeStats
+	var fabrics map[string]int
+	for _, v := range c.servers {
+		if !c.eligible(v, j, t) {
+			continue
+		}
+		f.eligible++
+		f.freeGPUs += v.nfree
+		if v.nfree >= per {
+			if fabrics == nil {
+				fabrics = map[string]int{}
+			}
+			fabrics[v.fabric]++
+			f.most = max(f.most, fabrics[v.fabric])
+		}
+	}
+	if sc != nil {
+		if sc.free == nil {
+			sc.free = map[freeKey]freeStats{}
+		}
+		sc.free[key] = f
+	}
+	return f
 }
 
 // noServer explains why no server is eligible at all, naming the first

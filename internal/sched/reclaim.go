@@ -265,6 +265,7 @@ func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
 			}
 		}
 		v.ver++
+		w.c.ver++
 	}
 	return w.fits(st, j)
 }

@@ -34,6 +34,9 @@ type Snapshot struct {
 	// server, shares, CPU-only jobs) on the server it rates highest; nil
 	// keeps the built-in best-fit path (score.go).
 	Scorer Scorer
+	// exhaustive decides every job by full scans, without the cycle's scan
+	// cache (scans.go): the equivalence test compares both.
+	exhaustive bool
 }
 
 // Policy is the scheduler's configuration.
@@ -276,6 +279,18 @@ type cluster struct {
 	cands, fit []*server
 	// sc is the snapshot's placement scorer, nil for the built-in path.
 	sc *scoring
+	// ver counts changes to the base cluster's servers (mut, and the GPUs
+	// placeAround hides); cache holds whole-cluster scans at a version and
+	// hist the servers by free GPUs (scans.go); exhaustive turns both off
+	// (Snapshot.exhaustive).
+	ver        uint64
+	cache      *scanCache
+	hist       *freeHist
+	exhaustive bool
+	// sver counts each server's changes, for migNoRoom: GPUs found to
+	// have no room for one more instance of a profile (scans.go).
+	sver      []uint32
+	migNoRoom map[migKeyGPU]uint32
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
@@ -345,7 +360,7 @@ func NewStatic(t *domain.Topology) *Static {
 }
 
 func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}}
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
@@ -445,6 +460,9 @@ func (c *cluster) mut(name string) *server {
 	if c.cow && !c.cloned[i] {
 		c.servers[i] = c.servers[i].clone()
 		c.cloned[i] = true
+	}
+	if !c.cow {
+		c.touched(i) // the caller changes it
 	}
 	return c.servers[i]
 }

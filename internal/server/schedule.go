@@ -55,6 +55,18 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 		case <-dueC:
 		}
 		if !s.store.IsLeader() {
+			s.idle = idleCycle{} // a new term may bring a restored state
+			continue
+		}
+		if s.idle.holds(s.fsm.AppliedIndex(), s.clock.Now()) {
+			// It counts as a cycle that committed nothing: whoever waits
+			// for the next cycle to end sees what one would have done.
+			s.cycles.begin()
+			s.cyclesSkipped.Add(1)
+			if s.cfg.CheckSkippedCycles {
+				s.checkSkipped()
+			}
+			s.cycles.end()
 			continue
 		}
 		s.cycles.begin()
@@ -153,18 +165,15 @@ func (s *Server) policy() sched.Policy {
 // due.
 func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	now := s.clock.Now()
-	snap := s.cycleSnapshot(now.Add(-s.policy().HistoryHorizon()))
-	snap.Policy = s.policy()
-	plan := sched.Schedule(snap, now)
+	// The index first: a change applied while the snapshot is built makes
+	// the state newer than the index, never older, so an idle cycle is
+	// never recorded for a state it did not see.
+	applied := s.fsm.AppliedIndex()
+	snap, plan, cmd := s.decide(now)
 	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
-	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
-		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
-	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
-			cmd.Reasons[j.ID] = r
-		}
-	}
-	if len(cmd.Releases) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Placements) == 0 && len(cmd.Reasons) == 0 {
+	s.idle = idleCycle{}
+	if planEmpty(cmd) {
+		s.idle = idleCycle{ok: true, applied: applied, until: idleUntil(snap, plan, now, s.idleRecheck())}
 		return plan.Next, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -178,6 +187,95 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 		s.kickScheduler() // released GPUs serve waiting jobs in the next cycle
 	}
 	return plan.Next, nil
+}
+
+// decide runs the scheduler on the state as it is now and turns its plan
+// into the command that would commit it.
+func (s *Server) decide(now time.Time) (*sched.Snapshot, *sched.Plan, state.PlanApply) {
+	snap := s.cycleSnapshot(now.Add(-s.policy().HistoryHorizon()))
+	snap.Policy = s.policy()
+	plan := sched.Schedule(snap, now)
+	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
+		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
+	for _, j := range snap.Jobs {
+		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
+			cmd.Reasons[j.ID] = r
+		}
+	}
+	return snap, plan, cmd
+}
+
+// planEmpty: committing cmd would change nothing.
+func planEmpty(cmd state.PlanApply) bool {
+	return len(cmd.Releases) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Placements) == 0 && len(cmd.Reasons) == 0
+}
+
+// idleCycle is what the last cycle that changed nothing saw. A cycle on
+// the same state (no entry applied since: no job submitted, ended or
+// reported, no quota, node or topology change) before until would decide
+// the same nothing, so the loop skips it: a leader with a long queue on a
+// full cluster does not re-decide every job every tick.
+type idleCycle struct {
+	ok      bool
+	applied uint64    // the state's applied index it saw
+	until   time.Time // when time alone may change its decisions
+}
+
+func (c idleCycle) holds(applied uint64, now time.Time) bool {
+	return c.ok && applied == c.applied && now.Before(c.until)
+}
+
+// idleUntil is when time alone may change a cycle that decided nothing on
+// snap: a deadline or time limit falls due (plan.Next), a reclaimed job's
+// borrowing backoff ends, a running job's expected end passes (pending
+// reasons name the next one), or recheck has passed: fair share decays
+// with time and may reorder borrowers, so an idle leader still decides
+// again every recheck.
+func idleUntil(snap *sched.Snapshot, plan *sched.Plan, now time.Time, recheck time.Duration) time.Time {
+	until := now.Add(recheck)
+	earlier := func(t time.Time) {
+		if t.After(now) && t.Before(until) {
+			until = t
+		}
+	}
+	if !plan.Next.IsZero() {
+		if !plan.Next.After(now) {
+			return now // due already: decide again
+		}
+		earlier(plan.Next)
+	}
+	for _, j := range snap.Jobs {
+		if j.BorrowNotBefore != nil {
+			earlier(*j.BorrowNotBefore)
+		}
+		if j.PlacedAt != nil {
+			for _, secs := range []int64{j.ExpectedDurationSeconds, j.TimeLimitSeconds} {
+				if secs > 0 {
+					earlier(j.PlacedAt.Add(time.Duration(secs) * time.Second))
+				}
+			}
+		}
+	}
+	return until
+}
+
+// idleRecheck bounds how long the loop skips cycles on an unchanged state.
+func (s *Server) idleRecheck() time.Duration {
+	if s.cfg.IdleRecheck > 0 {
+		return s.cfg.IdleRecheck
+	}
+	return 15 * s.scheduleInterval()
+}
+
+// checkSkipped decides a skipped cycle anyway and logs an error if it
+// would have changed something (Config.CheckSkippedCycles, tests).
+func (s *Server) checkSkipped() {
+	_, plan, cmd := s.decide(s.clock.Now())
+	if !planEmpty(cmd) {
+		s.skipWrong.Add(1)
+		s.log.Error("a skipped scheduling cycle would have changed the state", "placements", len(plan.Placements),
+			"preemptions", len(plan.Preemptions), "releases", len(plan.Releases), "reasons", len(cmd.Reasons))
+	}
 }
 
 // commitPlan proposes a cycle's plan and logs what the re-check refused.

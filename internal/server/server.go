@@ -88,6 +88,14 @@ type Config struct {
 	// server does not build itself (the lab's, internal/lab/labdeploy,
 	// injected by the CLI for --fabric-driver lab) or a test's.
 	Driver deploy.Driver
+	// IdleRecheck bounds how long the scheduling loop skips cycles while
+	// the state is unchanged since a cycle that decided nothing (0: 15
+	// scheduling intervals, 30s).
+	IdleRecheck time.Duration
+	// CheckSkippedCycles makes the scheduling loop decide every cycle it
+	// skips anyway and count those that would have changed something
+	// (tests: SkippedCycles).
+	CheckSkippedCycles bool
 	// CheckFabricCompile makes the fabric loop compile every input in
 	// full as well as incrementally and fail the cycle when the two differ
 	// (tests).
@@ -168,6 +176,11 @@ type Server struct {
 	// snaps builds the scheduling loop's snapshots, copying only the jobs
 	// changed since its previous cycle (stateview.go); only the loop uses it.
 	snaps sched.Snapshotter
+	// idle is the last cycle that decided nothing (schedule.go); only the
+	// loop uses it. cyclesSkipped counts the cycles it skipped, skipWrong
+	// those a check found would have changed something.
+	idle                     idleCycle
+	cyclesSkipped, skipWrong atomic.Uint64
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
 	telemetry *telemetry.Store
@@ -402,6 +415,13 @@ func (s *Server) AdminToken() string { return s.adminTok }
 
 // IsLeader reports whether this server leads the cluster.
 func (s *Server) IsLeader() bool { return s.store.IsLeader() }
+
+// SkippedCycles is how many scheduling cycles this server skipped on an
+// unchanged state, and how many of those a check (CheckSkippedCycles)
+// found would have changed something.
+func (s *Server) SkippedCycles() (skipped, wrong uint64) {
+	return s.cyclesSkipped.Load(), s.skipWrong.Load()
+}
 
 // Snapshot forces a Raft snapshot (tests, operators before upgrades).
 func (s *Server) Snapshot(ctx context.Context) error { return s.store.Snapshot(ctx) }

@@ -36,6 +36,13 @@ const (
 	transportTimeout = 10 * time.Second
 	// transportMaxPool is the number of idle outbound connections per peer.
 	transportMaxPool = 3
+	// snapshotInterval is how often raft checks whether SnapshotThreshold
+	// entries were applied since its last snapshot. Raft's 120s (so 120 to
+	// 240s between snapshots) let a busy leader log a quarter of a million
+	// entries between snapshots, all replayed at a restart (the soak:
+	// docs/benchmarks.md); 30s bounds the replay to about a minute of
+	// entries plus the threshold, for a snapshot of the retained state.
+	snapshotInterval = 30 * time.Second
 	// boltOpenTimeout bounds waiting for bolt's file lock: a second process
 	// on the same data dir fails fast instead of hanging at start-up.
 	boltOpenTimeout = 2 * time.Second
@@ -394,6 +401,7 @@ func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}
+	rc.SnapshotInterval = snapshotInterval
 	if cfg.SnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.SnapshotInterval
 	}

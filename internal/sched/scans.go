@@ -1,0 +1,158 @@
+package sched
+
+import (
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
+)
+
+// The base cluster of a cycle answers most jobs of a long queue the same
+// way once it is full: no server has the GPUs a job needs, and the reason
+// sums the same servers. scanCache keeps what such whole-cluster scans
+// found until the cluster changes (any server made writable, any GPU
+// flipped: cluster.ver), so a queue of 100,000 jobs costs a scan per
+// change, not a scan per job. Only the base cluster caches: a what-if view
+// shares servers with the base, which may change under it.
+//
+// Every cached answer equals the scan it stands in for (Snapshot's
+// exhaustive flag turns the cache off; the equivalence test compares).
+
+// scanCache holds the scans of the cluster at version ver.
+type scanCache struct {
+	ver uint64
+	// free holds eligibleFree's sums by class.
+	free map[freeKey]freeStats
+	// byFree is the servers in bestFit order (nil until asked).
+	byFree []*server
+	// mig holds migCandidates' counts.
+	mig map[migKey]int
+}
+
+// migKey is what decides how many servers a MIG job could try.
+type migKey struct {
+	freeKey
+	profile     string
+	cpu, memory int64
+}
+
+// migCandidates counts the servers placeMIG tries for j: eligible, with
+// room for its CPU and memory, and GPUs that have its profile.
+func (c *cluster) migCandidates(j *domain.Job, t *domain.Tenant) int {
+	sc := c.scans()
+	key := migKey{freeKey: freeKey{set: c.statics.of(c, j, t)}, profile: j.MIGProfile, cpu: j.CPUMilli, memory: j.MemoryMiB}
+	if t.Isolation == domain.IsolationServer {
+		key.tenant = j.Tenant
+	}
+	if n, ok := sc.mig[key]; ok {
+		return n
+	}
+	n := 0
+	for _, v := range c.servers {
+		if !c.eligible(v, j, t) || !v.fitsHost(j) {
+			continue
+		}
+		if _, ok := mig.Units(v.s.GPUModel, j.MIGProfile); ok {
+			n++
+		}
+	}
+	if sc.mig == nil {
+		sc.mig = map[migKey]int{}
+	}
+	sc.mig[key] = n
+	return n
+}
+
+// freeKey is what decides which servers a job may use now: its static set
+// (model, sites, driver, schedulable), the tenant when server-isolated,
+// and the GPUs per server it needs.
+type freeKey struct {
+	set    *staticSet
+	tenant string
+	per    int
+}
+
+// scans is the cluster's scan cache at its current version, nil for a
+// what-if view or when the snapshot asks for exhaustive scans.
+func (c *cluster) scans() *scanCache {
+	if c.cow || c.exhaustive {
+		return nil
+	}
+	if c.cache == nil || c.cache.ver != c.ver {
+		c.cache = &scanCache{ver: c.ver}
+	}
+	return c.cache
+}
+
+// touched notes that server i may change: the version moves, the
+// free-GPU histogram recounts i when next asked, and what was found of
+// its MIG instances is forgotten.
+func (c *cluster) touched(i int) {
+	c.ver++
+	if c.hist != nil {
+		c.hist.dirty = append(c.hist.dirty, i)
+	}
+	if c.sver != nil {
+		c.sver[i]++
+	}
+}
+
+// migKeyGPU is one GPU's MIG instances asked for one more of a profile.
+type migKeyGPU struct {
+	server, gpu int
+	profile     string
+}
+
+// migFull reports whether GPU g of server i was found, since the server
+// last changed, to have no room for one more instance of profile; with
+// note, it records that it has none. The base cluster only (placeMIG
+// asks when its scan cache is on): mig.Place on a GPU full of instances
+// was most of a cycle with thousands of MIG jobs on a full cluster.
+func (c *cluster) migFull(i, g int, profile string, note bool) bool {
+	if c.sver == nil {
+		c.sver = make([]uint32, len(c.servers))
+		c.migNoRoom = map[migKeyGPU]uint32{}
+	}
+	k := migKeyGPU{i, g, profile}
+	if note {
+		c.migNoRoom[k] = c.sver[i] + 1 // +1: the zero value is "never found"
+		return true
+	}
+	v, ok := c.migNoRoom[k]
+	return ok && v == c.sver[i]+1
+}
+
+// freeHist counts servers by wholly free GPUs, kept up to date server by
+// server (a placement changes a few servers; recounting all of them after
+// each was most of a cycle on an empty cluster).
+type freeHist struct {
+	n       []int // n[k]: servers with exactly k free GPUs
+	counted []int // counted[i]: server i's free GPUs as counted in n
+	dirty   []int // servers that may have changed since
+}
+
+// atLeast counts the servers with at least k wholly free GPUs.
+func (c *cluster) atLeast(k int) int {
+	h := c.hist
+	if h == nil {
+		size := 0
+		for _, v := range c.servers {
+			size = max(size, len(v.free))
+		}
+		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers))}
+		for i, v := range c.servers {
+			h.n[v.nfree]++
+			h.counted[i] = v.nfree
+		}
+		c.hist = h
+	}
+	for _, i := range h.dirty {
+		h.n[h.counted[i]]--
+		h.counted[i] = c.servers[i].nfree
+		h.n[h.counted[i]]++
+	}
+	h.dirty = h.dirty[:0]
+	n := 0
+	for i := max(k, 0); i < len(h.n); i++ {
+		n += h.n[i]
+	}
+	return n
+}
