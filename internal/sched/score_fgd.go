@@ -1,9 +1,12 @@
 package sched
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // Shape is a kind of job of a workload and how often it arrives: the
@@ -268,9 +271,11 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // JobFabric is jobfabric's placement policy, the scheduler's default. With
 // no workload it is best fit: the server left with the least idle GPU
 // capacity (then CPU), a share on the fullest GPU that holds it. Given the
-// workload's shapes (with their memory) it rates a placement as FGD does
-// but counts a shape as fitting only where its memory fits too (FGD
-// ignores memory), and breaks FGD's many ties (its rating has 100 steps)
+// workload's shapes (ShapesOf: every kind of job, with its memory; FGD
+// keeps the most frequent ones covering 95 % of pods, and so never sees
+// the rare large pods that only a few servers hold) it rates a placement
+// as FGD does but counts a shape as fitting only where its memory fits
+// too (FGD ignores memory), and breaks FGD's many ties (its rating has 100 steps)
 // by keeping idle servers whole, then by preferring smaller servers, then
 // by how much of the server's idle GPU capacity copies of the shapes could
 // still use once the placement is made, counting CPU and memory: FGD asks
@@ -389,6 +394,79 @@ func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree i
 			amount = max(0, total-n*s.GPUs*s.Milli)
 		}
 		out += s.Freq * float64(amount)
+	}
+	return out
+}
+
+// ShapesOf is the workload of jobs as shapes: every kind of request (CPU,
+// GPUs, milli-GPU of each, GPU models) with its share of the jobs and the
+// mean memory of its jobs, most frequent first. A gang spread GPUsPerNode
+// to a server counts as that many single-server requests; MIG jobs are
+// left out (no scorer places them). Every kind counts, however rare: the
+// rare ones are often the large pods that only a few servers can hold
+// (openb: 8-GPU pods of 120 CPUs fit only the 39 128-CPU servers), and a
+// placement that takes the last of those servers is what turns them away.
+func ShapesOf(jobs []*domain.Job) []Shape {
+	type key struct {
+		cpu         int64
+		gpus, milli int
+		models      string
+	}
+	type tally struct {
+		n      int
+		mem    int64
+		models []string
+	}
+	count := map[key]*tally{}
+	var keys []key
+	total := 0
+	for _, j := range jobs {
+		k := key{cpu: j.CPUMilli}
+		n := 1
+		switch {
+		case j.MIGProfile != "" || j.MIGCount != 0:
+			continue
+		case j.Share > 0:
+			k.gpus, k.milli = 1, domain.ShareUnits(j.Share)/Milli
+		case j.GPUsPerNode > 0 && j.GPUsPerNode < j.GPUs:
+			k.gpus, k.milli, n = j.GPUsPerNode, 1000, j.GPUs/j.GPUsPerNode
+		case j.GPUs > 0:
+			k.gpus, k.milli = j.GPUs, 1000
+		case j.CPUMilli == 0:
+			continue // asks for nothing a scorer weighs
+		}
+		ms := j.Models()
+		if k.gpus == 0 {
+			ms = nil
+		}
+		k.models = strings.Join(ms, "|")
+		t := count[k]
+		if t == nil {
+			t = &tally{models: slices.Clone(ms)}
+			count[k] = t
+			keys = append(keys, k)
+		}
+		t.n += n
+		t.mem += int64(n) * j.MemoryMiB
+		total += n
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		switch {
+		case count[x].n != count[y].n:
+			return count[y].n - count[x].n
+		case x.cpu != y.cpu:
+			return cmp.Compare(y.cpu, x.cpu)
+		case x.milli != y.milli:
+			return y.milli - x.milli
+		case x.gpus != y.gpus:
+			return y.gpus - x.gpus
+		}
+		return strings.Compare(y.models, x.models)
+	})
+	out := make([]Shape, len(keys))
+	for i, k := range keys {
+		t := count[k]
+		out[i] = Shape{CPUMilli: k.cpu, MemoryMiB: t.mem / int64(t.n), GPUs: k.gpus, Milli: k.milli, Models: t.models, Freq: float64(t.n) / float64(total)}
 	}
 	return out
 }
