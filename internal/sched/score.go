@@ -90,8 +90,11 @@ type Uncached interface{ Uncached() }
 // scoring is a cluster's scorer and its cache.
 type scoring struct {
 	scorer Scorer
+	// build makes the scorer on first use (the default policy: a cycle
+	// that places no single-server job never weighs its workload).
+	build  func() Scorer
 	cached bool
-	shapes map[string]int
+	shapes map[scoreKey]int
 	// cache is by shape id, then server index: a placement reads one
 	// shape's entries for every server in order, so they sit together.
 	cache   [][]scoreEntry
@@ -110,7 +113,24 @@ type scoreEntry struct {
 
 func newScoring(s Scorer, n int) *scoring {
 	_, unc := s.(Uncached)
-	return &scoring{scorer: s, cached: !unc, shapes: map[string]int{}, servers: n, jobs: make([]map[int]int, n)}
+	return &scoring{scorer: s, cached: !unc, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+}
+
+// lazyScoring is a scoring whose scorer build makes when first needed
+// (nil then: the built-in path places).
+func lazyScoring(build func() Scorer, n int) *scoring {
+	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+}
+
+// active reports whether a scorer places single-server jobs, making it if
+// it is made lazily.
+func (sc *scoring) active() bool {
+	if sc.build != nil {
+		sc.scorer, sc.build = sc.build(), nil
+		_, unc := sc.scorer.(Uncached)
+		sc.cached = !unc
+	}
+	return sc.scorer != nil
 }
 
 // account records j's use of CPU, memory and job kinds on v (sign 1: takes,
@@ -220,9 +240,21 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	return h
 }
 
+// scoreKey is what a cached rating depends on besides the server.
+type scoreKey struct {
+	tenant   string
+	gpus     int
+	share    float64
+	cpu, mem int64
+	models   string
+}
+
 // shapeID numbers the request shapes a cache entry is valid for.
 func (sc *scoring) shapeID(j *domain.Job, models []string) int {
-	key := fmt.Sprintf("%s|%d|%g|%d|%d|%s", j.Tenant, j.GPUs, j.Share, j.CPUMilli, j.MemoryMiB, strings.Join(models, ","))
+	key := scoreKey{tenant: j.Tenant, gpus: j.GPUs, share: j.Share, cpu: j.CPUMilli, mem: j.MemoryMiB}
+	if len(models) > 0 {
+		key.models = strings.Join(models, ",")
+	}
 	id, ok := sc.shapes[key]
 	if !ok {
 		id = len(sc.shapes)

@@ -347,9 +347,7 @@ func buildCluster(s *Snapshot) *cluster {
 		st = NewStatic(s.Topology)
 	}
 	c.byName = st.byName
-	if s.Scorer != nil {
-		c.sc = newScoring(s.Scorer, len(st.servers))
-	}
+	c.sc = s.scoring(len(st.servers))
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs
