@@ -94,6 +94,9 @@ type scoring struct {
 	// that places no single-server job never weighs its workload).
 	build  func() Scorer
 	cached bool
+	// tally: keep jobs (Host.Jobs) up to date; the default policy does
+	// not read it, and a cycle's tally was a fifth of building its view.
+	tally  bool
 	shapes map[scoreKey]int
 	// cache is by shape id, then server index: a placement reads one
 	// shape's entries for every server in order, so they sit together.
@@ -113,11 +116,11 @@ type scoreEntry struct {
 
 func newScoring(s Scorer, n int) *scoring {
 	_, unc := s.(Uncached)
-	return &scoring{scorer: s, cached: !unc, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+	return &scoring{scorer: s, cached: !unc, tally: true, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
 }
 
 // lazyScoring is a scoring whose scorer build makes when first needed
-// (nil then: the built-in path places).
+// (nil then: the built-in path places). Its Host.Jobs stay nil.
 func lazyScoring(build func() Scorer, n int) *scoring {
 	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
 }
@@ -141,7 +144,7 @@ func (c *cluster) account(v *server, j *domain.Job, sign int) {
 		v.cpuUsed += int64(sign) * j.CPUMilli
 		v.memUsed += int64(sign) * j.MemoryMiB
 	}
-	if c.sc != nil && !c.cow { // what-if views leave the shared tally alone
+	if c.sc != nil && c.sc.tally && !c.cow { // what-if views leave the shared tally alone
 		k, ok := jobKind(j)
 		if !ok {
 			return
@@ -287,12 +290,24 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 	}
 	var best *server
 	bestScore, bestGPU := 0.0, -1
+	// Idle servers alike (model, CPU, memory, GPUs) rate alike: once one
+	// was rated, the later ones cannot win the tie, and are not looked at
+	// (most servers of a cluster are alike, and idle early on).
+	var seen [8]idleSig
+	idle := seen[:0]
 	for _, v := range c.servers {
 		if v.nfree < r.GPUs && r.Milli == 1000 {
 			continue
 		}
 		if len(models) > 0 && !slices.Contains(models, v.model) {
 			continue
+		}
+		sig, isIdle := idleSig{}, false
+		if sc.cached && v.nfree == len(v.free) && v.cpuUsed == 0 && v.memUsed == 0 {
+			sig, isIdle = idleSig{v.model, v.cpuCap, v.memCap, len(v.free)}, true
+			if slices.Contains(idle, sig) {
+				continue
+			}
 		}
 		if !v.fitsHost(j) || !c.eligible(v, jm, t) {
 			continue
@@ -303,6 +318,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 			if e.ok && e.ver == v.ver {
 				if e.gpu == -2 {
 					continue // infeasible
+				}
+				if isIdle {
+					idle = append(idle, sig)
 				}
 				if best == nil || e.score > bestScore {
 					best, bestScore, bestGPU = v, e.score, int(e.gpu)
@@ -334,6 +352,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		if gpu == -2 {
 			continue
 		}
+		if isIdle {
+			idle = append(idle, sig)
+		}
 		if best == nil || score > bestScore {
 			best, bestScore, bestGPU = v, score, gpu
 		}
@@ -354,6 +375,13 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		}
 	}
 	return []domain.Placement{p}, LevelServer, domain.Reason{}
+}
+
+// idleSig is what an idle server's rating depends on.
+type idleSig struct {
+	model    string
+	cpu, mem int64
+	gpus     int
 }
 
 // wholeGPUs picks n free GPUs of v: the first aligned or contiguous set
