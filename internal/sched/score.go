@@ -29,9 +29,9 @@ const Milli = unit / 1000
 type Host struct {
 	Name  string
 	Model string
-	// Free is each GPU's idle capacity in milli-GPU (1000: wholly free) as
-	// the job may use it: a GPU another tenant time-slices, or one with MIG
-	// instances, counts 0.
+	// Free is each GPU's idle capacity in milli-GPU (1000: wholly free):
+	// a GPU with MIG instances counts 0, a time-sliced one what is left of
+	// it, and for a share 0 when another tenant time-slices it.
 	Free []int
 	// CPU and memory: capacity and what is left (capacity 0: not tracked,
 	// and the free figure is then the job's own request).
@@ -226,7 +226,10 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 		switch {
 		case v.free[g]:
 			f = 1000
-		case v.share[g] > 0 && len(v.mig[g]) == 0 && v.shareTenant[g] == j.Tenant:
+		case v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
+			// A share sees only its tenant's time-sliced GPUs; a job of
+			// whole GPUs cannot use any of them, and rates a server by
+			// what is left of them to whoever may.
 			f = (unit - v.share[g]) / Milli
 		}
 		h.Free = append(h.Free, f)
@@ -254,7 +257,11 @@ type scoreKey struct {
 
 // shapeID numbers the request shapes a cache entry is valid for.
 func (sc *scoring) shapeID(j *domain.Job, models []string) int {
-	key := scoreKey{tenant: j.Tenant, gpus: j.GPUs, share: j.Share, cpu: j.CPUMilli, mem: j.MemoryMiB}
+	// Only a share's rating depends on its tenant (hostOf).
+	key := scoreKey{gpus: j.GPUs, share: j.Share, cpu: j.CPUMilli, mem: j.MemoryMiB}
+	if j.Share > 0 {
+		key.tenant = j.Tenant
+	}
 	if len(models) > 0 {
 		key.models = strings.Join(models, ",")
 	}
