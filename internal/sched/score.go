@@ -15,11 +15,12 @@ import (
 // to the earliest server in topology order. Gangs over several servers and
 // MIG slices keep the built-in packing (pack, placeMIG).
 //
-// A snapshot without a Scorer takes the built-in path: fullest servers
-// first (fewest free GPUs, then topology order), shares on the fullest GPU
-// the tenant already time-slices. That is the JobFabric policy without a
-// workload; NewJobFabric with the workload's shapes is the same policy
-// made fragmentation-aware.
+// A snapshot without a Scorer is rated by the JobFabric policy over its
+// live jobs' mix (ShapesOf), made on the cycle's first such placement.
+// With no jobs to weigh, and for every job no server fits (its reason),
+// the built-in path places: fullest servers first (fewest free GPUs, then
+// topology order), shares on the fullest GPU the tenant already
+// time-slices.
 
 // Milli is one thousandth of a GPU, the unit scorers see (a capacity unit
 // is 1/7000 GPU: 7 units per milli).

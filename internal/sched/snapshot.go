@@ -32,7 +32,8 @@ type Snapshot struct {
 	Policy Policy
 	// Scorer, when set, places single-server jobs (whole GPUs on one
 	// server, shares, CPU-only jobs) on the server it rates highest; nil
-	// keeps the built-in best-fit path (score.go).
+	// rates them with the JobFabric policy over the live jobs' mix
+	// (score.go).
 	Scorer Scorer
 }
 
@@ -270,7 +271,7 @@ type cluster struct {
 	// cands and fit are placeGang's reused buffers; what-if views share
 	// them (one check runs at a time).
 	cands, fit []*server
-	// sc is the snapshot's placement scorer, nil for the built-in path.
+	// sc is the snapshot's placement scorer (score.go).
 	sc *scoring
 }
 
