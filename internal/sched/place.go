@@ -154,9 +154,16 @@ func hasAll(v *server, set []int) bool {
 
 // place finds a placement for j or explains why there is none.
 func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
+	if c.sc != nil && scorable(j, c.largestServer(j, t)) && c.sc.active() {
+		// The job's models (placeIn hands over one at a time) bound the
+		// servers rated: placeScored rates any model when given none.
+		if pl, level, r := c.placeScored(j, t, j.Models()); pl != nil {
+			return pl, level, r
+		}
+		// Nothing fits: the built-in path, under the same fit rules,
+		// says what is missing (isolation, models, gang shape).
+	}
 	switch {
-	case c.sc != nil && scorable(j, c.largestServer(j, t)):
-		return c.placeScored(j, t, nil)
 	case j.MIGProfile != "":
 		return c.placeMIG(j, t)
 	case j.Share > 0:

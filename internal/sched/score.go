@@ -15,11 +15,12 @@ import (
 // to the earliest server in topology order. Gangs over several servers and
 // MIG slices keep the built-in packing (pack, placeMIG).
 //
-// A snapshot without a Scorer takes the built-in path: fullest servers
-// first (fewest free GPUs, then topology order), shares on the fullest GPU
-// the tenant already time-slices. That is the JobFabric policy without a
-// workload; NewJobFabric with the workload's shapes is the same policy
-// made fragmentation-aware.
+// A snapshot without a Scorer is rated by the JobFabric policy over its
+// live jobs' mix (ShapesOf), made on the cycle's first such placement.
+// With no jobs to weigh, and for every job no server fits (its reason),
+// the built-in path places: fullest servers first (fewest free GPUs, then
+// topology order), shares on the fullest GPU the tenant already
+// time-slices.
 
 // Milli is one thousandth of a GPU, the unit scorers see (a capacity unit
 // is 1/7000 GPU: 7 units per milli).
@@ -29,9 +30,9 @@ const Milli = unit / 1000
 type Host struct {
 	Name  string
 	Model string
-	// Free is each GPU's idle capacity in milli-GPU (1000: wholly free) as
-	// the job may use it: a GPU another tenant time-slices, or one with MIG
-	// instances, counts 0.
+	// Free is each GPU's idle capacity in milli-GPU (1000: wholly free):
+	// a GPU with MIG instances counts 0, a time-sliced one what is left of
+	// it, and for a share 0 when another tenant time-slices it.
 	Free []int
 	// CPU and memory: capacity and what is left (capacity 0: not tracked,
 	// and the free figure is then the job's own request).
@@ -90,8 +91,14 @@ type Uncached interface{ Uncached() }
 // scoring is a cluster's scorer and its cache.
 type scoring struct {
 	scorer Scorer
+	// build makes the scorer on first use (the default policy: a cycle
+	// that places no single-server job never weighs its workload).
+	build  func() Scorer
 	cached bool
-	shapes map[string]int
+	// tally: keep jobs (Host.Jobs) up to date; the default policy does
+	// not read it, and a cycle's tally was a fifth of building its view.
+	tally  bool
+	shapes map[scoreKey]int
 	// cache is by shape id, then server index: a placement reads one
 	// shape's entries for every server in order, so they sit together.
 	cache   [][]scoreEntry
@@ -110,7 +117,24 @@ type scoreEntry struct {
 
 func newScoring(s Scorer, n int) *scoring {
 	_, unc := s.(Uncached)
-	return &scoring{scorer: s, cached: !unc, shapes: map[string]int{}, servers: n, jobs: make([]map[int]int, n)}
+	return &scoring{scorer: s, cached: !unc, tally: true, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+}
+
+// lazyScoring is a scoring whose scorer build makes when first needed
+// (nil then: the built-in path places). Its Host.Jobs stay nil.
+func lazyScoring(build func() Scorer, n int) *scoring {
+	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+}
+
+// active reports whether a scorer places single-server jobs, making it if
+// it is made lazily.
+func (sc *scoring) active() bool {
+	if sc.build != nil {
+		sc.scorer, sc.build = sc.build(), nil
+		_, unc := sc.scorer.(Uncached)
+		sc.cached = !unc
+	}
+	return sc.scorer != nil
 }
 
 // account records j's use of CPU, memory and job kinds on v (sign 1: takes,
@@ -121,7 +145,7 @@ func (c *cluster) account(v *server, j *domain.Job, sign int) {
 		v.cpuUsed += int64(sign) * j.CPUMilli
 		v.memUsed += int64(sign) * j.MemoryMiB
 	}
-	if c.sc != nil && !c.cow { // what-if views leave the shared tally alone
+	if c.sc != nil && c.sc.tally && !c.cow { // what-if views leave the shared tally alone
 		k, ok := jobKind(j)
 		if !ok {
 			return
@@ -203,7 +227,10 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 		switch {
 		case v.free[g]:
 			f = 1000
-		case v.share[g] > 0 && len(v.mig[g]) == 0 && v.shareTenant[g] == j.Tenant:
+		case v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
+			// A share sees only its tenant's time-sliced GPUs; a job of
+			// whole GPUs cannot use any of them, and rates a server by
+			// what is left of them to whoever may.
 			f = (unit - v.share[g]) / Milli
 		}
 		h.Free = append(h.Free, f)
@@ -220,9 +247,25 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	return h
 }
 
+// scoreKey is what a cached rating depends on besides the server.
+type scoreKey struct {
+	tenant   string
+	gpus     int
+	share    float64
+	cpu, mem int64
+	models   string
+}
+
 // shapeID numbers the request shapes a cache entry is valid for.
 func (sc *scoring) shapeID(j *domain.Job, models []string) int {
-	key := fmt.Sprintf("%s|%d|%g|%d|%d|%s", j.Tenant, j.GPUs, j.Share, j.CPUMilli, j.MemoryMiB, strings.Join(models, ","))
+	// Only a share's rating depends on its tenant (hostOf).
+	key := scoreKey{gpus: j.GPUs, share: j.Share, cpu: j.CPUMilli, mem: j.MemoryMiB}
+	if j.Share > 0 {
+		key.tenant = j.Tenant
+	}
+	if len(models) > 0 {
+		key.models = strings.Join(models, ",")
+	}
 	id, ok := sc.shapes[key]
 	if !ok {
 		id = len(sc.shapes)
@@ -255,12 +298,24 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 	}
 	var best *server
 	bestScore, bestGPU := 0.0, -1
+	// Idle servers alike (model, CPU, memory, GPUs) rate alike: once one
+	// was rated, the later ones cannot win the tie, and are not looked at
+	// (most servers of a cluster are alike, and idle early on).
+	var seen [8]idleSig
+	idle := seen[:0]
 	for _, v := range c.servers {
 		if v.nfree < r.GPUs && r.Milli == 1000 {
 			continue
 		}
 		if len(models) > 0 && !slices.Contains(models, v.model) {
 			continue
+		}
+		sig, isIdle := idleSig{}, false
+		if sc.cached && v.nfree == len(v.free) && v.cpuUsed == 0 && v.memUsed == 0 {
+			sig, isIdle = idleSig{v.model, v.cpuCap, v.memCap, len(v.free)}, true
+			if slices.Contains(idle, sig) {
+				continue
+			}
 		}
 		if !v.fitsHost(j) || !c.eligible(v, jm, t) {
 			continue
@@ -271,6 +326,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 			if e.ok && e.ver == v.ver {
 				if e.gpu == -2 {
 					continue // infeasible
+				}
+				if isIdle {
+					idle = append(idle, sig)
 				}
 				if best == nil || e.score > bestScore {
 					best, bestScore, bestGPU = v, e.score, int(e.gpu)
@@ -302,6 +360,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		if gpu == -2 {
 			continue
 		}
+		if isIdle {
+			idle = append(idle, sig)
+		}
 		if best == nil || score > bestScore {
 			best, bestScore, bestGPU = v, score, gpu
 		}
@@ -322,6 +383,13 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		}
 	}
 	return []domain.Placement{p}, LevelServer, domain.Reason{}
+}
+
+// idleSig is what an idle server's rating depends on.
+type idleSig struct {
+	model    string
+	cpu, mem int64
+	gpus     int
 }
 
 // wholeGPUs picks n free GPUs of v: the first aligned or contiguous set

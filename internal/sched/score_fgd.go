@@ -1,8 +1,12 @@
 package sched
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // Shape is a kind of job of a workload and how often it arrives: the
@@ -50,14 +54,101 @@ func ParseModels(spec string) []string {
 // int(100 x sigmoid((frag before - frag after) / 1000)); a share takes the
 // GPU whose use leaves the server least fragmented (first index on ties).
 // Memory is ignored, as in the paper.
-type FGD struct{ Shapes []Shape }
+type FGD struct {
+	Shapes []Shape
+	set    *shapeSet // Shapes indexed, on first use
+}
 
 // Name implements Scorer.
 func (*FGD) Name() string { return "fgd" }
 
+// shapeSet is a workload's shapes with the distinct per-GPU sizes they
+// ask for: a server's GPUs are counted once per size, not once per shape
+// (a trace has up to 300 shapes and about 20 sizes).
+type shapeSet struct {
+	shapes []Shape
+	milli  []int // distinct Milli > 0
+	slot   []int // per shape: its index in milli, -1 for CPU-only
+	// models numbers the GPU models shapes name; allow is per shape the
+	// set of them it may use (bit i: model i; 0 with no Models: any).
+	models map[string]int
+	allow  []uint64
+}
+
+// access is the bit of a server's model in allow (0: a model no shape
+// names, or beyond the 64 a mask holds: accessible then says).
+func (set *shapeSet) access(model string) uint64 {
+	if i, ok := set.models[model]; ok && i < 64 {
+		return 1 << i
+	}
+	return 0
+}
+
+// accessible reports whether shape i may use a server whose model has
+// bit (access).
+func (set *shapeSet) accessible(i int, bit uint64, model string) bool {
+	switch s := &set.shapes[i]; {
+	case len(s.Models) == 0:
+		return true
+	case bit != 0:
+		return set.allow[i]&bit != 0
+	default:
+		return s.accessible(model)
+	}
+}
+
+func newShapeSet(shapes []Shape) *shapeSet {
+	set := &shapeSet{shapes: shapes, slot: make([]int, len(shapes)), models: map[string]int{}, allow: make([]uint64, len(shapes))}
+	for i, s := range shapes {
+		set.slot[i] = -1
+		for _, m := range s.Models {
+			k, ok := set.models[m]
+			if !ok {
+				k = len(set.models)
+				set.models[m] = k
+			}
+			if k < 64 {
+				set.allow[i] |= 1 << k
+			}
+		}
+		if s.Milli == 0 {
+			continue
+		}
+		k := slices.Index(set.milli, s.Milli)
+		if k < 0 {
+			k = len(set.milli)
+			set.milli = append(set.milli, s.Milli)
+		}
+		set.slot[i] = k
+	}
+	return set
+}
+
+// gpuFit is how a server's GPUs serve one per-GPU size: GPUs that hold
+// it, idle capacity of those that do not, copies that fit in all.
+type gpuFit struct{ n, small, copies int }
+
+// fitTable fills buf with the server's gpuFit per size of the set.
+func (set *shapeSet) fitTable(free []int, buf []gpuFit) []gpuFit {
+	buf = buf[:0]
+	for _, m := range set.milli {
+		var g gpuFit
+		for _, f := range free {
+			if f >= m {
+				g.n++
+				g.copies += f / m
+			} else {
+				g.small += f
+			}
+		}
+		buf = append(buf, g)
+	}
+	return buf
+}
+
 // frag is the server's fragmentation with free GPUs and cpuFree CPU left;
 // memory counts only when mem is set (JobFabric).
-func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+func frag(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
 	total := 0
 	for _, f := range free {
 		total += f
@@ -65,13 +156,16 @@ func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int
 	if total == 0 {
 		return 0
 	}
+	var tb [32]gpuFit
+	fits := set.fitTable(free, tb[:0])
+	bit := set.access(model)
 	// The amounts are summed per kind of fit, then the kinds in order, as
 	// the paper's simulator does: a rating is truncated to an integer, so
 	// a difference in the last bit of a sum (a placement that changes
 	// nothing rated 49 instead of 50) changes where pods go.
 	var kinds [fragKinds]float64
-	for i := range shapes {
-		s := &shapes[i]
+	for i := range set.shapes {
+		s := &set.shapes[i]
 		amount, kind := total, fragLackBoth
 		res := (!cpuTracked || cpuFree >= s.CPUMilli) && (!memTracked || memFree >= s.MemoryMiB)
 		switch {
@@ -79,22 +173,15 @@ func frag(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int
 			kind = fragCPUOnlyFits
 		case s.Milli == 0:
 			kind = fragCPUOnlyLacks
-		case !s.accessible(model):
+		case !set.accessible(i, bit, model):
 			kind = fragNoAccess
 		default:
-			n, small := 0, 0
-			for _, f := range free {
-				if f >= s.Milli {
-					n++
-				} else {
-					small += f
-				}
-			}
-			switch fits := n >= s.GPUs; {
-			case fits && res:
-				kinds[fragLackGPU] += s.Freq * float64(small)
-				amount, kind = total-small, fragSatisfied
-			case fits:
+			g := fits[set.slot[i]]
+			switch ok := g.n >= s.GPUs; {
+			case ok && res:
+				kinds[fragLackGPU] += s.Freq * float64(g.small)
+				amount, kind = total-g.small, fragSatisfied
+			case ok:
 				kind = fragLackCPU
 			case res:
 				kind = fragLackGPU
@@ -157,8 +244,11 @@ func after(buf, free []int, r *Request, gpu int) []int {
 
 // Score implements Scorer.
 func (f *FGD) Score(h *Host, r *Request) (float64, int) {
+	if f.set == nil || len(f.set.shapes) != len(f.Shapes) {
+		f.set = newShapeSet(f.Shapes)
+	}
 	tracked := h.CPUMilli > 0
-	before := frag(f.Shapes, h.Model, h.Free, tracked, h.CPUFree, false, 0)
+	before := frag(f.set, h.Model, h.Free, tracked, h.CPUFree, false, 0)
 	var buf [16]int
 	if r.Share() {
 		score, gpu := int64(0), -1
@@ -166,7 +256,7 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 			if fr < r.Milli {
 				continue
 			}
-			a := frag(f.Shapes, h.Model, after(buf[:0], h.Free, r, g), tracked, h.CPUFree-r.CPUMilli, false, 0)
+			a := frag(f.set, h.Model, after(buf[:0], h.Free, r, g), tracked, h.CPUFree-r.CPUMilli, false, 0)
 			s := int64(sigmoid((before-a)/1000) * 100)
 			if gpu < 0 || s > score {
 				score, gpu = s, g
@@ -174,16 +264,18 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 		}
 		return float64(score), gpu
 	}
-	a := frag(f.Shapes, h.Model, after(buf[:0], h.Free, r, -1), tracked, h.CPUFree-r.CPUMilli, false, 0)
+	a := frag(f.set, h.Model, after(buf[:0], h.Free, r, -1), tracked, h.CPUFree-r.CPUMilli, false, 0)
 	return float64(int64(sigmoid((before-a)/1000) * 100)), -1
 }
 
 // JobFabric is jobfabric's placement policy, the scheduler's default. With
 // no workload it is best fit: the server left with the least idle GPU
 // capacity (then CPU), a share on the fullest GPU that holds it. Given the
-// workload's shapes (with their memory) it rates a placement as FGD does
-// but counts a shape as fitting only where its memory fits too (FGD
-// ignores memory), and breaks FGD's many ties (its rating has 100 steps)
+// workload's shapes (ShapesOf: every kind of job, with its memory; FGD
+// keeps the most frequent ones covering 95 % of pods, and so never sees
+// the rare large pods that only a few servers hold) it rates a placement
+// as FGD does but counts a shape as fitting only where its memory fits
+// too (FGD ignores memory), and breaks FGD's many ties (its rating has 100 steps)
 // by keeping idle servers whole, then by preferring smaller servers, then
 // by how much of the server's idle GPU capacity copies of the shapes could
 // still use once the placement is made, counting CPU and memory: FGD asks
@@ -191,13 +283,14 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // first strands GPUs it calls usable.
 type JobFabric struct {
 	Shapes []Shape
+	set    *shapeSet
 	// modelBound: some shapes name GPU models (see Score).
 	modelBound bool
 }
 
 // NewJobFabric is the default policy for a workload (nil: best fit).
 func NewJobFabric(shapes []Shape) *JobFabric {
-	p := &JobFabric{Shapes: shapes}
+	p := &JobFabric{Shapes: shapes, set: newShapeSet(shapes)}
 	for _, s := range shapes {
 		p.modelBound = p.modelBound || len(s.Models) > 0
 	}
@@ -217,8 +310,8 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 		return -float64(left) - float64(h.CPUFree-r.CPUMilli)/maxSpecCPU, gpu
 	}
 	cpuT, memT := h.CPUMilli > 0, h.MemoryMiB > 0
-	fgdBefore := frag(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
-	capBefore := fragCap(p.Shapes, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	fgdBefore := frag(p.set, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	capBefore := fragCap(p.set, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	// Ties on the rating go, in this order, to a placement that leaves a
 	// wholly idle server whole (only an idle server takes the largest
 	// gangs), then to the smaller server (large CPU, memory and GPU counts
@@ -241,8 +334,8 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	size := min(1, 0.5*float64(h.CPUMilli)/maxSpecCPU+0.5*float64(len(h.Free)*1000)/maxSpecGPU)
 	smaller := 0.2 * (1 - size)
 	rate := func(free []int) float64 {
-		fgd := frag(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
-		capacity := fragCap(p.Shapes, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		fgd := frag(p.set, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		capacity := fragCap(p.set, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		// Stranded capacity is at most 16,000 milli-GPU per server.
 		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
 		if p.modelBound {
@@ -268,38 +361,30 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 // Fragmentation is FGD's fragmentation of a host (milli-GPU the shapes,
 // weighted by frequency, could not use there); memory is ignored.
 func Fragmentation(shapes []Shape, h *Host) float64 {
-	return frag(shapes, h.Model, h.Free, h.CPUMilli > 0, h.CPUFree, false, 0)
+	return frag(newShapeSet(shapes), h.Model, h.Free, h.CPUMilli > 0, h.CPUFree, false, 0)
 }
 
 // fragCap is the idle GPU capacity, weighted over the shapes, that copies
 // of each shape could not use: all of it for CPU-only shapes and shapes
 // the server's model refuses, else what is left once as many copies as the
 // GPUs, the CPU and the memory allow are placed.
-func fragCap(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
 	total := 0
-	whole := 0
 	for _, f := range free {
 		total += f
-		if f == 1000 {
-			whole++
-		}
 	}
 	if total == 0 {
 		return 0
 	}
+	var tb [32]gpuFit
+	fits := set.fitTable(free, tb[:0])
+	bit := set.access(model)
 	var out float64
-	for i := range shapes {
-		s := &shapes[i]
+	for i := range set.shapes {
+		s := &set.shapes[i]
 		amount := total
-		if s.Milli > 0 && s.accessible(model) {
-			n := 0
-			if s.Milli == 1000 {
-				n = whole / s.GPUs
-			} else {
-				for _, f := range free {
-					n += f / s.Milli
-				}
-			}
+		if s.Milli > 0 && set.accessible(i, bit, model) {
+			n := fits[set.slot[i]].copies / s.GPUs
 			if cpuTracked && s.CPUMilli > 0 {
 				n = min(n, int(max(cpuFree, 0)/s.CPUMilli))
 			}
@@ -309,6 +394,79 @@ func fragCap(shapes []Shape, model string, free []int, cpuTracked bool, cpuFree 
 			amount = max(0, total-n*s.GPUs*s.Milli)
 		}
 		out += s.Freq * float64(amount)
+	}
+	return out
+}
+
+// ShapesOf is the workload of jobs as shapes: every kind of request (CPU,
+// GPUs, milli-GPU of each, GPU models) with its share of the jobs and the
+// mean memory of its jobs, most frequent first. A gang spread GPUsPerNode
+// to a server counts as that many single-server requests; MIG jobs are
+// left out (no scorer places them). Every kind counts, however rare: the
+// rare ones are often the large pods that only a few servers can hold
+// (openb: 8-GPU pods of 120 CPUs fit only the 39 128-CPU servers), and a
+// placement that takes the last of those servers is what turns them away.
+func ShapesOf(jobs []*domain.Job) []Shape {
+	type key struct {
+		cpu         int64
+		gpus, milli int
+		models      string
+	}
+	type tally struct {
+		n      int
+		mem    int64
+		models []string
+	}
+	count := map[key]*tally{}
+	var keys []key
+	total := 0
+	for _, j := range jobs {
+		k := key{cpu: j.CPUMilli}
+		n := 1
+		switch {
+		case j.MIGProfile != "" || j.MIGCount != 0:
+			continue
+		case j.Share > 0:
+			k.gpus, k.milli = 1, domain.ShareUnits(j.Share)/Milli
+		case j.GPUsPerNode > 0 && j.GPUsPerNode < j.GPUs:
+			k.gpus, k.milli, n = j.GPUsPerNode, 1000, j.GPUs/j.GPUsPerNode
+		case j.GPUs > 0:
+			k.gpus, k.milli = j.GPUs, 1000
+		case j.CPUMilli == 0:
+			continue // asks for nothing a scorer weighs
+		}
+		ms := j.Models()
+		if k.gpus == 0 {
+			ms = nil
+		}
+		k.models = strings.Join(ms, "|")
+		t := count[k]
+		if t == nil {
+			t = &tally{models: slices.Clone(ms)}
+			count[k] = t
+			keys = append(keys, k)
+		}
+		t.n += n
+		t.mem += int64(n) * j.MemoryMiB
+		total += n
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		switch {
+		case count[x].n != count[y].n:
+			return count[y].n - count[x].n
+		case x.cpu != y.cpu:
+			return cmp.Compare(y.cpu, x.cpu)
+		case x.milli != y.milli:
+			return y.milli - x.milli
+		case x.gpus != y.gpus:
+			return y.gpus - x.gpus
+		}
+		return strings.Compare(y.models, x.models)
+	})
+	out := make([]Shape, len(keys))
+	for i, k := range keys {
+		t := count[k]
+		out[i] = Shape{CPUMilli: k.cpu, MemoryMiB: t.mem / int64(t.n), GPUs: k.gpus, Milli: k.milli, Models: t.models, Freq: float64(t.n) / float64(total)}
 	}
 	return out
 }

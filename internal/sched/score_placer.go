@@ -38,7 +38,7 @@ func (p *Placer) tenant(j *domain.Job) *domain.Tenant {
 func (p *Placer) Find(j *domain.Job) ([]domain.Placement, domain.Reason) {
 	t := p.tenant(j)
 	models := j.Models()
-	if p.c.sc != nil && scorable(j, p.c.largestServer(j, t)) {
+	if p.c.sc != nil && scorable(j, p.c.largestServer(j, t)) && p.c.sc.active() {
 		pl, _, r := p.c.placeScored(j, t, models)
 		return pl, r
 	}
@@ -91,4 +91,22 @@ func (p *Placer) Hosts(tenant string, fn func(*Host)) {
 // what-if (Release) as held again.
 func (p *Placer) Commit(j *domain.Job, pl []domain.Placement) {
 	p.c.commit(j, p.tenant(j), pl)
+}
+
+// scoring is the snapshot's Scorer, else the JobFabric policy for the
+// mix of its live jobs (pending and running: the work the cluster holds
+// and is about to take; none: the built-in best fit), made when a cycle
+// first places a single-server job.
+func (s *Snapshot) scoring(servers int) *scoring {
+	if s.Scorer != nil {
+		return newScoring(s.Scorer, servers)
+	}
+	jobs := s.Jobs
+	return lazyScoring(func() Scorer {
+		shapes := ShapesOf(jobs)
+		if len(shapes) == 0 {
+			return nil
+		}
+		return NewJobFabric(shapes)
+	}, servers)
 }

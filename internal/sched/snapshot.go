@@ -32,7 +32,8 @@ type Snapshot struct {
 	Policy Policy
 	// Scorer, when set, places single-server jobs (whole GPUs on one
 	// server, shares, CPU-only jobs) on the server it rates highest; nil
-	// keeps the built-in best-fit path (score.go).
+	// rates them with the JobFabric policy over the live jobs' mix
+	// (score.go).
 	Scorer Scorer
 	// exhaustive decides every job by full scans, without the cycle's scan
 	// cache (scans.go): the equivalence test compares both.
@@ -277,7 +278,7 @@ type cluster struct {
 	// cands and fit are placeGang's reused buffers; what-if views share
 	// them (one check runs at a time).
 	cands, fit []*server
-	// sc is the snapshot's placement scorer, nil for the built-in path.
+	// sc is the snapshot's placement scorer (score.go).
 	sc *scoring
 	// ver counts changes to the base cluster's servers (mut, and the GPUs
 	// placeAround hides); cache holds whole-cluster scans at a version and
@@ -366,9 +367,7 @@ func buildCluster(s *Snapshot) *cluster {
 		st = NewStatic(s.Topology)
 	}
 	c.byName = st.byName
-	if s.Scorer != nil {
-		c.sc = newScoring(s.Scorer, len(st.servers))
-	}
+	c.sc = s.scoring(len(st.servers))
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs

@@ -61,14 +61,37 @@ func multiGPURate(r *OpenbResult) float64 {
 	return float64(p) / float64(max(a, 1))
 }
 
+// Seeds are split the same way: a rule is chosen on the development
+// workloads with the development seeds only.
+var (
+	OpenbDevSeeds   = [2]int64{42, 46}
+	OpenbCheckSeeds = [2]int64{47, 51}
+)
+
+// OpenbSeedSet names the set of a seed ("dev", "check" or "").
+func OpenbSeedSet(seed int64) string {
+	switch {
+	case seed >= OpenbDevSeeds[0] && seed <= OpenbDevSeeds[1]:
+		return "dev"
+	case seed >= OpenbCheckSeeds[0] && seed <= OpenbCheckSeeds[1]:
+		return "check"
+	}
+	return ""
+}
+
 // seedMeanCurve averages the rows of one workload and policy column by
 // column.
 func seedMeanCurve(rows []AllocRow, w, p string) ([131]float64, int) {
+	return seedMeanCurveOf(rows, w, p, nil)
+}
+
+// seedMeanCurveOf is seedMeanCurve over the seeds keep accepts (nil: all).
+func seedMeanCurveOf(rows []AllocRow, w, p string, keep func(int64) bool) ([131]float64, int) {
 	var acc [131]float64
 	var cnt [131]int
 	n := 0
 	for _, r := range rows {
-		if r.Workload != w || r.Policy != p {
+		if r.Workload != w || r.Policy != p || (keep != nil && !keep(r.Seed)) {
 			continue
 		}
 		n++
@@ -204,7 +227,113 @@ func curveSection(b *strings.Builder, rep *Report, rows []AllocRow, runs []*Open
 		rep.Files["openb-curve-margin.svg"] = LineChart("openb: jobfabric minus the better of FGD and BestFit (seed means)", "arrived GPU demand (% of capacity)", "allocation margin (points)", margins, math.NaN(), math.NaN())
 		b.WriteString("\n![jobfabric's margin over the better baseline, per workload](openb-curve-margin.svg)\n")
 	}
+	quadrantSection(b, rows, runs, workloads)
 	sizeSection(b, rep, runs)
+}
+
+// targets is how jobfabric fares on one workload over some seeds: every
+// column within 0.1 of the better baseline, mean above FGD's, multi-GPU
+// pods placed at least as often as FGD, ahead of FGD at 130 %.
+type targets struct{ column, mean, multi, end bool }
+
+func (t targets) all() bool { return t.column && t.mean && t.multi && t.end }
+
+// judge works out targets for workload w over the seeds keep accepts
+// (seed means); ok is false without jobfabric, FGD and BestFit rows.
+func judge(rows []AllocRow, runs []*OpenbResult, w string, keep func(int64) bool) (t targets, ok bool) {
+	const jf, fgd, bf = "07-JobFabric", "06-FGD", "05-BestFit"
+	cj, n1 := seedMeanCurveOf(rows, w, jf, keep)
+	cf, n2 := seedMeanCurveOf(rows, w, fgd, keep)
+	cb, n3 := seedMeanCurveOf(rows, w, bf, keep)
+	if n1 == 0 || n2 == 0 || n3 == 0 {
+		return t, false
+	}
+	t.column = true
+	for x := 0; x <= 130; x++ {
+		if d := cj[x] - math.Max(cf[x], cb[x]); d < -0.1-1e-9 {
+			t.column = false
+		}
+	}
+	var pj, aj, pf, af int
+	for _, r := range runs {
+		if r.Workload != w || (keep != nil && !keep(r.Seed)) {
+			continue
+		}
+		for k, c := range r.Sizes {
+			switch {
+			case !multiGPU(k):
+			case r.Label == jf:
+				pj, aj = pj+c.Placed, aj+c.Arrived
+			case r.Label == fgd:
+				pf, af = pf+c.Placed, af+c.Arrived
+			}
+		}
+	}
+	t.mean = curveMean(cj) > curveMean(cf)
+	t.multi = pj*max(af, 1) >= pf*max(aj, 1)
+	t.end = cj[130] > cf[130]
+	return t, true
+}
+
+// quadrantSection tallies the targets per set of workloads and set of
+// seeds: the development quadrant is where rules were chosen, the other
+// three are held out (workloads, seeds, or both).
+func quadrantSection(b *strings.Builder, rows []AllocRow, runs []*OpenbResult, workloads []string) {
+	type quad struct{ ws, ss string }
+	var order []quad
+	for _, ws := range []string{"dev", "check"} {
+		for _, ss := range []string{"dev", "check"} {
+			order = append(order, quad{ws, ss})
+		}
+	}
+	b.WriteString("\n### Targets by set of workloads and set of seeds\n\n")
+	fmt.Fprintf(b, "Seed sets: dev = %d-%d, check = %d-%d. Each cell counts the workloads of the set meeting the target on the seed means of the seed set.\n\n", OpenbDevSeeds[0], OpenbDevSeeds[1], OpenbCheckSeeds[0], OpenbCheckSeeds[1])
+	b.WriteString("| workloads | seeds | workloads | every column within 0.1 | mean above FGD | multi-GPU at least FGD's | ahead at 130 % | all four | missed |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, q := range order {
+		keep := func(seed int64) bool { return OpenbSeedSet(seed) == q.ss }
+		var n, c, m, mg, e, all int
+		var missed []string
+		for _, w := range workloads {
+			if OpenbSet(w) != q.ws {
+				continue
+			}
+			t, ok := judge(rows, runs, w, keep)
+			if !ok {
+				continue
+			}
+			n++
+			c, m, mg, e = c+b2i(t.column), m+b2i(t.mean), mg+b2i(t.multi), e+b2i(t.end)
+			if t.all() {
+				all++
+			} else {
+				var what []string
+				for _, x := range []struct {
+					ok   bool
+					name string
+				}{{t.column, "column"}, {t.mean, "mean"}, {t.multi, "multi"}, {t.end, "130"}} {
+					if !x.ok {
+						what = append(what, x.name)
+					}
+				}
+				missed = append(missed, short(w)+" ("+strings.Join(what, ", ")+")")
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		miss := "-"
+		if len(missed) > 0 {
+			miss = strings.Join(missed, "; ")
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s |\n", q.ws, q.ss, n, c, m, mg, e, all, miss)
+	}
+}
+
+func b2i(x bool) int {
+	if x {
+		return 1
+	}
+	return 0
 }
 
 // sizeSection tabulates, per policy, the share of pods of each size placed

@@ -168,10 +168,9 @@ func CheckPolicy(name string) error {
 
 // typicalShapes are the most frequent pod shapes of the original trace,
 // by decreasing frequency until they cover at least 95 % of the pods,
-// renormalised to sum to 1 (the FGD paper's "typical pods"). withMemory
-// gives each shape the mean memory of its pods (the JobFabric policy; FGD
-// ignores memory).
-func typicalShapes(pods []Pod, withMemory bool) []sched.Shape {
+// renormalised to sum to 1 (the FGD paper's "typical pods"; without
+// memory, which FGD ignores).
+func typicalShapes(pods []Pod) []sched.Shape {
 
 	type key struct {
 		cpu         int64
@@ -220,20 +219,6 @@ func typicalShapes(pods []Pod, withMemory bool) []sched.Shape {
 	out := make([]sched.Shape, n)
 	for i, k := range keys[:n] {
 		out[i] = sched.Shape{CPUMilli: k.cpu, GPUs: k.gpus, Milli: k.milli, Models: sched.ParseModels(k.spec), Freq: float64(count[k]) / total / (cum / total)}
-	}
-	if withMemory {
-		// The memory of a shape is the mean of its pods'.
-		sum := map[key]int64{}
-		for _, p := range pods {
-			cpu := p.CPUMilli
-			if cpu == 0 {
-				cpu = 100
-			}
-			sum[key{cpu: cpu, milli: p.Milli, gpus: p.GPUs, spec: p.Spec}] += p.MemoryMiB
-		}
-		for i, k := range keys[:n] {
-			out[i].MemoryMiB = sum[k] / int64(count[k])
-		}
 	}
 	return out
 }
@@ -312,9 +297,15 @@ func scorer(policy string, pods []Pod, rng *rand.Rand) (sched.Scorer, error) {
 	case "bestfit":
 		return sched.BestFit{}, nil
 	case "fgd":
-		return &sched.FGD{Shapes: typicalShapes(pods, false)}, nil
+		return &sched.FGD{Shapes: typicalShapes(pods)}, nil
 	case "jobfabric":
-		return sched.NewJobFabric(typicalShapes(pods, true)), nil
+		// The scheduler's own workload: every shape of the trace (the
+		// scheduler counts them from its jobs the same way).
+		jobs := make([]*domain.Job, len(pods))
+		for i := range pods {
+			jobs[i] = jobOf(uint64(i+1), &pods[i])
+		}
+		return sched.NewJobFabric(sched.ShapesOf(jobs)), nil
 	}
 	return nil, CheckPolicy(policy)
 }
@@ -473,7 +464,7 @@ func RunOpenb(o OpenbRun, progress func(done, total int)) (*OpenbResult, error) 
 	}
 	res.Alloc = columns(arrived, used, res.TotalGPUs)
 	res.FinalAlloc = 100 * float64(u) / float64(capacity)
-	shapes := typicalShapes(orig, false)
+	shapes := typicalShapes(orig)
 	var fragSum, idle float64
 	pl.Hosts("openb", func(h *sched.Host) {
 		fragSum += sched.Fragmentation(shapes, h)

@@ -68,12 +68,14 @@ func firstFail(r *OpenbResult) float64 {
 // JOBFABRIC_OPENB_ALL=1 replays all 17 workloads of the published file.
 func TestOpenbMatchesPublished(t *testing.T) {
 	dir := tracesDir(t)
-	f, err := os.Open(filepath.Join(dir, "fgd-expected", "analysis_allo_discrete.csv"))
+	// The published seed-42 rows of BestFit and FGD, copied from
+	// fgd-expected/analysis_allo_discrete.csv (the FGD paper's artifact).
+	f, err := os.Open(filepath.Join("testdata", "fgd-published-seed42.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	expected, err := ReadAllocCSV("analysis_allo_discrete.csv", f)
+	expected, err := ReadAllocCSV("fgd-published-seed42.csv", f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,36 +125,49 @@ func TestOpenbMatchesPublished(t *testing.T) {
 }
 
 // TestJobFabricWholeCurveOnCheckWorkload holds the JobFabric policy to the
-// whole-curve targets on multigpu30, a workload of the check set (never
-// used to choose the policy), seed 42: in every column at least BestFit's
-// and FGD's allocation minus 0.1 point, a higher mean over columns 0..130
-// than FGD, multi-GPU pods placed at least as often as FGD, and ahead of
-// FGD at 130 %.
+// whole-curve targets on gpuspec20, a workload of the check set, with
+// check seeds 47-49 (neither used to choose the policy), on seed means as
+// the report judges them: in every column at least BestFit's and FGD's
+// allocation minus 0.1 point, a higher mean over columns 0..130 than FGD,
+// multi-GPU pods placed at least as often as FGD, and ahead of FGD at
+// 130 %. It fails with the policy of 0ac60e6 (FGD's 95 % typical pods:
+// 67 columns more than 0.1 below over seeds 42-51).
 func TestJobFabricWholeCurveOnCheckWorkload(t *testing.T) {
 	dir := tracesDir(t)
-	const w = "openb_pod_list_multigpu30"
+	const w = "openb_pod_list_gpuspec20"
 	nodes, pods := loadOpenb(t, dir, w)
-	res := map[string]*OpenbResult{}
+	var runs []*OpenbResult
 	for _, pol := range []string{"bestfit", "fgd", "jobfabric"} {
-		r, err := RunOpenb(OpenbRun{Workload: w, Nodes: nodes, Pods: pods, Policy: pol, Seed: 42, Tune: 1.3}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res[pol] = r
-	}
-	jf, fgd, bf := res["jobfabric"], res["fgd"], res["bestfit"]
-	for x := 0; x <= 130; x++ {
-		if floor := math.Max(fgd.Alloc[x], bf.Alloc[x]) - 0.1; jf.Alloc[x] < floor {
-			t.Errorf("column %d: jobfabric %.2f, below max(FGD %.2f, BestFit %.2f) - 0.1", x, jf.Alloc[x], fgd.Alloc[x], bf.Alloc[x])
+		for seed := int64(47); seed <= 49; seed++ {
+			r, err := RunOpenb(OpenbRun{Workload: w, Nodes: nodes, Pods: pods, Policy: pol, Seed: seed, Tune: 1.3}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, r)
 		}
 	}
-	if m, f := curveMean(jf.Alloc), curveMean(fgd.Alloc); m <= f {
-		t.Errorf("mean over columns 0..130: jobfabric %.3f, FGD %.3f", m, f)
+	rows := Rows(runs)
+	got, ok := judge(rows, runs, w, nil)
+	if !ok {
+		t.Fatal("no jobfabric, FGD and BestFit rows")
 	}
-	if m, f := multiGPURate(jf), multiGPURate(fgd); m < f {
-		t.Errorf("multi-GPU pods placed: jobfabric %.1f %%, FGD %.1f %%", 100*m, 100*f)
+	cj, _ := seedMeanCurve(rows, w, "07-JobFabric")
+	cf, _ := seedMeanCurve(rows, w, "06-FGD")
+	cb, _ := seedMeanCurve(rows, w, "05-BestFit")
+	if !got.column {
+		for x := 0; x <= 130; x++ {
+			if floor := math.Max(cf[x], cb[x]) - 0.1; cj[x] < floor-1e-9 {
+				t.Errorf("column %d: jobfabric %.2f, below max(FGD %.2f, BestFit %.2f) - 0.1", x, cj[x], cf[x], cb[x])
+			}
+		}
 	}
-	if jf.Alloc[130] <= fgd.Alloc[130] {
-		t.Errorf("at 130 %%: jobfabric %.2f, FGD %.2f", jf.Alloc[130], fgd.Alloc[130])
+	if !got.mean {
+		t.Errorf("mean over columns 0..130: jobfabric %.3f, FGD %.3f", curveMean(cj), curveMean(cf))
+	}
+	if !got.multi {
+		t.Errorf("multi-GPU pods placed less often than under FGD")
+	}
+	if !got.end {
+		t.Errorf("at 130 %%: jobfabric %.2f, FGD %.2f", cj[130], cf[130])
 	}
 }
