@@ -69,7 +69,11 @@ func TestSoakSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	r, err := Soak(ctx, SoakOptions{Jobs: 600, Samples: 2, GPUs: 64, Clients: 8, Reporters: 8, Dir: t.TempDir(),
-		Retention: state.Retention{EndedJobs: 24 * time.Hour, Usage: 48 * time.Hour}, RetainEvery: time.Second})
+		// Ended jobs go an hour after they end, but the fair share's
+		// history horizon (8 half-lives: 8 h, a third of a second here)
+		// keeps them longer; a pass every 100 ms so that the restarts at
+		// each sample (seconds under load) still leave passes to run.
+		Retention: state.Retention{EndedJobs: time.Hour, Usage: 48 * time.Hour}, RetainEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

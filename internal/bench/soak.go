@@ -277,11 +277,12 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		t0 := time.Now()
 		err := restart(ctx, c)
 		s.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
-		cl.Store(c.Client(0))
-		paused.Unlock()
 		if err != nil {
+			paused.Unlock()
 			return nil, fmt.Errorf("restart after %d jobs: %w", done, err)
 		}
+		cl.Store(c.Client(0))
+		paused.Unlock()
 		res.Samples = append(res.Samples, s)
 		if o.Progress != nil {
 			o.Progress(s)
@@ -301,16 +302,18 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 // until it leads and answers is what an operator waits after a crash.
 func restart(ctx context.Context, c *devcluster.Cluster) error {
 	if err := c.Stop(0); err != nil {
-		return err
+		return fmt.Errorf("stop: %w", err)
 	}
 	if err := c.Restart(ctx, 0); err != nil {
-		return err
+		return fmt.Errorf("start: %w", err)
 	}
 	if _, err := c.WaitLeader(ctx); err != nil {
-		return err
+		return fmt.Errorf("wait for a leader: %w", err)
 	}
-	_, err := c.Client(0).Jobs(ctx, client.JobQuery{Limit: 1, PageSize: 1})
-	return err
+	if _, err := c.Client(0).Jobs(ctx, client.JobQuery{Limit: 1, PageSize: 1}); err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	return nil
 }
 
 func soakSeed(ctx context.Context, cl *client.Client, o SoakOptions) error {
