@@ -287,7 +287,7 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	// back its workspace: the jobs after it run where they do not delay it
 	// (backfill); later blocked jobs of that workspace wait without one.
 	blocks := r.Code != ReasonNoInventory && demand(j) <= st.c.total
-	if blocks && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
+	if blocks && reservable(r.Code) {
 		if slices.ContainsFunc(st.bf.res, func(x *reservation) bool { return x.w == w }) {
 			return outcome{reason: r}
 		}
@@ -300,6 +300,17 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 		}
 	}
 	return outcome{reason: r, blocks: blocks}
+}
+
+// reservable: a job pending for these reasons fits once running jobs end,
+// and may get a reservation (the quota ones too: the search admits it
+// against the usage left then).
+func reservable(code string) bool {
+	switch code {
+	case ReasonCapacity, ReasonTopology, ReasonWorkspaceQuota, ReasonTenantQuota, ReasonClusterQuota:
+		return true
+	}
+	return false
 }
 
 // expectedRelease is the earliest time a running job is expected to end
