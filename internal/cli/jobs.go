@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"slices"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
