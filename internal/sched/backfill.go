@@ -75,6 +75,12 @@ type backfill struct {
 	running  []ending
 	unknown  []ending
 	built    bool
+	// anyUnknown: some job holding GPUs has no known end (endings); hz
+	// is the cluster once every job has ended, and hzU its usage, built
+	// on first use.
+	anyUnknown bool
+	hz         *cluster
+	hzU        *usage
 	searches int
 	failed   map[string]bool
 	// hist is the median run time of recently ended jobs, by workspace ("" for
@@ -213,66 +219,9 @@ func (st *cycle) endings() []ending {
 			}
 		}
 	}
-	unknown = append(unknown, st.bf.unknown...)
-	if len(unknown) == 0 {
-		return out
-	}
-	return append(slices.Clip(out), st.unknownEnds(out, unknown)...)
+	st.bf.anyUnknown = len(unknown) > 0 || len(st.bf.unknown) > 0
+	return out
 }
-
-// unknownEnds orders the jobs with no known end after every known one, as
-// if the jobs on the fullest servers ended first, server by server: a job
-// blocked behind them is then reserved on GPUs busy now, and the jobs
-// behind it fill the GPUs free now, as Slurm's backfill does with jobs of
-// unlimited time (it did: on 2,048 x 8 GPUs a fill left 23 GPUs idle
-// behind such a job). Nothing known, nothing is protected: the job starts
-// when a cycle finds it room, ahead of the jobs behind it; time limits,
-// expected durations or a history of ended jobs give it a real
-// reservation.
-func (st *cycle) unknownEnds(known, unknown []ending) []ending {
-	after := st.now
-	if len(known) > 0 && known[len(known)-1].at.After(after) {
-		after = known[len(known)-1].at
-	}
-	key := func(e ending) int {
-		most := 0
-		for _, p := range e.pl {
-			if v := st.c.server(p.Server); v != nil {
-				most = max(most, v.nfree)
-			}
-		}
-		return most
-	}
-	keys := make(map[uint64]int, len(unknown))
-	for i := range unknown {
-		keys[unknown[i].j.ID] = key(unknown[i])
-		for _, p := range unknown[i].pl {
-			unknown[i].units += placementUnits(p)
-		}
-	}
-	slices.SortFunc(unknown, func(a, b ending) int {
-		if c := cmp.Compare(keys[a.j.ID], keys[b.j.ID]); c != 0 {
-			return c
-		}
-		if a.pl[0].Server != b.pl[0].Server {
-			return cmp.Compare(a.pl[0].Server, b.pl[0].Server)
-		}
-		return cmp.Compare(a.j.ID, b.j.ID)
-	})
-	// Jobs on the same server end together: a server frees whole.
-	t := after.Add(unknownEndGap)
-	for i := range unknown {
-		if i > 0 && unknown[i].pl[0].Server != unknown[i-1].pl[0].Server {
-			t = t.Add(time.Nanosecond)
-		}
-		unknown[i].at, unknown[i].basis = t, domain.BasisUnknown
-	}
-	return unknown
-}
-
-// unknownEndGap puts the pretend ends of jobs with no known end past every
-// known one.
-const unknownEndGap = 24 * time.Hour
 
 // reservationFor finds when and where j, which cannot be placed now for lack of
 // free GPUs, fits once running jobs end, with the earlier reservations
@@ -296,8 +245,8 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 			bounds = append(bounds, i+1)
 		}
 	}
-	if len(bounds) == 0 {
-		return nil // no running job has a known end
+	if len(bounds) == 0 && !st.bf.anyUnknown {
+		return nil // nothing holds GPUs
 	}
 	cum := make([]int, len(ends)+1)
 	for i, e := range ends {
@@ -361,7 +310,7 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	// the first that fits: placement is monotone in what has ended.
 	lo, hi := -1, -1 // last boundary index known not to fit, first known to
 	var found *result
-	for k := 0; ; k = 2*k + 1 {
+	for k := 0; len(bounds) > 0; k = 2*k + 1 {
 		k = min(k, len(bounds)-1)
 		if r := check(bounds[k], false); r != nil {
 			hi, found = k, r
@@ -369,14 +318,22 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 		lo = k
 		if k == len(bounds)-1 {
-			// GPUs held by jobs with no known end: the same shape of the
-			// workspace will not fit later in the cycle either.
+			break
+		}
+	}
+	if found == nil {
+		// GPUs held by jobs with no known end: taken to end after all
+		// the others (the horizon).
+		res := st.horizonReservation(j, t, w)
+		if res == nil {
+			// The same shape of the workspace will not fit later in the
+			// cycle either.
 			if st.bf.failed == nil {
 				st.bf.failed = map[string]bool{}
 			}
 			st.bf.failed[failKey] = true
-			return nil
 		}
+		return res
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
@@ -394,7 +351,6 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	}
 	res := &reservation{job: j, w: w, start: ends[n-1].at, pl: found.pl, u: found.u}
 	res.overdue = !res.start.After(st.now)
-	res.unknown = ends[n-1].basis == domain.BasisUnknown
 	// The basis: what the ends of the jobs on the reserved servers were
 	// estimated from (of every job ended by then if none is on them).
 	on := map[string]bool{}
@@ -414,7 +370,14 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		res.basis = all
 	}
 	slices.Sort(res.basis)
-	for _, p := range found.pl {
+	st.keep(res)
+	return res
+}
+
+// keep records a reservation, with the GPUs of its placement free now as
+// its mask.
+func (st *cycle) keep(res *reservation) {
+	for _, p := range res.pl {
 		v := st.c.server(p.Server)
 		if v == nil {
 			continue
@@ -426,7 +389,118 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 	}
 	st.bf.res = append(st.bf.res, res)
+	if st.bf.hz != nil {
+		holdIn(st.bf.hz, st.bf.hzU, res.job, st.s.Tenants[res.job.Tenant], res.pl)
+	}
+}
+
+// horizonReservation reserves j for when every job holding GPUs has ended,
+// those with no known end too (nothing known says when: basis unknown,
+// no start): on GPUs busy now where it fits on them, so the jobs behind it
+// fill the GPUs free now, as Slurm's backfill does with jobs of unlimited
+// time (issue 14: without a reservation such a job held back its whole
+// workspace, and a fill of 2,048 x 8 GPUs left GPUs idle behind it); else
+// on GPUs busy now and those of the servers with the most GPUs free now,
+// as many as it needs (it keeps their free GPUs, and the other servers'
+// stay for the jobs behind it); else anywhere. Nothing known, nothing else
+// protects it from the jobs behind it than its place ahead of them in the
+// queue.
+//
+// One view of the empty cluster, with the cycle's reservations held in it,
+// serves the cycle's horizon checks: a check hides GPUs free now in place
+// and shows them again after, copying nothing.
+func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
+	if st.bf.hz == nil {
+		empty := *st.s
+		empty.Jobs = nil
+		hz := buildCluster(&empty)
+		st.bf.hzU = buildUsage(&empty, hz)
+		// A what-if view (no explanations, the scorer's tally left alone)
+		// whose servers are its own: writes need no copy.
+		hz.cow, hz.cloned = true, map[int]bool{}
+		for i := range hz.servers {
+			hz.cloned[i] = true
+		}
+		st.bf.hz = hz
+		for _, r := range st.bf.res {
+			holdIn(hz, st.bf.hzU, r.job, st.s.Tenants[r.job.Tenant], r.pl)
+		}
+	}
+	hz, hzU := st.bf.hz, st.bf.hzU
+	models, _, ok := admit(j, w, st.s, hzU, hz)
+	if !ok {
+		return nil
+	}
+	// check places j with the GPUs free now hidden, except on the servers
+	// of show.
+	var hidden []gpuRef
+	check := func(hide bool, show map[int]bool) []domain.Placement {
+		if hide {
+			for i, v := range st.c.servers {
+				if v.nfree == 0 || show[i] {
+					continue
+				}
+				hv := hz.servers[i]
+				for g, f := range v.free {
+					if f && g < len(hv.free) && hv.free[g] {
+						hv.free[g] = false
+						hv.nfree--
+						hidden = append(hidden, gpuRef{i, g})
+					}
+				}
+				hv.ver++
+			}
+		}
+		pl, _, _ := hz.placeIn(j, t, models)
+		for _, g := range hidden {
+			hv := hz.servers[g.server]
+			hv.free[g.gpu] = true
+			hv.nfree++
+			hv.ver++
+		}
+		hidden = hidden[:0]
+		return pl
+	}
+	pl := check(true, nil)
+	if pl == nil {
+		if show := st.emptiest(j, t); show != nil {
+			pl = check(true, show)
+		}
+	}
+	if pl == nil {
+		if pl = check(false, nil); pl == nil {
+			return nil
+		}
+	}
+	u := hzU.clone()
+	u.addJob(j, pl, 1)
+	res := &reservation{job: j, w: w, pl: pl, u: u, unknown: true, basis: []string{domain.BasisUnknown}}
+	st.keep(res)
 	return res
+}
+
+// emptiest is the servers j may use with the most GPUs free now, as many
+// as it needs servers (by index in the cluster), nil if none.
+func (st *cycle) emptiest(j *domain.Job, t *domain.Tenant) map[int]bool {
+	nodes, _, ok := shape(j, st.c.largestServer(j, t))
+	if !ok || nodes <= 0 {
+		return nil
+	}
+	var pick []*server
+	for _, v := range st.c.servers {
+		if v.nfree > 0 && st.c.eligible(v, j, t) {
+			pick = append(pick, v)
+		}
+	}
+	if len(pick) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(pick, func(a, b *server) int { return cmp.Compare(b.nfree, a.nfree) })
+	show := map[int]bool{}
+	for _, v := range pick[:min(len(pick), nodes)] {
+		show[v.idx] = true
+	}
+	return show
 }
 
 // releaseIn takes a job's placement out of a what-if view.
