@@ -72,17 +72,17 @@ type backfill struct {
 	// soonest first, built on first use; searches counts the reservation
 	// searches, failed the workspace|shape keys that found none (capacity
 	// only shrinks within a cycle).
-	running  []ending
-	unknown  []ending
-	built    bool
+	running []ending
+	unknown []ending
+	built   bool
 	// anyUnknown: some job holding GPUs has no known end (endings); hz
 	// is the cluster once every job has ended, and hzU its usage, built
 	// on first use.
 	anyUnknown bool
 	hz         *cluster
 	hzU        *usage
-	searches int
-	failed   map[string]bool
+	searches   int
+	failed     map[string]bool
 	// hist is the median run time of recently ended jobs, by workspace ("" for
 	// all), built on first use.
 	hist map[string]time.Duration
