@@ -37,6 +37,10 @@ import (
 const (
 	maxReservations        = 16
 	maxReservationSearches = 32
+	// maxHorizonSearches bounds the searches behind jobs of unknown end:
+	// each places on an empty cluster, the costliest placement there is
+	// (bench sched spent twice the CPU with 32, a third more with 4).
+	maxHorizonSearches = 1
 )
 
 // reservation is one blocked job's expected start.
@@ -81,6 +85,7 @@ type backfill struct {
 	anyUnknown bool
 	hz         *cluster
 	hzU        *usage
+	hzSearches int
 	searches   int
 	failed     map[string]bool
 	// hist is the median run time of recently ended jobs, by workspace ("" for
@@ -410,6 +415,13 @@ func (st *cycle) keep(res *reservation) {
 // serves the cycle's horizon checks: a check hides GPUs free now in place
 // and shows them again after, copying nothing.
 func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
+	if st.bf.hzSearches >= maxHorizonSearches || st.behind[w.Ref()] == 0 {
+		// Nothing known, a reservation serves only to let the jobs
+		// behind it in its workspace run (the others do not wait for
+		// it): without any, none is needed.
+		return nil
+	}
+	st.bf.hzSearches++
 	if st.bf.hz == nil {
 		empty := *st.s
 		empty.Jobs = nil
