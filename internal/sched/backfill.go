@@ -415,7 +415,7 @@ func (st *cycle) keep(res *reservation) {
 // serves the cycle's horizon checks: a check hides GPUs free now in place
 // and shows them again after, copying nothing.
 func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
-	if st.bf.hzSearches >= maxHorizonSearches || st.behind[w.Ref()] == 0 {
+	if st.bf.hzSearches >= maxHorizonSearches || !st.behind(w) {
 		// Nothing known, a reservation serves only to let the jobs
 		// behind it in its workspace run (the others do not wait for
 		// it): without any, none is needed.

@@ -45,10 +45,10 @@ type cycle struct {
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
 	// bf is the cycle's reservations for blocked jobs (backfill.go);
-	// behind counts each workspace's pending jobs after the one the cycle
-	// is deciding.
-	bf     backfill
-	behind map[string]int
+	// queue is the pending jobs in order, pos the one being decided.
+	bf    backfill
+	queue []*domain.Job
+	pos   int
 }
 
 // futureView is the cycle's view of the cluster once every job told to
@@ -158,12 +158,9 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
 	noFit := map[string]domain.Reason{}
-	st.behind = map[string]int{}
-	for _, j := range pending {
-		st.behind[j.Tenant+"/"+j.Workspace]++
-	}
-	for _, j := range pending {
-		st.behind[j.Tenant+"/"+j.Workspace]--
+	st.queue = pending
+	for i, j := range pending {
+		st.pos = i
 		st.giveBack(j.ID)
 		o := st.step(j, blocked, noFit)
 		if o.pl == nil {
@@ -322,6 +319,17 @@ func (st *cycle) reservable(j *domain.Job, code string) bool {
 		return true
 	case ReasonWorkspaceQuota, ReasonTenantQuota, ReasonClusterQuota:
 		return demand(j) > st.c.total-st.u.usedTotal
+	}
+	return false
+}
+
+// behind reports whether a job of workspace w comes after the one being
+// decided.
+func (st *cycle) behind(w *domain.Workspace) bool {
+	for _, j := range st.queue[st.pos+1:] {
+		if j.Workspace == w.Name && j.Tenant == w.Tenant {
+			return true
+		}
 	}
 	return false
 }
