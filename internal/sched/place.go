@@ -368,8 +368,11 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 			if set != nil {
 				bv, bset, aligned = v, set, true
 			} else if bv == nil || v.nfree < bv.nfree {
-				bv, bset, aligned = v, lowestFree(v, per), false
+				bv, bset, aligned = v, nil, false
 			}
+		}
+		if bv != nil && bset == nil {
+			bset = lowestFree(bv, per)
 		}
 		if bv != nil {
 			best = &choice{servers: []*server{bv}, level: LevelServer, set: bset}
