@@ -418,7 +418,7 @@ func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.W
 	if st.bf.hzSearches >= maxHorizonSearches || !st.behind(w) {
 		// Nothing known, a reservation serves only to let the jobs
 		// behind it in its workspace run (the others do not wait for
-		// it): without any, none is needed.
+		// it): without any that could run now, none is needed.
 		return nil
 	}
 	st.bf.hzSearches++

@@ -324,10 +324,12 @@ func (st *cycle) reservable(j *domain.Job, code string) bool {
 }
 
 // behind reports whether a job of workspace w comes after the one being
-// decided.
+// decided that asks no more than the GPUs free now (one that could run
+// now if nothing held it back).
 func (st *cycle) behind(w *domain.Workspace) bool {
+	free := st.c.total - st.u.usedTotal
 	for _, j := range st.queue[st.pos+1:] {
-		if j.Workspace == w.Name && j.Tenant == w.Tenant {
+		if j.Workspace == w.Name && j.Tenant == w.Tenant && demand(j) <= free {
 			return true
 		}
 	}
