@@ -393,7 +393,13 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 	}
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
-		k := key{j: j, freeing: freeingFor[j.ID].units > 0}
+		// A job already waiting for GPUs being freed (its own victims, or
+		// those left over from other reclaims, reason reclaim_pending)
+		// ranks with the jobs GPUs are being freed for: a job that
+		// reclaims after it must not book the leftovers it counts on
+		// (issue 14: at dev 48x8 a guaranteed job was pushed to later
+		// victims' deadlines cycle after cycle, 34 s).
+		k := key{j: j, freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
 		if w := s.Workspaces[j.Tenant+"/"+j.Workspace]; w != nil {
 			ref := w.Ref()
 			k.wprio = w.Priority
