@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -342,10 +343,16 @@ func reservationLines(w io.Writer, r *domain.Reservation) {
 		return
 	}
 	when := "as soon as running jobs past their estimated end stop"
-	if !r.Start.IsZero() {
+	if slices.Contains(r.Basis, domain.BasisUnknown) {
+		when = "once running jobs with no time limit, expected duration or history stop"
+	} else if !r.Start.IsZero() {
 		when = "from " + r.Start.UTC().Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "  reserved %s (estimated from running jobs' %s):\n", when, strings.ReplaceAll(strings.Join(r.Basis, ", "), "_", " "))
+	if slices.Equal(r.Basis, []string{domain.BasisUnknown}) {
+		fmt.Fprintf(w, "  reserved %s:\n", when)
+	} else {
+		fmt.Fprintf(w, "  reserved %s (estimated from running jobs' %s):\n", when, strings.ReplaceAll(strings.Join(r.Basis, ", "), "_", " "))
+	}
 	for _, p := range r.Placement {
 		fmt.Fprintf(w, "    %s GPUs %s\n", p.Server, joinInts(p.GPUs))
 	}

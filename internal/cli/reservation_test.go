@@ -22,6 +22,8 @@ func TestReservationLines(t *testing.T) {
 			"  reserved from 2026-11-22T09:00:00Z (estimated from running jobs' expected duration, time limit):\n    s1-gpu001 GPUs 0,1,2,3\n    s1-gpu002 GPUs 4,5,6,7\n"},
 		"overdue": {&domain.Reservation{Placement: pl[:1], Basis: []string{domain.BasisHistory}},
 			"  reserved as soon as running jobs past their estimated end stop (estimated from running jobs' history):\n    s1-gpu001 GPUs 0,1,2,3\n"},
+		"unknown": {&domain.Reservation{Placement: pl[:1], Basis: []string{domain.BasisUnknown}},
+			"  reserved once running jobs with no time limit, expected duration or history stop:\n    s1-gpu001 GPUs 0,1,2,3\n"},
 	} {
 		var b strings.Builder
 		reservationLines(&b, tc.r)

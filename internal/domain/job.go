@@ -93,12 +93,15 @@ type Reason struct {
 type Reservation struct {
 	// Start is the earliest time the job fits, by the estimates in Basis;
 	// zero when that is as soon as running jobs past their estimated end
-	// stop.
+	// stop, or when it waits for running jobs with no known end (Basis
+	// has unknown).
 	Start time.Time `json:"start,omitzero"`
 	// Placement is the GPUs it would take then.
 	Placement []Placement `json:"placement"`
 	// Basis names what the running jobs' ends were estimated from:
-	// time_limit, expected_duration, history, preemption (a stop deadline).
+	// time_limit, expected_duration, history, preemption (a stop deadline),
+	// unknown (jobs with none of these: taken to end after all the others,
+	// those on the emptiest servers first).
 	Basis []string `json:"basis"`
 }
 
@@ -108,6 +111,7 @@ const (
 	BasisExpectedDuration = "expected_duration"
 	BasisHistory          = "history"
 	BasisPreemption       = "preemption"
+	BasisUnknown          = "unknown"
 )
 
 // Equal reports whether r and o say the same (a nil r equals nothing): a

@@ -37,6 +37,10 @@ import (
 const (
 	maxReservations        = 16
 	maxReservationSearches = 32
+	// maxHorizonSearches bounds the searches behind jobs of unknown end:
+	// each places on an empty cluster, the costliest placement there is
+	// (bench sched spent twice the CPU with 32, a third more with 4).
+	maxHorizonSearches = 1
 )
 
 // reservation is one blocked job's expected start.
@@ -47,6 +51,8 @@ type reservation struct {
 	// their estimated ends).
 	start   time.Time
 	overdue bool
+	// unknown: it waits for jobs with no known end (start is pretend).
+	unknown bool
 	pl      []domain.Placement
 	basis   []string
 	// u is the usage at start with the job booked: jobs still running then
@@ -70,10 +76,18 @@ type backfill struct {
 	// soonest first, built on first use; searches counts the reservation
 	// searches, failed the workspace|shape keys that found none (capacity
 	// only shrinks within a cycle).
-	running  []ending
-	built    bool
-	searches int
-	failed   map[string]bool
+	running []ending
+	unknown []ending
+	built   bool
+	// anyUnknown: some job holding GPUs has no known end (endings); hz
+	// is the cluster once every job has ended, and hzU its usage, built
+	// on first use.
+	anyUnknown bool
+	hz         *cluster
+	hzU        *usage
+	hzSearches int
+	searches   int
+	failed     map[string]bool
 	// hist is the median run time of recently ended jobs, by workspace ("" for
 	// all), built on first use.
 	hist map[string]time.Duration
@@ -156,10 +170,11 @@ func (st *cycle) historyEstimate(ref string) (time.Duration, bool) {
 // holding GPUs before the cycle are listed once; this cycle's placements
 // are merged in.
 func (st *cycle) endings() []ending {
-	add := func(out []ending, j *domain.Job, pl []domain.Placement, placedAt time.Time) []ending {
+	// add appends j's end to out, or to unknown when it has none.
+	add := func(out, unknown []ending, j *domain.Job, pl []domain.Placement, placedAt time.Time) ([]ending, []ending) {
 		at, basis, ok := st.runEnd(j, placedAt)
 		if !ok {
-			return out
+			return out, append(unknown, ending{j: j, pl: pl})
 		}
 		if at.Before(st.now) {
 			at = st.now
@@ -168,7 +183,7 @@ func (st *cycle) endings() []ending {
 		for _, p := range pl {
 			n += placementUnits(p)
 		}
-		return append(out, ending{j: j, pl: pl, at: at, basis: basis, units: n})
+		return append(out, ending{j: j, pl: pl, at: at, basis: basis, units: n}), unknown
 	}
 	byEnd := func(a, b ending) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -186,29 +201,30 @@ func (st *cycle) endings() []ending {
 			if j.PlacedAt != nil {
 				placedAt = *j.PlacedAt
 			}
-			st.bf.running = add(st.bf.running, j, j.Placement, placedAt)
+			st.bf.running, st.bf.unknown = add(st.bf.running, st.bf.unknown, j, j.Placement, placedAt)
 		}
 		slices.SortFunc(st.bf.running, byEnd)
 	}
-	var placed []ending
+	var placed, unknown []ending
 	for _, e := range st.bf.placed {
-		placed = add(placed, e.j, e.pl, st.now)
+		placed, unknown = add(placed, unknown, e.j, e.pl, st.now)
 	}
-	if len(placed) == 0 {
-		return st.bf.running
-	}
-	slices.SortFunc(placed, byEnd)
-	out := make([]ending, 0, len(st.bf.running)+len(placed))
-	i, k := 0, 0
-	for i < len(st.bf.running) || k < len(placed) {
-		if k == len(placed) || (i < len(st.bf.running) && byEnd(st.bf.running[i], placed[k]) <= 0) {
-			out = append(out, st.bf.running[i])
-			i++
-		} else {
-			out = append(out, placed[k])
-			k++
+	out := st.bf.running
+	if len(placed) > 0 {
+		slices.SortFunc(placed, byEnd)
+		out = make([]ending, 0, len(st.bf.running)+len(placed))
+		i, k := 0, 0
+		for i < len(st.bf.running) || k < len(placed) {
+			if k == len(placed) || (i < len(st.bf.running) && byEnd(st.bf.running[i], placed[k]) <= 0) {
+				out = append(out, st.bf.running[i])
+				i++
+			} else {
+				out = append(out, placed[k])
+				k++
+			}
 		}
 	}
+	st.bf.anyUnknown = len(unknown) > 0 || len(st.bf.unknown) > 0
 	return out
 }
 
@@ -234,8 +250,8 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 			bounds = append(bounds, i+1)
 		}
 	}
-	if len(bounds) == 0 {
-		return nil // no running job has a known end
+	if len(bounds) == 0 && !st.bf.anyUnknown {
+		return nil // nothing holds GPUs
 	}
 	cum := make([]int, len(ends)+1)
 	for i, e := range ends {
@@ -299,7 +315,7 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	// the first that fits: placement is monotone in what has ended.
 	lo, hi := -1, -1 // last boundary index known not to fit, first known to
 	var found *result
-	for k := 0; ; k = 2*k + 1 {
+	for k := 0; len(bounds) > 0; k = 2*k + 1 {
 		k = min(k, len(bounds)-1)
 		if r := check(bounds[k], false); r != nil {
 			hi, found = k, r
@@ -307,14 +323,22 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 		lo = k
 		if k == len(bounds)-1 {
-			// GPUs held by jobs with no known end: the same shape of the
-			// workspace will not fit later in the cycle either.
+			break
+		}
+	}
+	if found == nil {
+		// GPUs held by jobs with no known end: taken to end after all
+		// the others (the horizon).
+		res := st.horizonReservation(j, t, w)
+		if res == nil {
+			// The same shape of the workspace will not fit later in the
+			// cycle either.
 			if st.bf.failed == nil {
 				st.bf.failed = map[string]bool{}
 			}
 			st.bf.failed[failKey] = true
-			return nil
 		}
+		return res
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
@@ -351,7 +375,14 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		res.basis = all
 	}
 	slices.Sort(res.basis)
-	for _, p := range found.pl {
+	st.keep(res)
+	return res
+}
+
+// keep records a reservation, with the GPUs of its placement free now as
+// its mask.
+func (st *cycle) keep(res *reservation) {
+	for _, p := range res.pl {
 		v := st.c.server(p.Server)
 		if v == nil {
 			continue
@@ -363,7 +394,125 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		}
 	}
 	st.bf.res = append(st.bf.res, res)
+	if st.bf.hz != nil {
+		holdIn(st.bf.hz, st.bf.hzU, res.job, st.s.Tenants[res.job.Tenant], res.pl)
+	}
+}
+
+// horizonReservation reserves j for when every job holding GPUs has ended,
+// those with no known end too (nothing known says when: basis unknown,
+// no start): on GPUs busy now where it fits on them, so the jobs behind it
+// fill the GPUs free now, as Slurm's backfill does with jobs of unlimited
+// time (issue 14: without a reservation such a job held back its whole
+// workspace, and a fill of 2,048 x 8 GPUs left GPUs idle behind it); else
+// on GPUs busy now and those of the servers with the most GPUs free now,
+// as many as it needs (it keeps their free GPUs, and the other servers'
+// stay for the jobs behind it); else anywhere. Nothing known, nothing else
+// protects it from the jobs behind it than its place ahead of them in the
+// queue.
+//
+// One view of the empty cluster, with the cycle's reservations held in it,
+// serves the cycle's horizon checks: a check hides GPUs free now in place
+// and shows them again after, copying nothing.
+func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.Workspace) *reservation {
+	if st.bf.hzSearches >= maxHorizonSearches || !st.behind(w) {
+		// Nothing known, a reservation serves only to let the jobs
+		// behind it in its workspace run (the others do not wait for
+		// it): without any that could run now, none is needed.
+		return nil
+	}
+	st.bf.hzSearches++
+	if st.bf.hz == nil {
+		empty := *st.s
+		empty.Jobs = nil
+		hz := buildCluster(&empty)
+		st.bf.hzU = buildUsage(&empty, hz)
+		// A what-if view (no explanations, the scorer's tally left alone)
+		// whose servers are its own: writes need no copy.
+		hz.cow, hz.cloned = true, map[int]bool{}
+		for i := range hz.servers {
+			hz.cloned[i] = true
+		}
+		st.bf.hz = hz
+		for _, r := range st.bf.res {
+			holdIn(hz, st.bf.hzU, r.job, st.s.Tenants[r.job.Tenant], r.pl)
+		}
+	}
+	hz, hzU := st.bf.hz, st.bf.hzU
+	models, _, ok := admit(j, w, st.s, hzU, hz)
+	if !ok {
+		return nil
+	}
+	// check places j with the GPUs free now hidden, except on the servers
+	// of show.
+	var hidden []gpuRef
+	check := func(hide bool, show map[int]bool) []domain.Placement {
+		if hide {
+			for i, v := range st.c.servers {
+				if v.nfree == 0 || show[i] {
+					continue
+				}
+				hv := hz.servers[i]
+				for g, f := range v.free {
+					if f && g < len(hv.free) && hv.free[g] {
+						hv.free[g] = false
+						hv.nfree--
+						hidden = append(hidden, gpuRef{i, g})
+					}
+				}
+				hv.ver++
+			}
+		}
+		pl, _, _ := hz.placeIn(j, t, models)
+		for _, g := range hidden {
+			hv := hz.servers[g.server]
+			hv.free[g.gpu] = true
+			hv.nfree++
+			hv.ver++
+		}
+		hidden = hidden[:0]
+		return pl
+	}
+	pl := check(true, nil)
+	if pl == nil {
+		if show := st.emptiest(j, t); show != nil {
+			pl = check(true, show)
+		}
+	}
+	if pl == nil {
+		if pl = check(false, nil); pl == nil {
+			return nil
+		}
+	}
+	u := hzU.clone()
+	u.addJob(j, pl, 1)
+	res := &reservation{job: j, w: w, pl: pl, u: u, unknown: true, basis: []string{domain.BasisUnknown}}
+	st.keep(res)
 	return res
+}
+
+// emptiest is the servers j may use with the most GPUs free now, as many
+// as it needs servers (by index in the cluster), nil if none.
+func (st *cycle) emptiest(j *domain.Job, t *domain.Tenant) map[int]bool {
+	nodes, _, ok := shape(j, st.c.largestServer(j, t))
+	if !ok || nodes <= 0 {
+		return nil
+	}
+	var pick []*server
+	for _, v := range st.c.servers {
+		if v.nfree > 0 && st.c.eligible(v, j, t) {
+			pick = append(pick, v)
+		}
+	}
+	if len(pick) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(pick, func(a, b *server) int { return cmp.Compare(b.nfree, a.nfree) })
+	show := map[int]bool{}
+	for _, v := range pick[:min(len(pick), nodes)] {
+		show[v.idx] = true
+	}
+	return show
 }
 
 // releaseIn takes a job's placement out of a what-if view.
@@ -403,7 +552,7 @@ func (st *cycle) delayed(j *domain.Job) []*reservation {
 	end, _, known := declaredEnd(j, st.now)
 	var out []*reservation
 	for _, r := range st.bf.res {
-		if !known || end.After(r.start) {
+		if !known || r.unknown || end.After(r.start) {
 			out = append(out, r)
 		}
 	}
@@ -484,6 +633,9 @@ func (st *cycle) quotaAround(j *domain.Job, pl []domain.Placement, rs []*reserva
 
 // whenText is a reservation's start for people.
 func whenText(r *reservation) string {
+	if r.unknown {
+		return "once running jobs with no time limit, expected duration or history stop"
+	}
 	if r.overdue {
 		return "as soon as running jobs past their estimated end stop"
 	}
@@ -500,10 +652,14 @@ func (r *reservation) reason(why domain.Reason) domain.Reason {
 		}
 		where = append(where, p.Server+" GPUs "+intsText(p.GPUs))
 	}
-	why.Message += fmt.Sprintf("; reserved %s on %s (estimated from the running jobs' %s): later jobs use these GPUs only if they end before then",
-		whenText(r), strings.Join(where, ", "), strings.ReplaceAll(strings.Join(r.basis, ", "), "_", " "))
+	basis := " (estimated from the running jobs' " + strings.ReplaceAll(strings.Join(r.basis, ", "), "_", " ") + ")"
+	if slices.Equal(r.basis, []string{domain.BasisUnknown}) {
+		basis = ""
+	}
+	why.Message += fmt.Sprintf("; reserved %s on %s%s: later jobs use these GPUs only if they end before then",
+		whenText(r), strings.Join(where, ", "), basis)
 	res := &domain.Reservation{Placement: r.pl, Basis: r.basis}
-	if !r.overdue {
+	if !r.overdue && !r.unknown {
 		res.Start = r.start.UTC()
 	}
 	why.Reservation = res

@@ -143,6 +143,17 @@ func indexSets(size, n int) [][]int {
 	return out
 }
 
+// lowestFree is the n lowest-indexed free GPUs of v (it has them).
+func lowestFree(v *server, n int) []int {
+	out := make([]int, 0, n)
+	for g, f := range v.free {
+		if f && len(out) < n {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 func hasAll(v *server, set []int) bool {
 	for _, g := range set {
 		if g >= len(v.free) || !v.free[g] {
@@ -371,21 +382,36 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	// checks go before the eligibility rules.
 	cands := c.cands[:0]
 	if nodes == 1 {
-		// One server: the fullest that has a fitting set (best fit), in
-		// topology order among equals; no grouping needed, and a server no
-		// fuller than the best so far needs no eligibility check.
+		// One server: the fullest with enough free GPUs (best fit), in
+		// topology order among equals, one with an aligned or contiguous
+		// set first; no grouping needed, and a server no fuller than the
+		// best so far needs no eligibility check. A job on one server
+		// talks over its NVLink domain, not the rails, so any free GPUs
+		// serve it: requiring a contiguous set kept guaranteed jobs waiting
+		// with GPUs free (issue 14: a 4-GPU job waited 156 s with 15 GPUs
+		// free, two servers holding 4 of them in no contiguous set).
 		var bv *server
 		var bset []int
+		aligned := false
 		for _, v := range c.servers {
-			if v.nfree < per || (bv != nil && v.nfree >= bv.nfree) || !c.eligible(v, j, t) || !v.fitsHost(j) {
+			if v.nfree < per || (bv != nil && (v.nfree > bv.nfree || (v.nfree == bv.nfree && aligned))) || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
-			for _, set := range sets {
-				if hasAll(v, set) {
-					bv, bset = v, set
+			var set []int
+			for _, s := range sets {
+				if hasAll(v, s) {
+					set = s
 					break
 				}
 			}
+			if set != nil {
+				bv, bset, aligned = v, set, true
+			} else if bv == nil || v.nfree < bv.nfree {
+				bv, bset, aligned = v, nil, false
+			}
+		}
+		if bv != nil && bset == nil {
+			bset = lowestFree(bv, per)
 		}
 		if bv != nil {
 			best = &choice{servers: []*server{bv}, level: LevelServer, set: bset}

@@ -262,7 +262,9 @@ func renderPlan(p *Plan, now time.Time) string {
 		lines[id] = "pending " + r.Code + ": " + r.Message
 		if v := r.Reservation; v != nil {
 			at := "overdue"
-			if !v.Start.IsZero() {
+			if slices.Contains(v.Basis, domain.BasisUnknown) {
+				at = "unknown"
+			} else if !v.Start.IsZero() {
 				at = "+" + v.Start.Sub(now).String()
 			}
 			var on []string
