@@ -61,6 +61,7 @@ type compiler struct {
 	servers  map[string]*serverState
 	leaves   []*switchState // file order
 	spines   []*switchState
+	supers   []*switchState
 	srvList  []*serverState
 
 	tenants    map[string]*tenantState
@@ -228,7 +229,7 @@ func (c *compiler) indexTopology() error {
 				sws  []domain.Switch
 				role Role
 				name string
-			}{{f.Spines, RoleSpine, "spines"}, {f.Leaves, RoleLeaf, "leaves"}} {
+			}{{f.SuperSpines, RoleSuperSpine, "superSpines"}, {f.Spines, RoleSpine, "spines"}, {f.Leaves, RoleLeaf, "leaves"}} {
 				for i := range group.sws {
 					sw := &group.sws[i]
 					lo, err := netip.ParseAddr(sw.Loopback)
@@ -240,10 +241,13 @@ func (c *compiler) indexTopology() error {
 					}
 					st := &switchState{sw: sw, role: group.role, fab: fs, loopback: lo}
 					c.switches[sw.Name] = st
-					if group.role == RoleLeaf {
+					switch group.role {
+					case RoleLeaf:
 						c.leaves = append(c.leaves, st)
-					} else {
+					case RoleSpine:
 						c.spines = append(c.spines, st)
+					default:
+						c.supers = append(c.supers, st)
 					}
 				}
 			}
@@ -262,7 +266,14 @@ func (c *compiler) indexTopology() error {
 				}
 			}
 			for i := range f.Uplinks {
-				if err := c.uplink(fmt.Sprintf("%s.uplinks[%d]", path, i), &f.Uplinks[i]); err != nil {
+				u := &f.Uplinks[i]
+				if err := c.fabricLink(fmt.Sprintf("%s.uplinks[%d]", path, i), "leaf", "spine", u.Leaf, u.LeafPort, u.Spine, u.SpinePort, u.IPv4); err != nil {
+					return err
+				}
+			}
+			for i := range f.SpineUplinks {
+				u := &f.SpineUplinks[i]
+				if err := c.fabricLink(fmt.Sprintf("%s.spineUplinks[%d]", path, i), "spine", "superSpine", u.Spine, u.SpinePort, u.SuperSpine, u.SuperSpinePort, u.IPv4); err != nil {
 					return err
 				}
 			}
@@ -272,7 +283,7 @@ func (c *compiler) indexTopology() error {
 		slices.SortFunc(l.links, func(a, b *link) int { return ComparePorts(a.ref.Port, b.ref.Port) })
 	}
 	var under []netip.Prefix
-	for _, sws := range [][]*switchState{c.spines, c.leaves} {
+	for _, sws := range [][]*switchState{c.supers, c.spines, c.leaves} {
 		for _, sw := range sws {
 			under = append(under, netip.PrefixFrom(sw.loopback, sw.loopback.BitLen()))
 			for _, u := range sw.uplinks {
@@ -325,45 +336,52 @@ func parseLinkPrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-func (c *compiler) uplink(path string, u *domain.Uplink) error {
-	leaf, spine := c.switches[u.Leaf], c.switches[u.Spine]
-	if leaf == nil || leaf.role != RoleLeaf {
-		return domain.Invalid(path+".leaf", "uplink names leaf %q, which is not a leaf of the topology", u.Leaf)
+// fabricLink joins a lower-tier switch (a leaf, or a spine of a
+// three-tier fabric: lowerField) to the tier above (a spine, or a
+// super-spine: upperField) with a link at path, one eBGP session each way.
+func (c *compiler) fabricLink(path, lowerField, upperField, lowerName, lowerPort, upperName, upperPort, ipv4 string) error {
+	obj, lowerRole, upperRole := "uplink", RoleLeaf, RoleSpine
+	if lowerField == "spine" {
+		obj, lowerRole, upperRole = "spine uplink", RoleSpine, RoleSuperSpine
 	}
-	if spine == nil || spine.role != RoleSpine {
-		return domain.Invalid(path+".spine", "uplink names spine %q, which is not a spine of the topology", u.Spine)
+	lower, upper := c.switches[lowerName], c.switches[upperName]
+	if lower == nil || lower.role != lowerRole {
+		return domain.Invalid(path+"."+lowerField, "%s names %s %q, which is not a %s of the topology", obj, lowerRole, lowerName, lowerRole)
 	}
-	lu := Uplink{Port: u.LeafPort, Peer: u.Spine, PeerPort: u.SpinePort}
-	su := Uplink{Port: u.SpinePort, Peer: u.Leaf, PeerPort: u.LeafPort}
-	var leafAddr, spineAddr netip.Addr
-	if u.IPv4 != "" {
-		p, err := netip.ParsePrefix(u.IPv4)
+	if upper == nil || upper.role != upperRole {
+		return domain.Invalid(path+"."+upperField, "%s names %s %q, which is not a %s of the topology", obj, upperRole, upperName, upperRole)
+	}
+	lu := Uplink{Port: lowerPort, Peer: upperName, PeerPort: upperPort}
+	su := Uplink{Port: upperPort, Peer: lowerName, PeerPort: lowerPort}
+	var lowerAddr, upperAddr netip.Addr
+	if ipv4 != "" {
+		p, err := netip.ParsePrefix(ipv4)
 		if err != nil || !p.Addr().Is4() || p.Bits() != 31 {
-			return domain.Invalid(path+".ipv4", "uplink address %q is not an IPv4 /31", u.IPv4)
+			return domain.Invalid(path+".ipv4", "%s address %q is not an IPv4 /31", obj, ipv4)
 		}
-		// The spine takes the first address, the leaf the second (as in
-		// the reference lab).
-		spineAddr = p.Masked().Addr()
-		leafAddr = spineAddr.Next()
-		lu.Address = netip.PrefixFrom(leafAddr, 31)
-		su.Address = netip.PrefixFrom(spineAddr, 31)
+		// The upper tier takes the first address, the lower the second
+		// (as in the reference lab).
+		upperAddr = p.Masked().Addr()
+		lowerAddr = upperAddr.Next()
+		lu.Address = netip.PrefixFrom(lowerAddr, 31)
+		su.Address = netip.PrefixFrom(upperAddr, 31)
 	}
-	leaf.uplinks = append(leaf.uplinks, lu)
-	spine.uplinks = append(spine.uplinks, su)
-	leaf.sessions = append(leaf.sessions, c.linkSession(spine, u.LeafPort, spineAddr, false))
-	spine.sessions = append(spine.sessions, c.linkSession(leaf, u.SpinePort, leafAddr, true))
+	lower.uplinks = append(lower.uplinks, lu)
+	upper.uplinks = append(upper.uplinks, su)
+	lower.sessions = append(lower.sessions, c.linkSession(upper, lowerPort, upperAddr, lower.role.Transit()))
+	upper.sessions = append(upper.sessions, c.linkSession(lower, upperPort, lowerAddr, true))
 	if c.opts.overlay == OverlayOnLoopbacks {
-		addOverlay(leaf, spine, false)
-		addOverlay(spine, leaf, true)
+		addOverlay(lower, upper, lower.role.Transit())
+		addOverlay(upper, lower, true)
 	}
 	return nil
 }
 
-func (c *compiler) linkSession(peer *switchState, port string, peerAddr netip.Addr, spine bool) Session {
+func (c *compiler) linkSession(peer *switchState, port string, peerAddr netip.Addr, transit bool) Session {
 	s := Session{Peer: peer.sw.Name, PeerASN: peer.sw.ASN, Interface: port, Address: peerAddr, Unicast: true}
 	if c.opts.overlay == OverlayOnLinks {
 		s.EVPN = true
-		s.NextHopUnchanged = spine
+		s.NextHopUnchanged = transit
 	}
 	return s
 }
@@ -871,6 +889,9 @@ func (c *compiler) port(l *link) Port {
 
 func (c *compiler) intent() *Intent {
 	in := &Intent{}
+	for _, sw := range c.supers {
+		in.Devices = append(in.Devices, c.device(sw))
+	}
 	for _, sw := range c.spines {
 		in.Devices = append(in.Devices, c.device(sw))
 	}
@@ -895,6 +916,9 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 		ASN: sw.sw.ASN, Loopback: sw.loopback,
 		Uplinks: slices.Clone(sw.uplinks), Sessions: slices.Clone(sw.sessions),
 		Breakouts: slices.Clone(sw.sw.Breakouts), PortPrefix: sw.sw.PortPrefix, PortCount: sw.sw.PortCount,
+	}
+	if sw.sw.Pod != nil {
+		d.Pod = *sw.sw.Pod
 	}
 	if sw.sw.Platform != nil {
 		p := *sw.sw.Platform
