@@ -91,7 +91,10 @@ func TestValidateThreeTier(t *testing.T) {
 		}, "spine-uplink", "sites[0].fabrics[0].spines[0]"},
 		"super-spine with a pod": {func(f *domain.Fabric) { f.SuperSpines[0].Pod = ptr(1) }, "spine-rail", "sites[0].fabrics[0].superSpines[0]"},
 		"spine uplink to a leaf": {func(f *domain.Fabric) { f.SpineUplinks[0].SuperSpine = "s1-leaf0" }, "device-exists", "sites[0].fabrics[0].spineUplinks[0].superSpine"},
-		"super-spine port twice": {func(f *domain.Fabric) { f.SpineUplinks[1].SuperSpinePort = f.SpineUplinks[3].SuperSpinePort; f.SpineUplinks[1].SuperSpine = f.SpineUplinks[3].SuperSpine },
+		"super-spine port twice": {func(f *domain.Fabric) {
+			f.SpineUplinks[1].SuperSpinePort = f.SpineUplinks[3].SuperSpinePort
+			f.SpineUplinks[1].SuperSpine = f.SpineUplinks[3].SuperSpine
+		},
 			"port-cabled-once", "sites[0].fabrics[0].spineUplinks[3].superSpinePort"},
 		"pod in a two-tier fabric": {func(f *domain.Fabric) { f.SuperSpines, f.SpineUplinks = nil, nil },
 			"pod", "sites[0].fabrics[0].spines[0].pod"},
