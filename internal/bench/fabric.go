@@ -19,7 +19,10 @@ import (
 // 16,384 GPUs), 16 spines, 1,000 tenants, 10,000 running jobs.
 type FabricOptions struct {
 	Stripes, ServersPerStripe, Spines int
-	Tenants, Jobs                     int
+	// SuperSpines > 0 makes the fabric three-tier, of Pods pods (Spines
+	// spines each).
+	SuperSpines, Pods int
+	Tenants, Jobs     int
 	// Runs is how many full compile + verify runs the medians are of
 	// (default 5); Starts how many single job starts are timed (default 101).
 	Runs, Starts int
@@ -35,6 +38,7 @@ type FabricOptions struct {
 type FabricResult struct {
 	Leaves      int                 `json:"leaves"`
 	Spines      int                 `json:"spines"`
+	SuperSpines int                 `json:"superSpines,omitempty"`
 	Servers     int                 `json:"servers"`
 	GPUs        int                 `json:"gpus"`
 	Tenants     int                 `json:"tenants"`
@@ -106,13 +110,13 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 		return nil, domain.Invalid("placement", "placement %q is not %s or %s", o.Placement, fabric.VRFsOnAllLeaves, fabric.VRFsWhereUsed)
 	}
 	in, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, Spines: o.Spines,
-		Tenants: o.Tenants, Jobs: o.Jobs, NOS: o.NOS})
+		SuperSpines: o.SuperSpines, Pods: o.Pods, Tenants: o.Tenants, Jobs: o.Jobs, NOS: o.NOS})
 	if err != nil {
 		return nil, domain.Invalid("options", "%v", err)
 	}
 	in.Options.VRFPlacement = o.Placement
 	sum := in.Topology.Summary()
-	res := &FabricResult{Leaves: sum.Leaves, Spines: sum.Spines, Servers: sum.Servers, GPUs: sum.GPUs, Tenants: len(in.Tenants),
+	res := &FabricResult{Leaves: sum.Leaves, Spines: sum.Spines, SuperSpines: sum.SuperSpines, Servers: sum.Servers, GPUs: sum.GPUs, Tenants: len(in.Tenants),
 		Jobs: countJobs(in), Placement: o.Placement, Runs: o.Runs, Starts: o.Starts, VerifyOK: true}
 
 	var compileMs, verifyMs, fullMs []float64

@@ -112,8 +112,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(r, func(w io.Writer) {
-				fmt.Fprintf(w, "fabric: %d leaves, %d spines, %d servers, %d tenants, %d running jobs, %d ports, %d VRF instances (VRFs on %s leaves)\n",
-					r.Leaves, r.Spines, r.Servers, r.Tenants, r.Jobs, r.Ports, r.VRFs, r.Placement)
+				fmt.Fprintf(w, "fabric: %d leaves, %d spines, %d super-spines, %d servers, %d GPUs, %d tenants, %d running jobs, %d ports, %d VRF instances (VRFs on %s leaves)\n",
+					r.Leaves, r.Spines, r.SuperSpines, r.Servers, r.GPUs, r.Tenants, r.Jobs, r.Ports, r.VRFs, r.Placement)
 				fmt.Fprintf(w, "full compile + verify: median %.0f ms [%.0f-%.0f] (compile %.0f ms, verify %.0f ms) over %d runs; verifier ok: %t\n",
 					r.FullMs.Median, r.FullMs.Min, r.FullMs.Max, r.CompileMs.Median, r.VerifyMs.Median, r.Runs, r.VerifyOK)
 				fmt.Fprintf(w, "one job start, incremental: median %.2f ms [%.2f-%.2f], p90 %.2f ms, %d devices changed (median) over %d starts; equal to a full compile: %t\n",
@@ -125,7 +125,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff := fabricCmd.Flags()
 	ff.IntVar(&fo.Stripes, "stripes", 0, "stripes of 8 leaves (default 32: 256 leaves)")
 	ff.IntVar(&fo.ServersPerStripe, "servers-per-stripe", 0, "servers per stripe (default: the generator's)")
-	ff.IntVar(&fo.Spines, "spines", 0, "spines (default 16)")
+	ff.IntVar(&fo.Spines, "spines", 0, "spines, per pod with --super-spines (default 16)")
+	ff.IntVar(&fo.SuperSpines, "super-spines", 0, "super-spines joining --pods pods: a three-tier fabric (default 0: two tiers)")
+	ff.IntVar(&fo.Pods, "pods", 0, "pods of a three-tier fabric (default 1)")
 	ff.IntVar(&fo.Tenants, "tenants", 0, "tenants (default 1,000)")
 	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
 	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")

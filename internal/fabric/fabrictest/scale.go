@@ -14,8 +14,10 @@ import (
 // servers, 16,384 GPUs), 16 spines, 1,000 tenants, 10,000 running jobs.
 type ScaleOptions struct {
 	Stripes, ServersPerStripe, GPUsPerServer, Spines int
-	Tenants                                          int
-	Jobs                                             int
+	// SuperSpines > 0: a three-tier fabric of Pods pods.
+	SuperSpines, Pods int
+	Tenants           int
+	Jobs              int
 	// NOS of every switch; "" means the topology generator's default.
 	NOS string
 }
@@ -52,7 +54,8 @@ func Scale(o ScaleOptions) (fabric.Input, error) {
 	if o.Tenants < 4 || o.Tenants > 1094 {
 		return fabric.Input{}, fmt.Errorf("tenants %d: between 4 and 1,094 (one L3 VLAN each)", o.Tenants)
 	}
-	top, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: o.GPUsPerServer, Spines: o.Spines, NOS: o.NOS})
+	top, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: o.GPUsPerServer, Spines: o.Spines,
+		SuperSpines: o.SuperSpines, Pods: o.Pods, NOS: o.NOS})
 	if err != nil {
 		return fabric.Input{}, err
 	}
