@@ -110,11 +110,10 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 		return nil, domain.Invalid("placement", "placement %q is not %s or %s", o.Placement, fabric.VRFsOnAllLeaves, fabric.VRFsWhereUsed)
 	}
 	in, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, Spines: o.Spines,
-		SuperSpines: o.SuperSpines, Pods: o.Pods, Tenants: o.Tenants, Jobs: o.Jobs, NOS: o.NOS})
+		SuperSpines: o.SuperSpines, Pods: o.Pods, Tenants: o.Tenants, Jobs: o.Jobs, NOS: o.NOS, Placement: o.Placement})
 	if err != nil {
 		return nil, domain.Invalid("options", "%v", err)
 	}
-	in.Options.VRFPlacement = o.Placement
 	sum := in.Topology.Summary()
 	res := &FabricResult{Leaves: sum.Leaves, Spines: sum.Spines, SuperSpines: sum.SuperSpines, Servers: sum.Servers, GPUs: sum.GPUs, Tenants: len(in.Tenants),
 		Jobs: countJobs(in), Placement: o.Placement, Runs: o.Runs, Starts: o.Starts, VerifyOK: true}

@@ -19,7 +19,7 @@ import (
 // tenants claiming one link, an id used twice) returns an invalid_argument
 // *domain.Error whose Field is the JSON-ish path of the offending input.
 func Compile(in Input) (*Intent, error) {
-	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs,
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs, (*compiler).leafL3VLANs,
 		(*compiler).assign, (*compiler).linkIDs, (*compiler).indexGroups, (*compiler).buildPorts)
 	if err != nil {
 		return nil, err
@@ -70,6 +70,8 @@ type compiler struct {
 
 	// seen ids, for uniqueness: value -> who uses it
 	vnis, vrfIDs, rts, l3vlans, groupIDs map[uint32]string
+	// leafL3 holds the per-leaf L3 VLANs: leaf -> VLAN -> tenant.
+	leafL3 map[string]map[uint16]string
 
 	warnings []string
 	// underlay is every loopback and uplink prefix, summarised: what no
@@ -183,6 +185,7 @@ func newCompiler(in Input) (*compiler, error) {
 		tenants: map[string]*tenantState{}, groupByJob: map[jobKey]*groupState{},
 		vnis: map[uint32]string{}, vrfIDs: map[uint32]string{}, rts: map[uint32]string{},
 		l3vlans: map[uint32]string{}, groupIDs: map[uint32]string{uint32(SwitchGroup): switchGroupOwner},
+		leafL3: map[string]map[uint16]string{},
 	}, nil
 }
 
@@ -501,6 +504,61 @@ func (c *compiler) tenantIDs() error {
 	return nil
 }
 
+// leafL3VLANs checks and records the per-leaf L3 VLANs, in leaf and
+// tenant order so the same input always reports the same conflict.
+func (c *compiler) leafL3VLANs() error {
+	keys := slices.SortedFunc(maps.Keys(c.in.IDs.L3VLANs), compareLeafTenant)
+	for _, lt := range keys {
+		if err := c.claimLeafL3VLAN(lt, c.in.IDs.L3VLANs[lt], "ids.l3vlans"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func compareLeafTenant(a, b LeafTenant) int {
+	return cmp.Or(strings.Compare(a.Leaf, b.Leaf), strings.Compare(a.Tenant, b.Tenant))
+}
+
+// claimLeafL3VLAN checks L3 VLAN v of a tenant on a leaf (listed under
+// prefix) and records it: a VLAN is 2..4094, unique on its leaf, and no
+// other tenant's fabric-wide L3 VLAN. Link VLANs are checked against it
+// when they are claimed.
+func (c *compiler) claimLeafL3VLAN(lt LeafTenant, v uint16, prefix string) error {
+	field := prefix + "[" + lt.Leaf + "/" + lt.Tenant + "]"
+	if sw := c.switches[lt.Leaf]; sw == nil || sw.role != RoleLeaf {
+		return domain.Invalid(field, "L3 VLAN %d names leaf %q, which is not a leaf of the topology", v, lt.Leaf)
+	}
+	if c.tenants[lt.Tenant] == nil {
+		return domain.Invalid(field, "L3 VLAN %d names tenant %q, which is not in the input", v, lt.Tenant)
+	}
+	if v < 2 || v > 4094 {
+		return domain.Invalid(field, "tenant %s has L3 VLAN %d on leaf %s; a VLAN is 2..4094", lt.Tenant, v, lt.Leaf)
+	}
+	if other, ok := c.l3vlans[uint32(v)]; ok && other != "tenant "+lt.Tenant {
+		return domain.Invalid(field, "L3 VLAN %d of tenant %s on leaf %s is the fabric-wide L3 VLAN of %s", v, lt.Tenant, lt.Leaf, other)
+	}
+	m := c.leafL3[lt.Leaf]
+	if m == nil {
+		m = map[uint16]string{}
+		c.leafL3[lt.Leaf] = m
+	}
+	if other, ok := m[v]; ok && other != lt.Tenant {
+		return domain.Invalid(field, "L3 VLAN %d of tenant %s on leaf %s is already tenant %s's there", v, lt.Tenant, lt.Leaf, other)
+	}
+	m[v] = lt.Tenant
+	return nil
+}
+
+// l3vlanOn is the L3 VLAN of tenant ts on leaf sw: its own on the leaf, or
+// the tenant's fabric-wide one (0: none).
+func (c *compiler) l3vlanOn(sw *switchState, ts *tenantState) uint16 {
+	if v, ok := c.in.IDs.L3VLANs[LeafTenant{sw.sw.Name, ts.t.Name}]; ok {
+		return v
+	}
+	return ts.ids.L3VLAN
+}
+
 func (c *compiler) routeTarget(v uint32, who, field string) (RouteTarget, error) {
 	if c.opts.rtASN > 0xffff && v > 0xffff {
 		return RouteTarget{}, domain.Invalid(field, "%s has route-target value %d, but with a 4-byte RT ASN (%d) the value holds 16 bits: use a 2-byte options.rtAsn", who, v, c.opts.rtASN)
@@ -652,6 +710,9 @@ func (c *compiler) checkLinkIDs(l *link, ids LinkIDs, ok bool) (field, who strin
 	}
 	if other, taken := c.l3vlans[uint32(ids.VLAN)]; taken {
 		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+	}
+	if other, taken := c.leafL3[l.ref.Leaf][ids.VLAN]; taken {
+		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of tenant %s on leaf %s", who, ids.VLAN, other, l.ref.Leaf)
 	}
 	return field, who, nil
 }
@@ -957,15 +1018,11 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 			}
 			continue
 		}
-		here := owners[ts.t.Name]
-		if c.opts.placement == VRFsOnAllLeaves && (ts.sites == nil || ts.sites[sw.fab.site]) {
-			here = true
-		}
-		if !here {
+		if !c.vrfHere(sw, ts, owners) {
 			continue
 		}
 		v := VRF{
-			Name: ts.vrf, Tenant: ts.t.Name, Model: ts.t.Network, L3VNI: ts.ids.L3VNI, L3VLAN: ts.ids.L3VLAN,
+			Name: ts.vrf, Tenant: ts.t.Name, Model: ts.t.Network, L3VNI: ts.ids.L3VNI, L3VLAN: c.l3vlanOn(sw, ts),
 			RD: RD{Addr: sw.loopback, Num: ts.ids.VRFID}, RT: ts.rt,
 		}
 		if ts.t.Network == domain.NetworkVLANAware {

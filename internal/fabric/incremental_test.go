@@ -71,6 +71,7 @@ func clone(in fabric.Input) fabric.Input {
 	in.Groups = slices.Clone(in.Groups)
 	in.Contracts = slices.Clone(in.Contracts)
 	in.IDs.Links = maps.Clone(in.IDs.Links)
+	in.IDs.L3VLANs = maps.Clone(in.IDs.L3VLANs)
 	return in
 }
 
@@ -263,6 +264,25 @@ func (w *world) step(i int) {
 			}
 		}
 	}
+	// Per-leaf L3 VLANs, when the input has them: a VRF coming to a
+	// leaf gets one, a VRF leaving drops its own.
+	if w.cur.IDs.L3VLANs != nil {
+		if err := fabrictest.AssignL3VLANs(&next, 3000, 4094); err == nil {
+			for lt, v := range next.IDs.L3VLANs {
+				if old, ok := w.cur.IDs.L3VLANs[lt]; !ok || old != v {
+					if ch.L3VLANs == nil {
+						ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+					}
+					ch.L3VLANs[lt] = v
+				}
+			}
+			for lt := range w.cur.IDs.L3VLANs {
+				if _, ok := next.IDs.L3VLANs[lt]; !ok {
+					ch.DropL3VLANs = append(ch.DropL3VLANs, lt)
+				}
+			}
+		}
+	}
 	want, wantErr := fabric.Compile(next)
 	before := w.k.Intent()
 	changed, err := w.k.Apply(ch)
@@ -346,6 +366,18 @@ func TestCompilerMatchesFullCompile(t *testing.T) {
 			return in
 		},
 		"mixed tenants": mixedInput,
+		"mixed tenants, per-leaf L3 VLANs, VRFs where used": func(t *testing.T) fabric.Input {
+			in := mixedInput(t)
+			in.Options.VRFPlacement = fabric.VRFsWhereUsed
+			for n, ids := range in.IDs.Tenants {
+				ids.L3VLAN = 0
+				in.IDs.Tenants[n] = ids
+			}
+			if err := fabrictest.AssignL3VLANs(&in, 3000, 4094); err != nil {
+				t.Fatal(err)
+			}
+			return in
+		},
 		"mixed tenants, VRFs where used": func(t *testing.T) fabric.Input {
 			in := mixedInput(t)
 			in.Options.VRFPlacement = fabric.VRFsWhereUsed

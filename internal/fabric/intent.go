@@ -380,6 +380,8 @@ type InUse struct {
 	RTs     []uint32 `json:"rts"`
 	Groups  []uint32 `json:"groups"`
 	L3VLANs []uint32 `json:"l3vlans"`
+	// LeafL3VLANs are the L3 VLANs per leaf (pool.LeafL3VLAN(leaf)).
+	LeafL3VLANs map[string][]uint32 `json:"leafL3vlans,omitempty"`
 	// LinkVLANs are per leaf (pool.LinkVLAN(leaf)).
 	LinkVLANs map[string][]uint32 `json:"linkVlans"`
 }
@@ -388,6 +390,7 @@ type InUse struct {
 func (in *Intent) InUse() InUse {
 	var u InUse
 	u.LinkVLANs = map[string][]uint32{}
+	u.LeafL3VLANs = map[string][]uint32{}
 	for i := range in.Devices {
 		d := &in.Devices[i]
 		for _, v := range d.VRFs {
@@ -396,6 +399,7 @@ func (in *Intent) InUse() InUse {
 			u.RTs = append(u.RTs, v.RT.Value)
 			if v.L3VLAN != 0 {
 				u.L3VLANs = append(u.L3VLANs, uint32(v.L3VLAN))
+				u.LeafL3VLANs[d.Name] = append(u.LeafL3VLANs[d.Name], uint32(v.L3VLAN))
 			}
 			if v.MAC != nil {
 				u.VRFIDs = append(u.VRFIDs, uint32(v.MAC.RD.Num))
@@ -424,6 +428,9 @@ func (in *Intent) InUse() InUse {
 	}
 	for k, v := range u.LinkVLANs {
 		u.LinkVLANs[k] = sortedSet(v)
+	}
+	for k, v := range u.LeafL3VLANs {
+		u.LeafL3VLANs[k] = sortedSet(v)
 	}
 	return u
 }
