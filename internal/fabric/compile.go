@@ -651,6 +651,9 @@ func (c *compiler) allLinks() []*link {
 // linkIDs checks and attaches the ids of vlan-aware links and derives their
 // gateway subnets.
 func (c *compiler) linkIDs() error {
+	if err := c.gatewayRoom(); err != nil {
+		return err
+	}
 	gateways := map[netip.Prefix]*link{}
 	for _, leaf := range c.leaves {
 		vlans := map[uint32]string{}
@@ -679,6 +682,41 @@ func (c *compiler) linkIDs() error {
 				}
 			}
 			l.ids, l.gw4, l.gw6 = ids, gw4, gw6
+		}
+	}
+	return nil
+}
+
+// gatewayRoom refuses gateway pools too small for the fabrics they serve
+// once any tenant is vlan-aware: every server link may come to need a
+// gateway subnet, so a pool must hold one per link of the largest fabric.
+func (c *compiler) gatewayRoom() error {
+	if !slices.ContainsFunc(c.tenantList, func(ts *tenantState) bool { return ts.t.Network == domain.NetworkVLANAware }) {
+		return nil
+	}
+	links := map[*fabricState]int{}
+	for _, sw := range c.leaves {
+		links[sw.fab] += len(sw.links)
+	}
+	for _, fs := range c.fabrics {
+		n := links[fs]
+		for _, p := range []struct {
+			field string
+			pool  netip.Prefix
+			bits  int
+			ok    bool
+		}{{"options.irbPool4", c.opts.irb4, irbBits4, fs.pool4.IsValid()}, {"options.irbPool6", c.opts.irb6, irbBits6, fs.pool6.IsValid()}} {
+			if !p.ok || p.bits-p.pool.Bits() >= 62 {
+				continue
+			}
+			if room := 1 << (p.bits - p.pool.Bits()); n > room {
+				need := p.bits
+				for 1<<(p.bits-need) < n {
+					need--
+				}
+				return domain.Invalid(p.field, "gateway pool %s holds %d /%d subnets, but fabric %s has %d server links and a vlan-aware tenant's link needs one each: use a /%d or larger",
+					p.pool, room, p.bits, domain.Ref(fs.site, fs.name), n, need)
+			}
 		}
 	}
 	return nil

@@ -169,7 +169,9 @@ type Options struct {
 	// each other's routes.
 	RTASN uint32
 	// IRBPool4 and IRBPool6 hold the per-link subnets of vlan-aware links
-	// (a /24 and a /64 each); "" means 10.64.0.0/10 and fd00:1::/48. See IRBSubnets.
+	// (a /27 and a /64 each); "" means 10.64.0.0/10 and fd00:100::/40,
+	// which hold 131,072 links (100,000 GPUs of 8 rails fit). See
+	// IRBSubnets.
 	IRBPool4, IRBPool6 string
 	// AnycastMAC is the gateway MAC of every IRB on every leaf; "" means
 	// 02:4a:46:00:00:01 (locally administered, "JF").
@@ -183,7 +185,7 @@ type Options struct {
 const (
 	DefaultRTASN      = 65000
 	DefaultIRBPool4   = "10.64.0.0/10"
-	DefaultIRBPool6   = "fd00:1::/48"
+	DefaultIRBPool6   = "fd00:100::/40"
 	DefaultAnycastMAC = "02:4a:46:00:00:01"
 	DefaultNOS        = "frr"
 )
