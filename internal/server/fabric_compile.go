@@ -127,7 +127,29 @@ func inputChange(prev, next fabric.Input) (fabric.Change, bool) {
 			ch.Links[ref] = ids
 		}
 	}
+	// Per-leaf L3 VLANs: drop those next has none for, set the new and
+	// changed.
+	for _, lt := range slices.SortedFunc(maps.Keys(prev.IDs.L3VLANs), compareLeafTenants) {
+		if _, ok := next.IDs.L3VLANs[lt]; !ok {
+			ch.DropL3VLANs = append(ch.DropL3VLANs, lt)
+		}
+	}
+	for lt, v := range next.IDs.L3VLANs {
+		if o, ok := prev.IDs.L3VLANs[lt]; !ok || o != v {
+			if ch.L3VLANs == nil {
+				ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+			}
+			ch.L3VLANs[lt] = v
+		}
+	}
 	return ch, true
+}
+
+func compareLeafTenants(a, b fabric.LeafTenant) int {
+	if c := strings.Compare(a.Leaf, b.Leaf); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Tenant, b.Tenant)
 }
 
 func allocationKey(a fabric.Allocation) string {
