@@ -230,18 +230,32 @@ func StartJob(in fabric.Input, tenant, server, jobID string, gpus []int, groupID
 		ch.AddGroups, ch.AddContracts = []fabric.Group{g}, []fabric.Contract{c}
 	}
 	if in.Options.VRFPlacement == fabric.VRFsWhereUsed {
-		// The job may bring the tenant's VRF to a leaf: its L3 VLAN there.
-		next.IDs.L3VLANs = maps.Clone(in.IDs.L3VLANs)
-		if err := AssignL3VLANs(&next, 3000, 4094); err != nil {
-			return in, fabric.Change{}, err
-		}
-		for lt, v := range next.IDs.L3VLANs {
-			if old, ok := in.IDs.L3VLANs[lt]; !ok || old != v {
-				if ch.L3VLANs == nil {
-					ch.L3VLANs = map[fabric.LeafTenant]uint16{}
-				}
-				ch.L3VLANs[lt] = v
+		// The job may bring the tenant's VRF to a leaf: its L3 VLAN
+		// there, the lowest the leaf has free. (Only the job's own leaves:
+		// a whole ownership pass per start would dwarf what is timed.)
+		for _, leaf := range jobLeaves(in, t, server, gpus) {
+			lt := fabric.LeafTenant{Leaf: leaf, Tenant: tenant}
+			if _, ok := in.IDs.L3VLANs[lt]; ok {
+				continue
 			}
+			used := map[uint16]bool{}
+			for k, v := range in.IDs.L3VLANs {
+				if k.Leaf == leaf {
+					used[v] = true
+				}
+			}
+			v := uint16(3000)
+			for used[v] && v <= 4094 {
+				v++
+			}
+			if v > 4094 {
+				return in, fabric.Change{}, fmt.Errorf("leaf %s has no L3 VLAN left for tenant %s", leaf, tenant)
+			}
+			if ch.L3VLANs == nil {
+				ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+				next.IDs.L3VLANs = maps.Clone(in.IDs.L3VLANs)
+			}
+			ch.L3VLANs[lt], next.IDs.L3VLANs[lt] = v, v
 		}
 	}
 	if t.Network == domain.NetworkVLANAware {
@@ -261,6 +275,34 @@ func StartJob(in fabric.Input, tenant, server, jobID string, gpus []int, groupID
 		}
 	}
 	return next, ch, nil
+}
+
+// jobLeaves lists the leaves of the links a job of tenant t on gpus of
+// server would own: every cable of the server for a server-isolated
+// tenant, else the cables of the NICs of its GPUs.
+func jobLeaves(in fabric.Input, t *domain.Tenant, server string, gpus []int) []string {
+	var out []string
+	for _, site := range in.Topology.Sites {
+		for _, f := range site.Fabrics {
+			nicGPU := map[string]int{}
+			for _, srv := range f.Servers {
+				if srv.Name == server {
+					for _, n := range srv.NICs {
+						nicGPU[n.Name] = n.GPU
+					}
+				}
+			}
+			if len(nicGPU) == 0 {
+				continue
+			}
+			for _, c := range f.Cables {
+				if c.Server == server && (t.Isolation == domain.IsolationServer || slices.Contains(gpus, nicGPU[c.NIC])) && !slices.Contains(out, c.Leaf) {
+					out = append(out, c.Leaf)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // StopJob is the change that undoes StartJob.
