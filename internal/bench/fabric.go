@@ -1,16 +1,23 @@
 package bench
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 )
 
@@ -24,8 +31,10 @@ type FabricOptions struct {
 	SuperSpines, Pods int
 	Tenants, Jobs     int
 	// Runs is how many full compile + verify runs the medians are of
-	// (default 5); Starts how many single job starts are timed (default 101).
-	Runs, Starts int
+	// (default 5); Starts how many single job starts are timed (default
+	// 101); Revisions how many fabric-loop revisions (default 10: 5 job
+	// starts and their stops; -1: none).
+	Runs, Starts, Revisions int
 	// Placement is "all" (default: every tenant's VRF on every leaf) or "used".
 	Placement fabric.VRFPlacement
 	// NOS of every switch ("" = the topology generator's default, frr);
@@ -64,9 +73,28 @@ type FabricResult struct {
 	Devices int `json:"devices"`
 	// IncrementalOK: after the starts and stops the incremental intent
 	// equals a full compile, and an intent after one start verifies.
-	IncrementalOK bool    `json:"incrementalOk"`
-	PeakRSSMiB    float64 `json:"peakRssMiB"`
-	HeapMiB       float64 `json:"heapMiB"` // live heap after the run (intent, compiler, verifier inputs)
+	IncrementalOK bool `json:"incrementalOk"`
+	// Loop is the fabric loop's work per revision, as the server does it.
+	Loop       *LoopResult `json:"loop,omitempty"`
+	PeakRSSMiB float64     `json:"peakRssMiB"`
+	HeapMiB    float64     `json:"heapMiB"` // live heap after the run (intent, compiler, verifier inputs)
+}
+
+// LoopResult is the fabric loop's work per revision (a job start or stop),
+// done the way the server's fabricOnce does it: the incremental compile,
+// rendering every device, the verifier, the config hashes that say which
+// devices changed, and the deploy of those (lint, then the file driver
+// writing and syncing each device's files; at most 8 at a time). The
+// state machine's commit of the revision (a raft round) is not in it.
+type LoopResult struct {
+	Revisions int    `json:"revisions"`
+	CompileMs Spread `json:"compileMs"` // Compiler.Apply
+	RenderMs  Spread `json:"renderMs"`  // every device, and its hash
+	VerifyMs  Spread `json:"verifyMs"`
+	DeployMs  Spread `json:"deployMs"` // the changed devices
+	TotalMs   Spread `json:"totalMs"`
+	// Devices is the median number of devices a revision deployed.
+	Devices int `json:"devices"`
 }
 
 // Spread is a median with the fastest and slowest value.
@@ -96,8 +124,14 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 	if o.Starts == 0 {
 		o.Starts = 101
 	}
+	if o.Revisions == 0 {
+		o.Revisions = 10
+	}
 	if o.Runs < 1 || o.Runs > 1000 {
 		return nil, domain.Invalid("runs", "runs %d must be between 1 and 1000", o.Runs)
+	}
+	if o.Revisions < -1 || o.Revisions > 1000 {
+		return nil, domain.Invalid("revisions", "revisions %d must be between 1 and 1000, or -1 for none", o.Revisions)
 	}
 	if o.Starts < 1 || o.Starts > 100_000 {
 		return nil, domain.Invalid("starts", "starts %d must be between 1 and 100000", o.Starts)
@@ -154,12 +188,7 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 	// an ownership pass over the whole input, as the state machine's pools
 	// would give them), so the timed loop sees only Apply.
 	sizes := []int{1, 2, 4, 8}
-	type job struct {
-		next        fabric.Input
-		start, stop fabric.Change
-		tenant      string
-	}
-	jobs := make([]job, o.Starts)
+	jobs := make([]benchJob, o.Starts)
 	for i := range jobs {
 		tenant := in.Tenants[(i*7)%len(in.Tenants)]
 		gpus := make([]int, sizes[i%len(sizes)])
@@ -170,7 +199,7 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		jobs[i] = job{start: start, stop: fabrictest.StopJob(start), tenant: tenant.Name}
+		jobs[i] = benchJob{start: start, stop: fabrictest.StopJob(start), tenant: tenant.Name}
 		if i == 0 {
 			jobs[i].next = next
 		}
@@ -209,6 +238,13 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 	if !reflect.DeepEqual(k.Intent(), full) {
 		res.IncrementalOK = false
 	}
+	if o.Revisions > 0 {
+		loop, err := fabricLoop(k, in, jobs[:min(len(jobs), (o.Revisions+1)/2)])
+		if err != nil {
+			return nil, err
+		}
+		res.Loop = loop
+	}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -220,6 +256,115 @@ func Fabric(o FabricOptions) (*FabricResult, error) {
 		res.PeakRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
 	}
 	return res, nil
+}
+
+// benchJob is one job start and the stop that undoes it.
+type benchJob struct {
+	next        fabric.Input
+	start, stop fabric.Change
+	tenant      string
+}
+
+// fabricLoop runs each job's start and then its stop as a fabric-loop
+// revision (LoopResult) on k, whose intent is the compile of in, deploying
+// to a file driver in a temporary directory.
+func fabricLoop(k *fabric.Compiler, in fabric.Input, jobs []benchJob) (*LoopResult, error) {
+	dir, err := os.MkdirTemp("", "jobfabric-bench-fabric-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	drv := &deploy.Checked{Driver: &deploy.File{Dir: dir, Keep: 1}}
+	switches := map[string]*domain.Switch{}
+	for _, site := range in.Topology.Sites {
+		for fi := range site.Fabrics {
+			f := &site.Fabrics[fi]
+			for _, sws := range [][]domain.Switch{f.SuperSpines, f.Spines, f.Leaves} {
+				for i := range sws {
+					switches[sws[i].Name] = &sws[i]
+				}
+			}
+		}
+	}
+	// The devices as deployed: everything, once, untimed (the first
+	// deploy of a fabric, not a revision).
+	deployed := map[string]string{}
+	if _, _, err := loopRevision(drv, switches, k.Intent(), in, deployed); err != nil {
+		return nil, err
+	}
+	var compile, rend, ver, dep, total []float64
+	var devices []int
+	for _, j := range jobs {
+		for _, ch := range []fabric.Change{j.start, j.stop} {
+			runtime.GC()
+			t0 := time.Now()
+			if _, err := k.Apply(ch); err != nil {
+				return nil, err
+			}
+			compile = append(compile, msSince(t0))
+			times, n, err := loopRevision(drv, switches, k.Intent(), k.Input(), deployed)
+			if err != nil {
+				return nil, err
+			}
+			rend, ver, dep = append(rend, times[0]), append(ver, times[1]), append(dep, times[2])
+			total = append(total, msSince(t0))
+			devices = append(devices, n)
+		}
+	}
+	slices.Sort(devices)
+	return &LoopResult{Revisions: len(total), CompileMs: spread(compile), RenderMs: spread(rend), VerifyMs: spread(ver),
+		DeployMs: spread(dep), TotalMs: spread(total), Devices: devices[len(devices)/2]}, nil
+}
+
+// loopRevision renders every device of it and hashes its files, verifies
+// it against in, and deploys the devices whose hash is not the deployed
+// one (recording it in deployed). times are render, verify and deploy in
+// ms; n is the devices deployed.
+func loopRevision(drv *deploy.Checked, switches map[string]*domain.Switch, it *fabric.Intent, in fabric.Input, deployed map[string]string) (times [3]float64, n int, err error) {
+	t := time.Now()
+	files, err := render.RenderIntent(it)
+	if err != nil {
+		return times, 0, err
+	}
+	var todo []deploy.Device
+	for _, df := range files {
+		h := sha256.New()
+		for _, f := range df.Files {
+			h.Write([]byte(f.Name + "\x00" + f.Content + "\x00"))
+		}
+		sum := hex.EncodeToString(h.Sum(nil)[:8])
+		if deployed[df.Device] != sum {
+			todo = append(todo, deploy.Device{Name: df.Device, NOS: df.NOS, Hash: sum, Files: df.Files, Switch: switches[df.Device]})
+		}
+	}
+	times[0] = msSince(t)
+	t = time.Now()
+	if r := verify.Verify(in, it); !r.OK() {
+		return times, 0, fmt.Errorf("fabric loop: the verifier fails: %s", r.Text(3))
+	}
+	times[1] = msSince(t)
+	t = time.Now()
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, d := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[i] = drv.ApplyConditions(context.Background(), d)
+		}()
+	}
+	wg.Wait()
+	for i, d := range todo {
+		if errs[i] != nil {
+			return times, 0, fmt.Errorf("deploy %s: %w", d.Name, errs[i])
+		}
+		deployed[d.Name] = d.Hash
+	}
+	times[2] = msSince(t)
+	return times, len(todo), nil
 }
 
 func countJobs(in fabric.Input) int {

@@ -29,8 +29,26 @@ func TestFabricSmall(t *testing.T) {
 	if r.Devices < 1 || r.Devices > 8 || r.PeakRSSMiB <= 0 {
 		t.Errorf("devices per start %d, RSS %.0f MiB", r.Devices, r.PeakRSSMiB)
 	}
+	// The fabric loop: 5 starts and their stops, each rendered, verified
+	// and deployed; a start changes its server's leaves (and no spine).
+	if l := r.Loop; l == nil || l.Revisions != 10 || l.Devices < 1 || l.Devices > 8 || !(0 < l.TotalMs.Min && l.TotalMs.Median <= l.TotalMs.Max) {
+		t.Errorf("loop %+v", r.Loop)
+	}
 	if _, err := Fabric(FabricOptions{Placement: "nowhere"}); domain.CodeOf(err) != domain.CodeInvalidArgument {
 		t.Errorf("a bad placement: %v", err)
+	}
+}
+
+// TestFabricThreeTier runs the benchmark on a small three-tier fabric with
+// VRFs where used (per-leaf L3 VLANs follow the jobs to their leaves).
+func TestFabricThreeTier(t *testing.T) {
+	r, err := Fabric(FabricOptions{Stripes: 2, Pods: 2, SuperSpines: 2, ServersPerStripe: 16, Spines: 2, Tenants: 40, Jobs: 120, Runs: 1, Starts: 9,
+		Placement: fabric.VRFsWhereUsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Leaves != 16 || r.Spines != 4 || r.SuperSpines != 2 || !r.VerifyOK || !r.IncrementalOK || r.Loop == nil {
+		t.Errorf("%+v", r)
 	}
 }
 

@@ -118,6 +118,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 					r.FullMs.Median, r.FullMs.Min, r.FullMs.Max, r.CompileMs.Median, r.VerifyMs.Median, r.Runs, r.VerifyOK)
 				fmt.Fprintf(w, "one job start, incremental: median %.2f ms [%.2f-%.2f], p90 %.2f ms, %d devices changed (median) over %d starts; equal to a full compile: %t\n",
 					r.StartMs.Median, r.StartMs.Min, r.StartMs.Max, r.StartP90Ms, r.Devices, r.Starts, r.IncrementalOK)
+				if l := r.Loop; l != nil {
+					fmt.Fprintf(w, "fabric loop, per revision (a job start or stop; file driver): median %.0f ms [%.0f-%.0f]: compile %.2f ms, render every device %.0f ms, verify %.0f ms, deploy %d devices %.0f ms, over %d revisions\n",
+						l.TotalMs.Median, l.TotalMs.Min, l.TotalMs.Max, l.CompileMs.Median, l.RenderMs.Median, l.VerifyMs.Median, l.Devices, l.DeployMs.Median, l.Revisions)
+				}
 				fmt.Fprintf(w, "memory: peak RSS %.0f MiB, live heap %.0f MiB\n", r.PeakRSSMiB, r.HeapMiB)
 			})
 		},
@@ -131,6 +135,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.IntVar(&fo.Tenants, "tenants", 0, "tenants (default 1,000)")
 	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
 	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")
+	ff.IntVar(&fo.Starts, "starts", 0, "single job starts timed, each undone by a stop (default 101)")
+	ff.IntVar(&fo.Revisions, "revisions", 0, "fabric-loop revisions timed: job starts and their stops, rendered, verified and deployed to a file driver (default 10; -1: none)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
 	cmd.AddCommand(submit, schedCmd, fabricCmd)
 	return cmd
