@@ -244,8 +244,15 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 	header(w, "SWITCH", "ROLE", "FABRIC", "STRIPE", "RAIL", "ASN", "LOOPBACK", "PORTS")
 	for _, site := range v.Topology.Sites {
 		for _, f := range site.Fabrics {
+			for _, sw := range f.SuperSpines {
+				row(w, sw.Name, "super-spine", site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
+			}
 			for _, sw := range f.Spines {
-				row(w, sw.Name, "spine", site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
+				role := "spine"
+				if sw.Pod != nil {
+					role = fmt.Sprintf("spine (pod %d)", *sw.Pod)
+				}
+				row(w, sw.Name, role, site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
 			}
 			for _, sw := range f.Leaves {
 				row(w, sw.Name, "leaf", site.Name+"/"+f.Name, optInt(sw.Stripe), optInt(sw.Rail), sw.ASN, sw.Loopback, sw.PortCount)
