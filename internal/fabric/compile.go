@@ -1043,19 +1043,36 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 		d.VRFs, d.AnycastMAC = old.VRFs, old.AnycastMAC // shared: intents are read-only
 		return d
 	}
-	if old != nil && len(old.VRFs) > 0 {
+	// The tenants whose VRF to build here: with old, only the dirty ones
+	// (the others keep old's); with VRFs where used, the port owners;
+	// otherwise every tenant. (A leaf of a large fabric carries a few of
+	// thousands of tenants: looking at each would dominate.) The order
+	// does not matter: VRFs are sorted by name below.
+	build := c.tenantList
+	switch {
+	case old != nil:
 		d.VRFs = make([]VRF, 0, len(old.VRFs)+len(dirty))
-	}
-	for _, ts := range c.tenantList {
-		if old != nil && !dirty[ts.t.Name] {
-			if i, ok := slices.BinarySearchFunc(old.VRFs, ts.vrf, func(v VRF, n string) int { return strings.Compare(v.Name, n) }); ok {
-				if old.VRFs[i].MAC != nil {
+		for _, v := range old.VRFs {
+			if !dirty[v.Tenant] {
+				if v.MAC != nil {
 					d.AnycastMAC = c.opts.mac
 				}
-				d.VRFs = append(d.VRFs, old.VRFs[i])
+				d.VRFs = append(d.VRFs, v)
 			}
-			continue
 		}
+		build = make([]*tenantState, 0, len(dirty))
+		for name := range dirty {
+			if ts := c.tenants[name]; ts != nil {
+				build = append(build, ts)
+			}
+		}
+	case c.opts.placement == VRFsWhereUsed:
+		build = make([]*tenantState, 0, len(owners))
+		for name := range owners {
+			build = append(build, c.tenants[name])
+		}
+	}
+	for _, ts := range build {
 		if !c.vrfHere(sw, ts, owners) {
 			continue
 		}
