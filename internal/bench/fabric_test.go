@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -79,5 +80,22 @@ func BenchmarkFabric(b *testing.B) {
 				b.Logf("%+v", *r)
 			}
 		})
+	}
+}
+
+func TestFabricScaleSVG(t *testing.T) {
+	small := FabricResult{GPUs: 16384, CompileMs: Spread{Median: 1000}, VerifyMs: Spread{Median: 1500}, StartMs: Spread{Median: 2}, StartP90Ms: 4, PeakRSSMiB: 512}
+	big := FabricResult{GPUs: 100352, CompileMs: Spread{Median: 3000}, VerifyMs: Spread{Median: 4000}, StartMs: Spread{Median: 3}, StartP90Ms: 6, PeakRSSMiB: 1024,
+		Loop: &LoopResult{TotalMs: Spread{Median: 2500}}}
+	svg := FabricScaleSVG([]FabricResult{big, small})
+	for _, want := range []string{"<svg", "full compile (s)", "peak RSS (GiB)", "job start (ms)", "GPUs (thousands)"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	// The compile line goes from 1 s at 16k GPUs to 3 s at 100k: two
+	// points, left to right.
+	if strings.Count(svg, "<polyline") != 6 {
+		t.Errorf("want 6 lines:\n%s", svg)
 	}
 }

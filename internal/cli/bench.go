@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -138,7 +139,34 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.IntVar(&fo.Starts, "starts", 0, "single job starts timed, each undone by a stop (default 101)")
 	ff.IntVar(&fo.Revisions, "revisions", 0, "fabric-loop revisions timed: job starts and their stops, rendered, verified and deployed to a file driver (default 10; -1: none)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd)
+	var plotOut string
+	plot := &cobra.Command{
+		Use:   "fabric-plot RESULT.json...",
+		Short: "Plot how `bench fabric -o json` results grow with the cluster, as an SVG (docs/bench/fabric-scale.svg)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rs []bench.FabricResult
+			for _, f := range args {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return domain.Invalid("result", "cannot read %s: %v", f, err)
+				}
+				var r bench.FabricResult
+				if err := json.Unmarshal(b, &r); err != nil || r.GPUs == 0 {
+					return domain.Invalid("result", "%s is not the JSON of `bench fabric -o json` (%v)", f, err)
+				}
+				rs = append(rs, r)
+			}
+			svg := bench.FabricScaleSVG(rs)
+			if plotOut == "" || plotOut == "-" {
+				_, err := io.WriteString(cmd.OutOrStdout(), svg)
+				return err
+			}
+			return os.WriteFile(plotOut, []byte(svg), 0o644)
+		},
+	}
+	plot.Flags().StringVar(&plotOut, "out", "", "SVG file to write (default: standard output)")
+	cmd.AddCommand(submit, schedCmd, fabricCmd, plot)
 	return cmd
 }
 
