@@ -82,14 +82,15 @@ type FabricResult struct {
 
 // LoopResult is the fabric loop's work per revision (a job start or stop),
 // done the way the server's fabricOnce does it: the incremental compile,
-// rendering every device, the verifier, the config hashes that say which
-// devices changed, and the deploy of those (lint, then the file driver
-// writing and syncing each device's files; at most 8 at a time). The
-// state machine's commit of the revision (a raft round) is not in it.
+// rendering the devices it changed (the others' files are kept), the
+// config hashes of every device that say which to deploy, the verifier,
+// and the deploy (lint, then the file driver writing and syncing each
+// device's files; at most 8 at a time). The state machine's commit of the
+// revision (a raft round) is not in it.
 type LoopResult struct {
 	Revisions int    `json:"revisions"`
 	CompileMs Spread `json:"compileMs"` // Compiler.Apply
-	RenderMs  Spread `json:"renderMs"`  // every device, and its hash
+	RenderMs  Spread `json:"renderMs"`  // the changed devices, and every device's hash
 	VerifyMs  Spread `json:"verifyMs"`
 	DeployMs  Spread `json:"deployMs"` // the changed devices
 	TotalMs   Spread `json:"totalMs"`
@@ -274,22 +275,25 @@ func fabricLoop(k *fabric.Compiler, in fabric.Input, jobs []benchJob) (*LoopResu
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	drv := &deploy.Checked{Driver: &deploy.File{Dir: dir, Keep: 1}}
-	switches := map[string]*domain.Switch{}
+	l := &loop{drv: &deploy.Checked{Driver: &deploy.File{Dir: dir, Keep: 1}}, switches: map[string]*domain.Switch{},
+		files: map[string]render.DeviceFiles{}, deployed: map[string]string{}}
 	for _, site := range in.Topology.Sites {
 		for fi := range site.Fabrics {
 			f := &site.Fabrics[fi]
 			for _, sws := range [][]domain.Switch{f.SuperSpines, f.Spines, f.Leaves} {
 				for i := range sws {
-					switches[sws[i].Name] = &sws[i]
+					l.switches[sws[i].Name] = &sws[i]
 				}
 			}
 		}
 	}
 	// The devices as deployed: everything, once, untimed (the first
 	// deploy of a fabric, not a revision).
-	deployed := map[string]string{}
-	if _, _, err := loopRevision(drv, switches, k.Intent(), in, deployed); err != nil {
+	all := make([]*fabric.Device, len(k.Intent().Devices))
+	for i := range all {
+		all[i] = &k.Intent().Devices[i]
+	}
+	if _, _, err := l.revision(k.Intent(), all, in); err != nil {
 		return nil, err
 	}
 	var compile, rend, ver, dep, total []float64
@@ -298,11 +302,12 @@ func fabricLoop(k *fabric.Compiler, in fabric.Input, jobs []benchJob) (*LoopResu
 		for _, ch := range []fabric.Change{j.start, j.stop} {
 			runtime.GC()
 			t0 := time.Now()
-			if _, err := k.Apply(ch); err != nil {
+			changed, err := k.Apply(ch)
+			if err != nil {
 				return nil, err
 			}
 			compile = append(compile, msSince(t0))
-			times, n, err := loopRevision(drv, switches, k.Intent(), k.Input(), deployed)
+			times, n, err := l.revision(k.Intent(), changed, k.Input())
 			if err != nil {
 				return nil, err
 			}
@@ -316,25 +321,41 @@ func fabricLoop(k *fabric.Compiler, in fabric.Input, jobs []benchJob) (*LoopResu
 		DeployMs: spread(dep), TotalMs: spread(total), Devices: devices[len(devices)/2]}, nil
 }
 
-// loopRevision renders every device of it and hashes its files, verifies
-// it against in, and deploys the devices whose hash is not the deployed
-// one (recording it in deployed). times are render, verify and deploy in
-// ms; n is the devices deployed.
-func loopRevision(drv *deploy.Checked, switches map[string]*domain.Switch, it *fabric.Intent, in fabric.Input, deployed map[string]string) (times [3]float64, n int, err error) {
+// loop is what the fabric loop keeps between revisions: the rendered
+// files of every device and the hash each device runs.
+type loop struct {
+	drv      *deploy.Checked
+	switches map[string]*domain.Switch
+	files    map[string]render.DeviceFiles
+	deployed map[string]string
+}
+
+// revision renders the devices the compile changed (the server keeps the
+// others' files), hashes every device's files, verifies it against in,
+// and deploys the devices whose hash is not the deployed one. times are
+// render (with the hashes), verify and deploy in ms; n is the devices
+// deployed.
+func (l *loop) revision(it *fabric.Intent, changed []*fabric.Device, in fabric.Input) (times [3]float64, n int, err error) {
 	t := time.Now()
-	files, err := render.RenderIntent(it)
-	if err != nil {
-		return times, 0, err
+	for _, d := range changed {
+		files, err := render.Options{}.Render(d, "")
+		if err != nil {
+			return times, 0, err
+		}
+		l.files[d.Name] = render.DeviceFiles{Device: d.Name, NOS: d.NOS, Files: files}
 	}
 	var todo []deploy.Device
-	for _, df := range files {
+	for i := range it.Devices {
+		df := l.files[it.Devices[i].Name]
 		h := sha256.New()
+		h.Write([]byte(df.NOS))
 		for _, f := range df.Files {
-			h.Write([]byte(f.Name + "\x00" + f.Content + "\x00"))
+			h.Write([]byte("\x00" + f.Name + "\x00"))
+			h.Write([]byte(f.Content))
 		}
 		sum := hex.EncodeToString(h.Sum(nil)[:8])
-		if deployed[df.Device] != sum {
-			todo = append(todo, deploy.Device{Name: df.Device, NOS: df.NOS, Hash: sum, Files: df.Files, Switch: switches[df.Device]})
+		if l.deployed[df.Device] != sum {
+			todo = append(todo, deploy.Device{Name: df.Device, NOS: df.NOS, Hash: sum, Files: df.Files, Switch: l.switches[df.Device]})
 		}
 	}
 	times[0] = msSince(t)
@@ -353,7 +374,7 @@ func loopRevision(drv *deploy.Checked, switches map[string]*domain.Switch, it *f
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			_, errs[i] = drv.ApplyConditions(context.Background(), d)
+			_, errs[i] = l.drv.ApplyConditions(context.Background(), d)
 		}()
 	}
 	wg.Wait()
@@ -361,7 +382,7 @@ func loopRevision(drv *deploy.Checked, switches map[string]*domain.Switch, it *f
 		if errs[i] != nil {
 			return times, 0, fmt.Errorf("deploy %s: %w", d.Name, errs[i])
 		}
-		deployed[d.Name] = d.Hash
+		l.deployed[d.Name] = d.Hash
 	}
 	times[2] = msSince(t)
 	return times, len(todo), nil

@@ -120,7 +120,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "one job start, incremental: median %.2f ms [%.2f-%.2f], p90 %.2f ms, %d devices changed (median) over %d starts; equal to a full compile: %t\n",
 					r.StartMs.Median, r.StartMs.Min, r.StartMs.Max, r.StartP90Ms, r.Devices, r.Starts, r.IncrementalOK)
 				if l := r.Loop; l != nil {
-					fmt.Fprintf(w, "fabric loop, per revision (a job start or stop; file driver): median %.0f ms [%.0f-%.0f]: compile %.2f ms, render every device %.0f ms, verify %.0f ms, deploy %d devices %.0f ms, over %d revisions\n",
+					fmt.Fprintf(w, "fabric loop, per revision (a job start or stop; file driver): median %.0f ms [%.0f-%.0f]: compile %.2f ms, render and hash %.0f ms, verify %.0f ms, deploy %d devices %.0f ms, over %d revisions\n",
 						l.TotalMs.Median, l.TotalMs.Min, l.TotalMs.Max, l.CompileMs.Median, l.RenderMs.Median, l.VerifyMs.Median, l.Devices, l.DeployMs.Median, l.Revisions)
 				}
 				fmt.Fprintf(w, "memory: peak RSS %.0f MiB, live heap %.0f MiB\n", r.PeakRSSMiB, r.HeapMiB)

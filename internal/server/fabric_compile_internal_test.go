@@ -11,6 +11,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 // smallScale is a busy cluster small enough for a unit test: segmented,
@@ -93,6 +94,13 @@ func TestFabricCompilerMatchesFullCompile(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: the intent differs from the full compile", s.name)
+		}
+		// What is rendered again after a change, and the files kept from
+		// before, are the full render of the new intent.
+		files, err := fc.render(got)
+		wantFiles, werr := render.RenderIntent(want)
+		if err != nil || werr != nil || !reflect.DeepEqual(files, wantFiles) {
+			t.Fatalf("%s: the files differ from a full render (%v, %v)", s.name, err, werr)
 		}
 	}
 	if fc.incremental == 0 || fc.full == 0 {
@@ -212,8 +220,14 @@ func TestFabricCompilerPerLeafL3VLANs(t *testing.T) {
 	}
 	fc := &fabricCompiler{check: true}
 	for i, in := range []fabric.Input{base, next, base} {
-		if _, inc, err := fc.compile(in); err != nil || inc != (i > 0) {
+		it, inc, err := fc.compile(in)
+		if err != nil || inc != (i > 0) {
 			t.Fatalf("compile %d: incremental %v, %v", i, inc, err)
+		}
+		files, err := fc.render(it)
+		wantFiles, werr := render.RenderIntent(it)
+		if err != nil || werr != nil || !reflect.DeepEqual(files, wantFiles) {
+			t.Fatalf("compile %d: the files differ from a full render (%v, %v)", i, err, werr)
 		}
 	}
 }
