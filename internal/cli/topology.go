@@ -60,7 +60,7 @@ func newTopologyCmd(g *globals) *cobra.Command {
 			v := topologyValid{File: file, Valid: true, Summary: t.Summary()}
 			return g.emit(v, func(w io.Writer) {
 				s := v.Summary
-				fmt.Fprintf(w, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, s.Cables)
+				fmt.Fprintf(w, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines%s, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, superSpines(s), s.Cables)
 			})
 		},
 	}
@@ -268,6 +268,14 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 			}
 		}
 	}
+}
+
+// superSpines describes the third tier of a summary, if any.
+func superSpines(s domain.TopologySummary) string {
+	if s.SuperSpines == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d super-spines in %d pods", s.SuperSpines, s.Pods)
 }
 
 func optInt(p *int) string {
