@@ -9,6 +9,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/datadriven"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
+	"github.com/jobfabric/jobfabric/internal/fabric/lint"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
@@ -95,4 +96,47 @@ func plan(it *fabric.Intent) string {
 		}
 	}
 	return b.String()
+}
+
+// TestThreeTierLintClean lints the three-tier renders of every NOS with
+// each switch's platform rules, super-spines included.
+func TestThreeTierLintClean(t *testing.T) {
+	for _, nos := range fabrictest.NOSes() {
+		t.Run(nos, func(t *testing.T) {
+			in, err := fabrictest.ThreeTierInput(nos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := fabric.Compile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range lint.Check(lintConfigs(renderAll(t, it)), render.LintHooks(in.Topology)) {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+// TestThreeTierFRRSyntax checks every FRR configuration of the three-tier
+// fixture with `vtysh --dryrun` (the lab runs them: TestLabThreeTier).
+func TestThreeTierFRRSyntax(t *testing.T) {
+	check := vtyshCheck(t)
+	in, err := fabrictest.ThreeTierInput("frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := fabric.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range renderAll(t, it) {
+		for _, f := range d.Files {
+			if f.Name == "frr.conf" {
+				if err := check(t, f.Content); err != nil {
+					t.Errorf("%s/%s: %v", d.Device, f.Name, err)
+				}
+			}
+		}
+	}
 }
