@@ -22,9 +22,6 @@ func TestFabricSmall(t *testing.T) {
 	if !r.VerifyOK || !r.IncrementalOK {
 		t.Errorf("verify ok %v, incremental ok %v: want both", r.VerifyOK, r.IncrementalOK)
 	}
-	if r.CompileCPUMs.Median <= 0 || r.CompileCPUMs.Max > 100*r.CompileMs.Max {
-		t.Errorf("compile CPU %+v against wall %+v", r.CompileCPUMs, r.CompileMs)
-	}
 	for name, s := range map[string]Spread{"compile": r.CompileMs, "verify": r.VerifyMs, "full": r.FullMs, "start": r.StartMs, "stop": r.StopMs} {
 		if !(0 < s.Min && s.Min <= s.Median && s.Median <= s.Max) {
 			t.Errorf("%s: %+v out of order", name, s)
