@@ -414,11 +414,34 @@ func TestCompilerMatchesFullCompile(t *testing.T) {
 }
 
 func TestNewCompilerFailsLikeCompile(t *testing.T) {
-	in := input(t, "frr", fabrictest.PureRT5)
-	in.Allocations[0].Tenant = "nobody"
-	_, want := fabric.Compile(in)
-	if _, err := fabric.NewCompiler(in); err == nil || err.Error() != want.Error() {
-		t.Fatalf("NewCompiler: %v, want %v", err, want)
+	for name, tc := range map[string]struct {
+		model string
+		edit  func(in *fabric.Input)
+	}{
+		"unknown tenant":         {fabrictest.PureRT5, func(in *fabric.Input) { in.Allocations[0].Tenant = "nobody" }},
+		"gateway pool too small": {fabrictest.VLANAware, func(in *fabric.Input) { in.Options.IRBPool4 = "10.64.0.0/26" }},
+		"L3 VLAN twice on a leaf": {fabrictest.PureRT5, func(in *fabric.Input) {
+			in.IDs.L3VLANs = map[fabric.LeafTenant]uint16{{Leaf: "s1-leaf0", Tenant: "acme"}: 3002}
+		}},
+		"link id of another tenant": {fabrictest.VLANAware, func(in *fabric.Input) {
+			for ref, ids := range in.IDs.Links {
+				ids.Tenant = "acme"
+				in.IDs.Links[ref] = ids
+				break
+			}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := input(t, "frr", tc.model)
+			tc.edit(&in)
+			_, want := fabric.Compile(in)
+			if want == nil {
+				t.Fatal("the full compile accepts the input")
+			}
+			if _, err := fabric.NewCompiler(in); err == nil || err.Error() != want.Error() {
+				t.Fatalf("NewCompiler: %v, want %v", err, want)
+			}
+		})
 	}
 }
 
