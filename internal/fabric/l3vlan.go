@@ -1,6 +1,9 @@
 package fabric
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // NeedsL3VLAN reports whether a NOS carries an L3VNI on a VLAN of its own
 // (NX-OS, SONiC), so that each of its VRFs needs an L3 VLAN.
@@ -28,29 +31,31 @@ func VRFPlacements(in Input) ([]LeafTenant, error) {
 // needs an L3 VLAN per VRF: the per-leaf L3 VLANs (IDs.L3VLANs) the caller
 // allocates before compiling.
 func L3VLANNeeds(in Input) ([]LeafTenant, error) {
-	all, err := VRFPlacements(in)
-	if err != nil {
-		return nil, err
-	}
-	nos := map[string]string{}
-	for _, site := range in.Topology.Sites {
-		for _, f := range site.Fabrics {
-			for _, l := range f.Leaves {
-				nos[l.Name] = l.NOS
-			}
-		}
+	if in.Topology == nil {
+		return nil, nil
 	}
 	def := in.Options.DefaultNOS
 	if def == "" {
 		def = DefaultNOS
 	}
-	return slices.DeleteFunc(all, func(lt LeafTenant) bool {
-		n := nos[lt.Leaf]
-		if n == "" {
-			n = def
+	need := map[string]bool{}
+	for _, site := range in.Topology.Sites {
+		for _, f := range site.Fabrics {
+			for _, l := range f.Leaves {
+				if NeedsL3VLAN(cmp.Or(l.NOS, def)) {
+					need[l.Name] = true
+				}
+			}
 		}
-		return !NeedsL3VLAN(n)
-	}), nil
+	}
+	if len(need) == 0 {
+		return nil, nil // no placement pass: the state machine runs this on every sync
+	}
+	all, err := VRFPlacements(in)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(lt LeafTenant) bool { return !need[lt.Leaf] }), nil
 }
 
 // placed lists the tenants whose VRF is on leaf sw, by name.
