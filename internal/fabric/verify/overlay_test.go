@@ -7,6 +7,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
+	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
 // TestThreeTierOverlay verifies the three-tier fixture (two pods, tenants
@@ -17,6 +18,9 @@ func TestThreeTierOverlay(t *testing.T) {
 		in, err := fabrictest.ThreeTierInput(nos)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if e := topology.Validate(in.Topology); e != nil {
+			t.Fatalf("%s: the fixture's topology is invalid: %v", nos, e)
 		}
 		it, err := fabric.Compile(in)
 		if err != nil {
