@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -29,8 +30,26 @@ func TestFabricSmall(t *testing.T) {
 	if r.Devices < 1 || r.Devices > 8 || r.PeakRSSMiB <= 0 {
 		t.Errorf("devices per start %d, RSS %.0f MiB", r.Devices, r.PeakRSSMiB)
 	}
+	// The fabric loop: 5 starts and their stops, each rendered, verified
+	// and deployed; a start changes its server's leaves (and no spine).
+	if l := r.Loop; l == nil || l.Revisions != 10 || l.Devices < 1 || l.Devices > 8 || !(0 < l.TotalMs.Min && l.TotalMs.Median <= l.TotalMs.Max) {
+		t.Errorf("loop %+v", r.Loop)
+	}
 	if _, err := Fabric(FabricOptions{Placement: "nowhere"}); domain.CodeOf(err) != domain.CodeInvalidArgument {
 		t.Errorf("a bad placement: %v", err)
+	}
+}
+
+// TestFabricThreeTier runs the benchmark on a small three-tier fabric with
+// VRFs where used (per-leaf L3 VLANs follow the jobs to their leaves).
+func TestFabricThreeTier(t *testing.T) {
+	r, err := Fabric(FabricOptions{Stripes: 2, Pods: 2, SuperSpines: 2, ServersPerStripe: 16, Spines: 2, Tenants: 40, Jobs: 120, Runs: 1, Starts: 9,
+		Placement: fabric.VRFsWhereUsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Leaves != 16 || r.Spines != 4 || r.SuperSpines != 2 || !r.VerifyOK || !r.IncrementalOK || r.Loop == nil {
+		t.Errorf("%+v", r)
 	}
 }
 
@@ -61,5 +80,22 @@ func BenchmarkFabric(b *testing.B) {
 				b.Logf("%+v", *r)
 			}
 		})
+	}
+}
+
+func TestFabricScaleSVG(t *testing.T) {
+	small := FabricResult{GPUs: 16384, CompileMs: Spread{Median: 1000}, VerifyMs: Spread{Median: 1500}, StartMs: Spread{Median: 2}, StartP90Ms: 4, PeakRSSMiB: 512}
+	big := FabricResult{GPUs: 100352, CompileMs: Spread{Median: 3000}, VerifyMs: Spread{Median: 4000}, StartMs: Spread{Median: 3}, StartP90Ms: 6, PeakRSSMiB: 1024,
+		Loop: &LoopResult{TotalMs: Spread{Median: 2500}}}
+	svg := FabricScaleSVG([]FabricResult{big, small})
+	for _, want := range []string{"<svg", "full compile (s)", "peak RSS (GiB)", "job start (ms)", "GPUs (thousands)"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	// The compile line goes from 1 s at 16k GPUs to 3 s at 100k: two
+	// points, left to right.
+	if strings.Count(svg, "<polyline") != 6 {
+		t.Errorf("want 6 lines:\n%s", svg)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -123,12 +124,16 @@ func newBenchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.emit(r, func(w io.Writer) {
-				fmt.Fprintf(w, "fabric: %d leaves, %d spines, %d servers, %d tenants, %d running jobs, %d ports, %d VRF instances (VRFs on %s leaves)\n",
-					r.Leaves, r.Spines, r.Servers, r.Tenants, r.Jobs, r.Ports, r.VRFs, r.Placement)
-				fmt.Fprintf(w, "full compile + verify: median %.0f ms [%.0f-%.0f] (compile %.0f ms, verify %.0f ms) over %d runs; verifier ok: %t\n",
-					r.FullMs.Median, r.FullMs.Min, r.FullMs.Max, r.CompileMs.Median, r.VerifyMs.Median, r.Runs, r.VerifyOK)
+				fmt.Fprintf(w, "fabric: %d leaves, %d spines, %d super-spines, %d servers, %d GPUs, %d tenants, %d running jobs, %d ports, %d VRF instances (VRFs on %s leaves)\n",
+					r.Leaves, r.Spines, r.SuperSpines, r.Servers, r.GPUs, r.Tenants, r.Jobs, r.Ports, r.VRFs, r.Placement)
+				fmt.Fprintf(w, "full compile + verify: median %.0f ms [%.0f-%.0f] (compile %.0f ms, verify %.0f ms; CPU %.0f and %.0f ms) over %d runs; verifier ok: %t\n",
+					r.FullMs.Median, r.FullMs.Min, r.FullMs.Max, r.CompileMs.Median, r.VerifyMs.Median, r.CompileCPUMs.Median, r.VerifyCPUMs.Median, r.Runs, r.VerifyOK)
 				fmt.Fprintf(w, "one job start, incremental: median %.2f ms [%.2f-%.2f], p90 %.2f ms, %d devices changed (median) over %d starts; equal to a full compile: %t\n",
 					r.StartMs.Median, r.StartMs.Min, r.StartMs.Max, r.StartP90Ms, r.Devices, r.Starts, r.IncrementalOK)
+				if l := r.Loop; l != nil {
+					fmt.Fprintf(w, "fabric loop, per revision (a job start or stop; file driver): median %.0f ms [%.0f-%.0f]: compile %.2f ms, render and hash %.0f ms, verify %.0f ms, deploy %d devices %.0f ms, over %d revisions\n",
+						l.TotalMs.Median, l.TotalMs.Min, l.TotalMs.Max, l.CompileMs.Median, l.RenderMs.Median, l.VerifyMs.Median, l.Devices, l.DeployMs.Median, l.Revisions)
+				}
 				fmt.Fprintf(w, "memory: peak RSS %.0f MiB, live heap %.0f MiB\n", r.PeakRSSMiB, r.HeapMiB)
 			})
 		},
@@ -136,10 +141,14 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff := fabricCmd.Flags()
 	ff.IntVar(&fo.Stripes, "stripes", 0, "stripes of 8 leaves (default 32: 256 leaves)")
 	ff.IntVar(&fo.ServersPerStripe, "servers-per-stripe", 0, "servers per stripe (default: the generator's)")
-	ff.IntVar(&fo.Spines, "spines", 0, "spines (default 16)")
+	ff.IntVar(&fo.Spines, "spines", 0, "spines, per pod with --super-spines (default 16)")
+	ff.IntVar(&fo.SuperSpines, "super-spines", 0, "super-spines joining --pods pods: a three-tier fabric (default 0: two tiers)")
+	ff.IntVar(&fo.Pods, "pods", 0, "pods of a three-tier fabric (default 1)")
 	ff.IntVar(&fo.Tenants, "tenants", 0, "tenants (default 1,000)")
 	ff.IntVar(&fo.Jobs, "jobs", 0, "running jobs (default 10,000)")
 	ff.IntVar(&fo.Runs, "runs", 0, "full compile + verify runs (default 5)")
+	ff.IntVar(&fo.Starts, "starts", 0, "single job starts timed, each undone by a stop (default 101)")
+	ff.IntVar(&fo.Revisions, "revisions", 0, "fabric-loop revisions timed: job starts and their stops, rendered, verified and deployed to a file driver (default 10; -1: none)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
 	var soak bench.SoakOptions
 	var soakOut string
@@ -182,7 +191,34 @@ func newBenchCmd(g *globals) *cobra.Command {
 	kf.IntVar(&soak.GPUs, "gpus", 512, "GPUs in the cluster (servers of 8); at most this many jobs are live")
 	kf.Float64Var(&soak.Speedup, "speedup", 86_400, "how much faster the server's clock runs than real time")
 	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg and PREFIX-restart.svg")
-	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd)
+	var plotOut string
+	plot := &cobra.Command{
+		Use:   "fabric-plot RESULT.json...",
+		Short: "Plot how `bench fabric -o json` results grow with the cluster, as an SVG (docs/bench/fabric-scale.svg)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rs []bench.FabricResult
+			for _, f := range args {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return domain.Invalid("result", "cannot read %s: %v", f, err)
+				}
+				var r bench.FabricResult
+				if err := json.Unmarshal(b, &r); err != nil || r.GPUs == 0 {
+					return domain.Invalid("result", "%s is not the JSON of `bench fabric -o json` (%v)", f, err)
+				}
+				rs = append(rs, r)
+			}
+			svg := bench.FabricScaleSVG(rs)
+			if plotOut == "" || plotOut == "-" {
+				_, err := io.WriteString(cmd.OutOrStdout(), svg)
+				return err
+			}
+			return os.WriteFile(plotOut, []byte(svg), 0o644)
+		},
+	}
+	plot.Flags().StringVar(&plotOut, "out", "", "SVG file to write (default: standard output)")
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, plot)
 	return cmd
 }
 

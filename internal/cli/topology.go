@@ -38,7 +38,9 @@ func newTopologyCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.ServersPerStripe, "servers-per-stripe", 4, "servers in each stripe")
 	f.IntVar(&o.GPUsPerServer, "gpus-per-server", 8, "GPUs (and rails, NICs) per server")
 	f.StringVar(&o.GPUModel, "gpu-model", "H100-80GB", "GPU model ("+strings.Join(domain.GPUModelNames(), ", ")+")")
-	f.IntVar(&o.Spines, "spines", 0, "number of spines (default 2)")
+	f.IntVar(&o.Spines, "spines", 0, "number of spines (per pod with --super-spines; default 2)")
+	f.IntVar(&o.SuperSpines, "super-spines", 0, "super-spines: a three-tier fabric of --pods pods joined by them (default 0: two tiers)")
+	f.IntVar(&o.Pods, "pods", 0, "pods of a three-tier fabric; the stripes are split evenly among them (default 1)")
 	f.IntVar(&o.NVLinkDomainSize, "nvlink-domain-size", 0, "GPUs per NVLink domain (default: one server; 72 for NVL72)")
 	f.StringVar(&o.Site, "site", "", "site name (default dc1)")
 	f.StringVar(&o.Fabric, "fabric", "", "fabric name (default fabric1)")
@@ -58,7 +60,7 @@ func newTopologyCmd(g *globals) *cobra.Command {
 			v := topologyValid{File: file, Valid: true, Summary: t.Summary()}
 			return g.emit(v, func(w io.Writer) {
 				s := v.Summary
-				fmt.Fprintf(w, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, s.Cables)
+				fmt.Fprintf(w, "%s is valid: %d servers, %d GPUs, %d leaves, %d spines%s, %d cables\n", file, s.Servers, s.GPUs, s.Leaves, s.Spines, superSpines(s), s.Cables)
 			})
 		},
 	}
@@ -242,8 +244,15 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 	header(w, "SWITCH", "ROLE", "FABRIC", "STRIPE", "RAIL", "ASN", "LOOPBACK", "PORTS")
 	for _, site := range v.Topology.Sites {
 		for _, f := range site.Fabrics {
+			for _, sw := range f.SuperSpines {
+				row(w, sw.Name, "super-spine", site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
+			}
 			for _, sw := range f.Spines {
-				row(w, sw.Name, "spine", site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
+				role := "spine"
+				if sw.Pod != nil {
+					role = fmt.Sprintf("spine (pod %d)", *sw.Pod)
+				}
+				row(w, sw.Name, role, site.Name+"/"+f.Name, "-", "-", sw.ASN, sw.Loopback, sw.PortCount)
 			}
 			for _, sw := range f.Leaves {
 				row(w, sw.Name, "leaf", site.Name+"/"+f.Name, optInt(sw.Stripe), optInt(sw.Rail), sw.ASN, sw.Loopback, sw.PortCount)
@@ -259,6 +268,14 @@ func topologyTable(w io.Writer, v *domain.TopologyView) {
 			}
 		}
 	}
+}
+
+// superSpines describes the third tier of a summary, if any.
+func superSpines(s domain.TopologySummary) string {
+	if s.SuperSpines == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d super-spines in %d pods", s.SuperSpines, s.Pods)
 }
 
 func optInt(p *int) string {

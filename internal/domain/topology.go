@@ -17,7 +17,9 @@ type Site struct {
 	Fabrics []Fabric `json:"fabrics"`
 }
 
-// Fabric is one leaf/spine EVPN-VXLAN fabric and the servers cabled to it.
+// Fabric is one EVPN-VXLAN Clos fabric and the servers cabled to it: two
+// tiers (leaves and spines) or three (pods of leaves and spines, joined by
+// super-spines).
 type Fabric struct {
 	Name string `json:"name" openapi:"required"`
 	// RailOptimized: NIC i of every server of a stripe connects to the leaf of
@@ -33,7 +35,16 @@ type Fabric struct {
 	Cables []Cable `json:"cables" openapi:"required"`
 	// Uplinks connect a leaf port to a spine port.
 	Uplinks []Uplink `json:"uplinks,omitempty"`
+	// SuperSpines join the pods of a three-tier fabric; empty in a
+	// two-tier one. Every spine then belongs to a pod, every leaf too, and
+	// a leaf is uplinked only to spines of its own pod.
+	SuperSpines []Switch `json:"superSpines,omitempty"`
+	// SpineUplinks connect a spine port to a super-spine port.
+	SpineUplinks []SpineUplink `json:"spineUplinks,omitempty"`
 }
+
+// ThreeTier reports whether the fabric has super-spines.
+func (f *Fabric) ThreeTier() bool { return len(f.SuperSpines) > 0 }
 
 // LinkPools holds the prefixes stable server-link addresses come from.
 type LinkPools struct {
@@ -41,7 +52,7 @@ type LinkPools struct {
 	IPv6 string `json:"ipv6,omitempty"` // e.g. fd00:0:0:1::/64, carved into /127s
 }
 
-// Switch is a leaf or a spine.
+// Switch is a leaf, a spine or a super-spine.
 type Switch struct {
 	Name     string `json:"name" openapi:"required"`
 	ASN      uint32 `json:"asn" openapi:"required"`
@@ -50,6 +61,9 @@ type Switch struct {
 	// Rail of stripe Stripe. Spines leave both unset.
 	Stripe *int `json:"stripe,omitempty"`
 	Rail   *int `json:"rail,omitempty"`
+	// Pod is the pod of a leaf or spine of a three-tier fabric (1..);
+	// unset in a two-tier fabric and on super-spines.
+	Pod *int `json:"pod,omitempty"`
 	// Ports of the generic Linux platform are named PortPrefix+N for N in
 	// 1..PortCount (e.g. swp1..swp64). A switch with a platform has the
 	// model's ports: PortCount is filled from the model, PortPrefix unused.
@@ -147,11 +161,23 @@ type Uplink struct {
 	IPv4      string `json:"ipv4,omitempty"`
 }
 
+// SpineUplink is a spine-to-super-spine link of a three-tier fabric.
+// Links without addresses run BGP unnumbered.
+type SpineUplink struct {
+	Spine          string `json:"spine" openapi:"required"`
+	SpinePort      string `json:"spinePort" openapi:"required"`
+	SuperSpine     string `json:"superSpine" openapi:"required"`
+	SuperSpinePort string `json:"superSpinePort" openapi:"required"`
+	IPv4           string `json:"ipv4,omitempty"` // a /31; the super-spine takes the first address
+}
+
 // TopologySummary counts what a topology holds, for `topology show`.
 type TopologySummary struct {
 	Sites         int            `json:"sites"`
 	Fabrics       int            `json:"fabrics"`
 	Spines        int            `json:"spines"`
+	SuperSpines   int            `json:"superSpines,omitempty"`
+	Pods          int            `json:"pods,omitempty"`
 	Leaves        int            `json:"leaves"`
 	Servers       int            `json:"servers"`
 	GPUs          int            `json:"gpus"`
@@ -159,6 +185,7 @@ type TopologySummary struct {
 	NICs          int            `json:"nics"`
 	Cables        int            `json:"cables"`
 	Uplinks       int            `json:"uplinks"`
+	SpineUplinks  int            `json:"spineUplinks,omitempty"`
 	Stripes       int            `json:"stripes"`
 	Rails         int            `json:"rails"`
 	NVLinkDomains int            `json:"nvlinkDomains"`
@@ -193,6 +220,15 @@ func (t *Topology) Summary() TopologySummary {
 			s.Servers += len(f.Servers)
 			s.Cables += len(f.Cables)
 			s.Uplinks += len(f.Uplinks)
+			s.SuperSpines += len(f.SuperSpines)
+			s.SpineUplinks += len(f.SpineUplinks)
+			pods := map[int]bool{}
+			for _, sp := range f.Spines {
+				if sp.Pod != nil {
+					pods[*sp.Pod] = true
+				}
+			}
+			s.Pods += len(pods)
 			for _, l := range f.Leaves {
 				if l.Rail != nil {
 					rails[*l.Rail] = true

@@ -9,17 +9,22 @@ import (
 	"strings"
 )
 
-// Gateway subnet sizes of a vlan-aware link.
+// Gateway subnet sizes of a vlan-aware link. A /27 (30 hosts: the
+// gateway, the server and room for a few more addresses of the server)
+// rather than a /24, so the default pool holds a subnet for every link of
+// a 100,000-GPU fabric; RFC 1918 space holds no /24 per link at that size
+// (100,000 /24s are 25.6 million addresses, 10/8 has 16.8 million).
 const (
-	irbBits4 = 24
+	irbBits4 = 27
 	irbBits6 = 64
 )
 
 // IRBSubnets gives a vlan-aware link its gateway subnets, deterministically
 // and without a pool: the link's number n is its offset in its fabric's link
 // pool counted in links ((link address - pool address) / 2), and the link
-// gets the n-th /24 of irb4 and the n-th /64 of irb6. The anycast gateway is
+// gets the n-th /27 of irb4 and the n-th /64 of irb6. The anycast gateway is
 // the first host address (.1, ::1) and the server the second (.2, ::2).
+// The default pools hold 131,072 links (16,384 servers of 8 rails).
 //
 // Why derive instead of allocate: link addresses are already stable (they
 // belong to the cable, see topology.Normalize), so the gateway subnets are

@@ -19,7 +19,7 @@ import (
 // tenants claiming one link, an id used twice) returns an invalid_argument
 // *domain.Error whose Field is the JSON-ish path of the offending input.
 func Compile(in Input) (*Intent, error) {
-	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs,
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs, (*compiler).leafL3VLANs,
 		(*compiler).assign, (*compiler).linkIDs, (*compiler).indexGroups, (*compiler).buildPorts)
 	if err != nil {
 		return nil, err
@@ -61,6 +61,7 @@ type compiler struct {
 	servers  map[string]*serverState
 	leaves   []*switchState // file order
 	spines   []*switchState
+	supers   []*switchState
 	srvList  []*serverState
 
 	tenants    map[string]*tenantState
@@ -69,6 +70,8 @@ type compiler struct {
 
 	// seen ids, for uniqueness: value -> who uses it
 	vnis, vrfIDs, rts, l3vlans, groupIDs map[uint32]string
+	// leafL3 holds the per-leaf L3 VLANs: leaf -> VLAN -> tenant.
+	leafL3 map[string]map[uint16]string
 
 	warnings []string
 	// underlay is every loopback and uplink prefix, summarised: what no
@@ -182,6 +185,7 @@ func newCompiler(in Input) (*compiler, error) {
 		tenants: map[string]*tenantState{}, groupByJob: map[jobKey]*groupState{},
 		vnis: map[uint32]string{}, vrfIDs: map[uint32]string{}, rts: map[uint32]string{},
 		l3vlans: map[uint32]string{}, groupIDs: map[uint32]string{uint32(SwitchGroup): switchGroupOwner},
+		leafL3: map[string]map[uint16]string{},
 	}, nil
 }
 
@@ -228,7 +232,7 @@ func (c *compiler) indexTopology() error {
 				sws  []domain.Switch
 				role Role
 				name string
-			}{{f.Spines, RoleSpine, "spines"}, {f.Leaves, RoleLeaf, "leaves"}} {
+			}{{f.SuperSpines, RoleSuperSpine, "superSpines"}, {f.Spines, RoleSpine, "spines"}, {f.Leaves, RoleLeaf, "leaves"}} {
 				for i := range group.sws {
 					sw := &group.sws[i]
 					lo, err := netip.ParseAddr(sw.Loopback)
@@ -240,10 +244,13 @@ func (c *compiler) indexTopology() error {
 					}
 					st := &switchState{sw: sw, role: group.role, fab: fs, loopback: lo}
 					c.switches[sw.Name] = st
-					if group.role == RoleLeaf {
+					switch group.role {
+					case RoleLeaf:
 						c.leaves = append(c.leaves, st)
-					} else {
+					case RoleSpine:
 						c.spines = append(c.spines, st)
+					default:
+						c.supers = append(c.supers, st)
 					}
 				}
 			}
@@ -262,7 +269,14 @@ func (c *compiler) indexTopology() error {
 				}
 			}
 			for i := range f.Uplinks {
-				if err := c.uplink(fmt.Sprintf("%s.uplinks[%d]", path, i), &f.Uplinks[i]); err != nil {
+				u := &f.Uplinks[i]
+				if err := c.fabricLink(fmt.Sprintf("%s.uplinks[%d]", path, i), "leaf", "spine", u.Leaf, u.LeafPort, u.Spine, u.SpinePort, u.IPv4); err != nil {
+					return err
+				}
+			}
+			for i := range f.SpineUplinks {
+				u := &f.SpineUplinks[i]
+				if err := c.fabricLink(fmt.Sprintf("%s.spineUplinks[%d]", path, i), "spine", "superSpine", u.Spine, u.SpinePort, u.SuperSpine, u.SuperSpinePort, u.IPv4); err != nil {
 					return err
 				}
 			}
@@ -272,7 +286,7 @@ func (c *compiler) indexTopology() error {
 		slices.SortFunc(l.links, func(a, b *link) int { return ComparePorts(a.ref.Port, b.ref.Port) })
 	}
 	var under []netip.Prefix
-	for _, sws := range [][]*switchState{c.spines, c.leaves} {
+	for _, sws := range [][]*switchState{c.supers, c.spines, c.leaves} {
 		for _, sw := range sws {
 			under = append(under, netip.PrefixFrom(sw.loopback, sw.loopback.BitLen()))
 			for _, u := range sw.uplinks {
@@ -325,45 +339,52 @@ func parseLinkPrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-func (c *compiler) uplink(path string, u *domain.Uplink) error {
-	leaf, spine := c.switches[u.Leaf], c.switches[u.Spine]
-	if leaf == nil || leaf.role != RoleLeaf {
-		return domain.Invalid(path+".leaf", "uplink names leaf %q, which is not a leaf of the topology", u.Leaf)
+// fabricLink joins a lower-tier switch (a leaf, or a spine of a
+// three-tier fabric: lowerField) to the tier above (a spine, or a
+// super-spine: upperField) with a link at path, one eBGP session each way.
+func (c *compiler) fabricLink(path, lowerField, upperField, lowerName, lowerPort, upperName, upperPort, ipv4 string) error {
+	obj, lowerRole, upperRole := "uplink", RoleLeaf, RoleSpine
+	if lowerField == "spine" {
+		obj, lowerRole, upperRole = "spine uplink", RoleSpine, RoleSuperSpine
 	}
-	if spine == nil || spine.role != RoleSpine {
-		return domain.Invalid(path+".spine", "uplink names spine %q, which is not a spine of the topology", u.Spine)
+	lower, upper := c.switches[lowerName], c.switches[upperName]
+	if lower == nil || lower.role != lowerRole {
+		return domain.Invalid(path+"."+lowerField, "%s names %s %q, which is not a %s of the topology", obj, lowerRole, lowerName, lowerRole)
 	}
-	lu := Uplink{Port: u.LeafPort, Peer: u.Spine, PeerPort: u.SpinePort}
-	su := Uplink{Port: u.SpinePort, Peer: u.Leaf, PeerPort: u.LeafPort}
-	var leafAddr, spineAddr netip.Addr
-	if u.IPv4 != "" {
-		p, err := netip.ParsePrefix(u.IPv4)
+	if upper == nil || upper.role != upperRole {
+		return domain.Invalid(path+"."+upperField, "%s names %s %q, which is not a %s of the topology", obj, upperRole, upperName, upperRole)
+	}
+	lu := Uplink{Port: lowerPort, Peer: upperName, PeerPort: upperPort}
+	su := Uplink{Port: upperPort, Peer: lowerName, PeerPort: lowerPort}
+	var lowerAddr, upperAddr netip.Addr
+	if ipv4 != "" {
+		p, err := netip.ParsePrefix(ipv4)
 		if err != nil || !p.Addr().Is4() || p.Bits() != 31 {
-			return domain.Invalid(path+".ipv4", "uplink address %q is not an IPv4 /31", u.IPv4)
+			return domain.Invalid(path+".ipv4", "%s address %q is not an IPv4 /31", obj, ipv4)
 		}
-		// The spine takes the first address, the leaf the second (as in
-		// the reference lab).
-		spineAddr = p.Masked().Addr()
-		leafAddr = spineAddr.Next()
-		lu.Address = netip.PrefixFrom(leafAddr, 31)
-		su.Address = netip.PrefixFrom(spineAddr, 31)
+		// The upper tier takes the first address, the lower the second
+		// (as in the reference lab).
+		upperAddr = p.Masked().Addr()
+		lowerAddr = upperAddr.Next()
+		lu.Address = netip.PrefixFrom(lowerAddr, 31)
+		su.Address = netip.PrefixFrom(upperAddr, 31)
 	}
-	leaf.uplinks = append(leaf.uplinks, lu)
-	spine.uplinks = append(spine.uplinks, su)
-	leaf.sessions = append(leaf.sessions, c.linkSession(spine, u.LeafPort, spineAddr, false))
-	spine.sessions = append(spine.sessions, c.linkSession(leaf, u.SpinePort, leafAddr, true))
+	lower.uplinks = append(lower.uplinks, lu)
+	upper.uplinks = append(upper.uplinks, su)
+	lower.sessions = append(lower.sessions, c.linkSession(upper, lowerPort, upperAddr, lower.role.Transit()))
+	upper.sessions = append(upper.sessions, c.linkSession(lower, upperPort, lowerAddr, true))
 	if c.opts.overlay == OverlayOnLoopbacks {
-		addOverlay(leaf, spine, false)
-		addOverlay(spine, leaf, true)
+		addOverlay(lower, upper, lower.role.Transit())
+		addOverlay(upper, lower, true)
 	}
 	return nil
 }
 
-func (c *compiler) linkSession(peer *switchState, port string, peerAddr netip.Addr, spine bool) Session {
+func (c *compiler) linkSession(peer *switchState, port string, peerAddr netip.Addr, transit bool) Session {
 	s := Session{Peer: peer.sw.Name, PeerASN: peer.sw.ASN, Interface: port, Address: peerAddr, Unicast: true}
 	if c.opts.overlay == OverlayOnLinks {
 		s.EVPN = true
-		s.NextHopUnchanged = spine
+		s.NextHopUnchanged = transit
 	}
 	return s
 }
@@ -483,6 +504,61 @@ func (c *compiler) tenantIDs() error {
 	return nil
 }
 
+// leafL3VLANs checks and records the per-leaf L3 VLANs, in leaf and
+// tenant order so the same input always reports the same conflict.
+func (c *compiler) leafL3VLANs() error {
+	keys := slices.SortedFunc(maps.Keys(c.in.IDs.L3VLANs), compareLeafTenant)
+	for _, lt := range keys {
+		if err := c.claimLeafL3VLAN(lt, c.in.IDs.L3VLANs[lt], "ids.l3vlans"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func compareLeafTenant(a, b LeafTenant) int {
+	return cmp.Or(strings.Compare(a.Leaf, b.Leaf), strings.Compare(a.Tenant, b.Tenant))
+}
+
+// claimLeafL3VLAN checks L3 VLAN v of a tenant on a leaf (listed under
+// prefix) and records it: a VLAN is 2..4094, unique on its leaf, and no
+// other tenant's fabric-wide L3 VLAN. Link VLANs are checked against it
+// when they are claimed.
+func (c *compiler) claimLeafL3VLAN(lt LeafTenant, v uint16, prefix string) error {
+	field := prefix + "[" + lt.Leaf + "/" + lt.Tenant + "]"
+	if sw := c.switches[lt.Leaf]; sw == nil || sw.role != RoleLeaf {
+		return domain.Invalid(field, "L3 VLAN %d names leaf %q, which is not a leaf of the topology", v, lt.Leaf)
+	}
+	if c.tenants[lt.Tenant] == nil {
+		return domain.Invalid(field, "L3 VLAN %d names tenant %q, which is not in the input", v, lt.Tenant)
+	}
+	if v < 2 || v > 4094 {
+		return domain.Invalid(field, "tenant %s has L3 VLAN %d on leaf %s; a VLAN is 2..4094", lt.Tenant, v, lt.Leaf)
+	}
+	if other, ok := c.l3vlans[uint32(v)]; ok && other != "tenant "+lt.Tenant {
+		return domain.Invalid(field, "L3 VLAN %d of tenant %s on leaf %s is the fabric-wide L3 VLAN of %s", v, lt.Tenant, lt.Leaf, other)
+	}
+	m := c.leafL3[lt.Leaf]
+	if m == nil {
+		m = map[uint16]string{}
+		c.leafL3[lt.Leaf] = m
+	}
+	if other, ok := m[v]; ok && other != lt.Tenant {
+		return domain.Invalid(field, "L3 VLAN %d of tenant %s on leaf %s is already tenant %s's there", v, lt.Tenant, lt.Leaf, other)
+	}
+	m[v] = lt.Tenant
+	return nil
+}
+
+// l3vlanOn is the L3 VLAN of tenant ts on leaf sw: its own on the leaf, or
+// the tenant's fabric-wide one (0: none).
+func (c *compiler) l3vlanOn(sw *switchState, ts *tenantState) uint16 {
+	if v, ok := c.in.IDs.L3VLANs[LeafTenant{sw.sw.Name, ts.t.Name}]; ok {
+		return v
+	}
+	return ts.ids.L3VLAN
+}
+
 func (c *compiler) routeTarget(v uint32, who, field string) (RouteTarget, error) {
 	if c.opts.rtASN > 0xffff && v > 0xffff {
 		return RouteTarget{}, domain.Invalid(field, "%s has route-target value %d, but with a 4-byte RT ASN (%d) the value holds 16 bits: use a 2-byte options.rtAsn", who, v, c.opts.rtASN)
@@ -575,6 +651,9 @@ func (c *compiler) allLinks() []*link {
 // linkIDs checks and attaches the ids of vlan-aware links and derives their
 // gateway subnets.
 func (c *compiler) linkIDs() error {
+	if err := c.gatewayRoom(); err != nil {
+		return err
+	}
 	gateways := map[netip.Prefix]*link{}
 	for _, leaf := range c.leaves {
 		vlans := map[uint32]string{}
@@ -608,6 +687,41 @@ func (c *compiler) linkIDs() error {
 	return nil
 }
 
+// gatewayRoom refuses gateway pools too small for the fabrics they serve
+// once any tenant is vlan-aware: every server link may come to need a
+// gateway subnet, so a pool must hold one per link of the largest fabric.
+func (c *compiler) gatewayRoom() error {
+	if !slices.ContainsFunc(c.tenantList, func(ts *tenantState) bool { return ts.t.Network == domain.NetworkVLANAware }) {
+		return nil
+	}
+	links := map[*fabricState]int{}
+	for _, sw := range c.leaves {
+		links[sw.fab] += len(sw.links)
+	}
+	for _, fs := range c.fabrics {
+		n := links[fs]
+		for _, p := range []struct {
+			field string
+			pool  netip.Prefix
+			bits  int
+			ok    bool
+		}{{"options.irbPool4", c.opts.irb4, irbBits4, fs.pool4.IsValid()}, {"options.irbPool6", c.opts.irb6, irbBits6, fs.pool6.IsValid()}} {
+			if !p.ok || p.bits-p.pool.Bits() >= 62 {
+				continue
+			}
+			if room := 1 << (p.bits - p.pool.Bits()); n > room {
+				need := p.bits
+				for 1<<(p.bits-need) < n {
+					need--
+				}
+				return domain.Invalid(p.field, "gateway pool %s holds %d /%d subnets, but fabric %s has %d server links and a vlan-aware tenant's link needs one each: use a /%d or larger",
+					p.pool, room, p.bits, domain.Ref(fs.site, fs.name), n, need)
+			}
+		}
+	}
+	return nil
+}
+
 // vlanAware reports whether link l belongs to a vlan-aware tenant, and so
 // needs link ids.
 func (c *compiler) vlanAware(l *link) bool {
@@ -634,6 +748,9 @@ func (c *compiler) checkLinkIDs(l *link, ids LinkIDs, ok bool) (field, who strin
 	}
 	if other, taken := c.l3vlans[uint32(ids.VLAN)]; taken {
 		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of %s", who, ids.VLAN, other)
+	}
+	if other, taken := c.leafL3[l.ref.Leaf][ids.VLAN]; taken {
+		return "", "", domain.Invalid(field+".vlan", "%s has VLAN %d, which is the L3 VLAN of tenant %s on leaf %s", who, ids.VLAN, other, l.ref.Leaf)
 	}
 	return field, who, nil
 }
@@ -871,6 +988,9 @@ func (c *compiler) port(l *link) Port {
 
 func (c *compiler) intent() *Intent {
 	in := &Intent{}
+	for _, sw := range c.supers {
+		in.Devices = append(in.Devices, c.device(sw))
+	}
 	for _, sw := range c.spines {
 		in.Devices = append(in.Devices, c.device(sw))
 	}
@@ -896,6 +1016,9 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 		Uplinks: slices.Clone(sw.uplinks), Sessions: slices.Clone(sw.sessions),
 		Breakouts: slices.Clone(sw.sw.Breakouts), PortPrefix: sw.sw.PortPrefix, PortCount: sw.sw.PortCount,
 	}
+	if sw.sw.Pod != nil {
+		d.Pod = *sw.sw.Pod
+	}
 	if sw.sw.Platform != nil {
 		p := *sw.sw.Platform
 		d.Platform = &p
@@ -920,28 +1043,41 @@ func (c *compiler) renderDevice(sw *switchState, old *Device, dirty map[string]b
 		d.VRFs, d.AnycastMAC = old.VRFs, old.AnycastMAC // shared: intents are read-only
 		return d
 	}
-	if old != nil && len(old.VRFs) > 0 {
+	// The tenants whose VRF to build here: with old, only the dirty ones
+	// (the others keep old's); with VRFs where used, the port owners;
+	// otherwise every tenant. (A leaf of a large fabric carries a few of
+	// thousands of tenants: looking at each would dominate.) The order
+	// does not matter: VRFs are sorted by name below.
+	build := c.tenantList
+	switch {
+	case old != nil:
 		d.VRFs = make([]VRF, 0, len(old.VRFs)+len(dirty))
-	}
-	for _, ts := range c.tenantList {
-		if old != nil && !dirty[ts.t.Name] {
-			if i, ok := slices.BinarySearchFunc(old.VRFs, ts.vrf, func(v VRF, n string) int { return strings.Compare(v.Name, n) }); ok {
-				if old.VRFs[i].MAC != nil {
+		for _, v := range old.VRFs {
+			if !dirty[v.Tenant] {
+				if v.MAC != nil {
 					d.AnycastMAC = c.opts.mac
 				}
-				d.VRFs = append(d.VRFs, old.VRFs[i])
+				d.VRFs = append(d.VRFs, v)
 			}
-			continue
 		}
-		here := owners[ts.t.Name]
-		if c.opts.placement == VRFsOnAllLeaves && (ts.sites == nil || ts.sites[sw.fab.site]) {
-			here = true
+		build = make([]*tenantState, 0, len(dirty))
+		for name := range dirty {
+			if ts := c.tenants[name]; ts != nil {
+				build = append(build, ts)
+			}
 		}
-		if !here {
+	case c.opts.placement == VRFsWhereUsed:
+		build = make([]*tenantState, 0, len(owners))
+		for name := range owners {
+			build = append(build, c.tenants[name])
+		}
+	}
+	for _, ts := range build {
+		if !c.vrfHere(sw, ts, owners) {
 			continue
 		}
 		v := VRF{
-			Name: ts.vrf, Tenant: ts.t.Name, Model: ts.t.Network, L3VNI: ts.ids.L3VNI, L3VLAN: ts.ids.L3VLAN,
+			Name: ts.vrf, Tenant: ts.t.Name, Model: ts.t.Network, L3VNI: ts.ids.L3VNI, L3VLAN: c.l3vlanOn(sw, ts),
 			RD: RD{Addr: sw.loopback, Num: ts.ids.VRFID}, RT: ts.rt,
 		}
 		if ts.t.Network == domain.NetworkVLANAware {

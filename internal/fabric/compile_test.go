@@ -305,11 +305,11 @@ func TestVLANAwarePorts(t *testing.T) {
 	if p.VLAN == 0 || p.L2VNI == 0 {
 		t.Fatalf("vlan-aware port without VLAN or L2VNI: %+v", p)
 	}
-	if p.Gateway4.String() != "10.64.4.1/24" || p.Gateway6.String() != "fd00:1:0:4::1/64" {
-		t.Errorf("gateways %s %s, want 10.64.4.1/24 fd00:1:0:4::1/64", p.Gateway4, p.Gateway6)
+	if p.Gateway4.String() != "10.64.0.129/27" || p.Gateway6.String() != "fd00:100:0:4::1/64" {
+		t.Errorf("gateways %s %s, want 10.64.0.129/27 fd00:100:0:4::1/64", p.Gateway4, p.Gateway6)
 	}
-	if got := p.ServerAddrs(); len(got) != 2 || got[0].String() != "10.64.4.2/24" {
-		t.Errorf("server addresses %v, want 10.64.4.2/24 first", got)
+	if got := p.ServerAddrs(); len(got) != 2 || got[0].String() != "10.64.0.130/27" {
+		t.Errorf("server addresses %v, want 10.64.0.130/27 first", got)
 	}
 	d := it.Device("s1-leaf0")
 	v := d.VRF("initech")
@@ -325,9 +325,13 @@ func TestIRBSubnets(t *testing.T) {
 		want4, want6                           string
 		wantErr                                string
 	}{
-		"first link":        {"10.0.0.0/16", "10.0.0.0/31", "10.64.0.0/10", "fd00:0:0:1::/64", "fd00:0:0:1::/127", "fd00:1::/48", "10.64.0.1/24", "fd00:1::1/64", ""},
-		"link 257":          {"10.0.0.0/16", "10.0.2.2/31", "10.64.0.0/10", "fd00:0:0:1::/64", "fd00:0:0:1::202/127", "fd00:1::/48", "10.65.1.1/24", "fd00:1:0:101::1/64", ""},
-		"gateway pool full": {"10.0.0.0/16", "10.0.2.0/31", "10.64.0.0/24", "", "", "", "", "", "holds only 1 /24"},
+		"first link": {"10.0.0.0/16", "10.0.0.0/31", "10.64.0.0/10", "fd00:0:0:1::/64", "fd00:0:0:1::/127", "fd00:1::/48", "10.64.0.1/27", "fd00:1::1/64", ""},
+		"link 257":   {"10.0.0.0/16", "10.0.2.2/31", "10.64.0.0/10", "fd00:0:0:1::/64", "fd00:0:0:1::202/127", "fd00:1::/48", "10.64.32.33/27", "fd00:1:0:101::1/64", ""},
+		// The 100,352nd link of a 100,000-GPU fabric (12,544 servers x 8
+		// rails) fits the default pools; the old /24s stopped at 16,384.
+		"link 100,351, default pools": {"10.0.0.0/12", "10.3.15.254/31", fabric.DefaultIRBPool4, "fd00:0:0:1::/64", "fd00:0:0:1::3:ffe/127", fabric.DefaultIRBPool6,
+			"10.112.255.225/27", "fd00:100:1:87ff::1/64", ""},
+		"gateway pool full": {"10.0.0.0/16", "10.0.2.0/31", "10.64.0.0/24", "", "", "", "", "", "holds only 8 /27"},
 		"outside the pool":  {"10.0.0.0/16", "10.1.0.0/31", "10.64.0.0/10", "", "", "", "", "", "outside its fabric's link pool"},
 	}
 	opt := func(s string) netip.Prefix {
@@ -544,6 +548,12 @@ func TestCompileErrors(t *testing.T) {
 		"bad option": {fabrictest.PureRT5, func(in *fabric.Input) {
 			in.Options.VRFPlacement = "some"
 		}, "options.vrfPlacement", "not one of"},
+		"gateway pool smaller than the fabric": {fabrictest.VLANAware, func(in *fabric.Input) {
+			in.Options.IRBPool4 = "10.64.0.0/26"
+		}, "options.irbPool4", "gateway pool 10.64.0.0/26 holds 2 /27 subnets, but fabric dc1/fabric1 has 16 server links and a vlan-aware tenant's link needs one each: use a /23 or larger"},
+		"IPv6 gateway pool smaller than the fabric": {fabrictest.VLANAware, func(in *fabric.Input) {
+			in.Options.IRBPool6 = "fd00:9::/62"
+		}, "options.irbPool6", "holds 4 /64 subnets"},
 		"bad anycast MAC": {fabrictest.PureRT5, func(in *fabric.Input) {
 			in.Options.AnycastMAC = "01:00:5e:00:00:01"
 		}, "options.anycastMac", "multicast"},

@@ -27,7 +27,7 @@
 //     NIC.GPU names it). Pure type-5 ports are routed with the cable's /31
 //     and /127, which belong to the cable and never change with the tenant.
 //     Vlan-aware ports get their own VLAN and L2VNI and an anycast gateway
-//     from a /24 and /64 derived from the link (IRBSubnets).
+//     from a /27 and /64 derived from the link (IRBSubnets).
 //   - Job segmentation: each running job's ports are classified into the
 //     job's 16-bit group; within a group traffic is allowed, between groups
 //     of a tenant denied unless a contract allows it. The same policy is also

@@ -78,6 +78,10 @@ type Change struct {
 	// vlan-aware links.
 	DropLinks []LinkRef
 	Links     map[LinkRef]LinkIDs
+	// DropL3VLANs deletes per-leaf L3 VLANs (a VRF leaving a leaf), then
+	// L3VLANs sets them (a VRF coming to a leaf); see IDs.L3VLANs.
+	DropL3VLANs []LeafTenant
+	L3VLANs     map[LeafTenant]uint16
 }
 
 // GroupRef names a group.
@@ -89,13 +93,21 @@ type GroupRef struct {
 // NewCompiler compiles in in full and keeps what an incremental compile
 // needs. It fails exactly when Compile fails, with Compile's error.
 func NewCompiler(in Input) (*Compiler, error) {
-	if _, err := Compile(in); err != nil {
-		return nil, err
+	// Compile runs only when something fails, for its error: compiling
+	// in full first as well would cost a third more on every success.
+	failed := func(err error) error {
+		if _, cerr := Compile(in); cerr != nil {
+			return cerr
+		}
+		return domain.Errorf(domain.CodeInternal, "incremental compile disagrees with the full compile, which accepted the input: %v", err)
 	}
-	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs)
+	c, err := compileSteps(in, (*compiler).indexTopology, (*compiler).registerTenants, (*compiler).tenantIDs, (*compiler).gatewayRoom)
 	if err != nil {
-		return nil, err
+		return nil, failed(err)
 	}
+	// The per-leaf L3 VLANs change with Apply: the compiler's own map,
+	// filled by the first apply below.
+	c.in.IDs.L3VLANs = map[LeafTenant]uint16{}
 	k := &Compiler{
 		c: c, linkByRef: map[LinkRef]*link{}, leafOf: map[*link]*switchState{}, linkOrder: map[*link]int{}, srvOrder: map[*serverState]int{},
 		allocs: map[*serverState][]allocEntry{}, jobLinks: map[jobKey]map[*link]bool{}, contracts: map[*tenantState][]Contract{},
@@ -117,9 +129,9 @@ func NewCompiler(in Input) (*Compiler, error) {
 		k.srvOrder[ss] = i
 	}
 	st := k.begin()
-	if err := k.apply(st, Change{Add: in.Allocations, AddGroups: in.Groups, AddContracts: in.Contracts, Links: in.IDs.Links},
-		changePaths{add: "allocations", addGroups: "groups", addContracts: "contracts"}); err != nil {
-		return nil, domain.Errorf(domain.CodeInternal, "incremental compile disagrees with the full compile, which accepted the input: %v", err)
+	if err := k.apply(st, Change{Add: in.Allocations, AddGroups: in.Groups, AddContracts: in.Contracts, Links: in.IDs.Links, L3VLANs: in.IDs.L3VLANs},
+		changePaths{add: "allocations", addGroups: "groups", addContracts: "contracts", l3vlans: "ids.l3vlans"}); err != nil {
+		return nil, failed(err)
 	}
 	k.undo = nil
 	k.commitWarnings(st)
@@ -157,6 +169,7 @@ func (k *Compiler) Input() Input {
 	if in.IDs.Links == nil {
 		in.IDs.Links = map[LinkRef]LinkIDs{}
 	}
+	in.IDs.L3VLANs = maps.Clone(c.in.IDs.L3VLANs)
 	return in
 }
 
@@ -167,7 +180,7 @@ func (k *Compiler) Input() Input {
 // and leaves the Compiler as it was.
 func (k *Compiler) Apply(ch Change) ([]*Device, error) {
 	st := k.begin()
-	if err := k.apply(st, ch, changePaths{add: "change.add", addGroups: "change.addGroups", addContracts: "change.addContracts"}); err != nil {
+	if err := k.apply(st, ch, changePaths{add: "change.add", addGroups: "change.addGroups", addContracts: "change.addContracts", l3vlans: "change.l3vlans"}); err != nil {
 		for i := len(k.undo) - 1; i >= 0; i-- {
 			k.undo[i]()
 		}
@@ -234,7 +247,7 @@ func deviceEqual(a, b *Device) bool {
 	return true
 }
 
-type changePaths struct{ add, addGroups, addContracts string }
+type changePaths struct{ add, addGroups, addContracts, l3vlans string }
 
 // applyState is what one Apply found: what to re-render, and the warnings
 // to commit once it succeeds.
@@ -316,8 +329,13 @@ func (k *Compiler) apply(st *applyState, ch Change, paths changePaths) error {
 	if err := k.applyGroups(st, ch, paths); err != nil {
 		return err
 	}
-	// 3. Link ids of links that changed owner or ids.
+	// 3. Link ids of links that changed owner or ids, between dropping
+	// and setting per-leaf L3 VLANs: each is checked against the other.
+	k.dropL3VLANs(st, ch.DropL3VLANs)
 	if err := k.applyLinkIDs(st, ch); err != nil {
+		return err
+	}
+	if err := k.setL3VLANs(st, ch.L3VLANs, paths.l3vlans); err != nil {
 		return err
 	}
 	// Nothing below fails: classify, recompute members and allow-lists,
@@ -594,6 +612,67 @@ func (k *Compiler) applyLinkIDs(st *applyState, ch Change) error {
 		if (saved{l.ids, l.gw4, l.gw6}) != before[i] {
 			st.links[l] = true
 		}
+	}
+	return nil
+}
+
+// dropL3VLANs deletes per-leaf L3 VLANs and marks their VRFs for rendering.
+func (k *Compiler) dropL3VLANs(st *applyState, drop []LeafTenant) {
+	c := k.c
+	for _, lt := range drop {
+		v, ok := c.in.IDs.L3VLANs[lt]
+		if !ok {
+			continue
+		}
+		k.releaseL3VLAN(lt, v)
+		delete(c.in.IDs.L3VLANs, lt)
+		k.onUndo(func() { c.in.IDs.L3VLANs[lt] = v })
+		if sw := c.switches[lt.Leaf]; sw != nil {
+			st.touchVRF(sw, lt.Tenant)
+		}
+	}
+}
+
+func (k *Compiler) releaseL3VLAN(lt LeafTenant, v uint16) {
+	if m := k.c.leafL3[lt.Leaf]; m[v] == lt.Tenant {
+		delete(m, v)
+		k.onUndo(func() { m[v] = lt.Tenant })
+	}
+}
+
+// setL3VLANs sets per-leaf L3 VLANs (under prefix in errors), checked as
+// compiler.leafL3VLANs and against the leaf's link VLANs, and marks their
+// VRFs for rendering.
+func (k *Compiler) setL3VLANs(st *applyState, set map[LeafTenant]uint16, prefix string) error {
+	c := k.c
+	for _, lt := range slices.SortedFunc(maps.Keys(set), compareLeafTenant) {
+		v := set[lt]
+		old, had := c.in.IDs.L3VLANs[lt]
+		if had {
+			k.releaseL3VLAN(lt, old)
+		}
+		m := c.leafL3[lt.Leaf]
+		_, existed := m[v]
+		if err := c.claimLeafL3VLAN(lt, v, prefix); err != nil {
+			return err
+		}
+		if !existed {
+			m = c.leafL3[lt.Leaf]
+			k.onUndo(func() { delete(m, v) })
+		}
+		sw := c.switches[lt.Leaf]
+		if l := k.vlans[sw][v]; l != nil {
+			return domain.Invalid(prefix+"["+lt.Leaf+"/"+lt.Tenant+"]", "L3 VLAN %d of tenant %s on leaf %s is the VLAN of link %s/%s", v, lt.Tenant, lt.Leaf, l.ref.Leaf, l.ref.Port)
+		}
+		c.in.IDs.L3VLANs[lt] = v
+		k.onUndo(func() {
+			if had {
+				c.in.IDs.L3VLANs[lt] = old
+			} else {
+				delete(c.in.IDs.L3VLANs, lt)
+			}
+		})
+		st.touchVRF(sw, lt.Tenant)
 	}
 	return nil
 }

@@ -71,6 +71,7 @@ func clone(in fabric.Input) fabric.Input {
 	in.Groups = slices.Clone(in.Groups)
 	in.Contracts = slices.Clone(in.Contracts)
 	in.IDs.Links = maps.Clone(in.IDs.Links)
+	in.IDs.L3VLANs = maps.Clone(in.IDs.L3VLANs)
 	return in
 }
 
@@ -263,6 +264,25 @@ func (w *world) step(i int) {
 			}
 		}
 	}
+	// Per-leaf L3 VLANs, when the input has them: a VRF coming to a
+	// leaf gets one, a VRF leaving drops its own.
+	if w.cur.IDs.L3VLANs != nil {
+		if err := fabrictest.AssignL3VLANs(&next, 3000, 4094); err == nil {
+			for lt, v := range next.IDs.L3VLANs {
+				if old, ok := w.cur.IDs.L3VLANs[lt]; !ok || old != v {
+					if ch.L3VLANs == nil {
+						ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+					}
+					ch.L3VLANs[lt] = v
+				}
+			}
+			for lt := range w.cur.IDs.L3VLANs {
+				if _, ok := next.IDs.L3VLANs[lt]; !ok {
+					ch.DropL3VLANs = append(ch.DropL3VLANs, lt)
+				}
+			}
+		}
+	}
 	want, wantErr := fabric.Compile(next)
 	before := w.k.Intent()
 	changed, err := w.k.Apply(ch)
@@ -346,6 +366,18 @@ func TestCompilerMatchesFullCompile(t *testing.T) {
 			return in
 		},
 		"mixed tenants": mixedInput,
+		"mixed tenants, per-leaf L3 VLANs, VRFs where used": func(t *testing.T) fabric.Input {
+			in := mixedInput(t)
+			in.Options.VRFPlacement = fabric.VRFsWhereUsed
+			for n, ids := range in.IDs.Tenants {
+				ids.L3VLAN = 0
+				in.IDs.Tenants[n] = ids
+			}
+			if err := fabrictest.AssignL3VLANs(&in, 3000, 4094); err != nil {
+				t.Fatal(err)
+			}
+			return in
+		},
 		"mixed tenants, VRFs where used": func(t *testing.T) fabric.Input {
 			in := mixedInput(t)
 			in.Options.VRFPlacement = fabric.VRFsWhereUsed
@@ -382,11 +414,34 @@ func TestCompilerMatchesFullCompile(t *testing.T) {
 }
 
 func TestNewCompilerFailsLikeCompile(t *testing.T) {
-	in := input(t, "frr", fabrictest.PureRT5)
-	in.Allocations[0].Tenant = "nobody"
-	_, want := fabric.Compile(in)
-	if _, err := fabric.NewCompiler(in); err == nil || err.Error() != want.Error() {
-		t.Fatalf("NewCompiler: %v, want %v", err, want)
+	for name, tc := range map[string]struct {
+		model string
+		edit  func(in *fabric.Input)
+	}{
+		"unknown tenant":         {fabrictest.PureRT5, func(in *fabric.Input) { in.Allocations[0].Tenant = "nobody" }},
+		"gateway pool too small": {fabrictest.VLANAware, func(in *fabric.Input) { in.Options.IRBPool4 = "10.64.0.0/26" }},
+		"L3 VLAN twice on a leaf": {fabrictest.PureRT5, func(in *fabric.Input) {
+			in.IDs.L3VLANs = map[fabric.LeafTenant]uint16{{Leaf: "s1-leaf0", Tenant: "acme"}: 3002}
+		}},
+		"link id of another tenant": {fabrictest.VLANAware, func(in *fabric.Input) {
+			for ref, ids := range in.IDs.Links {
+				ids.Tenant = "acme"
+				in.IDs.Links[ref] = ids
+				break
+			}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := input(t, "frr", tc.model)
+			tc.edit(&in)
+			_, want := fabric.Compile(in)
+			if want == nil {
+				t.Fatal("the full compile accepts the input")
+			}
+			if _, err := fabric.NewCompiler(in); err == nil || err.Error() != want.Error() {
+				t.Fatalf("NewCompiler: %v, want %v", err, want)
+			}
+		})
 	}
 }
 

@@ -78,6 +78,19 @@ type IDs struct {
 	Tenants map[string]TenantIDs
 	// Links are the per-link ids of vlan-aware tenants' links.
 	Links map[LinkRef]LinkIDs
+	// L3VLANs are per-leaf L3 VLANs: the VLAN that carries a tenant's
+	// L3VNI on one leaf (pool "l3vlan/<leaf>"). An L3 VLAN means something
+	// only on its leaf, so numbering them per leaf bounds the tenants by
+	// what one leaf carries, not by 4,094 VLANs across the fabric. On a
+	// leaf where a tenant has one, it replaces TenantIDs.L3VLAN. See
+	// L3VLANNeeds for where they are needed.
+	L3VLANs map[LeafTenant]uint16
+}
+
+// LeafTenant names a tenant's VRF on one leaf.
+type LeafTenant struct {
+	Leaf   string
+	Tenant string
 }
 
 // TenantIDs are one tenant's numbers.
@@ -91,7 +104,8 @@ type TenantIDs struct {
 	// import and export); 0 means the L3VNI.
 	RT uint32
 	// L3VLAN is the VLAN that carries the L3VNI on NOSes that need one
-	// (NX-OS, SONiC; pool "l3vlan"). Renderers for those refuse a VRF without it.
+	// (NX-OS, SONiC), the same on every leaf, where IDs.L3VLANs gives the
+	// leaf none. Renderers for those NOSes refuse a VRF without either.
 	L3VLAN uint16
 	// MACVRFID and MACRT are the MAC-VRF's RD number and route-target value
 	// (vlan-aware tenants only; pools "vrf-id" and "rt").
@@ -155,7 +169,9 @@ type Options struct {
 	// each other's routes.
 	RTASN uint32
 	// IRBPool4 and IRBPool6 hold the per-link subnets of vlan-aware links
-	// (a /24 and a /64 each); "" means 10.64.0.0/10 and fd00:1::/48. See IRBSubnets.
+	// (a /27 and a /64 each); "" means 10.64.0.0/10 and fd00:100::/40,
+	// which hold 131,072 links (100,000 GPUs of 8 rails fit). See
+	// IRBSubnets.
 	IRBPool4, IRBPool6 string
 	// AnycastMAC is the gateway MAC of every IRB on every leaf; "" means
 	// 02:4a:46:00:00:01 (locally administered, "JF").
@@ -169,7 +185,7 @@ type Options struct {
 const (
 	DefaultRTASN      = 65000
 	DefaultIRBPool4   = "10.64.0.0/10"
-	DefaultIRBPool6   = "fd00:1::/48"
+	DefaultIRBPool6   = "fd00:100::/40"
 	DefaultAnycastMAC = "02:4a:46:00:00:01"
 	DefaultNOS        = "frr"
 )

@@ -38,7 +38,14 @@ type Role string
 const (
 	RoleLeaf  Role = "leaf"
 	RoleSpine Role = "spine"
+	// RoleSuperSpine joins the pods of a three-tier fabric.
+	RoleSuperSpine Role = "super-spine"
 )
+
+// Transit reports whether the role only carries routes between other
+// switches: a spine or super-spine, an EVPN route server that keeps the
+// originating VTEP as next hop and holds no VRF.
+func (r Role) Transit() bool { return r == RoleSpine || r == RoleSuperSpine }
 
 // Device is the desired state of one switch.
 type Device struct {
@@ -47,7 +54,9 @@ type Device struct {
 	NOS    string `json:"nos"`
 	Site   string `json:"site"`
 	Fabric string `json:"fabric"`
-	ASN    uint32 `json:"asn"`
+	// Pod is the pod of a leaf or spine of a three-tier fabric; 0 otherwise.
+	Pod int    `json:"pod,omitempty"`
+	ASN uint32 `json:"asn"`
 	// Loopback is the router ID and, on leaves, the VTEP source address.
 	Loopback netip.Addr `json:"loopback"`
 	// Platform is the switch's model and NOS release, nil for the generic
@@ -59,8 +68,8 @@ type Device struct {
 	Breakouts  []domain.Breakout `json:"breakouts,omitempty"`
 	PortPrefix string            `json:"portPrefix,omitempty"`
 	PortCount  int               `json:"portCount,omitempty"`
-	// Uplinks are the fabric links: to the spines on a leaf, to the leaves
-	// on a spine.
+	// Uplinks are the fabric links: to the spines on a leaf; to the leaves
+	// (and super-spines) on a spine; to the spines on a super-spine.
 	Uplinks []Uplink `json:"uplinks"`
 	// Sessions are the eBGP sessions, sorted by interface then address.
 	Sessions []Session `json:"sessions"`
@@ -99,13 +108,14 @@ func (d *Device) Port(name string) *Port {
 	return nil
 }
 
-// Uplink is one leaf-spine link seen from this device.
+// Uplink is one fabric link (leaf-spine or spine-super-spine) seen from
+// this device.
 type Uplink struct {
 	Port     string `json:"port"`
 	Peer     string `json:"peer"`
 	PeerPort string `json:"peerPort"`
-	// Address is this end's address on a numbered link (the spine takes the
-	// first address of the /31, the leaf the second); invalid on an
+	// Address is this end's address on a numbered link (the upper tier
+	// takes the first address of the /31, the lower the second); invalid on an
 	// unnumbered link, which runs BGP over IPv6 link-local (RFC 5549).
 	Address netip.Prefix `json:"address,omitzero"`
 }
@@ -130,9 +140,10 @@ type Session struct {
 	Unicast bool `json:"unicast,omitempty"`
 	// EVPN: the session carries the l2vpn evpn family.
 	EVPN bool `json:"evpn,omitempty"`
-	// NextHopUnchanged: a spine re-advertises EVPN routes with the
-	// originating VTEP as next hop (the route-server role); otherwise
-	// traffic would be tunnelled to the spine.
+	// NextHopUnchanged: a spine or super-spine re-advertises EVPN routes
+	// with the originating VTEP as next hop (the route-server role);
+	// otherwise traffic would be tunnelled to the spine. Set on every
+	// session of a transit switch: toward leaves, spines and super-spines.
 	NextHopUnchanged bool `json:"nextHopUnchanged,omitempty"`
 }
 
@@ -369,6 +380,8 @@ type InUse struct {
 	RTs     []uint32 `json:"rts"`
 	Groups  []uint32 `json:"groups"`
 	L3VLANs []uint32 `json:"l3vlans"`
+	// LeafL3VLANs are the L3 VLANs per leaf (pool.LeafL3VLAN(leaf)).
+	LeafL3VLANs map[string][]uint32 `json:"leafL3vlans,omitempty"`
 	// LinkVLANs are per leaf (pool.LinkVLAN(leaf)).
 	LinkVLANs map[string][]uint32 `json:"linkVlans"`
 }
@@ -377,6 +390,7 @@ type InUse struct {
 func (in *Intent) InUse() InUse {
 	var u InUse
 	u.LinkVLANs = map[string][]uint32{}
+	u.LeafL3VLANs = map[string][]uint32{}
 	for i := range in.Devices {
 		d := &in.Devices[i]
 		for _, v := range d.VRFs {
@@ -385,6 +399,7 @@ func (in *Intent) InUse() InUse {
 			u.RTs = append(u.RTs, v.RT.Value)
 			if v.L3VLAN != 0 {
 				u.L3VLANs = append(u.L3VLANs, uint32(v.L3VLAN))
+				u.LeafL3VLANs[d.Name] = append(u.LeafL3VLANs[d.Name], uint32(v.L3VLAN))
 			}
 			if v.MAC != nil {
 				u.VRFIDs = append(u.VRFIDs, uint32(v.MAC.RD.Num))
@@ -413,6 +428,9 @@ func (in *Intent) InUse() InUse {
 	}
 	for k, v := range u.LinkVLANs {
 		u.LinkVLANs[k] = sortedSet(v)
+	}
+	for k, v := range u.LeafL3VLANs {
+		u.LeafL3VLANs[k] = sortedSet(v)
 	}
 	return u
 }

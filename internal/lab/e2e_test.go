@@ -162,6 +162,12 @@ func TestLabEndToEnd(t *testing.T) {
 // server's configuration once the lab is up.
 func startE2E(t *testing.T, timeout time.Duration, tune ...func(*lab.Lab, *server.Config)) (*e2e, string) {
 	t.Helper()
+	return startE2ETopology(t, timeout, labTopology, tune...)
+}
+
+// startE2ETopology is startE2E on the lab topology topo gives.
+func startE2ETopology(t *testing.T, timeout time.Duration, topo func(*testing.T) []byte, tune ...func(*lab.Lab, *server.Config)) (*e2e, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("the lab tests build an FRR fabric in network namespaces: skipped with -short")
 	}
@@ -185,7 +191,7 @@ func startE2E(t *testing.T, timeout time.Duration, tune ...func(*lab.Lab, *serve
 		}
 	})
 	topoFile := filepath.Join(base, "lab.yaml")
-	topoYAML := labTopology(t)
+	topoYAML := topo(t)
 	if err := os.WriteFile(topoFile, topoYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}

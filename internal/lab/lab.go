@@ -69,7 +69,7 @@ type Lab struct {
 // Device is one switch of the lab.
 type Device struct {
 	Name     string `json:"name"`
-	Role     string `json:"role"` // leaf or spine
+	Role     string `json:"role"` // leaf, spine or super-spine
 	Netns    string `json:"netns"`
 	Dir      string `json:"dir"` // vty sockets, pid files, configs, logs
 	Loopback string `json:"loopback"`
@@ -271,7 +271,7 @@ func loadTopology(o Options) (*domain.Topology, error) {
 	switches, endpoints := 0, 0
 	for _, s := range t.Sites {
 		for _, f := range s.Fabrics {
-			for _, sw := range append(slices.Clone(f.Spines), f.Leaves...) {
+			for _, sw := range slices.Concat(f.SuperSpines, f.Spines, f.Leaves) {
 				switches++
 				if sw.NOS != "frr" {
 					return nil, domain.Invalid("nos", "switch %s runs %q: the lab runs FRR only, set nos: frr on every switch", sw.Name, sw.NOS)
@@ -380,6 +380,9 @@ func (l *Lab) build(ctx context.Context, topo *domain.Topology, log io.Writer) e
 	}
 	for _, s := range topo.Sites {
 		for _, f := range s.Fabrics {
+			for _, sw := range f.SuperSpines {
+				addDevice(sw, "super-spine")
+			}
 			for _, sw := range f.Spines {
 				addDevice(sw, "spine")
 			}
@@ -425,6 +428,10 @@ func (l *Lab) build(ctx context.Context, topo *domain.Topology, log io.Writer) e
 				l.Device(u.Leaf).Uplinks = append(l.Device(u.Leaf).Uplinks, u.LeafPort)
 				l.Device(u.Spine).Uplinks = append(l.Device(u.Spine).Uplinks, u.SpinePort)
 			}
+			for _, u := range f.SpineUplinks {
+				l.Device(u.Spine).Uplinks = append(l.Device(u.Spine).Uplinks, u.SpinePort)
+				l.Device(u.SuperSpine).Uplinks = append(l.Device(u.SuperSpine).Uplinks, u.SuperSpinePort)
+			}
 		}
 	}
 	if err := l.save(); err != nil { // Down must find every name from here on
@@ -455,6 +462,11 @@ func (l *Lab) build(ctx context.Context, topo *domain.Topology, log io.Writer) e
 		for _, f := range s.Fabrics {
 			for _, u := range f.Uplinks {
 				if err := veth(nsOf[u.Leaf], u.LeafPort, nsOf[u.Spine], u.SpinePort); err != nil {
+					return err
+				}
+			}
+			for _, u := range f.SpineUplinks {
+				if err := veth(nsOf[u.Spine], u.SpinePort, nsOf[u.SuperSpine], u.SuperSpinePort); err != nil {
 					return err
 				}
 			}

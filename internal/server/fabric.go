@@ -158,19 +158,25 @@ func (s *Server) compileNow(now time.Time, fc *fabricCompiler, held ...uint64) (
 		return nil, nil
 	}
 	var it *fabric.Intent
+	var files []render.DeviceFiles
 	if fc != nil {
 		start := time.Now()
 		var inc bool
 		if it, inc, err = fc.compile(in); err != nil {
 			return nil, err
 		}
+		// Only what the compile changed is rendered again.
+		if files, err = fc.render(it); err != nil {
+			return nil, err
+		}
 		s.log.Debug("fabric compiled", "incremental", inc, "took", time.Since(start), "held", len(held))
-	} else if it, err = fabric.Compile(in); err != nil {
-		return nil, err
-	}
-	files, err := render.RenderIntent(it)
-	if err != nil {
-		return nil, err
+	} else {
+		if it, err = fabric.Compile(in); err != nil {
+			return nil, err
+		}
+		if files, err = render.RenderIntent(it); err != nil {
+			return nil, err
+		}
 	}
 	// The same check as `fabric verify`, after every compile.
 	return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs, report: verify.Verify(in, it)}, nil

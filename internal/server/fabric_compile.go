@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 // fabricCompiler compiles the fabric loop's inputs with the incremental
@@ -34,6 +35,52 @@ type fabricCompiler struct {
 	// full and incremental count the compiles of each kind, for tests and
 	// the debug log.
 	full, incremental int
+	// files are the rendered files of every device of the last intent
+	// rendered (render), changed the devices the compiles since then
+	// changed, and all says a full compile replaced the intent: render
+	// again only what changed, rendering every device of a 1,500-leaf
+	// fabric takes seconds.
+	files   map[string]render.DeviceFiles
+	changed map[string]bool
+	all     bool
+}
+
+// render renders it, the intent compile returned last: only the devices
+// the compiles since the previous render changed, the others' files are
+// the previous render's. Devices render independently of each other.
+func (fc *fabricCompiler) render(it *fabric.Intent) ([]render.DeviceFiles, error) {
+	if fc.files == nil || fc.all {
+		files, err := render.RenderIntent(it)
+		if err != nil {
+			fc.files = nil
+			return nil, err
+		}
+		fc.files = make(map[string]render.DeviceFiles, len(files))
+		for _, f := range files {
+			fc.files[f.Device] = f
+		}
+		fc.all, fc.changed = false, nil
+		return files, nil
+	}
+	for name := range fc.changed {
+		d := it.Device(name)
+		if d == nil {
+			fc.files = nil // cannot happen: a compile that changes the devices is full
+			return fc.render(it)
+		}
+		files, err := render.Options{}.Render(d, "")
+		if err != nil {
+			fc.files = nil
+			return nil, err
+		}
+		fc.files[name] = render.DeviceFiles{Device: d.Name, NOS: d.NOS, Files: files}
+	}
+	fc.changed = nil
+	out := make([]render.DeviceFiles, len(it.Devices))
+	for i := range it.Devices {
+		out[i] = fc.files[it.Devices[i].Name]
+	}
+	return out, nil
 }
 
 // compile returns the intent of in; incremental says whether it came from
@@ -53,9 +100,15 @@ func (fc *fabricCompiler) compile(in fabric.Input) (it *fabric.Intent, increment
 func (fc *fabricCompiler) compileOnce(in fabric.Input) (*fabric.Intent, bool, error) {
 	if fc.k != nil {
 		if ch, ok := inputChange(fc.last, in); ok {
-			if _, err := fc.k.Apply(ch); err == nil {
+			if devs, err := fc.k.Apply(ch); err == nil {
 				fc.last = in
 				fc.incremental++
+				if fc.changed == nil {
+					fc.changed = map[string]bool{}
+				}
+				for _, d := range devs {
+					fc.changed[d.Name] = true
+				}
 				return fc.k.Intent(), true, nil
 			}
 			// Refused (the full compile names the error, if there is one).
@@ -68,6 +121,7 @@ func (fc *fabricCompiler) compileOnce(in fabric.Input) (*fabric.Intent, bool, er
 	}
 	fc.k, fc.last = k, in
 	fc.full++
+	fc.all = true
 	return k.Intent(), false, nil
 }
 
@@ -127,7 +181,29 @@ func inputChange(prev, next fabric.Input) (fabric.Change, bool) {
 			ch.Links[ref] = ids
 		}
 	}
+	// Per-leaf L3 VLANs: drop those next has none for, set the new and
+	// changed.
+	for _, lt := range slices.SortedFunc(maps.Keys(prev.IDs.L3VLANs), compareLeafTenants) {
+		if _, ok := next.IDs.L3VLANs[lt]; !ok {
+			ch.DropL3VLANs = append(ch.DropL3VLANs, lt)
+		}
+	}
+	for lt, v := range next.IDs.L3VLANs {
+		if o, ok := prev.IDs.L3VLANs[lt]; !ok || o != v {
+			if ch.L3VLANs == nil {
+				ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+			}
+			ch.L3VLANs[lt] = v
+		}
+	}
 	return ch, true
+}
+
+func compareLeafTenants(a, b fabric.LeafTenant) int {
+	if c := strings.Compare(a.Leaf, b.Leaf); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Tenant, b.Tenant)
 }
 
 func allocationKey(a fabric.Allocation) string {

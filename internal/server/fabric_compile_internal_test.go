@@ -11,6 +11,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
 // smallScale is a busy cluster small enough for a unit test: segmented,
@@ -93,6 +94,13 @@ func TestFabricCompilerMatchesFullCompile(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: the intent differs from the full compile", s.name)
+		}
+		// What is rendered again after a change, and the files kept from
+		// before, are the full render of the new intent.
+		files, err := fc.render(got)
+		wantFiles, werr := render.RenderIntent(want)
+		if err != nil || werr != nil || !reflect.DeepEqual(files, wantFiles) {
+			t.Fatalf("%s: the files differ from a full render (%v, %v)", s.name, err, werr)
 		}
 	}
 	if fc.incremental == 0 || fc.full == 0 {
@@ -192,3 +200,34 @@ func deepCopyTopology(t testing.TB, top *domain.Topology) *domain.Topology {
 }
 
 func asDomainError(err error, de **domain.Error) bool { return errors.As(err, de) }
+
+// TestFabricCompilerPerLeafL3VLANs: with VRFs only where used, a job
+// brings its tenant's VRF to new leaves, each with an L3 VLAN of its own;
+// the loop's incremental compile carries them (and drops them at the
+// stop) and agrees with the full compile.
+func TestFabricCompilerPerLeafL3VLANs(t *testing.T) {
+	base, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: 2, ServersPerStripe: 8, GPUsPerServer: 8, Spines: 2, Tenants: 12, Jobs: 30, Placement: fabric.VRFsWhereUsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := fabrictest.FreeServers(base)
+	next, ch, err := fabrictest.StartJob(base, base.Tenants[1].Name, free[0], "l3", []int{0, 1, 2, 3, 4, 5, 6, 7}, 60000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.L3VLANs) == 0 {
+		t.Fatalf("the job brings tenant %s to no new leaf: the test proves nothing", base.Tenants[1].Name)
+	}
+	fc := &fabricCompiler{check: true}
+	for i, in := range []fabric.Input{base, next, base} {
+		it, inc, err := fc.compile(in)
+		if err != nil || inc != (i > 0) {
+			t.Fatalf("compile %d: incremental %v, %v", i, inc, err)
+		}
+		files, err := fc.render(it)
+		wantFiles, werr := render.RenderIntent(it)
+		if err != nil || werr != nil || !reflect.DeepEqual(files, wantFiles) {
+			t.Fatalf("compile %d: the files differ from a full render (%v, %v)", i, err, werr)
+		}
+	}
+}

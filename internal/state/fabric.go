@@ -201,7 +201,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 	vlanAware := map[string]bool{}
 	for _, t := range in.Tenants {
 		o := "tenant/" + t.Name
-		want = append(want, need{pool.VNI, o}, need{pool.VRFID, o}, need{pool.L3VLAN, o})
+		want = append(want, need{pool.VNI, o}, need{pool.VRFID, o})
 		if t.Network == domain.NetworkVLANAware {
 			vlanAware[t.Name] = true
 			want = append(want, need{pool.VRFID, o + "/mac"}, need{pool.RT, o + "/mac"})
@@ -235,6 +235,29 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 			}
 		}
 	}
+	// L3 VLANs per leaf, where the leaf's NOS needs one. A tenant that
+	// held a fabric-wide L3 VLAN (pool.L3VLAN, before per-leaf pools)
+	// keeps that number on each leaf where it is still free, so an
+	// upgrade renumbers nothing that is deployed.
+	var l3 []fabric.LeafTenant
+	oldL3 := map[string]uint32{}
+	if in.Topology != nil {
+		needs, err := fabric.L3VLANNeeds(*in)
+		if err != nil {
+			return err
+		}
+		for _, lt := range needs {
+			if err := ps.Ensure(pool.LeafL3VLANSpec(lt.Leaf, pool.DefaultQuarantine)); err != nil {
+				return err
+			}
+			o := "tenant/" + lt.Tenant
+			if id, ok := ps.Lookup(pool.L3VLAN, o); ok {
+				oldL3[o] = id
+			}
+			l3 = append(l3, lt)
+			want = append(want, need{pool.LeafL3VLAN(lt.Leaf), o})
+		}
+	}
 	wanted := map[need]bool{}
 	for _, n := range want {
 		wanted[n] = true
@@ -251,6 +274,11 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 		}
 	}
 	for _, n := range want {
+		if id, ok := oldL3[n.owner]; ok && strings.HasPrefix(n.pool, "l3vlan/") {
+			if _, held := ps.Lookup(n.pool, n.owner); !held && ps.Reserve(n.pool, n.owner, id, now) == nil {
+				continue
+			}
+		}
 		if _, err := ps.Allocate(n.pool, n.owner, now); err != nil {
 			return err
 		}
@@ -259,7 +287,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 	in.IDs = fabric.IDs{Tenants: map[string]fabric.TenantIDs{}, Links: map[fabric.LinkRef]fabric.LinkIDs{}}
 	for _, t := range in.Tenants {
 		o := "tenant/" + t.Name
-		ids := fabric.TenantIDs{L3VNI: look(pool.VNI, o), VRFID: uint16(look(pool.VRFID, o)), L3VLAN: uint16(look(pool.L3VLAN, o))}
+		ids := fabric.TenantIDs{L3VNI: look(pool.VNI, o), VRFID: uint16(look(pool.VRFID, o))}
 		if vlanAware[t.Name] {
 			ids.MACVRFID, ids.MACRT = uint16(look(pool.VRFID, o+"/mac")), look(pool.RT, o+"/mac")
 		}
@@ -267,6 +295,10 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 			ids.UnclassifiedGroup = uint16(look(pool.Group, o+"/unclassified"))
 		}
 		in.IDs.Tenants[t.Name] = ids
+	}
+	in.IDs.L3VLANs = make(map[fabric.LeafTenant]uint16, len(l3))
+	for _, lt := range l3 {
+		in.IDs.L3VLANs[lt] = uint16(look(pool.LeafL3VLAN(lt.Leaf), "tenant/"+lt.Tenant))
 	}
 	for _, o := range links {
 		lo := linkOwner(o)
@@ -522,6 +554,9 @@ func (f *FSM) markDeployed(now time.Time) {
 		ids[pool.L3VLAN] = append(ids[pool.L3VLAN], r.InUse.L3VLANs...)
 		for leaf, v := range r.InUse.LinkVLANs {
 			ids[pool.LinkVLAN(leaf)] = append(ids[pool.LinkVLAN(leaf)], v...)
+		}
+		for leaf, v := range r.InUse.LeafL3VLANs {
+			ids[pool.LeafL3VLAN(leaf)] = append(ids[pool.LeafL3VLAN(leaf)], v...)
 		}
 	}
 	for _, name := range fd.Pools.Names() {

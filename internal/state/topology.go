@@ -82,7 +82,7 @@ func (f *FSM) Switches(names ...string) map[string]domain.Switch {
 	}
 	for _, site := range f.d.Topology.Sites {
 		for _, fab := range site.Fabrics {
-			for _, sws := range [][]domain.Switch{fab.Leaves, fab.Spines} {
+			for _, sws := range [][]domain.Switch{fab.Leaves, fab.Spines, fab.SuperSpines} {
 				for _, sw := range sws {
 					if !want[sw.Name] {
 						continue

@@ -51,6 +51,9 @@ func Normalize(t *domain.Topology, prev *domain.Topology) error {
 			for i := range f.Leaves {
 				defaultSwitch(&f.Leaves[i])
 			}
+			for i := range f.SuperSpines {
+				defaultSwitch(&f.SuperSpines[i])
+			}
 			for i := range f.Servers {
 				s := &f.Servers[i]
 				if s.NVLinkDomain == "" {
@@ -122,7 +125,10 @@ func assignLinkAddresses(t *domain.Topology, prev *domain.Topology) error {
 			for _, u := range f.Uplinks {
 				usePrefix(used, u.IPv4)
 			}
-			for _, sws := range [][]domain.Switch{f.Spines, f.Leaves} {
+			for _, u := range f.SpineUplinks {
+				usePrefix(used, u.IPv4)
+			}
+			for _, sws := range [][]domain.Switch{f.SuperSpines, f.Spines, f.Leaves} {
 				for _, sw := range sws {
 					if a, err := netip.ParseAddr(sw.Loopback); err == nil {
 						used.add(netip.PrefixFrom(a, a.BitLen()))

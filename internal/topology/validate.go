@@ -19,6 +19,7 @@ const (
 	maxNUMA          = 63
 	maxASN           = 4294967294 // 4294967295 is reserved (RFC 7300)
 	maxPortPrefixLen = 32
+	maxPods          = 1024
 )
 
 // NOSes the fabric renderers know.
@@ -38,7 +39,8 @@ var knownNOS = []string{"eos", "frr", "junos", "nxos", "sonic"}
 // nvlink-domain, nic-numa, nic-gpu-index, nic-rail-range, nic-rail-duplicate,
 // rdma-device-duplicate, rail-nic-count, stripe-exists, stripe-rail-leaf,
 // device-exists, port-exists, port-cabled-once, nic-cabled-once, nic-cabled,
-// rail-match, stripe-match, link-address, link-address-overlap, link-pool.
+// rail-match, stripe-match, link-address, link-address-overlap, link-pool,
+// pod, pod-match, spine-uplink.
 func Validate(t *domain.Topology) *domain.Error {
 	if t == nil {
 		return domain.Invalid("", "no topology given")
@@ -56,7 +58,7 @@ type validator struct {
 }
 
 type device struct {
-	kind   string // "spine", "leaf" or "server"
+	kind   string // "super-spine", "spine", "leaf" or "server"
 	path   string
 	fabric string // site/fabric
 }
@@ -79,6 +81,7 @@ type fabricScope struct {
 	f         *domain.Fabric
 	leaves    map[string]*domain.Switch
 	spines    map[string]*domain.Switch
+	supers    map[string]*domain.Switch
 	servers   map[string]*domain.Server
 	ports     map[string]string // "switch\x00port" -> what uses it
 	// portSpace is each switch's ports as its platform names them; nil
@@ -116,6 +119,9 @@ func (v *validator) run(t *domain.Topology) {
 			if v.name(fp+".name", "fabric "+ref, "fabric name", f.Name) {
 				v.unique(fabrics, f.Name, fp, fp+".name", "fabric "+ref, "fabric name in site "+site.Name)
 			}
+			for i := range f.SuperSpines {
+				v.device("super-spine", fmt.Sprintf("%s.superSpines[%d]", fp, i), ref, f.SuperSpines[i].Name)
+			}
 			for i := range f.Spines {
 				v.device("spine", fmt.Sprintf("%s.spines[%d]", fp, i), ref, f.Spines[i].Name)
 			}
@@ -133,7 +139,7 @@ func (v *validator) run(t *domain.Topology) {
 			f := &t.Sites[si].Fabrics[fi]
 			v.fabric(&fabricScope{
 				path: fmt.Sprintf("sites[%d].fabrics[%d]", si, fi), ref: domain.Ref(t.Sites[si].Name, f.Name), f: f,
-				leaves: map[string]*domain.Switch{}, spines: map[string]*domain.Switch{}, servers: map[string]*domain.Server{},
+				leaves: map[string]*domain.Switch{}, spines: map[string]*domain.Switch{}, supers: map[string]*domain.Switch{}, servers: map[string]*domain.Server{},
 				ports: map[string]string{}, portSpace: map[string]*platform.Ports{}, nics: map[nicKey]string{}, stripeRails: map[int]map[int]bool{},
 			})
 		}
@@ -190,8 +196,20 @@ func (v *validator) fabric(s *fabricScope) {
 		if sw.Stripe != nil || sw.Rail != nil {
 			v.ps.add(p, "spine "+sw.Name, "spine-rail", "spine %s sets stripe or rail; only leaves serve a stripe and a rail", sw.Name)
 		}
+		v.pod(s, p, "spine", sw)
 		if _, dup := s.spines[sw.Name]; !dup {
 			s.spines[sw.Name] = sw
+		}
+	}
+	for i := range f.SuperSpines {
+		sw := &f.SuperSpines[i]
+		p := fmt.Sprintf("%s.superSpines[%d]", s.path, i)
+		v.switchCommon(s, p, "super-spine", sw)
+		if sw.Stripe != nil || sw.Rail != nil || sw.Pod != nil {
+			v.ps.add(p, "super-spine "+sw.Name, "spine-rail", "super-spine %s sets stripe, rail or pod; a super-spine joins every pod and serves no stripe", sw.Name)
+		}
+		if _, dup := s.supers[sw.Name]; !dup {
+			s.supers[sw.Name] = sw
 		}
 	}
 	railOwner := map[[2]int]string{}
@@ -200,6 +218,7 @@ func (v *validator) fabric(s *fabricScope) {
 		p := fmt.Sprintf("%s.leaves[%d]", s.path, i)
 		obj := "leaf " + sw.Name
 		v.switchCommon(s, p, "leaf", sw)
+		v.pod(s, p, "leaf", sw)
 		if _, dup := s.leaves[sw.Name]; !dup {
 			s.leaves[sw.Name] = sw
 		}
@@ -248,8 +267,25 @@ func (v *validator) fabric(s *fabricScope) {
 			unnumbered[u.Leaf], unnumbered[u.Spine] = true, true
 		}
 	}
+	superLinked := map[string]bool{}
+	for i := range f.SpineUplinks {
+		u := &f.SpineUplinks[i]
+		v.spineUplink(s, fmt.Sprintf("%s.spineUplinks[%d]", s.path, i), u)
+		superLinked[u.Spine] = true
+		if u.IPv4 == "" {
+			unnumbered[u.Spine], unnumbered[u.SuperSpine] = true, true
+		}
+	}
 	for i := range f.Spines {
-		v.features(s, fmt.Sprintf("%s.spines[%d]", s.path, i), "spine", &f.Spines[i], unnumbered[f.Spines[i].Name])
+		sp := &f.Spines[i]
+		if f.ThreeTier() && !superLinked[sp.Name] {
+			v.ps.add(fmt.Sprintf("%s.spines[%d]", s.path, i), "spine "+sp.Name, "spine-uplink",
+				"spine %s of three-tier fabric %s has no link to a super-spine (spineUplinks): its pod would be cut off from the others", sp.Name, s.ref)
+		}
+		v.features(s, fmt.Sprintf("%s.spines[%d]", s.path, i), "spine", sp, unnumbered[sp.Name])
+	}
+	for i := range f.SuperSpines {
+		v.features(s, fmt.Sprintf("%s.superSpines[%d]", s.path, i), "super-spine", &f.SuperSpines[i], unnumbered[f.SuperSpines[i].Name])
 	}
 	for i := range f.Leaves {
 		v.features(s, fmt.Sprintf("%s.leaves[%d]", s.path, i), "leaf", &f.Leaves[i], unnumbered[f.Leaves[i].Name])
@@ -264,6 +300,21 @@ func (v *validator) fabric(s *fabricScope) {
 				}
 			}
 		}
+	}
+}
+
+// pod checks the pod of a leaf or spine: required in a three-tier fabric
+// (leaves and spines are grouped into pods under the super-spines),
+// meaningless in a two-tier one.
+func (v *validator) pod(s *fabricScope, p, kind string, sw *domain.Switch) {
+	obj := kind + " " + sw.Name
+	switch {
+	case s.f.ThreeTier() && sw.Pod == nil:
+		v.ps.add(p+".pod", obj, "pod", "%s %s of three-tier fabric %s (it has super-spines) has no pod", kind, sw.Name, s.ref)
+	case !s.f.ThreeTier() && sw.Pod != nil:
+		v.ps.add(p+".pod", obj, "pod", "%s %s sets pod %d, but fabric %s has no super-spines: pods exist only in a three-tier fabric", kind, sw.Name, *sw.Pod, s.ref)
+	case sw.Pod != nil && (*sw.Pod < 1 || *sw.Pod > maxPods):
+		v.ps.add(p+".pod", obj, "pod", "%s %s has pod %d; pods are 1..%d", kind, sw.Name, *sw.Pod, maxPods)
 	}
 }
 
@@ -499,6 +550,10 @@ func (v *validator) cable(s *fabricScope, p string, c *domain.Cable) {
 
 func (v *validator) uplink(s *fabricScope, p string, u *domain.Uplink) {
 	obj := fmt.Sprintf("uplink %s/%s -> %s/%s", u.Leaf, u.LeafPort, u.Spine, u.SpinePort)
+	leaf, spine := s.leaves[u.Leaf], s.spines[u.Spine]
+	if leaf != nil && spine != nil && leaf.Pod != nil && spine.Pod != nil && *leaf.Pod != *spine.Pod {
+		v.ps.add(p+".spine", obj, "pod-match", "leaf %s is in pod %d but spine %s is in pod %d; a leaf connects to the spines of its own pod", leaf.Name, *leaf.Pod, spine.Name, *spine.Pod)
+	}
 	if leaf := v.lookupSwitch(s, p+".leaf", obj, "leaf", u.Leaf); leaf != nil && v.port(s, p+".leafPort", obj, "leaf", leaf, u.LeafPort) {
 		k := leaf.Name + "\x00" + u.LeafPort
 		if other, used := s.ports[k]; used {
@@ -511,6 +566,26 @@ func (v *validator) uplink(s *fabricScope, p string, u *domain.Uplink) {
 		k := spine.Name + "\x00" + u.SpinePort
 		if other, used := s.ports[k]; used {
 			v.ps.add(p+".spinePort", obj, "port-cabled-once", "spine port %s/%s is already used by %s", spine.Name, u.SpinePort, other)
+		} else {
+			s.ports[k] = obj
+		}
+	}
+	v.link(p+".ipv4", obj, u.IPv4, false)
+}
+
+func (v *validator) spineUplink(s *fabricScope, p string, u *domain.SpineUplink) {
+	obj := fmt.Sprintf("spine uplink %s/%s -> %s/%s", u.Spine, u.SpinePort, u.SuperSpine, u.SuperSpinePort)
+	for _, end := range []struct{ field, kind, sw, port string }{
+		{"spine", "spine", u.Spine, u.SpinePort},
+		{"superSpine", "super-spine", u.SuperSpine, u.SuperSpinePort},
+	} {
+		sw := v.lookupSwitch(s, p+"."+end.field, obj, end.kind, end.sw)
+		if sw == nil || !v.port(s, p+"."+end.field+"Port", obj, end.kind, sw, end.port) {
+			continue
+		}
+		k := sw.Name + "\x00" + end.port
+		if other, used := s.ports[k]; used {
+			v.ps.add(p+"."+end.field+"Port", obj, "port-cabled-once", "%s port %s/%s is already used by %s", end.kind, sw.Name, end.port, other)
 		} else {
 			s.ports[k] = obj
 		}
@@ -536,8 +611,11 @@ func (v *validator) lookupSwitch(s *fabricScope, field, obj, kind, name string) 
 		return nil
 	}
 	m := s.leaves
-	if kind == "spine" {
+	switch kind {
+	case "spine":
 		m = s.spines
+	case "super-spine":
+		m = s.supers
 	}
 	if sw, ok := m[name]; ok {
 		return sw

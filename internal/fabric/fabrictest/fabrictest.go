@@ -168,3 +168,63 @@ func AssignLinkIDs(in *fabric.Input, vlan0 uint16, vni0 uint32) error {
 	}
 	return nil
 }
+
+// ThreeTierTopology is a three-tier cluster of nos switches: 2 pods, each
+// of 1 stripe of 2 rails (2 leaves) under 1 spine, joined by 2
+// super-spines; 4 servers of 2 GPUs per stripe. numbered gives every
+// fabric link a /31 from 10.253.0.0/24.
+func ThreeTierTopology(nos string, numbered bool) (*domain.Topology, error) {
+	t, err := topology.Generate(topology.GenerateOptions{Stripes: 2, Pods: 2, SuperSpines: 2, Spines: 1, ServersPerStripe: 4, GPUsPerServer: 2, NOS: nos})
+	if err != nil {
+		return nil, err
+	}
+	if numbered {
+		f := &t.Sites[0].Fabrics[0]
+		n := 0
+		next := func() string {
+			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 253, 0, byte(2 * n)}), 31).String()
+			n++
+			return p
+		}
+		for i := range f.Uplinks {
+			f.Uplinks[i].IPv4 = next()
+		}
+		for i := range f.SpineUplinks {
+			f.SpineUplinks[i].IPv4 = next()
+		}
+	}
+	return t, nil
+}
+
+// ThreeTierInput is the pure type-5 scenario on ThreeTierTopology: acme
+// (server isolation) and globex (GPU isolation) each run a job with one
+// server in each pod, so their traffic crosses the super-spines. Junos
+// uses loopback overlay sessions and EOS and NX-OS numbered links, as in
+// Input.
+func ThreeTierInput(nos string) (fabric.Input, error) {
+	top, err := ThreeTierTopology(nos, nos == "eos" || nos == "nxos")
+	if err != nil {
+		return fabric.Input{}, err
+	}
+	in := fabric.Input{
+		Topology: top,
+		Tenants: []domain.Tenant{
+			{Name: "acme", Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5},
+			{Name: "globex", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5},
+		},
+		Allocations: []fabric.Allocation{
+			{Tenant: "acme", Server: "s1-gpu001", GPUs: []int{0, 1}, Whole: true, JobID: "11"},
+			{Tenant: "acme", Server: "s2-gpu001", GPUs: []int{0, 1}, Whole: true, JobID: "11"},
+			{Tenant: "globex", Server: "s1-gpu002", GPUs: []int{0}, JobID: "21"},
+			{Tenant: "globex", Server: "s2-gpu002", GPUs: []int{0}, JobID: "21"},
+		},
+		IDs: fabric.IDs{Tenants: map[string]fabric.TenantIDs{
+			"acme":   {L3VNI: 10001, VRFID: 1, L3VLAN: 3001},
+			"globex": {L3VNI: 10002, VRFID: 2, L3VLAN: 3002},
+		}},
+	}
+	if nos == "junos" {
+		in.Options.Overlay = fabric.OverlayOnLoopbacks
+	}
+	return in, nil
+}

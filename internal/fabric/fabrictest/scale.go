@@ -2,6 +2,7 @@ package fabrictest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -14,10 +15,14 @@ import (
 // servers, 16,384 GPUs), 16 spines, 1,000 tenants, 10,000 running jobs.
 type ScaleOptions struct {
 	Stripes, ServersPerStripe, GPUsPerServer, Spines int
-	Tenants                                          int
-	Jobs                                             int
+	// SuperSpines > 0: a three-tier fabric of Pods pods.
+	SuperSpines, Pods int
+	Tenants           int
+	Jobs              int
 	// NOS of every switch; "" means the topology generator's default.
 	NOS string
+	// Placement of the tenants' VRFs ("" = every leaf).
+	Placement fabric.VRFPlacement
 }
 
 func (o *ScaleOptions) defaults() {
@@ -44,24 +49,27 @@ func cmpOr(v, def int) int {
 //     server whole, GPU-isolated tenants share the others; per server the
 //     jobs are 1, 2, 4 or 8 GPUs in a fixed rotation, until Jobs jobs run;
 //     the servers after the last job stay free;
-//   - ids as the pools would give them: L3VNI 10000+i, VRF id i+1, L3 VLAN
-//     3000+i (so at most 1,094 tenants), group IDs counting from 1, per-link
-//     VLANs and L2VNIs for vlan-aware links (AssignLinkIDs).
+//   - ids as the pools would give them: L3VNI 10000+i, VRF id i+1, group
+//     IDs counting from 1, per-link VLANs and L2VNIs for vlan-aware links
+//     (AssignLinkIDs), and an L3 VLAN per leaf for every VRF the leaf
+//     carries, as NX-OS and SONiC leaves need (AssignL3VLANs; FRR leaves
+//     ignore them), so a leaf carries at most 1,095 tenants' VRFs.
 func Scale(o ScaleOptions) (fabric.Input, error) {
 	o.defaults()
-	if o.Tenants < 4 || o.Tenants > 1094 {
-		return fabric.Input{}, fmt.Errorf("tenants %d: between 4 and 1,094 (one L3 VLAN each)", o.Tenants)
+	if o.Tenants < 4 || o.Tenants > 30_000 {
+		return fabric.Input{}, fmt.Errorf("tenants %d: between 4 and 30,000 (two VRF ids each for vlan-aware tenants)", o.Tenants)
 	}
-	top, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: o.GPUsPerServer, Spines: o.Spines, NOS: o.NOS})
+	top, err := topology.Generate(topology.GenerateOptions{Stripes: o.Stripes, ServersPerStripe: o.ServersPerStripe, GPUsPerServer: o.GPUsPerServer, Spines: o.Spines,
+		SuperSpines: o.SuperSpines, Pods: o.Pods, NOS: o.NOS})
 	if err != nil {
 		return fabric.Input{}, err
 	}
-	in := fabric.Input{Topology: top, IDs: fabric.IDs{Tenants: map[string]fabric.TenantIDs{}}}
+	in := fabric.Input{Topology: top, IDs: fabric.IDs{Tenants: map[string]fabric.TenantIDs{}}, Options: fabric.Options{VRFPlacement: o.Placement}}
 	var srvTenants, gpuTenants []int
 	nextGroup := uint16(1)
 	for i := range o.Tenants {
 		t := domain.Tenant{Name: fmt.Sprintf("t%04d", i), Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5, JobSegmentation: i%3 == 0}
-		ids := fabric.TenantIDs{L3VNI: uint32(10000 + i), VRFID: uint16(1 + i), L3VLAN: uint16(3000 + i)}
+		ids := fabric.TenantIDs{L3VNI: uint32(10000 + i), VRFID: uint16(1 + i)}
 		if i%4 == 0 {
 			t.Isolation = domain.IsolationServer
 			srvTenants = append(srvTenants, i)
@@ -70,7 +78,7 @@ func Scale(o ScaleOptions) (fabric.Input, error) {
 		}
 		if i%10 == 5 {
 			t.Network = domain.NetworkVLANAware
-			ids.MACVRFID, ids.MACRT = uint16(2000+i), uint32(2_000_000+i)
+			ids.MACVRFID, ids.MACRT = uint16(o.Tenants+1+i), uint32(2_000_000+i)
 		}
 		if t.JobSegmentation {
 			ids.UnclassifiedGroup = fabric.SwitchGroup - 1 - uint16(i)
@@ -129,7 +137,52 @@ func Scale(o ScaleOptions) (fabric.Input, error) {
 	if err := AssignLinkIDs(&in, 100, 100_000); err != nil {
 		return fabric.Input{}, err
 	}
+	if err := AssignL3VLANs(&in, 3000, 4094); err != nil {
+		return fabric.Input{}, err
+	}
 	return in, nil
+}
+
+// AssignL3VLANs gives every VRF placement (fabric.VRFPlacements) an L3
+// VLAN from lo..hi, counting per leaf, the way the state machine's per-leaf
+// pools would, keeping the ones in.IDs.L3VLANs already has and dropping
+// those of VRFs that left. It fails when a leaf carries more VRFs than the
+// range holds.
+func AssignL3VLANs(in *fabric.Input, lo, hi uint16) error {
+	placed, err := fabric.VRFPlacements(*in)
+	if err != nil {
+		return err
+	}
+	next := make(map[fabric.LeafTenant]uint16, len(placed))
+	used := map[string]map[uint16]bool{}
+	for _, lt := range placed {
+		if v, ok := in.IDs.L3VLANs[lt]; ok {
+			next[lt] = v
+			if used[lt.Leaf] == nil {
+				used[lt.Leaf] = map[uint16]bool{}
+			}
+			used[lt.Leaf][v] = true
+		}
+	}
+	for _, lt := range placed {
+		if _, ok := next[lt]; ok {
+			continue
+		}
+		if used[lt.Leaf] == nil {
+			used[lt.Leaf] = map[uint16]bool{}
+		}
+		v := lo
+		for used[lt.Leaf][v] && v <= hi {
+			v++
+		}
+		if v > hi {
+			return fmt.Errorf("leaf %s carries more tenant VRFs than L3 VLANs %d-%d: place VRFs where used", lt.Leaf, lo, hi)
+		}
+		used[lt.Leaf][v] = true
+		next[lt] = v
+	}
+	in.IDs.L3VLANs = next
+	return nil
 }
 
 // FreeServers lists the servers no allocation of in touches, in topology
@@ -176,6 +229,35 @@ func StartJob(in fabric.Input, tenant, server, jobID string, gpus []int, groupID
 		next.Contracts = append(next.Contracts, c)
 		ch.AddGroups, ch.AddContracts = []fabric.Group{g}, []fabric.Contract{c}
 	}
+	if in.Options.VRFPlacement == fabric.VRFsWhereUsed {
+		// The job may bring the tenant's VRF to a leaf: its L3 VLAN
+		// there, the lowest the leaf has free. (Only the job's own leaves:
+		// a whole ownership pass per start would dwarf what is timed.)
+		for _, leaf := range jobLeaves(in, t, server, gpus) {
+			lt := fabric.LeafTenant{Leaf: leaf, Tenant: tenant}
+			if _, ok := in.IDs.L3VLANs[lt]; ok {
+				continue
+			}
+			used := map[uint16]bool{}
+			for k, v := range in.IDs.L3VLANs {
+				if k.Leaf == leaf {
+					used[v] = true
+				}
+			}
+			v := uint16(3000)
+			for used[v] && v <= 4094 {
+				v++
+			}
+			if v > 4094 {
+				return in, fabric.Change{}, fmt.Errorf("leaf %s has no L3 VLAN left for tenant %s", leaf, tenant)
+			}
+			if ch.L3VLANs == nil {
+				ch.L3VLANs = map[fabric.LeafTenant]uint16{}
+				next.IDs.L3VLANs = maps.Clone(in.IDs.L3VLANs)
+			}
+			ch.L3VLANs[lt], next.IDs.L3VLANs[lt] = v, v
+		}
+	}
 	if t.Network == domain.NetworkVLANAware {
 		links := make(map[fabric.LinkRef]fabric.LinkIDs, len(in.IDs.Links)+len(gpus))
 		for k, v := range in.IDs.Links {
@@ -195,6 +277,34 @@ func StartJob(in fabric.Input, tenant, server, jobID string, gpus []int, groupID
 	return next, ch, nil
 }
 
+// jobLeaves lists the leaves of the links a job of tenant t on gpus of
+// server would own: every cable of the server for a server-isolated
+// tenant, else the cables of the NICs of its GPUs.
+func jobLeaves(in fabric.Input, t *domain.Tenant, server string, gpus []int) []string {
+	var out []string
+	for _, site := range in.Topology.Sites {
+		for _, f := range site.Fabrics {
+			nicGPU := map[string]int{}
+			for _, srv := range f.Servers {
+				if srv.Name == server {
+					for _, n := range srv.NICs {
+						nicGPU[n.Name] = n.GPU
+					}
+				}
+			}
+			if len(nicGPU) == 0 {
+				continue
+			}
+			for _, c := range f.Cables {
+				if c.Server == server && (t.Isolation == domain.IsolationServer || slices.Contains(gpus, nicGPU[c.NIC])) && !slices.Contains(out, c.Leaf) {
+					out = append(out, c.Leaf)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // StopJob is the change that undoes StartJob.
 func StopJob(start fabric.Change) fabric.Change {
 	ch := fabric.Change{Remove: start.Add, RemoveContracts: start.AddContracts}
@@ -203,6 +313,9 @@ func StopJob(start fabric.Change) fabric.Change {
 	}
 	for ref := range start.Links {
 		ch.DropLinks = append(ch.DropLinks, ref)
+	}
+	for lt := range start.L3VLANs {
+		ch.DropL3VLANs = append(ch.DropL3VLANs, lt)
 	}
 	slices.SortFunc(ch.DropLinks, func(a, b fabric.LinkRef) int {
 		if a.Leaf != b.Leaf {

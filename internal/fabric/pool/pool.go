@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -16,8 +17,10 @@ const (
 	// VNI holds L3VNIs and L2VNIs alike: both live in one 24-bit space on a
 	// VTEP, so one pool keeps them apart.
 	VNI = "vni"
-	// L3VLAN holds the VLAN that carries a tenant's L3VNI on NOSes that need
-	// one (NX-OS, SONiC); it is the same on every leaf.
+	// L3VLAN held the VLAN that carries a tenant's L3VNI on NOSes that need
+	// one (NX-OS, SONiC), the same on every leaf; it capped the tenants at
+	// its range. L3 VLANs now come from each leaf's own pool (LeafL3VLAN);
+	// this one only keeps the ids deployed before, until they are not.
 	L3VLAN = "l3vlan"
 	// VRFID holds the assigned number of route distinguishers
 	// (RD = loopback:id), 16 bits in a type-1 RD.
@@ -31,6 +34,18 @@ const (
 
 // LinkVLAN names the pool of per-link VLANs of one leaf (vlan-aware tenants).
 func LinkVLAN(leaf string) string { return "vlan/" + leaf }
+
+// LeafL3VLAN names the pool of one leaf's L3 VLANs: one per tenant VRF on
+// the leaf, where its NOS needs one (fabric.L3VLANNeeds). An L3 VLAN means
+// something only on its leaf, so a leaf carries up to the pool's range of
+// tenants (1,095 by default) however many the fabric has.
+func LeafL3VLAN(leaf string) string { return "l3vlan/" + leaf }
+
+// LeafL3VLANSpec returns the default pool of one leaf's L3 VLANs.
+func LeafL3VLANSpec(leaf string, quarantine time.Duration) Spec {
+	lo, hi := defaultRange(LeafL3VLAN(leaf))
+	return Spec{Name: LeafL3VLAN(leaf), Min: lo, Max: hi, Quarantine: quarantine}
+}
 
 // Spec describes a pool to create.
 type Spec struct {
@@ -61,6 +76,9 @@ func defaultRange(name string) (lo, hi uint32) {
 		return 1, maxGroup
 	case RT:
 		return 1 << 24, 1<<32 - 1
+	}
+	if strings.HasPrefix(name, "l3vlan/") {
+		return 3000, 4094 // a leaf's L3 VLANs, clear of its link VLANs
 	}
 	return 1000, 2999 // link VLANs
 }

@@ -332,3 +332,13 @@ func TestGroupPoolSparesTheSwitchGroup(t *testing.T) {
 		t.Fatalf("allocated %v then %v, want 65533, 65534 and then an exhausted pool", got, err)
 	}
 }
+
+// TestLeafL3VLANPool: each leaf's L3 VLANs have a pool of their own, clear
+// of the leaf's link VLANs.
+func TestLeafL3VLANPool(t *testing.T) {
+	sp := LeafL3VLANSpec("s1-leaf0", DefaultQuarantine)
+	lv := LinkVLANSpec("s1-leaf0", DefaultQuarantine)
+	if sp.Name != "l3vlan/s1-leaf0" || sp.Min != 3000 || sp.Max != 4094 || lv.Max >= sp.Min {
+		t.Fatalf("L3 VLAN pool %+v, link VLAN pool %+v", sp, lv)
+	}
+}

@@ -93,7 +93,7 @@ func LintHooks(t *domain.Topology) lint.Hooks {
 	if t != nil {
 		for _, site := range t.Sites {
 			for _, fab := range site.Fabrics {
-				for _, sws := range [][]domain.Switch{fab.Leaves, fab.Spines} {
+				for _, sws := range [][]domain.Switch{fab.Leaves, fab.Spines, fab.SuperSpines} {
 					for _, sw := range sws {
 						bySwitch[sw.Name] = SwitchLintHooks(sw)
 					}

@@ -347,7 +347,7 @@ func nxosBGP(w *lines, d *fabric.Device) {
 	w.add(4, "network %s/32", d.Loopback)
 	w.add(4, "maximum-paths 64")
 	w.add(2, "address-family l2vpn evpn")
-	if d.Role == fabric.RoleSpine {
+	if d.Role.Transit() {
 		// A spine has no VRF importing the tenants' targets: keep them all.
 		w.add(4, "retain route-target all")
 	}

@@ -25,7 +25,7 @@ func renderSONiC(d *fabric.Device) ([]File, error) {
 	db.set("DEVICE_METADATA", "localhost", obj{
 		"hostname": d.Name, "bgp_asn": strconv.FormatUint(uint64(d.ASN), 10),
 		"docker_routing_config_mode": "split-unified",
-		"type":                       map[fabric.Role]string{fabric.RoleLeaf: "LeafRouter", fabric.RoleSpine: "SpineRouter"}[d.Role],
+		"type":                       map[fabric.Role]string{fabric.RoleLeaf: "LeafRouter", fabric.RoleSpine: "SpineRouter", fabric.RoleSuperSpine: "SpineRouter"}[d.Role],
 	})
 	// Breakouts first: the PORT entries below may be sub-ports.
 	if err := sonicBreakouts(db, d); err != nil {

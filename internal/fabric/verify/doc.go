@@ -29,7 +29,12 @@
 //     plane, and no VTEP would decapsulate a VXLAN packet from it;
 //   - switch-traffic: segmented VRFs on group-policy leaves let the
 //     leaves' own ICMP errors through (the switch group), and no server or
-//     group carries that group.
+//     group carries that group;
+//   - overlay: every leaf's EVPN routes reach every leaf sharing a tenant
+//     with it over sessions both ends configure, re-advertised by spines
+//     and super-spines only, never across an AS-path loop, with the
+//     originating VTEP kept as next hop (in a three-tier fabric: across
+//     pods, through the super-spines).
 //
 // Reachability is computed from the intent alone: a port belongs to the VRF
 // instances (device, VRF) it is bound to; an instance exports its routes

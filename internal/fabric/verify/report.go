@@ -20,6 +20,7 @@ const (
 	CheckServerPorts     = "server-ports"
 	CheckUnderlay        = "underlay-isolation"
 	CheckSwitchTraffic   = "switch-traffic"
+	CheckOverlay         = "overlay"
 )
 
 // Rules: what a failure broke. A check has one or more rules.
@@ -64,6 +65,9 @@ const (
 	// switch-traffic
 	RuleICMPSwitchGroup   = "icmp-switch-group"   // a group-policy VRF drops the leaves' own ICMP errors
 	RuleSwitchGroupForged = "switch-group-forged" // a server or group carries the switches' group
+	// overlay
+	RuleEVPNPath    = "evpn-path"     // a leaf's EVPN routes do not reach a leaf sharing a tenant
+	RuleEVPNNextHop = "evpn-next-hop" // they reach it, but a transit switch rewrote the next hop
 )
 
 // MaxFailures is how many failures one check lists; the rest are counted in

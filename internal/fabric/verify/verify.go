@@ -23,7 +23,7 @@ func Verify(in fabric.Input, it *fabric.Intent) *Report {
 		v.tenantOf[i] = v.m.insts[i].vrf.Tenant
 	}
 	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation(),
-		v.serverPorts(), v.underlayIsolation(), v.switchTraffic()}}
+		v.serverPorts(), v.underlayIsolation(), v.switchTraffic(), v.overlay()}}
 	r.Stats = Stats{Devices: len(it.Devices), VRFs: len(v.m.insts), Endpoints: len(v.m.eps), Jobs: len(v.x.jobs)}
 	for _, e := range v.m.eps {
 		if len(e.inst) > 0 {

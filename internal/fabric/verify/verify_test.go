@@ -462,14 +462,14 @@ func TestReportRendering(t *testing.T) {
 	if ok.Err() != nil || !strings.HasPrefix(ok.String(), "fabric verify: OK: 6 devices, 12 VRF instances, 16 endpoints (11 in a VRF, 5 quarantined, 16 guarded), 4 running jobs") {
 		t.Errorf("a passing report renders as:\n%s(err %v)", ok, ok.Err())
 	}
-	if len(ok.Checks) != 9 || ok.Check(verify.CheckJobIsolation) == nil || !ok.Check(verify.CheckLinks).OK {
+	if len(ok.Checks) != 10 || ok.Check(verify.CheckJobIsolation) == nil || !ok.Check(verify.CheckLinks).OK {
 		t.Errorf("checks %+v", ok.Checks)
 	}
 	vrf(t, it, "s1-leaf0", "acme").Imports = []fabric.RouteTarget{vrf(t, it, "s1-leaf0", "globex").RT}
 	bad := verify.Verify(in, it)
 	text := bad.Text(2)
 	for _, want := range []string{
-		"fabric verify: FAILED (2 of 9 checks)",
+		"fabric verify: FAILED (2 of 10 checks)",
 		"  FAIL  tenant-ids ",
 		"        rt-import s1-leaf0/vrf acme: tenant \"acme\" imports route target 65000:10002 of tenant \"globex\"",
 		"        ... and ",

@@ -83,7 +83,7 @@ func Build(t *domain.Topology) (*Tree, error) {
 	for _, site := range t.Sites {
 		for _, f := range site.Fabrics {
 			root := &Node{Level: LevelFabric, Short: dnsLabel(f.Name), Name: dnsName(site.Name + "-" + f.Name)}
-			for _, sp := range f.Spines {
+			for _, sp := range slices.Concat(f.SuperSpines, f.Spines) {
 				root.Switches = append(root.Switches, sp.Name)
 			}
 			if err := claim(root.Name, "fabric "+site.Name+"/"+f.Name); err != nil {
