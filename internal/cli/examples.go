@@ -21,6 +21,7 @@ jobfabric --context prod node list -o wide`,
 	"bench fabric":      "jobfabric bench fabric --stripes 4 --tenants 64\njobfabric bench fabric --stripes 196 --pods 4 --super-spines 4 --tenants 5000 --jobs 50176 --vrfs used -o json > fabric-100k.json",
 	"bench fabric-plot": "jobfabric bench fabric-plot --out docs/bench/fabric-scale.svg fabric-16k.json fabric-100k.json",
 	"bench sched":       "jobfabric bench sched --stripes 4 --jobs 2000",
+	"bench soak":        "jobfabric bench soak --jobs 20000 --samples 10 --out /tmp/soak\njobfabric bench soak --jobs 1000000 --samples 20 --out docs/scale/soak -o json",
 	"bench submit":      "jobfabric bench submit --servers 1 --runs 3\njobfabric bench submit --servers 3 --via-follower --concurrency 64",
 
 	"cluster":        "jobfabric cluster status\njobfabric cluster remove jf3",

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -75,6 +76,9 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 		return nil, errUnauthenticated
 	}
 	tok, ok := s.fsm.Authenticate(id, secret)
+	if !ok && s.catchUp(r.Context()) {
+		tok, ok = s.fsm.Authenticate(id, secret)
+	}
 	if !ok {
 		return nil, errUnauthenticated
 	}
@@ -85,4 +89,33 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	}
 	s.uses.record(tok.ID, now)
 	return &principal{tok: *tok}, nil
+}
+
+// catchUp waits (at most 2 s) until a leader has applied every entry it
+// knows committed, and says whether it waited. A server that just won an
+// election may not have applied the token a follower already has, and the
+// follower forwards its callers to it; a valid token must not be refused
+// for that. It writes nothing, so a stream of bad tokens costs no log
+// entries: at most a wait for entries already committed.
+func (s *Server) catchUp(ctx context.Context) bool {
+	if !s.store.IsLeader() {
+		return false
+	}
+	target := s.store.CommitIndex()
+	if s.fsm.AppliedIndex() >= target {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		ch := s.fsm.Changed()
+		if s.fsm.AppliedIndex() >= target {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return true
+		}
+	}
 }

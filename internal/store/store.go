@@ -802,6 +802,10 @@ func (s *Store) Barrier(ctx context.Context) error {
 	return nil
 }
 
+// CommitIndex is the newest log index this server knows committed. A new
+// leader may not have applied all of it yet.
+func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
+
 // LeaderCh delivers true when this server becomes leader and false when it
 // stops being leader. Only the newest value is kept, so a slow reader sees
 // the current state rather than every transition; use one reader. It is
