@@ -226,6 +226,16 @@ func TestStuckDeviceHoldsUpNoOther(t *testing.T) {
 			break
 		}
 	}
+	timed := func() uint64 {
+		t.Helper()
+		_, body := scrape(t, srv.URL(), c.AdminToken)
+		f := parseMetrics(t, body)["jobfabric_fabric_revision_deploy_seconds"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("no jobfabric_fabric_revision_deploy_seconds in /metrics")
+		}
+		return f.GetMetric()[0].GetHistogram().GetSampleCount()
+	}
+	timedBefore := timed()
 	drv.holdNext(leaf)
 	release := sync.OnceFunc(func() { close(drv.release) })
 	t.Cleanup(release) // before the cluster closes, should the test fail
@@ -288,5 +298,9 @@ func TestStuckDeviceHoldsUpNoOther(t *testing.T) {
 	}
 	if st.Revision != newest || st.LastDeploy == nil || st.LastDeploy.Rev != newest || st.LastDeploy.Seconds <= 0 {
 		t.Fatalf("fabric status revision %d, lastDeploy %+v; want revision %d timed", st.Revision, st.LastDeploy, newest)
+	}
+	// Each revision is timed, the one the stuck leaf skipped too.
+	if n := timed() - timedBefore; n < uint64(1+len(revs)) {
+		t.Fatalf("%d revision deploy times observed since %s got stuck; want at least %d (revisions %d and %v)", n, leaf, 1+len(revs), stuckRev, revs)
 	}
 }
