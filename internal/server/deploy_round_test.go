@@ -107,11 +107,20 @@ func TestSlowDeviceLosesNoWork(t *testing.T) {
 	srv := c.Servers[0]
 	seed(t, c.Client(0))
 	var devices []string
+	// Every change seed made is in the latest revision before the
+	// devices' failures are looked at: a revision compiled later would be
+	// deployed to the devices the round below makes good.
+	waitState(t, srv, "a first deploy failed", func(f *state.FSM) bool {
+		return slices.ContainsFunc(f.FabricStatus().Devices, func(d state.DeviceState) bool { return d.Error != "" })
+	})
+	if err := srv.CompileNow(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, srv, "every device's first deploy failed", func(f *state.FSM) bool {
 		st := f.FabricStatus()
 		devices = devices[:0]
 		for _, d := range st.Devices {
-			if d.Error == "" || d.DesiredRev != st.Revision {
+			if d.Error == "" {
 				return false
 			}
 			devices = append(devices, d.Name)
@@ -217,6 +226,10 @@ func TestStuckDeviceHoldsUpNoOther(t *testing.T) {
 			}
 			return st.Revision > 0 && len(st.Devices) > 0
 		}
+	}
+	waitState(t, srv, "every device deployed", inSync(""))
+	if err := srv.CompileNow(ctx); err != nil { // all of seed in it
+		t.Fatal(err)
 	}
 	waitState(t, srv, "every device deployed", inSync(""))
 	leaf := ""

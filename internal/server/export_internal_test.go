@@ -1,6 +1,9 @@
 package server
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Settle kicks a scheduling cycle and returns once a cycle begun after the
 // call has ended: the scheduler's answer to every change made before it is
@@ -38,6 +41,19 @@ func (s *Server) DeploysSettled(ctx context.Context) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+	}
+}
+
+// CompileNow compiles the state and commits a revision if it changed, as
+// the fabric loop does on a change (deploying without retrying failed
+// devices), so a test knows every change before the call is in the latest
+// revision.
+func (s *Server) CompileNow(ctx context.Context) error {
+	for {
+		_, _, err := s.fabricOnce(ctx, true, false)
+		if !errors.Is(err, errStale) {
+			return err
 		}
 	}
 }
