@@ -24,9 +24,10 @@ type (
 	RevisionDeploy struct {
 		Rev uint64 `json:"rev"`
 		// Seconds from the revision's first deploy round to every device
-		// in sync with it, retries of failed devices included.
+		// running it or a newer one, retries of failed devices included.
 		Seconds float64 `json:"seconds"`
-		// Rounds is how many deploy rounds it took (1: no retry).
+		// Rounds is how many deploy rounds started devices on it (1: no
+		// retry, and no device was busy with an older revision).
 		Rounds int `json:"rounds"`
 		// Devices is how many device deploys it took in all.
 		Devices int `json:"devices"`

@@ -362,9 +362,18 @@ type Job struct {
 	PathHealth *PathHealth `json:"pathHealth,omitempty"`
 	// Runs are the job's holdings of GPUs, oldest first: one per
 	// placement, closed when the GPUs are released (the job ends, or is
-	// preempted and requeued). Usage accounting sums them.
+	// preempted and requeued). Usage accounting sums them. A job keeps at most MaxJobRuns runs:
+	// at that many, the older half moves to the usage archive, where
+	// reports still count them.
 	Runs []Run `json:"runs,omitempty"`
+	// RunsArchived counts the job's older runs moved to the usage archive
+	// (a job requeued again and again); its runs number RunsArchived +
+	// len(Runs).
+	RunsArchived int `json:"runsArchived,omitempty"`
 }
+
+// MaxJobRuns is the most runs a job keeps (Job.Runs).
+const MaxJobRuns = 32
 
 // PathVerdict is the health of a job's path (internal/health decides it).
 type PathVerdict string
@@ -567,6 +576,10 @@ type UsageRecord struct {
 	// Runs are the job's runs with their times truncated to the second
 	// (what usage counts), every one closed.
 	Runs []Run `json:"runs"`
+	// Split: the job's runs are in more than one place (records of its
+	// older runs, taken while it was live, and the job or its last
+	// record); reports count the job once.
+	Split bool `json:"split,omitempty"`
 }
 
 // A UsageRecord is encoded as an array, its times in Unix seconds and a
@@ -575,6 +588,8 @@ type UsageRecord struct {
 // RFC 3339 times.
 //
 //	[job, name, tenant, workspace, submittedBy, endedAt, [start, end, gpus, units, borrowed, ...]]
+//
+// with a trailing 1 when Split.
 func (u UsageRecord) MarshalJSON() ([]byte, error) {
 	name := u.Name
 	if name == DefaultJobName(u.Job) {
@@ -588,16 +603,22 @@ func (u UsageRecord) MarshalJSON() ([]byte, error) {
 		}
 		runs = append(runs, r.Start.Unix(), end.Unix(), int64(r.GPUs), int64(r.Units), int64(r.BorrowedUnits))
 	}
-	return json.Marshal([]any{u.Job, name, u.Tenant, u.Workspace, u.SubmittedBy, u.EndedAt.Unix(), runs})
+	rec := []any{u.Job, name, u.Tenant, u.Workspace, u.SubmittedBy, u.EndedAt.Unix(), runs}
+	if u.Split {
+		rec = append(rec, 1)
+	}
+	return json.Marshal(rec)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (u *UsageRecord) UnmarshalJSON(b []byte) error {
 	var ended int64
 	var runs []int64
-	if err := json.Unmarshal(b, &[]any{&u.Job, &u.Name, &u.Tenant, &u.Workspace, &u.SubmittedBy, &ended, &runs}); err != nil {
+	split := 0
+	if err := json.Unmarshal(b, &[]any{&u.Job, &u.Name, &u.Tenant, &u.Workspace, &u.SubmittedBy, &ended, &runs, &split}); err != nil {
 		return fmt.Errorf("usage record: %w", err)
 	}
+	u.Split = split == 1
 	if len(runs)%5 != 0 {
 		return fmt.Errorf("usage record of job %d: %d run fields, not groups of 5", u.Job, len(runs))
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // TestUsageRecordJSON: the archive's compact encoding round-trips (times
-// to the second, UTC; a default name left out and restored; several runs)
+// to the second, UTC; a default name left out and restored; several runs;
+// a split job's record)
 // and refuses run fields that are not groups of five.
 func TestUsageRecordJSON(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
@@ -18,6 +19,7 @@ func TestUsageRecordJSON(t *testing.T) {
 		{Job: 42, Name: "job-42", Tenant: "acme", Workspace: "research", SubmittedBy: "member:tok", EndedAt: t0.Add(2 * time.Hour),
 			Runs: []Run{{Start: t0, End: at(time.Hour), GPUs: 8, Units: 56000, BorrowedUnits: 7000}, {Start: t0.Add(90 * time.Minute), End: at(2 * time.Hour), Units: 3000}}},
 		{Job: 7, Name: "train", Tenant: "beta", Workspace: "lab", EndedAt: t0, Runs: []Run{}},
+		{Job: 9, Name: "requeued", Tenant: "beta", Workspace: "lab", EndedAt: t0.Add(time.Hour), Runs: []Run{{Start: t0, End: at(time.Hour), GPUs: 1, Units: 7000}}, Split: true},
 	} {
 		b, err := json.Marshal(u)
 		if err != nil {

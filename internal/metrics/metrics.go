@@ -108,7 +108,7 @@ func New() *Metrics {
 		DeployDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "fabric", Name: "deploy_duration_seconds",
 			Help: "Time to deploy one device's configuration (lint and apply), by device.", Buckets: durations}, []string{"device"}),
 		RevisionDeploy: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "fabric", Name: "revision_deploy_seconds",
-			Help: "Time from a fabric revision's first deploy round to every device in sync with it (retries of failed devices included); a revision replaced before it was in sync is not counted.", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}),
+			Help: "Time from a fabric revision's first deploy round to every device running it or a newer one (retries of failed devices included); each revision is timed, also one replaced while a device still deployed an older one.", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}),
 		DeployFailures: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "fabric", Name: "deploy_failures_total",
 			Help: "Device deploys that failed, by device."}, []string{"device"}),
 		VerifyOK: f.NewGauge(prometheus.GaugeOpts{Subsystem: "fabric", Name: "verify_ok",

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,9 @@ type gated struct {
 	held    chan struct{} // closed when hold's deploy starts
 	release chan struct{}
 	applied map[string]int
-	ended   chan string // every Apply's device as it returns
+	revs    map[string][]uint64 // the revisions each device applied
+	heldRev uint64              // the revision hold's deploy carries
+	ended   chan string         // every Apply's device as it returns
 }
 
 func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
@@ -47,6 +50,9 @@ func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
 		return fmt.Errorf("device %s: no answer: %w", d.Name, ctx.Err())
 	}
 	if hold {
+		g.mu.Lock()
+		g.heldRev = d.Rev
+		g.mu.Unlock()
 		close(held)
 		select {
 		case <-release:
@@ -59,6 +65,9 @@ func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
 	}
 	g.mu.Lock()
 	g.applied[d.Name]++
+	if g.revs != nil {
+		g.revs[d.Name] = append(g.revs[d.Name], d.Rev)
+	}
 	g.mu.Unlock()
 	return nil
 }
@@ -98,11 +107,20 @@ func TestSlowDeviceLosesNoWork(t *testing.T) {
 	srv := c.Servers[0]
 	seed(t, c.Client(0))
 	var devices []string
+	// Every change seed made is in the latest revision before the
+	// devices' failures are looked at: a revision compiled later would be
+	// deployed to the devices the round below makes good.
+	waitState(t, srv, "a first deploy failed", func(f *state.FSM) bool {
+		return slices.ContainsFunc(f.FabricStatus().Devices, func(d state.DeviceState) bool { return d.Error != "" })
+	})
+	if err := srv.CompileNow(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, srv, "every device's first deploy failed", func(f *state.FSM) bool {
 		st := f.FabricStatus()
 		devices = devices[:0]
 		for _, d := range st.Devices {
-			if d.Error == "" || d.DesiredRev != st.Revision {
+			if d.Error == "" {
 				return false
 			}
 			devices = append(devices, d.Name)
@@ -180,5 +198,122 @@ func TestSlowDeviceLosesNoWork(t *testing.T) {
 	}
 	if st.LastDeploy == nil || st.LastDeploy.Rev != st.Revision || st.LastDeploy.Seconds <= 0 || st.LastDeploy.Rounds < 2 || st.LastDeploy.Devices < len(devices) {
 		t.Fatalf("fabric status lastDeploy %+v, want revision %d timed over at least 2 rounds and %d device deploys", st.LastDeploy, st.Revision, len(devices))
+	}
+}
+
+// TestStuckDeviceHoldsUpNoOther: a leaf's reload hangs (the test holds
+// it) while two more revisions are committed. The other devices deploy
+// each of them meanwhile; the stuck leaf's reload is not cut off, and once
+// it ends the leaf gets the newest revision at once, skipping the one in
+// between. The newest revision's deploy time is reported once the leaf
+// runs it.
+func TestStuckDeviceHoldsUpNoOther(t *testing.T) {
+	drv := &gated{File: deploy.File{Dir: t.TempDir()}, fail: map[string]bool{}, stuck: map[string]bool{}, applied: map[string]int{}, revs: map[string][]uint64{}, ended: make(chan string, 1024)}
+	// Only the test ends the leaf's reload: no timeout, and no retry tick.
+	c := startTuned(t, func(cfg *server.Config) {
+		cfg.Driver, cfg.DeployTimeout, cfg.ScheduleInterval = drv, time.Hour, time.Hour
+	})
+	srv, admin := c.Servers[0], c.Client(0)
+	ctx := ctxT(t)
+	seed(t, admin)
+	inSync := func(except string) func(f *state.FSM) bool {
+		return func(f *state.FSM) bool {
+			st := f.FabricStatus()
+			for _, d := range st.Devices {
+				if d.Name != except && (d.Deployed != d.DesiredHash || d.Error != "") {
+					return false
+				}
+			}
+			return st.Revision > 0 && len(st.Devices) > 0
+		}
+	}
+	waitState(t, srv, "every device deployed", inSync(""))
+	if err := srv.CompileNow(ctx); err != nil { // all of seed in it
+		t.Fatal(err)
+	}
+	waitState(t, srv, "every device deployed", inSync(""))
+	leaf := ""
+	for _, d := range srv.State().FabricStatus().Devices {
+		if strings.Contains(d.Name, "leaf") {
+			leaf = d.Name
+			break
+		}
+	}
+	timed := func() uint64 {
+		t.Helper()
+		_, body := scrape(t, srv.URL(), c.AdminToken)
+		f := parseMetrics(t, body)["jobfabric_fabric_revision_deploy_seconds"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("no jobfabric_fabric_revision_deploy_seconds in /metrics")
+		}
+		return f.GetMetric()[0].GetHistogram().GetSampleCount()
+	}
+	timedBefore := timed()
+	drv.holdNext(leaf)
+	release := sync.OnceFunc(func() { close(drv.release) })
+	t.Cleanup(release) // before the cluster closes, should the test fail
+	device := func(name string) state.DeviceState {
+		for _, d := range srv.State().FabricStatus().Devices {
+			if d.Name == name {
+				return d
+			}
+		}
+		t.Fatalf("no device %s", name)
+		return state.DeviceState{}
+	}
+
+	// Each job's 8 GPUs are on every rail leaf: each revision changes
+	// the stuck leaf's configuration too.
+	submit(t, admin, "acme", "research", 8)
+	select {
+	case <-drv.held:
+	case <-ctx.Done():
+		t.Fatalf("%s's deploy never started", leaf)
+	}
+	drv.mu.Lock()
+	stuckRev := drv.heldRev
+	drv.mu.Unlock()
+	waitState(t, srv, "the others deployed the stuck leaf's revision", inSync(leaf))
+	var revs []uint64
+	for _, spec := range [][2]string{{"globex", "infer"}, {"acme", "prod"}} {
+		prev := srv.State().FabricStatus().Revision
+		submit(t, admin, spec[0], spec[1], 8)
+		waitState(t, srv, "the others deployed the next revision while "+leaf+" is stuck", func(f *state.FSM) bool {
+			return f.FabricStatus().Revision > prev && inSync(leaf)(f)
+		})
+		d := device(leaf)
+		if d.DesiredRev <= prev {
+			t.Fatalf("revision %d does not change %s (desired at %d): the test needs it to", srv.State().FabricStatus().Revision, leaf, d.DesiredRev)
+		}
+		if d.DeployedRev >= stuckRev {
+			t.Fatalf("%s deployed revision %d while its reload of %d is held", leaf, d.DeployedRev, stuckRev)
+		}
+		revs = append(revs, d.DesiredRev)
+	}
+	newest := revs[len(revs)-1]
+
+	release()
+	waitState(t, srv, leaf+" jumped to the newest revision", func(f *state.FSM) bool {
+		return device(leaf).DeployedRev == newest && inSync("")(f)
+	})
+	if err := srv.DeploysSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	drv.mu.Lock()
+	got := slices.Clone(drv.revs[leaf])
+	drv.mu.Unlock()
+	if len(got) < 2 || got[len(got)-2] != stuckRev || got[len(got)-1] != newest {
+		t.Fatalf("%s applied revisions %v; want its held %d, then the newest %d (skipping %v)", leaf, got, stuckRev, newest, revs[:len(revs)-1])
+	}
+	var st api.FabricStatus
+	if err := admin.Do(ctx, "GET", "/v1/fabric/status", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision != newest || st.LastDeploy == nil || st.LastDeploy.Rev != newest || st.LastDeploy.Seconds <= 0 {
+		t.Fatalf("fabric status revision %d, lastDeploy %+v; want revision %d timed", st.Revision, st.LastDeploy, newest)
+	}
+	// Each revision is timed, the one the stuck leaf skipped too.
+	if n := timed() - timedBefore; n < uint64(1+len(revs)) {
+		t.Fatalf("%d revision deploy times observed since %s got stuck; want at least %d (revisions %d and %v)", n, leaf, 1+len(revs), stuckRev, revs)
 	}
 }

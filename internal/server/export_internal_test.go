@@ -1,6 +1,9 @@
 package server
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Settle kicks a scheduling cycle and returns once a cycle begun after the
 // call has ended: the scheduler's answer to every change made before it is
@@ -12,9 +15,45 @@ func (s *Server) Settle(ctx context.Context) error {
 }
 
 // DeployNow runs one deploy round of the fabric loop with ctx, retrying
-// failed devices (the loop's, under its lock).
+// failed devices, and waits for it (as `fabric deploy` does, without the
+// compile).
 func (s *Server) DeployNow(ctx context.Context) error {
-	s.fabricMu.Lock()
-	defer s.fabricMu.Unlock()
-	return s.deployFabric(ctx, true)
+	return s.deployWait(ctx, false, true)
+}
+
+// DeploysSettled returns once no device's deploy is in flight: every
+// deploy started before the call has ended, its outcome is committed and
+// its revision timed.
+func (s *Server) DeploysSettled(ctx context.Context) error {
+	for {
+		s.deploys.mu.Lock()
+		var dones []chan struct{}
+		for _, f := range s.deploys.inFlight {
+			dones = append(dones, f.done)
+		}
+		s.deploys.mu.Unlock()
+		if len(dones) == 0 {
+			return nil
+		}
+		for _, d := range dones {
+			select {
+			case <-d:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// CompileNow compiles the state and commits a revision if it changed, as
+// the fabric loop does on a change (deploying without retrying failed
+// devices), so a test knows every change before the call is in the latest
+// revision.
+func (s *Server) CompileNow(ctx context.Context) error {
+	for {
+		_, _, err := s.fabricOnce(ctx, true, false)
+		if !errors.Is(err, errStale) {
+			return err
+		}
+	}
 }

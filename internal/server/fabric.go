@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
-	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
@@ -69,7 +67,8 @@ func (s *Server) fabricLoop(ctx context.Context) {
 		// does not), or on the tick, which also retries failed devices.
 		if s.store.IsLeader() {
 			fp := s.fsm.FabricFingerprint()
-			switch err := s.fabricOnce(ctx, fp != last, retry); {
+			_, _, err := s.fabricOnce(ctx, fp != last, retry)
+			switch {
 			case errors.Is(err, errStale):
 				last = 0 // compile again at the kick
 			case err != nil && ctx.Err() == nil:
@@ -92,6 +91,9 @@ func (s *Server) fabricLoop(ctx context.Context) {
 			}
 		case <-s.fabricKick:
 			retry = true
+		case <-s.deployDone:
+			// A device finished behind the latest revision: deploy the
+			// newest to it (failed devices wait for the tick).
 		case <-tick:
 			retry = true
 		}
@@ -99,11 +101,12 @@ func (s *Server) fabricLoop(ctx context.Context) {
 }
 
 // fabricOnce compiles and commits (when compile: the fingerprint of what
-// the fabric reads changed) and deploys what is not deployed. retry also
-// redeploys devices whose last deploy failed (on the tick, not on every
-// change). The compile and its commit have 30s; the deploy's deadlines are
-// its devices' own (deployFabric).
-func (s *Server) fabricOnce(ctx context.Context, compile, retry bool) error {
+// the fabric reads changed) and starts deploying what is not deployed.
+// retry also redeploys devices whose last deploy failed (on the tick, not
+// on every change). The compile and its commit have 30s; the deploys run
+// on (deployFabric), each with its own deadline: it returns the deploys
+// it started and those already in flight that it left queued.
+func (s *Server) fabricOnce(ctx context.Context, compile, retry bool) (started, busy []*inflight, err error) {
 	s.fabricMu.Lock()
 	defer s.fabricMu.Unlock()
 	if compile {
@@ -111,27 +114,11 @@ func (s *Server) fabricOnce(ctx context.Context, compile, retry bool) error {
 		err := s.compileFabric(cctx)
 		cancel()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	return s.deployFabric(ctx, retry)
-}
-
-// defaultDeployTimeout bounds one device's deploy when Config.DeployTimeout
-// is 0: an frr-reload of a large leaf's config takes seconds, a loaded
-// switch's much longer.
-const defaultDeployTimeout = 2 * time.Minute
-
-// revDeployTimer times a revision from its first deploy round until every
-// device is in sync with it (jobfabric_fabric_revision_deploy_seconds,
-// `fabric status`). The leader's memory: a new leader times the next
-// revision.
-type revDeployTimer struct {
-	rev     uint64
-	start   time.Time
-	rounds  int
-	devices int
-	done    bool
+	started, busy = s.deployFabric(ctx, retry, nil)
+	return started, busy, nil
 }
 
 // compiled is one compile of the current state.
@@ -323,154 +310,6 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	return nil
 }
 
-// deployFabric applies every device whose deployed configuration is not
-// the desired one, at most 8 at a time, and commits the outcomes.
-//
-// A slow device throws no other device's work away: each device has its
-// own timeout (Config.DeployTimeout), not one shared by the loop; a
-// device's deploy, once started, is not cancelled by ctx (the loop's, or
-// a `fabric deploy` request's) but only by its own timeout, so a reload is
-// never cut off because another device or the caller ran out of time
-// (when ctx ends, devices not started yet are left for the next round);
-// and the outcomes are committed with a fresh context, so devices that
-// made it are recorded in sync and not redeployed.
-func (s *Server) deployFabric(ctx context.Context, retry bool) error {
-	st := s.fsm.FabricStatus()
-	cfgs, rev, derr := s.fsm.DeviceConfigs(0)
-	if derr != nil || rev == 0 {
-		return nil
-	}
-	var todo []deploy.Device
-	for _, d := range st.Devices {
-		if d.Deployed == d.DesiredHash || (d.Error != "" && !retry) {
-			continue
-		}
-		dc := cfgs[d.Name]
-		dd := deploy.Device{Name: d.Name, NOS: dc.NOS, Rev: rev, Hash: dc.Hash, Files: renderFiles(dc.Files)}
-		if d.DeployedRev != 0 {
-			// What the switch runs, to tell what the deploy changes
-			// (unknown when the revision is no longer kept).
-			if prev, _, derr := s.fsm.DeviceConfigs(d.DeployedRev); derr == nil {
-				dd.Previous = renderFiles(prev[d.Name].Files)
-			}
-		}
-		todo = append(todo, dd)
-	}
-	// Every deploy is linted first, whichever driver applies it; a driver
-	// that can ask its switches comes already wrapped, with its Show.
-	chk, ok := s.driver.(*deploy.Checked)
-	if !ok {
-		chk = &deploy.Checked{Driver: s.driver}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	// The lint's platform rules come from each switch's inventory entry.
-	names := make([]string, len(todo))
-	for i, d := range todo {
-		names[i] = d.Name
-	}
-	switches := s.fsm.Switches(names...)
-	for i := range todo {
-		if sw, ok := switches[todo[i].Name]; ok {
-			todo[i].Switch = &sw
-		}
-	}
-	timeout := s.cfg.DeployTimeout
-	if timeout <= 0 {
-		timeout = defaultDeployTimeout
-	}
-	if s.revDeploy.rev != rev {
-		s.revDeploy = revDeployTimer{rev: rev, start: time.Now()}
-	}
-	s.revDeploy.rounds++
-	results := make([]*state.DeployResult, len(todo))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, d := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return // not started: the next round deploys it
-			}
-			defer func() { <-sem }()
-			if ctx.Err() != nil {
-				return
-			}
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			defer cancel()
-			res := &state.DeployResult{Device: d.Name, Hash: d.Hash}
-			start := time.Now()
-			conds, err := chk.ApplyConditions(dctx, d)
-			took := time.Since(start)
-			s.metrics.DeployDuration.WithLabelValues(d.Name).Observe(took.Seconds())
-			if err != nil {
-				if dctx.Err() != nil {
-					err = fmt.Errorf("%w (the device's deploy timeout is %s)", err, timeout)
-				}
-				res.Error = err.Error()
-				s.metrics.DeployFailures.WithLabelValues(d.Name).Inc()
-				s.log.Warn("fabric deploy failed", "device", d.Name, "rev", d.Rev, "took", took, "err", err)
-			} else {
-				s.log.Info("fabric deployed", "device", d.Name, "rev", d.Rev, "took", took)
-			}
-			res.Conditions = conds
-			for _, c := range conds {
-				if !c.OK {
-					s.log.Warn("fabric deploy: switch condition", "device", d.Name, "type", c.Type, "reason", c.Reason, "msg", c.Message)
-				}
-			}
-			results[i] = res
-		}()
-	}
-	wg.Wait()
-	var done []state.DeployResult
-	for _, r := range results {
-		if r != nil {
-			done = append(done, *r)
-		}
-	}
-	if len(done) == 0 {
-		return ctx.Err()
-	}
-	s.revDeploy.devices += len(done)
-	// A fresh context: what was applied is recorded even when ctx ended
-	// while the devices deployed.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if _, err := s.propose(rctx, state.CmdFabricDeployed, "fabric", state.FabricDeployedCmd{Rev: rev, Results: done}); err != nil {
-		return err
-	}
-	s.timeRevision(rev)
-	return ctx.Err()
-}
-
-// timeRevision observes the revision's deploy time once every device is
-// in sync with it.
-func (s *Server) timeRevision(rev uint64) {
-	t := &s.revDeploy
-	if t.rev != rev || t.done {
-		return
-	}
-	st := s.fsm.FabricStatus()
-	if st.Revision != rev {
-		return
-	}
-	for _, d := range st.Devices {
-		if d.Deployed != d.DesiredHash {
-			return
-		}
-	}
-	t.done = true
-	took := time.Since(t.start)
-	s.metrics.RevisionDeploy.Observe(took.Seconds())
-	s.lastRevDeploy.Store(&api.RevisionDeploy{Rev: rev, Seconds: took.Seconds(), Rounds: t.rounds, Devices: t.devices})
-	s.log.Info("fabric revision deployed", "rev", rev, "took", took, "rounds", t.rounds, "device_deploys", t.devices)
-}
-
 func (s *Server) fabricRoutes() []route {
 	revQ := param{"rev", "integer", "revision (default: the latest)"}
 	devQ := param{"device", "string", "only this device"}
@@ -633,7 +472,7 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 	if s.driver == nil {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "fabric-driver", Message: "this server runs without a fabric driver (--fabric-driver none)"}
 	}
-	if err := s.fabricOnce(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
+	if err := s.deployWait(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
 		return nil, err
 	}
 	return s.fabricStatusNow(), nil

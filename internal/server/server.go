@@ -152,8 +152,12 @@ type Server struct {
 	// fabricComp is the fabric loop's incremental compiler (under
 	// fabricMu).
 	fabricComp fabricCompiler
-	// revDeploy times the revision being deployed (under fabricMu).
-	revDeploy revDeployTimer
+	// deploys are the devices' deploys in flight, the results waiting to
+	// be recorded and the revisions being timed (fabric_deploy.go).
+	deploys deploys
+	// deployDone wakes the fabric loop when a device finished behind the
+	// latest revision.
+	deployDone chan struct{}
 	// lastRevDeploy is the latest revision deployed in full (read by
 	// `fabric status` without waiting for a deploy in flight).
 	lastRevDeploy atomic.Pointer[api.RevisionDeploy]
@@ -212,7 +216,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1), deployDone: make(chan struct{}, 1)}
 	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
@@ -449,6 +453,8 @@ func (s *Server) Close() error {
 	}
 	s.stop()
 	s.wg.Wait()
+	// Deploys in flight end at their own timeout, and are recorded.
+	s.deploys.wg.Wait()
 	return errors.Join(err, s.store.Shutdown())
 }
 

@@ -599,6 +599,23 @@ func (f *FSM) gate(c *Command) {
 	}
 }
 
+// fingerprintItem hashes one item of a fingerprint sum. FNV alone will not
+// do: its last step is linear in the last byte, so two devices whose
+// deployed revision goes from 6 to 7 together can leave the sum unchanged
+// (one item +1, the other -1), and the compile a held job waits for never
+// comes. The finalizer (murmur3's fmix64) breaks that.
+func fingerprintItem(format string, args ...any) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, format, args...)
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
 // FabricFingerprint hashes everything a compile reads (topology, tenants,
 // the allocations of jobs holding GPUs, the latest revision): the leader
 // compiles only when it changed, not on every submit.
@@ -610,11 +627,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	}
 	// A sum of per-item hashes: independent of map order, so no sorting
 	// (this runs after every change, with the apply lock waiting).
-	item := func(format string, args ...any) uint64 {
-		h := fnv.New64a()
-		fmt.Fprintf(h, format, args...)
-		return h.Sum64()
-	}
+	item := fingerprintItem
 	sum := item("%s|%d|%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)

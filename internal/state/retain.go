@@ -292,7 +292,7 @@ func (f *FSM) removeJobs(jobs []*domain.Job, usageBefore time.Time) (removed, ar
 // second (what usage counts), so the report over any period is unchanged.
 func usageRecord(j *domain.Job) domain.UsageRecord {
 	rec := domain.UsageRecord{Job: j.ID, Name: j.Name, Tenant: j.Tenant, Workspace: j.Workspace, SubmittedBy: j.SubmittedBy,
-		EndedAt: endedAt(j).UTC().Truncate(time.Second), Runs: make([]domain.Run, len(j.Runs))}
+		EndedAt: endedAt(j).UTC().Truncate(time.Second), Runs: make([]domain.Run, len(j.Runs)), Split: j.RunsArchived > 0}
 	for i, r := range j.Runs {
 		end := rec.EndedAt
 		if r.End != nil {

@@ -37,8 +37,34 @@ func (f *FSM) startRun(j *domain.Job, fit *sched.Fit, at time.Time) {
 		guaranteed = w.Guaranteed * domain.UnitsPerGPU
 	}
 	borrowed := min(units, max(0, fit.Used(ref)-guaranteed))
+	if len(j.Runs) >= domain.MaxJobRuns {
+		// Half at a time: one archive record per MaxJobRuns/2 runs.
+		f.archiveRuns(j, len(j.Runs)-(domain.MaxJobRuns/2-1))
+	}
 	// Copy on write: copies handed to readers never see the slice change.
 	j.Runs = append(slices.Clip(j.Runs), domain.Run{Start: at, GPUs: whole, Units: units, BorrowedUnits: borrowed})
+}
+
+// archiveRuns moves j's n oldest runs, every one closed, into the usage
+// archive (a record of their own, marked split, as the job's last record
+// will be): a job requeued again and again keeps at most
+// domain.MaxJobRuns runs, and usage reports count the moved ones from the
+// archive.
+func (f *FSM) archiveRuns(j *domain.Job, n int) {
+	if n <= 0 || slices.ContainsFunc(j.Runs[:n], func(r domain.Run) bool { return r.End == nil }) {
+		return
+	}
+	var last time.Time
+	for _, r := range j.Runs[:n] {
+		if r.End.After(last) {
+			last = *r.End
+		}
+	}
+	rec := usageRecord(&domain.Job{ID: j.ID, JobSpec: j.JobSpec, SubmittedBy: j.SubmittedBy, Runs: j.Runs[:n], EndedAt: &last})
+	rec.Split = true
+	f.d.Usage = mergeUsage(f.d.Usage, []domain.UsageRecord{rec})
+	j.Runs = slices.Clone(j.Runs[n:])
+	j.RunsArchived += n
 }
 
 // endRun closes j's open run, if any, at at: the job released its GPUs.

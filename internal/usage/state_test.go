@@ -277,3 +277,135 @@ func TestReportUnchangedByRetention(t *testing.T) {
 		})
 	}
 }
+
+// TestRequeuedJobKeepsItsLastRuns: a job preempted and placed again 40
+// times keeps at most domain.MaxJobRuns runs, the older ones moved to the
+// usage archive; its usage, by every grouping and over periods before,
+// across and after the move, is still every run's to the second, counted
+// as one job; and so after retention removes it, and through a snapshot.
+func TestRequeuedJobKeepsItsLastRuns(t *testing.T) {
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	m := &fsm{t: t, f: state.New(), clk: tstime.NewFake(start)}
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.do(state.CmdTopologyApply, "admin:root", state.TopologyApply{Topology: *topo})
+	m.do(state.CmdTenantCreate, "admin:root", state.TenantCreate{Tenant: domain.Tenant{Name: "acme", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}})
+	m.do(state.CmdWorkspaceCreate, "admin:root", state.WorkspaceCreate{Workspace: domain.Workspace{Tenant: "acme", Name: "research", Guaranteed: 8, BorrowLimit: 8, Weight: 1}})
+	servers := topo.Servers()
+	gs := []int{0, 1, 2, 3}
+	other := m.do(state.CmdJobSubmit, "member:tok-a", state.JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 4}}).(*domain.Job).ID
+	m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: other, Placements: []domain.Placement{{Server: servers[1].Name, GPUs: gs}}}}})
+	id := m.do(state.CmdJobSubmit, "member:tok-b", state.JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 4, Preemptible: true}}).(*domain.Job).ID
+	// Each run, to the second (what usage counts).
+	type span struct{ start, end int64 }
+	var spans []span
+	const placements = 40
+	for i := range placements {
+		m.clk.Advance(time.Duration(7+i%5)*time.Minute + 300*time.Millisecond)
+		s := m.clk.Now().Unix()
+		m.do(state.CmdJobsPlace, "scheduler", state.JobsPlace{Jobs: []state.JobPlacement{{ID: id, Placements: []domain.Placement{{Server: servers[0].Name, GPUs: gs}}}}})
+		m.clk.Advance(time.Duration(20+i%7)*time.Minute + 900*time.Millisecond)
+		if i == placements-1 {
+			spans = append(spans, span{s, -1}) // still running
+			break
+		}
+		m.do(state.CmdJobsPreempt, "scheduler", state.JobsPreempt{Jobs: []state.Preemption{{ID: id, Reason: domain.Reason{Code: "reclaimed", Message: "reclaimed"}, Deadline: m.clk.Now().Add(time.Minute)}}})
+		m.clk.Advance(1500 * time.Millisecond)
+		spans = append(spans, span{s, m.clk.Now().Unix()})
+		m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: id, State: state.ReportStopped})
+	}
+	j, ok := m.f.Job(id)
+	if !ok {
+		t.Fatalf("job %d gone", id)
+	}
+	if len(j.Runs) > domain.MaxJobRuns || j.RunsArchived == 0 || j.RunsArchived+len(j.Runs) != placements {
+		t.Fatalf("job %d placed %d times keeps %d runs with %d archived; want at most %d kept, the rest archived", id, placements, len(j.Runs), j.RunsArchived, domain.MaxJobRuns)
+	}
+	firstKept := j.Runs[0].Start.Unix()
+	now := m.clk.Now()
+	// want is job id's figures over [since, until), from spans.
+	want := func(since, until time.Time) usage.Figures {
+		var f usage.Figures
+		for _, s := range spans {
+			e := s.end
+			if e < 0 {
+				e = min(now.Unix(), until.Unix())
+			}
+			lo, hi := max(s.start, since.Unix()), min(e, until.Unix())
+			if hi > lo {
+				f.GPUSeconds += 4 * (hi - lo)
+				f.UnitSeconds += 4 * 7000 * (hi - lo)
+				f.Jobs = 1
+			}
+		}
+		return f
+	}
+	periods := [][2]time.Time{
+		{start, now.Add(time.Hour)},                                          // all of it
+		{start, time.Unix(firstKept, 0).Add(-time.Minute)},                   // archived runs only
+		{time.Unix(firstKept, 0).Add(-2 * time.Hour), now},                   // across the move
+		{time.Unix(firstKept, 0).Add(time.Hour + 500*time.Millisecond), now}, // kept runs only
+	}
+	check := func(what string, f *state.FSM) {
+		t.Helper()
+		for _, p := range periods {
+			w := want(p[0], p[1])
+			for _, by := range usage.Bys {
+				rep := m.report(f, usage.Query{Since: p[0], Until: p[1], Now: now, By: by})
+				var got usage.Figures
+				rows := 0
+				for _, r := range rep.Rows {
+					if by == usage.ByJob && r.Job == id || by == usage.ByToken && r.Token == "member:tok-b" {
+						got.GPUSeconds += r.GPUSeconds
+						got.UnitSeconds += r.UnitSeconds
+						got.BorrowedUnitSeconds += r.BorrowedUnitSeconds
+						got.Jobs += r.Jobs
+						rows++
+					}
+				}
+				if by == usage.ByJob || by == usage.ByToken {
+					if rows != 1 || got != w {
+						t.Errorf("%s, %s to %s by %s: job %d in %d rows, %+v; want one row, %+v", what, p[0].Format(time.DateTime), p[1].Format(time.DateTime), by, id, rows, got, w)
+					}
+				}
+				const otherJobs = 1 // other holds GPUs from the start on
+				if rep.Total.Jobs != w.Jobs+otherJobs {
+					t.Errorf("%s, %s to %s by %s: %d jobs in all, want %d", what, p[0].Format(time.DateTime), p[1].Format(time.DateTime), by, rep.Total.Jobs, w.Jobs+otherJobs)
+				}
+			}
+		}
+	}
+	check("live", m.f)
+	snap := func(f *state.FSM) *state.FSM {
+		s, err := f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &memSink{}
+		if err := s.Persist(sink); err != nil {
+			t.Fatal(err)
+		}
+		r := state.New()
+		if err := r.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	check("restored", snap(m.f))
+
+	// The job ends and retention removes it: its last runs join the
+	// archive, and the report is the same.
+	m.do(state.CmdJobReport, "runtime:rt", state.JobReport{ID: id, State: state.ReportSucceeded})
+	spans[len(spans)-1].end = m.clk.Now().Unix()
+	m.clk.Advance(time.Hour)
+	if r := m.do(state.CmdRetain, "system", state.Retain{JobsEndedBefore: m.clk.Now()}).(state.Retained); r.Jobs != 1 {
+		t.Fatalf("retention removed %d jobs, want job %d", r.Jobs, id)
+	}
+	if _, ok := m.f.Job(id); ok {
+		t.Fatalf("job %d not removed", id)
+	}
+	check("removed", m.f)
+	check("removed, restored", snap(m.f))
+}

@@ -146,7 +146,11 @@ func Compute(src Source, q Query) (*Report, error) {
 	// Rows by key; by job every job is its own row (a job is yielded
 	// once: live and ended jobs are apart), so no lookup is needed.
 	index := map[Key]int{}
-	count := func(k Key, runs []domain.Run) {
+	// A split job (its older runs archived while it was live) comes in
+	// parts: it is counted once in the total and in its row (a job's
+	// parts share its key).
+	var splitSeen map[uint64]bool
+	count := func(k Key, runs []domain.Run, split bool) {
 		if q.Tenant != "" && k.Tenant != q.Tenant || q.Workspace != "" && k.Workspace != q.Workspace {
 			return
 		}
@@ -154,9 +158,18 @@ func Compute(src Source, q Query) (*Report, error) {
 		if f.Jobs == 0 {
 			return
 		}
+		if split {
+			if splitSeen == nil {
+				splitSeen = map[uint64]bool{}
+			}
+			if splitSeen[k.Job] {
+				f.Jobs = 0
+			}
+			splitSeen[k.Job] = true
+		}
 		rep.Total.add(f)
 		k = keyBy(k, by)
-		if by == ByJob {
+		if by == ByJob && !split {
 			rep.Rows = append(rep.Rows, Row{Key: k, Figures: f})
 			return
 		}
@@ -169,14 +182,15 @@ func Compute(src Source, q Query) (*Report, error) {
 		rep.Rows[i].add(f)
 	}
 	for j := range src.LiveJobs() {
-		count(jobKey(j), j.Runs)
+		count(jobKey(j), j.Runs, j.RunsArchived > 0)
 	}
 	for j := range src.EndedSince(since) {
-		count(jobKey(j), j.Runs)
+		count(jobKey(j), j.Runs, j.RunsArchived > 0)
 	}
-	// A removed job is in the archive only: it is counted once.
+	// A removed job is in the archive only: it is counted once (a split
+	// one once over its records).
 	for u := range src.ArchivedSince(since) {
-		count(Key{Tenant: u.Tenant, Workspace: u.Workspace, Job: u.Job, JobName: u.Name, Token: u.SubmittedBy}, u.Runs)
+		count(Key{Tenant: u.Tenant, Workspace: u.Workspace, Job: u.Job, JobName: u.Name, Token: u.SubmittedBy}, u.Runs, u.Split)
 	}
 	rep.Rows = sorted(rep.Rows)
 	return rep, nil
