@@ -650,6 +650,14 @@ func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeSta
 		if f, ok := sc.free[key]; ok {
 			return f
 		}
+		if key.tenant != "" {
+			f := c.isolatedFree(sc, j, t, key.set, per)
+			if sc.free == nil {
+				sc.free = map[freeKey]freeStats{}
+			}
+			sc.free[key] = f
+			return f
+		}
 	}
 	var f freeStats
 	var fabrics map[string]int

@@ -25,6 +25,9 @@ type scanCache struct {
 	byFree []*server
 	// mig holds migCandidates' counts.
 	mig map[migKey]int
+	// alone holds, by static set and GPUs per server, the sums over the
+	// servers nobody holds (aloneFree).
+	alone map[freeKey]*aloneStats
 }
 
 // migKey is what decides how many servers a MIG job could try.
@@ -93,6 +96,9 @@ func (c *cluster) touched(i int) {
 	if c.sver != nil {
 		c.sver[i]++
 	}
+	if c.owners != nil {
+		c.owners.dirty = append(c.owners.dirty, i)
+	}
 }
 
 // migKeyGPU is one GPU's MIG instances asked for one more of a profile.
@@ -155,4 +161,130 @@ func (c *cluster) atLeast(k int) int {
 		n += h.n[i]
 	}
 	return n
+}
+
+// aloneStats are freeStats over the servers of a static set that nobody
+// holds, with the servers of at least per free GPUs counted by fabric.
+type aloneStats struct {
+	freeStats
+	fabrics map[string]int
+}
+
+// aloneFree sums, for the base cluster at its version, the servers of set
+// that no tenant holds (no holder, no exclusive tenant): every
+// server-isolated tenant may use those, and adds only the servers it is
+// alone on.
+func (c *cluster) aloneFree(sc *scanCache, set *staticSet, per int) *aloneStats {
+	key := freeKey{set: set, per: per}
+	if a, ok := sc.alone[key]; ok {
+		return a
+	}
+	a := &aloneStats{}
+	for i, v := range c.servers {
+		if !set.ok[i] || len(v.holders) > 0 || v.exclusive != "" {
+			continue
+		}
+		a.eligible++
+		a.freeGPUs += v.nfree
+		if v.nfree >= per {
+			if a.fabrics == nil {
+				a.fabrics = map[string]int{}
+			}
+			a.fabrics[v.fabric]++
+			a.most = max(a.most, a.fabrics[v.fabric])
+		}
+	}
+	if sc.alone == nil {
+		sc.alone = map[freeKey]*aloneStats{}
+	}
+	sc.alone[key] = a
+	return a
+}
+
+// isolatedFree is eligibleFree for a server-isolated tenant on the base
+// cluster: the servers nobody holds (aloneFree, shared by every tenant)
+// and those the tenant may be alone on (ownerIndex), each checked by
+// eligible. Every other server fails eligible for the tenant: another
+// tenant holds it first, or, held by none, it is another's exclusively.
+func (c *cluster) isolatedFree(sc *scanCache, j *domain.Job, t *domain.Tenant, set *staticSet, per int) freeStats {
+	a := c.aloneFree(sc, set, per)
+	f := a.freeStats
+	var extra map[string]int
+	for _, i := range c.ownedBy(j.Tenant) {
+		v := c.servers[i]
+		if !c.eligible(v, j, t) {
+			continue
+		}
+		f.eligible++
+		f.freeGPUs += v.nfree
+		if v.nfree >= per {
+			if extra == nil {
+				extra = map[string]int{}
+			}
+			extra[v.fabric]++
+			f.most = max(f.most, a.fabrics[v.fabric]+extra[v.fabric])
+		}
+	}
+	return f
+}
+
+// ownerIndex lists, by tenant, the servers only that tenant could be
+// alone on: its first holder's, or, with no holder, the exclusive
+// tenant's. Kept up to date server by server, as freeHist is.
+type ownerIndex struct {
+	key   []string // key[i]: server i's tenant as indexed ("" none)
+	pos   []int    // pos[i]: i's position in by[key[i]]
+	by    map[string][]int
+	dirty []int
+}
+
+// ownerOf is the tenant server v is indexed under.
+func ownerOf(v *server) string {
+	if len(v.holders) > 0 {
+		return v.holders[0].tenant
+	}
+	return v.exclusive
+}
+
+// ownedBy lists the servers indexed under tenant (read before any
+// change: the slice is the index's own).
+func (c *cluster) ownedBy(tenant string) []int {
+	o := c.owners
+	if o == nil {
+		o = &ownerIndex{key: make([]string, len(c.servers)), pos: make([]int, len(c.servers)), by: map[string][]int{}}
+		for i, v := range c.servers {
+			o.add(i, ownerOf(v))
+		}
+		c.owners = o
+	}
+	for _, i := range o.dirty {
+		if k := ownerOf(c.servers[i]); k != o.key[i] {
+			o.remove(i)
+			o.add(i, k)
+		}
+	}
+	o.dirty = o.dirty[:0]
+	return o.by[tenant]
+}
+
+func (o *ownerIndex) add(i int, k string) {
+	o.key[i] = k
+	if k == "" {
+		return
+	}
+	o.pos[i] = len(o.by[k])
+	o.by[k] = append(o.by[k], i)
+}
+
+func (o *ownerIndex) remove(i int) {
+	k := o.key[i]
+	if k == "" {
+		return
+	}
+	l := o.by[k]
+	last := l[len(l)-1]
+	l[o.pos[i]] = last
+	o.pos[last] = o.pos[i]
+	o.by[k] = l[:len(l)-1]
+	o.key[i] = ""
 }

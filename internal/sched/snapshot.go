@@ -292,6 +292,9 @@ type cluster struct {
 	// have no room for one more instance of a profile (scans.go).
 	sver      []uint32
 	migNoRoom map[migKeyGPU]uint32
+	// owners indexes servers by the tenant that could be alone on them
+	// (scans.go), for server-isolated tenants' reasons.
+	owners *ownerIndex
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
