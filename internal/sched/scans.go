@@ -133,34 +133,71 @@ type freeHist struct {
 	n       []int // n[k]: servers with exactly k free GPUs
 	counted []int // counted[i]: server i's free GPUs as counted in n
 	dirty   []int // servers that may have changed since
+	// room[k] has bit i set when server i has at least k free GPUs
+	// (k >= 1), as counted.
+	room [][]uint64
 }
 
-// atLeast counts the servers with at least k wholly free GPUs.
-func (c *cluster) atLeast(k int) int {
+// freeHistNow is the histogram, up to date.
+func (c *cluster) freeHistNow() *freeHist {
 	h := c.hist
 	if h == nil {
 		size := 0
 		for _, v := range c.servers {
 			size = max(size, len(v.free))
 		}
-		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers))}
+		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers)), room: make([][]uint64, size+1)}
+		for k := 1; k <= size; k++ {
+			h.room[k] = make([]uint64, (len(c.servers)+63)/64)
+		}
 		for i, v := range c.servers {
 			h.n[v.nfree]++
 			h.counted[i] = v.nfree
+			for k := 1; k <= v.nfree; k++ {
+				h.room[k][i>>6] |= 1 << (i & 63)
+			}
 		}
 		c.hist = h
 	}
 	for _, i := range h.dirty {
-		h.n[h.counted[i]]--
-		h.counted[i] = c.servers[i].nfree
-		h.n[h.counted[i]]++
+		was, now := h.counted[i], c.servers[i].nfree
+		h.n[was]--
+		h.n[now]++
+		h.counted[i] = now
+		for k := now + 1; k <= was; k++ {
+			h.room[k][i>>6] &^= 1 << (i & 63)
+		}
+		for k := was + 1; k <= now; k++ {
+			h.room[k][i>>6] |= 1 << (i & 63)
+		}
 	}
 	h.dirty = h.dirty[:0]
+	return h
+}
+
+// atLeast counts the servers with at least k wholly free GPUs.
+func (c *cluster) atLeast(k int) int {
+	h := c.freeHistNow()
 	n := 0
 	for i := max(k, 0); i < len(h.n); i++ {
 		n += h.n[i]
 	}
 	return n
+}
+
+// roomFor is the set of servers with at least k >= 1 wholly free GPUs, a
+// bit per server, for the base cluster (nil for a what-if view, an
+// exhaustive snapshot, or k beyond any server): placeScored visits only
+// those, in the same order. Read before the cluster changes.
+func (c *cluster) roomFor(k int) []uint64 {
+	if c.scans() == nil || k < 1 {
+		return nil
+	}
+	h := c.freeHistNow()
+	if k >= len(h.room) {
+		return nil
+	}
+	return h.room[k]
 }
 
 // aloneStats are freeStats over the servers of a static set that nobody

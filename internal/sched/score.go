@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -303,7 +304,26 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 	// (most servers of a cluster are alike, and idle early on).
 	var seen [8]idleSig
 	idle := seen[:0]
-	for _, v := range c.servers {
+	// A job of whole GPUs visits only the servers with that many free
+	// (the base cluster's free-GPU sets), in the same order as the scan.
+	var room []uint64
+	if r.Milli == 1000 {
+		room = c.roomFor(r.GPUs)
+	}
+	for i := 0; i < len(c.servers); i++ {
+		if room != nil {
+			w := i >> 6
+			m := room[w] >> (i & 63)
+			if m == 0 {
+				i = w<<6 + 63 // the next word
+				continue
+			}
+			i += bits.TrailingZeros64(m)
+			if i >= len(c.servers) {
+				break
+			}
+		}
+		v := c.servers[i]
 		if v.nfree < r.GPUs && r.Milli == 1000 {
 			continue
 		}
