@@ -426,12 +426,33 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 	for i := range byWS {
 		byWS[i] = i
 	}
-	slices.SortFunc(byWS, func(a, b int) int {
-		ja, jb := ks[a].j, ks[b].j
-		if c := cmp.Compare(ja.Tenant, jb.Tenant); c != 0 {
+	// Each (tenant, workspace) pair gets its rank in their order once, so
+	// the sort compares integers, not two strings a comparison.
+	type pair struct{ tenant, workspace string }
+	rank := map[pair]int{}
+	for _, k := range ks {
+		rank[pair{k.j.Tenant, k.j.Workspace}] = 0
+	}
+	pairs := make([]pair, 0, len(rank))
+	for p := range rank {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if c := cmp.Compare(a.tenant, b.tenant); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ja.Workspace, jb.Workspace); c != 0 {
+		return cmp.Compare(a.workspace, b.workspace)
+	})
+	for i, p := range pairs {
+		rank[p] = i
+	}
+	wsRank := make([]int, len(ks))
+	for i, k := range ks {
+		wsRank[i] = rank[pair{k.j.Tenant, k.j.Workspace}]
+	}
+	slices.SortFunc(byWS, func(a, b int) int {
+		ja, jb := ks[a].j, ks[b].j
+		if c := cmp.Compare(wsRank[a], wsRank[b]); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(jb.Priority, ja.Priority); c != 0 {
