@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -248,8 +249,8 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	models, r, ok := admit(j, w, s, st.u, st.c)
 	var pl []domain.Placement
 	var level string
-	key := shapeKey(j) + "|" + strings.Join(models, ",")
 	if ok {
+		key := shapeKey(j) + "|" + strings.Join(models, ",")
 		// Reservations this job would delay keep their free GPUs from it,
 		// unless its workspace is below its guarantee: guaranteed work is
 		// never held back for a waiting job (reclaim serves both), nor is a
@@ -366,12 +367,41 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 
 // shapeKey identifies what decides whether a job can be placed: its tenant
 // (isolation, sites), and its request.
+// It is what fmt's "%s|%d|%d|%s|%d|%g|%s|%v|%s" made of those fields,
+// built without fmt: it is asked for thousands of jobs a cycle.
 func shapeKey(j *domain.Job) string {
-	k := fmt.Sprintf("%s|%d|%d|%s|%d|%g|%s|%v|%s", j.Tenant, j.GPUs, j.GPUsPerNode, j.MIGProfile, j.MIGCount, j.Share, j.GPUModel, j.GPUModels, j.MinDriver+"="+j.Driver)
-	if t := j.Topology; t != nil {
-		k += fmt.Sprintf("|%s|%t", t.Level, t.Required)
+	b := make([]byte, 0, 64)
+	b = append(b, j.Tenant...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.GPUs), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.GPUsPerNode), 10)
+	b = append(b, '|')
+	b = append(b, j.MIGProfile...)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.MIGCount), 10)
+	b = append(b, '|')
+	b = strconv.AppendFloat(b, j.Share, 'g', -1, 64)
+	b = append(b, '|')
+	b = append(b, j.GPUModel...)
+	b = append(b, "|["...)
+	for i, m := range j.GPUModels {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, m...)
 	}
-	return k
+	b = append(b, "]|"...)
+	b = append(b, j.MinDriver...)
+	b = append(b, '=')
+	b = append(b, j.Driver...)
+	if t := j.Topology; t != nil {
+		b = append(b, '|')
+		b = append(b, t.Level...)
+		b = append(b, '|')
+		b = strconv.AppendBool(b, t.Required)
+	}
+	return string(b)
 }
 
 // order sorts the queue: jobs that fit in their workspace's guarantee
