@@ -165,7 +165,7 @@ func hasAll(v *server, set []int) bool {
 
 // place finds a placement for j or explains why there is none.
 func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
-	if c.sc != nil && scorable(j, c.largestServer(j, t)) && c.sc.active() {
+	if c.sc != nil && scorable(j, c.largestServer(j, t)) && c.sc.active() && !c.noWholeRoom(j) {
 		// The job's models (placeIn hands over one at a time) bound the
 		// servers rated: placeScored rates any model when given none.
 		if pl, level, r := c.placeScored(j, t, j.Models()); pl != nil {
@@ -183,6 +183,18 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 		return c.placeCPU(j, t)
 	}
 	return c.placeGang(j, t)
+}
+
+// noWholeRoom reports, from the base cluster's free-GPU histogram, that
+// j asks for whole GPUs and no server has that many free: placeScored
+// passes over every server with fewer (most of a full cluster's queue) and
+// would find nothing, at a scan of the cluster per job. What-if views and
+// exhaustive snapshots scan.
+func (c *cluster) noWholeRoom(j *domain.Job) bool {
+	if c.scans() == nil || j.Share > 0 || j.GPUs <= 0 {
+		return false // request(j): only then whole GPUs (Milli 1000)
+	}
+	return c.atLeast(j.GPUs) == 0
 }
 
 // bestFit orders the cluster's servers fullest first (fewest wholly free
@@ -636,6 +648,14 @@ func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeSta
 			key.tenant = j.Tenant
 		}
 		if f, ok := sc.free[key]; ok {
+			return f
+		}
+		if key.tenant != "" {
+			f := c.isolatedFree(sc, j, t, key.set, per)
+			if sc.free == nil {
+				sc.free = map[freeKey]freeStats{}
+			}
+			sc.free[key] = f
 			return f
 		}
 	}

@@ -25,6 +25,9 @@ type scanCache struct {
 	byFree []*server
 	// mig holds migCandidates' counts.
 	mig map[migKey]int
+	// alone holds, by static set and GPUs per server, the sums over the
+	// servers nobody holds (aloneFree).
+	alone map[freeKey]*aloneStats
 }
 
 // migKey is what decides how many servers a MIG job could try.
@@ -93,6 +96,9 @@ func (c *cluster) touched(i int) {
 	if c.sver != nil {
 		c.sver[i]++
 	}
+	if c.owners != nil {
+		c.owners.dirty = append(c.owners.dirty, i)
+	}
 }
 
 // migKeyGPU is one GPU's MIG instances asked for one more of a profile.
@@ -127,32 +133,195 @@ type freeHist struct {
 	n       []int // n[k]: servers with exactly k free GPUs
 	counted []int // counted[i]: server i's free GPUs as counted in n
 	dirty   []int // servers that may have changed since
+	// room[k] has bit i set when server i has at least k free GPUs
+	// (k >= 1), as counted.
+	room [][]uint64
 }
 
-// atLeast counts the servers with at least k wholly free GPUs.
-func (c *cluster) atLeast(k int) int {
+// freeHistNow is the histogram, up to date.
+func (c *cluster) freeHistNow() *freeHist {
 	h := c.hist
 	if h == nil {
 		size := 0
 		for _, v := range c.servers {
 			size = max(size, len(v.free))
 		}
-		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers))}
+		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers)), room: make([][]uint64, size+1)}
+		for k := 1; k <= size; k++ {
+			h.room[k] = make([]uint64, (len(c.servers)+63)/64)
+		}
 		for i, v := range c.servers {
 			h.n[v.nfree]++
 			h.counted[i] = v.nfree
+			for k := 1; k <= v.nfree; k++ {
+				h.room[k][i>>6] |= 1 << (i & 63)
+			}
 		}
 		c.hist = h
 	}
 	for _, i := range h.dirty {
-		h.n[h.counted[i]]--
-		h.counted[i] = c.servers[i].nfree
-		h.n[h.counted[i]]++
+		was, now := h.counted[i], c.servers[i].nfree
+		h.n[was]--
+		h.n[now]++
+		h.counted[i] = now
+		for k := now + 1; k <= was; k++ {
+			h.room[k][i>>6] &^= 1 << (i & 63)
+		}
+		for k := was + 1; k <= now; k++ {
+			h.room[k][i>>6] |= 1 << (i & 63)
+		}
 	}
 	h.dirty = h.dirty[:0]
+	return h
+}
+
+// atLeast counts the servers with at least k wholly free GPUs.
+func (c *cluster) atLeast(k int) int {
+	h := c.freeHistNow()
 	n := 0
 	for i := max(k, 0); i < len(h.n); i++ {
 		n += h.n[i]
 	}
 	return n
+}
+
+// roomFor is the set of servers with at least k >= 1 wholly free GPUs, a
+// bit per server, for the base cluster (nil for a what-if view, an
+// exhaustive snapshot, or k beyond any server): placeScored visits only
+// those, in the same order. Read before the cluster changes.
+func (c *cluster) roomFor(k int) []uint64 {
+	if c.scans() == nil || k < 1 {
+		return nil
+	}
+	h := c.freeHistNow()
+	if k >= len(h.room) {
+		return nil
+	}
+	return h.room[k]
+}
+
+// aloneStats are freeStats over the servers of a static set that nobody
+// holds, with the servers of at least per free GPUs counted by fabric.
+type aloneStats struct {
+	freeStats
+	fabrics map[string]int
+}
+
+// aloneFree sums, for the base cluster at its version, the servers of set
+// that no tenant holds (no holder, no exclusive tenant): every
+// server-isolated tenant may use those, and adds only the servers it is
+// alone on.
+func (c *cluster) aloneFree(sc *scanCache, set *staticSet, per int) *aloneStats {
+	key := freeKey{set: set, per: per}
+	if a, ok := sc.alone[key]; ok {
+		return a
+	}
+	a := &aloneStats{}
+	for i, v := range c.servers {
+		if !set.ok[i] || len(v.holders) > 0 || v.exclusive != "" {
+			continue
+		}
+		a.eligible++
+		a.freeGPUs += v.nfree
+		if v.nfree >= per {
+			if a.fabrics == nil {
+				a.fabrics = map[string]int{}
+			}
+			a.fabrics[v.fabric]++
+			a.most = max(a.most, a.fabrics[v.fabric])
+		}
+	}
+	if sc.alone == nil {
+		sc.alone = map[freeKey]*aloneStats{}
+	}
+	sc.alone[key] = a
+	return a
+}
+
+// isolatedFree is eligibleFree for a server-isolated tenant on the base
+// cluster: the servers nobody holds (aloneFree, shared by every tenant)
+// and those the tenant may be alone on (ownerIndex), each checked by
+// eligible. Every other server fails eligible for the tenant: another
+// tenant holds it first, or, held by none, it is another's exclusively.
+func (c *cluster) isolatedFree(sc *scanCache, j *domain.Job, t *domain.Tenant, set *staticSet, per int) freeStats {
+	a := c.aloneFree(sc, set, per)
+	f := a.freeStats
+	var extra map[string]int
+	for _, i := range c.ownedBy(j.Tenant) {
+		v := c.servers[i]
+		if !c.eligible(v, j, t) {
+			continue
+		}
+		f.eligible++
+		f.freeGPUs += v.nfree
+		if v.nfree >= per {
+			if extra == nil {
+				extra = map[string]int{}
+			}
+			extra[v.fabric]++
+			f.most = max(f.most, a.fabrics[v.fabric]+extra[v.fabric])
+		}
+	}
+	return f
+}
+
+// ownerIndex lists, by tenant, the servers only that tenant could be
+// alone on: its first holder's, or, with no holder, the exclusive
+// tenant's. Kept up to date server by server, as freeHist is.
+type ownerIndex struct {
+	key   []string // key[i]: server i's tenant as indexed ("" none)
+	pos   []int    // pos[i]: i's position in by[key[i]]
+	by    map[string][]int
+	dirty []int
+}
+
+// ownerOf is the tenant server v is indexed under.
+func ownerOf(v *server) string {
+	if len(v.holders) > 0 {
+		return v.holders[0].tenant
+	}
+	return v.exclusive
+}
+
+// ownedBy lists the servers indexed under tenant (read before any
+// change: the slice is the index's own).
+func (c *cluster) ownedBy(tenant string) []int {
+	o := c.owners
+	if o == nil {
+		o = &ownerIndex{key: make([]string, len(c.servers)), pos: make([]int, len(c.servers)), by: map[string][]int{}}
+		for i, v := range c.servers {
+			o.add(i, ownerOf(v))
+		}
+		c.owners = o
+	}
+	for _, i := range o.dirty {
+		if k := ownerOf(c.servers[i]); k != o.key[i] {
+			o.remove(i)
+			o.add(i, k)
+		}
+	}
+	o.dirty = o.dirty[:0]
+	return o.by[tenant]
+}
+
+func (o *ownerIndex) add(i int, k string) {
+	o.key[i] = k
+	if k == "" {
+		return
+	}
+	o.pos[i] = len(o.by[k])
+	o.by[k] = append(o.by[k], i)
+}
+
+func (o *ownerIndex) remove(i int) {
+	k := o.key[i]
+	if k == "" {
+		return
+	}
+	l := o.by[k]
+	last := l[len(l)-1]
+	l[o.pos[i]] = last
+	o.pos[last] = o.pos[i]
+	o.by[k] = l[:len(l)-1]
+	o.key[i] = ""
 }

@@ -157,6 +157,8 @@ type server struct {
 	// with the figures above instead of behind two pointers.
 	cpuCap, memCap int64
 	model          string
+	// sigID numbers the server's idleSig: equal ids, equal signatures.
+	sigID int32
 }
 
 // take marks a placement's GPUs, slices or share as used.
@@ -292,6 +294,9 @@ type cluster struct {
 	// have no room for one more instance of a profile (scans.go).
 	sver      []uint32
 	migNoRoom map[migKeyGPU]uint32
+	// owners indexes servers by the tenant that could be alone on them
+	// (scans.go), for server-isolated tenants' reasons.
+	owners *ownerIndex
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
@@ -381,12 +386,19 @@ func buildCluster(s *Snapshot) *cluster {
 	// most one holder; a second one grows that server's slice alone.
 	slots := make([]holder, len(st.servers))
 	off := 0
+	sigs := map[idleSig]int32{}
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
 		ss := st.servers[i].s
+		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, n}
+		id, ok := sigs[sig]
+		if !ok {
+			id = int32(len(sigs))
+			sigs[sig] = id
+		}
 		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i : i : i+1],
-			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel}
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: id}
 		for g := range v.free {
 			v.free[g] = true
 		}
