@@ -69,10 +69,18 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 			s.cycles.end()
 			continue
 		}
+		// Cycles take at most the duty share of wall time, so that API
+		// requests keep the CPU while a large queue is decided.
+		if !s.duty.hold(ctx, s.clock, s.kick, tick, dueC) {
+			return
+		}
 		s.cycles.begin()
-		start := time.Now()
+		start, began := time.Now(), s.clock.Now()
 		next, err := s.scheduleOnce(ctx)
 		s.metrics.CycleDuration.Observe(metrics.Since(start))
+		// The server's clock, as for the wait: a test's fake clock stands
+		// still through a cycle unless the test steps it.
+		s.duty.ran(began, s.clock.Now(), s.schedulerDuty(), interval)
 		s.cycles.end()
 		if err != nil {
 			s.log.Warn("scheduling cycle", "err", err)

@@ -74,6 +74,12 @@ type Config struct {
 	// ScheduleInterval is the leader's scheduling tick (changes also
 	// trigger a cycle at once); 0 means 2s.
 	ScheduleInterval time.Duration
+	// SchedulerDuty is the largest share of wall time the leader's
+	// scheduling loop spends in cycles: after a cycle of d, the next waits
+	// d x (1/duty - 1), at most ScheduleInterval, so API requests keep
+	// the CPU while a large queue is decided. 0 means 0.5; 1 runs cycles
+	// back to back.
+	SchedulerDuty float64
 	// PreemptionGrace, ReclaimBackoff and FairShareHalfLife configure the
 	// scheduler (0: its defaults, 30s, 5m and 1h).
 	PreemptionGrace, ReclaimBackoff, FairShareHalfLife time.Duration
@@ -184,6 +190,7 @@ type Server struct {
 	// loop uses it. cyclesSkipped counts the cycles it skipped, skipWrong
 	// those a check found would have changed something.
 	idle                     idleCycle
+	duty                     dutyGate // the loop's; only it touches it
 	cyclesSkipped, skipWrong atomic.Uint64
 	// telemetry holds the scraped and pushed counters (telemetry.go); the
 	// leader scrapes.
@@ -205,6 +212,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, domain.Invalid("data-dir", "a data directory is required")
+	}
+	if err := checkDuty(cfg.SchedulerDuty); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
