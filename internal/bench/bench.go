@@ -4,12 +4,16 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +58,12 @@ type SubmitResult struct {
 	P90ms       float64 `json:"p90ms"`
 	P99ms       float64 `json:"p99ms"`
 	Maxms       float64 `json:"maxms"`
+	// Cycles is how many scheduling cycles the leader ran in the measured
+	// window and CycleShare the fraction of the window they took (its
+	// jobfabric_scheduler_cycle_duration_seconds, scraped at both ends):
+	// whether the scheduler kept pace while submits were answered.
+	Cycles     int     `json:"cycles"`
+	CycleShare float64 `json:"cycleShare"`
 }
 
 // Submit runs the benchmark: a fresh cluster, one tenant and workspace, and
@@ -92,6 +102,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	leader := c.Servers[target]
 	if o.ViaFollower {
 		target = (target + 1) % o.Servers
 	}
@@ -113,6 +124,16 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	end := measureFrom.Add(o.Duration)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var before, after cycleStats
+	var scrapes sync.WaitGroup
+	for at, into := range map[time.Time]*cycleStats{measureFrom: &before, end: &after} {
+		scrapes.Add(1)
+		go func() {
+			defer scrapes.Done()
+			time.Sleep(time.Until(at))
+			*into = scrapeCycles(ctx, leader.URL(), c.AdminToken)
+		}()
+	}
 	for i := 0; i < o.Concurrency; i++ {
 		wg.Add(1)
 		go func() {
@@ -153,6 +174,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		}()
 	}
 	wg.Wait()
+	scrapes.Wait()
 	if len(lat) == 0 {
 		return nil, errors.Join(errors.New("no submit succeeded"), firstErr)
 	}
@@ -166,7 +188,46 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		Servers: o.Servers, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
+		Cycles: int(after.count - before.count), CycleShare: (after.sum - before.sum) / secs,
 	}, firstErrIf(errs, firstErr)
+}
+
+// cycleStats is the leader's cycle-duration histogram's count and sum.
+type cycleStats struct{ count, sum float64 }
+
+// scrapeCycles reads the cycle histogram from a server's /metrics; a
+// failed scrape reads zero (the figure is then missing, not the run).
+func scrapeCycles(ctx context.Context, url, token string) cycleStats {
+	var st cycleStats
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return st
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "jobfabric_scheduler_cycle_duration_seconds_count":
+			st.count = v
+		case "jobfabric_scheduler_cycle_duration_seconds_sum":
+			st.sum = v
+		}
+	}
+	return st
 }
 
 func firstErrIf(n int, err error) error {

@@ -48,14 +48,14 @@ func newBenchCmd(g *globals) *cobra.Command {
 				results = append(results, r)
 			}
 			return g.emit(results, func(w io.Writer) {
-				header(w, "RUN", "SERVERS", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS")
+				header(w, "RUN", "SERVERS", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE")
 				for i, r := range results {
 					via := "leader"
 					if r.ViaFollower {
 						via = "follower"
 					}
 					row(w, i+1, r.Servers, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
-						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms))
+						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms), r.Cycles, fmt.Sprintf("%.2f", r.CycleShare))
 				}
 			})
 		},
