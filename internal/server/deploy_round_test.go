@@ -97,7 +97,10 @@ func (g *gated) counts() map[string]int {
 // devices and no other; a round after that deploys nothing.
 func TestSlowDeviceLosesNoWork(t *testing.T) {
 	drv := &gated{File: deploy.File{Dir: t.TempDir()}, failAll: true, fail: map[string]bool{}, stuck: map[string]bool{}, applied: map[string]int{}, ended: make(chan string, 1024)}
-	const timeout = 2 * time.Second
+	// The slow device must outlast the caller, not its own deploy timeout:
+	// the other devices end before the caller gives up, and on a loaded CI
+	// machine that took over 2 s once.
+	const timeout = 10 * time.Second
 	// The loop deploys at every change but retries failed devices only on
 	// its tick, an hour away: with every device failed, rounds are the
 	// test's.
