@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/httpcode"
 )
 
 // caller reads and writes the API in process, as one token.
@@ -131,15 +132,5 @@ func statusOf(err error) int {
 	if errors.As(err, &ae) {
 		return ae.status
 	}
-	switch domain.CodeOf(err) {
-	case domain.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case domain.CodeUnauthenticated, domain.CodeTokenExpired:
-		return http.StatusUnauthorized
-	case domain.CodePermissionDenied:
-		return http.StatusForbidden
-	case domain.CodeNotFound:
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
+	return httpcode.Status(domain.CodeOf(err))
 }

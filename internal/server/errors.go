@@ -6,31 +6,8 @@ import (
 	"net/http"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/httpcode"
 )
-
-// httpStatus maps stable error codes to HTTP statuses.
-func httpStatus(c domain.Code) int {
-	switch c {
-	case domain.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case domain.CodeUnauthenticated, domain.CodeTokenExpired:
-		return http.StatusUnauthorized
-	case domain.CodePermissionDenied:
-		return http.StatusForbidden
-	case domain.CodeNotFound:
-		return http.StatusNotFound
-	case domain.CodeAlreadyExists, domain.CodeFailedPrecondition:
-		return http.StatusConflict
-	case domain.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case domain.CodeUnsupportedMediaType:
-		return http.StatusUnsupportedMediaType
-	case domain.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -44,7 +21,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &de) {
 		de = domain.Errorf(domain.CodeInternal, "%v", err)
 	}
-	writeJSON(w, httpStatus(de.Code), de)
+	writeJSON(w, httpcode.Status(de.Code), de)
 }
 
 var (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/httpcode"
 )
 
 // OpenAPI builds the OpenAPI 3 document from the route table, so the served
@@ -111,23 +112,6 @@ func tagOf(path string) string {
 		return "system"
 	}
 	return segs[0]
-}
-
-// errorResponses are the documented error answers (docs/operations.md),
-// each a component under #/components/responses.
-var errorResponses = []struct {
-	status int
-	name   string
-	codes  []domain.Code
-}{
-	{http.StatusBadRequest, "BadRequest", []domain.Code{domain.CodeInvalidArgument}},
-	{http.StatusUnauthorized, "Unauthorized", []domain.Code{domain.CodeUnauthenticated, domain.CodeTokenExpired}},
-	{http.StatusForbidden, "Forbidden", []domain.Code{domain.CodePermissionDenied}},
-	{http.StatusNotFound, "NotFound", []domain.Code{domain.CodeNotFound}},
-	{http.StatusConflict, "Conflict", []domain.Code{domain.CodeAlreadyExists, domain.CodeFailedPrecondition}},
-	{http.StatusRequestEntityTooLarge, "PayloadTooLarge", []domain.Code{domain.CodePayloadTooLarge}},
-	{http.StatusUnsupportedMediaType, "UnsupportedMediaType", []domain.Code{domain.CodeUnsupportedMediaType}},
-	{http.StatusServiceUnavailable, "Unavailable", []domain.Code{domain.CodeUnavailable}},
 }
 
 // errorsOf says which error statuses an operation can answer.
@@ -242,9 +226,9 @@ func buildOpenAPI(routes []route) builtDoc {
 				"content": map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(alt.resp), false)}}}
 		}
 		for _, st := range errorsOf(rt) {
-			for _, e := range errorResponses {
-				if e.status == st {
-					responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + e.name}
+			for _, e := range httpcode.Answers() {
+				if e.Status == st {
+					responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + e.Name}
 				}
 			}
 		}
@@ -264,9 +248,10 @@ func buildOpenAPI(routes []route) builtDoc {
 	responses := map[string]any{
 		"Internal": map[string]any{"description": "internal: an unexpected failure", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}},
 	}
-	for _, e := range errorResponses {
+	// The documented error answers (docs/operations.md).
+	for _, e := range httpcode.Answers() {
 		var codes []string
-		for _, c := range e.codes {
+		for _, c := range e.Codes {
 			codes = append(codes, string(c))
 		}
 		// The answer is an Error whose code is one of this status's.
@@ -274,7 +259,7 @@ func buildOpenAPI(routes []route) builtDoc {
 			"type":       "object",
 			"properties": map[string]any{"code": map[string]any{"type": "string", "enum": toAny(codes)}},
 		}}}
-		responses[e.name] = map[string]any{
+		responses[e.Name] = map[string]any{
 			"description": strings.Join(codes, ", ") + " (see the Error schema; docs/operations.md)",
 			"content":     map[string]any{"application/json": map[string]any{"schema": schema}},
 		}
