@@ -24,8 +24,18 @@ const maxScrapeBytes = 64 << 20
 
 // Run scrapes every target on its interval until ctx ends. Each target
 // has its own loop, so a slow one delays no other.
+//
+// It scrapes with a client of its own, not http.DefaultClient: no proxy
+// from the environment (exporters sit on the management network, and an
+// HTTPS_PROXY set for the server's own egress must not carry them), and
+// its idle connections are closed when Run ends, so a member that loses
+// leadership keeps no connection to any exporter.
 func (s *Store) Run(ctx context.Context) {
-	s.RunWith(ctx, http.DefaultClient)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConnsPerHost = 1 // one loop per target: one connection each
+	defer tr.CloseIdleConnections()
+	s.RunWith(ctx, &http.Client{Transport: tr})
 }
 
 // RunWith is Run with the HTTP client to scrape with.

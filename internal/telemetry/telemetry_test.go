@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -589,5 +590,45 @@ func TestPushFormats(t *testing.T) {
 	}
 	if _, err := s.Push("n", strings.NewReader(om), "application/openmetrics-text; version=9.9.9"); err == nil {
 		t.Error("an OpenMetrics version expfmt does not know was accepted")
+	}
+}
+
+// TestRunClosesItsConnections: a member that stops scraping (it lost
+// leadership) keeps no connection to the exporters it scraped; with the
+// process-wide default client the idle connection stayed open.
+func TestRunClosesItsConnections(t *testing.T) {
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `node_network_receive_drop_total{device="eth0"} 1`)
+	}))
+	closed := make(chan struct{}, 16)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s, _ := newTestStore(t, fmt.Sprintf(`
+targets:
+- {name: h1, url: %q, interval: 5s, timeout: 2s, device: gpu-a1, rules: node-exporter}
+`, srv.URL+"/metrics"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	waitChanged(t, s)
+	if open.Load() != 1 {
+		t.Fatalf("%d connections open while scraping, want 1", open.Load())
+	}
+	cancel()
+	<-done
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // a guard: the close is immediate
+		t.Fatalf("Run ended with %d connections to the exporter still open", open.Load())
 	}
 }
