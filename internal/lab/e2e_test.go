@@ -235,7 +235,10 @@ func startE2ETopology(t *testing.T, timeout time.Duration, topo func(*testing.T)
 	if _, err := e.admin.ApplyTopology(ctx, topoYAML, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.WaitConverged(ctx, 60*time.Second); err != nil {
+	// The wait covers the underlay's first deploy as well as BGP: on a
+	// loaded CI machine the deploy alone took most of a minute, and the
+	// sessions came up seconds after a 60 s wait gave up.
+	if err := l.WaitConverged(ctx, 150*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("underlay deployed and converged at %s", time.Since(start).Round(time.Millisecond))
