@@ -124,7 +124,13 @@ type fabricData struct {
 	Rev       uint64                  `json:"rev"`
 	Revisions []*FabricRevision       `json:"revisions,omitempty"`
 	Devices   map[string]*DeviceState `json:"devices,omitempty"`
-	Options   fabric.Options          `json:"options"`
+	// Options are the compiler's options; the operator sets
+	// VRFPlacement (CmdFabricOptions).
+	Options fabric.Options `json:"options"`
+	// L3VLANMin and L3VLANMax bound every leaf's L3 VLAN pool; 0: the
+	// default range (pool.LeafL3VLANSpec).
+	L3VLANMin uint32 `json:"l3VLANMin,omitempty"`
+	L3VLANMax uint32 `json:"l3VLANMax,omitempty"`
 	// Ports are the server ports with a membership, and those that lost
 	// one in a revision not yet deployed on their leaf.
 	Ports map[string]PortMember `json:"ports,omitempty"`
@@ -147,7 +153,7 @@ func (f *FSM) FabricInput(now time.Time, held []uint64) (in fabric.Input, idsHas
 	defer f.mu.RUnlock()
 	ps := f.pools().Clone()
 	in, jobs = f.fabricInput(held)
-	if err := syncIDs(ps, &in, now); err != nil {
+	if err := syncIDs(ps, &in, now, f.l3Range()); err != nil {
 		return in, "", nil, err
 	}
 	return in, poolsHash(ps), jobs, nil
@@ -189,7 +195,8 @@ func (f *FSM) fabricInput(held []uint64) (fabric.Input, []uint64) {
 // VRFs, vlan-aware MAC-VRFs and links, job groups of segmented tenants),
 // releasing the others into quarantine, and fills in.IDs and in.Groups.
 // Deterministic: owners are visited in sorted order.
-func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
+// Every leaf's L3 VLAN pool gets range l3r (zero: the default).
+func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) error {
 	for _, sp := range pool.DefaultSpecs(pool.DefaultQuarantine) {
 		if err := ps.Ensure(sp); err != nil {
 			return err
@@ -247,7 +254,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 			return err
 		}
 		for _, lt := range needs {
-			if err := ps.Ensure(pool.LeafL3VLANSpec(lt.Leaf, pool.DefaultQuarantine)); err != nil {
+			if err := ensureL3Pool(ps, lt.Leaf, l3r); err != nil {
 				return err
 			}
 			o := "tenant/" + lt.Tenant
@@ -315,6 +322,30 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 	return nil
 }
 
+// vlanRange is a leaf's L3 VLAN range; the zero value is the default.
+type vlanRange struct{ min, max uint32 }
+
+func (f *FSM) l3Range() vlanRange {
+	return vlanRange{f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax}
+}
+
+// ensureL3Pool makes leaf's L3 VLAN pool exist with range r. A pool
+// made with another range is resized: ids it gave out stay valid (and
+// taken) even outside the new range, so a change renumbers nothing.
+func ensureL3Pool(ps *pool.State, leaf string, r vlanRange) error {
+	sp := pool.LeafL3VLANSpec(leaf, pool.DefaultQuarantine)
+	if r.min != 0 {
+		sp.Min, sp.Max = r.min, r.max
+	}
+	if err := ps.Ensure(sp); err != nil {
+		return err
+	}
+	if p := ps.Pools[sp.Name]; p.Min != sp.Min || p.Max != sp.Max {
+		return ps.Resize(sp)
+	}
+	return nil
+}
+
 func linkOwner(o fabric.LinkOwner) string {
 	return "link/" + o.Link.Leaf + "/" + o.Link.Port + "/" + o.Tenant
 }
@@ -336,7 +367,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	}
 	ps := f.pools().Clone()
 	in, _ := f.fabricInput(held)
-	if err := syncIDs(ps, &in, p.SyncAt); err != nil {
+	if err := syncIDs(ps, &in, p.SyncAt, f.l3Range()); err != nil {
 		return nil, asDomainError(err)
 	}
 	if h := poolsHash(ps); h != p.IDsHash {
@@ -398,8 +429,11 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	for _, h := range p.Held {
 		if j, ok := f.d.Jobs[h.Job]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			msg := fmt.Sprintf("waiting for port %s to leave its previous tenant or group: the removal is deployed first (revision %d), then its network is added", h.Port, fd.Rev)
-			if h.Why == "deploying" {
+			switch h.Why {
+			case "deploying":
 				msg = fmt.Sprintf("waiting for the removal of port %s's previous membership (revision %d) to be deployed on its leaf before its network is added", h.Port, fd.Ports[h.Port].Rev)
+			case "l3vlan":
+				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: %s", h.Leaf, j.Tenant, h.Reason)
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
@@ -628,7 +662,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	// A sum of per-item hashes: independent of map order, so no sorting
 	// (this runs after every change, with the apply lock waiting).
 	item := fingerprintItem
-	sum := item("%s|%d|%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
+	sum := item("%s|%d|%d|%s|%d-%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev, f.d.Fabric.Options.VRFPlacement, f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax)
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
 	}

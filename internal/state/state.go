@@ -278,6 +278,7 @@ var handlers = map[CommandType]handler{
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
+	CmdFabricOptions:   (*FSM).applyFabricOptions,
 	CmdHostReport:      (*FSM).applyHostReport,
 	CmdHostHeartbeat:   (*FSM).applyHostHeartbeat,
 	CmdHostAccept:      (*FSM).applyHostAccept,

@@ -1,0 +1,72 @@
+package state
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// TestFabricOptions: the options are checked (field, value, rule) and,
+// against the id pools, refused when a leaf would carry more VRFs than
+// its L3 VLAN range holds; a refusal changes nothing, and the compiler's
+// input follows what was set.
+func TestFabricOptions(t *testing.T) {
+	h := newHarness(t)
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 2, Spines: 1, NOS: "sonic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	for i := range 3 {
+		h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant(fmt.Sprintf("t%d", i)).Obj()})
+	}
+	if o := h.f.FabricOptions(); o != (FabricOptions{VRFPlacement: fabric.VRFsOnAllLeaves, L3VLANMin: 3000, L3VLANMax: 4094}) {
+		t.Fatalf("default options %+v", o)
+	}
+	for name, tc := range map[string]struct {
+		o     FabricOptions
+		code  domain.Code
+		field string
+		msg   string
+	}{
+		"unknown placement":  {FabricOptions{VRFPlacement: "some"}, domain.CodeInvalidArgument, "vrfPlacement", `VRF placement "some" is not one of all`},
+		"into link VLANs":    {FabricOptions{L3VLANMin: 2999, L3VLANMax: 3500}, domain.CodeInvalidArgument, "l3VLANs", "within 3000-4094"},
+		"reserved 4095":      {FabricOptions{L3VLANMin: 3000, L3VLANMax: 4095}, domain.CodeInvalidArgument, "l3VLANs", "within 3000-4094"},
+		"empty range":        {FabricOptions{L3VLANMin: 3500, L3VLANMax: 3400}, domain.CodeInvalidArgument, "l3VLANs", "non-empty"},
+		"only a minimum":     {FabricOptions{L3VLANMin: 3500}, domain.CodeInvalidArgument, "l3VLANs", "3500-0"},
+		"3 VRFs on 2 VLANs":  {FabricOptions{L3VLANMin: 3000, L3VLANMax: 3001}, domain.CodeFailedPrecondition, "l3VLANs", `l3VLANs 3000-3001: the VRFs the leaves would carry need more L3 VLANs than a leaf has`},
+		"names the leaf too": {FabricOptions{L3VLANMin: 4000, L3VLANMax: 4001}, domain.CodeFailedPrecondition, "l3VLANs", `pool "l3vlan/s1-leaf0" (4000-4001) is exhausted`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := h.refusedChangesNothing(CmdFabricOptions, FabricOptionsSet{Options: tc.o})
+			if r.Err == nil || r.Err.Code != tc.code || r.Err.Field != tc.field || !strings.Contains(r.Err.Message, tc.msg) {
+				t.Fatalf("%+v: %v; want %s on %s saying %q", tc.o, r.Err, tc.code, tc.field, tc.msg)
+			}
+		})
+	}
+	// VRFs where used: no job, no VRF, no L3 VLAN; then 2 VLANs a leaf
+	// do, and going back to every leaf is refused naming the placement.
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed}})
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed, L3VLANMin: 3000, L3VLANMax: 3001}})
+	in, _, _, err := h.f.FabricInput(h.at, nil)
+	if err != nil || in.Options.VRFPlacement != fabric.VRFsWhereUsed || len(in.IDs.L3VLANs) != 0 {
+		t.Fatalf("input with VRFs where used and no job: %v, placement %q, L3 VLANs %v", err, in.Options.VRFPlacement, in.IDs.L3VLANs)
+	}
+	r := h.refusedChangesNothing(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{L3VLANMin: 3000, L3VLANMax: 3001}})
+	if r.Err == nil || r.Err.Field != "vrfPlacement" || !strings.Contains(r.Err.Message, "vrfPlacement all: ") {
+		t.Fatalf("every VRF on every leaf with 2 L3 VLANs a leaf for 3 tenants: %v; want refused naming vrfPlacement", r.Err)
+	}
+	if o := h.f.FabricOptions(); o != (FabricOptions{VRFPlacement: fabric.VRFsWhereUsed, L3VLANMin: 3000, L3VLANMax: 3001}) {
+		t.Fatalf("options %+v", o)
+	}
+	// Back to the defaults: the state holds none of them.
+	h.must(CmdFabricOptions, FabricOptionsSet{})
+	if fd := h.f.d.Fabric; fd.Options != (fabric.Options{}) || fd.L3VLANMin != 0 || fd.L3VLANMax != 0 {
+		t.Fatalf("defaults stored as %+v %d-%d", fd.Options, fd.L3VLANMin, fd.L3VLANMax)
+	}
+	h.replays()
+}
