@@ -187,14 +187,14 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 	// another job (a group): check again until nothing more is held.
 	for {
 		c, err := s.compileNow(now, &s.fabricComp, ids...)
-		if leaf, ok := l3VLANsExhausted(err); ok {
+		if leaf, why, ok := l3VLANsExhausted(err); ok {
 			// With VRFs where used, a job whose tenant's VRF would come to
 			// a leaf with no L3 VLAN free waits (held, saying so), and the
 			// rest of the fabric goes on; one job at a time, newest first,
 			// so that as many as fit get theirs.
 			if w := s.fsm.L3VLANWaiters(leaf, ids); len(w) > 0 {
 				ids = append(ids, w[0])
-				held = append(held, state.HeldJob{Job: w[0], Why: "l3vlan", Leaf: leaf, Reason: err.Error()})
+				held = append(held, state.HeldJob{Job: w[0], Why: "l3vlan", Leaf: leaf, Reason: why})
 				continue
 			}
 		}
@@ -249,14 +249,15 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 }
 
 // l3VLANsExhausted reports the leaf whose L3 VLAN pool err says is
-// exhausted (pool.State.Allocate's error, field pools.l3vlan/<leaf>).
-func l3VLANsExhausted(err error) (string, bool) {
+// exhausted (pool.State.Allocate's error, field pools.l3vlan/<leaf>),
+// and the pool's account of it.
+func l3VLANsExhausted(err error) (leaf, why string, ok bool) {
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Code != domain.CodeFailedPrecondition {
-		return "", false
+		return "", "", false
 	}
-	leaf, ok := strings.CutPrefix(de.Field, "pools."+pool.LeafL3VLAN(""))
-	return leaf, ok && leaf != ""
+	leaf, ok = strings.CutPrefix(de.Field, "pools."+pool.LeafL3VLAN(""))
+	return leaf, de.Message, ok && leaf != ""
 }
 
 // sameJobs: a and b hold the same jobs.
