@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
@@ -146,4 +147,61 @@ func (f *FSM) L3VLANWaiters(leaf string, held []uint64) []uint64 {
 	slices.SortFunc(on, newest)
 	slices.SortFunc(off, newest)
 	return append(on, off...)
+}
+
+// checkL3VLANRoom refuses tenant t (created, or given other sites) when,
+// with every VRF on every leaf of its sites, a leaf whose NOS needs an L3
+// VLAN per VRF would have none left for it: the revision would fail, and
+// with it every revision after, until a tenant leaves. Ids in quarantine
+// or still deployed are not room; a tenant already holding one (even
+// outside the range, after a narrowing) needs no other.
+func (f *FSM) checkL3VLANRoom(field string, t *domain.Tenant, now time.Time) *domain.Error {
+	fd := &f.d.Fabric
+	if f.d.Topology == nil || fd.Options.VRFPlacement == fabric.VRFsWhereUsed {
+		return nil
+	}
+	r := f.fabricOptions()
+	def := cmp.Or(fd.Options.DefaultNOS, fabric.DefaultNOS)
+	covers := func(t *domain.Tenant, site string) bool { return len(t.Sites) == 0 || slices.Contains(t.Sites, site) }
+	ps := f.pools()
+	for _, site := range f.d.Topology.Sites {
+		if !covers(t, site.Name) {
+			continue
+		}
+		var placed map[string]bool // made at the first leaf that needs it
+		for _, fab := range site.Fabrics {
+			for _, l := range fab.Leaves {
+				if !fabric.NeedsL3VLAN(cmp.Or(l.NOS, def)) {
+					continue
+				}
+				if placed == nil {
+					placed = map[string]bool{"tenant/" + t.Name: true}
+					for name, o := range f.d.Tenants {
+						if name != t.Name && covers(o, site.Name) {
+							placed["tenant/"+name] = true
+						}
+					}
+				}
+				blocked, outside := 0, 0
+				if p := ps.Pools[pool.LeafL3VLAN(l.Name)]; p != nil {
+					for _, e := range p.Entries {
+						in := e.ID >= r.L3VLANMin && e.ID <= r.L3VLANMax
+						switch held := placed[e.Owner]; {
+						case held && !in:
+							outside++
+						case in && !held && (e.Owner != "" || e.Deployed || now.Before(e.Until)):
+							blocked++ // held by a tenant leaving the leaf: it goes to quarantine
+						}
+					}
+				}
+				room := int(r.L3VLANMax-r.L3VLANMin+1) - blocked
+				if need := len(placed) - outside; need > room {
+					return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
+						Message: fmt.Sprintf("tenant %s: with every tenant's VRF on every leaf of its sites, leaf %s would carry %d VRFs, and its L3 VLANs %d-%d have room for %d (%d in quarantine or still deployed): place VRFs where used (jobfabric fabric options --vrf-placement used) or widen the range",
+							t.Name, l.Name, need, r.L3VLANMin, r.L3VLANMax, room, blocked)}
+				}
+			}
+		}
+	}
+	return nil
 }

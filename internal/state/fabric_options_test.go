@@ -70,3 +70,43 @@ func TestFabricOptions(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestTenantNeedsL3VLANRoom: with every VRF on every leaf, a tenant a
+// SONiC leaf has no L3 VLAN for is refused (created, or given the site),
+// counting ids in quarantine as taken; with VRFs where used it is not.
+func TestTenantNeedsL3VLANRoom(t *testing.T) {
+	h := newHarness(t)
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 2, Spines: 1, NOS: "sonic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	site := topo.Sites[0].Name
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{L3VLANMin: 3000, L3VLANMax: 3001}})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t0").Obj()})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t1").Obj()})
+	refused := func(ct CommandType, payload any, field, msg string) {
+		t.Helper()
+		r := h.refusedChangesNothing(ct, payload)
+		if r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition || r.Err.Field != field || !strings.Contains(r.Err.Message, msg) {
+			t.Fatalf("%s: %v; want refused on %s saying %q", ct, r.Err, field, msg)
+		}
+	}
+	refused(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t2").Obj()}, "name",
+		"tenant t2: with every tenant's VRF on every leaf of its sites, leaf s1-leaf0 would carry 3 VRFs, and its L3 VLANs 3000-3001 have room for 2 (0 in quarantine or still deployed)")
+	// A tenant of another site only takes no VLAN here; given this site,
+	// it would.
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("elsewhere").Sites("dc9").Obj()})
+	refused(CmdTenantUpdate, TenantUpdate{Name: "elsewhere", Sites: []string{site}}, "sites", "leaf s1-leaf0 would carry 3 VRFs")
+	// t1 leaves after a revision gave it a VLAN: that VLAN is in
+	// quarantine, so there is still no room.
+	h.must(CmdFabricRevision, h.revision("s1-leaf0", "two tenants", nil))
+	h.must(CmdTenantDelete, TenantDelete{Name: "t1"})
+	h.must(CmdFabricRevision, h.revision("s1-leaf0", "one tenant", nil))
+	refused(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t2").Obj()}, "name", "have room for 1 (1 in quarantine or still deployed)")
+	// With VRFs where used, tenants take no VLAN until they hold a port.
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed, L3VLANMin: 3000, L3VLANMax: 3001}})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t2").Obj()})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t3").Obj()})
+	h.replays()
+}
