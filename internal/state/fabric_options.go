@@ -92,12 +92,16 @@ func (f *FSM) applyFabricOptions(c *Command) (any, *domain.Error) {
 		in, _ := f.fabricInput(held)
 		in.Options.VRFPlacement = o.VRFPlacement
 		if err := syncIDs(f.pools().Clone(), &in, c.At, vlanRange{o.L3VLANMin, o.L3VLANMax}); err != nil {
+			why := err.Error()
+			if de := asDomainError(err); de != nil {
+				why = de.Message
+			}
 			field, value := "vrfPlacement", string(o.VRFPlacement)
 			if o.VRFPlacement == cur.VRFPlacement {
 				field, value = "l3VLANs", fmt.Sprintf("%d-%d", o.L3VLANMin, o.L3VLANMax)
 			}
 			return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
-				Message: fmt.Sprintf("%s %s: the VRFs the leaves would carry need more L3 VLANs than a leaf has (each VRF on an NX-OS or SONiC leaf needs one of the leaf's own): %v", field, value, err)}
+				Message: fmt.Sprintf("%s %s: the VRFs the leaves would carry need more L3 VLANs than a leaf has (each VRF on an NX-OS or SONiC leaf needs one of the leaf's own): %s", field, value, why)}
 		}
 	}
 	if c.check {
