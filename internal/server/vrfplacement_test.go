@@ -134,6 +134,9 @@ func TestVRFsWhereUsed(t *testing.T) {
 	c, err := devcluster.Start(sctx, t.TempDir(), 3, devcluster.Options{Logger: quietLogger(), RaftTimeout: time.Second, Tune: func(cfg *server.Config) {
 		cfg.Driver = drv
 		cfg.ScheduleInterval = 100 * time.Millisecond
+		// Every incremental compile (VRFs and L3 VLANs coming and going
+		// with ports) is checked against a full one.
+		cfg.CheckFabricCompile = true
 	}})
 	if err != nil {
 		t.Fatal(err)
