@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
 // sonicLeaf is what one SONiC config_db.json applied to a leaf says:
@@ -425,5 +426,62 @@ func TestVRFsWhereUsed(t *testing.T) {
 		if v4[leaf]["red"] != v3[leaf]["red"] {
 			t.Fatalf("red's L3 VLAN on %s went from %s to %s when green came", leaf, v3[leaf]["red"], v4[leaf]["red"])
 		}
+	}
+}
+
+// TestL3VLANHoldEndsWithQuarantine: with VRFs where used, a job whose
+// VRF would come to a leaf whose only L3 VLAN is in quarantine waits, and
+// gets its network once the quarantine ends, with nothing else changing
+// (the fabric loop looks again on its tick while a job waits for an id).
+func TestL3VLANHoldEndsWithQuarantine(t *testing.T) {
+	drv := &sonicRecorder{}
+	clk := tstime.NewFake(time.Date(2026, 11, 26, 22, 0, 0, 0, time.UTC))
+	c := startTuned(t, func(cfg *server.Config) {
+		cfg.Clock, cfg.Driver = clk, drv
+		cfg.ScheduleInterval = 10 * time.Minute // few ticks in an hour
+	})
+	admin := c.Client(0)
+	ctx := ctxT(t)
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 1, Spines: 1, NOS: "sonic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(topo)
+	if _, err := admin.ApplyTopology(ctx, raw, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetFabricOptions(ctx, api.FabricOptions{VRFPlacement: "used", L3VLANMin: 3000, L3VLANMax: 3000}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []string{"red", "blue"} {
+		if _, err := admin.CreateTenant(ctx, api.TenantCreateRequest{Name: tn, Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.CreateWorkspace(ctx, tn, api.WorkspaceCreateRequest{Name: "w", BorrowLimit: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	red := submit(t, admin, "red", "w", 1)
+	waitJob(t, admin, red.ID, "Ready", func(j *domain.Job) bool { return j.State == domain.JobReady })
+	// Both servers are on s1-leaf0, which has one L3 VLAN: red's.
+	blue := submit(t, admin, "blue", "w", 1)
+	waitJob(t, admin, blue.ID, "held for an L3 VLAN", func(j *domain.Job) bool {
+		return j.Reason != nil && strings.Contains(j.Reason.Message, `pool "l3vlan/s1-leaf0" (3000-3000) is exhausted: 1 held`)
+	})
+	// Red leaves: its VLAN goes to quarantine (an hour), blue still waits.
+	if _, err := admin.CancelJob(ctx, red.ID); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, admin, blue.ID, "held for the released VLAN", func(j *domain.Job) bool {
+		return j.Reason != nil && strings.Contains(j.Reason.Message, `(3000-3000) is exhausted: 0 held`)
+	})
+	t.Logf("blue's job waits: %s", j.Reason.Message)
+	if j.State != domain.JobPlaced || j.NetworkRev != 0 {
+		t.Fatalf("blue's job got its network while the only L3 VLAN is in quarantine: %s, revision %d", j.State, j.NetworkRev)
+	}
+	clk.Advance(time.Hour + 10*time.Minute)
+	j = waitJob(t, admin, blue.ID, "Ready once the quarantine ended", func(j *domain.Job) bool { return j.State == domain.JobReady })
+	if l := drv.latest()["s1-leaf0"]; l.vrfs[vrfOf("blue")] != "Vlan3000" || len(l.vrfs) != 1 {
+		t.Fatalf("s1-leaf0 carries %v; want blue's VRF alone, on VLAN 3000", l.vrfs)
 	}
 }
