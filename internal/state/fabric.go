@@ -607,7 +607,7 @@ func (f *FSM) gate(c *Command) {
 			continue
 		}
 		var waiting []string
-		for _, leaf := range jobLeaves(j) {
+		for _, leaf := range f.jobLeaves(j) {
 			d := fd.Devices[leaf]
 			switch {
 			case d == nil:
@@ -622,7 +622,7 @@ func (f *FSM) gate(c *Command) {
 			j.State, j.UpdatedAt = domain.JobReady, c.At
 			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
-			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(jobLeaves(j), ", ")))
+			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
 			continue
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
@@ -693,11 +693,23 @@ func (f *FSM) JobsAwaitingNetwork() []uint64 {
 	return out
 }
 
-// jobLeaves are the leaves a job's GPUs use, sorted.
-func jobLeaves(j *domain.Job) []string {
+// jobLeaves are the leaves where the job has links, sorted: those of its
+// GPUs' NICs, and every leaf of a server it holds whole (a server-isolated
+// tenant's, or all of a server's GPUs), whose every link, NICs without a
+// GPU of their own included, the compiler gives the job's tenant (as
+// fabricInput marks Whole).
+func (f *FSM) jobLeaves(j *domain.Job) []string {
 	var out []string
+	serverIso := false
+	if t, ok := f.d.Tenants[j.Tenant]; ok {
+		serverIso = t.Isolation == domain.IsolationServer
+	}
 	for _, p := range j.Placement {
 		out = append(out, p.Leaves...)
+		s, ok := f.cap.servers[p.Server]
+		if serverIso || (ok && len(p.GPUs) == s.GPUs && len(p.MIG) == 0 && p.Share == 0) {
+			out = append(out, f.cap.serverLeaves[p.Server]...)
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -141,7 +141,7 @@ func (f *FSM) L3VLANWaiters(leaf string, held []uint64) []uint64 {
 		if _, ok := ps.Lookup(pool.LeafL3VLAN(leaf), "tenant/"+j.Tenant); ok {
 			continue
 		}
-		if slices.Contains(jobLeaves(j), leaf) {
+		if slices.Contains(f.jobLeaves(j), leaf) {
 			on = append(on, j.ID)
 		} else {
 			off = append(off, j.ID)

@@ -110,3 +110,42 @@ func TestTenantNeedsL3VLANRoom(t *testing.T) {
 	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t3").Obj()})
 	h.replays()
 }
+
+// TestGateWaitsForEveryLeafOfAWholeServer: a server-isolated tenant's job
+// holding one GPU of a server owns every link of the server (and, with
+// VRFs where used, brings its VRF to each of their leaves): the job is
+// Ready only once the revision is deployed on all of them, not only on
+// its GPU's leaf.
+func TestGateWaitsForEveryLeafOfAWholeServer(t *testing.T) {
+	h := newHarness(t)
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 2, Spines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed}})
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("acme").Obj()}) // server isolation
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("acme", "research").Guaranteed(2).Borrow(2).Obj()})
+	h.must(CmdJobSubmit, MakeJob("research", 1).Obj())
+	srv := topo.Sites[0].Fabrics[0].Servers[0].Name
+	h.must(CmdJobsPlace, JobsPlace{NetworkGate: true, Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: srv, GPUs: []int{0}, Leaves: []string{"s1-leaf0"}}}}}})
+	_, ids, jobs, err := h.f.FabricInput(h.at, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := FabricRevisionCmd{SyncAt: h.at, IDsHash: ids, Jobs: jobs, Changed: map[string]DeviceConfig{}}
+	for _, leaf := range []string{"s1-leaf0", "s1-leaf1"} {
+		files := []File{{Name: "frr.conf", Content: "vrf acme on " + leaf}}
+		cmd.Changed[leaf] = DeviceConfig{NOS: "frr", Role: "leaf", Files: files, Hash: ConfigHash("frr", files)}
+	}
+	h.must(CmdFabricRevision, cmd)
+	h.deployedOK(1, "s1-leaf0")
+	if j, _ := h.f.Job(1); j.State != domain.JobPlaced || j.Reason == nil || !strings.Contains(j.Reason.Message, "waiting for fabric revision 1 on s1-leaf1") {
+		t.Fatalf("deployed on its GPU's leaf only: %s %+v; want Placed, waiting for s1-leaf1 (the server's other link)", j.State, j.Reason)
+	}
+	h.deployedOK(1, "s1-leaf1")
+	if j, _ := h.f.Job(1); j.State != domain.JobReady {
+		t.Fatalf("deployed on both leaves: %s %+v", j.State, j.Reason)
+	}
+	h.replays()
+}
