@@ -27,8 +27,8 @@ import (
 //     any kept revision is the newest change of each device up to it);
 //   - each device's deployed revision and last error;
 //   - the network readiness gate: a Placed job becomes Ready once the
-//     revision carrying its ports and groups is deployed on every leaf its
-//     GPUs use;
+//     revision carrying its ports and groups is deployed on every leaf
+//     where it has links (jobLeaves);
 //   - every server port's membership (VRF and group) in the latest
 //     revision, and the revision that last changed it: a port never moves
 //     from one membership to another in one revision. The old one is
