@@ -323,8 +323,20 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		s.log.Error("fabric verifier failed: the revision is committed for the record, but look", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
 	}
 	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
-	if len(held) > 0 {
-		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", len(held))
+	var byPort int
+	var l3 []string // the pools' accounts, for the admin reading revisions
+	for _, h := range held {
+		if h.Why != "l3vlan" {
+			byPort++
+		} else if why := h.Leaf + ": " + h.Reason; !slices.Contains(l3, why) {
+			l3 = append(l3, why)
+		}
+	}
+	if byPort > 0 {
+		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", byPort)
+	}
+	if n := len(held) - byPort; n > 0 {
+		cmd.Cause += fmt.Sprintf(", %d held for an L3 VLAN (%s)", n, strings.Join(l3, "; "))
 	}
 	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
 		var de *domain.Error

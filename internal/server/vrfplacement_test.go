@@ -114,6 +114,19 @@ func (r *sonicRecorder) firstWith(leaf, port, vrf string) (sonicLeaf, bool) {
 
 func vrfOf(tenant string) string { return "Vrf_" + tenant }
 
+// lastCause is the cause of the latest fabric revision.
+func lastCause(t *testing.T, c *client.Client) string {
+	t.Helper()
+	var revs []api.RevisionInfo
+	if err := c.Do(ctxT(t), "GET", "/v1/fabric/revisions", nil, &revs); err != nil {
+		t.Fatal(err)
+	}
+	if len(revs) == 0 {
+		return ""
+	}
+	return revs[len(revs)-1].Cause
+}
+
 // TestVRFsWhereUsed runs VRFs where used through the real state machine
 // of three members and a driver reading what each SONiC leaf is given:
 //   - a leaf carries exactly the VRFs of the tenants owning a port there
@@ -397,13 +410,18 @@ func TestVRFsWhereUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("green's job waits: %s", seen.Reason.Message)
-	if seen.State != domain.JobPlaced || seen.Reason.Code != domain.ReasonNetwork || !strings.Contains(seen.Reason.Message, `pool "l3vlan/`+leaves[0]+`" (3000-3001) is exhausted: 0 held, 0 released but still deployed, 2 in quarantine`) {
+	if seen.State != domain.JobPlaced || seen.Reason.Code != domain.ReasonNetwork || !strings.Contains(seen.Reason.Message, "every one of the leaf's L3 VLANs (3000-3001) is taken or in quarantine") {
 		t.Fatalf("green's job as green sees it: %s %+v", seen.State, seen.Reason)
 	}
-	for _, other := range []string{"red", "blue", "idle"} {
+	// Nothing of the others: no name, not even how many VLANs they hold.
+	for _, other := range []string{"red", "blue", "idle", " held", "quarantine until"} {
 		if strings.Contains(seen.Reason.Message, other) {
-			t.Fatalf("green's job reason names tenant %s: %s", other, seen.Reason.Message)
+			t.Fatalf("green's job reason says %q of other tenants: %s", other, seen.Reason.Message)
 		}
+	}
+	// The admin reads the pool's account in the revision.
+	if cause := lastCause(t, admin); !strings.Contains(cause, `1 held for an L3 VLAN (`+leaves[0]+`: pool "l3vlan/`+leaves[0]+`" (3000-3001) is exhausted: 0 held, 0 released but still deployed, 2 in quarantine`) {
+		t.Fatalf("the latest revision's cause: %s", cause)
 	}
 	if _, err := greenTok.FabricOptions(ctx); err == nil {
 		t.Fatal("a tenant read the fabric options")
@@ -466,18 +484,36 @@ func TestL3VLANHoldEndsWithQuarantine(t *testing.T) {
 	// Both servers are on s1-leaf0, which has one L3 VLAN: red's.
 	blue := submit(t, admin, "blue", "w", 1)
 	waitJob(t, admin, blue.ID, "held for an L3 VLAN", func(j *domain.Job) bool {
-		return j.Reason != nil && strings.Contains(j.Reason.Message, `pool "l3vlan/s1-leaf0" (3000-3000) is exhausted: 1 held`)
+		return j.Reason != nil && strings.Contains(j.Reason.Message, "waiting for an L3 VLAN on leaf s1-leaf0")
 	})
+	if cause := lastCause(t, admin); !strings.Contains(cause, `(3000-3000) is exhausted: 1 held`) {
+		t.Fatalf("held for red's VLAN; the revision says %s", cause)
+	}
 	// Red leaves: its VLAN goes to quarantine (an hour), blue still waits.
 	if _, err := admin.CancelJob(ctx, red.ID); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, admin, blue.ID, "held for the released VLAN", func(j *domain.Job) bool {
-		return j.Reason != nil && strings.Contains(j.Reason.Message, `(3000-3000) is exhausted: 0 held`)
+	waitState(t, c.Servers[0], "red's job out of the fabric", func(f *state.FSM) bool {
+		in, _, _, err := f.FabricInput(clk.Now(), []uint64{blue.ID})
+		return err == nil && len(in.Allocations) == 0 && len(f.HeldJobs()) == 1
 	})
-	t.Logf("blue's job waits: %s", j.Reason.Message)
+	settle := func() {
+		t.Helper()
+		var st api.FabricStatus
+		if err := admin.Do(ctx, "POST", "/v1/fabric/deploy", nil, &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	j, err := admin.Job(ctx, blue.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if j.State != domain.JobPlaced || j.NetworkRev != 0 {
 		t.Fatalf("blue's job got its network while the only L3 VLAN is in quarantine: %s, revision %d", j.State, j.NetworkRev)
+	}
+	if cause := lastCause(t, admin); !strings.Contains(cause, `(3000-3000) is exhausted: 0 held`) {
+		t.Fatalf("red's VLAN released; the revision says %s", cause)
 	}
 	clk.Advance(time.Hour + 10*time.Minute)
 	j = waitJob(t, admin, blue.ID, "Ready once the quarantine ended", func(j *domain.Job) bool { return j.State == domain.JobReady })

@@ -246,7 +246,9 @@ type (
 		// Why: "moves" (the port leaves its old membership in this
 		// revision), "deploying" (the removal is not deployed yet) or
 		// "l3vlan" (the tenant's VRF would come to leaf Leaf, whose L3
-		// VLAN pool has no id free now; Reason says why).
+		// VLAN pool has no id free now; Reason is the pool's account, for
+		// the record and the revision's cause, never the job's reason: it
+		// counts other tenants' VLANs).
 		Why    string `json:"why"`
 		Leaf   string `json:"leaf,omitempty"`
 		Reason string `json:"reason,omitempty"`

@@ -433,7 +433,10 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			case "deploying":
 				msg = fmt.Sprintf("waiting for the removal of port %s's previous membership (revision %d) to be deployed on its leaf before its network is added", h.Port, fd.Ports[h.Port].Rev)
 			case "l3vlan":
-				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: %s", h.Leaf, j.Tenant, h.Reason)
+				// Not the pool's account (h.Reason, in the revision's
+				// cause): it counts the VLANs other tenants hold there.
+				o := f.fabricOptions()
+				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: every one of the leaf's L3 VLANs (%d-%d) is taken or in quarantine; it gets one when one frees up, or when an admin widens the range (jobfabric fabric options --l3-vlans)", h.Leaf, j.Tenant, o.L3VLANMin, o.L3VLANMax)
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
