@@ -202,6 +202,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 			return err
 		}
 	}
+	ps.Index() // ps is the caller's copy (a Clone, or new pools), nobody else reads it
 	type need struct{ pool, owner string }
 	var want []need
 	segmented := map[string]bool{}
@@ -269,6 +270,9 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 	for _, n := range want {
 		wanted[n] = true
 	}
+	// The pools made since: index them too (thousands of owners a pool
+	// with every VRF on every leaf).
+	ps.Index()
 	// Release first, so that ids in quarantine are not handed out again
 	// within this sync.
 	for _, name := range ps.Names() {
