@@ -153,23 +153,24 @@ func (f *FSM) L3VLANWaiters(leaf string, held []uint64) []uint64 {
 	return append(on, off...)
 }
 
-// checkL3VLANRoom refuses tenant t (created, or given other sites) when,
-// with every VRF on every leaf of its sites, a leaf whose NOS needs an L3
-// VLAN per VRF would have none left for it: the revision would fail, and
-// with it every revision after, until a tenant leaves. Ids in quarantine
-// or still deployed are not room; a tenant already holding one (even
-// outside the range, after a narrowing) needs no other.
-func (f *FSM) checkL3VLANRoom(field string, t *domain.Tenant, now time.Time) *domain.Error {
+// checkL3VLANRoom refuses tenant t (created, or given other sites; nil:
+// every tenant, for a new topology top) when, with every VRF on every leaf
+// of its sites, a leaf of top whose NOS needs an L3 VLAN per VRF would
+// have none left for it: the revision would fail, and with it every
+// revision after, until a tenant leaves. Ids in quarantine or still
+// deployed are not room; a tenant already holding one (even outside the
+// range, after a narrowing) needs no other.
+func (f *FSM) checkL3VLANRoom(field string, top *domain.Topology, t *domain.Tenant, now time.Time) *domain.Error {
 	fd := &f.d.Fabric
-	if f.d.Topology == nil || fd.Options.VRFPlacement == fabric.VRFsWhereUsed {
+	if top == nil || fd.Options.VRFPlacement == fabric.VRFsWhereUsed {
 		return nil
 	}
 	r := f.fabricOptions()
 	def := cmp.Or(fd.Options.DefaultNOS, fabric.DefaultNOS)
 	covers := func(t *domain.Tenant, site string) bool { return len(t.Sites) == 0 || slices.Contains(t.Sites, site) }
 	ps := f.pools()
-	for _, site := range f.d.Topology.Sites {
-		if !covers(t, site.Name) {
+	for _, site := range top.Sites {
+		if t != nil && !covers(t, site.Name) {
 			continue
 		}
 		var placed map[string]bool // made at the first leaf that needs it
@@ -179,9 +180,12 @@ func (f *FSM) checkL3VLANRoom(field string, t *domain.Tenant, now time.Time) *do
 					continue
 				}
 				if placed == nil {
-					placed = map[string]bool{"tenant/" + t.Name: true}
+					placed = map[string]bool{}
+					if t != nil {
+						placed["tenant/"+t.Name] = true
+					}
 					for name, o := range f.d.Tenants {
-						if name != t.Name && covers(o, site.Name) {
+						if (t == nil || name != t.Name) && covers(o, site.Name) {
 							placed["tenant/"+name] = true
 						}
 					}
@@ -200,9 +204,13 @@ func (f *FSM) checkL3VLANRoom(field string, t *domain.Tenant, now time.Time) *do
 				}
 				room := int(r.L3VLANMax-r.L3VLANMin+1) - blocked
 				if need := len(placed) - outside; need > room {
+					who := "the topology"
+					if t != nil {
+						who = "tenant " + t.Name
+					}
 					return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
-						Message: fmt.Sprintf("tenant %s: with every tenant's VRF on every leaf of its sites, leaf %s would carry %d VRFs, and its L3 VLANs %d-%d have room for %d (%d in quarantine or still deployed): place VRFs where used (jobfabric fabric options --vrf-placement used) or widen the range",
-							t.Name, l.Name, need, r.L3VLANMin, r.L3VLANMax, room, blocked)}
+						Message: fmt.Sprintf("%s: with every tenant's VRF on every leaf of its sites, leaf %s would carry %d VRFs, and its L3 VLANs %d-%d have room for %d (%d in quarantine or still deployed): place VRFs where used (jobfabric fabric options --vrf-placement used) or widen the range",
+							who, l.Name, need, r.L3VLANMin, r.L3VLANMax, room, blocked)}
 				}
 			}
 		}

@@ -149,3 +149,30 @@ func TestGateWaitsForEveryLeafOfAWholeServer(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestTopologyNeedsL3VLANRoom: with every VRF on every leaf, a topology
+// whose leaves turn NX-OS or SONiC (one L3 VLAN per VRF) is refused when a
+// leaf's range cannot hold every tenant; with VRFs where used it passes.
+func TestTopologyNeedsL3VLANRoom(t *testing.T) {
+	h := newHarness(t)
+	gen := func(nos string) *domain.Topology {
+		topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 2, Spines: 1, NOS: nos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo
+	}
+	h.must(CmdTopologyApply, TopologyApply{Topology: *gen("frr")})
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{L3VLANMin: 3000, L3VLANMax: 3001}}) // FRR leaves need none
+	for i := range 3 {
+		h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant(fmt.Sprintf("t%d", i)).Obj()})
+	}
+	r := h.refusedChangesNothing(CmdTopologyApply, TopologyApply{Topology: *gen("sonic")})
+	if r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition || r.Err.Field != "sites" ||
+		!strings.Contains(r.Err.Message, "the topology: with every tenant's VRF on every leaf of its sites, leaf s1-leaf0 would carry 3 VRFs, and its L3 VLANs 3000-3001 have room for 2") {
+		t.Fatalf("SONiC leaves for 3 tenants in 2 L3 VLANs: %v", r.Err)
+	}
+	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed, L3VLANMin: 3000, L3VLANMax: 3001}})
+	h.must(CmdTopologyApply, TopologyApply{Topology: *gen("sonic")})
+	h.replays()
+}

@@ -27,7 +27,7 @@ func (f *FSM) applyTenantCreate(c *Command) (any, *domain.Error) {
 			return nil, err
 		}
 	}
-	if err := f.checkL3VLANRoom("name", &t, c.At); err != nil {
+	if err := f.checkL3VLANRoom("name", f.d.Topology, &t, c.At); err != nil {
 		return nil, err
 	}
 	if c.check {
@@ -75,7 +75,7 @@ func (f *FSM) applyTenantUpdate(c *Command) (any, *domain.Error) {
 		return nil, err
 	}
 	if !slices.Equal(t.Sites, old.Sites) {
-		if err := f.checkL3VLANRoom("sites", &t, c.At); err != nil {
+		if err := f.checkL3VLANRoom("sites", f.d.Topology, &t, c.At); err != nil {
 			return nil, err
 		}
 	}
