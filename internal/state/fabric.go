@@ -266,9 +266,14 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 			want = append(want, need{pool.LeafL3VLAN(lt.Leaf), o})
 		}
 	}
-	wanted := map[need]bool{}
+	wanted := map[string]map[string]bool{} // pool -> owner
 	for _, n := range want {
-		wanted[n] = true
+		w := wanted[n.pool]
+		if w == nil {
+			w = map[string]bool{}
+			wanted[n.pool] = w
+		}
+		w[n.owner] = true
 	}
 	// The pools made since: index them too (thousands of owners a pool
 	// with every VRF on every leaf).
@@ -276,11 +281,16 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 	// Release first, so that ids in quarantine are not handed out again
 	// within this sync.
 	for _, name := range ps.Names() {
-		for _, e := range slices.Clone(ps.Pools[name].Entries) {
-			if e.Owner != "" && !wanted[need{name, e.Owner}] {
-				if _, _, err := ps.Release(name, e.Owner, now); err != nil {
-					return err
-				}
+		w := wanted[name]
+		var gone []string // in id order, as they are released
+		for _, e := range ps.Pools[name].Entries {
+			if e.Owner != "" && !w[e.Owner] {
+				gone = append(gone, e.Owner)
+			}
+		}
+		for _, o := range gone {
+			if _, _, err := ps.Release(name, o, now); err != nil {
+				return err
 			}
 		}
 	}
