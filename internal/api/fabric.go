@@ -61,3 +61,23 @@ type (
 		Verify  []string  `json:"verify,omitempty"`
 	}
 )
+
+// FabricOptions are the operator's fabric options (GET and PUT
+// /v1/fabric/options). They are replicated state, not server flags: every
+// member syncs the fabric's ids by them, so all must read the same ones.
+type FabricOptions struct {
+	// VRFPlacement is where a tenant's VRF is created: "all" (the default:
+	// every leaf of the tenant's sites, so a port changes tenant without a
+	// VRF being created) or "used" (only the leaves where the tenant owns
+	// a server port: a leaf carries its own tenants' VRFs, so the tenants
+	// of a fabric are not bounded by what one leaf holds). A job never
+	// becomes Ready before the revision creating its tenant's VRF on its
+	// leaves is deployed there.
+	VRFPlacement string `json:"vrfPlacement"`
+	// L3VLANMin and L3VLANMax bound each leaf's L3 VLANs (one per VRF on a
+	// leaf whose NOS carries an L3VNI on a VLAN: NX-OS, SONiC), within
+	// 3000-4094 (a leaf's link VLANs take 1000-2999). 0 and 0 in a PUT:
+	// 3000-4094. Narrowing the range renumbers nothing already given out.
+	L3VLANMin uint32 `json:"l3VLANMin"`
+	L3VLANMax uint32 `json:"l3VLANMax"`
+}

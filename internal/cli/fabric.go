@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jobfabric/jobfabric/internal/api"
+	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
 
@@ -214,7 +215,52 @@ func newFabricCmd(g *globals) *cobra.Command {
 		},
 	}
 	verifyCmd.Flags().BoolVar(&matrix, "matrix", false, "also print which server port reaches which (as the deployed NOSes enforce it)")
-	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd, verifyCmd, newFabricHotspotsCmd(g))
+	cmd.AddCommand(status, revisions, renderCmd, diff, deployCmd, verifyCmd, newFabricHotspotsCmd(g), newFabricOptionsCmd(g))
+	return cmd
+}
+
+// newFabricOptionsCmd shows the fabric options, or changes those a flag
+// names (the others keep their value).
+func newFabricOptionsCmd(g *globals) *cobra.Command {
+	var placement, l3 string
+	cmd := &cobra.Command{
+		Use: "options", Short: "Show or change the fabric options: where tenants' VRFs are placed, each leaf's L3 VLAN range", Args: cobra.NoArgs,
+		Example: "  jobfabric fabric options\n  jobfabric fabric options --vrf-placement used\n  jobfabric fabric options --l3-vlans 3000-3967",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			o, err := c.FabricOptions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if fl.Changed("vrf-placement") || fl.Changed("l3-vlans") {
+				if fl.Changed("vrf-placement") {
+					o.VRFPlacement = placement
+				}
+				if fl.Changed("l3-vlans") {
+					lo, hi, ok := strings.Cut(l3, "-")
+					a, errA := strconv.ParseUint(lo, 10, 32)
+					b, errB := strconv.ParseUint(hi, 10, 32)
+					if !ok || errA != nil || errB != nil {
+						return domain.Invalid("l3-vlans", "%q is not a range MIN-MAX (such as 3000-3967)", l3)
+					}
+					o.L3VLANMin, o.L3VLANMax = uint32(a), uint32(b)
+				}
+				if o, err = c.SetFabricOptions(cmd.Context(), *o); err != nil {
+					return err
+				}
+			}
+			return g.emit(o, func(w io.Writer) {
+				fmt.Fprintf(w, "VRF placement: %s\n", o.VRFPlacement)
+				fmt.Fprintf(w, "L3 VLANs per leaf: %d-%d\n", o.L3VLANMin, o.L3VLANMax)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&placement, "vrf-placement", "", "all (every tenant's VRF on every leaf of its sites) or used (only on leaves where the tenant owns a port)")
+	cmd.Flags().StringVar(&l3, "l3-vlans", "", "each leaf's L3 VLAN range MIN-MAX within 3000-4094 (NX-OS and SONiC leaves: one VLAN per VRF)")
 	return cmd
 }
 

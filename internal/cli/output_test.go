@@ -252,6 +252,12 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		}}},
 		{"fabric deploy", outCase{json: args("fabric", "deploy"), header: true}},
 		{"fabric verify", outCase{json: args("fabric", "verify")}},
+		{"fabric options", outCase{json: args("fabric", "options"), plain: args("fabric", "options", "--vrf-placement", "used"), check: func(t *testing.T, out string) {
+			var o api.FabricOptions
+			if err := json.Unmarshal([]byte(out), &o); err != nil || o.VRFPlacement == "" || o.L3VLANMin == 0 {
+				t.Errorf("fabric options -o json = %.300s (%v)", out, err)
+			}
+		}}},
 		{"agent", outCase{json: args("agent", "--node", node, "--fixture", h100Fixture, "--once"), env: map[string]string{"JOBFABRIC_TOKEN": nodeTok}, header: true}},
 		{"agent facts", outCase{json: args("agent", "facts", "--fixture", h100Fixture), header: true}},
 		{"host list", outCase{json: args("host", "list"), header: true}},

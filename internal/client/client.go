@@ -410,3 +410,15 @@ func (c *Client) Workspace(ctx context.Context, tenant, name string) (*domain.Wo
 	var w domain.Workspace
 	return &w, c.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/workspaces/"+url.PathEscape(name), nil, &w)
 }
+
+// FabricOptions returns the operator's fabric options (GET /v1/fabric/options).
+func (c *Client) FabricOptions(ctx context.Context) (*api.FabricOptions, error) {
+	var o api.FabricOptions
+	return &o, c.Do(ctx, "GET", "/v1/fabric/options", nil, &o)
+}
+
+// SetFabricOptions replaces them (PUT /v1/fabric/options, admin).
+func (c *Client) SetFabricOptions(ctx context.Context, o api.FabricOptions) (*api.FabricOptions, error) {
+	var out api.FabricOptions
+	return &out, c.Do(ctx, "PUT", "/v1/fabric/options", o, &out)
+}

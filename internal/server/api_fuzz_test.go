@@ -51,6 +51,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/v1/nodes/s1-gpu001/heartbeat"},
 	{method: "PATCH", path: "/v1/nodes/s1-gpu002"},
 	{method: "PUT", path: "/v1/hosts/policy"},
+	{method: "PUT", path: "/v1/fabric/options"},
 }
 
 // fuzzContentTypes are the Content-Type headers the fuzzer picks from.
@@ -243,6 +244,7 @@ func startFuzzServer(f *testing.F) (*server.Server, string, []fuzzSeed) {
 	add("/v1/nodes/s1-gpu001/heartbeat", 0, `{"agent":"a","factsHash":""}`, `{"factsHash":7}`)
 	add("/v1/nodes/s1-gpu002", 0, `{"cordoned":true,"reason":"maintenance"}`, `{"cordoned":false}`, `{"draining":true,"graceSeconds":-5}`)
 	add("/v1/hosts/policy", 0, `{}`, `{"heartbeatTimeoutSeconds":-1}`)
+	add("/v1/fabric/options", 0, `{"vrfPlacement":"used"}`, `{"vrfPlacement":"all","l3VLANMin":3000,"l3VLANMax":3001}`, `{"l3VLANMin":4000,"l3VLANMax":3000}`, `{"vrfPlacement":"x"}`)
 	return c.Servers[0], c.AdminToken, seeds
 }
 

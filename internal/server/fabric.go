@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/pool"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 	"github.com/jobfabric/jobfabric/internal/state"
@@ -67,7 +69,11 @@ func (s *Server) fabricLoop(ctx context.Context) {
 		// does not), or on the tick, which also retries failed devices.
 		if s.store.IsLeader() {
 			fp := s.fsm.FabricFingerprint()
-			_, _, err := s.fabricOnce(ctx, fp != last, retry)
+			// A job held for an L3 VLAN may get one when a quarantine
+			// ends, which changes nothing the fingerprint sees: look
+			// again on the tick.
+			heldForIDs := retry && slices.ContainsFunc(s.fsm.HeldJobs(), func(h state.HeldJob) bool { return h.Why == "l3vlan" })
+			_, _, err := s.fabricOnce(ctx, fp != last || heldForIDs, retry)
 			switch {
 			case errors.Is(err, errStale):
 				last = 0 // compile again at the kick
@@ -181,6 +187,17 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 	// another job (a group): check again until nothing more is held.
 	for {
 		c, err := s.compileNow(now, &s.fabricComp, ids...)
+		if leaf, why, ok := l3VLANsExhausted(err); ok {
+			// With VRFs where used, a job whose tenant's VRF would come to
+			// a leaf with no L3 VLAN free waits (held, saying so), and the
+			// rest of the fabric goes on; one job at a time, newest first,
+			// so that as many as fit get theirs.
+			if w := s.fsm.L3VLANWaiters(leaf, ids); len(w) > 0 {
+				ids = append(ids, w[0])
+				held = append(held, state.HeldJob{Job: w[0], Why: "l3vlan", Leaf: leaf, Reason: why})
+				continue
+			}
+		}
 		if err != nil || c == nil {
 			return c, nil, nil, err
 		}
@@ -229,6 +246,18 @@ func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []sta
 			return c, changes, held, nil
 		}
 	}
+}
+
+// l3VLANsExhausted reports the leaf whose L3 VLAN pool err says is
+// exhausted (pool.State.Allocate's error, field pools.l3vlan/<leaf>),
+// and the pool's account of it.
+func l3VLANsExhausted(err error) (leaf, why string, ok bool) {
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodeFailedPrecondition {
+		return "", "", false
+	}
+	leaf, ok = strings.CutPrefix(de.Field, "pools."+pool.LeafL3VLAN(""))
+	return leaf, de.Message, ok && leaf != ""
 }
 
 // sameJobs: a and b hold the same jobs.
@@ -294,8 +323,20 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		s.log.Error("fabric verifier failed: the revision is committed for the record, but look", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
 	}
 	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
-	if len(held) > 0 {
-		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", len(held))
+	var byPort int
+	var l3 []string // the pools' accounts, for the admin reading revisions
+	for _, h := range held {
+		if h.Why != "l3vlan" {
+			byPort++
+		} else if why := h.Leaf + ": " + h.Reason; !slices.Contains(l3, why) {
+			l3 = append(l3, why)
+		}
+	}
+	if byPort > 0 {
+		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", byPort)
+	}
+	if n := len(held) - byPort; n > 0 {
+		cmd.Cause += fmt.Sprintf(", %d held for an L3 VLAN (%s)", n, strings.Join(l3, "; "))
 	}
 	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
 		var de *domain.Error
@@ -323,7 +364,42 @@ func (s *Server) fabricRoutes() []route {
 		{method: "GET", path: "/v1/fabric/verify", summary: "Verify the current intent: one VRF per link; no shared VRF, VNI, RD or route target, no foreign RT import; job endpoints in their VRF and group; allocations and port bindings agree; no reachability between tenants, nor between jobs of a segmented tenant (admin)", access: authed,
 			query: []param{{"matrix", "boolean", "also return the reachability matrix (leaf/port -> leaf/ports) as the deployed NOSes enforce it"}}, resp: api.FabricVerify{}, h: s.fabricVerify},
 		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: api.FabricStatus{}, h: s.fabricDeploy},
+		{method: "GET", path: "/v1/fabric/options", summary: "The fabric options: where tenants' VRFs are placed, each leaf's L3 VLAN range (admin)", access: authed, resp: api.FabricOptions{}, h: s.getFabricOptions},
+		{method: "PUT", path: "/v1/fabric/options", summary: "Replace the fabric options; refused, changing nothing, when a leaf would need more L3 VLANs than its range holds (admin)", access: authed,
+			body: api.FabricOptions{}, resp: api.FabricOptions{}, h: s.putFabricOptions},
 	}
+}
+
+func (s *Server) getFabricOptions(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	return apiFabricOptions(s.fsm.FabricOptions()), nil
+}
+
+func (s *Server) putFabricOptions(r *http.Request, p *principal) (any, error) {
+	if !p.admin() {
+		return nil, errAdminOnly
+	}
+	var o api.FabricOptions
+	if err := decodeJSON(r, &o); err != nil {
+		return nil, err
+	}
+	// The state machine checks them against the pools (propose checks
+	// before the log); the fabric loop compiles by them at its next kick.
+	v, err := s.propose(r.Context(), state.CmdFabricOptions, p.actor(), state.FabricOptionsSet{Options: state.FabricOptions{
+		VRFPlacement: fabric.VRFPlacement(o.VRFPlacement), L3VLANMin: o.L3VLANMin, L3VLANMax: o.L3VLANMax}})
+	if err != nil {
+		return nil, err
+	}
+	if so, ok := v.(*state.FabricOptions); ok {
+		return apiFabricOptions(*so), nil
+	}
+	return apiFabricOptions(s.fsm.FabricOptions()), nil
+}
+
+func apiFabricOptions(o state.FabricOptions) api.FabricOptions {
+	return api.FabricOptions{VRFPlacement: string(o.VRFPlacement), L3VLANMin: o.L3VLANMin, L3VLANMax: o.L3VLANMax}
 }
 
 func (s *Server) fabricStatus(r *http.Request, p *principal) (any, error) {

@@ -359,6 +359,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.call(admin, "GET", "/v1/fabric/configs?nos=eos", nil, 200)
 	c.call(admin, "GET", "/v1/fabric/diff", nil, 200)
 	c.call(admin, "GET", "/v1/fabric/verify?matrix=true", nil, 200)
+	opts := decodeInto[api.FabricOptions](t, c.call(admin, "GET", "/v1/fabric/options", nil, 200))
+	c.call(admin, "PUT", "/v1/fabric/options", opts, 200)
+	c.call(admin, "PUT", "/v1/fabric/options", api.FabricOptions{VRFPlacement: "nowhere"}, 400)
+	c.call(member, "GET", "/v1/fabric/options", nil, 403)
 
 	c.try(admin, "POST", "/v1/fabric/deploy", nil) // validated whatever it answers without a driver
 	c.call(admin, "POST", "/v1/tenants", api.TenantCreateRequest{Name: "gone", Isolation: domain.IsolationGPU, Network: domain.NetworkPureRT5}, 201)

@@ -212,6 +212,7 @@ type NodeSet struct {
 const (
 	CmdFabricRevision CommandType = "fabric.revision"
 	CmdFabricDeployed CommandType = "fabric.deployed"
+	CmdFabricOptions  CommandType = "fabric.options"
 )
 
 // Fabric payloads (fabric.go).
@@ -237,13 +238,25 @@ type (
 		// membership.
 		Held []HeldJob `json:"held,omitempty"`
 	}
-	// HeldJob is a job held out of a revision, and the port it waits for.
+	// HeldJob is a job held out of a revision, and the port (or leaf) it
+	// waits for.
 	HeldJob struct {
 		Job  uint64 `json:"job"`
 		Port string `json:"port"`
 		// Why: "moves" (the port leaves its old membership in this
-		// revision) or "deploying" (the removal is not deployed yet).
-		Why string `json:"why"`
+		// revision), "deploying" (the removal is not deployed yet) or
+		// "l3vlan" (the tenant's VRF would come to leaf Leaf, whose L3
+		// VLAN pool has no id free now; Reason is the pool's account, for
+		// the record and the revision's cause, never the job's reason: it
+		// counts other tenants' VLANs).
+		Why    string `json:"why"`
+		Leaf   string `json:"leaf,omitempty"`
+		Reason string `json:"reason,omitempty"`
+	}
+	// FabricOptionsSet replaces the operator's fabric options (see
+	// FabricOptions); zero values mean the defaults.
+	FabricOptionsSet struct {
+		Options FabricOptions `json:"options"`
 	}
 	// FabricDeployedCmd records a deploy of revision Rev.
 	FabricDeployedCmd struct {

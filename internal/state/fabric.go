@@ -27,8 +27,8 @@ import (
 //     any kept revision is the newest change of each device up to it);
 //   - each device's deployed revision and last error;
 //   - the network readiness gate: a Placed job becomes Ready once the
-//     revision carrying its ports and groups is deployed on every leaf its
-//     GPUs use;
+//     revision carrying its ports and groups is deployed on every leaf
+//     where it has links (jobLeaves);
 //   - every server port's membership (VRF and group) in the latest
 //     revision, and the revision that last changed it: a port never moves
 //     from one membership to another in one revision. The old one is
@@ -124,7 +124,13 @@ type fabricData struct {
 	Rev       uint64                  `json:"rev"`
 	Revisions []*FabricRevision       `json:"revisions,omitempty"`
 	Devices   map[string]*DeviceState `json:"devices,omitempty"`
-	Options   fabric.Options          `json:"options"`
+	// Options are the compiler's options; the operator sets
+	// VRFPlacement (CmdFabricOptions).
+	Options fabric.Options `json:"options"`
+	// L3VLANMin and L3VLANMax bound every leaf's L3 VLAN pool; 0: the
+	// default range (pool.LeafL3VLANSpec).
+	L3VLANMin uint32 `json:"l3VLANMin,omitempty"`
+	L3VLANMax uint32 `json:"l3VLANMax,omitempty"`
 	// Ports are the server ports with a membership, and those that lost
 	// one in a revision not yet deployed on their leaf.
 	Ports map[string]PortMember `json:"ports,omitempty"`
@@ -147,7 +153,7 @@ func (f *FSM) FabricInput(now time.Time, held []uint64) (in fabric.Input, idsHas
 	defer f.mu.RUnlock()
 	ps := f.pools().Clone()
 	in, jobs = f.fabricInput(held)
-	if err := syncIDs(ps, &in, now); err != nil {
+	if err := syncIDs(ps, &in, now, f.l3Range()); err != nil {
 		return in, "", nil, err
 	}
 	return in, poolsHash(ps), jobs, nil
@@ -189,12 +195,14 @@ func (f *FSM) fabricInput(held []uint64) (fabric.Input, []uint64) {
 // VRFs, vlan-aware MAC-VRFs and links, job groups of segmented tenants),
 // releasing the others into quarantine, and fills in.IDs and in.Groups.
 // Deterministic: owners are visited in sorted order.
-func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
+// Every leaf's L3 VLAN pool gets range l3r (zero: the default).
+func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) error {
 	for _, sp := range pool.DefaultSpecs(pool.DefaultQuarantine) {
 		if err := ps.Ensure(sp); err != nil {
 			return err
 		}
 	}
+	ps.Index() // ps is the caller's copy (a Clone, or new pools), nobody else reads it
 	type need struct{ pool, owner string }
 	var want []need
 	segmented := map[string]bool{}
@@ -247,7 +255,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 			return err
 		}
 		for _, lt := range needs {
-			if err := ps.Ensure(pool.LeafL3VLANSpec(lt.Leaf, pool.DefaultQuarantine)); err != nil {
+			if err := ensureL3Pool(ps, lt.Leaf, l3r); err != nil {
 				return err
 			}
 			o := "tenant/" + lt.Tenant
@@ -258,18 +266,31 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 			want = append(want, need{pool.LeafL3VLAN(lt.Leaf), o})
 		}
 	}
-	wanted := map[need]bool{}
+	wanted := map[string]map[string]bool{} // pool -> owner
 	for _, n := range want {
-		wanted[n] = true
+		w := wanted[n.pool]
+		if w == nil {
+			w = map[string]bool{}
+			wanted[n.pool] = w
+		}
+		w[n.owner] = true
 	}
+	// The pools made since: index them too (thousands of owners a pool
+	// with every VRF on every leaf).
+	ps.Index()
 	// Release first, so that ids in quarantine are not handed out again
 	// within this sync.
 	for _, name := range ps.Names() {
-		for _, e := range slices.Clone(ps.Pools[name].Entries) {
-			if e.Owner != "" && !wanted[need{name, e.Owner}] {
-				if _, _, err := ps.Release(name, e.Owner, now); err != nil {
-					return err
-				}
+		w := wanted[name]
+		var gone []string // in id order, as they are released
+		for _, e := range ps.Pools[name].Entries {
+			if e.Owner != "" && !w[e.Owner] {
+				gone = append(gone, e.Owner)
+			}
+		}
+		for _, o := range gone {
+			if _, _, err := ps.Release(name, o, now); err != nil {
+				return err
 			}
 		}
 	}
@@ -315,6 +336,30 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time) error {
 	return nil
 }
 
+// vlanRange is a leaf's L3 VLAN range; the zero value is the default.
+type vlanRange struct{ min, max uint32 }
+
+func (f *FSM) l3Range() vlanRange {
+	return vlanRange{f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax}
+}
+
+// ensureL3Pool makes leaf's L3 VLAN pool exist with range r. A pool
+// made with another range is resized: ids it gave out stay valid (and
+// taken) even outside the new range, so a change renumbers nothing.
+func ensureL3Pool(ps *pool.State, leaf string, r vlanRange) error {
+	sp := pool.LeafL3VLANSpec(leaf, pool.DefaultQuarantine)
+	if r.min != 0 {
+		sp.Min, sp.Max = r.min, r.max
+	}
+	if err := ps.Ensure(sp); err != nil {
+		return err
+	}
+	if p := ps.Pools[sp.Name]; p.Min != sp.Min || p.Max != sp.Max {
+		return ps.Resize(sp)
+	}
+	return nil
+}
+
 func linkOwner(o fabric.LinkOwner) string {
 	return "link/" + o.Link.Leaf + "/" + o.Link.Port + "/" + o.Tenant
 }
@@ -336,7 +381,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	}
 	ps := f.pools().Clone()
 	in, _ := f.fabricInput(held)
-	if err := syncIDs(ps, &in, p.SyncAt); err != nil {
+	if err := syncIDs(ps, &in, p.SyncAt, f.l3Range()); err != nil {
 		return nil, asDomainError(err)
 	}
 	if h := poolsHash(ps); h != p.IDsHash {
@@ -398,8 +443,14 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	for _, h := range p.Held {
 		if j, ok := f.d.Jobs[h.Job]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			msg := fmt.Sprintf("waiting for port %s to leave its previous tenant or group: the removal is deployed first (revision %d), then its network is added", h.Port, fd.Rev)
-			if h.Why == "deploying" {
+			switch h.Why {
+			case "deploying":
 				msg = fmt.Sprintf("waiting for the removal of port %s's previous membership (revision %d) to be deployed on its leaf before its network is added", h.Port, fd.Ports[h.Port].Rev)
+			case "l3vlan":
+				// Not the pool's account (h.Reason, in the revision's
+				// cause): it counts the VLANs other tenants hold there.
+				o := f.fabricOptions()
+				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: every one of the leaf's L3 VLANs (%d-%d) is taken or in quarantine; it gets one when one frees up, or when an admin widens the range (jobfabric fabric options --l3-vlans)", h.Leaf, j.Tenant, o.L3VLANMin, o.L3VLANMax)
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
@@ -573,7 +624,7 @@ func (f *FSM) gate(c *Command) {
 			continue
 		}
 		var waiting []string
-		for _, leaf := range jobLeaves(j) {
+		for _, leaf := range f.jobLeaves(j) {
 			d := fd.Devices[leaf]
 			switch {
 			case d == nil:
@@ -588,7 +639,7 @@ func (f *FSM) gate(c *Command) {
 			j.State, j.UpdatedAt = domain.JobReady, c.At
 			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
-			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(jobLeaves(j), ", ")))
+			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
 			continue
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
@@ -628,7 +679,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	// A sum of per-item hashes: independent of map order, so no sorting
 	// (this runs after every change, with the apply lock waiting).
 	item := fingerprintItem
-	sum := item("%s|%d|%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev)
+	sum := item("%s|%d|%d|%s|%d-%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev, f.d.Fabric.Options.VRFPlacement, f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax)
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
 	}
@@ -659,11 +710,23 @@ func (f *FSM) JobsAwaitingNetwork() []uint64 {
 	return out
 }
 
-// jobLeaves are the leaves a job's GPUs use, sorted.
-func jobLeaves(j *domain.Job) []string {
+// jobLeaves are the leaves where the job has links, sorted: those of its
+// GPUs' NICs, and every leaf of a server it holds whole (a server-isolated
+// tenant's, or all of a server's GPUs), whose every link, NICs without a
+// GPU of their own included, the compiler gives the job's tenant (as
+// fabricInput marks Whole).
+func (f *FSM) jobLeaves(j *domain.Job) []string {
 	var out []string
+	serverIso := false
+	if t, ok := f.d.Tenants[j.Tenant]; ok {
+		serverIso = t.Isolation == domain.IsolationServer
+	}
 	for _, p := range j.Placement {
 		out = append(out, p.Leaves...)
+		s, ok := f.cap.servers[p.Server]
+		if serverIso || (ok && len(p.GPUs) == s.GPUs && len(p.MIG) == 0 && p.Share == 0) {
+			out = append(out, f.cap.serverLeaves[p.Server]...)
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

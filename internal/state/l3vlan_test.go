@@ -34,7 +34,7 @@ func TestL3VLANsPerLeaf(t *testing.T) {
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	ps, _ := pool.New()
 	in := l3Input(t, "sonic", 3)
-	if err := syncIDs(ps, &in, now); err != nil {
+	if err := syncIDs(ps, &in, now, vlanRange{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[fabric.LeafTenant]uint16{}
@@ -53,7 +53,7 @@ func TestL3VLANsPerLeaf(t *testing.T) {
 	// the leaving tenant's VLAN waits in quarantine.
 	in2 := l3Input(t, "sonic", 4)
 	in2.Tenants = append(in2.Tenants[:1], in2.Tenants[2:]...) // t001 leaves, t003 comes
-	if err := syncIDs(ps, &in2, now.Add(time.Minute)); err != nil {
+	if err := syncIDs(ps, &in2, now.Add(time.Minute), vlanRange{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, leaf := range []string{"s1-leaf0", "s1-leaf1"} {
@@ -65,14 +65,14 @@ func TestL3VLANsPerLeaf(t *testing.T) {
 	// FRR leaves carry no L3 VLAN: none is allocated.
 	frr := l3Input(t, "frr", 3)
 	ps2, _ := pool.New()
-	if err := syncIDs(ps2, &frr, now); err != nil || len(frr.IDs.L3VLANs) != 0 {
+	if err := syncIDs(ps2, &frr, now, vlanRange{}); err != nil || len(frr.IDs.L3VLANs) != 0 {
 		t.Fatalf("frr leaves: %v, L3 VLANs %v; want none", err, frr.IDs.L3VLANs)
 	}
 	// More tenants than a leaf's range holds, all on every leaf: refused,
 	// naming the leaf's pool.
 	many := l3Input(t, "sonic", 1100)
 	ps3, _ := pool.New()
-	err := syncIDs(ps3, &many, now)
+	err := syncIDs(ps3, &many, now, vlanRange{})
 	if e, ok := err.(*domain.Error); !ok || !strings.Contains(e.Field, "l3vlan/s1-leaf") {
 		t.Fatalf("1,100 tenants on every sonic leaf: %v; want the leaf's L3 VLAN pool exhausted", err)
 	}
@@ -87,7 +87,7 @@ func TestL3VLANsKeepFabricWideNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := l3Input(t, "sonic", 2)
-	if err := syncIDs(ps, &in, now); err != nil {
+	if err := syncIDs(ps, &in, now, vlanRange{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, leaf := range []string{"s1-leaf0", "s1-leaf1"} {

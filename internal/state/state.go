@@ -49,6 +49,9 @@ type capacity struct {
 	total        int
 	byModel      map[string]int
 	maxPerServer map[string]int // GPU model -> most GPUs on one server
+	// serverLeaves are the leaves each server is cabled to, sorted: a
+	// server held whole has a link (and its tenant's VRF) on each.
+	serverLeaves map[string][]string
 	// static is the scheduler's index of the topology, built once per apply.
 	static *sched.Static
 }
@@ -109,9 +112,21 @@ func deriveCapacity(t *domain.Topology) capacity {
 // capacityOf is deriveCapacity without the scheduler's index, which the
 // checks do not need.
 func capacityOf(t *domain.Topology) capacity {
-	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}}
+	c := capacity{servers: map[string]*domain.Server{}, byModel: map[string]int{}, maxPerServer: map[string]int{}, serverLeaves: map[string][]string{}}
 	if t == nil {
 		return c
+	}
+	for _, site := range t.Sites {
+		for _, f := range site.Fabrics {
+			for _, cb := range f.Cables {
+				if !slices.Contains(c.serverLeaves[cb.Server], cb.Leaf) {
+					c.serverLeaves[cb.Server] = append(c.serverLeaves[cb.Server], cb.Leaf)
+				}
+			}
+		}
+	}
+	for _, ls := range c.serverLeaves {
+		slices.Sort(ls)
 	}
 	for _, s := range t.Servers() {
 		c.servers[s.Name] = s
@@ -278,6 +293,7 @@ var handlers = map[CommandType]handler{
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
+	CmdFabricOptions:   (*FSM).applyFabricOptions,
 	CmdHostReport:      (*FSM).applyHostReport,
 	CmdHostHeartbeat:   (*FSM).applyHostHeartbeat,
 	CmdHostAccept:      (*FSM).applyHostAccept,

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -25,6 +26,9 @@ func (f *FSM) applyTenantCreate(c *Command) (any, *domain.Error) {
 		if err := f.checkCapacity("quota.guaranteed", t.Quota.Guaranteed); err != nil {
 			return nil, err
 		}
+	}
+	if err := f.checkL3VLANRoom("name", f.d.Topology, &t, c.At); err != nil {
+		return nil, err
 	}
 	if c.check {
 		return nil, nil
@@ -69,6 +73,11 @@ func (f *FSM) applyTenantUpdate(c *Command) (any, *domain.Error) {
 	}
 	if err := f.checkCapacity("quota.guaranteed", newG-f.tenantGuarantee(t.Name)); err != nil {
 		return nil, err
+	}
+	if !slices.Equal(t.Sites, old.Sites) {
+		if err := f.checkL3VLANRoom("sites", f.d.Topology, &t, c.At); err != nil {
+			return nil, err
+		}
 	}
 	if c.check {
 		return nil, nil

@@ -56,6 +56,11 @@ func (f *FSM) applyTopology(c *Command) (any, *domain.Error) {
 				Message: fmt.Sprintf("workspace %s: %s: lower its model guarantees first", ref, err.Message)}
 		}
 	}
+	// Leaves that need an L3 VLAN per VRF (a leaf's NOS changed to NX-OS
+	// or SONiC, a new one) must hold every tenant's VRF they would carry.
+	if err := f.checkL3VLANRoom("sites", t, nil, c.At); err != nil {
+		return nil, err
+	}
 	if c.check {
 		return nil, nil
 	}

@@ -118,6 +118,10 @@ type Pool struct {
 	Next uint32 `json:"next"`
 	// Entries are the ids that are held, quarantined or deployed, sorted by ID.
 	Entries []Entry `json:"entries,omitempty"`
+	// owners indexes the held entries, owner -> id, once Index built it;
+	// the methods keep it up to date, Clone and decoding drop it. Without
+	// it an owner is found by a scan.
+	owners map[string]uint32
 }
 
 // Entry is one id that may not be handed out freely.
@@ -215,6 +219,7 @@ func (s *State) Clone() *State {
 	for n, p := range s.Pools {
 		cp := *p
 		cp.Entries = slices.Clone(p.Entries)
+		cp.owners = nil // the copy's own, if Index builds one
 		c.Pools[n] = &cp
 	}
 	return c
@@ -232,10 +237,38 @@ func (s *State) Lookup(pool, owner string) (uint32, bool) {
 	return 0, false
 }
 
-// owned is the index of owner's entry, or -1. Linear: pools hold thousands
-// of ids, and an owner index would be one more thing to keep consistent in
-// the replicated state.
+// Index builds every pool's owner index, for a caller about to look up
+// or allocate many owners (the state machine's id sync, thousands per
+// pool with every VRF on every leaf): an owner then costs a map access
+// and a binary search, not a scan of the pool. The index is not persisted.
+// It writes to s: call it on a State nobody else reads (a Clone).
+func (s *State) Index() {
+	for _, p := range s.Pools {
+		if p.owners != nil {
+			continue
+		}
+		p.owners = make(map[string]uint32, len(p.Entries))
+		for _, e := range p.Entries {
+			if e.Owner != "" {
+				p.owners[e.Owner] = e.ID
+			}
+		}
+	}
+}
+
+// owned is the index of owner's entry, or -1: by the owner index where
+// there is one (Index), else by a scan.
 func (p *Pool) owned(owner string) int {
+	if p.owners != nil {
+		id, ok := p.owners[owner]
+		if !ok {
+			return -1
+		}
+		if i, found := p.find(id); found && p.Entries[i].Owner == owner {
+			return i
+		}
+		return -1 // cannot happen: the methods keep the index
+	}
 	for i := range p.Entries {
 		if p.Entries[i].Owner == owner {
 			return i
@@ -293,6 +326,9 @@ func (s *State) Allocate(pool, owner string, now time.Time) (uint32, error) {
 		p.Entries[i] = e
 	} else {
 		p.Entries = slices.Insert(p.Entries, i, e)
+	}
+	if p.owners != nil {
+		p.owners[owner] = id
 	}
 	p.Next = id + 1
 	if id >= hi {
@@ -379,9 +415,12 @@ func (s *State) Reserve(pool, owner string, id uint32, now time.Time) error {
 			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "id", Message: fmt.Sprintf("id %d of pool %q is %s", id, pool, why)}
 		}
 		p.Entries[i] = Entry{ID: id, Owner: owner}
-		return nil
+	} else {
+		p.Entries = slices.Insert(p.Entries, i, Entry{ID: id, Owner: owner})
 	}
-	p.Entries = slices.Insert(p.Entries, i, Entry{ID: id, Owner: owner})
+	if p.owners != nil {
+		p.owners[owner] = id
+	}
 	return nil
 }
 
@@ -400,6 +439,9 @@ func (s *State) Release(pool, owner string, now time.Time) (id uint32, ok bool, 
 	}
 	id = p.Entries[i].ID
 	p.Entries[i].Owner = ""
+	if p.owners != nil {
+		delete(p.owners, owner)
+	}
 	p.Entries[i].Until = now.Add(time.Duration(p.QuarantineSeconds) * time.Second)
 	p.prune(now)
 	return id, true, nil

@@ -342,3 +342,57 @@ func TestLeafL3VLANPool(t *testing.T) {
 		t.Fatalf("L3 VLAN pool %+v, link VLAN pool %+v", sp, lv)
 	}
 }
+
+// TestIndexChangesNothing: the same random operations on a pool with the
+// owner index (Index) and on one without give the same answers and the
+// same state, reserves and resizes included.
+func TestIndexChangesNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	plain := small(t, 100, 115, time.Minute)
+	indexed := plain.Clone()
+	indexed.Index()
+	now := t0
+	for i := range 5000 {
+		now = now.Add(time.Duration(r.IntN(30)) * time.Second)
+		owner := fmt.Sprintf("o%d", r.IntN(24))
+		op := r.IntN(6)
+		id := uint32(100 + r.IntN(16))
+		var a, b string
+		for _, s := range []*State{plain, indexed} {
+			var out string
+			switch op {
+			case 0, 1:
+				got, err := s.Allocate("p", owner, now)
+				out = fmt.Sprint(got, err)
+			case 2:
+				got, ok, err := s.Release("p", owner, now)
+				out = fmt.Sprint(got, ok, err)
+			case 3:
+				out = fmt.Sprint(s.Reserve("p", owner, id, now))
+			case 4:
+				out = fmt.Sprint(s.SetDeployed("p", []uint32{id, id + 1}, now))
+			case 5:
+				got, ok := s.Lookup("p", owner)
+				out = fmt.Sprint(got, ok)
+			}
+			if s == plain {
+				a = out
+			} else {
+				b = out
+			}
+		}
+		if a != b {
+			t.Fatalf("op %d (%d, %s): without the index %s, with it %s", i, op, owner, a, b)
+		}
+		if i%500 == 0 {
+			ja, _ := json.Marshal(plain)
+			jb, _ := json.Marshal(indexed)
+			if string(ja) != string(jb) {
+				t.Fatalf("op %d: the states differ:\n%s\n%s", i, ja, jb)
+			}
+		}
+	}
+	if c := indexed.Clone(); c.Pools["p"].owners != nil {
+		t.Fatal("a clone shares the owner index")
+	}
+}

@@ -34,6 +34,7 @@ const (
 	RuleVRFTenant   = "vrf-tenant"   // a VRF of a tenant the input does not have
 	RuleVNIShared   = "vni-shared"   // one VNI, two tenants
 	RuleVNIReused   = "vni-reused"   // one VNI, two purposes (an L2VNI on two links, or L2 and L3)
+	RuleVLANShared  = "vlan-shared"  // one VLAN of a leaf, two purposes (two VRFs' L3 VLANs, or an L3 VLAN and a link's)
 	RuleRDShared    = "rd-shared"    // one route distinguisher, two VRFs
 	RuleRTShared    = "rt-shared"    // one route target exported by two tenants
 	RuleRTImport    = "rt-import"    // a VRF imports a target that is not its tenant's

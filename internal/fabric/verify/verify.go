@@ -198,6 +198,36 @@ func (v *verifier) tenantIDs() Check {
 			}
 		}
 	}
+	// VLANs of a device: an L3 VLAN (NX-OS, SONiC: per leaf) carries
+	// one VRF's L3VNI; shared with another VRF or a link, the SVI joins
+	// two tenants' routing or bridges a link into a VRF's transit.
+	type devVLAN struct {
+		dev  *fabric.Device
+		vlan uint16
+	}
+	vlanUse := map[devVLAN]string{}
+	for ii := range m.insts {
+		in := &m.insts[ii]
+		if in.vrf.L3VLAN == 0 {
+			continue
+		}
+		k, what := devVLAN{in.dev, in.vrf.L3VLAN}, "the L3 VLAN of vrf "+in.vrf.Name
+		if other, ok := vlanUse[k]; ok {
+			cb.fail(RuleVLANShared, in.dev.Name, "vrf "+in.vrf.Name, "L3 VLAN %d is also %s", in.vrf.L3VLAN, other)
+		} else {
+			vlanUse[k] = what
+		}
+	}
+	if len(vlanUse) > 0 {
+		for ei := range m.eps {
+			e := &m.eps[ei]
+			for _, p := range e.ports {
+				if other, ok := vlanUse[devVLAN{e.dev, p.VLAN}]; ok && p.VLAN != 0 {
+					cb.fail(RuleVLANShared, e.ref.Leaf, e.ref.Port, "link VLAN %d is also %s", p.VLAN, other)
+				}
+			}
+		}
+	}
 	// L2VNIs: one link each, never an L3VNI, never another tenant's.
 	l2 := map[uint32]string{}
 	for ei := range m.eps {

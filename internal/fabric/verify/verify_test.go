@@ -149,6 +149,24 @@ func TestMutations(t *testing.T) {
 			},
 			want: []string{verify.RuleVNIReused},
 		},
+		"give two VRFs of a leaf one L3 VLAN": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				vrf(t, it, "s1-leaf0", "acme").L3VLAN = 3000
+				vrf(t, it, "s1-leaf0", "globex").L3VLAN = 3000
+				vrf(t, it, "s1-leaf1", "globex").L3VLAN = 3000 // another leaf: its own VLANs
+			},
+			want: []string{verify.RuleVLANShared},
+		},
+		"give a VRF a link's VLAN as its L3 VLAN": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				p := port(t, it, "s1-leaf0", "swp3")
+				if p.VLAN == 0 {
+					t.Fatalf("fixture: s1-leaf0 swp3 has no link VLAN")
+				}
+				vrf(t, it, "s1-leaf0", "acme").L3VLAN = p.VLAN
+			},
+			want: []string{verify.RuleVLANShared},
+		},
 		"reuse an RD": {
 			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
 				vrf(t, it, "s1-leaf0", "globex").RD = vrf(t, it, "s1-leaf0", "acme").RD
