@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"time"
@@ -135,8 +137,16 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	for cycle := 0; cycle < o.MaxCycles; cycle++ {
 		res.Cycles++
 		c0, t0 := threadCPU(), time.Now()
-		plan := sched.Schedule(s, now)
+		var plan *sched.Plan
+		// Labelled so a profile (--cpuprofile) tells the first cycle,
+		// which fills the empty cluster, from the later ones.
+		label := "later"
+		if cycle == 0 {
+			label = "first"
+		}
+		pprof.Do(context.Background(), pprof.Labels("cycle", label), func(context.Context) { plan = sched.Schedule(s, now) })
 		took := time.Since(t0)
+
 		spent += took
 		cycles = append(cycles, took)
 		cpu = append(cpu, threadCPU()-c0)
