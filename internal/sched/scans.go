@@ -99,6 +99,9 @@ func (c *cluster) touched(i int) {
 	if c.owners != nil {
 		c.owners.dirty = append(c.owners.dirty, i)
 	}
+	if c.rank != nil {
+		c.rank.note(c, i)
+	}
 }
 
 // migKeyGPU is one GPU's MIG instances asked for one more of a profile.
