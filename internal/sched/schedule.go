@@ -417,54 +417,62 @@ func shapeKey(j *domain.Job) string {
 //
 // It returns the jobs that fit in their workspace's guarantee.
 func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) map[uint64]bool {
-	// Keys are computed once per job, not in every comparison.
+	// Keys are computed once per job, not in every comparison, and what
+	// they take from the job's workspace once per workspace (its
+	// tenant/workspace pair looked up without building the ref: string
+	// keys were most of ordering 100,000 jobs).
 	// idx, the job's place in the queue as given, ends every comparison:
 	// the orders are total, so an unstable sort gives what a stable one
-	// did, faster (the stable sorts were most of ordering 100,000 jobs).
+	// did.
+	type pair struct{ tenant, workspace string }
+	type wsKey struct {
+		rank  int // the pair's place in (tenant, workspace) order
+		w     *domain.Workspace
+		wprio int
+		share float64
+		left  int // guarantee left, as order hands it out
+	}
 	type key struct {
 		j       *domain.Job
-		w       *domain.Workspace
-		ref     string // the job's tenant/workspace, as the queue names it
+		ws      *wsKey
+		id      uint64
 		idx     int
+		prio    int
 		wprio   int
 		within  bool
 		freeing bool
 		share   float64
 	}
+	byPair := map[pair]*wsKey{}
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
+		p := pair{j.Tenant, j.Workspace}
+		wk := byPair[p]
+		if wk == nil {
+			wk = &wsKey{}
+			ref := j.Tenant + "/" + j.Workspace
+			if w := s.Workspaces[ref]; w != nil {
+				wk.w, wk.wprio = w, w.Priority
+				if w.Weight > 0 {
+					wk.share = u.decayedOf(w.Ref()) / float64(w.Weight)
+				}
+				wk.left = w.Guaranteed*unit - u.usedOf(ref) + stopping[ref]
+			}
+			byPair[p] = wk
+		}
 		// A job already waiting for GPUs being freed (its own victims, or
 		// those left over from other reclaims, reason reclaim_pending)
 		// ranks with the jobs GPUs are being freed for: a job that
 		// reclaims after it must not book the leftovers it counts on
 		// (issue 14: at dev 48x8 a guaranteed job was pushed to later
 		// victims' deadlines cycle after cycle, 34 s).
-		k := key{j: j, idx: i, ref: j.Tenant + "/" + j.Workspace, freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
-		if w := s.Workspaces[k.ref]; w != nil {
-			k.w = w
-			ref := w.Ref()
-			k.wprio = w.Priority
-			if w.Weight > 0 {
-				k.share = u.decayedOf(ref) / float64(w.Weight)
-			}
-		}
-		ks[i] = k
-	}
-	// Within the guarantee: each workspace's jobs in its own order, each
-	// taking what is left.
-	byWS := make([]int, len(ks))
-	for i := range byWS {
-		byWS[i] = i
+		ks[i] = key{j: j, ws: wk, id: j.ID, idx: i, prio: j.Priority, wprio: wk.wprio, share: wk.share,
+			freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
 	}
 	// Each (tenant, workspace) pair gets its rank in their order once, so
 	// the sort compares integers, not two strings a comparison.
-	type pair struct{ tenant, workspace string }
-	rank := map[pair]int{}
-	for _, k := range ks {
-		rank[pair{k.j.Tenant, k.j.Workspace}] = 0
-	}
-	pairs := make([]pair, 0, len(rank))
-	for p := range rank {
+	pairs := make([]pair, 0, len(byPair))
+	for p := range byPair {
 		pairs = append(pairs, p)
 	}
 	slices.SortFunc(pairs, func(a, b pair) int {
@@ -474,41 +482,36 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		return cmp.Compare(a.workspace, b.workspace)
 	})
 	for i, p := range pairs {
-		rank[p] = i
+		byPair[p].rank = i
 	}
-	wsRank := make([]int, len(ks))
-	for i, k := range ks {
-		wsRank[i] = rank[pair{k.j.Tenant, k.j.Workspace}]
+	// Within the guarantee: each workspace's jobs in its own order, each
+	// taking what is left.
+	byWS := make([]int, len(ks))
+	for i := range byWS {
+		byWS[i] = i
 	}
 	slices.SortFunc(byWS, func(a, b int) int {
-		ja, jb := ks[a].j, ks[b].j
-		if c := cmp.Compare(wsRank[a], wsRank[b]); c != 0 {
+		ka, kb := &ks[a], &ks[b]
+		if c := cmp.Compare(ka.ws.rank, kb.ws.rank); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(jb.Priority, ja.Priority); c != 0 {
+		if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ja.ID, jb.ID); c != 0 {
+		if c := cmp.Compare(ka.id, kb.id); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	left := map[string]int{}
 	for _, i := range byWS {
-		j := ks[i].j
-		ref, w := ks[i].ref, ks[i].w
-		if w == nil {
+		k := &ks[i]
+		if k.ws.w == nil {
 			continue
 		}
-		l, ok := left[ref]
-		if !ok {
-			l = w.Guaranteed*unit - u.usedOf(ref) + stopping[ref]
+		if d := demand(k.j); d <= k.ws.left {
+			k.within = true
+			k.ws.left -= d
 		}
-		if d := demand(j); d <= l {
-			ks[i].within = true
-			l -= d
-		}
-		left[ref] = l
 	}
 	slices.SortFunc(ks, func(ka, kb key) int {
 		// Guarantees first, whatever the priorities: a borrowing job of a
@@ -523,7 +526,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		if c := cmp.Compare(kb.wprio, ka.wprio); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
+		if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
 			return c
 		}
 		if ka.freeing != kb.freeing {
@@ -535,7 +538,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ka.j.ID, kb.j.ID); c != 0 {
+		if c := cmp.Compare(ka.id, kb.id); c != 0 {
 			return c
 		}
 		return cmp.Compare(ka.idx, kb.idx)
@@ -544,7 +547,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 	for i := range ks {
 		jobs[i] = ks[i].j
 		if ks[i].within {
-			within[ks[i].j.ID] = true
+			within[ks[i].id] = true
 		}
 	}
 	return within
