@@ -158,7 +158,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	blocked := map[string]block{}
+	blocked := map[string]*block{}
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
@@ -171,7 +171,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		if o.pl == nil {
 			st.plan.Pending[j.ID] = o.reason
 			if o.blocks {
-				blocked[j.Tenant+"/"+j.Workspace] = block{j.ID, j.Priority}
+				blocked[j.Tenant+"/"+j.Workspace] = &block{id: j.ID, prio: j.Priority}
 			}
 			continue
 		}
@@ -197,10 +197,12 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 }
 
 // block is the first job of a workspace that could not be placed: the
-// workspace's jobs of no higher priority wait behind it.
+// workspace's jobs of no higher priority wait behind it, all for the same
+// reason (made once: a full cluster's queue has tens of thousands).
 type block struct {
-	id   uint64
-	prio int
+	id     uint64
+	prio   int
+	reason domain.Reason
 }
 
 // outcome is what the cycle decided for one pending job: placed now (pl, at
@@ -215,7 +217,7 @@ type outcome struct {
 // step decides one pending job, in queue order: admit and place it, or
 // preempt for it where the rules allow. Reclaim books what it plans in the
 // future view; the caller applies the outcome to the cycle's view and plan.
-func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]domain.Reason) outcome {
+func (st *cycle) step(j *domain.Job, blocked map[string]*block, noFit map[string]domain.Reason) outcome {
 	s := st.s
 	ref := j.Tenant + "/" + j.Workspace
 	w := s.Workspaces[ref]
@@ -227,7 +229,10 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	// guarantee left for the jobs before it is counted already, so it
 	// takes nothing they are owed, and it must be served within the bound.
 	if first, ok := blocked[ref]; ok && j.Priority <= first.prio && !st.within[j.ID] {
-		return outcome{reason: domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}}
+		if first.reason.Code == "" {
+			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
+		}
+		return outcome{reason: first.reason}
 	}
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
