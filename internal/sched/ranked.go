@@ -21,11 +21,13 @@ import (
 // memory, that no server-isolated tenant holds (and, for a server-isolated
 // tenant's tree, that nobody holds), rated as a job of that shape whose
 // tenant holds no share there. The tenant's own servers are rated apart and
-// compete with the root: those it holds exclusively, those it is alone on
-// (server-isolated), and, for a share, those where it has shares (their
-// rating counts its time-sliced GPUs; the tree's entries for them are
-// skipped). Every other server fails eligible for the tenant, as the scan
-// would find. Only the base cluster ranks (a what-if view shares servers
+// compete with the root: those a server-isolated tenant is alone on, and,
+// for a share, those where its tenant has shares (their rating counts its
+// time-sliced GPUs; the tree's entries for them are skipped). Every other
+// server fails eligible for the tenant, as the scan would find: only a
+// server-isolated tenant is ever a server's exclusive tenant (hold), so a
+// server another tenant holds exclusively is no GPU-isolated tenant's, and
+// one held at all is no server-isolated tenant's but its own. Only the base cluster ranks (a what-if view shares servers
 // that change under it); an exhaustive snapshot scans, and the
 // equivalence tests compare the two.
 
@@ -44,9 +46,8 @@ type ranking struct {
 	// cursor k has seen log[:k-base].
 	log  []int
 	base int
-	// exclusiveOf and sharesOf index servers by their exclusive tenant and
-	// by the tenants with shares on them.
-	exclusiveOf, sharesOf *tenantIndex
+	// sharesOf indexes servers by the tenants with shares on them.
+	sharesOf *tenantIndex
 	// stamp dedupes a tree's catch-up over the log.
 	stamp []uint32
 	epoch uint32
@@ -70,12 +71,6 @@ func (c *cluster) rankingOf() *ranking {
 	if c.rank == nil {
 		n := len(c.servers)
 		c.rank = &ranking{trees: map[rankKey]*rankTree{}, stamp: make([]uint32, n),
-			exclusiveOf: newTenantIndex(n, func(v *server, out []string) []string {
-				if v.exclusive != "" {
-					out = append(out, v.exclusive)
-				}
-				return out
-			}),
 			sharesOf: newTenantIndex(n, func(v *server, out []string) []string {
 				for g, tn := range v.shareTenant {
 					if v.share[g] > 0 && !slices.Contains(out, tn) {
@@ -85,10 +80,9 @@ func (c *cluster) rankingOf() *ranking {
 				return out
 			})}
 		for i, v := range c.servers {
-			c.rank.exclusiveOf.set(i, v)
 			c.rank.sharesOf.set(i, v)
 		}
-		c.rank.exclusiveOf.cursor, c.rank.sharesOf.cursor = 0, 0
+		c.rank.sharesOf.cursor = 0
 	}
 	return c.rank
 }
@@ -96,19 +90,18 @@ func (c *cluster) rankingOf() *ranking {
 // note records that server i may change (cluster.touched).
 func (rk *ranking) note(c *cluster, i int) {
 	rk.log = append(rk.log, i)
-	if len(rk.log) > 1<<16 && len(rk.log) > 4*len(rk.stamp) {
+	if len(rk.log) > 1024 && len(rk.log) > 4*len(rk.stamp) {
 		rk.compact(c)
 	}
 }
 
-// compact drops the log every reader has read (the indexes read it all
+// compact drops the log every reader has read (the index reads it all
 // first); a tree further behind than a rebuild costs is dropped (rebuilt
 // when next asked).
 func (rk *ranking) compact(c *cluster) {
-	rk.exclusiveOf.of(rk, c, "")
 	rk.sharesOf.of(rk, c, "")
 	end := rk.base + len(rk.log)
-	low := min(rk.exclusiveOf.cursor, rk.sharesOf.cursor)
+	low := rk.sharesOf.cursor
 	for k, t := range rk.trees {
 		if end-t.cursor > len(rk.stamp) {
 			delete(rk.trees, k)
@@ -149,8 +142,6 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 	var extra []int
 	if key.alone {
 		extra = append(extra, c.ownedBy(j.Tenant)...)
-	} else {
-		extra = append(extra, rk.exclusiveOf.of(rk, c, j.Tenant)...)
 	}
 	var skip []int
 	if j.Share > 0 {
