@@ -81,6 +81,7 @@ type futureView struct {
 	// byWorkspace the same per workspace (victimsIn): built once a cycle.
 	byCost      []victim
 	byWorkspace map[int][]victim
+	sortedIn    map[int]bool
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
 	// search found no victims for, with the rule that stopped it (victims
