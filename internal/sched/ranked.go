@@ -122,7 +122,6 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 	if !sc.cached || c.scans() == nil || (c.rank != nil && c.rank.off) {
 		return nil, 0, false
 	}
-	rk := c.rankingOf()
 	neutral := jm
 	if j.Share > 0 {
 		// The tree rates as a job whose tenant holds no share anywhere.
@@ -131,6 +130,18 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 		neutral = &cp
 	}
 	key := rankKey{shape: sc.shapeID(neutral, models), set: c.statics.of(c, jm, t), alone: t.Isolation == domain.IsolationServer}
+	if c.rank == nil || c.rank.trees[key] == nil {
+		// A tree costs about a scan to build and pays from the second
+		// question on: a key asked once in a cycle is scanned.
+		if c.asked == nil {
+			c.asked = map[rankKey]bool{}
+		}
+		if !c.asked[key] {
+			c.asked[key] = true
+			return nil, 0, false
+		}
+	}
+	rk := c.rankingOf()
 	tr := rk.trees[key]
 	if tr == nil {
 		tr = c.buildTree(key, neutral, models, r)

@@ -297,8 +297,10 @@ type cluster struct {
 	// owners indexes servers by the tenant that could be alone on them
 	// (scans.go), for server-isolated tenants' reasons.
 	owners *ownerIndex
-	// rank keeps the servers ranked by score per request shape (ranked.go).
-	rank *ranking
+	// rank keeps the servers ranked by score per request shape, asked
+	// the keys asked for once (ranked.go).
+	rank  *ranking
+	asked map[rankKey]bool
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
