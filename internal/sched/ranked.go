@@ -27,9 +27,11 @@ import (
 // server fails eligible for the tenant, as the scan would find: only a
 // server-isolated tenant is ever a server's exclusive tenant (hold), so a
 // server another tenant holds exclusively is no GPU-isolated tenant's, and
-// one held at all is no server-isolated tenant's but its own. Only the base cluster ranks (a what-if view shares servers
-// that change under it); an exhaustive snapshot scans, and the
-// equivalence tests compare the two.
+// one held at all is no server-isolated tenant's but its own.
+//
+// Only the base cluster ranks (a what-if view shares servers that change
+// under it); an exhaustive snapshot scans, and the equivalence tests
+// compare the two.
 
 // rankKey is what a tree's entries depend on besides the servers.
 type rankKey struct {
@@ -168,12 +170,16 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 	if bi >= 0 {
 		best, bestScore, bestGPU = c.servers[bi], tr.score[bi], int(tr.gpu[bi])
 	}
+	var row []scoreEntry // the job's own: a share's counts its tenant's GPUs
+	if len(extra) > 0 {
+		row = sc.rowOf(sc.shapeID(j, models))
+	}
 	for _, i := range extra {
 		v := c.servers[i]
 		if !c.open(v, j, r, models) || !c.eligible(v, jm, t) {
 			continue
 		}
-		score, gpu := c.rateIn(sc.rowOf(sc.shapeID(j, models)), v, j, r)
+		score, gpu := c.rateIn(row, v, j, r)
 		if gpu == -2 {
 			continue
 		}
