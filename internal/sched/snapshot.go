@@ -36,7 +36,8 @@ type Snapshot struct {
 	// (score.go).
 	Scorer Scorer
 	// exhaustive decides every job by full scans, without the cycle's scan
-	// cache (scans.go): the equivalence test compares both.
+	// cache (scans.go) or ranked servers (ranked.go): the equivalence
+	// tests compare both.
 	exhaustive bool
 }
 
