@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"hash"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"time"
@@ -23,6 +29,9 @@ type SchedOptions struct {
 	// MaxCycles bounds the drain (default 2,000 cycles): at 100,000 jobs
 	// a profile needs only the first cycles.
 	MaxCycles int
+	// Digest hashes every cycle's whole plan (SchedResult.PlanDigest), so
+	// two builds of the scheduler can be shown to decide alike.
+	Digest bool
 }
 
 // SchedResult is what the scheduler benchmark measured.
@@ -55,6 +64,9 @@ type SchedResult struct {
 	PeakHeapMiB            float64 `json:"peakHeapMiB"`
 	// Unplaced jobs never fit (e.g. larger than their workspace may use).
 	Unplaced int `json:"unplaced"`
+	// PlanDigest is the SHA-256 of every cycle's plan as JSON, in turn
+	// (SchedOptions.Digest; hashed outside the timed cycle).
+	PlanDigest string `json:"planDigest,omitempty"`
 }
 
 // Sched drains a queue of mixed jobs through the real scheduler the way the
@@ -130,16 +142,33 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var peakHeap uint64
+	var digest hash.Hash
+	if o.Digest {
+		digest = sha256.New()
+	}
 	var spent time.Duration
 	idle := 0
 	for cycle := 0; cycle < o.MaxCycles; cycle++ {
 		res.Cycles++
 		c0, t0 := threadCPU(), time.Now()
-		plan := sched.Schedule(s, now)
+		var plan *sched.Plan
+		// Labelled so a profile (--cpuprofile) tells the first cycle,
+		// which fills the empty cluster, from the later ones.
+		label := "later"
+		if cycle == 0 {
+			label = "first"
+		}
+		pprof.Do(context.Background(), pprof.Labels("cycle", label), func(context.Context) { plan = sched.Schedule(s, now) })
 		took := time.Since(t0)
+
 		spent += took
 		cycles = append(cycles, took)
 		cpu = append(cpu, threadCPU()-c0)
+		if digest != nil {
+			if err := json.NewEncoder(digest).Encode(plan); err != nil {
+				return nil, fmt.Errorf("hashing the plan of cycle %d: %w", cycle, err)
+			}
+		}
 		// Commit the plan as the state machine does: releases end
 		// allocations (a preempted job is requeued), preemptions start
 		// the grace period, placements start jobs.
@@ -207,6 +236,9 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		if pending == 0 || idle > 3 {
 			break
 		}
+	}
+	if digest != nil {
+		res.PlanDigest = hex.EncodeToString(digest.Sum(nil))
 	}
 	res.ScheduleSeconds = spent.Seconds()
 	res.PlacementsPerSecond = float64(res.Placements) / spent.Seconds()

@@ -96,6 +96,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "in CPU time of the cycle's thread: first %.0f ms, later p50 %.2f ms, p99 %.2f ms; %.0f placements per CPU second\n", r.FirstCycleCPUms, r.CycleCPUP50ms, r.CycleCPUP99ms, r.PlacementsPerCPUSecond)
 				fmt.Fprintf(w, "64-GPU gang decision: p50 %.2f ms, p99 %.2f ms over %d cluster states\n", r.Gang64P50ms, r.Gang64P99ms, r.Gang64Trials)
 				fmt.Fprintf(w, "memory: peak heap %.0f MiB, peak RSS %.0f MiB\n", r.PeakHeapMiB, r.PeakRSSMiB)
+				if r.PlanDigest != "" {
+					fmt.Fprintf(w, "plans: sha256 %s\n", r.PlanDigest)
+				}
 			})
 		},
 	}
@@ -108,6 +111,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
 	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
 	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	sf.BoolVar(&so.Digest, "plan-digest", false, "hash every cycle's whole plan (placements, reasons, order) to compare two builds of the scheduler")
 	var fo bench.FabricOptions
 	var placement string
 	fabricCmd := &cobra.Command{

@@ -249,7 +249,7 @@ func byFree(vs []*server) []*server {
 func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	tried := 0
 	sc := c.scans()
-	for _, v := range c.bestFit() {
+	for v := range c.migServers() {
 		// A server with neither a free GPU nor a GPU in MIG mode has no
 		// GPU to try (on a full cluster, nearly all): the base cluster
 		// counts what it would have tried only when it has to explain.

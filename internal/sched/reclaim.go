@@ -292,9 +292,11 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 		fair = st.fairShares()
 	}
 	own := st.fv.u.index(ref)
-	pool := st.victimOrder()
+	var pool []victim
 	if kind == preemptPriority {
 		pool = st.victimsIn(own)
+	} else {
+		pool = st.victimOrder()
 	}
 	var cands, last []victim
 	for _, v := range pool {
@@ -646,42 +648,58 @@ func (st *cycle) victimOrder() []victim {
 	if st.fv.byCost != nil {
 		return st.fv.byCost
 	}
-	type ranked struct {
-		victim
-		cost float64
-	}
-	var rs []ranked
-	for _, v := range st.s.Jobs {
-		if v.State.Stoppable() && !st.released[v.ID] {
-			c := st.cost(v)
-			rs = append(rs, ranked{victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: c}, c})
-		}
-	}
-	slices.SortFunc(rs, func(ra, rb ranked) int {
-		if c := cmp.Compare(ra.cost, rb.cost); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(ra.Priority, rb.Priority); c != 0 {
-			return c
-		}
-		return cmp.Compare(rb.ID, ra.ID)
-	})
-	st.fv.byCost = make([]victim, len(rs))
-	for i := range rs {
-		st.fv.byCost[i] = rs[i].victim
-	}
+	st.fv.byCost = st.stoppable()
+	sortVictims(st.fv.byCost)
 	return st.fv.byCost
 }
 
-// victimsIn is victimOrder restricted to one workspace.
+// stoppable is the running jobs a cycle may tell to stop, in the
+// snapshot's order.
+func (st *cycle) stoppable() []victim {
+	var out []victim
+	for _, v := range st.s.Jobs {
+		if v.State.Stoppable() && !st.released[v.ID] {
+			out = append(out, victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: st.cost(v)})
+		}
+	}
+	return out
+}
+
+// sortVictims puts victims cheapest first: least work lost, then lowest
+// priority, then newest (a total order: job ids are unique).
+func sortVictims(vs []victim) {
+	slices.SortFunc(vs, func(a, b victim) int {
+		if c := cmp.Compare(a.cost, b.cost); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+}
+
+// victimsIn is victimOrder restricted to one workspace: each workspace's
+// list is sorted when first asked for, so a cycle whose searches are all
+// within workspaces (priority preemption) never sorts every running job.
 func (st *cycle) victimsIn(wi int) []victim {
 	if st.fv.byWorkspace == nil {
 		st.fv.byWorkspace = map[int][]victim{}
-		for _, v := range st.victimOrder() {
+		st.fv.sortedIn = map[int]bool{}
+		all := st.fv.byCost
+		if all == nil {
+			all = st.stoppable()
+		}
+		for _, v := range all {
 			st.fv.byWorkspace[v.wi] = append(st.fv.byWorkspace[v.wi], v)
 		}
 	}
-	return st.fv.byWorkspace[wi]
+	vs := st.fv.byWorkspace[wi]
+	if !st.fv.sortedIn[wi] {
+		sortVictims(vs)
+		st.fv.sortedIn[wi] = true
+	}
+	return vs
 }
 
 // buildFuture builds the future view, once per cycle: the cluster and usage

@@ -1,6 +1,9 @@
 package sched
 
 import (
+	"iter"
+	mbits "math/bits"
+
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/mig"
 )
@@ -99,6 +102,9 @@ func (c *cluster) touched(i int) {
 	if c.owners != nil {
 		c.owners.dirty = append(c.owners.dirty, i)
 	}
+	if c.rank != nil {
+		c.rank.note(c, i)
+	}
 }
 
 // migKeyGPU is one GPU's MIG instances asked for one more of a profile.
@@ -134,8 +140,10 @@ type freeHist struct {
 	counted []int // counted[i]: server i's free GPUs as counted in n
 	dirty   []int // servers that may have changed since
 	// room[k] has bit i set when server i has at least k free GPUs
-	// (k >= 1), as counted.
+	// (k >= 1), as counted; mig has bit i set when server i has GPUs in
+	// MIG mode.
 	room [][]uint64
+	mig  []uint64
 }
 
 // freeHistNow is the histogram, up to date.
@@ -146,7 +154,7 @@ func (c *cluster) freeHistNow() *freeHist {
 		for _, v := range c.servers {
 			size = max(size, len(v.free))
 		}
-		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers)), room: make([][]uint64, size+1)}
+		h = &freeHist{n: make([]int, size+1), counted: make([]int, len(c.servers)), room: make([][]uint64, size+1), mig: make([]uint64, (len(c.servers)+63)/64)}
 		for k := 1; k <= size; k++ {
 			h.room[k] = make([]uint64, (len(c.servers)+63)/64)
 		}
@@ -155,6 +163,9 @@ func (c *cluster) freeHistNow() *freeHist {
 			h.counted[i] = v.nfree
 			for k := 1; k <= v.nfree; k++ {
 				h.room[k][i>>6] |= 1 << (i & 63)
+			}
+			if len(v.mig) > 0 {
+				h.mig[i>>6] |= 1 << (i & 63)
 			}
 		}
 		c.hist = h
@@ -169,6 +180,11 @@ func (c *cluster) freeHistNow() *freeHist {
 		}
 		for k := was + 1; k <= now; k++ {
 			h.room[k][i>>6] |= 1 << (i & 63)
+		}
+		if len(c.servers[i].mig) > 0 {
+			h.mig[i>>6] |= 1 << (i & 63)
+		} else {
+			h.mig[i>>6] &^= 1 << (i & 63)
 		}
 	}
 	h.dirty = h.dirty[:0]
@@ -324,4 +340,53 @@ func (o *ownerIndex) remove(i int) {
 	o.pos[last] = o.pos[i]
 	o.by[k] = l[:len(l)-1]
 	o.key[i] = ""
+}
+
+// migServers is the servers placeMIG tries, in bestFit order (fewest free
+// GPUs first, then topology order). The base cluster yields only those
+// with a free GPU or GPUs in MIG mode, from the free-GPU sets, without
+// sorting or visiting the others (on a full cluster, nearly all; the sort
+// was redone after every placement); other views yield bestFit's order.
+func (c *cluster) migServers() iter.Seq[*server] {
+	return func(yield func(*server) bool) {
+		if c.scans() == nil || len(c.freeHistNow().room) < 2 {
+			for _, v := range c.bestFit() {
+				if !yield(v) {
+					return
+				}
+			}
+			return
+		}
+		h := c.freeHistNow()
+		// bits yields the servers of set (minus those of not, if any) in
+		// index order.
+		bits := func(set, not []uint64) bool {
+			for w, m := range set {
+				if not != nil {
+					m &^= not[w]
+				}
+				for m != 0 {
+					i := w<<6 + mbits.TrailingZeros64(m)
+					m &= m - 1
+					if !yield(c.servers[i]) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		// No free GPU: those in MIG mode.
+		if !bits(h.mig, h.room[1]) {
+			return
+		}
+		for k := 1; k < len(h.room); k++ {
+			var next []uint64
+			if k+1 < len(h.room) {
+				next = h.room[k+1]
+			}
+			if !bits(h.room[k], next) {
+				return
+			}
+		}
+	}
 }

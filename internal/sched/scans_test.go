@@ -15,9 +15,10 @@ import (
 
 // TestScanCacheDecidesAlike drains a long mixed queue (whole GPUs, gangs,
 // MIG, shares; many tenants, a fifth of them server-isolated) through a
-// cluster that stays full, the shape the scan cache is for, and compares
-// every cycle's plan with the one decided by full scans. The property test
-// (TestInvariantsUnderRandomLoad) compares them on every round as well.
+// cluster that stays full, the shape the scan cache and the ranked servers
+// are for, and compares every cycle's plan with the one decided by full
+// scans. The property test (TestInvariantsUnderRandomLoad) compares them on
+// every round as well.
 func TestScanCacheDecidesAlike(t *testing.T) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 4, ServersPerStripe: 16, GPUsPerServer: 8})
 	if err != nil {

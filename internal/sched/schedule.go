@@ -81,6 +81,7 @@ type futureView struct {
 	// byWorkspace the same per workspace (victimsIn): built once a cycle.
 	byCost      []victim
 	byWorkspace map[int][]victim
+	sortedIn    map[int]bool
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
 	// search found no victims for, with the rule that stopped it (victims
@@ -158,7 +159,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	blocked := map[string]block{}
+	blocked := map[string]*block{}
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
@@ -171,7 +172,7 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		if o.pl == nil {
 			st.plan.Pending[j.ID] = o.reason
 			if o.blocks {
-				blocked[j.Tenant+"/"+j.Workspace] = block{j.ID, j.Priority}
+				blocked[j.Tenant+"/"+j.Workspace] = &block{id: j.ID, prio: j.Priority}
 			}
 			continue
 		}
@@ -197,10 +198,12 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 }
 
 // block is the first job of a workspace that could not be placed: the
-// workspace's jobs of no higher priority wait behind it.
+// workspace's jobs of no higher priority wait behind it, all for the same
+// reason (made once: a full cluster's queue has tens of thousands).
 type block struct {
-	id   uint64
-	prio int
+	id     uint64
+	prio   int
+	reason domain.Reason
 }
 
 // outcome is what the cycle decided for one pending job: placed now (pl, at
@@ -215,7 +218,7 @@ type outcome struct {
 // step decides one pending job, in queue order: admit and place it, or
 // preempt for it where the rules allow. Reclaim books what it plans in the
 // future view; the caller applies the outcome to the cycle's view and plan.
-func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]domain.Reason) outcome {
+func (st *cycle) step(j *domain.Job, blocked map[string]*block, noFit map[string]domain.Reason) outcome {
 	s := st.s
 	ref := j.Tenant + "/" + j.Workspace
 	w := s.Workspaces[ref]
@@ -227,7 +230,10 @@ func (st *cycle) step(j *domain.Job, blocked map[string]block, noFit map[string]
 	// guarantee left for the jobs before it is counted already, so it
 	// takes nothing they are owed, and it must be served within the bound.
 	if first, ok := blocked[ref]; ok && j.Priority <= first.prio && !st.within[j.ID] {
-		return outcome{reason: domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}}
+		if first.reason.Code == "" {
+			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
+		}
+		return outcome{reason: first.reason}
 	}
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
@@ -417,54 +423,62 @@ func shapeKey(j *domain.Job) string {
 //
 // It returns the jobs that fit in their workspace's guarantee.
 func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) map[uint64]bool {
-	// Keys are computed once per job, not in every comparison.
+	// Keys are computed once per job, not in every comparison, and what
+	// they take from the job's workspace once per workspace (its
+	// tenant/workspace pair looked up without building the ref: string
+	// keys were most of ordering 100,000 jobs).
 	// idx, the job's place in the queue as given, ends every comparison:
 	// the orders are total, so an unstable sort gives what a stable one
-	// did, faster (the stable sorts were most of ordering 100,000 jobs).
+	// did.
+	type pair struct{ tenant, workspace string }
+	type wsKey struct {
+		rank  int // the pair's place in (tenant, workspace) order
+		w     *domain.Workspace
+		wprio int
+		share float64
+		left  int // guarantee left, as order hands it out
+	}
 	type key struct {
 		j       *domain.Job
-		w       *domain.Workspace
-		ref     string // the job's tenant/workspace, as the queue names it
+		ws      *wsKey
+		id      uint64
 		idx     int
+		prio    int
 		wprio   int
 		within  bool
 		freeing bool
 		share   float64
 	}
+	byPair := map[pair]*wsKey{}
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
+		p := pair{j.Tenant, j.Workspace}
+		wk := byPair[p]
+		if wk == nil {
+			wk = &wsKey{}
+			ref := j.Tenant + "/" + j.Workspace
+			if w := s.Workspaces[ref]; w != nil {
+				wk.w, wk.wprio = w, w.Priority
+				if w.Weight > 0 {
+					wk.share = u.decayedOf(w.Ref()) / float64(w.Weight)
+				}
+				wk.left = w.Guaranteed*unit - u.usedOf(ref) + stopping[ref]
+			}
+			byPair[p] = wk
+		}
 		// A job already waiting for GPUs being freed (its own victims, or
 		// those left over from other reclaims, reason reclaim_pending)
 		// ranks with the jobs GPUs are being freed for: a job that
 		// reclaims after it must not book the leftovers it counts on
 		// (issue 14: at dev 48x8 a guaranteed job was pushed to later
 		// victims' deadlines cycle after cycle, 34 s).
-		k := key{j: j, idx: i, ref: j.Tenant + "/" + j.Workspace, freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
-		if w := s.Workspaces[k.ref]; w != nil {
-			k.w = w
-			ref := w.Ref()
-			k.wprio = w.Priority
-			if w.Weight > 0 {
-				k.share = u.decayedOf(ref) / float64(w.Weight)
-			}
-		}
-		ks[i] = k
-	}
-	// Within the guarantee: each workspace's jobs in its own order, each
-	// taking what is left.
-	byWS := make([]int, len(ks))
-	for i := range byWS {
-		byWS[i] = i
+		ks[i] = key{j: j, ws: wk, id: j.ID, idx: i, prio: j.Priority, wprio: wk.wprio, share: wk.share,
+			freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
 	}
 	// Each (tenant, workspace) pair gets its rank in their order once, so
 	// the sort compares integers, not two strings a comparison.
-	type pair struct{ tenant, workspace string }
-	rank := map[pair]int{}
-	for _, k := range ks {
-		rank[pair{k.j.Tenant, k.j.Workspace}] = 0
-	}
-	pairs := make([]pair, 0, len(rank))
-	for p := range rank {
+	pairs := make([]pair, 0, len(byPair))
+	for p := range byPair {
 		pairs = append(pairs, p)
 	}
 	slices.SortFunc(pairs, func(a, b pair) int {
@@ -474,41 +488,36 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		return cmp.Compare(a.workspace, b.workspace)
 	})
 	for i, p := range pairs {
-		rank[p] = i
+		byPair[p].rank = i
 	}
-	wsRank := make([]int, len(ks))
-	for i, k := range ks {
-		wsRank[i] = rank[pair{k.j.Tenant, k.j.Workspace}]
+	// Within the guarantee: each workspace's jobs in its own order, each
+	// taking what is left.
+	byWS := make([]int, len(ks))
+	for i := range byWS {
+		byWS[i] = i
 	}
 	slices.SortFunc(byWS, func(a, b int) int {
-		ja, jb := ks[a].j, ks[b].j
-		if c := cmp.Compare(wsRank[a], wsRank[b]); c != 0 {
+		ka, kb := &ks[a], &ks[b]
+		if c := cmp.Compare(ka.ws.rank, kb.ws.rank); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(jb.Priority, ja.Priority); c != 0 {
+		if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ja.ID, jb.ID); c != 0 {
+		if c := cmp.Compare(ka.id, kb.id); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	left := map[string]int{}
 	for _, i := range byWS {
-		j := ks[i].j
-		ref, w := ks[i].ref, ks[i].w
-		if w == nil {
+		k := &ks[i]
+		if k.ws.w == nil {
 			continue
 		}
-		l, ok := left[ref]
-		if !ok {
-			l = w.Guaranteed*unit - u.usedOf(ref) + stopping[ref]
+		if d := demand(k.j); d <= k.ws.left {
+			k.within = true
+			k.ws.left -= d
 		}
-		if d := demand(j); d <= l {
-			ks[i].within = true
-			l -= d
-		}
-		left[ref] = l
 	}
 	slices.SortFunc(ks, func(ka, kb key) int {
 		// Guarantees first, whatever the priorities: a borrowing job of a
@@ -523,7 +532,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		if c := cmp.Compare(kb.wprio, ka.wprio); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(kb.j.Priority, ka.j.Priority); c != 0 {
+		if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
 			return c
 		}
 		if ka.freeing != kb.freeing {
@@ -535,7 +544,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		if c := cmp.Compare(ka.share, kb.share); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ka.j.ID, kb.j.ID); c != 0 {
+		if c := cmp.Compare(ka.id, kb.id); c != 0 {
 			return c
 		}
 		return cmp.Compare(ka.idx, kb.idx)
@@ -544,7 +553,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 	for i := range ks {
 		jobs[i] = ks[i].j
 		if ks[i].within {
-			within[ks[i].j.ID] = true
+			within[ks[i].id] = true
 		}
 	}
 	return within

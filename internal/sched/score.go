@@ -288,15 +288,38 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 	r := request(j)
 	var row []scoreEntry
 	if sc.cached && !c.cow {
-		id := sc.shapeID(j, models)
-		for id >= len(sc.cache) {
-			sc.cache = append(sc.cache, nil)
-		}
-		if sc.cache[id] == nil {
-			sc.cache[id] = make([]scoreEntry, sc.servers)
-		}
-		row = sc.cache[id]
+		row = sc.rowOf(sc.shapeID(j, models))
 	}
+	var best *server
+	var bestGPU int
+	// The base cluster keeps the servers ranked per shape (ranked.go).
+	if v, gpu, ok := c.ranked(j, jm, t, models, r); ok {
+		best, bestGPU = v, gpu
+	} else {
+		best, bestGPU = c.scanScored(j, jm, t, models, r, row)
+	}
+	if best == nil {
+		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.scoredMiss(j, r)}
+	}
+	p := domain.Placement{Server: best.s.Name, NVLinkDomain: best.domain}
+	switch {
+	case r.Share():
+		p.GPUs, p.Share = []int{bestGPU}, j.Share
+	case r.GPUs > 0:
+		p.GPUs = wholeGPUs(best, r.GPUs)
+	}
+	for _, g := range p.GPUs {
+		if l := best.leafOf[g]; l != "" {
+			p.Leaves = append(p.Leaves, l)
+		}
+	}
+	return []domain.Placement{p}, LevelServer, domain.Reason{}
+}
+
+// scanScored is placeScored's scan of every server with room: the best
+// one and the GPU its scorer chose (nil: none fits).
+func (c *cluster) scanScored(j, jm *domain.Job, t *domain.Tenant, models []string, r Request, row []scoreEntry) (*server, int) {
+	sc := c.sc
 	var best *server
 	bestScore, bestGPU := 0.0, -1
 	// Idle servers alike (model, CPU, memory, GPUs) rate alike: once one
@@ -340,45 +363,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		if !v.fitsHost(j) || !c.eligible(v, jm, t) {
 			continue
 		}
-		var e *scoreEntry
-		if row != nil {
-			e = &row[v.idx]
-			if e.ok && e.ver == v.ver {
-				if e.gpu == -2 {
-					continue // infeasible
-				}
-				if isIdle {
-					idle = append(idle, sig)
-				}
-				if best == nil || e.score > bestScore {
-					best, bestScore, bestGPU = v, e.score, int(e.gpu)
-				}
-				continue
-			}
-		}
-		h := c.hostOf(v, j)
-		feasible := r.GPUs == 0
-		if r.GPUs > 0 {
-			n := 0
-			for _, f := range h.Free {
-				if f >= r.Milli {
-					n++
-				}
-			}
-			feasible = n >= r.GPUs
-		}
-		score, gpu := 0.0, -2
-		if feasible {
-			score, gpu = sc.scorer.Score(h, &r)
-			if r.Share() && (gpu < 0 || gpu >= len(h.Free) || h.Free[gpu] < r.Milli) {
-				gpu = firstFit(h.Free, r.Milli)
-			}
-		}
-		if e != nil {
-			*e = scoreEntry{ver: v.ver, ok: true, score: score, gpu: int16(gpu)}
-		}
+		score, gpu := c.rateIn(row, v, j, r)
 		if gpu == -2 {
-			continue
+			continue // infeasible
 		}
 		if isIdle {
 			idle = append(idle, sig)
@@ -387,22 +374,7 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 			best, bestScore, bestGPU = v, score, gpu
 		}
 	}
-	if best == nil {
-		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.scoredMiss(j, r)}
-	}
-	p := domain.Placement{Server: best.s.Name, NVLinkDomain: best.domain}
-	switch {
-	case r.Share():
-		p.GPUs, p.Share = []int{bestGPU}, j.Share
-	case r.GPUs > 0:
-		p.GPUs = wholeGPUs(best, r.GPUs)
-	}
-	for _, g := range p.GPUs {
-		if l := best.leafOf[g]; l != "" {
-			p.Leaves = append(p.Leaves, l)
-		}
-	}
-	return []domain.Placement{p}, LevelServer, domain.Reason{}
+	return best, bestGPU
 }
 
 // idleSig is what an idle server's rating depends on; servers of equal

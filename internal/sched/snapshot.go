@@ -36,7 +36,8 @@ type Snapshot struct {
 	// (score.go).
 	Scorer Scorer
 	// exhaustive decides every job by full scans, without the cycle's scan
-	// cache (scans.go): the equivalence test compares both.
+	// cache (scans.go) or ranked servers (ranked.go): the equivalence
+	// tests compare both.
 	exhaustive bool
 }
 
@@ -297,6 +298,10 @@ type cluster struct {
 	// owners indexes servers by the tenant that could be alone on them
 	// (scans.go), for server-isolated tenants' reasons.
 	owners *ownerIndex
+	// rank keeps the servers ranked by score per request shape, asked
+	// the keys asked for once (ranked.go).
+	rank  *ranking
+	asked map[rankKey]bool
 }
 
 // Static is what the scheduler derives from the topology alone. The caller

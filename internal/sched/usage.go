@@ -214,8 +214,9 @@ func (u *usage) clone() *usage {
 // anyAbove reports whether a workspace other than ref uses more than its
 // guarantee (borrows).
 func (u *usage) anyAbove(ref string) bool {
+	own := u.index(ref) // -1 when unknown: every workspace is another
 	for i, w := range u.ix.ws {
-		if u.used[i] > w.Guaranteed*unit && w.Ref() != ref {
+		if u.used[i] > w.Guaranteed*unit && i != own {
 			return true
 		}
 	}

@@ -1,0 +1,129 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// TestRankedAsScan asks the ranked servers (ranked.go) and the scan they
+// stand in for the same question after every change of a small cluster:
+// thousands of placements and releases of whole GPUs, shares of several
+// tenants, CPU and memory requests, GPU- and server-isolated tenants, GPUs
+// hidden and shown as placeAround hides reserved ones; under the default
+// policy and under BestFit, whose integer ratings tie often (the scan
+// keeps the first server of the best rating). The log of touched servers
+// is compacted many times over on the way.
+func TestRankedAsScan(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 8, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scorer := range []Scorer{nil, BestFit{}} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			s := &Snapshot{Topology: topo, Scorer: scorer, Tenants: map[string]*domain.Tenant{}}
+			var tenants []*domain.Tenant
+			for i := 0; i < 6; i++ {
+				tn := &domain.Tenant{Name: fmt.Sprintf("t%d", i), Isolation: domain.IsolationGPU}
+				if i%3 == 0 {
+					tn.Isolation = domain.IsolationServer
+				}
+				s.Tenants[tn.Name] = tn
+				tenants = append(tenants, tn)
+			}
+			spec := func() *domain.Job {
+				tn := tenants[rng.IntN(len(tenants))]
+				j := &domain.Job{JobSpec: domain.JobSpec{Tenant: tn.Name, Workspace: "w"}, State: domain.JobPending}
+				switch rng.IntN(4) {
+				case 0:
+					j.Share = []float64{0.25, 0.5}[rng.IntN(2)]
+				default:
+					j.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
+				}
+				if rng.IntN(4) == 0 {
+					j.CPUMilli = 1000
+				}
+				return j
+			}
+			// The policy weighs the shapes of the live jobs.
+			for i := 0; i < 20; i++ {
+				s.Jobs = append(s.Jobs, spec())
+			}
+			c := buildCluster(s)
+			if !c.sc.active() || !c.sc.cached {
+				t.Fatal("no cached scorer: nothing ranked")
+			}
+			var running []*domain.Job
+			var hidden []gpuRef
+			asked := 0
+			for step := 0; step < 3000; step++ {
+				j := spec()
+				tn := s.Tenants[j.Tenant]
+				r := request(j)
+				row := c.sc.rowOf(c.sc.shapeID(j, nil))
+				want, wantGPU := c.scanScored(j, j, tn, nil, r, row)
+				got, gotGPU, ok := c.ranked(j, j, tn, nil, r)
+				if !ok {
+					// A key asked for the first time in a cycle is scanned.
+					got, gotGPU, ok = c.ranked(j, j, tn, nil, r)
+				}
+				if !ok {
+					t.Fatalf("seed %d step %d: the base cluster did not rank", seed, step)
+				}
+				asked++
+				if got != want || (want != nil && gotGPU != wantGPU) {
+					t.Fatalf("%T seed %d step %d: %+v of %s: ranked %v GPU %d, scan %v GPU %d", scorer, seed, step, j.JobSpec, tn.Isolation, name(got), gotGPU, name(want), wantGPU)
+				}
+				if n := len(c.rank.log); n > 1024 && n > 4*len(c.servers)+1 {
+					t.Fatalf("step %d: the log of touched servers holds %d entries: not compacted", step, n)
+				}
+				switch x := rng.IntN(10); {
+				case x < 5 && want != nil:
+					pl, _, _ := c.placeScored(j, tn, nil)
+					j.Placement = pl
+					c.commit(j, tn, pl)
+					running = append(running, j)
+				case x < 8 && len(running) > 0:
+					k := rng.IntN(len(running))
+					c.release(running[k])
+					running = append(running[:k], running[k+1:]...)
+				case x == 8 && len(hidden) == 0:
+					// Hide a server's free GPUs, as placeAround hides reserved ones.
+					v := c.servers[rng.IntN(len(c.servers))]
+					for g, f := range v.free {
+						if f {
+							v.free[g] = false
+							v.nfree--
+							v.ver++
+							hidden = append(hidden, gpuRef{v.idx, g})
+							c.touched(v.idx)
+						}
+					}
+				case x == 9:
+					for _, g := range hidden {
+						v := c.servers[g.server]
+						v.free[g.gpu] = true
+						v.nfree++
+						v.ver++
+						c.touched(g.server)
+					}
+					hidden = hidden[:0]
+				}
+			}
+			if asked == 0 {
+				t.Fatal("nothing asked")
+			}
+		}
+	}
+}
+
+func name(v *server) string {
+	if v == nil {
+		return "none"
+	}
+	return v.s.Name
+}
