@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -66,6 +67,8 @@ type SoakSample struct {
 	RaftDBMiB   float64 `json:"raftDBMiB"`   // raft/raft.db
 	SnapshotMiB float64 `json:"snapshotMiB"` // the newest raft snapshot (0: none yet)
 	RestartMs   float64 `json:"restartMs"`   // stop, start, leader, first answer
+	// Restart splits RestartMs into phases and gives its CPU time.
+	Restart RestartPhases `json:"restart"`
 	state.Sizes
 }
 
@@ -135,7 +138,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	}
 	start := time.Now()
 	clk := fastClock{origin: start, factor: o.Speedup}
-	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Clock: clk, FabricDriver: "none", Retention: o.Retention, RetainEvery: o.RetainEvery})
+	// The server's log: errors to stderr, and the restarts' phases timed.
+	plog := newPhaseLog(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Clock: clk, FabricDriver: "none", Retention: o.Retention, RetainEvery: o.RetainEvery, Logger: slog.New(plog)})
 	if err != nil {
 		return nil, err
 	}
@@ -274,9 +279,8 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		s.RSSMiB = rssMiB()
 		s.RaftDBMiB = mib(fileSize(filepath.Join(dataDir, "raft", "raft.db")))
 		s.SnapshotMiB = mib(newestSnapshot(filepath.Join(dataDir, "raft", "snapshots")))
-		t0 := time.Now()
-		err := restart(ctx, c)
-		s.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
+		s.Restart, err = restart(ctx, c, filepath.Join(dataDir, "raft"), plog)
+		s.RestartMs = s.Restart.AnswerMs
 		if err != nil {
 			paused.Unlock()
 			return nil, fmt.Errorf("restart after %d jobs: %w", done, err)
@@ -296,24 +300,6 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		res.FirstErr = e
 	}
 	return res, nil
-}
-
-// restart stops the server and starts it again on its data: the time
-// until it leads and answers is what an operator waits after a crash.
-func restart(ctx context.Context, c *devcluster.Cluster) error {
-	if err := c.Stop(0); err != nil {
-		return fmt.Errorf("stop: %w", err)
-	}
-	if err := c.Restart(ctx, 0); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	if _, err := c.WaitLeader(ctx); err != nil {
-		return fmt.Errorf("wait for a leader: %w", err)
-	}
-	if _, err := c.Client(0).Jobs(ctx, client.JobQuery{Limit: 1, PageSize: 1}); err != nil {
-		return fmt.Errorf("list jobs: %w", err)
-	}
-	return nil
 }
 
 func soakSeed(ctx context.Context, cl *client.Client, o SoakOptions) error {
@@ -391,10 +377,13 @@ func rssMiB() float64 {
 // (prefix.svg) and restart times (prefix-restart.svg).
 func WriteSoak(prefix string, r *SoakResult) error {
 	var b strings.Builder
-	b.WriteString("done,seconds,clock_days,jobs_per_sec,rss_mib,heap_mib,raft_db_mib,snapshot_mib,restart_ms,live_jobs,ended_jobs,events,usage_records\n")
+	b.WriteString("done,seconds,clock_days,jobs_per_sec,rss_mib,heap_mib,raft_db_mib,snapshot_mib,restart_ms,live_jobs,ended_jobs,events,usage_records," +
+		"stop_ms,restore_ms,open_ms,leader_ms,started_ms,restart_cpu_ms,log_entries,replay_entries,load1\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%d,%.1f,%.1f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,%d,%d,%d,%d\n", s.Done, s.Seconds, s.ClockDays, s.JobsPerSec,
-			s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+		p := s.Restart
+		fmt.Fprintf(&b, "%d,%.1f,%.1f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,%d,%d,%d,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,%d,%.1f\n", s.Done, s.Seconds, s.ClockDays, s.JobsPerSec,
+			s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords,
+			p.StopMs, p.RestoreMs, p.OpenMs, p.LeaderMs, p.StartedMs, p.CPUMs, p.LogEntries, p.ReplayEntries, p.Load1)
 	}
 	if err := os.WriteFile(prefix+".csv", []byte(b.String()), 0o644); err != nil {
 		return err
@@ -417,6 +406,12 @@ func WriteSoak(prefix string, r *SoakResult) error {
 	if err := os.WriteFile(prefix+".svg", []byte(sim.LineChart(title, "jobs ended (thousands)", "MiB", sizes, 0, math.NaN())), 0o644); err != nil {
 		return err
 	}
-	restart := []sim.Series{series("restart (ms)", func(s SoakSample) float64 { return s.RestartMs })}
+	restart := []sim.Series{
+		series("restart, wall (ms)", func(s SoakSample) float64 { return s.RestartMs }),
+		series("restart, CPU (ms)", func(s SoakSample) float64 { return s.Restart.CPUMs }),
+		series("stop (ms)", func(s SoakSample) float64 { return s.Restart.StopMs }),
+		series("snapshot restore (ms)", func(s SoakSample) float64 { return s.Restart.RestoreMs }),
+		series("start to leader and log applied (ms)", func(s SoakSample) float64 { return s.Restart.StartedMs }),
+	}
 	return os.WriteFile(prefix+"-restart.svg", []byte(sim.LineChart(title+": restart to first answer", "jobs ended (thousands)", "ms", restart, 0, math.NaN())), 0o644)
 }
