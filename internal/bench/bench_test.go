@@ -84,6 +84,11 @@ func TestSoakSmall(t *testing.T) {
 	if last.RestartMs <= 0 || last.RaftDBMiB <= 0 || last.RSSMiB <= 0 || last.ClockDays < 1 {
 		t.Fatalf("sample %+v: a restart, a raft.db, a resident set and at least a day of the server's clock", last)
 	}
+	// The restart's phases come from the server's own log, in order.
+	if p := last.Restart; p.CPUMs <= 0 || p.LeaderMs <= 0 || p.LeaderMs > p.StartedMs || p.OpenMs > p.LeaderMs ||
+		p.StopMs+p.StartedMs > last.RestartMs || p.LogEntries == 0 || p.ReplayEntries > p.LogEntries {
+		t.Fatalf("restart phases %+v (restart %.0f ms): want CPU time, the store open before the leader, the leader before the start's end, replayed entries within the log", p, last.RestartMs)
+	}
 	if last.LiveJobs+last.EndedJobs >= 600 {
 		t.Fatalf("sample %+v: days passed on the server's clock but retention removed no ended job", last)
 	}
