@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,8 +383,7 @@ func rssMiB() float64 {
 	return 0
 }
 
-// WriteSoak writes the samples as prefix.csv and plots them: sizes
-// (prefix.svg) and restart times (prefix-restart.svg).
+// WriteSoak writes the samples as prefix.csv and plots them (PlotSoak).
 func WriteSoak(prefix string, r *SoakResult) error {
 	var b strings.Builder
 	b.WriteString("done,seconds,clock_days,jobs_per_sec,rss_mib,heap_mib,raft_db_mib,snapshot_mib,restart_ms,live_jobs,ended_jobs,events,usage_records," +
@@ -395,6 +397,13 @@ func WriteSoak(prefix string, r *SoakResult) error {
 	if err := os.WriteFile(prefix+".csv", []byte(b.String()), 0o644); err != nil {
 		return err
 	}
+	return PlotSoak(prefix, r)
+}
+
+// PlotSoak draws the samples: sizes (prefix.svg), restart times by jobs
+// ended (prefix-restart.svg) and by log entries replayed
+// (prefix-replay.svg).
+func PlotSoak(prefix string, r *SoakResult) error {
 	series := func(name string, y func(SoakSample) float64) sim.Series {
 		s := sim.Series{Name: name}
 		for _, x := range r.Samples {
@@ -418,7 +427,75 @@ func WriteSoak(prefix string, r *SoakResult) error {
 		series("restart, CPU (ms)", func(s SoakSample) float64 { return s.Restart.CPUMs }),
 		series("stop (ms)", func(s SoakSample) float64 { return s.Restart.StopMs }),
 		series("snapshot restore (ms)", func(s SoakSample) float64 { return s.Restart.RestoreMs }),
-		series("start to leader and log applied (ms)", func(s SoakSample) float64 { return s.Restart.StartedMs }),
+		series("log applied (ms)", func(s SoakSample) float64 { return s.Restart.StartedMs }),
 	}
-	return os.WriteFile(prefix+"-restart.svg", []byte(sim.LineChart(title+": restart to first answer", "jobs ended (thousands)", "ms", restart, 0, math.NaN())), 0o644)
+	if err := os.WriteFile(prefix+"-restart.svg", []byte(sim.LineChart(title+": restart to first answer", "jobs ended (thousands)", "ms", restart, 0, math.NaN())), 0o644); err != nil {
+		return err
+	}
+	// The same restarts by the log entries they replayed: what their
+	// spread follows.
+	byReplay := slices.Clone(r.Samples)
+	slices.SortFunc(byReplay, func(a, b SoakSample) int { return cmp.Compare(a.Restart.ReplayEntries, b.Restart.ReplayEntries) })
+	replay := func(name string, y func(SoakSample) float64) sim.Series {
+		s := sim.Series{Name: name}
+		for _, x := range byReplay {
+			s.X = append(s.X, float64(x.Restart.ReplayEntries)/1000)
+			s.Y = append(s.Y, y(x))
+		}
+		return s
+	}
+	vs := []sim.Series{
+		replay("restart, wall (ms)", func(s SoakSample) float64 { return s.RestartMs }),
+		replay("restart, CPU (ms)", func(s SoakSample) float64 { return s.Restart.CPUMs }),
+		replay("snapshot restore (ms)", func(s SoakSample) float64 { return s.Restart.RestoreMs }),
+	}
+	return os.WriteFile(prefix+"-replay.svg", []byte(sim.LineChart(title+": restart by log replayed", "log entries replayed (thousands)", "ms", vs, 0, math.NaN())), 0o644)
+}
+
+// ReadSoakCSV reads the samples WriteSoak wrote to path (the CSV), so that
+// a run's plots can be drawn again, or drawn from a run stopped halfway.
+func ReadSoakCSV(path string) (*SoakResult, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) < 2 {
+		return nil, domain.Invalid("csv", "%s holds no sample", path)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	r := &SoakResult{}
+	for n, rec := range recs[1:] {
+		var bad error
+		num := func(name string) float64 {
+			i, ok := col[name]
+			if !ok || i >= len(rec) {
+				return 0 // a column an older bench did not write
+			}
+			v, err := strconv.ParseFloat(rec[i], 64)
+			if err != nil && bad == nil {
+				bad = domain.Invalid("csv", "%s line %d: column %s: %q is not a number", path, n+2, name, rec[i])
+			}
+			return v
+		}
+		s := SoakSample{Done: int(num("done")), Seconds: num("seconds"), ClockDays: num("clock_days"), JobsPerSec: num("jobs_per_sec"),
+			RSSMiB: num("rss_mib"), HeapMiB: num("heap_mib"), RaftDBMiB: num("raft_db_mib"), SnapshotMiB: num("snapshot_mib"), RestartMs: num("restart_ms"),
+			Restart: RestartPhases{StopMs: num("stop_ms"), RestoreMs: num("restore_ms"), OpenMs: num("open_ms"), LeaderMs: num("leader_ms"),
+				StartedMs: num("started_ms"), CPUMs: num("restart_cpu_ms"), LogEntries: uint64(num("log_entries")), ReplayEntries: uint64(num("replay_entries")),
+				Load1: num("load1"), AnswerMs: num("restart_ms")}}
+		s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords = int(num("live_jobs")), int(num("ended_jobs")), int(num("events")), int(num("usage_records"))
+		if bad != nil {
+			return nil, bad
+		}
+		r.Samples = append(r.Samples, s)
+		r.Jobs, r.Seconds = s.Done, s.Seconds
+	}
+	return r, nil
 }

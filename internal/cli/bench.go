@@ -209,7 +209,24 @@ func newBenchCmd(g *globals) *cobra.Command {
 	kf.IntVar(&soak.GPUs, "gpus", 512, "GPUs in the cluster (servers of 8); at most this many jobs are live")
 	kf.Float64Var(&soak.Speedup, "speedup", 86_400, "how much faster the server's clock runs than real time")
 	kf.StringVar(&soakProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
-	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg and PREFIX-restart.svg")
+	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg, PREFIX-restart.svg and PREFIX-replay.svg (after each sample)")
+	var soakPlotJobs int
+	soakPlot := &cobra.Command{
+		Use:   "soak-plot PREFIX",
+		Short: "Draw a soak's plots again from PREFIX.csv (also a run stopped halfway): PREFIX.svg, PREFIX-restart.svg, PREFIX-replay.svg",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := bench.ReadSoakCSV(args[0] + ".csv")
+			if err != nil {
+				return err
+			}
+			if soakPlotJobs > 0 {
+				r.Jobs = soakPlotJobs
+			}
+			return bench.PlotSoak(args[0], r)
+		},
+	}
+	soakPlot.Flags().IntVar(&soakPlotJobs, "jobs", 0, "the run's job count, for the titles (default: the last sample's)")
 	var plotOut string
 	plot := &cobra.Command{
 		Use:   "fabric-plot RESULT.json...",
@@ -237,7 +254,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		},
 	}
 	plot.Flags().StringVar(&plotOut, "out", "", "SVG file to write (default: standard output)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, plot)
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, soakPlot, plot)
 	return cmd
 }
 
