@@ -525,7 +525,9 @@ func (s *Store) snapshotAfterReplay(threshold uint64) {
 	}
 	t := time.NewTicker(leaderPollInterval)
 	defer t.Stop()
-	for s.raft.AppliedIndex() < last {
+	// min: a follower's unreplicated tail, overwritten by a new leader
+	// with a shorter log, is never applied.
+	for s.raft.AppliedIndex() < min(last, s.raft.LastIndex()) {
 		select {
 		case <-s.stop:
 			return
