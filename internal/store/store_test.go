@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,7 @@ func TestRestartSnapshotsLongLog(t *testing.T) {
 			}
 			n.stop(t)
 			n.start(t)
+			logged := n.s.raft.LastIndex()
 			waitFor(t, 5*time.Second, func() (bool, string) {
 				return slices.Equal(n.fsm.Items(), want), fmt.Sprintf("replayed %d of %d entries", len(n.fsm.Items()), len(want))
 			})
@@ -167,8 +169,11 @@ func TestRestartSnapshotsLongLog(t *testing.T) {
 				}
 				return
 			}
+			// A snapshot that covers the whole log replayed, not what the
+			// FSM had applied when raft handed it the last entries.
 			waitFor(t, 5*time.Second, func() (bool, string) {
-				return snapshots() > 0, fmt.Sprintf("no snapshot after replaying %d entries (threshold 20)", tc.entries)
+				got, _ := strconv.ParseUint(n.s.raft.Stats()["last_snapshot_index"], 10, 64)
+				return got >= logged, fmt.Sprintf("after replaying %d entries (threshold 20): newest snapshot at index %d, the log replayed ends at %d", tc.entries, got, logged)
 			})
 			// The next start restores it and replays nothing.
 			n.stop(t)
