@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,11 @@ func TestSoakSmall(t *testing.T) {
 	if last.RestartMs <= 0 || last.RaftDBMiB <= 0 || last.RSSMiB <= 0 || last.ClockDays < 1 {
 		t.Fatalf("sample %+v: a restart, a raft.db, a resident set and at least a day of the server's clock", last)
 	}
+	// The restart's phases come from the server's own log, in order.
+	if p := last.Restart; p.CPUMs <= 0 || p.LeaderMs <= 0 || p.LeaderMs > p.StartedMs || p.OpenMs > p.LeaderMs ||
+		p.StopMs+p.StartedMs > last.RestartMs || p.LogEntries == 0 || p.ReplayEntries > p.LogEntries {
+		t.Fatalf("restart phases %+v (restart %.0f ms): want CPU time, the store open before the leader, the leader before the start's end, replayed entries within the log", p, last.RestartMs)
+	}
 	if last.LiveJobs+last.EndedJobs >= 600 {
 		t.Fatalf("sample %+v: days passed on the server's clock but retention removed no ended job", last)
 	}
@@ -95,9 +101,29 @@ func TestSoakSmall(t *testing.T) {
 	if err != nil || strings.Count(string(csv), "\n") != 3 {
 		t.Fatalf("csv %q (%v): want a header and 2 rows", csv, err)
 	}
-	for _, f := range []string{prefix + ".svg", prefix + "-restart.svg"} {
+	for _, f := range []string{prefix + ".svg", prefix + "-restart.svg", prefix + "-replay.svg"} {
 		if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "<svg") {
 			t.Fatalf("%s: %v", f, err)
 		}
+	}
+	// The CSV reads back (soak-plot draws a stopped run's curve from it).
+	back, err := ReadSoakCSV(prefix + ".csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Samples) != 2 || back.Samples[1].Done != last.Done || back.Samples[1].Restart.ReplayEntries != last.Restart.ReplayEntries ||
+		back.Samples[1].EndedJobs != last.EndedJobs || math.Abs(back.Samples[1].Restart.CPUMs-last.Restart.CPUMs) > 1 {
+		t.Fatalf("read back %+v, wrote %+v", back.Samples, r.Samples)
+	}
+}
+
+func TestReadSoakCSVRefusesBadNumbers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "soak.csv")
+	if err := os.WriteFile(path, []byte("done,restart_ms\n1000,12x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadSoakCSV(path)
+	if err == nil || !strings.Contains(err.Error(), "restart_ms") || !strings.Contains(err.Error(), "12x") {
+		t.Fatalf("ReadSoakCSV of a bad number = %v, want an error naming the column and the value", err)
 	}
 }

@@ -2,14 +2,18 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +70,8 @@ type SoakSample struct {
 	RaftDBMiB   float64 `json:"raftDBMiB"`   // raft/raft.db
 	SnapshotMiB float64 `json:"snapshotMiB"` // the newest raft snapshot (0: none yet)
 	RestartMs   float64 `json:"restartMs"`   // stop, start, leader, first answer
+	// Restart splits RestartMs into phases and gives its CPU time.
+	Restart RestartPhases `json:"restart"`
 	state.Sizes
 }
 
@@ -135,7 +141,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	}
 	start := time.Now()
 	clk := fastClock{origin: start, factor: o.Speedup}
-	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Clock: clk, FabricDriver: "none", Retention: o.Retention, RetainEvery: o.RetainEvery})
+	// The server's log: errors to stderr, and the restarts' phases timed.
+	plog := newPhaseLog(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	c, err := devcluster.Start(ctx, dir, 1, devcluster.Options{Clock: clk, FabricDriver: "none", Retention: o.Retention, RetainEvery: o.RetainEvery, Logger: slog.New(plog)})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +246,13 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			if fresh == 0 {
 				time.Sleep(5 * time.Millisecond) // nothing new placed yet
 			}
+			// Let the reporters take what was listed first: until their
+			// reports commit those jobs are still Ready, and listing them
+			// again and again (up to GPUs jobs every 5 ms) took a third of
+			// the process's CPU, server and load, for nothing.
+			for len(reports) > 0 && lctx.Err() == nil {
+				time.Sleep(2 * time.Millisecond)
+			}
 		}
 	}()
 
@@ -274,9 +289,8 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		s.RSSMiB = rssMiB()
 		s.RaftDBMiB = mib(fileSize(filepath.Join(dataDir, "raft", "raft.db")))
 		s.SnapshotMiB = mib(newestSnapshot(filepath.Join(dataDir, "raft", "snapshots")))
-		t0 := time.Now()
-		err := restart(ctx, c)
-		s.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
+		s.Restart, err = restart(ctx, c, filepath.Join(dataDir, "raft"), plog)
+		s.RestartMs = s.Restart.AnswerMs
 		if err != nil {
 			paused.Unlock()
 			return nil, fmt.Errorf("restart after %d jobs: %w", done, err)
@@ -296,24 +310,6 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		res.FirstErr = e
 	}
 	return res, nil
-}
-
-// restart stops the server and starts it again on its data: the time
-// until it leads and answers is what an operator waits after a crash.
-func restart(ctx context.Context, c *devcluster.Cluster) error {
-	if err := c.Stop(0); err != nil {
-		return fmt.Errorf("stop: %w", err)
-	}
-	if err := c.Restart(ctx, 0); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	if _, err := c.WaitLeader(ctx); err != nil {
-		return fmt.Errorf("wait for a leader: %w", err)
-	}
-	if _, err := c.Client(0).Jobs(ctx, client.JobQuery{Limit: 1, PageSize: 1}); err != nil {
-		return fmt.Errorf("list jobs: %w", err)
-	}
-	return nil
 }
 
 func soakSeed(ctx context.Context, cl *client.Client, o SoakOptions) error {
@@ -387,18 +383,27 @@ func rssMiB() float64 {
 	return 0
 }
 
-// WriteSoak writes the samples as prefix.csv and plots them: sizes
-// (prefix.svg) and restart times (prefix-restart.svg).
+// WriteSoak writes the samples as prefix.csv and plots them (PlotSoak).
 func WriteSoak(prefix string, r *SoakResult) error {
 	var b strings.Builder
-	b.WriteString("done,seconds,clock_days,jobs_per_sec,rss_mib,heap_mib,raft_db_mib,snapshot_mib,restart_ms,live_jobs,ended_jobs,events,usage_records\n")
+	b.WriteString("done,seconds,clock_days,jobs_per_sec,rss_mib,heap_mib,raft_db_mib,snapshot_mib,restart_ms,live_jobs,ended_jobs,events,usage_records," +
+		"stop_ms,restore_ms,open_ms,leader_ms,started_ms,restart_cpu_ms,log_entries,replay_entries,load1\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%d,%.1f,%.1f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,%d,%d,%d,%d\n", s.Done, s.Seconds, s.ClockDays, s.JobsPerSec,
-			s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+		p := s.Restart
+		fmt.Fprintf(&b, "%d,%.1f,%.1f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,%d,%d,%d,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%d,%d,%.1f\n", s.Done, s.Seconds, s.ClockDays, s.JobsPerSec,
+			s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords,
+			p.StopMs, p.RestoreMs, p.OpenMs, p.LeaderMs, p.StartedMs, p.CPUMs, p.LogEntries, p.ReplayEntries, p.Load1)
 	}
 	if err := os.WriteFile(prefix+".csv", []byte(b.String()), 0o644); err != nil {
 		return err
 	}
+	return PlotSoak(prefix, r)
+}
+
+// PlotSoak draws the samples: sizes (prefix.svg), restart times by jobs
+// ended (prefix-restart.svg) and by log entries replayed
+// (prefix-replay.svg).
+func PlotSoak(prefix string, r *SoakResult) error {
 	series := func(name string, y func(SoakSample) float64) sim.Series {
 		s := sim.Series{Name: name}
 		for _, x := range r.Samples {
@@ -417,6 +422,80 @@ func WriteSoak(prefix string, r *SoakResult) error {
 	if err := os.WriteFile(prefix+".svg", []byte(sim.LineChart(title, "jobs ended (thousands)", "MiB", sizes, 0, math.NaN())), 0o644); err != nil {
 		return err
 	}
-	restart := []sim.Series{series("restart (ms)", func(s SoakSample) float64 { return s.RestartMs })}
-	return os.WriteFile(prefix+"-restart.svg", []byte(sim.LineChart(title+": restart to first answer", "jobs ended (thousands)", "ms", restart, 0, math.NaN())), 0o644)
+	restart := []sim.Series{
+		series("restart, wall (ms)", func(s SoakSample) float64 { return s.RestartMs }),
+		series("restart, CPU (ms)", func(s SoakSample) float64 { return s.Restart.CPUMs }),
+		series("stop (ms)", func(s SoakSample) float64 { return s.Restart.StopMs }),
+		series("snapshot restore (ms)", func(s SoakSample) float64 { return s.Restart.RestoreMs }),
+		series("log applied (ms)", func(s SoakSample) float64 { return s.Restart.StartedMs }),
+	}
+	if err := os.WriteFile(prefix+"-restart.svg", []byte(sim.LineChart(title+": restart to first answer", "jobs ended (thousands)", "ms", restart, 0, math.NaN())), 0o644); err != nil {
+		return err
+	}
+	// The same restarts by the log entries they replayed: what their
+	// spread follows.
+	byReplay := slices.Clone(r.Samples)
+	slices.SortFunc(byReplay, func(a, b SoakSample) int { return cmp.Compare(a.Restart.ReplayEntries, b.Restart.ReplayEntries) })
+	replay := func(name string, y func(SoakSample) float64) sim.Series {
+		s := sim.Series{Name: name}
+		for _, x := range byReplay {
+			s.X = append(s.X, float64(x.Restart.ReplayEntries)/1000)
+			s.Y = append(s.Y, y(x))
+		}
+		return s
+	}
+	vs := []sim.Series{
+		replay("restart, wall (ms)", func(s SoakSample) float64 { return s.RestartMs }),
+		replay("restart, CPU (ms)", func(s SoakSample) float64 { return s.Restart.CPUMs }),
+		replay("snapshot restore (ms)", func(s SoakSample) float64 { return s.Restart.RestoreMs }),
+	}
+	return os.WriteFile(prefix+"-replay.svg", []byte(sim.LineChart(title+": restart by log replayed", "log entries replayed (thousands)", "ms", vs, 0, math.NaN())), 0o644)
+}
+
+// ReadSoakCSV reads the samples WriteSoak wrote to path (the CSV), so that
+// a run's plots can be drawn again, or drawn from a run stopped halfway.
+func ReadSoakCSV(path string) (*SoakResult, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) < 2 {
+		return nil, domain.Invalid("csv", "%s holds no sample", path)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	r := &SoakResult{}
+	for n, rec := range recs[1:] {
+		var bad error
+		num := func(name string) float64 {
+			i, ok := col[name]
+			if !ok || i >= len(rec) {
+				return 0 // a column an older bench did not write
+			}
+			v, err := strconv.ParseFloat(rec[i], 64)
+			if err != nil && bad == nil {
+				bad = domain.Invalid("csv", "%s line %d: column %s: %q is not a number", path, n+2, name, rec[i])
+			}
+			return v
+		}
+		s := SoakSample{Done: int(num("done")), Seconds: num("seconds"), ClockDays: num("clock_days"), JobsPerSec: num("jobs_per_sec"),
+			RSSMiB: num("rss_mib"), HeapMiB: num("heap_mib"), RaftDBMiB: num("raft_db_mib"), SnapshotMiB: num("snapshot_mib"), RestartMs: num("restart_ms"),
+			Restart: RestartPhases{StopMs: num("stop_ms"), RestoreMs: num("restore_ms"), OpenMs: num("open_ms"), LeaderMs: num("leader_ms"),
+				StartedMs: num("started_ms"), CPUMs: num("restart_cpu_ms"), LogEntries: uint64(num("log_entries")), ReplayEntries: uint64(num("replay_entries")),
+				Load1: num("load1"), AnswerMs: num("restart_ms")}}
+		s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords = int(num("live_jobs")), int(num("ended_jobs")), int(num("events")), int(num("usage_records"))
+		if bad != nil {
+			return nil, bad
+		}
+		r.Samples = append(r.Samples, s)
+		r.Jobs, r.Seconds = s.Done, s.Seconds
+	}
+	return r, nil
 }

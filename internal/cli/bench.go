@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -155,7 +156,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	ff.IntVar(&fo.Revisions, "revisions", 0, "fabric-loop revisions timed: job starts and their stops, rendered, verified and deployed to a file driver (default 10; -1: none)")
 	ff.StringVar(&placement, "vrfs", "all", "VRFs on all leaves (all) or only where used (used)")
 	var soak bench.SoakOptions
-	var soakOut string
+	var soakOut, soakProfile string
 	soakCmd := &cobra.Command{
 		Use:   "soak",
 		Short: "Submit, run and end many jobs through the API of one server whose clock runs fast; sample RSS, raft.db, snapshot size and restart time",
@@ -164,24 +165,41 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err := g.checkOutput(); err != nil {
 				return err
 			}
+			// Each sample is written as it is taken (the CSV and plots
+			// so far), so a long run that is stopped leaves its curve.
+			partial := &bench.SoakResult{Jobs: soak.Jobs}
+			var werr error
 			soak.Progress = func(s bench.SoakSample) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d jobs ended, %.0f s, %.0f/s: RSS %.0f MiB, heap %.0f MiB, raft.db %.1f MiB, snapshot %.1f MiB, restart %.0f ms; %d live, %d ended jobs, %d events, %d usage records\n",
-					s.Done, s.Seconds, s.JobsPerSec, s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB, s.RestartMs, s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+				p := s.Restart
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d jobs ended, %.0f s, %.0f/s: RSS %.0f MiB, heap %.0f MiB, raft.db %.1f MiB, snapshot %.1f MiB, "+
+					"restart %.0f ms (CPU %.0f ms; stop %.0f, restore %.0f, leader at %.0f, started %.0f; %d of %d log entries replayed; load %.1f); %d live, %d ended jobs, %d events, %d usage records\n",
+					s.Done, s.Seconds, s.JobsPerSec, s.RSSMiB, s.HeapMiB, s.RaftDBMiB, s.SnapshotMiB,
+					s.RestartMs, p.CPUMs, p.StopMs, p.RestoreMs, p.LeaderMs, p.StartedMs, p.ReplayEntries, p.LogEntries, p.Load1,
+					s.LiveJobs, s.EndedJobs, s.Events, s.UsageRecords)
+				if soakOut != "" && werr == nil {
+					partial.Samples, partial.Seconds = append(partial.Samples, s), s.Seconds
+					werr = bench.WriteSoak(soakOut, partial)
+				}
+			}
+			stopProfile, err := startCPUProfile(soakProfile)
+			if err != nil {
+				return err
 			}
 			r, err := bench.Soak(cmd.Context(), soak)
+			stopProfile()
 			if err != nil {
 				return err
 			}
 			if soakOut != "" {
-				if err := bench.WriteSoak(soakOut, r); err != nil {
+				if err := errors.Join(werr, bench.WriteSoak(soakOut, r)); err != nil {
 					return err
 				}
 			}
 			return g.emit(r, func(w io.Writer) {
-				header(w, "DONE", "SECONDS", "CLOCK-DAYS", "JOBS/S", "RSS-MIB", "HEAP-MIB", "RAFTDB-MIB", "SNAPSHOT-MIB", "RESTART-MS", "ENDED-JOBS", "EVENTS", "USAGE")
+				header(w, "DONE", "SECONDS", "CLOCK-DAYS", "JOBS/S", "RSS-MIB", "HEAP-MIB", "RAFTDB-MIB", "SNAPSHOT-MIB", "RESTART-MS", "RESTART-CPU-MS", "REPLAYED", "ENDED-JOBS", "EVENTS", "USAGE")
 				for _, s := range r.Samples {
 					row(w, s.Done, fmt.Sprintf("%.0f", s.Seconds), fmt.Sprintf("%.1f", s.ClockDays), fmt.Sprintf("%.0f", s.JobsPerSec), fmt.Sprintf("%.0f", s.RSSMiB),
-						fmt.Sprintf("%.0f", s.HeapMiB), fmt.Sprintf("%.1f", s.RaftDBMiB), fmt.Sprintf("%.1f", s.SnapshotMiB), fmt.Sprintf("%.0f", s.RestartMs), s.EndedJobs, s.Events, s.UsageRecords)
+						fmt.Sprintf("%.0f", s.HeapMiB), fmt.Sprintf("%.1f", s.RaftDBMiB), fmt.Sprintf("%.1f", s.SnapshotMiB), fmt.Sprintf("%.0f", s.RestartMs), fmt.Sprintf("%.0f", s.Restart.CPUMs), s.Restart.ReplayEntries, s.EndedJobs, s.Events, s.UsageRecords)
 				}
 				fmt.Fprintf(w, "%d jobs in %.0f s; %d errors %s\n", r.Jobs, r.Seconds, r.Errors, r.FirstErr)
 			})
@@ -194,7 +212,25 @@ func newBenchCmd(g *globals) *cobra.Command {
 	kf.IntVar(&soak.Clients, "clients", 32, "concurrent submitters (and reporters)")
 	kf.IntVar(&soak.GPUs, "gpus", 512, "GPUs in the cluster (servers of 8); at most this many jobs are live")
 	kf.Float64Var(&soak.Speedup, "speedup", 86_400, "how much faster the server's clock runs than real time")
-	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg and PREFIX-restart.svg")
+	kf.StringVar(&soakProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
+	kf.StringVar(&soakOut, "out", "", "write PREFIX.csv, PREFIX.svg, PREFIX-restart.svg and PREFIX-replay.svg (after each sample)")
+	var soakPlotJobs int
+	soakPlot := &cobra.Command{
+		Use:   "soak-plot PREFIX",
+		Short: "Draw a soak's plots again from PREFIX.csv (also a run stopped halfway): PREFIX.svg, PREFIX-restart.svg, PREFIX-replay.svg",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := bench.ReadSoakCSV(args[0] + ".csv")
+			if err != nil {
+				return err
+			}
+			if soakPlotJobs > 0 {
+				r.Jobs = soakPlotJobs
+			}
+			return bench.PlotSoak(args[0], r)
+		},
+	}
+	soakPlot.Flags().IntVar(&soakPlotJobs, "jobs", 0, "the run's job count, for the titles (default: the last sample's)")
 	var plotOut string
 	plot := &cobra.Command{
 		Use:   "fabric-plot RESULT.json...",
@@ -222,7 +258,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		},
 	}
 	plot.Flags().StringVar(&plotOut, "out", "", "SVG file to write (default: standard output)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, plot)
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, soakPlot, plot)
 	return cmd
 }
 

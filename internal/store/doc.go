@@ -27,5 +27,7 @@
 // After a restart the FSM is restored from the newest snapshot at once, but
 // log entries after it are applied only when a leader has confirmed the
 // commit index. Callers that need the replayed state wait for a leader and,
-// on the leader, call Barrier.
+// on the leader, call Barrier. Once a log of SnapshotThreshold entries or
+// more past the newest snapshot is applied, the store snapshots: raft's own
+// check runs on a timer that each restart starts again.
 package store

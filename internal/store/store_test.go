@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,72 @@ func TestSnapshotThreshold(t *testing.T) {
 		entries, err := os.ReadDir(snapDir)
 		return err == nil && len(entries) > 0, fmt.Sprintf("no automatic snapshot in %s (%v)", snapDir, err)
 	})
+}
+
+// TestRestartSnapshotsLongLog: a server restarted before raft's snapshot
+// timer fires (here an hour) still snapshots, once it has replayed a log of
+// SnapshotThreshold entries or more; with less it leaves the log alone.
+// Before, every restart reset the timer, and a server restarted more often
+// than SnapshotInterval replayed its whole history at each start.
+func TestRestartSnapshotsLongLog(t *testing.T) {
+	for _, tc := range []struct {
+		entries  int
+		snapshot bool
+	}{{entries: 50, snapshot: true}, {entries: 10, snapshot: false}} {
+		t.Run(fmt.Sprint(tc.entries), func(t *testing.T) {
+			logger := testLogger(t)
+			n := &node{cfg: fastTimings(Config{
+				NodeID: "n1", DataDir: t.TempDir(), Bootstrap: true, Logger: logger,
+				SnapshotThreshold: 20, SnapshotInterval: time.Hour,
+			})}
+			n.start(t)
+			t.Cleanup(func() { n.stop(t) })
+			if err := n.s.WaitForLeader(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]string, tc.entries)
+			for i := range want {
+				want[i] = fmt.Sprint(i)
+				mustApply(t, n.s, want[i])
+			}
+			snapDir := filepath.Join(n.cfg.DataDir, "raft", "snapshots")
+			snapshots := func() int {
+				entries, err := os.ReadDir(snapDir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(entries)
+			}
+			if got := snapshots(); got != 0 {
+				t.Fatalf("%d snapshots before the restart: the timer fired", got)
+			}
+			n.stop(t)
+			n.start(t)
+			logged := n.s.raft.LastIndex()
+			waitFor(t, 5*time.Second, func() (bool, string) {
+				return slices.Equal(n.fsm.Items(), want), fmt.Sprintf("replayed %d of %d entries", len(n.fsm.Items()), len(want))
+			})
+			if !tc.snapshot {
+				n.stop(t) // waits for the check after the replay
+				if got := snapshots(); got != 0 {
+					t.Fatalf("%d snapshots after replaying %d entries, under the threshold", got, tc.entries)
+				}
+				return
+			}
+			// A snapshot that covers the whole log replayed, not what the
+			// FSM had applied when raft handed it the last entries.
+			waitFor(t, 5*time.Second, func() (bool, string) {
+				got, _ := strconv.ParseUint(n.s.raft.Stats()["last_snapshot_index"], 10, 64)
+				return got >= logged, fmt.Sprintf("after replaying %d entries (threshold 20): newest snapshot at index %d, the log replayed ends at %d", tc.entries, got, logged)
+			})
+			// The next start restores it and replays nothing.
+			n.stop(t)
+			n.start(t)
+			waitFor(t, 5*time.Second, func() (bool, string) {
+				return slices.Equal(n.fsm.Items(), want) && n.fsm.Restores() == 1, fmt.Sprintf("items %v, %d restores", n.fsm.Items(), n.fsm.Restores())
+			})
+		})
+	}
 }
 
 func TestNotLeader(t *testing.T) {
