@@ -129,21 +129,24 @@ type Config struct {
 
 // Server is a running API server.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	clock    Clock
-	fsm      *state.FSM
-	store    *store.Store
-	http     *http.Server
-	ln       net.Listener
-	url      string
-	nodeID   string
-	fwd      *forwarder
-	routes   []route
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
+	cfg     Config
+	log     *slog.Logger
+	clock   Clock
+	fsm     *state.FSM
+	store   *store.Store
+	http    *http.Server
+	ln      net.Listener
+	url     string
+	nodeID  string
+	fwd     *forwarder
+	routes  []route
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+	// fresh holds the connections that carry no request yet, which
+	// Close cuts after freshGrace instead of net/http's 5 s.
+	fresh    freshConns
 	adminTok string
 	kick     chan struct{}
 	cycles   cycleCount // the scheduling loop's (schedule.go)
@@ -344,7 +347,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		TLSConfig:         serverTLS,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.http.ConnState = s.fresh.track
 	s.http.RegisterOnShutdown(s.endStreams)
+	s.http.RegisterOnShutdown(func() { time.AfterFunc(freshGrace, s.fresh.closeAll) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.wg.Add(1)
@@ -455,9 +460,8 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		// Requests still running after 5 s, or connections a client dialed
-		// and never used (net/http counts those idle only after 5 s), do
-		// not stop the server from closing: cut them.
+		// Requests still running after 5 s do not stop the server from
+		// closing: cut them.
 		s.log.Warn("http shutdown: closing connections still open", "err", err)
 		err = s.http.Close()
 	}
