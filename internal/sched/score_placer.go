@@ -135,16 +135,33 @@ func (s *Snapshot) scoring(servers int) *scoring {
 // leave.
 func (s *Snapshot) hosts() iter.Seq[*Host] {
 	return func(yield func(*Host) bool) {
-		servers := s.Topology.Servers()
-		idx := make(map[string]int, len(servers))
+		// The cycle's Static, when it has one, already numbers the servers.
+		var servers []*domain.Server
+		var idx map[string]int
+		if st := s.Static; st != nil && st.topo == s.Topology {
+			servers, idx = make([]*domain.Server, len(st.servers)), st.byName
+			for i := range st.servers {
+				servers[i] = st.servers[i].s
+			}
+		} else {
+			servers = s.Topology.Servers()
+			idx = make(map[string]int, len(servers))
+			for i, v := range servers {
+				idx[v.Name] = i
+			}
+		}
+		n := 0
+		for _, v := range servers {
+			n += v.GPUs
+		}
+		free := make([]int, n) // one backing array
+		for g := range free {
+			free[g] = 1000
+		}
 		hs := make([]Host, len(servers))
 		for i, v := range servers {
-			idx[v.Name] = i
-			free := make([]int, v.GPUs)
-			for g := range free {
-				free[g] = 1000
-			}
-			hs[i] = Host{Name: v.Name, Model: v.GPUModel, Free: free, CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli, MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB}
+			hs[i] = Host{Name: v.Name, Model: v.GPUModel, Free: free[:v.GPUs:v.GPUs], CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli, MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB}
+			free = free[v.GPUs:]
 		}
 		for _, j := range s.Jobs {
 			for _, p := range j.Placement {
