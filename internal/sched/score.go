@@ -23,6 +23,13 @@ import (
 // topology order), shares on the fullest GPU the tenant already
 // time-slices.
 
+// epochShare: a Placer's JobFabric weights (JobFabric.weigh) are set
+// again once jobs have taken or given back 1/epochShare of the cluster's
+// GPUs: often enough to follow the cluster as it fills (openb: 130
+// times a run), rarely enough that the cached ratings they drop are
+// mostly used first.
+const epochShare = 100
+
 // Milli is one thousandth of a GPU, the unit scorers see (a capacity unit
 // is 1/7000 GPU: 7 units per milli).
 const Milli = unit / 1000
@@ -107,6 +114,16 @@ type scoring struct {
 	host    Host
 	jobs    []map[int]int // by server index
 	scratch []int
+	// dyn is the JobFabric scorer of a Placer (epochs): weighed on the
+	// snapshot (Snapshot.scoring), then again before the first rating
+	// after jobs have taken or given back 1/epochShare of the GPUs (moved
+	// counts them; stale: that many have). A cycle's (Schedule) is
+	// weighed once, on its snapshot: its decisions must not depend on
+	// when it first rates (the scan cache changes that).
+	dyn    *JobFabric
+	epochs bool
+	moved  int
+	stale  bool
 }
 
 type scoreEntry struct {
@@ -119,6 +136,35 @@ type scoreEntry struct {
 func newScoring(s Scorer, n int) *scoring {
 	_, unc := s.(Uncached)
 	return &scoring{scorer: s, cached: !unc, tally: true, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+}
+
+// follow makes a JobFabric scorer's weights follow the cluster's state
+// (a Placer's): weighed again each epoch.
+func (sc *scoring) follow() {
+	if p, ok := sc.scorer.(*JobFabric); ok && len(p.Shapes) > 0 {
+		sc.dyn = p
+	}
+}
+
+// reweigh sets the dynamic scorer's weights from the schedulable servers
+// as they are now, and drops the ratings cached with the old ones.
+func (c *cluster) reweigh() {
+	sc := c.sc
+	j := &domain.Job{}
+	sc.dyn.weigh(func(yield func(*Host) bool) {
+		for _, v := range c.servers {
+			if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+				continue
+			}
+			if !yield(c.hostOf(v, j)) {
+				return
+			}
+		}
+	})
+	for i := range sc.cache {
+		clear(sc.cache[i])
+	}
+	sc.moved, sc.stale = 0, false
 }
 
 // lazyScoring is a scoring whose scorer build makes when first needed
@@ -134,6 +180,9 @@ func (sc *scoring) active() bool {
 		sc.scorer, sc.build = sc.build(), nil
 		_, unc := sc.scorer.(Uncached)
 		sc.cached = !unc
+		if sc.epochs {
+			sc.follow()
+		}
 	}
 	return sc.scorer != nil
 }
@@ -142,6 +191,12 @@ func (sc *scoring) active() bool {
 // -1: gives back) and marks v changed for the scorers' cache.
 func (c *cluster) account(v *server, j *domain.Job, sign int) {
 	v.ver++
+	if c.sc != nil && c.sc.epochs && c.sc.dyn != nil && !c.cow {
+		c.sc.moved += j.GPUs*unit + domain.ShareUnits(j.Share)
+		if c.sc.moved*epochShare >= c.total {
+			c.sc.stale = true
+		}
+	}
 	if j.CPUMilli != 0 || j.MemoryMiB != 0 {
 		v.cpuUsed += int64(sign) * j.CPUMilli
 		v.memUsed += int64(sign) * j.MemoryMiB
@@ -284,6 +339,9 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		cp := *j
 		cp.GPUModel, cp.GPUModels = "", nil
 		jm = &cp
+	}
+	if sc.dyn != nil && sc.stale && !c.cow {
+		c.reweigh()
 	}
 	r := request(j)
 	var row []scoreEntry

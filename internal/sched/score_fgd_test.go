@@ -1,8 +1,11 @@
 package sched
 
 import (
+	"fmt"
 	"math"
 	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 func idle(name, model string, gpus int, cpu, mem int64) *Host {
@@ -48,14 +51,14 @@ func TestJobFabricTieBreaks(t *testing.T) {
 			}
 		})
 	}
-	// Where shapes name GPU models, only the first rule applies: two idle
-	// servers of different size rate alike (topology order decides).
+	// Where shapes name GPU models the same rules apply (before the
+	// weights, only the first did): the smaller of two idle servers.
 	bound := NewJobFabric([]Shape{shapes[0], {CPUMilli: 4000, GPUs: 1, Milli: 1000, Models: []string{"P100"}, Freq: 0.5}})
 	r1 := Request{GPUs: 1, Milli: 1000, CPUMilli: 4000, MemoryMiB: 1024}
 	sBig, _ := bound.Score(idle("big", "G3", 8, 128000, 786432), &r1)
 	sSmall, _ := bound.Score(idle("small", "G3", 2, 16000, 122880), &r1)
-	if sBig != sSmall {
-		t.Fatalf("model-bound shapes: big server %v, small %v: want equal", sBig, sSmall)
+	if !(sSmall > sBig) {
+		t.Fatalf("model-bound shapes: big server %v, small %v: want the small one", sBig, sSmall)
 	}
 	sUsed, _ := bound.Score(used, &r1)
 	if !(sUsed > sBig) {
@@ -73,5 +76,97 @@ func TestJobFabricTieBreaks(t *testing.T) {
 	sIdle, _ := p.Score(idle("idle", "G2", 1, 96000, 393216), &r)
 	if !(sHalf > sIdle) {
 		t.Fatalf("rating %v on the half-used GPU, %v on an idle one: want the half-used one", sHalf, sIdle)
+	}
+}
+
+// TestJobFabricSparesScarceServers is openb multigpu50's early refusals
+// in small: a 4-GPU job of 60 CPUs and 313 GiB fits a 96-CPU, 384 GiB
+// server already running a 1-GPU job, or the idle 128-CPU, 768 GiB one,
+// the only server an 8-GPU job of 120 CPUs fits. Counting memory, the
+// 96-CPU server is left with 23 GiB and strands its last 3 GPUs, so a
+// rating that weighs each shape by how often it arrives takes the big
+// server (rating 40 against 9). Weighed by how few servers can take each
+// shape too, the big server's fit counts for what the 8-GPU jobs would
+// lose: the job goes to a 96-CPU server.
+func TestJobFabricSparesScarceServers(t *testing.T) {
+	const gib = 1024
+	shapes := []Shape{
+		{CPUMilli: 12000, MemoryMiB: 48 * gib, GPUs: 1, Milli: 1000, Freq: 0.6},
+		{CPUMilli: 60000, MemoryMiB: 313 * gib, GPUs: 4, Milli: 1000, Freq: 0.3},
+		{CPUMilli: 120000, MemoryMiB: 720 * gib, GPUs: 8, Milli: 1000, Freq: 0.1},
+	}
+	servers := []domain.Server{{Name: "a-big", GPUModel: "G3", GPUs: 8, CPUMilli: 128000, MemoryMiB: 768 * gib}}
+	var jobs []*domain.Job
+	for i := range 20 {
+		name := fmt.Sprintf("mid-%02d", i)
+		servers = append(servers, domain.Server{Name: name, GPUModel: "G2", GPUs: 8, CPUMilli: 96000, MemoryMiB: 384 * gib})
+		jobs = append(jobs, &domain.Job{ID: uint64(i + 1), State: domain.JobRunning,
+			JobSpec:   domain.JobSpec{Tenant: "t", Workspace: "w", GPUs: 1, CPUMilli: 12000, MemoryMiB: 48 * gib},
+			Placement: []domain.Placement{{Server: name, GPUs: []int{0}}}})
+	}
+	topo := &domain.Topology{Sites: []domain.Site{{Name: "s", Fabrics: []domain.Fabric{{Name: "f", Servers: servers}}}}}
+	four := &domain.Job{ID: 100, JobSpec: domain.JobSpec{Tenant: "t", Workspace: "w", GPUs: 4, CPUMilli: 60000, MemoryMiB: 313 * gib}}
+	pl := NewPlacer(&Snapshot{Topology: topo, Jobs: jobs, Scorer: NewJobFabric(shapes)})
+	got, r := pl.Place(four)
+	if got == nil {
+		t.Fatalf("not placed: %s", r.Message)
+	}
+	if got[0].Server == "a-big" {
+		t.Fatalf("the 4-GPU job took a-big, the only server the 8-GPU jobs of 120 CPUs fit")
+	}
+	// The rating by frequency alone (the policy before weights) takes it.
+	p := NewJobFabric(shapes)
+	mid := idle("mid", "G2", 8, 96000, 384*gib)
+	mid.Free[0], mid.CPUFree, mid.MemFree = 0, 84000, 336*gib
+	req := request(four)
+	sBig, _ := p.Score(idle("big", "G3", 8, 128000, 768*gib), &req)
+	sMid, _ := p.Score(mid, &req)
+	if !(sBig > sMid) {
+		t.Fatalf("unweighed: big %v, mid %v: the case no longer shows the cause", sBig, sMid)
+	}
+}
+
+// TestJobFabricWeighsWhatIsLeft: a shape's weight follows how much of the
+// cluster can still take it. With every 8-GPU server idle, 8-GPU jobs can
+// take all of it; with one left, spoiling it costs more.
+func TestJobFabricWeighsWhatIsLeft(t *testing.T) {
+	shapes := []Shape{
+		{CPUMilli: 4000, GPUs: 1, Milli: 1000, Freq: 0.9},
+		{CPUMilli: 8000, GPUs: 8, Milli: 1000, Freq: 0.1},
+		{CPUMilli: 2000, Freq: 0.1},
+	}
+	hosts := func(used int) func(func(*Host) bool) {
+		return func(yield func(*Host) bool) {
+			for i := range 10 {
+				h := idle(fmt.Sprint(i), "G2", 8, 96000, 0)
+				if i < used {
+					h.Free[0], h.CPUFree = 0, 92000
+				}
+				if !yield(h) {
+					return
+				}
+			}
+		}
+	}
+	p := NewJobFabric(shapes)
+	p.weigh(hosts(0))
+	idleW := p.rated.shapes[1].Freq
+	if math.Abs(idleW-0.1) > 1e-9 || math.Abs(p.rated.shapes[2].Freq-0.1) > 1e-9 {
+		t.Fatalf("weights on an idle cluster %v, %v: want the frequencies (every shape fits everywhere)", idleW, p.rated.shapes[2].Freq)
+	}
+	p.weigh(hosts(9))
+	if w := p.rated.shapes[1].Freq; !(w > 2*idleW) {
+		t.Fatalf("8-GPU shape with one server of ten left: weight %v, want more than twice %v", w, idleW)
+	}
+	sum := 0.0
+	for _, s := range p.rated.shapes {
+		sum += s.Freq
+	}
+	if math.Abs(sum-1.1) > 1e-9 {
+		t.Fatalf("weights sum to %v, want the frequencies' 1.1", sum)
+	}
+	p.weigh(hosts(10))
+	if w := p.rated.shapes[1].Freq; w != 0 {
+		t.Fatalf("8-GPU shape no server can take: weight %v, want 0", w)
 	}
 }

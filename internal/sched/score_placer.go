@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"iter"
+
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
@@ -22,8 +24,17 @@ type Placer struct {
 
 // NewPlacer builds the cluster view of s: its topology, node conditions,
 // scorer, and the placements of s.Jobs.
+//
+// Its JobFabric policy's weights follow the cluster as jobs are placed and
+// released (weighed again every 1/epochShare of its GPUs), where a
+// scheduling cycle weighs them once on its snapshot.
 func NewPlacer(s *Snapshot) *Placer {
-	return &Placer{c: buildCluster(s), tenants: s.Tenants}
+	c := buildCluster(s)
+	if c.sc != nil {
+		c.sc.epochs = true
+		c.sc.follow()
+	}
+	return &Placer{c: c, tenants: s.Tenants}
 }
 
 // tenant is j's tenant; an unknown tenant shares GPUs (isolation gpu).
@@ -96,9 +107,14 @@ func (p *Placer) Commit(j *domain.Job, pl []domain.Placement) {
 // scoring is the snapshot's Scorer, else the JobFabric policy for the
 // mix of its live jobs (pending and running: the work the cluster holds
 // and is about to take; none: the built-in best fit), made when a cycle
-// first places a single-server job.
+// first places a single-server job. A JobFabric policy is weighed on the
+// snapshot's servers (JobFabric.weigh): a function of the snapshot, not
+// of when the cycle first rates a server.
 func (s *Snapshot) scoring(servers int) *scoring {
 	if s.Scorer != nil {
+		if p, ok := s.Scorer.(*JobFabric); ok && len(p.Shapes) > 0 {
+			p.weigh(s.hosts())
+		}
 		return newScoring(s.Scorer, servers)
 	}
 	jobs := s.Jobs
@@ -107,6 +123,79 @@ func (s *Snapshot) scoring(servers int) *scoring {
 		if len(shapes) == 0 {
 			return nil
 		}
-		return NewJobFabric(shapes)
+		p := NewJobFabric(shapes)
+		p.weigh(s.hosts())
+		return p
 	}, servers)
+}
+
+// hosts are the snapshot's schedulable servers as the jobs' placements
+// leave them, for weighing shapes: a GPU holding a MIG slice or any part
+// of a whole-GPU job is taken, a time-sliced one keeps what its shares
+// leave.
+func (s *Snapshot) hosts() iter.Seq[*Host] {
+	return func(yield func(*Host) bool) {
+		// The cycle's Static, when it has one, already numbers the servers.
+		var servers []*domain.Server
+		var idx map[string]int
+		if st := s.Static; st != nil && st.topo == s.Topology {
+			servers, idx = make([]*domain.Server, len(st.servers)), st.byName
+			for i := range st.servers {
+				servers[i] = st.servers[i].s
+			}
+		} else {
+			servers = s.Topology.Servers()
+			idx = make(map[string]int, len(servers))
+			for i, v := range servers {
+				idx[v.Name] = i
+			}
+		}
+		n := 0
+		for _, v := range servers {
+			n += v.GPUs
+		}
+		free := make([]int, n) // one backing array
+		for g := range free {
+			free[g] = 1000
+		}
+		hs := make([]Host, len(servers))
+		for i, v := range servers {
+			hs[i] = Host{Name: v.Name, Model: v.GPUModel, Free: free[:v.GPUs:v.GPUs], CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli, MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB}
+			free = free[v.GPUs:]
+		}
+		for _, j := range s.Jobs {
+			for _, p := range j.Placement {
+				i, ok := idx[p.Server]
+				if !ok {
+					continue
+				}
+				h := &hs[i]
+				h.CPUFree -= j.CPUMilli
+				h.MemFree -= j.MemoryMiB
+				take := func(g, milli int) {
+					if g >= 0 && g < len(h.Free) {
+						h.Free[g] = max(0, h.Free[g]-milli)
+					}
+				}
+				for _, g := range p.GPUs {
+					if p.Share > 0 && len(p.MIG) == 0 {
+						take(g, domain.ShareUnits(p.Share)/Milli)
+					} else {
+						take(g, 1000)
+					}
+				}
+				for _, m := range p.MIG {
+					take(m.GPU, 1000)
+				}
+			}
+		}
+		for i := range hs {
+			if cond, ok := s.Nodes[hs[i].Name]; ok && !cond.Schedulable() {
+				continue
+			}
+			if !yield(&hs[i]) {
+				return
+			}
+		}
+	}
 }
