@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -126,4 +127,53 @@ func name(v *server) string {
 		return "none"
 	}
 	return v.s.Name
+}
+
+// TestPlacerRankedAsScanAcrossWeighing: a Placer weighs its JobFabric
+// shapes again as the cluster fills (epochs), which changes every server's
+// rating; its ranked trees must follow, or they answer with the old
+// weights. The same jobs placed and released through a Placer that ranks
+// and one that scans land alike. It failed when reweigh dropped the score
+// cache but kept the trees.
+func TestPlacerRankedAsScanAcrossWeighing(t *testing.T) {
+	const gib = 1024
+	var servers []domain.Server
+	for i := range 64 {
+		s := domain.Server{Name: fmt.Sprintf("n%02d", i), GPUModel: "G2", GPUs: 8, CPUMilli: 96000, MemoryMiB: 384 * gib}
+		if i%8 == 0 {
+			s.GPUModel, s.CPUMilli, s.MemoryMiB = "G3", 128000, 768*gib
+		}
+		servers = append(servers, s)
+	}
+	topo := &domain.Topology{Sites: []domain.Site{{Name: "s", Fabrics: []domain.Fabric{{Name: "f", Servers: servers}}}}}
+	shapes := []Shape{
+		{CPUMilli: 12000, MemoryMiB: 48 * gib, GPUs: 1, Milli: 1000, Freq: 0.5},
+		{CPUMilli: 30000, MemoryMiB: 150 * gib, GPUs: 2, Milli: 1000, Freq: 0.2},
+		{CPUMilli: 60000, MemoryMiB: 313 * gib, GPUs: 4, Milli: 1000, Freq: 0.2},
+		{CPUMilli: 120000, MemoryMiB: 720 * gib, GPUs: 8, Milli: 1000, Freq: 0.1},
+	}
+	ranked := NewPlacer(&Snapshot{Topology: topo, Scorer: NewJobFabric(shapes)})
+	scanning := NewPlacer(&Snapshot{Topology: topo, Scorer: NewJobFabric(shapes)})
+	scanning.c.rank = &ranking{off: true}
+	rng := rand.New(rand.NewPCG(5, 9))
+	var live []*domain.Job
+	for i := range 600 {
+		sh := shapes[rng.IntN(len(shapes))]
+		j := &domain.Job{ID: uint64(i + 1), JobSpec: domain.JobSpec{Tenant: "t", Workspace: "w", GPUs: sh.GPUs, CPUMilli: sh.CPUMilli, MemoryMiB: sh.MemoryMiB}}
+		got, _ := ranked.Place(j)
+		want, _ := scanning.Place(j)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("job %d (%d GPUs): ranked %v, scanned %v", j.ID, j.GPUs, got, want)
+		}
+		if got != nil {
+			j.Placement = got
+			live = append(live, j)
+		}
+		if len(live) > 0 && rng.IntN(3) == 0 {
+			k := rng.IntN(len(live))
+			ranked.Release(live[k])
+			scanning.Release(live[k])
+			live = slices.Delete(live, k, k+1)
+		}
+	}
 }

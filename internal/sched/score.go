@@ -164,6 +164,10 @@ func (c *cluster) reweigh() {
 	for i := range sc.cache {
 		clear(sc.cache[i])
 	}
+	// The ranked trees hold ratings too: dropped, rebuilt when next asked.
+	if c.rank != nil {
+		clear(c.rank.trees)
+	}
 	sc.moved, sc.stale = 0, false
 }
 
