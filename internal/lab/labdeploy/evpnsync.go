@@ -34,16 +34,17 @@ import (
 //     goes, even though the other family still routes through it
 //     (FRRouting/frr#16340; fixed by #18677).
 //
-// The best path of a prefix changes whenever its copy via one spine is
-// replaced or withdrawn while the copy via another stays (a session reset,
-// an update arriving first via one spine). The drift stays hidden until the
-// VTEP withdraws its other prefixes: then its router MAC and neighbour
-// vanish on this leaf while routes through them stay installed, and the
-// VTEP's remaining prefixes are black-holed until it advertises something
-// new (seen in TestLabEndToEnd under load: job 102's pair s1-leaf1 <->
-// s2-leaf0 unreachable after job 100 ended).
+// The best path of a prefix changes when its copy via one spine goes while
+// the copy via the other stays: a spine session resetting (a hold timer
+// expiring on a loaded machine, `clear bgp`) does it to every prefix the
+// leaf imports and to every prefix the other leaves import from it, at
+// once, and they all lose each other's router MACs. A change that leaves
+// other prefixes of the VTEP referenced stays hidden until the VTEP's next
+// withdrawal, which takes the router MAC and neighbour while routes
+// through them stay installed (TestLabEndToEnd's CI flake: job 102's pair
+// s1-leaf1 <-> s2-leaf0 unreachable once job 100 had ended).
 //
-// Drift finds it, and Resync repairs it by having bgpd announce every
+// EVPNDrifts finds it, and Resync repairs it by having bgpd announce every
 // selected route of the VRF to zebra again (adds only, no delete before
 // them): `no bgp bestpath bandwidth` in the VRF's BGP instance sets the
 // default it already has, changes no configuration, and re-announces the
