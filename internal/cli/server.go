@@ -108,9 +108,14 @@ multi-server cluster.`,
 			if cfg.FabricDriver == "lab" {
 				// The lab's driver lives with the lab; the server takes it
 				// as any driver it does not build itself.
-				if cfg.Driver, err = labdeploy.Load(cfg.FRRTargets); err != nil {
+				drv, err := labdeploy.Load(cfg.FRRTargets)
+				if err != nil {
 					return err
 				}
+				// Repairs FRR 8.4's EVPN next hops between deploys.
+				drv.Log = log
+				go drv.WatchEVPN(cmd.Context(), labdeploy.WatchInterval)
+				cfg.Driver = drv
 			}
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {

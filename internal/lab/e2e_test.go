@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,6 +220,14 @@ func startE2ETopology(t *testing.T, timeout time.Duration, topo func(*testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As `jobfabric server --fabric-driver lab` does: the watch repairs
+	// zebra's EVPN state between deploys (labdeploy/evpnsync.go). It stops
+	// before the lab goes down (cleanups run last registered first).
+	driver.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	wctx, wcancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); driver.WatchEVPN(wctx, labdeploy.WatchInterval) }()
+	t.Cleanup(func() { wcancel(); <-watched })
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{RaftTimeout: 300 * time.Millisecond, Tune: func(cfg *server.Config) {
 		cfg.FabricDriver, cfg.Driver = "lab", driver
 		cfg.ScheduleInterval = 250 * time.Millisecond
@@ -659,4 +668,13 @@ func (e *e2e) compareVerify(step string, got map[lab.Pair]bool) {
 		e.t.Fatalf("%s: fabric verify's reachability differs from the packets on %d pairs:\n  %s", step, len(diff), strings.Join(diff, "\n  "))
 	}
 	e.t.Logf("%s: jobfabric fabric verify passes and its reachability matrix equals the ping matrix", step)
+}
+
+// testWriter logs through t (the lab driver's warnings show in the test's
+// output, next to the step they happened in).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
 }

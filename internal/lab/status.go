@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -243,13 +244,17 @@ func (l *Lab) WaitConverged(ctx context.Context, timeout time.Duration) error {
 }
 
 // Dump writes each switch's vtysh view: BGP sessions, EVPN VNIs and the
-// routes of every VRF.
+// routes of every VRF; for a leaf also what zebra learnt from the type-5
+// routes (router MACs and next hops per L3VNI, the BGP prefix routes) and
+// the kernel state of each VRF namespace (links, the bridge's FDB, the
+// neighbour table), where a missing remote router MAC shows.
 func (l *Lab) Dump(ctx context.Context, w io.Writer) {
 	for i := range l.Devices {
 		d := &l.Devices[i]
 		cmds := []string{"show bgp summary", "show ip route vrf all"}
 		if d.Role == "leaf" {
-			cmds = []string{"show bgp summary", "show evpn vni", "show ip route vrf all"}
+			cmds = []string{"show bgp summary", "show evpn vni", "show ip route vrf all",
+				"show evpn rmac vni all", "show evpn next-hops vni all", "show bgp l2vpn evpn route type prefix"}
 		}
 		for _, c := range cmds {
 			out, err := l.vtysh(ctx, d, c)
@@ -257,6 +262,30 @@ func (l *Lab) Dump(ctx context.Context, w io.Writer) {
 			if err != nil {
 				fmt.Fprintln(w, err)
 				continue
+			}
+			w.Write(out)
+		}
+		if d.Role == "leaf" {
+			l.dumpVRFNetns(ctx, d, w)
+		}
+	}
+}
+
+// dumpVRFNetns writes the kernel state of a leaf's VRF namespaces.
+func (l *Lab) dumpVRFNetns(ctx context.Context, d *Device, w io.Writer) {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		ns := e.Name()
+		if !strings.HasPrefix(ns, d.VRFNetnsPrefix()) {
+			continue
+		}
+		for _, c := range [][]string{{"ip", "-n", ns, "-d", "link"}, {"bridge", "-n", ns, "fdb"}, {"ip", "-n", ns, "neigh"}} {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			out, err := exec.CommandContext(cctx, c[0], c[1:]...).CombinedOutput()
+			cancel()
+			fmt.Fprintf(w, "==== %s: %s\n", d.Name, strings.Join(c, " "))
+			if err != nil {
+				fmt.Fprintln(w, err)
 			}
 			w.Write(out)
 		}

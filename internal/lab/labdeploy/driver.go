@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/deploy"
@@ -105,6 +107,31 @@ type Driver struct {
 	Reload string
 	// NetnsDir is where named namespaces live (default /run/netns).
 	NetnsDir string
+	// Log, when set, hears of every EVPN resync (syncEVPN).
+	Log *slog.Logger
+	// EVPNSyncTimeout bounds the EVPN consistency check after a reload
+	// (default 15s; negative: no check).
+	EVPNSyncTimeout time.Duration
+
+	mu      sync.Mutex
+	devLock map[string]*sync.Mutex // a device's deploy or EVPN check
+}
+
+// lock is the mutex of device name: a deploy holds it, and WatchEVPN
+// leaves the device alone meanwhile (a resync naming a VRF instance the
+// reload is removing would create it again).
+func (l *Driver) lock(name string) *sync.Mutex {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.devLock == nil {
+		l.devLock = map[string]*sync.Mutex{}
+	}
+	m := l.devLock[name]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.devLock[name] = m
+	}
+	return m
 }
 
 // New returns the lab driver of targets, running commands with os/exec.
@@ -121,6 +148,13 @@ func Load(path string) (*Driver, error) {
 
 // Name implements deploy.Driver.
 func (l *Driver) Name() string { return "lab" }
+
+func (l *Driver) evpnSyncTimeout() time.Duration {
+	if l.EVPNSyncTimeout == 0 {
+		return 15 * time.Second
+	}
+	return l.EVPNSyncTimeout
+}
 
 func (l *Driver) netnsDir() string {
 	if l.NetnsDir != "" {
@@ -142,6 +176,9 @@ func (l *Driver) Apply(ctx context.Context, d deploy.Device) error {
 	if t.Lab == nil {
 		return frr().Apply(ctx, d)
 	}
+	mu := l.lock(d.Name)
+	mu.Lock()
+	defer mu.Unlock()
 	var conf string
 	for _, f := range d.Files {
 		if f.Name == "frr.conf" {
@@ -212,6 +249,14 @@ func (l *Driver) Apply(ctx context.Context, d deploy.Device) error {
 	for _, v := range lc.VRFs {
 		if err := p.noProtodown(ctx, v); err != nil {
 			return fmt.Errorf("device %s: vrf %s: %w", d.Name, v.Name, err)
+		}
+	}
+	// Zebra 8.4's next hops and router MACs drift from the routes when a
+	// best path changes (evpnsync.go): check and repair them, so that a
+	// leaf this revision touches starts from a consistent state.
+	if t := l.evpnSyncTimeout(); t >= 0 {
+		if err := p.syncEVPN(ctx, lc.VRFs, t); err != nil {
+			return fmt.Errorf("device %s: %w", d.Name, err)
 		}
 	}
 	// VRFs the config dropped go once FRR has let go of them.
