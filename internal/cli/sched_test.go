@@ -12,7 +12,7 @@ import (
 // waitFor polls a CLI command until its output contains want.
 func waitFor(t *testing.T, env map[string]string, want string, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a guard: under -race on a loaded machine a deploy took over 10 s
 	for {
 		out := mustRun(t, env, args...)
 		if strings.Contains(out, want) {
