@@ -32,6 +32,7 @@ type gated struct {
 	revs    map[string][]uint64 // the revisions each device applied
 	heldRev uint64              // the revision hold's deploy carries
 	ended   chan string         // every Apply's device as it returns
+	stuckIn chan string         // a stuck device's Apply as it starts
 }
 
 func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
@@ -46,6 +47,9 @@ func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
 		return fmt.Errorf("device %s: connection refused", d.Name)
 	}
 	if stuck {
+		if g.stuckIn != nil {
+			g.stuckIn <- d.Name
+		}
 		<-ctx.Done()
 		return fmt.Errorf("device %s: no answer: %w", d.Name, ctx.Err())
 	}
@@ -96,7 +100,7 @@ func (g *gated) counts() map[string]int {
 // outcome is committed all the same. The retry deploys the two failed
 // devices and no other; a round after that deploys nothing.
 func TestSlowDeviceLosesNoWork(t *testing.T) {
-	drv := &gated{File: deploy.File{Dir: t.TempDir()}, failAll: true, fail: map[string]bool{}, stuck: map[string]bool{}, applied: map[string]int{}, ended: make(chan string, 1024)}
+	drv := &gated{File: deploy.File{Dir: t.TempDir()}, failAll: true, fail: map[string]bool{}, stuck: map[string]bool{}, applied: map[string]int{}, ended: make(chan string, 1024), stuckIn: make(chan string, 1024)}
 	// The slow device must outlast the caller, not its own deploy timeout:
 	// the other devices end before the caller gives up, and on a loaded CI
 	// machine that took over 2 s once.
@@ -148,6 +152,10 @@ func TestSlowDeviceLosesNoWork(t *testing.T) {
 	<-drv.held
 	for range len(devices) - 2 {
 		<-drv.ended
+	}
+	// The silent device has started too (a device not started when the
+	// caller gives up is left for the next round, keeping its old error).
+	for <-drv.stuckIn != silent {
 	}
 	cancel()
 	close(drv.release)
