@@ -21,6 +21,11 @@ const (
 	// Cisco Nexus 9000 Series NX-OS Security Configuration Guide,
 	// "Configuring IP ACLs": an access group names an existing ACL.
 	ciscoACL = "https://www.cisco.com/c/en/us/td/docs/dcn/nx-os/nexus9000/104x/configuration/security/cisco-nexus-9000-series-nx-os-security-configuration-guide-release-104x/m-configuring-ip-acls.html"
+	// Cisco Nexus 9000 Series NX-OS Layer 2 Switching Configuration
+	// Guide, "Configuring VLANs": VLANs 3968-4094 are reserved for
+	// internal use; `system vlan N reserve` (then a reload) moves the 128
+	// reserved VLANs to N..N+127, and a reserved VLAN cannot be created.
+	ciscoVLANs = "https://www.cisco.com/c/en/us/td/docs/dcn/nx-os/nexus9000/104x/configuration/Layer-2_switching/cisco-nexus-9000-series-nx-os-layer-2-switching-configuration-guide-release-104x/m-configuring-vlans.html"
 	// Cisco Nexus-as-Code, "Breakout Interface": `interface breakout
 	// module M port P map <map>` splits port P; its sub-ports
 	// EthernetM/P/1.. exist only after it.
@@ -56,6 +61,7 @@ func nxos(device string, f File) *report {
 	policies := map[string]bool{}
 	routeMaps := map[string]bool{}
 	split := map[string]bool{} // "module/port" broken out above
+	reservedLo := 3968         // NX-OS's internal VLANs, unless `system vlan N reserve` moves them
 	need := func(l line, set map[string]bool, name, what, doc string) {
 		if !set[name] {
 			r.add(l.n, "nxos/define-before-use", "%q uses %s %s, not defined above it (NX-OS applies a configuration line by line and refuses the reference; %s)", l.text, what, name, doc)
@@ -100,6 +106,17 @@ func nxos(device string, f File) *report {
 			policies[ws.at(3)] = true
 		case l.indent == 0 && t == "nv overlay evpn":
 			r.feature(l.n, FeatureNXOSEVPN)
+		case l.indent == 0 && strings.HasPrefix(t, "system vlan ") && ws.at(3) == "reserve":
+			if n, err := strconv.Atoi(ws.at(2)); err == nil {
+				reservedLo = n
+			}
+		case l.indent == 0 && strings.HasPrefix(t, "vlan "):
+			for _, v := range nxosVLANList(ws.at(1)) {
+				if v >= reservedLo && v < reservedLo+128 {
+					r.add(l.n, "nxos/reserved-vlan", "%q creates VLAN %d, one of the switch's reserved VLANs %d-%d: NX-OS refuses it (move the reserved range with `system vlan N reserve`, or take the tenants' L3 VLANs below it: `jobfabric fabric options --l3-vlans`; %s)", t, v, reservedLo, reservedLo+127, ciscoVLANs)
+					break
+				}
+			}
 		}
 		if l.indent == 0 {
 			continue
@@ -200,6 +217,29 @@ func nxosPortList(s string) []string {
 		}
 		for p := a; p <= b; p++ {
 			out = append(out, strconv.Itoa(p))
+		}
+	}
+	return out
+}
+
+// nxosVLANList parses a VLAN list ("10", "10,20-30"); a malformed item is
+// left out (other rules and the switch judge the syntax).
+func nxosVLANList(s string) []int {
+	var out []int
+	for _, item := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b > 4094 {
+				continue
+			}
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
 		}
 	}
 	return out
