@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -254,8 +255,9 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 		if err != nil {
 			return err
 		}
+		nos := leafNOS(in)
 		for _, lt := range needs {
-			if err := ensureL3Pool(ps, lt.Leaf, l3r); err != nil {
+			if err := ensureL3Pool(ps, lt.Leaf, nos[lt.Leaf], l3r); err != nil {
 				return err
 			}
 			o := "tenant/" + lt.Tenant
@@ -343,11 +345,12 @@ func (f *FSM) l3Range() vlanRange {
 	return vlanRange{f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax}
 }
 
-// ensureL3Pool makes leaf's L3 VLAN pool exist with range r. A pool
-// made with another range is resized: ids it gave out stay valid (and
-// taken) even outside the new range, so a change renumbers nothing.
-func ensureL3Pool(ps *pool.State, leaf string, r vlanRange) error {
-	sp := pool.LeafL3VLANSpec(leaf, pool.DefaultQuarantine)
+// ensureL3Pool makes leaf's L3 VLAN pool exist with range r (the zero
+// range: the default for the leaf's NOS). A pool made with another range
+// is resized: ids it gave out stay valid (and taken) even outside the new
+// range, so a change renumbers nothing.
+func ensureL3Pool(ps *pool.State, leaf, nos string, r vlanRange) error {
+	sp := pool.LeafL3VLANSpecFor(leaf, nos, pool.DefaultQuarantine)
 	if r.min != 0 {
 		sp.Min, sp.Max = r.min, r.max
 	}
@@ -358,6 +361,24 @@ func ensureL3Pool(ps *pool.State, leaf string, r vlanRange) error {
 		return ps.Resize(sp)
 	}
 	return nil
+}
+
+// leafNOS is each leaf's NOS, the input's default where its entry names
+// none.
+func leafNOS(in *fabric.Input) map[string]string {
+	def := cmp.Or(in.Options.DefaultNOS, fabric.DefaultNOS)
+	out := map[string]string{}
+	if in.Topology == nil {
+		return out
+	}
+	for _, site := range in.Topology.Sites {
+		for _, f := range site.Fabrics {
+			for _, l := range f.Leaves {
+				out[l.Name] = cmp.Or(l.NOS, def)
+			}
+		}
+	}
+	return out
 }
 
 func linkOwner(o fabric.LinkOwner) string {
@@ -449,8 +470,14 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			case "l3vlan":
 				// Not the pool's account (h.Reason, in the revision's
 				// cause): it counts the VLANs other tenants hold there.
+				// The leaf's own pool's range: an NX-OS leaf's default
+				// stops below the switch's reserved VLANs.
 				o := f.fabricOptions()
-				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: every one of the leaf's L3 VLANs (%d-%d) is taken or in quarantine; it gets one when one frees up, or when an admin widens the range (jobfabric fabric options --l3-vlans)", h.Leaf, j.Tenant, o.L3VLANMin, o.L3VLANMax)
+				lo, hi := o.L3VLANMin, o.L3VLANMax
+				if lp := f.pools().Pools[pool.LeafL3VLAN(h.Leaf)]; lp != nil {
+					lo, hi = lp.Min, lp.Max
+				}
+				msg = fmt.Sprintf("waiting for an L3 VLAN on leaf %s for tenant %s's VRF: every one of the leaf's L3 VLANs (%d-%d) is taken or in quarantine; it gets one when one frees up, or when an admin widens the range (jobfabric fabric options --l3-vlans)", h.Leaf, j.Tenant, lo, hi)
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {

@@ -176,8 +176,16 @@ func (f *FSM) checkL3VLANRoom(field string, top *domain.Topology, t *domain.Tena
 		var placed map[string]bool // made at the first leaf that needs it
 		for _, fab := range site.Fabrics {
 			for _, l := range fab.Leaves {
-				if !fabric.NeedsL3VLAN(cmp.Or(l.NOS, def)) {
+				nos := cmp.Or(l.NOS, def)
+				if !fabric.NeedsL3VLAN(nos) {
 					continue
+				}
+				// The leaf's range: the options', or by default its NOS's
+				// (NX-OS stops below its reserved VLANs).
+				lo, hi := r.L3VLANMin, r.L3VLANMax
+				if fd.L3VLANMin == 0 {
+					sp := pool.LeafL3VLANSpecFor(l.Name, nos, 0)
+					lo, hi = sp.Min, sp.Max
 				}
 				if placed == nil {
 					placed = map[string]bool{}
@@ -193,7 +201,7 @@ func (f *FSM) checkL3VLANRoom(field string, top *domain.Topology, t *domain.Tena
 				blocked, outside := 0, 0
 				if p := ps.Pools[pool.LeafL3VLAN(l.Name)]; p != nil {
 					for _, e := range p.Entries {
-						in := e.ID >= r.L3VLANMin && e.ID <= r.L3VLANMax
+						in := e.ID >= lo && e.ID <= hi
 						switch held := placed[e.Owner]; {
 						case held && !in:
 							outside++
@@ -202,7 +210,7 @@ func (f *FSM) checkL3VLANRoom(field string, top *domain.Topology, t *domain.Tena
 						}
 					}
 				}
-				room := int(r.L3VLANMax-r.L3VLANMin+1) - blocked
+				room := int(hi-lo+1) - blocked
 				if need := len(placed) - outside; need > room {
 					who := "the topology"
 					if t != nil {
@@ -210,7 +218,7 @@ func (f *FSM) checkL3VLANRoom(field string, top *domain.Topology, t *domain.Tena
 					}
 					return &domain.Error{Code: domain.CodeFailedPrecondition, Field: field,
 						Message: fmt.Sprintf("%s: with every tenant's VRF on every leaf of its sites, leaf %s would carry %d VRFs, and its L3 VLANs %d-%d have room for %d (%d in quarantine or still deployed): place VRFs where used (jobfabric fabric options --vrf-placement used) or widen the range",
-							who, l.Name, need, r.L3VLANMin, r.L3VLANMax, room, blocked)}
+							who, l.Name, need, lo, hi, room, blocked)}
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/fabric/pool"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
@@ -175,4 +176,46 @@ func TestTopologyNeedsL3VLANRoom(t *testing.T) {
 	h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{VRFPlacement: fabric.VRFsWhereUsed, L3VLANMin: 3000, L3VLANMax: 3001}})
 	h.must(CmdTopologyApply, TopologyApply{Topology: *gen("sonic")})
 	h.replays()
+}
+
+// TestNXOSLeafL3VLANsStopBelowReserved: by default an NX-OS leaf's L3 VLANs
+// end at 3967, below the 128 VLANs the switch reserves (3968-4094), where a
+// SONiC leaf's go to 4094; a range the operator sets applies as given (the
+// render lint guards a reserved VLAN on NX-OS then).
+func TestNXOSLeafL3VLANsStopBelowReserved(t *testing.T) {
+	for _, tc := range []struct {
+		nos                 string
+		byDefault, operator [2]uint32
+	}{
+		{"nxos", [2]uint32{3000, 3967}, [2]uint32{3100, 4094}},
+		{"sonic", [2]uint32{3000, 4094}, [2]uint32{3100, 4094}},
+	} {
+		t.Run(tc.nos, func(t *testing.T) {
+			h := newHarness(t)
+			topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 2, Spines: 1, NOS: tc.nos})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaf := topo.Sites[0].Fabrics[0].Leaves[0].Name
+			h.must(CmdTopologyApply, TopologyApply{Topology: *topo})
+			h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("t0").Obj()})
+			h.must(CmdFabricRevision, h.revision(leaf, "a tenant", nil))
+			rangeOf := func() [2]uint32 {
+				p := h.f.pools().Pools[pool.LeafL3VLAN(leaf)]
+				if p == nil {
+					t.Fatalf("leaf %s has no L3 VLAN pool", leaf)
+				}
+				return [2]uint32{p.Min, p.Max}
+			}
+			if got := rangeOf(); got != tc.byDefault {
+				t.Fatalf("default L3 VLAN range %v, want %v", got, tc.byDefault)
+			}
+			h.must(CmdFabricOptions, FabricOptionsSet{Options: FabricOptions{L3VLANMin: 3100, L3VLANMax: 4094}})
+			h.must(CmdFabricRevision, h.revision(leaf, "the operator's range", nil))
+			if got := rangeOf(); got != tc.operator {
+				t.Fatalf("L3 VLAN range with the operator's 3100-4094: %v, want %v", got, tc.operator)
+			}
+			h.replays()
+		})
+	}
 }

@@ -47,6 +47,21 @@ func LeafL3VLANSpec(leaf string, quarantine time.Duration) Spec {
 	return Spec{Name: LeafL3VLAN(leaf), Min: lo, Max: hi, Quarantine: quarantine}
 }
 
+// NXOSReservedVLANs is the first of NX-OS's 128 internal VLANs (3968-4094)
+// unless `system vlan N reserve` moves them: an NX-OS leaf's default L3
+// VLAN pool stops below it (the render lint refuses a VLAN inside).
+const NXOSReservedVLANs = 3968
+
+// LeafL3VLANSpecFor is LeafL3VLANSpec for a leaf running nos: on NX-OS
+// the default range ends below the switch's reserved VLANs.
+func LeafL3VLANSpecFor(leaf, nos string, quarantine time.Duration) Spec {
+	sp := LeafL3VLANSpec(leaf, quarantine)
+	if nos == "nxos" {
+		sp.Max = min(sp.Max, NXOSReservedVLANs-1)
+	}
+	return sp
+}
+
 // Spec describes a pool to create.
 type Spec struct {
 	Name       string
