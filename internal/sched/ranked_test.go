@@ -154,6 +154,9 @@ func TestPlacerRankedAsScanAcrossWeighing(t *testing.T) {
 	}
 	ranked := NewPlacer(&Snapshot{Topology: topo, Scorer: NewJobFabric(shapes)})
 	scanning := NewPlacer(&Snapshot{Topology: topo, Scorer: NewJobFabric(shapes)})
+	// A following Placer scans (NewPlacer); the trees are put back on
+	// one of them to check they follow the weighing all the same.
+	ranked.c.rank = nil
 	scanning.c.rank = &ranking{off: true}
 	rng := rand.New(rand.NewPCG(5, 9))
 	var live []*domain.Job

@@ -102,7 +102,7 @@ func (c *cluster) touched(i int) {
 	if c.owners != nil {
 		c.owners.dirty = append(c.owners.dirty, i)
 	}
-	if c.rank != nil {
+	if c.rank != nil && !c.rank.off { // off: no tree is asked again
 		c.rank.note(c, i)
 	}
 }

@@ -33,6 +33,12 @@ func NewPlacer(s *Snapshot) *Placer {
 	if c.sc != nil {
 		c.sc.epochs = true
 		c.sc.follow()
+		if c.sc.dyn != nil {
+			// Weighed again every epoch, which re-rates every server: the
+			// ranked trees would be rebuilt each time (a scan each, per
+			// shape), so a following Placer scans.
+			c.rank = &ranking{off: true}
+		}
 	}
 	return &Placer{c: c, tenants: s.Tenants}
 }
