@@ -111,7 +111,7 @@ func nxos(device string, f File) *report {
 				reservedLo = n
 			}
 		case l.indent == 0 && strings.HasPrefix(t, "vlan "):
-			for _, v := range nxosVLANList(ws.at(1)) {
+			for _, v := range nxosList(ws.at(1)) {
 				if v >= reservedLo && v < reservedLo+128 {
 					r.add(l.n, "nxos/reserved-vlan", "%q creates VLAN %d, one of the switch's reserved VLANs %d-%d: NX-OS refuses it (move the reserved range with `system vlan N reserve`, or take the tenants' L3 VLANs below it: `jobfabric fabric options --l3-vlans`; %s)", t, v, reservedLo, reservedLo+127, ciscoVLANs)
 					break
@@ -203,28 +203,17 @@ func nxosSubPort(name string) (mod, port string, ok bool) {
 // nxosPortList expands a port list of `interface breakout` (1,3-4).
 func nxosPortList(s string) []string {
 	var out []string
-	for _, item := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(item, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1024 {
-				continue
-			}
-		}
-		for p := a; p <= b; p++ {
-			out = append(out, strconv.Itoa(p))
-		}
+	for _, p := range nxosList(s) {
+		out = append(out, strconv.Itoa(p))
 	}
 	return out
 }
 
-// nxosVLANList parses a VLAN list ("10", "10,20-30"); a malformed item is
-// left out (other rules and the switch judge the syntax).
-func nxosVLANList(s string) []int {
+// nxosList expands an NX-OS number list ("10", "1,3-4", "10,20-30", as
+// breakout ports and VLANs are written); a malformed item, or a range
+// wider than a VLAN space, is left out (other rules and the switch judge
+// the syntax).
+func nxosList(s string) []int {
 	var out []int
 	for _, item := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(item, "-")
@@ -234,7 +223,7 @@ func nxosVLANList(s string) []int {
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b > 4094 {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 4094 {
 				continue
 			}
 		}
