@@ -34,18 +34,10 @@ func L3VLANNeeds(in Input) ([]LeafTenant, error) {
 	if in.Topology == nil {
 		return nil, nil
 	}
-	def := in.Options.DefaultNOS
-	if def == "" {
-		def = DefaultNOS
-	}
 	need := map[string]bool{}
-	for _, site := range in.Topology.Sites {
-		for _, f := range site.Fabrics {
-			for _, l := range f.Leaves {
-				if NeedsL3VLAN(cmp.Or(l.NOS, def)) {
-					need[l.Name] = true
-				}
-			}
+	for leaf, nos := range LeafNOS(in) {
+		if NeedsL3VLAN(nos) {
+			need[leaf] = true
 		}
 	}
 	if len(need) == 0 {
@@ -82,4 +74,21 @@ func (c *compiler) vrfHere(sw *switchState, ts *tenantState, owners map[string]b
 		return true
 	}
 	return c.opts.placement == VRFsOnAllLeaves && (ts.sites == nil || ts.sites[sw.fab.site])
+}
+
+// LeafNOS is each leaf's NOS: its entry's, or the input's default.
+func LeafNOS(in Input) map[string]string {
+	out := map[string]string{}
+	if in.Topology == nil {
+		return out
+	}
+	def := cmp.Or(in.Options.DefaultNOS, DefaultNOS)
+	for _, site := range in.Topology.Sites {
+		for _, f := range site.Fabrics {
+			for _, l := range f.Leaves {
+				out[l.Name] = cmp.Or(l.NOS, def)
+			}
+		}
+	}
+	return out
 }

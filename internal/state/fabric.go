@@ -1,7 +1,6 @@
 package state
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -255,7 +254,7 @@ func syncIDs(ps *pool.State, in *fabric.Input, now time.Time, l3r vlanRange) err
 		if err != nil {
 			return err
 		}
-		nos := leafNOS(in)
+		nos := fabric.LeafNOS(*in)
 		for _, lt := range needs {
 			if err := ensureL3Pool(ps, lt.Leaf, nos[lt.Leaf], l3r); err != nil {
 				return err
@@ -361,24 +360,6 @@ func ensureL3Pool(ps *pool.State, leaf, nos string, r vlanRange) error {
 		return ps.Resize(sp)
 	}
 	return nil
-}
-
-// leafNOS is each leaf's NOS, the input's default where its entry names
-// none.
-func leafNOS(in *fabric.Input) map[string]string {
-	def := cmp.Or(in.Options.DefaultNOS, fabric.DefaultNOS)
-	out := map[string]string{}
-	if in.Topology == nil {
-		return out
-	}
-	for _, site := range in.Topology.Sites {
-		for _, f := range site.Fabrics {
-			for _, l := range f.Leaves {
-				out[l.Name] = cmp.Or(l.NOS, def)
-			}
-		}
-	}
-	return out
 }
 
 func linkOwner(o fabric.LinkOwner) string {
