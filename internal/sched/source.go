@@ -2,6 +2,7 @@ package sched
 
 import (
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -40,6 +41,23 @@ type Versioned interface {
 	JobVersionOwner() any
 }
 
+// Changelog is a Versioned source that also lists which jobs changed
+// since a generation (state.View): a Snapshotter then visits those jobs
+// only, and takes the others from its previous snapshot, so building a
+// snapshot of 100,000 live jobs holds the source's lock for the few that
+// changed rather than a look-up per job.
+type Changelog interface {
+	Versioned
+	// JobGeneration is the generation of the source's latest job change.
+	JobGeneration() uint64
+	// JobsChangedSince lists the jobs changed, added or removed after
+	// generation gen (an ID may repeat), or false when the source no
+	// longer knows (it then reads every job).
+	JobsChangedSince(gen uint64) ([]uint64, bool)
+	// LiveJob is job id if it is in the source and not terminal.
+	LiveJob(id uint64) (*domain.Job, bool)
+}
+
 // SnapshotOf builds the scheduler's view of src: its tenants, workspaces
 // and node conditions, the non-terminal jobs, and the placed jobs that
 // ended after since (fair-share history), each job copied by clone. The
@@ -66,6 +84,12 @@ type Snapshotter struct {
 	owner any                // of the versions the copies were taken at
 	live  []keptJob          // the previous snapshot's live jobs, by ID
 	ended map[uint64]keptJob // its history, by ID
+	// With a Changelog source: the generation the previous snapshot was
+	// taken at, and the driver floors its copies were made with, by
+	// tenant (a floor that moved invalidates every copy of its tenant).
+	gen    uint64
+	hasGen bool
+	floors map[string]string
 	// The buffers of the snapshot before, refilled for the next one: a
 	// cycle allocates only the copies it makes.
 	spareLive  []keptJob
@@ -91,6 +115,9 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 		c.vers, c.nextLive, c.nextEnded = v, s.spareLive[:0], s.spareEnded
 		if owner := v.JobVersionOwner(); owner == s.owner {
 			c.prevLive, c.prevEnded = s.live, s.ended
+			if cl, ok := src.(Changelog); ok && s.hasGen {
+				c.changed, c.patch = s.changedSince(cl)
+			}
 		} else {
 			s.owner = owner // another state: copy it whole
 		}
@@ -99,8 +126,38 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	if c.vers != nil {
 		s.live, s.spareLive = c.nextLive, s.live
 		s.ended, s.spareEnded = c.nextEnded, s.ended
+		s.hasGen = false
+		if cl, ok := src.(Changelog); ok {
+			s.gen, s.hasGen = cl.JobGeneration(), true
+			if !c.patch {
+				s.floors = nil // the whole copy looked up every job's tenant
+			}
+			if s.floors == nil {
+				s.floors = map[string]string{}
+			}
+			maps.Copy(s.floors, c.floors)
+		}
 	}
 	return snap
+}
+
+// changedSince is the jobs to copy again since the previous snapshot,
+// sorted and unique, and whether the previous snapshot can be patched
+// with them: the source still lists its changes since then, and no
+// tenant's driver floor moved.
+func (s *Snapshotter) changedSince(cl Changelog) ([]uint64, bool) {
+	ids, ok := cl.JobsChangedSince(s.gen)
+	if !ok {
+		return nil, false
+	}
+	for tenant, floor := range s.floors {
+		if cl.(Source).TenantMinDriver(tenant) != floor {
+			return nil, false
+		}
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return slices.Compact(ids), true
 }
 
 // jobCopier copies the jobs of one snapshot, reusing the previous
@@ -116,6 +173,52 @@ type jobCopier struct {
 	prevEnded map[uint64]keptJob
 	nextLive  []keptJob
 	nextEnded map[uint64]keptJob
+	// patch: the live jobs are prevLive with changed (sorted, unique)
+	// copied again, added or dropped, instead of every live job visited.
+	patch   bool
+	changed []uint64
+}
+
+// liveJobs yields the copies of the source's live jobs, by ID.
+func (c *jobCopier) liveJobs(src Source) iter.Seq[*domain.Job] {
+	if !c.patch {
+		return func(yield func(*domain.Job) bool) {
+			for j := range src.LiveJobs() {
+				if !yield(c.liveJob(j)) {
+					return
+				}
+			}
+		}
+	}
+	cl := src.(Changelog)
+	return func(yield func(*domain.Job) bool) {
+		prev, ids := c.prevLive, c.changed
+		for len(prev) > 0 || len(ids) > 0 {
+			if len(ids) == 0 || (len(prev) > 0 && prev[0].job.ID < ids[0]) {
+				c.nextLive = append(c.nextLive, prev[0]) // unchanged
+				if !yield(prev[0].job) {
+					return
+				}
+				prev = prev[1:]
+				continue
+			}
+			id := ids[0]
+			ids = ids[1:]
+			if len(prev) > 0 && prev[0].job.ID == id {
+				prev = prev[1:] // changed: its copy is stale
+			}
+			j, ok := cl.LiveJob(id)
+			if !ok {
+				continue // ended or removed
+			}
+			floor := c.floor(j.Tenant)
+			k := keptJob{ver: c.vers.JobVersion(id), floor: floor, job: c.copy(j, floor)}
+			c.nextLive = append(c.nextLive, k)
+			if !yield(k.job) {
+				return
+			}
+		}
+	}
 }
 
 func (c *jobCopier) floor(tenant string) string {
@@ -197,8 +300,8 @@ func buildSnapshot(src Source, since time.Time, c *jobCopier) *Snapshot {
 	if n := len(c.prevLive); n > 0 {
 		s.Jobs = make([]*domain.Job, 0, n+n/8) // about as many as last time
 	}
-	for j := range src.LiveJobs() {
-		s.Jobs = append(s.Jobs, c.liveJob(j))
+	for j := range c.liveJobs(src) {
+		s.Jobs = append(s.Jobs, j)
 	}
 	if len(s.Jobs) == 0 {
 		s.Jobs = nil // as a whole copy has it

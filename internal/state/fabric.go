@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -691,11 +692,7 @@ func (f *FSM) FabricFingerprint() uint64 {
 	for _, t := range f.d.Tenants {
 		sum += item("t|%s|%s|%s|%t|%v", t.Name, t.Isolation, t.Network, t.JobSegmentation, t.Sites)
 	}
-	for j := range f.jobs.liveJobs() { // a job holding GPUs is live
-		if holdsGPUs(j) {
-			sum += item("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
-		}
-	}
+	sum += f.fingerprintJobs.of(f)
 	// A held job waits for a deploy: compile again after each.
 	if len(f.d.Fabric.Held) > 0 {
 		for name, d := range f.d.Fabric.Devices {
@@ -703,6 +700,53 @@ func (f *FSM) FabricFingerprint() uint64 {
 		}
 	}
 	return sum
+}
+
+// jobFingerprint is a job's part of the fabric fingerprint: 0 for a job
+// that holds no GPUs (or is gone).
+func jobFingerprint(j *domain.Job) uint64 {
+	if j == nil || !holdsGPUs(j) { // a job holding GPUs is live
+		return 0
+	}
+	return fingerprintItem("j|%d|%s|%t|%v", j.ID, j.Tenant, j.State == domain.JobPlaced && j.NetworkRev == 0, j.Placement)
+}
+
+// jobsFingerprint keeps the jobs' part of FabricFingerprint between calls:
+// the fabric loop asks after every change, and hashing every live job each
+// time cost it a pass over 100,000 pending jobs under the read lock. It
+// hashes again only the jobs the change log names. Guarded by mu: readers
+// share the state's read lock.
+type jobsFingerprint struct {
+	mu    sync.Mutex
+	valid bool
+	gen   uint64            // the change log's generation sum is current at
+	items map[uint64]uint64 // the jobs holding GPUs, by ID
+	sum   uint64
+}
+
+// of is the sum of the jobs' items, f's read lock held.
+func (p *jobsFingerprint) of(f *FSM) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed, ok := f.jobs.vers.since(p.gen)
+	if !p.valid || !ok {
+		p.items, p.sum = map[uint64]uint64{}, 0
+		for j := range f.jobs.liveJobs() {
+			if x := jobFingerprint(j); x != 0 {
+				p.items[j.ID], p.sum = x, p.sum+x
+			}
+		}
+	} else {
+		for _, id := range changed {
+			p.sum -= p.items[id]
+			delete(p.items, id)
+			if x := jobFingerprint(f.d.Jobs[id]); x != 0 {
+				p.items[id], p.sum = x, p.sum+x
+			}
+		}
+	}
+	p.gen, p.valid = f.jobs.vers.gen, true
+	return p.sum
 }
 
 // JobsAwaitingNetwork lists Placed jobs no revision carries yet.

@@ -58,6 +58,18 @@ func (h *harness) checkJobVersions(ct CommandType, before map[uint64]jobVersion)
 			h.t.Fatalf("%s: job %d's version went back from %d to %d", ct, id, was.ver, ver)
 		}
 	}
+	// The fabric fingerprint's jobs, hashed again only where changed, sum
+	// as hashing every job does.
+	var whole, kept uint64
+	h.f.Read(func(View) {
+		for j := range h.f.jobs.liveJobs() {
+			whole += jobFingerprint(j)
+		}
+		kept = h.f.fingerprintJobs.of(h.f)
+	})
+	if whole != kept {
+		h.t.Fatalf("after %s the fabric fingerprint's jobs sum to %x, hashing them all gives %x", ct, kept, whole)
+	}
 	// What the versions are for: the loop's incremental snapshot is the
 	// whole copy, job for job.
 	var inc, full *sched.Snapshot

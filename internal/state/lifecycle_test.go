@@ -83,7 +83,7 @@ func (h *harness) replays() {
 		r.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
 	}
 	s, _ := r.Snapshot()
-	if !bytes.Equal(s.(*snapshot).b, h.snapshot()) {
+	if !bytes.Equal(snapshotBytes(h.t, s), h.snapshot()) {
 		h.t.Fatal("replaying the log gives another state")
 	}
 }

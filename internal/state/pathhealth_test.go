@@ -92,7 +92,7 @@ func TestJobsPathHealth(t *testing.T) {
 		replica.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
 	}
 	s, _ := replica.Snapshot()
-	if !bytes.Equal(s.(*snapshot).b, want) {
+	if !bytes.Equal(snapshotBytes(t, s), want) {
 		t.Fatal("replaying the path health log on another FSM produced a different state")
 	}
 	restored := New()
@@ -100,7 +100,7 @@ func TestJobsPathHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2, _ := restored.Snapshot()
-	if !bytes.Equal(s2.(*snapshot).b, want) {
+	if !bytes.Equal(snapshotBytes(t, s2), want) {
 		t.Fatal("snapshot with path health does not round-trip")
 	}
 	if got := pathEvents(restored); len(got) != 4 {

@@ -244,7 +244,7 @@ func TestRetainReplayAndSnapshot(t *testing.T) {
 		replica.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
 	}
 	s, _ := replica.Snapshot()
-	if !bytes.Equal(s.(*snapshot).b, want) {
+	if !bytes.Equal(snapshotBytes(t, s), want) {
 		t.Fatal("replaying the log with retention produced a different state")
 	}
 	restored := New()
@@ -252,7 +252,7 @@ func TestRetainReplayAndSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2, _ := restored.Snapshot()
-	if !bytes.Equal(s2.(*snapshot).b, want) {
+	if !bytes.Equal(snapshotBytes(t, s2), want) {
 		t.Fatal("a snapshot with an archive does not round-trip")
 	}
 

@@ -145,7 +145,7 @@ func TestRunsRecordEveryHolding(t *testing.T) {
 				t.Fatal(err)
 			}
 			s, _ := restored.Snapshot()
-			if !bytes.Equal(s.(*snapshot).b, want) {
+			if !bytes.Equal(snapshotBytes(t, s), want) {
 				t.Fatal("runs do not survive a snapshot")
 			}
 		})

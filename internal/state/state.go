@@ -64,6 +64,12 @@ type FSM struct {
 	// jobs orders data.Jobs for the reads (jobindex.go): derived, rebuilt
 	// by reset, maintained by apply.
 	jobs jobIndex
+	// snapJobs keeps the jobs' copies and JSON between raft snapshots
+	// (snapshot.go), so a snapshot costs the apply loop the jobs changed
+	// since the last one, not the whole state.
+	snapJobs snapshotJobs
+	// fingerprintJobs keeps the jobs' part of FabricFingerprint (fabric.go).
+	fingerprintJobs jobsFingerprint
 	// applied is the raft index of the last applied entry.
 	applied uint64
 	// changed wakes readers waiting for the next change (watch.go).
@@ -232,13 +238,7 @@ func (f *FSM) event(c *Command, action, object, tenant, workspace, msg string) {
 // Snapshot implements raft.FSM: a deep copy taken under the read lock, encoded
 // outside it so that writes continue while the snapshot is persisted.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	b, err := json.Marshal(&f.d)
-	f.mu.RUnlock()
-	if err != nil {
-		return nil, fmt.Errorf("encode snapshot: %w", err)
-	}
-	return &snapshot{b: b}, nil
+	return f.snapJobs.snapshot(f)
 }
 
 // Restore implements raft.FSM.
@@ -254,16 +254,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.changed.broadcast()
 	return nil
 }
-
-type snapshot struct{ b []byte }
-
-func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.b); err != nil {
-		return errors.Join(fmt.Errorf("write snapshot: %w", err), sink.Cancel())
-	}
-	return sink.Close()
-}
-func (s *snapshot) Release() {}
 
 // handler applies one command type. It must validate everything before it
 // changes anything: a refused command leaves the state untouched. Where

@@ -74,7 +74,7 @@ func (h *harness) snapshot() []byte {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return s.(*snapshot).b
+	return snapshotBytes(h.t, s)
 }
 
 // cluster seeds a generated topology (stripes x servers x 8 GPUs), tenant
@@ -348,7 +348,7 @@ func TestDeterministicReplayAndSnapshot(t *testing.T) {
 		replica.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
 	}
 	s, _ := replica.Snapshot()
-	if got := s.(*snapshot).b; !bytes.Equal(got, want) {
+	if got := snapshotBytes(t, s); !bytes.Equal(got, want) {
 		t.Fatal("replaying the log on another FSM produced a different state")
 	}
 
@@ -358,7 +358,7 @@ func TestDeterministicReplayAndSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2, _ := restored.Snapshot()
-	if !bytes.Equal(s2.(*snapshot).b, want) {
+	if !bytes.Equal(snapshotBytes(t, s2), want) {
 		t.Fatal("snapshot does not round-trip")
 	}
 	if got := len(restored.Jobs(JobFilter{State: domain.JobPending})); got != 19 {

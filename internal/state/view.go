@@ -25,6 +25,11 @@ type View interface {
 	// sched.Snapshotter keeps its copies of the jobs whose version holds.
 	JobVersion(id uint64) uint64
 	JobVersionOwner() any
+	// JobGeneration, JobsChangedSince and LiveJob (sched.Changelog) let
+	// it visit only the jobs changed since its last snapshot.
+	JobGeneration() uint64
+	JobsChangedSince(gen uint64) ([]uint64, bool)
+	LiveJob(id uint64) (*domain.Job, bool)
 	// Job returns a job by ID.
 	Job(id uint64) (*domain.Job, bool)
 	// Server returns a server of the inventory.
@@ -92,6 +97,18 @@ func (v locked) ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord] {
 }
 
 func (v locked) JobVersion(id uint64) uint64 { return v.f.jobs.vers.of(id) }
+
+func (v locked) JobGeneration() uint64 { return v.f.jobs.vers.gen }
+
+func (v locked) JobsChangedSince(gen uint64) ([]uint64, bool) { return v.f.jobs.vers.since(gen) }
+
+func (v locked) LiveJob(id uint64) (*domain.Job, bool) {
+	j, ok := v.f.d.Jobs[id]
+	if !ok || j.State.Terminal() {
+		return nil, false
+	}
+	return j, true
+}
 
 // JobVersionOwner is the FSM: a restore renumbers in place (jobVersions.restart).
 func (v locked) JobVersionOwner() any { return v.f }

@@ -13,7 +13,7 @@ import (
 // of them placed as fit (2,048 at most), the rest pending: the state the
 // leader's scheduling loop snapshots every cycle. It returns the harness
 // and the placed jobs' IDs.
-func liveState(b *testing.B, n int) (*harness, []uint64) {
+func liveState(b testing.TB, n int) (*harness, []uint64) {
 	h := newHarness(b).cluster(8, 32, 1024)
 	apply := func(ct CommandType, payload any) {
 		h.at = h.at.Add(10 * time.Millisecond)
@@ -49,7 +49,7 @@ func liveState(b *testing.B, n int) (*harness, []uint64) {
 // one, which copies the 10 and shares the rest. The time is the read
 // lock's hold.
 func BenchmarkSnapshotBuild(b *testing.B) {
-	for _, n := range []int{1_000, 10_000} {
+	for _, n := range []int{1_000, 10_000, 100_000} {
 		h, placed := liveState(b, n)
 		for _, mode := range []string{"whole", "incremental"} {
 			b.Run(fmt.Sprintf("live=%d/%s", n, mode), func(b *testing.B) {
