@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -310,9 +312,14 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 	if res == nil {
 		return
 	}
-	jobs := make(map[uint64]*domain.Job, len(snap.Jobs))
-	for _, j := range snap.Jobs {
-		jobs[j.ID] = j
+	// The snapshot's jobs come by ID (sched.SnapshotOf): a search finds
+	// the few the plan names without a map of every pending job.
+	byID := func(a *domain.Job, id uint64) int { return cmp.Compare(a.ID, id) }
+	job := func(id uint64) *domain.Job {
+		if i, ok := slices.BinarySearchFunc(snap.Jobs, id, byID); ok {
+			return snap.Jobs[i]
+		}
+		return nil
 	}
 	committed := func(ids []uint64) map[uint64]bool {
 		m := make(map[uint64]bool, len(ids))
@@ -323,12 +330,12 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 	}
 	placed, preempted, released := committed(res.Placed), committed(res.Preempted), committed(res.Released)
 	for _, r := range plan.Releases {
-		if j := jobs[r.JobID]; j != nil && released[r.JobID] {
+		if j := job(r.JobID); j != nil && released[r.JobID] {
 			s.log.Info("job released", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "cause", r.Cause)
 		}
 	}
 	for _, p := range plan.Preemptions {
-		j := jobs[p.JobID]
+		j := job(p.JobID)
 		if j == nil || !preempted[p.JobID] {
 			continue
 		}
@@ -339,14 +346,14 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 		if kind == "reclaimed" && p.ForJob != 0 {
 			if _, ok := s.reclaims[p.ForJob]; !ok {
 				s.reclaims[p.ForJob] = now
-				if f := jobs[p.ForJob]; f != nil {
+				if f := job(p.ForJob); f != nil {
 					s.log.Info("reclaim started", "job", f.ID, "tenant", f.Tenant, "workspace", f.Workspace, "bound", s.reclaimBound())
 				}
 			}
 		}
 	}
 	for _, p := range plan.Placements {
-		j := jobs[p.JobID]
+		j := job(p.JobID)
 		if j == nil || !placed[p.JobID] {
 			continue
 		}
@@ -369,12 +376,15 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 	}
 	// A job that ended or left the queue is no longer waited for.
 	for id := range s.reclaims {
-		if j := jobs[id]; j == nil || j.State != domain.JobPending {
+		if j := job(id); j == nil || j.State != domain.JobPending {
 			delete(s.reclaims, id)
 		}
 	}
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
 			s.log.Debug("job pending", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "reason", r.Code, "message", r.Message)
 		}
 	}
