@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
@@ -95,5 +96,37 @@ func BenchmarkRetainedSchedSnapshot(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkEndAmongLive: cancelling 1,000 pending jobs of a state holding
+// 100,000 live ones, through apply: each end took its job out of the
+// ID-sorted live list, moving half the list under the write lock; a
+// tombstone now marks it until half the list is tombstones.
+func BenchmarkEndAmongLive(b *testing.B) {
+	h, _ := liveState(b, 100_000)
+	var pending []uint64
+	for j := range h.f.jobs.liveJobs() {
+		if j.State == domain.JobPending {
+			pending = append(pending, j.ID)
+		}
+	}
+	next := 0
+	b.ResetTimer()
+	for range b.N {
+		for range 1000 {
+			if next == len(pending) {
+				b.Fatal("out of pending jobs: lower -benchtime")
+			}
+			h.at = h.at.Add(time.Millisecond)
+			e, err := Encode(CmdJobCancel, h.at, "admin:bench", JobCancel{ID: pending[next]})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r := h.f.ApplyCommand(e); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			next++
+		}
 	}
 }

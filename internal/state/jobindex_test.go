@@ -50,6 +50,12 @@ func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
 	if got, want := ids(f.jobs.ended), ids(ended); !slices.Equal(got, want) {
 		t.Fatalf("ended jobs: index %v, recomputed %v", got, want)
 	}
+	if got := f.jobs.liveCount(); got != len(live) {
+		t.Fatalf("live count %d, recomputed %d", got, len(live))
+	}
+	if f.jobs.dead > len(f.jobs.live)/2 {
+		t.Fatalf("%d tombstones in a live list of %d: not compacted", f.jobs.dead, len(f.jobs.live))
+	}
 	for _, since := range cuts {
 		var want []uint64
 		for _, j := range ended {
@@ -132,8 +138,8 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					ended = len(h.f.jobs.ended)
 				}
 			}
-			if ended == 0 || len(h.f.jobs.live) == 0 {
-				t.Fatalf("%d ended, %d live: the sequence tests too little", ended, len(h.f.jobs.live))
+			if ended == 0 || h.f.jobs.liveCount() == 0 {
+				t.Fatalf("%d ended, %d live: the sequence tests too little", ended, h.f.jobs.liveCount())
 			}
 		})
 	}

@@ -370,5 +370,5 @@ type Sizes struct {
 func (f *FSM) Sizes() Sizes {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return Sizes{LiveJobs: len(f.jobs.live), EndedJobs: len(f.jobs.ended), Events: len(f.d.Events), UsageRecords: len(f.d.Usage)}
+	return Sizes{LiveJobs: f.jobs.liveCount(), EndedJobs: len(f.jobs.ended), Events: len(f.d.Events), UsageRecords: len(f.d.Usage)}
 }
