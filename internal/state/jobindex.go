@@ -26,7 +26,7 @@ type jobIndex struct {
 	// compacted: ending a job of 100,000 live ones moved half the list
 	// under the write lock. Compacted once half of it is tombstones.
 	live  []*domain.Job
-	dead  int // tombstones in live
+	dead  int           // tombstones in live
 	ended []*domain.Job // terminal, by (EndedAt, ID); a terminal job without EndedAt sorts first
 	vers  jobVersions   // what changed since a reader's copy (jobversion.go)
 }
