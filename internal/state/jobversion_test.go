@@ -65,10 +65,13 @@ func (h *harness) checkJobVersions(ct CommandType, before map[uint64]jobVersion)
 		for j := range h.f.jobs.liveJobs() {
 			whole += jobFingerprint(j)
 		}
-		kept = h.f.fingerprintJobs.of(h.f)
+		for _, t := range h.f.d.Tenants {
+			whole += tenantFingerprint(t)
+		}
+		kept = h.f.fingerprintJobs.of(h.f) + h.f.fingerprintTenants.of(h.f.d.Tenants)
 	})
 	if whole != kept {
-		h.t.Fatalf("after %s the fabric fingerprint's jobs sum to %x, hashing them all gives %x", ct, kept, whole)
+		h.t.Fatalf("after %s the fabric fingerprint's jobs and tenants sum to %x, hashing them all gives %x", ct, kept, whole)
 	}
 	// What the versions are for: the loop's incremental snapshot is the
 	// whole copy, job for job.

@@ -69,7 +69,8 @@ type FSM struct {
 	// since the last one, not the whole state.
 	snapJobs snapshotJobs
 	// fingerprintJobs keeps the jobs' part of FabricFingerprint (fabric.go).
-	fingerprintJobs jobsFingerprint
+	fingerprintJobs    jobsFingerprint
+	fingerprintTenants tenantsFingerprint
 	// applied is the raft index of the last applied entry.
 	applied uint64
 	// changed wakes readers waiting for the next change (watch.go).
