@@ -21,12 +21,13 @@ import (
 // is never persisted. A job leaves the live list only through FSM.end, the
 // one place a job becomes terminal.
 type jobIndex struct {
-	// live holds the non-terminal jobs by ID, and a tombstone (a job of
-	// that ID alone, terminal) where a job ended since the list was last
-	// compacted: ending a job of 100,000 live ones moved half the list
-	// under the write lock. Compacted once half of it is tombstones.
+	// live holds the non-terminal jobs by ID, and the jobs ended since
+	// the list was last compacted (terminal: readers skip them; dead
+	// names them): taking an ended job out of 100,000 live ones moved
+	// half the list under the write lock. Compacted once half of it has
+	// ended.
 	live  []*domain.Job
-	dead  int           // tombstones in live
+	dead  map[uint64]bool
 	ended []*domain.Job // terminal, by (EndedAt, ID); a terminal job without EndedAt sorts first
 	vers  jobVersions   // what changed since a reader's copy (jobversion.go)
 }
@@ -85,9 +86,11 @@ func (ix *jobIndex) add(j *domain.Job) {
 // appends.
 func (ix *jobIndex) end(j *domain.Job) {
 	ix.vers.touch(j.ID)
-	if i, ok := slices.BinarySearchFunc(ix.live, j, byID); ok && ix.live[i] == j {
-		ix.live[i] = &domain.Job{ID: j.ID, State: domain.JobCancelled} // a tombstone
-		if ix.dead++; ix.dead > len(ix.live)/2 {
+	if i, ok := slices.BinarySearchFunc(ix.live, j, byID); ok && ix.live[i] == j && !ix.dead[j.ID] {
+		if ix.dead == nil {
+			ix.dead = map[uint64]bool{}
+		}
+		if ix.dead[j.ID] = true; len(ix.dead) > len(ix.live)/2 {
 			ix.compact()
 		}
 	} else if i := slices.Index(ix.ended, j); i >= 0 {
@@ -96,14 +99,14 @@ func (ix *jobIndex) end(j *domain.Job) {
 	ix.insertEnded(j)
 }
 
-// compact drops the tombstones from live.
+// compact drops the ended jobs from live.
 func (ix *jobIndex) compact() {
-	ix.live = slices.DeleteFunc(ix.live, func(j *domain.Job) bool { return j.State.Terminal() })
-	ix.dead = 0
+	ix.live = slices.DeleteFunc(ix.live, func(j *domain.Job) bool { return ix.dead[j.ID] })
+	ix.dead = nil
 }
 
 // liveCount is the number of live jobs.
-func (ix *jobIndex) liveCount() int { return len(ix.live) - ix.dead }
+func (ix *jobIndex) liveCount() int { return len(ix.live) - len(ix.dead) }
 
 func (ix *jobIndex) insertEnded(j *domain.Job) {
 	if n := len(ix.ended); n == 0 || byEnd(ix.ended[n-1], j) < 0 {
@@ -123,7 +126,7 @@ func (ix *jobIndex) liveJobs() iter.Seq[*domain.Job] {
 	return func(yield func(*domain.Job) bool) {
 		for _, j := range ix.live {
 			if j.State.Terminal() {
-				continue // a tombstone
+				continue // ended since the last compaction
 			}
 			if !yield(j) {
 				return

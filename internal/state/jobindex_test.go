@@ -53,8 +53,8 @@ func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
 	if got := f.jobs.liveCount(); got != len(live) {
 		t.Fatalf("live count %d, recomputed %d", got, len(live))
 	}
-	if f.jobs.dead > len(f.jobs.live)/2 {
-		t.Fatalf("%d tombstones in a live list of %d: not compacted", f.jobs.dead, len(f.jobs.live))
+	if len(f.jobs.dead) > len(f.jobs.live)/2 {
+		t.Fatalf("%d ended jobs in a live list of %d: not compacted", len(f.jobs.dead), len(f.jobs.live))
 	}
 	for _, since := range cuts {
 		var want []uint64
