@@ -45,7 +45,8 @@ type usageIndex struct {
 }
 
 func buildUsage(s *Snapshot, c *cluster) *usage {
-	ix := &usageIndex{ws: sortedWorkspaces(s), byRef: map[string]int{}, byTenant: map[string]int{}}
+	ws, refs := sortedWorkspaceRefs(s)
+	ix := &usageIndex{ws: ws, byRef: make(map[string]int, len(ws)), byTenant: make(map[string]int, len(s.Tenants))}
 	names := make([]string, 0, len(s.Tenants))
 	for n := range s.Tenants {
 		names = append(names, n)
@@ -57,7 +58,7 @@ func buildUsage(s *Snapshot, c *cluster) *usage {
 	}
 	ix.wsTenant = make([]int, len(ix.ws))
 	for i, w := range ix.ws {
-		ix.byRef[w.Ref()] = i
+		ix.byRef[refs[i]] = i
 		t, ok := ix.byTenant[w.Tenant]
 		if !ok {
 			t = -1
