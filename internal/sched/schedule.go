@@ -129,9 +129,13 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 			st.targets[j.PreemptedFor] = true
 		}
 	}
+	var pending []*domain.Job // the queue, ordered below (phase 3)
 	for _, j := range s.Jobs {
-		if j.State == domain.JobPending && st.targets[j.ID] {
-			st.waiting[j.ID] = true
+		if j.State == domain.JobPending {
+			pending = append(pending, j)
+			if st.targets[j.ID] {
+				st.waiting[j.ID] = true
+			}
 		}
 		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
 			f := st.fv.freeing[j.PreemptedFor]
@@ -149,12 +153,6 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.drain()
 
 	// Phase 3: order the queue.
-	pending := make([]*domain.Job, 0)
-	for _, j := range s.Jobs {
-		if j.State == domain.JobPending {
-			pending = append(pending, j)
-		}
-	}
 	stopping := map[string]int{} // held by jobs told to stop, by workspace
 	for _, j := range s.Jobs {
 		if j.State == domain.JobPreempting && !st.released[j.ID] {
@@ -505,10 +503,17 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		byWS[wk.off+wk.n] = int32(i)
 		wk.n++
 	}
-	// A run is jobs of one workspace and one class, in ID order.
+	// A run is jobs of one workspace and one class, in ID order; it
+	// carries its sort keys (the class, the workspace's priority and
+	// share, its first job's ID and place) so sorting the runs reads
+	// nothing else.
 	type run struct {
-		ws         *queueWS
-		start, end int32 // in byWS
+		within, freeing bool
+		wprio, prio     int
+		share           float64
+		id              uint64
+		idx             int
+		start, end      int32 // in byWS
 	}
 	runs := make([]run, 0, len(wss))
 	for _, wk := range wss {
@@ -554,33 +559,32 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 					continue
 				}
 			}
-			runs = append(runs, run{ws: wk, start: int32(start), end: int32(x)})
+			h := &ks[byWS[start]]
+			runs = append(runs, run{within: h.within, freeing: h.freeing, wprio: wk.wprio, prio: h.prio, share: wk.share,
+				id: h.id, idx: h.idx, start: int32(start), end: int32(x)})
 			start = x
 		}
 	}
-	head := func(r run) *key { return &ks[byWS[r.start]] }
-	sameClass := func(a, b run) int {
-		ka, kb := head(a), head(b)
-		if c := cmpClass(ka.within, kb.within, a.ws.wprio, b.ws.wprio, ka.prio, kb.prio, ka.freeing, kb.freeing); c != 0 {
+	sameClass := func(a, b *run) int {
+		if c := cmpClass(a.within, b.within, a.wprio, b.wprio, a.prio, b.prio, a.freeing, b.freeing); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.ws.share, b.ws.share)
+		return cmp.Compare(a.share, b.share)
 	}
 	slices.SortFunc(runs, func(a, b run) int {
-		if c := sameClass(a, b); c != 0 {
+		if c := sameClass(&a, &b); c != 0 {
 			return c
 		}
-		ka, kb := head(a), head(b)
-		if c := cmp.Compare(ka.id, kb.id); c != 0 {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
 			return c
 		}
-		return cmp.Compare(ka.idx, kb.idx)
+		return cmp.Compare(a.idx, b.idx)
 	})
 	out := make([]queued, 0, len(ks))
 	var merge []int32
 	for a := 0; a < len(runs); {
 		b := a + 1
-		for b < len(runs) && sameClass(runs[a], runs[b]) == 0 {
+		for b < len(runs) && sameClass(&runs[a], &runs[b]) == 0 {
 			b++
 		}
 		if b == a+1 {
