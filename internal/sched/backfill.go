@@ -461,7 +461,7 @@ func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.W
 		empty := *st.s
 		empty.Jobs = nil
 		hz := buildCluster(&empty)
-		st.bf.hzU = buildUsage(&empty, hz)
+		st.bf.hzU = usageOn(st.u.ix, &empty, hz) // the same workspaces and tenants
 		// A what-if view (no explanations, the scorer's tally left alone)
 		// whose servers are its own: writes need no copy.
 		hz.cow, hz.cloned = true, map[int]bool{}

@@ -69,6 +69,11 @@ func (ix *usageIndex) of(tenant, workspace string) (wi, ti int) {
 }
 
 func buildUsage(s *Snapshot, c *cluster) *usage {
+	return usageOn(newUsageIndex(s), s, c)
+}
+
+// newUsageIndex numbers the snapshot's workspaces and tenants.
+func newUsageIndex(s *Snapshot) *usageIndex {
 	ws, refs := sortedWorkspaceRefs(s)
 	ix := &usageIndex{ws: ws, byRef: make(map[string]int, len(ws)), byTenant: make(map[string]int, len(s.Tenants)), byPair: make(map[[2]string][2]int32, len(ws))}
 	names := make([]string, 0, len(s.Tenants))
@@ -89,6 +94,13 @@ func buildUsage(s *Snapshot, c *cluster) *usage {
 		}
 		ix.wsTenant[i] = t
 	}
+	return ix
+}
+
+// usageOn is buildUsage with ix, the index of a snapshot with the same
+// workspaces and tenants as s (a what-if snapshot of other jobs reuses
+// its cycle's).
+func usageOn(ix *usageIndex, s *Snapshot, c *cluster) *usage {
 	u := &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
 		tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
 		decayed: make([]float64, len(ix.ws))}
