@@ -74,7 +74,16 @@ func TestOrderAsBefore(t *testing.T) {
 		a, b := append([]*domain.Job(nil), pending...), append([]*domain.Job(nil), pending...)
 		rng.Shuffle(len(a), func(x, y int) { a[x], a[y] = a[y], a[x] })
 		copy(b, a)
-		wa := order(a, s, u, stopping, freeingFor)
+		qa := order(a, s, u, stopping, freeingFor)
+		wa := map[uint64]bool{}
+		for i, q := range qa {
+			if q.within {
+				wa[a[i].ID] = true
+			}
+			if want := a[i].Tenant + "/" + a[i].Workspace; q.ws.ref != want || q.ws.w != s.Workspaces[want] || q.ws.t != s.Tenants[a[i].Tenant] {
+				t.Fatalf("seed %d: job %d looked up as %s, not %s", seed, a[i].ID, q.ws.ref, want)
+			}
+		}
 		wb := orderBefore(b, s, u, stopping, freeingFor)
 		if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(wa, wb) {
 			t.Fatalf("seed %d: order differs from the implementation it replaced", seed)

@@ -659,7 +659,8 @@ func (st *cycle) stoppable() []victim {
 	var out []victim
 	for _, v := range st.s.Jobs {
 		if v.State.Stoppable() && !st.released[v.ID] {
-			out = append(out, victim{Job: v, wi: st.u.index(v.Tenant + "/" + v.Workspace), held: held(v), young: st.young(v), cost: st.cost(v)})
+			wi, _ := st.u.ix.of(v.Tenant, v.Workspace)
+			out = append(out, victim{Job: v, wi: wi, held: held(v), young: st.young(v), cost: st.cost(v)})
 		}
 	}
 	return out

@@ -62,6 +62,9 @@ func (st *cycle) release(v *domain.Job) {
 // future view first (which copies the servers it changes, so the base's
 // change below is not seen there twice), then into the cycle's view.
 func (st *cycle) giveBack(id uint64) {
+	if !st.targets[id] {
+		return // nothing is kept for it, and nobody asks
+	}
 	st.givenBack[id] = true
 	if st.fv.c != nil {
 		for _, v := range st.fv.heldFor[id] {

