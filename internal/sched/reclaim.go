@@ -182,7 +182,7 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	}
 	chosen, pl = st.prune(j, chosen, pl, shortfall)
 	if len(chosen) > 1 {
-		if alt, apl, ok := st.fewest(j, kind, cands); ok && len(alt) < len(chosen) {
+		if alt, apl, ok := st.fewest(j, kind, cands, len(chosen), shortfall); ok {
 			chosen, pl = alt, apl
 		}
 	}
@@ -856,41 +856,53 @@ func (st *cycle) cost(v *domain.Job) float64 {
 // often a server of many new 1-GPU borrowers, where a server with GPUs free
 // and one small borrower needed one preemption (issue 14: at dev 48x8,
 // reclaims for gangs of 4-64 GPUs were 59 % of the preemptions, 2.7
-// victims per 8-GPU job). The caller keeps the set that stops fewer jobs.
+// victims per 8-GPU job). It returns only a set of fewer jobs than the
+// caller's (than), and gives up early when no set can be.
 // Reclaim takes from each workspace at most what it borrowed, over all
 // the chosen servers.
-func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim) ([]*domain.Job, []domain.Placement, bool) {
+func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim, than, shortfall int) ([]*domain.Job, []domain.Placement, bool) {
 	if j.GPUs <= 0 || j.MIGProfile != "" || j.Share != 0 || len(cands) == 0 {
 		return nil, nil, false
 	}
+	// Fewer victims must still free the shortfall: with the largest
+	// candidate, at least shortfall/largest of them.
+	most := 0
+	for _, v := range cands {
+		most = max(most, v.held)
+	}
+	if most == 0 || (shortfall+most-1)/most >= than {
+		return nil, nil, false
+	}
+	type entry struct{ i, here int } // a candidate, and its GPUs on the server
 	type srv struct {
 		sv   *server
-		name string
-		on   []int // candidates with whole GPUs here
-		ids  []int // the candidates stopped to make room here
+		on   []entry // candidates with whole GPUs here
+		took []int   // the candidates stopped to make room here
 		// stopped is the GPUs the victims hold (on every server), cost
 		// the work they lose.
 		stopped int
 		cost    float64
 	}
-	byName := map[string]*srv{}
-	var servers []*srv
+	pos := make([]int32, len(st.fv.c.servers)) // server index -> 1 + its place in servers
+	var servers []srv
+	largest := 0
 	for i, v := range cands {
 		for _, p := range v.Placement {
 			if p.Share != 0 || len(p.MIG) != 0 {
 				continue
 			}
-			s := byName[p.Server]
-			if s == nil {
-				sv := st.fv.c.server(p.Server)
-				if sv == nil {
-					continue
-				}
-				s = &srv{sv: sv, name: p.Server}
-				byName[p.Server] = s
-				servers = append(servers, s)
+			k, ok := st.fv.c.byName[p.Server]
+			if !ok {
+				continue
 			}
-			s.on = append(s.on, i)
+			if pos[k] == 0 {
+				sv := st.fv.c.servers[k]
+				servers = append(servers, srv{sv: sv})
+				pos[k] = int32(len(servers))
+				largest = max(largest, len(sv.free))
+			}
+			s := &servers[pos[k]-1]
+			s.on = append(s.on, entry{i, len(p.GPUs)})
 		}
 	}
 	// The room it wants: one server of j.GPUs, else n whole servers of per
@@ -899,29 +911,17 @@ func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim) ([]*dom
 	per, n := j.GPUs, 1
 	if j.GPUsPerNode > 0 && j.GPUsPerNode < j.GPUs {
 		per, n = j.GPUsPerNode, j.GPUs/j.GPUsPerNode
-	} else if j.GPUsPerNode == 0 {
-		largest := 0
-		for _, s := range servers {
-			largest = max(largest, len(s.sv.free))
+	} else if j.GPUsPerNode == 0 && largest > 0 && j.GPUs > largest {
+		if j.GPUs%largest != 0 {
+			return nil, nil, false
 		}
-		if largest > 0 && j.GPUs > largest {
-			if j.GPUs%largest != 0 {
-				return nil, nil, false
-			}
-			per, n = largest, j.GPUs/largest
-		}
-	}
-	here := func(i int, server string) int {
-		for _, p := range cands[i].Placement {
-			if p.Server == server {
-				return len(p.GPUs)
-			}
-		}
-		return 0
+		per, n = largest, j.GPUs/largest
 	}
 	gpusOf := func(i int) int { return cands[i].held / unit }
+	took := map[int]int{}
 	var ok []*srv
-	for _, s := range servers {
+	for k := range servers {
+		s := &servers[k]
 		size := len(s.sv.free)
 		if size < per || (n > 1 && per != size) {
 			continue
@@ -930,29 +930,29 @@ func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim) ([]*dom
 		if need <= 0 {
 			continue
 		}
-		slices.SortStableFunc(s.on, func(a, b int) int {
-			if c := cmp.Compare(gpusOf(a), gpusOf(b)); c != 0 {
+		slices.SortStableFunc(s.on, func(a, b entry) int {
+			if c := cmp.Compare(gpusOf(a.i), gpusOf(b.i)); c != 0 {
 				return c
 			}
-			if c := cmp.Compare(here(b, s.name), here(a, s.name)); c != 0 {
+			if c := cmp.Compare(b.here, a.here); c != 0 {
 				return c
 			}
-			return cmp.Compare(cands[a].cost, cands[b].cost)
+			return cmp.Compare(cands[a.i].cost, cands[b.i].cost)
 		})
-		took := map[int]int{}
-		for _, i := range s.on {
+		clear(took)
+		for _, e := range s.on {
 			if need <= 0 {
 				break
 			}
-			v := cands[i]
+			v := cands[e.i]
 			if kind.reclaims() && took[v.wi]+v.held > st.above(kind, v.wi) {
 				continue
 			}
 			took[v.wi] += v.held
-			s.ids = append(s.ids, i)
-			s.stopped += gpusOf(i)
+			s.took = append(s.took, e.i)
+			s.stopped += gpusOf(e.i)
 			s.cost += v.cost
-			need -= here(i, s.name)
+			need -= e.here
 		}
 		if need <= 0 {
 			ok = append(ok, s)
@@ -965,26 +965,25 @@ func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim) ([]*dom
 		if c := cmp.Compare(a.stopped, b.stopped); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(len(a.ids), len(b.ids)); c != 0 {
+		if c := cmp.Compare(len(a.took), len(b.took)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.cost, b.cost)
 	})
 	// n servers, greedily, each workspace within what it borrowed over all
 	// of them; a victim on several counts once.
-	took := map[int]int{}
+	clear(took)
 	picked := map[int]bool{}
 	var chosen []*domain.Job
 	got := 0
+	add := map[int]int{}
 	for _, s := range ok {
 		if got == n {
 			break
 		}
-		add := map[int]int{}
-		var fresh []int
-		for _, i := range s.ids {
+		clear(add)
+		for _, i := range s.took {
 			if !picked[i] {
-				fresh = append(fresh, i)
 				add[cands[i].wi] += cands[i].held
 			}
 		}
@@ -1000,13 +999,15 @@ func (st *cycle) fewest(j *domain.Job, kind preemptKind, cands []victim) ([]*dom
 		for wi, a := range add {
 			took[wi] += a
 		}
-		for _, i := range fresh {
-			picked[i] = true
-			chosen = append(chosen, cands[i].Job)
+		for _, i := range s.took {
+			if !picked[i] {
+				picked[i] = true
+				chosen = append(chosen, cands[i].Job)
+			}
 		}
 		got++
 	}
-	if got < n {
+	if got < n || len(chosen) >= than {
 		return nil, nil, false
 	}
 	pl := st.fitsWithout(j, chosen)
