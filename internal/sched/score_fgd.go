@@ -314,7 +314,20 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	if p.rated != nil {
 		rs = p.rated
 	}
-	fgdBefore := frag(rs, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	// A CPU-only job takes no GPU: all it can spoil is the CPU and memory
+	// the server's idle GPUs need, and FGD's measure asks only whether one
+	// copy of a shape still fits, so it sees nothing until the last copy
+	// is gone (a 128-CPU server with 8 idle GPUs and 20 CPUs left "fits"
+	// a 1-GPU job of 16 CPUs, and 7 of its GPUs are stranded). Where CPU
+	// runs out before GPUs (openb cpu235/cpu300: CPU-only jobs filled the
+	// 128-CPU servers the rating had kept idle, stranding their GPUs) that
+	// loses GPU work. Such a job is rated by what copies of the shapes can
+	// no longer use (fragCap), with the same weights.
+	measure := frag
+	if r.GPUs == 0 {
+		measure = fragCap
+	}
+	fgdBefore := measure(rs, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	capBefore := fragCap(p.set, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
 	// Ties on the rating go, in this order, to a placement that leaves a
 	// wholly idle server whole (only an idle server takes the largest
@@ -340,7 +353,7 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	size := min(1, 0.5*float64(h.CPUMilli)/maxSpecCPU+0.5*float64(len(h.Free)*1000)/maxSpecGPU)
 	smaller := 0.2 * (1 - size)
 	rate := func(free []int) float64 {
-		fgd := frag(rs, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		fgd := measure(rs, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		capacity := fragCap(p.set, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
 		// Stranded capacity is at most 16,000 milli-GPU per server.
 		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
