@@ -323,12 +323,16 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	// 128-CPU servers the rating had kept idle, stranding their GPUs) that
 	// loses GPU work. Such a job is rated by what copies of the shapes can
 	// no longer use (fragCap), with the same weights.
-	measure := frag
-	if r.GPUs == 0 {
-		measure = fragCap
+	cpuOnly := r.GPUs == 0
+	measures := func(free []int, cpuFree, memFree int64) (rated, capacity float64) {
+		if cpuOnly {
+			// One pass gives both: only the weights differ.
+			capacity, rated = fragCaps(p.set, rs, h.Model, free, cpuT, cpuFree, memT, memFree)
+			return rated, capacity
+		}
+		return frag(rs, h.Model, free, cpuT, cpuFree, memT, memFree), fragCap(p.set, h.Model, free, cpuT, cpuFree, memT, memFree)
 	}
-	fgdBefore := measure(rs, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
-	capBefore := fragCap(p.set, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	fgdBefore, capBefore := measures(h.Free, h.CPUFree, h.MemFree)
 	// Ties on the rating go, in this order, to a placement that leaves a
 	// wholly idle server whole (only an idle server takes the largest
 	// gangs), then to the smaller server (large CPU, memory and GPU counts
@@ -353,8 +357,7 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	size := min(1, 0.5*float64(h.CPUMilli)/maxSpecCPU+0.5*float64(len(h.Free)*1000)/maxSpecGPU)
 	smaller := 0.2 * (1 - size)
 	rate := func(free []int) float64 {
-		fgd := measure(rs, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
-		capacity := fragCap(p.set, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		fgd, capacity := measures(free, h.CPUFree-r.CPUMilli, h.MemFree-r.MemoryMiB)
 		// Stranded capacity is at most 16,000 milli-GPU per server.
 		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
 		return rating + keep + smaller + 1e-6*(capBefore-capacity)
@@ -460,17 +463,24 @@ func Fragmentation(shapes []Shape, h *Host) float64 {
 // the server's model refuses, else what is left once as many copies as the
 // GPUs, the CPU and the memory allow are placed.
 func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+	out, _ := fragCaps(set, nil, model, free, cpuTracked, cpuFree, memTracked, memFree)
+	return out
+}
+
+// fragCaps is fragCap weighed by set's frequencies and, in the same pass,
+// by rated's (the same shapes, other weights; nil: 0).
+func fragCaps(set, rated *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) (float64, float64) {
 	total := 0
 	for _, f := range free {
 		total += f
 	}
 	if total == 0 {
-		return 0
+		return 0, 0
 	}
 	var tb [32]gpuFit
 	fits := set.fitTable(free, tb[:0])
 	bit := set.access(model)
-	var out float64
+	var out, outRated float64
 	for i := range set.shapes {
 		s := &set.shapes[i]
 		amount := total
@@ -485,8 +495,11 @@ func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree i
 			amount = max(0, total-n*s.GPUs*s.Milli)
 		}
 		out += s.Freq * float64(amount)
+		if rated != nil {
+			outRated += rated.shapes[i].Freq * float64(amount)
+		}
 	}
-	return out
+	return out, outRated
 }
 
 // ShapesOf is the workload of jobs as shapes: every kind of request (CPU,
