@@ -282,7 +282,9 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // by how much of the server's idle GPU capacity copies of the shapes could
 // still use once the placement is made, counting CPU and memory: FGD asks
 // only whether one copy fits, so a server whose memory or CPU runs out
-// first strands GPUs it calls usable.
+// first strands GPUs it calls usable. For the same reason a CPU-only job,
+// which can spoil only the CPU and memory idle GPUs need, is rated by that
+// measure (copies) rather than FGD's.
 type JobFabric struct {
 	Shapes []Shape
 	set    *shapeSet
