@@ -282,7 +282,9 @@ func (f *FGD) Score(h *Host, r *Request) (float64, int) {
 // by how much of the server's idle GPU capacity copies of the shapes could
 // still use once the placement is made, counting CPU and memory: FGD asks
 // only whether one copy fits, so a server whose memory or CPU runs out
-// first strands GPUs it calls usable.
+// first strands GPUs it calls usable. For the same reason a CPU-only job,
+// which can spoil only the CPU and memory idle GPUs need, is rated by that
+// measure (copies) rather than FGD's.
 type JobFabric struct {
 	Shapes []Shape
 	set    *shapeSet
@@ -314,8 +316,25 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	if p.rated != nil {
 		rs = p.rated
 	}
-	fgdBefore := frag(rs, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
-	capBefore := fragCap(p.set, h.Model, h.Free, cpuT, h.CPUFree, memT, h.MemFree)
+	// A CPU-only job takes no GPU: all it can spoil is the CPU and memory
+	// the server's idle GPUs need, and FGD's measure asks only whether one
+	// copy of a shape still fits, so it sees nothing until the last copy
+	// is gone (a 128-CPU server with 8 idle GPUs and 20 CPUs left "fits"
+	// a 1-GPU job of 16 CPUs, and 7 of its GPUs are stranded). Where CPU
+	// runs out before GPUs (openb cpu235/cpu300: CPU-only jobs filled the
+	// 128-CPU servers the rating had kept idle, stranding their GPUs) that
+	// loses GPU work. Such a job is rated by what copies of the shapes can
+	// no longer use (fragCap), with the same weights.
+	cpuOnly := r.GPUs == 0
+	measures := func(free []int, cpuFree, memFree int64) (rated, capacity float64) {
+		if cpuOnly {
+			// One pass gives both: only the weights differ.
+			capacity, rated = fragCaps(p.set, rs, h.Model, free, cpuT, cpuFree, memT, memFree)
+			return rated, capacity
+		}
+		return frag(rs, h.Model, free, cpuT, cpuFree, memT, memFree), fragCap(p.set, h.Model, free, cpuT, cpuFree, memT, memFree)
+	}
+	fgdBefore, capBefore := measures(h.Free, h.CPUFree, h.MemFree)
 	// Ties on the rating go, in this order, to a placement that leaves a
 	// wholly idle server whole (only an idle server takes the largest
 	// gangs), then to the smaller server (large CPU, memory and GPU counts
@@ -340,8 +359,7 @@ func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
 	size := min(1, 0.5*float64(h.CPUMilli)/maxSpecCPU+0.5*float64(len(h.Free)*1000)/maxSpecGPU)
 	smaller := 0.2 * (1 - size)
 	rate := func(free []int) float64 {
-		fgd := frag(rs, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
-		capacity := fragCap(p.set, h.Model, free, cpuT, h.CPUFree-r.CPUMilli, memT, h.MemFree-r.MemoryMiB)
+		fgd, capacity := measures(free, h.CPUFree-r.CPUMilli, h.MemFree-r.MemoryMiB)
 		// Stranded capacity is at most 16,000 milli-GPU per server.
 		rating := float64(int64(sigmoid((fgdBefore-fgd)/1000) * 100))
 		return rating + keep + smaller + 1e-6*(capBefore-capacity)
@@ -447,17 +465,24 @@ func Fragmentation(shapes []Shape, h *Host) float64 {
 // the server's model refuses, else what is left once as many copies as the
 // GPUs, the CPU and the memory allow are placed.
 func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) float64 {
+	out, _ := fragCaps(set, nil, model, free, cpuTracked, cpuFree, memTracked, memFree)
+	return out
+}
+
+// fragCaps is fragCap weighed by set's frequencies and, in the same pass,
+// by rated's (the same shapes, other weights; nil: 0).
+func fragCaps(set, rated *shapeSet, model string, free []int, cpuTracked bool, cpuFree int64, memTracked bool, memFree int64) (float64, float64) {
 	total := 0
 	for _, f := range free {
 		total += f
 	}
 	if total == 0 {
-		return 0
+		return 0, 0
 	}
 	var tb [32]gpuFit
 	fits := set.fitTable(free, tb[:0])
 	bit := set.access(model)
-	var out float64
+	var out, outRated float64
 	for i := range set.shapes {
 		s := &set.shapes[i]
 		amount := total
@@ -472,8 +497,11 @@ func fragCap(set *shapeSet, model string, free []int, cpuTracked bool, cpuFree i
 			amount = max(0, total-n*s.GPUs*s.Milli)
 		}
 		out += s.Freq * float64(amount)
+		if rated != nil {
+			outRated += rated.shapes[i].Freq * float64(amount)
+		}
 	}
-	return out
+	return out, outRated
 }
 
 // ShapesOf is the workload of jobs as shapes: every kind of request (CPU,

@@ -170,3 +170,49 @@ func TestJobFabricWeighsWhatIsLeft(t *testing.T) {
 		t.Fatalf("8-GPU shape no server can take: weight %v, want 0", w)
 	}
 }
+
+// TestJobFabricCPUOnlyKeepsGPUsUsable is openb cpu300's lost GPU work in
+// small: where CPU runs out before GPUs, a CPU-only job should take CPU no
+// idle GPU needs. mid has 7 idle GPUs and 40 CPUs, so 2 more 1-GPU jobs of
+// 16 CPUs; full has every GPU busy and 64 CPUs. A CPU-only job of 16 CPUs
+// on mid leaves one copy of the 1-GPU shape, which FGD's measure counts as
+// fitting: it rates both servers alike and the tie goes to the smaller
+// server, mid, stranding a GPU. Counted in copies, mid loses one.
+func TestJobFabricCPUOnlyKeepsGPUsUsable(t *testing.T) {
+	const gib = 1024
+	shapes := []Shape{
+		{CPUMilli: 16000, MemoryMiB: 32 * gib, GPUs: 1, Milli: 1000, Freq: 0.6},
+		{CPUMilli: 16000, MemoryMiB: 32 * gib, Freq: 0.4},
+	}
+	servers := []domain.Server{
+		{Name: "a-mid", GPUModel: "G2", GPUs: 8, CPUMilli: 96000, MemoryMiB: 384 * gib},
+		{Name: "b-full", GPUModel: "G3", GPUs: 8, CPUMilli: 128000, MemoryMiB: 768 * gib},
+	}
+	job := func(id uint64, server string, gpus []int, cpu int64) *domain.Job {
+		return &domain.Job{ID: id, State: domain.JobRunning,
+			JobSpec:   domain.JobSpec{Tenant: "t", Workspace: "w", GPUs: len(gpus), CPUMilli: cpu, MemoryMiB: 32 * gib},
+			Placement: []domain.Placement{{Server: server, GPUs: gpus}}}
+	}
+	jobs := []*domain.Job{job(1, "a-mid", []int{0}, 16000), job(2, "a-mid", nil, 40000)}
+	for g := range 8 {
+		jobs = append(jobs, job(uint64(3+g), "b-full", []int{g}, 8000))
+	}
+	topo := &domain.Topology{Sites: []domain.Site{{Name: "s", Fabrics: []domain.Fabric{{Name: "f", Servers: servers}}}}}
+	cpuOnly := &domain.Job{ID: 100, JobSpec: domain.JobSpec{Tenant: "t", Workspace: "w", CPUMilli: 16000, MemoryMiB: 32 * gib}}
+	pl := NewPlacer(&Snapshot{Topology: topo, Jobs: jobs, Scorer: NewJobFabric(shapes)})
+	got, r := pl.Place(cpuOnly)
+	if got == nil {
+		t.Fatalf("not placed: %s", r.Message)
+	}
+	if got[0].Server != "b-full" {
+		t.Fatalf("the CPU-only job took %s, stranding one of its idle GPUs; want b-full, whose GPUs are all busy", got[0].Server)
+	}
+	// FGD's measure sees no change on mid: the case shows the cause.
+	set := newShapeSet(shapes)
+	free := []int{0, 1000, 1000, 1000, 1000, 1000, 1000, 1000}
+	before := frag(set, "G2", free, true, 40000, true, 320*gib)
+	after := frag(set, "G2", free, true, 24000, true, 288*gib)
+	if before != after {
+		t.Fatalf("FGD's measure on mid %v -> %v: the case no longer shows the cause", before, after)
+	}
+}

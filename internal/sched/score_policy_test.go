@@ -69,3 +69,39 @@ func TestScheduleWeighsTheLiveMix(t *testing.T) {
 		t.Fatalf("the 4-GPU job went to %s, want b-small (a-big is the only idle server an 8-GPU job of 120 CPUs fits)", got)
 	}
 }
+
+// TestScheduleCPUOnlyKeepsGPUsUsable: the production cycle rates a CPU-only
+// job as the openb Placer does (TestJobFabricCPUOnlyKeepsGPUsUsable), over
+// its live jobs' mix: 1-GPU jobs of 8 and 16 CPUs. a-mid has 7 idle GPUs
+// and 40 CPUs; taking 16 of them leaves one copy of each 1-GPU shape, which
+// FGD's measure counts as fitting, so the smaller server won the tie and
+// lost GPUs' worth of copies. b-full's GPUs are all busy.
+func TestScheduleCPUOnlyKeepsGPUsUsable(t *testing.T) {
+	servers := []domain.Server{
+		{Name: "a-mid", GPUModel: "H100-80GB", GPUs: 8, CPUMilli: 96000},
+		{Name: "b-full", GPUModel: "H100-80GB", GPUs: 8, CPUMilli: 128000},
+	}
+	topo := &domain.Topology{Sites: []domain.Site{{Name: "s1", Fabrics: []domain.Fabric{{Name: "f", Servers: servers}}}}}
+	at := now
+	running := func(id uint64, server string, gpus []int, cpu int64) *domain.Job {
+		return &domain.Job{ID: id, State: domain.JobRunning, PlacedAt: &at,
+			JobSpec:   domain.JobSpec{Tenant: "t", Workspace: "w", GPUs: len(gpus), CPUMilli: cpu},
+			Placement: []domain.Placement{{Server: server, GPUs: gpus}}}
+	}
+	jobs := []*domain.Job{running(1, "a-mid", []int{0}, 16000), running(2, "a-mid", nil, 40000)}
+	for g := range 8 {
+		jobs = append(jobs, running(uint64(3+g), "b-full", []int{g}, 8000))
+	}
+	jobs = append(jobs, &domain.Job{ID: 100, State: domain.JobPending, JobSpec: domain.JobSpec{Tenant: "t", Workspace: "w", CPUMilli: 16000}})
+	s := &Snapshot{Topology: topo,
+		Tenants:    map[string]*domain.Tenant{"t": {Name: "t", Isolation: domain.IsolationGPU}},
+		Workspaces: map[string]*domain.Workspace{"t/w": {Tenant: "t", Name: "w", Guaranteed: 16}},
+		Jobs:       jobs}
+	plan := Schedule(s, now)
+	if len(plan.Placements) != 1 || plan.Placements[0].JobID != 100 {
+		t.Fatalf("placements %+v, pending %+v: want job 100 placed", plan.Placements, plan.Pending)
+	}
+	if got := plan.Placements[0].Placement[0].Server; got != "b-full" {
+		t.Fatalf("the CPU-only job went to %s, stranding idle GPUs' CPU; want b-full, whose GPUs are all busy", got)
+	}
+}
