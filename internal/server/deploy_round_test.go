@@ -26,6 +26,7 @@ type gated struct {
 	fail    map[string]bool
 	stuck   map[string]bool
 	hold    string
+	holdOwn bool          // hold only in the test's round (testRound)
 	held    chan struct{} // closed when hold's deploy starts
 	release chan struct{}
 	applied map[string]int
@@ -35,10 +36,18 @@ type gated struct {
 	stuckIn chan string         // a stuck device's Apply as it starts
 }
 
+// testRound marks the context of the test's own deploy round: a device's
+// deploy context keeps its caller's values (context.WithoutCancel).
+type testRound struct{}
+
 func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
 	defer func() { g.ended <- d.Name }()
 	g.mu.Lock()
-	bad, stuck, hold, held, release := g.failAll || g.fail[d.Name], g.stuck[d.Name], g.hold == d.Name, g.held, g.release
+	// Only the test's round is held: a fabric-loop round that took the
+	// hold kept the test's round waiting behind it until the held deploy's
+	// own timeout (CI, under load).
+	hold := g.hold == d.Name && (!g.holdOwn || ctx.Value(testRound{}) != nil)
+	bad, stuck, held, release := g.failAll || g.fail[d.Name], g.stuck[d.Name], g.held, g.release
 	if hold {
 		g.hold = "" // the next deploy only
 	}
@@ -80,7 +89,15 @@ func (g *gated) Apply(ctx context.Context, d deploy.Device) error {
 func (g *gated) holdNext(device string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.hold, g.held, g.release = device, make(chan struct{}), make(chan struct{})
+	g.hold, g.holdOwn, g.held, g.release = device, false, make(chan struct{}), make(chan struct{})
+}
+
+// holdNextOwn holds device's next deploy in the test's own round.
+func (g *gated) holdNextOwn(device string) {
+	g.holdNext(device)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holdOwn = true
 }
 
 func (g *gated) counts() map[string]int {
@@ -138,18 +155,26 @@ func TestSlowDeviceLosesNoWork(t *testing.T) {
 	drv.mu.Lock()
 	drv.failAll, drv.fail[bad], drv.stuck[silent] = false, true, true
 	drv.mu.Unlock()
-	drv.holdNext(slow)
+	drv.holdNextOwn(slow)
 
+	// The loop's rounds end before the test's begins.
+	if err := srv.DeploysSettled(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	for len(drv.ended) > 0 {
-		<-drv.ended // the loop's rounds
+		<-drv.ended
 	}
 	// The caller gives up while slow and silent deploy, once the others
 	// are done (a device not started when the caller gives up is left for
 	// the next round).
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(context.WithValue(ctxT(t), testRound{}, true))
 	done := make(chan error, 1)
 	go func() { done <- srv.DeployNow(ctx) }()
-	<-drv.held
+	select {
+	case <-drv.held:
+	case <-time.After(time.Minute):
+		t.Fatalf("the round did not deploy %s within a minute (applied: %v)", slow, drv.counts())
+	}
 	// Every other device has been applied (bad fails and keeps its error
 	// whether or not it was reached). Waited for by their counts, not by
 	// counting ended deploys: a loop round still running when the round

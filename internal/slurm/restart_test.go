@@ -26,7 +26,11 @@ func TestBridgeSurvivesSlurmctldRestart(t *testing.T) {
 	const jobs, servers = 20, 8
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p := startPair(t, ctx, 1, servers, "gpu", 8*servers, "")
+	// Slurm schedules on events and every sched_interval (60 s by default):
+	// a completion that started nothing (CI, under load: the released jobs
+	// came before the cancelled jobs had ended) waited for the periodic
+	// pass, past the test's minute. Every 2 s here, as slurm-facts.md tunes it.
+	p := startPair(t, ctx, 1, servers, "gpu", 8*servers, "SchedulerParameters=sched_interval=2")
 	sc, admin := p.sc, p.admin
 	if err := p.sbatchHeld(ctx, jobs, func(int) []string { return []string{"-N", "1", "--gres=gpu:8"} }); err != nil {
 		t.Fatal(err)
