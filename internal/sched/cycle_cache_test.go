@@ -1,7 +1,6 @@
 package sched_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -29,17 +28,9 @@ func TestReservationEndingsKeptDecideAlike(t *testing.T) {
 	reserved := 0
 	for seed := uint64(1); seed <= 4; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 18))
-		s := &sched.Snapshot{Topology: topo, Static: sched.NewStatic(topo), Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
-		var refs []string
-		for i := 0; i < 40; i++ {
-			tn := fmt.Sprintf("t%02d", i%30)
-			if _, ok := s.Tenants[tn]; !ok {
-				s.Tenants[tn] = &domain.Tenant{Name: tn, Isolation: domain.IsolationGPU}
-			}
-			w := &domain.Workspace{Tenant: tn, Name: fmt.Sprintf("w%02d", i), Guaranteed: 4, BorrowLimit: 128, LendLimit: 2, Weight: 1 + i%3}
-			s.Workspaces[w.Ref()] = w
-			refs = append(refs, w.Ref())
-		}
+		s, refs := drainSnapshot(topo, 40, 30, func(int) domain.Isolation { return domain.IsolationGPU }, func(i int, w *domain.Workspace) {
+			w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight = 4, 128, 2, 1+i%3
+		})
 		now := domaintest.Now
 		id := uint64(0)
 		submit := func(n int) {
@@ -74,28 +65,7 @@ func TestReservationEndingsKeptDecideAlike(t *testing.T) {
 					reserved++
 				}
 			}
-			placed := map[uint64][]domain.Placement{}
-			for _, p := range plan.Placements {
-				placed[p.JobID] = p.Placement
-			}
-			released := map[uint64]bool{}
-			for _, r := range plan.Releases {
-				released[r.JobID] = true
-			}
-			var live []*domain.Job
-			for _, j := range s.Jobs {
-				if released[j.ID] {
-					continue // time limit reached
-				}
-				if pl, ok := placed[j.ID]; ok {
-					at := now
-					j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl, &at
-				} else if j.State == domain.JobRunning && rng.IntN(6) == 0 {
-					continue // ended
-				}
-				live = append(live, j)
-			}
-			s.Jobs = live
+			commitPlan(s, plan, now, func() bool { return rng.IntN(6) == 0 })
 			submit(10 + rng.IntN(30))
 			now = now.Add(time.Duration(30+rng.IntN(300)) * time.Second)
 		}

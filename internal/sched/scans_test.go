@@ -1,7 +1,6 @@
 package sched_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -26,21 +25,14 @@ func TestScanCacheDecidesAlike(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 9))
-		s := &sched.Snapshot{Topology: topo, Static: sched.NewStatic(topo), Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
-		var refs []string
-		for i := 0; i < 120; i++ {
-			tn := fmt.Sprintf("t%03d", i%100)
-			if _, ok := s.Tenants[tn]; !ok {
-				iso := domain.IsolationGPU
-				if i%5 == 0 {
-					iso = domain.IsolationServer
-				}
-				s.Tenants[tn] = &domain.Tenant{Name: tn, Isolation: iso}
+		s, refs := drainSnapshot(topo, 120, 100, func(i int) domain.Isolation {
+			if i%5 == 0 {
+				return domain.IsolationServer
 			}
-			w := &domain.Workspace{Tenant: tn, Name: fmt.Sprintf("w%03d", i), Guaranteed: 3, BorrowLimit: 64, LendLimit: 1, Weight: 1 + i%3}
-			s.Workspaces[w.Ref()] = w
-			refs = append(refs, w.Ref())
-		}
+			return domain.IsolationGPU
+		}, func(i int, w *domain.Workspace) {
+			w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight = 3, 64, 1, 1+i%3
+		})
 		for id := 1; id <= 3000; id++ {
 			w := s.Workspaces[refs[rng.IntN(len(refs))]]
 			spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0}
@@ -65,21 +57,7 @@ func TestScanCacheDecidesAlike(t *testing.T) {
 			}
 			placements += len(plan.Placements)
 			failures += len(plan.Pending)
-			placed := map[uint64][]domain.Placement{}
-			for _, p := range plan.Placements {
-				placed[p.JobID] = p.Placement
-			}
-			var live []*domain.Job
-			for _, j := range s.Jobs {
-				if pl, ok := placed[j.ID]; ok {
-					t := now
-					j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl, &t
-				} else if j.State == domain.JobRunning && rng.IntN(8) == 0 {
-					continue // ended
-				}
-				live = append(live, j)
-			}
-			s.Jobs = live
+			commitPlan(s, plan, now, func() bool { return rng.IntN(8) == 0 })
 			now = now.Add(10 * time.Second)
 		}
 		// The drain must place work and refuse much more (the cache's case).
