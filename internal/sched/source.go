@@ -116,7 +116,7 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 		if owner := v.JobVersionOwner(); owner == s.owner {
 			c.prevLive, c.prevEnded = s.live, s.ended
 			if cl, ok := src.(Changelog); ok && s.hasGen {
-				c.changed, c.patch = s.changedSince(cl)
+				c.changed, c.patch = s.changedSince(src, cl)
 			}
 		} else {
 			s.owner = owner // another state: copy it whole
@@ -129,11 +129,8 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 		s.hasGen = false
 		if cl, ok := src.(Changelog); ok {
 			s.gen, s.hasGen = cl.JobGeneration(), true
-			if !c.patch {
-				s.floors = nil // the whole copy looked up every job's tenant
-			}
-			if s.floors == nil {
-				s.floors = map[string]string{}
+			if !c.patch || s.floors == nil {
+				s.floors = map[string]string{} // a whole copy looked up every job's tenant
 			}
 			maps.Copy(s.floors, c.floors)
 		}
@@ -145,13 +142,13 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 // sorted and unique, and whether the previous snapshot can be patched
 // with them: the source still lists its changes since then, and no
 // tenant's driver floor moved.
-func (s *Snapshotter) changedSince(cl Changelog) ([]uint64, bool) {
+func (s *Snapshotter) changedSince(src Source, cl Changelog) ([]uint64, bool) {
 	ids, ok := cl.JobsChangedSince(s.gen)
 	if !ok {
 		return nil, false
 	}
 	for tenant, floor := range s.floors {
-		if cl.(Source).TenantMinDriver(tenant) != floor {
+		if src.TenantMinDriver(tenant) != floor {
 			return nil, false
 		}
 	}

@@ -760,8 +760,7 @@ func (p *tenantsFingerprint) of(tenants map[string]*domain.Tenant) uint64 {
 // share the state's read lock.
 type jobsFingerprint struct {
 	mu    sync.Mutex
-	valid bool
-	gen   uint64            // the change log's generation sum is current at
+	at    changeCursor      // sum is current as of it
 	items map[uint64]uint64 // the jobs holding GPUs, by ID
 	sum   uint64
 }
@@ -770,8 +769,8 @@ type jobsFingerprint struct {
 func (p *jobsFingerprint) of(f *FSM) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	changed, ok := f.jobs.vers.since(p.gen)
-	if !p.valid || !ok {
+	changed, ok := p.at.next(&f.jobs.vers)
+	if !ok {
 		p.items, p.sum = map[uint64]uint64{}, 0
 		for j := range f.jobs.liveJobs() {
 			if x := jobFingerprint(j); x != 0 {
@@ -787,7 +786,6 @@ func (p *jobsFingerprint) of(f *FSM) uint64 {
 			}
 		}
 	}
-	p.gen, p.valid = f.jobs.vers.gen, true
 	return p.sum
 }
 

@@ -51,9 +51,6 @@ func (v *jobVersions) forget(id uint64) {
 // record appends id at generation v.gen, dropping the older half of the
 // log when it is full (an amortised copy, no ring to wrap).
 func (v *jobVersions) record(id uint64) {
-	if v.logFrom+uint64(len(v.log)) != v.gen-1 {
-		v.log, v.logFrom = v.log[:0], v.gen-1 // a gap (restart): start a new log
-	}
 	if len(v.log) == changeLogMax {
 		half := changeLogMax / 2
 		n := copy(v.log, v.log[half:])
@@ -76,10 +73,28 @@ func (v *jobVersions) of(id uint64) uint64 {
 // start, or before a restore), which must then read everything. The slice
 // is the log's own: read it under the lock, do not keep it.
 func (v *jobVersions) since(gen uint64) ([]uint64, bool) {
-	if gen < v.logFrom || gen > v.gen || gen < v.base {
+	if gen < v.logFrom || gen > v.gen { // logFrom is never below base
 		return nil, false
 	}
 	return v.log[gen-v.logFrom:], true
+}
+
+// changeCursor is where a reader that keeps something per job between
+// reads (the raft snapshot's jobs, the fabric fingerprint's) last read
+// the change log.
+type changeCursor struct {
+	valid bool
+	gen   uint64
+}
+
+// next is the jobs changed since the cursor's last read (an ID may
+// repeat), or false when the reader must read every job (its first read,
+// or the log no longer reaches back); it moves the cursor to now.
+func (c *changeCursor) next(v *jobVersions) ([]uint64, bool) {
+	changed, ok := v.since(c.gen)
+	ok = ok && c.valid
+	c.gen, c.valid = v.gen, true
+	return changed, ok
 }
 
 // restart is the numbering for a state rebuilt from a snapshot: every job

@@ -32,10 +32,9 @@ import (
 // encoded, or its JSON. Guarded by mu: Snapshot and Persist run on
 // different goroutines, and tests call Snapshot directly.
 type snapshotJobs struct {
-	mu    sync.Mutex
-	valid bool   // byID holds every job as of gen
-	gen   uint64 // the change log's generation byID is current at
-	byID  map[uint64]*snapJob
+	mu   sync.Mutex
+	at   changeCursor // byID holds every job as of it
+	byID map[uint64]*snapJob
 }
 
 // snapJob is one job of a snapshot. Never changed once made (a newer
@@ -65,8 +64,8 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f.mu.RLock()
-	changed, ok := f.jobs.vers.since(s.gen)
-	if !s.valid || !ok {
+	changed, ok := s.at.next(&f.jobs.vers)
+	if !ok {
 		// The first snapshot of this process, or after a restore, or
 		// the log no longer reaches back: copy every job.
 		s.byID = make(map[uint64]*snapJob, len(f.d.Jobs))
@@ -87,7 +86,6 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 			}
 		}
 	}
-	s.gen, s.valid = f.jobs.vers.gen, true
 	head, err := json.Marshal(snapshotHead{data: &f.d})
 	snap := &snapshot{head: head, topology: f.d.Topology, events: f.d.Events, usage: f.d.Usage, owner: s}
 	f.mu.RUnlock()
