@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkFabricFingerprint: the fabric loop's question after every burst
@@ -22,6 +23,32 @@ func BenchmarkFabricFingerprint(b *testing.B) {
 	h.f.FabricFingerprint()
 	b.ResetTimer()
 	for range b.N {
+		h.f.FabricFingerprint()
+	}
+}
+
+// BenchmarkFabricFingerprintJobs: the same question on a state holding
+// 100,000 live jobs (2,048 of them holding GPUs), 10 of them changed since
+// the last call (their runtimes reported).
+func BenchmarkFabricFingerprintJobs(b *testing.B) {
+	h, placed := liveState(b, 100_000)
+	h.f.FabricFingerprint()
+	next := 0
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		for range 10 {
+			h.at = h.at.Add(time.Millisecond)
+			e, err := Encode(CmdJobReport, h.at, "runtime:bench", JobReport{ID: placed[next%len(placed)], State: ReportRunning, Message: fmt.Sprint("step ", i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r := h.f.ApplyCommand(e); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			next++
+		}
+		b.StartTimer()
 		h.f.FabricFingerprint()
 	}
 }
