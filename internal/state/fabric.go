@@ -575,7 +575,16 @@ func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
 			continue
 		}
 		d.Error = ""
-		if r.Hash == d.DesiredHash || p.Rev >= d.DeployedRev {
+		switch {
+		case r.Hash == d.DesiredHash:
+			// It runs the config the latest revision wants: it runs that
+			// revision, whichever it was deploying. (Recorded at p.Rev, a
+			// device whose deploy ended after a revision that left its
+			// config alone stayed behind for good: no round redeploys a
+			// device that runs its desired config, and the jobs of that
+			// revision waited for it.)
+			d.DeployedRev, d.Deployed = fd.Rev, r.Hash
+		case p.Rev >= d.DeployedRev:
 			d.DeployedRev, d.Deployed = p.Rev, r.Hash
 		}
 		ok = append(ok, r.Device)

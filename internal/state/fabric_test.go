@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,67 @@ func TestSwitchConditions(t *testing.T) {
 	h.deployedOK(1, leaf) // reloaded: the next deploy reports none
 	if c := conds(); len(c) != 0 {
 		t.Fatalf("conditions after a clean deploy: %+v", c)
+	}
+	h.replays()
+}
+
+// TestDeployOfUnchangedConfigCatchesUp: a device still deploying revision
+// 2 when revision 3 is committed without changing its config runs
+// revision 3 once that deploy ends. It used to be recorded at revision 2
+// with its desired config, so no round redeployed it and a job given
+// revision 3 waited for it until some later revision (the CLI's
+// TestJobListStatesAndPaging timed out on it twice in CI, where deploys
+// are slow enough for a revision to land in between).
+func TestDeployOfUnchangedConfigCatchesUp(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 8)
+	leaves := h.f.cap.serverLeaves[h.firstServer()]
+	if len(leaves) < 2 {
+		t.Fatalf("server leaves %v: want at least 2", leaves)
+	}
+	rev := func(conf string, leaves []string, jobs bool) FabricRevisionCmd {
+		_, ids, js, err := h.f.FabricInput(h.at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := FabricRevisionCmd{SyncAt: h.at, IDsHash: ids, Changed: map[string]DeviceConfig{}}
+		if jobs {
+			cmd.Jobs = js
+		}
+		for _, l := range leaves {
+			files := []File{{Name: "frr.conf", Content: conf + " " + l}}
+			cmd.Changed[l] = DeviceConfig{NOS: "frr", Role: "leaf", Files: files, Hash: ConfigHash("frr", files)}
+		}
+		return cmd
+	}
+	deployed := func(rev uint64, leaves ...string) {
+		var res []DeployResult
+		for _, d := range h.f.FabricStatus().Devices {
+			if slices.Contains(leaves, d.Name) {
+				res = append(res, DeployResult{Device: d.Name, Hash: d.DesiredHash})
+			}
+		}
+		h.must(CmdFabricDeployed, FabricDeployedCmd{Rev: rev, Results: res})
+	}
+	h.must(CmdFabricRevision, rev("a", leaves, false))
+	deployed(1, leaves...)
+	// Revision 2 changes every leaf; its deploys are in flight when the
+	// job is placed and revision 3 changes only the first leaf.
+	h.must(CmdFabricRevision, rev("b", leaves, false))
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobsPlace, JobsPlace{NetworkGate: true, Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: h.firstServer(), GPUs: eightGPUs}}}}})
+	h.must(CmdFabricRevision, rev("c", leaves[:1], true))
+	if j := h.f.d.Jobs[1]; j.NetworkRev != 3 {
+		t.Fatalf("job network revision %d, want 3", j.NetworkRev)
+	}
+	deployed(2, leaves[1:]...)
+	deployed(3, leaves[0])
+	for _, d := range h.f.FabricStatus().Devices {
+		if slices.Contains(leaves, d.Name) && d.DeployedRev != 3 {
+			t.Errorf("%s: deployed revision %d, want 3 (it runs the config revision 3 wants)", d.Name, d.DeployedRev)
+		}
+	}
+	if j := h.f.d.Jobs[1]; j.State != domain.JobReady {
+		t.Fatalf("job %s (%v), want ready", j.State, j.Reason)
 	}
 	h.replays()
 }
