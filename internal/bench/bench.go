@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +44,10 @@ type SubmitOptions struct {
 	// measured): the state then holds them, pending behind the 4 placed.
 	Preload int
 	Dir     string // data directory (default: a temporary one)
+	// Trace, when set, receives a Go execution trace of the measured
+	// window (runtime/trace: where each request waited, for a P, a lock,
+	// the disk or the network; `go tool trace`).
+	Trace io.Writer
 }
 
 // SubmitResult is one run's figures.
@@ -132,6 +138,18 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 			defer scrapes.Done()
 			time.Sleep(time.Until(at))
 			*into = scrapeCycles(ctx, leader.URL(), c.AdminToken)
+		}()
+	}
+	if o.Trace != nil {
+		scrapes.Add(1)
+		go func() {
+			defer scrapes.Done()
+			time.Sleep(time.Until(measureFrom))
+			if err := trace.Start(o.Trace); err != nil {
+				return // another trace runs: the figures stand without it
+			}
+			time.Sleep(time.Until(end))
+			trace.Stop()
 		}()
 	}
 	for i := 0; i < o.Concurrency; i++ {

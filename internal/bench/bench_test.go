@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"os"
@@ -42,6 +43,14 @@ func TestSubmitSmoke(t *testing.T) {
 				t.Fatalf("open loop at %g/s for %v made %d submits, want about 30", o.Rate, o.Duration, r.Submits)
 			}
 		})
+	}
+	// --trace: an execution trace of the measured window.
+	var tr bytes.Buffer
+	if _, err := Submit(ctx, SubmitOptions{Servers: 1, Concurrency: 2, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, Rate: 100, Dir: t.TempDir(), Trace: &tr}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(tr.Bytes(), []byte("go 1.")) || !bytes.Contains(tr.Bytes()[:16], []byte(" trace")) {
+		t.Fatalf("the trace (%d bytes) has no Go execution trace header: %q", tr.Len(), tr.Bytes()[:min(tr.Len(), 16)])
 	}
 	if _, err := Submit(ctx, SubmitOptions{Servers: 1, Concurrency: 1, Duration: time.Second, ViaFollower: true}); err == nil {
 		t.Fatal("a follower of a 1-server cluster was accepted")

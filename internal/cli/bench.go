@@ -20,7 +20,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure the control plane (figures of docs/benchmarks.md)"}
 	var o bench.SubmitOptions
 	var runs int
-	var cpuprofile string
+	var cpuprofile, tracePath string
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Job submits over the API against fresh in-process servers (Raft + bbolt with fsync, HTTP on loopback)",
@@ -40,9 +40,18 @@ func newBenchCmd(g *globals) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if tracePath != "" {
+				f, err := os.Create(tracePath)
+				if err != nil {
+					return domain.Invalid("trace", "cannot create %s: %v", tracePath, err)
+				}
+				defer f.Close()
+				o.Trace = f
+			}
 			var results []*bench.SubmitResult
 			for i := 0; i < runs; i++ {
 				r, err := bench.Submit(cmd.Context(), o)
+				o.Trace = nil // the first run's only: one trace a file
 				if err != nil {
 					return err
 				}
@@ -70,6 +79,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.ViaFollower, "via-follower", false, "send to a follower (forwarded to the leader)")
 	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
+	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	var so bench.SchedOptions
 	var schedProfile string

@@ -69,8 +69,10 @@ multi-server cluster.`,
 					return domain.Invalid(name, "--%s %s must be between 1s and 366 days", name, d)
 				}
 			}
-			if !(cfg.SchedulerDuty > 0 && cfg.SchedulerDuty <= 1) {
-				return domain.Invalid("scheduler-duty", "--scheduler-duty %g must be greater than 0 and at most 1", cfg.SchedulerDuty)
+			for name, d := range map[string]float64{"scheduler-duty": cfg.SchedulerDuty, "scheduler-quiet-duty": cfg.SchedulerQuietDuty} {
+				if !(d > 0 && d <= 1) {
+					return domain.Invalid(name, "--%s %g must be greater than 0 and at most 1", name, d)
+				}
 			}
 			if cfg.DeployTimeout < time.Second || cfg.DeployTimeout > time.Hour {
 				return domain.Invalid("deploy-timeout", "--deploy-timeout %s must be between 1s and 1h", cfg.DeployTimeout)
@@ -153,6 +155,7 @@ multi-server cluster.`,
 	f.DurationVar(&cfg.ReclaimBackoff, "reclaim-backoff", 5*time.Minute, "how long a job reclaimed from borrowed capacity may not borrow again")
 	f.DurationVar(&cfg.FairShareHalfLife, "fair-share-half-life", time.Hour, "how fast past usage stops counting in fair share among borrowers")
 	f.Float64Var(&cfg.SchedulerDuty, "scheduler-duty", 0.5, "largest share of the leader's wall time spent in scheduling cycles (0 < duty <= 1): after a cycle of d the next waits d x (1/duty - 1), at most the scheduling interval; 1 runs cycles back to back")
+	f.Float64Var(&cfg.SchedulerQuietDuty, "scheduler-quiet-duty", 0.1, "the share after a quiet cycle (nothing placed, preempted or released), at most --scheduler-duty: while only submits arrive the next cycle waits d x (1/quiet-duty - 1), at most the scheduling interval; any other change or a due deadline waits the --scheduler-duty gap")
 	f.StringVar(&cfg.FabricDriver, "fabric-driver", "file", "deploy device configs with: file (into --fabric-dir), frr (running FRR daemons named in --frr-targets), lab (the namespaces of jobfabric lab up, --frr-targets RUN_DIR/targets.json) or none (no deploy and no network gate)")
 	f.DurationVar(&cfg.DeployTimeout, "deploy-timeout", 2*time.Minute, "how long one device's deploy may take (each device has its own; a reload once started runs to its end)")
 	f.StringVar(&cfg.FabricDir, "fabric-dir", "", "directory of the file driver (default DATA_DIR/fabric): one directory per device, swapped atomically")

@@ -22,6 +22,13 @@ const defaultScheduleInterval = 2 * time.Second
 
 // kickScheduler asks for a cycle soon; it never blocks.
 func (s *Server) kickScheduler() {
+	s.kickUrgent.Store(true)
+	s.kickForSubmit()
+}
+
+// kickForSubmit asks for a cycle for a submitted job: after a quiet cycle
+// it waits the quiet duty's gap (dutyGate).
+func (s *Server) kickForSubmit() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -73,16 +80,18 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 		}
 		// Cycles take at most the duty share of wall time, so that API
 		// requests keep the CPU while a large queue is decided.
-		if !s.duty.hold(ctx, s.clock, s.kick, tick, dueC) {
+		if !s.duty.hold(ctx, s.clock, s.kick, s.kickUrgent.Load, tick, dueC) {
 			return
 		}
 		s.cycles.begin()
+		// What changes from here on is the next cycle's to weigh.
+		s.kickUrgent.Store(false)
 		start, began := time.Now(), s.clock.Now()
-		next, err := s.scheduleOnce(ctx)
+		next, quiet, err := s.scheduleOnce(ctx)
 		s.metrics.CycleDuration.Observe(metrics.Since(start))
 		// The server's clock, as for the wait: a test's fake clock stands
 		// still through a cycle unless the test steps it.
-		s.duty.ran(began, s.clock.Now(), s.schedulerDuty(), interval)
+		s.duty.ran(began, s.clock.Now(), s.schedulerDuty(), s.quietDuty(), quiet, interval)
 		s.cycles.end()
 		if err != nil {
 			s.log.Warn("scheduling cycle", "err", err)
@@ -173,7 +182,11 @@ func (s *Server) policy() sched.Policy {
 // of pending jobs that changed. The state machine re-checks every entry
 // against the state it applies to. It returns when the next deadline falls
 // due.
-func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
+//
+// quiet reports a cycle that placed, preempted and released nothing (it
+// may have committed pending reasons): the cluster had nothing for its
+// queue.
+func (s *Server) scheduleOnce(ctx context.Context) (next time.Time, quiet bool, err error) {
 	now := s.clock.Now()
 	// The index first: a change applied while the snapshot is built makes
 	// the state newer than the index, never older, so an idle cycle is
@@ -182,21 +195,22 @@ func (s *Server) scheduleOnce(ctx context.Context) (time.Time, error) {
 	snap, plan, cmd := s.decide(now)
 	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
 	s.idle = idleCycle{}
+	quiet = len(cmd.Placements) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Releases) == 0
 	if planEmpty(cmd) {
 		s.idle = idleCycle{ok: true, applied: applied, until: idleUntil(snap, plan, now, s.idleRecheck())}
-		return plan.Next, nil
+		return plan.Next, quiet, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := s.commitPlan(cctx, cmd)
 	if err != nil {
-		return plan.Next, err
+		return plan.Next, false, err
 	}
 	s.recordPlan(snap, plan, res, now)
 	if len(plan.Releases) > 0 {
 		s.kickScheduler() // released GPUs serve waiting jobs in the next cycle
 	}
-	return plan.Next, nil
+	return plan.Next, quiet, nil
 }
 
 // decide runs the scheduler on the state as it is now and turns its plan

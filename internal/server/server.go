@@ -80,6 +80,12 @@ type Config struct {
 	// the CPU while a large queue is decided. 0 means 0.5; 1 runs cycles
 	// back to back.
 	SchedulerDuty float64
+	// SchedulerQuietDuty is the share after a quiet cycle (nothing
+	// placed, preempted or released): while only submits arrive, the next
+	// cycle waits d x (1/quietDuty - 1), at most ScheduleInterval; any
+	// other change or a due deadline waits the regular gap. 0 means 0.1;
+	// above SchedulerDuty counts as SchedulerDuty.
+	SchedulerQuietDuty float64
 	// PreemptionGrace, ReclaimBackoff and FairShareHalfLife configure the
 	// scheduler (0: its defaults, 30s, 5m and 1h).
 	PreemptionGrace, ReclaimBackoff, FairShareHalfLife time.Duration
@@ -149,7 +155,10 @@ type Server struct {
 	fresh    freshConns
 	adminTok string
 	kick     chan struct{}
-	cycles   cycleCount // the scheduling loop's (schedule.go)
+	// kickUrgent: a kick since the last cycle began came from a change
+	// other than a submit (it cuts a quiet cycle's gap short).
+	kickUrgent atomic.Bool
+	cycles     cycleCount // the scheduling loop's (schedule.go)
 	// topoSem admits one topology upload at a time: parsing one holds
 	// about 25 times its size in memory (handlers.go, putTopology).
 	topoSem chan struct{}
@@ -216,7 +225,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, domain.Invalid("data-dir", "a data directory is required")
 	}
-	if err := checkDuty(cfg.SchedulerDuty); err != nil {
+	if err := checkDuty("scheduler-duty", cfg.SchedulerDuty); err != nil {
+		return nil, err
+	}
+	if err := checkDuty("scheduler-quiet-duty", cfg.SchedulerQuietDuty); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -589,7 +601,11 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 		return nil, r.Err
 	}
 	if actor != "scheduler" && t != state.CmdMemberSet && t != state.CmdTokensUsed && t != state.CmdJobsPathHealth {
-		s.kickScheduler()
+		if t == state.CmdJobSubmit {
+			s.kickForSubmit()
+		} else {
+			s.kickScheduler()
+		}
 	}
 	return r.Value, nil
 }
