@@ -22,6 +22,10 @@ func Verify(in fabric.Input, it *fabric.Intent) *Report {
 	for i := range v.m.insts {
 		v.tenantOf[i] = v.m.insts[i].vrf.Tenant
 	}
+	v.owners = make([]*owner, len(v.m.eps))
+	for e := range v.m.eps {
+		v.owners[e] = v.x.links[v.m.eps[e].ref]
+	}
 	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation(),
 		v.serverPorts(), v.underlayIsolation(), v.switchTraffic(), v.overlay()}}
 	r.Stats = Stats{Devices: len(it.Devices), VRFs: len(v.m.insts), Endpoints: len(v.m.eps), Jobs: len(v.x.jobs)}
@@ -44,10 +48,13 @@ type verifier struct {
 	m        *model
 	x        *expected
 	tenantOf []string // instance -> its VRF's tenant
+	// owners is owner's answer by endpoint, looked up once: the isolation
+	// checks ask it for every pair of endpoints that reach each other.
+	owners []*owner
 }
 
 // owner is the tenant the input says holds endpoint e ("" for none).
-func (v *verifier) owner(e int32) *owner { return v.x.links[v.m.eps[e].ref] }
+func (v *verifier) owner(e int32) *owner { return v.owners[e] }
 
 func (v *verifier) ownerName(e int32) string {
 	if o := v.owner(e); o != nil {
