@@ -295,7 +295,7 @@ func fabricLoop(k *fabric.Compiler, in fabric.Input, jobs []benchJob) (*LoopResu
 	}
 	defer os.RemoveAll(dir)
 	l := &loop{drv: &deploy.Checked{Driver: &deploy.File{Dir: dir, Keep: 1}}, switches: map[string]*domain.Switch{},
-		files: map[string]render.DeviceFiles{}, deployed: map[string]string{}}
+		files: map[string]render.DeviceFiles{}, sums: map[string]string{}, deployed: map[string]string{}}
 	for _, site := range in.Topology.Sites {
 		for fi := range site.Fabrics {
 			f := &site.Fabrics[fi]
@@ -346,11 +346,12 @@ type loop struct {
 	drv      *deploy.Checked
 	switches map[string]*domain.Switch
 	files    map[string]render.DeviceFiles
+	sums     map[string]string // each device's files' hash, until rendered again
 	deployed map[string]string
 }
 
 // revision renders the devices the compile changed (the server keeps the
-// others' files), hashes every device's files, verifies it against in,
+// others' files and hashes), hashes the files rendered, verifies it against in,
 // and deploys the devices whose hash is not the deployed one. times are
 // render (with the hashes), verify and deploy in ms; n is the devices
 // deployed.
@@ -362,17 +363,24 @@ func (l *loop) revision(it *fabric.Intent, changed []*fabric.Device, in fabric.I
 			return times, 0, err
 		}
 		l.files[d.Name] = render.DeviceFiles{Device: d.Name, NOS: d.NOS, Files: files}
+		delete(l.sums, d.Name)
 	}
 	var todo []deploy.Device
 	for i := range it.Devices {
 		df := l.files[it.Devices[i].Name]
-		h := sha256.New()
-		h.Write([]byte(df.NOS))
-		for _, f := range df.Files {
-			h.Write([]byte("\x00" + f.Name + "\x00"))
-			h.Write([]byte(f.Content))
+		// As the server: a device's hash is kept until it is rendered
+		// again.
+		sum, ok := l.sums[df.Device]
+		if !ok {
+			h := sha256.New()
+			h.Write([]byte(df.NOS))
+			for _, f := range df.Files {
+				h.Write([]byte("\x00" + f.Name + "\x00"))
+				h.Write([]byte(f.Content))
+			}
+			sum = hex.EncodeToString(h.Sum(nil)[:8])
+			l.sums[df.Device] = sum
 		}
-		sum := hex.EncodeToString(h.Sum(nil)[:8])
 		if l.deployed[df.Device] != sum {
 			todo = append(todo, deploy.Device{Name: df.Device, NOS: df.NOS, Hash: sum, Files: df.Files, Switch: l.switches[df.Device]})
 		}

@@ -301,10 +301,12 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, df := range c.files {
 		seen[df.Device] = true
-		files := storedFiles(df.Files)
-		h := state.ConfigHash(df.NOS, files)
-		if cur[df.Device].Hash != h {
-			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: files, Hash: h}
+		sum, err := s.fabricComp.sum(df)
+		if err != nil {
+			return err
+		}
+		if cur[df.Device].Hash != sum.hash {
+			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: sum.files, Hash: sum.hash}
 		}
 	}
 	for name := range cur {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
+	"github.com/jobfabric/jobfabric/internal/state"
 )
 
 // fabricCompiler compiles the fabric loop's inputs with the incremental
@@ -43,6 +44,40 @@ type fabricCompiler struct {
 	files   map[string]render.DeviceFiles
 	changed map[string]bool
 	all     bool
+	// sums are the stored files and hash of each device's files (sum),
+	// kept until the device is rendered again: hashing every device of a
+	// 1,568-leaf fabric took 0.2 s of each revision.
+	sums map[string]deviceSum
+}
+
+// deviceSum is a device's rendered files as the state stores them, and
+// their hash.
+type deviceSum struct {
+	files []state.File
+	hash  string
+}
+
+// sum is df's stored files and hash; df must be one of the files render
+// returned last. With check, a kept sum is compared with df's own.
+func (fc *fabricCompiler) sum(df render.DeviceFiles) (deviceSum, error) {
+	files := func() deviceSum {
+		files := storedFiles(df.Files)
+		return deviceSum{files: files, hash: state.ConfigHash(df.NOS, files)}
+	}
+	if s, ok := fc.sums[df.Device]; ok {
+		if fc.check {
+			if want := files(); want.hash != s.hash {
+				return deviceSum{}, fmt.Errorf("fabric render: the kept hash of %s is %s, its files' is %s", df.Device, s.hash, want.hash)
+			}
+		}
+		return s, nil
+	}
+	s := files()
+	if fc.sums == nil {
+		fc.sums = map[string]deviceSum{}
+	}
+	fc.sums[df.Device] = s
+	return s, nil
 }
 
 // render renders it, the intent compile returned last: only the devices
@@ -50,6 +85,7 @@ type fabricCompiler struct {
 // the previous render's. Devices render independently of each other.
 func (fc *fabricCompiler) render(it *fabric.Intent) ([]render.DeviceFiles, error) {
 	if fc.files == nil || fc.all {
+		fc.sums = nil
 		files, err := render.RenderIntent(it)
 		if err != nil {
 			fc.files = nil
@@ -74,6 +110,7 @@ func (fc *fabricCompiler) render(it *fabric.Intent) ([]render.DeviceFiles, error
 			return nil, err
 		}
 		fc.files[name] = render.DeviceFiles{Device: d.Name, NOS: d.NOS, Files: files}
+		delete(fc.sums, name)
 	}
 	fc.changed = nil
 	out := make([]render.DeviceFiles, len(it.Devices))
