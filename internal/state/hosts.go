@@ -462,17 +462,11 @@ func (f *FSM) hostView(node string) (conds []domain.HostCondition, driver string
 func (f *FSM) JobByExternalID(ext string) (*domain.Job, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	// The newest live one, else the newest ended one.
 	var best *domain.Job
-	for j := range f.jobs.liveJobs() {
-		if j.ExternalID == ext {
-			best = j // by ID: the last is the newest
-		}
-	}
-	if best == nil {
-		for _, j := range f.jobs.ended {
-			if j.ExternalID == ext && (best == nil || j.ID > best.ID) {
-				best = j
-			}
+	for _, j := range f.jobs.withExt(ext) {
+		if !j.State.Terminal() || best == nil || best.State.Terminal() {
+			best = j // by ID: a later one is newer
 		}
 	}
 	if best == nil {
@@ -487,8 +481,8 @@ func (f *FSM) checkExternalID(s *domain.JobSpec) *domain.Error {
 	if s.ExternalID == "" {
 		return nil
 	}
-	for j := range f.jobs.liveJobs() {
-		if j.ExternalID == s.ExternalID {
+	for _, j := range f.jobs.withExt(s.ExternalID) {
+		if !j.State.Terminal() {
 			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "externalId",
 				Message: fmt.Sprintf("job %d (%s) already has externalId %s", j.ID, j.State, s.ExternalID)}
 		}

@@ -30,6 +30,12 @@ type jobIndex struct {
 	dead  map[uint64]bool
 	ended []*domain.Job // terminal, by (EndedAt, ID); a terminal job without EndedAt sorts first
 	vers  jobVersions   // what changed since a reader's copy (jobversion.go)
+	// byExt holds the jobs (live and ended) with an external id, by that
+	// id, each list by ID: a runtime's submit checks that no live job has
+	// its id and its prolog looks a job up by it, and a scan of 100,000
+	// live jobs did both under the lock. An external id comes with the
+	// spec at submit and never changes.
+	byExt map[string][]*domain.Job
 }
 
 func newJobIndex(jobs map[uint64]*domain.Job) jobIndex {
@@ -43,8 +49,43 @@ func newJobIndex(jobs map[uint64]*domain.Job) jobIndex {
 	}
 	slices.SortFunc(ix.live, byID)
 	slices.SortFunc(ix.ended, byEnd)
+	for _, j := range jobs {
+		ix.addExt(j)
+	}
+	for _, js := range ix.byExt {
+		slices.SortFunc(js, byID)
+	}
 	return ix
 }
+
+// addExt indexes j by its external id, if it has one.
+func (ix *jobIndex) addExt(j *domain.Job) {
+	if j.ExternalID == "" {
+		return
+	}
+	if ix.byExt == nil {
+		ix.byExt = map[string][]*domain.Job{}
+	}
+	js := ix.byExt[j.ExternalID]
+	i, _ := slices.BinarySearchFunc(js, j, byID)
+	ix.byExt[j.ExternalID] = slices.Insert(js, i, j)
+}
+
+// removeExt drops j (removed from the state) from the external-id index.
+func (ix *jobIndex) removeExt(j *domain.Job) {
+	if j.ExternalID == "" {
+		return
+	}
+	js := slices.DeleteFunc(ix.byExt[j.ExternalID], func(x *domain.Job) bool { return x == j })
+	if len(js) == 0 {
+		delete(ix.byExt, j.ExternalID)
+		return
+	}
+	ix.byExt[j.ExternalID] = js
+}
+
+// withExt lists the jobs with external id ext, live and ended, by ID.
+func (ix *jobIndex) withExt(ext string) []*domain.Job { return ix.byExt[ext] }
 
 func byID(a, b *domain.Job) int { return cmp.Compare(a.ID, b.ID) }
 
@@ -68,6 +109,7 @@ func byEnd(a, b *domain.Job) int {
 // the order should that ever change.
 func (ix *jobIndex) add(j *domain.Job) {
 	ix.vers.touch(j.ID)
+	ix.addExt(j)
 	if j.State.Terminal() {
 		ix.insertEnded(j)
 		return

@@ -53,6 +53,21 @@ func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
 	if got := f.jobs.liveCount(); got != len(live) {
 		t.Fatalf("live count %d, recomputed %d", got, len(live))
 	}
+	byExt := map[string][]*domain.Job{}
+	for _, j := range append(slices.Clone(live), ended...) {
+		if j.ExternalID != "" {
+			byExt[j.ExternalID] = append(byExt[j.ExternalID], j)
+		}
+	}
+	if len(byExt) != len(f.jobs.byExt) {
+		t.Fatalf("external ids: index has %d, recomputed %d", len(f.jobs.byExt), len(byExt))
+	}
+	for ext, js := range byExt {
+		slices.SortFunc(js, func(a, b *domain.Job) int { return cmp.Compare(a.ID, b.ID) })
+		if got, want := ids(f.jobs.withExt(ext)), ids(js); !slices.Equal(got, want) {
+			t.Fatalf("jobs with external id %s: index %v, recomputed %v", ext, got, want)
+		}
+	}
 	if len(f.jobs.dead) > len(f.jobs.live)/2 {
 		t.Fatalf("%d ended jobs in a live list of %d: not compacted", len(f.jobs.dead), len(f.jobs.live))
 	}
@@ -65,6 +80,36 @@ func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
 		}
 		if got := ids(slices.Collect(f.jobs.endedSince(since))); !slices.Equal(got, want) {
 			t.Fatalf("ended since %s: index %v, recomputed %v", since, got, want)
+		}
+	}
+}
+
+// checkByExternalID compares JobByExternalID with a scan of every job:
+// the newest live job with the id, else the newest ended one.
+func checkByExternalID(t *testing.T, f *FSM) {
+	t.Helper()
+	for i := range 7 {
+		ext := fmt.Sprintf("slurm:%d", i)
+		var live, ended *domain.Job
+		for _, j := range f.d.Jobs {
+			if j.ExternalID != ext {
+				continue
+			}
+			if best := &live; j.State.Terminal() {
+				if ended == nil || j.ID > ended.ID {
+					ended = j
+				}
+			} else if *best == nil || j.ID > (*best).ID {
+				*best = j
+			}
+		}
+		want := cmp.Or(live, ended)
+		got, ok := f.JobByExternalID(ext)
+		switch {
+		case want == nil && ok:
+			t.Fatalf("JobByExternalID(%s) = job %d, want none", ext, got.ID)
+		case want != nil && (!ok || got.ID != want.ID):
+			t.Fatalf("JobByExternalID(%s) = %v (found %v), want job %d", ext, got, ok, want.ID)
 		}
 	}
 }
@@ -92,6 +137,11 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					s := j.Obj()
 					if rng.IntN(3) == 0 {
 						s.Spec.TimeLimitSeconds = int64(5 + rng.IntN(20))
+					}
+					if rng.IntN(2) == 0 {
+						// A runtime's id, often one a job had before (a
+						// live job's is refused).
+						s.Spec.ExternalID = fmt.Sprintf("slurm:%d", rng.IntN(6))
 					}
 					h.apply(CmdJobSubmit, s)
 				case op < 5:
@@ -133,6 +183,7 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				}
 				h.advance(time.Duration(rng.IntN(10)) * time.Second)
 				checkIndex(t, h.f, cuts()...)
+				checkByExternalID(t, h.f)
 				checkJobsPage(t, h.f, rng)
 				if step == 299 {
 					ended = len(h.f.jobs.ended)

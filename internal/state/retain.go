@@ -268,6 +268,7 @@ func (f *FSM) removeJobs(jobs []*domain.Job, usageBefore time.Time) (removed, ar
 		gone[j] = true
 		delete(f.d.Jobs, j.ID)
 		f.jobs.vers.forget(j.ID)
+		f.jobs.removeExt(j)
 		if len(j.Runs) == 0 {
 			continue
 		}
