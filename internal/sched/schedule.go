@@ -105,6 +105,15 @@ type freeing struct {
 // Schedule runs one cycle over the snapshot at time now (passed in, never
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
+	return schedule(s, now, nil)
+}
+
+// schedule is Schedule, with the sums over the jobs taken from cr when it
+// is not nil (Carry.Schedule).
+func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
+	if cr != nil {
+		cr.sync(s)
+	}
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
@@ -118,8 +127,8 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		st.policy.HalfLife = DefaultPolicy.HalfLife
 	}
 	// Phase 1 and 2: who holds what.
-	st.c = buildCluster(s)
-	st.u = buildUsage(s, st.c)
+	st.c = buildClusterWith(s, cr)
+	st.u = usageWith(newUsageIndex(s), s, st.c, cr)
 	st.u.addDecay(s, now, st.policy.HalfLife)
 	// A map of every pending job was a tenth of a later cycle at
 	// 100,000 GPUs; the jobs others were preempted for are a handful.

@@ -371,13 +371,19 @@ func NewStatic(t *domain.Topology) *Static {
 }
 
 func buildCluster(s *Snapshot) *cluster {
+	return buildClusterWith(s, nil)
+}
+
+// buildClusterWith is buildCluster, its scorer weighed on cr's sums when
+// cr is not nil (synced to s).
+func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
 	}
 	c.byName = st.byName
-	c.sc = s.scoring(len(st.servers))
+	c.sc = s.scoring(len(st.servers), cr)
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs
