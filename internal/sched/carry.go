@@ -32,11 +32,11 @@ import (
 //
 // A Carry is not safe for concurrent use.
 type Carry struct {
-	// The jobs summed, by ID, with their IDs (compared without reading
-	// the jobs).
-	jobs  []*domain.Job
-	ids   []uint64
-	spare []uint64 // the IDs before, refilled at the next patch
+	// tbl is the jobs summed, by ID, with their rows (jobtable.go), which
+	// the cycle's passes read; spare the rows before, refilled at the
+	// next patch.
+	tbl   jobTable
+	spare []jobRow
 	// topo is the topology the per-server sums are of (a new one starts
 	// over).
 	topo   *domain.Topology
@@ -82,9 +82,9 @@ func (cr *Carry) Schedule(s *Snapshot, now time.Time) *Plan {
 	return schedule(s, now, cr)
 }
 
-// sync brings the sums to s's jobs.
+// sync brings the sums and the table to s's jobs.
 func (cr *Carry) sync(s *Snapshot) {
-	if cr.topo != s.Topology || cr.static == nil || !cr.patch(s.Jobs) {
+	if cr.topo != s.Topology || cr.static == nil || len(cr.tbl.pairs) > 2*len(s.Jobs)+4096 || !cr.patch(s.Jobs) {
 		st := s.Static
 		if st == nil || st.topo != s.Topology {
 			st = NewStatic(s.Topology)
@@ -92,13 +92,12 @@ func (cr *Carry) sync(s *Snapshot) {
 		cr.resum(s, st)
 	}
 	cr.topo = s.Topology
-	cr.jobs = append(cr.jobs[:0], s.Jobs...)
 }
 
 // patch applies the jobs that differ from the previous list; false (the
-// sums then unusable) when jobs do not come by ID.
+// sums then unusable) when jobs do not come by ID, or when most changed.
 func (cr *Carry) patch(jobs []*domain.Job) bool {
-	prev, ids := cr.jobs, cr.ids
+	prev, rows := cr.tbl.jobs, cr.tbl.rows
 	// A first pass finds the changes without touching the sums, so a list
 	// out of order leaves them to be summed whole.
 	type change struct {
@@ -108,16 +107,17 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	var last uint64
 	first := true
 	next := cr.spare[:0]
+	var fresh []int // the places in jobs of new and changed copies
 	i := 0
-	for _, j := range jobs {
+	for k, j := range jobs {
 		if i < len(prev) && prev[i] == j {
-			// The same copy: unchanged, its ID known.
-			id := ids[i]
+			// The same copy: unchanged, its row kept.
+			id := rows[i].id
 			if !first && id <= last {
 				return false
 			}
 			last, first = id, false
-			next = append(next, id)
+			next = append(next, rows[i])
 			i++
 			continue
 		}
@@ -126,17 +126,18 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			return false
 		}
 		last, first = id, false
-		for i < len(prev) && ids[i] < id {
+		for i < len(prev) && rows[i].id < id {
 			changes = append(changes, change{old: prev[i]}) // gone
 			i++
 		}
 		c := change{cur: j}
-		if i < len(prev) && ids[i] == id {
+		if i < len(prev) && rows[i].id == id {
 			c.old = prev[i]
 			i++
 		}
 		changes = append(changes, c)
-		next = append(next, id)
+		fresh = append(fresh, k)
+		next = append(next, jobRow{}) // made below, once the list is known good
 	}
 	for ; i < len(prev); i++ {
 		changes = append(changes, change{old: prev[i]})
@@ -144,6 +145,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	if len(changes) > len(jobs)/2 {
 		// Most jobs are new copies (a source without versions): summing
 		// them whole costs less than taking each away and adding it again.
+		cr.spare = next
 		return false
 	}
 	for _, c := range changes {
@@ -154,14 +156,19 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			cr.add(c.cur, 1)
 		}
 	}
-	cr.ids, cr.spare = next, ids
+	// The rows of the new and changed jobs.
+	for _, k := range fresh {
+		next[k] = cr.tbl.rowOf(jobs[k])
+	}
+	cr.tbl.jobs = append(cr.tbl.jobs[:0], jobs...)
+	cr.tbl.rows, cr.spare = next, rows
 	if len(changes) > 0 {
 		cr.syncs++
 	}
 	return true
 }
 
-// resum sums every job of s again.
+// resum sums every job of s again and makes every row.
 func (cr *Carry) resum(s *Snapshot, st *Static) {
 	cr.static = st
 	cr.used = map[[2]string]pairUse{}
@@ -175,11 +182,12 @@ func (cr *Carry) resum(s *Snapshot, st *Static) {
 	cr.gpu = make([]int, cr.gpuOff[n])
 	cr.cpu = make([]int64, n)
 	cr.mem = make([]int64, n)
-	cr.ids = make([]uint64, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
 		cr.add(j, 1)
-		cr.ids = append(cr.ids, j.ID)
 	}
+	cr.tbl = jobTable{pairID: map[[2]string]int32{}}
+	cr.tbl.fill(s.Jobs)
+	cr.spare = nil
 	cr.resums++
 }
 

@@ -74,7 +74,12 @@ func TestOrderAsBefore(t *testing.T) {
 		a, b := append([]*domain.Job(nil), pending...), append([]*domain.Job(nil), pending...)
 		rng.Shuffle(len(a), func(x, y int) { a[x], a[y] = a[y], a[x] })
 		copy(b, a)
-		qa := order(a, s, u, stopping, freeingFor)
+		tbl := newJobTable(a)
+		idx := make([]int32, len(a))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		qa := order(a, idx, tbl, s, u, stopping, freeingFor)
 		wa := map[uint64]bool{}
 		for i, q := range qa {
 			if q.within {

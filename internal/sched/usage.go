@@ -314,6 +314,37 @@ func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float6
 	return float64(amount) * hs / math.Ln2 * (w(end) - w(start))
 }
 
+// addDecayRows is addDecay with the live jobs read from their rows (tbl
+// is s's jobs; pairWS maps its pairs to u's workspaces): the same terms,
+// summed in the same order.
+func (u *usage) addDecayRows(s *Snapshot, tbl *jobTable, pairWS []int32, now time.Time, h time.Duration) {
+	for k := range tbl.rows {
+		r := &tbl.rows[k]
+		if !r.hasPlacedAt {
+			continue
+		}
+		end := now
+		if r.ended {
+			end = *tbl.jobs[k].EndedAt
+		}
+		if i := pairWS[r.pair]; i >= 0 {
+			u.decayed[i] += decayedUsage(r.held, r.placedAt, end, now, h) / unit
+		}
+	}
+	for _, j := range s.History {
+		if j.PlacedAt == nil {
+			continue
+		}
+		end := now
+		if j.EndedAt != nil {
+			end = *j.EndedAt
+		}
+		if i, _ := u.ix.of(j.Tenant, j.Workspace); i >= 0 {
+			u.decayed[i] += decayedUsage(demand(j), *j.PlacedAt, end, now, h) / unit
+		}
+	}
+}
+
 func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {
 	add := func(j *domain.Job, units int) {
 		if j.PlacedAt == nil {
