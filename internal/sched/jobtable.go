@@ -26,6 +26,8 @@ type jobRow struct {
 	id           uint64
 	preemptedFor uint64
 	placedAt     time.Time // PlacedAt, when hasPlacedAt
+	since        time.Time // StartedAt, else PlacedAt, when hasSince (cost)
+	minRuntime   int64     // MinRuntimeSeconds
 	expected     int64     // ExpectedDurationSeconds
 	timeLimit    int64     // TimeLimitSeconds
 	prio         int
@@ -36,7 +38,7 @@ type jobRow struct {
 	// placed: it has a placement; hasPlacedAt: PlacedAt is set; ended:
 	// EndedAt is set (never on a live job the state hands out, read from
 	// the job when it is); reclaimWait: its reason is reclaim_pending.
-	placed, hasPlacedAt, ended, reclaimWait, stoppable bool
+	placed, hasPlacedAt, hasSince, ended, reclaimWait, stoppable bool
 }
 
 // rowState is the job states the passes tell apart.
@@ -83,6 +85,13 @@ func (t *jobTable) rowOf(j *domain.Job) jobRow {
 		reclaimWait: j.Reason != nil && j.Reason.Code == ReasonReclaim, stoppable: j.State.Stoppable()}
 	if j.PlacedAt != nil {
 		r.placedAt = *j.PlacedAt
+	}
+	r.minRuntime = j.MinRuntimeSeconds
+	if since := j.PlacedAt; j.StartedAt != nil || since != nil {
+		if j.StartedAt != nil {
+			since = j.StartedAt
+		}
+		r.since, r.hasSince = *since, true
 	}
 	switch j.State {
 	case domain.JobPending:
