@@ -85,7 +85,7 @@ type backfill struct {
 	histPair  []time.Duration
 	histOK    []bool
 	histAsked []bool
-	built   bool
+	built     bool
 	// placedEnds is the endings of placed[:folded], soonest first, and
 	// placedUnknown whether any has no known end; ends the last endings
 	// (nil: none yet), current while no job was placed since.
