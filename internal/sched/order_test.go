@@ -85,6 +85,9 @@ func TestOrderAsBefore(t *testing.T) {
 			if q.within {
 				wa[a[i].ID] = true
 			}
+			if q.id != a[i].ID || q.prio != a[i].Priority {
+				t.Fatalf("seed %d: job %d queued as %d of priority %d", seed, a[i].ID, q.id, q.prio)
+			}
 			if want := a[i].Tenant + "/" + a[i].Workspace; q.ws.ref != want || q.ws.w != s.Workspaces[want] || q.ws.t != s.Tenants[a[i].Tenant] {
 				t.Fatalf("seed %d: job %d looked up as %s, not %s", seed, a[i].ID, q.ws.ref, want)
 			}

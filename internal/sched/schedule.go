@@ -188,8 +188,8 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st.queued = order(pending, pendIdx, tbl, s, st.u, stopping, st.fv.freeing)
 	st.plan.Pending = make(map[uint64]domain.Reason, len(pending))
 	st.plan.Order = make([]uint64, len(pending))
-	for i, j := range pending {
-		st.plan.Order[i] = j.ID
+	for i, q := range st.queued {
+		st.plan.Order[i] = q.id
 	}
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
@@ -204,13 +204,16 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st.queue = pending
 	for i, j := range pending {
 		st.pos = i
-		st.giveBack(j.ID)
+		// The job's ID and priority come with its place in the queue:
+		// the tens of thousands queued behind their workspace's first
+		// blocked job are decided without loading them.
 		q := st.queued[i]
+		st.giveBack(q.id)
 		o := st.step(j, q, blocked, noFit)
 		if o.pl == nil {
-			st.plan.Pending[j.ID] = o.reason
+			st.plan.Pending[q.id] = o.reason
 			if o.blocks {
-				blocked[q.ws.slot] = &block{id: j.ID, prio: j.Priority}
+				blocked[q.ws.slot] = &block{id: q.id, prio: q.prio}
 			}
 			continue
 		}
@@ -265,7 +268,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job within its workspace's guarantee is not held back: the
 	// guarantee left for the jobs before it is counted already, so it
 	// takes nothing they are owed, and it must be served within the bound.
-	if first := blocked[q.ws.slot]; first != nil && j.Priority <= first.prio && !q.within {
+	if first := blocked[q.ws.slot]; first != nil && q.prio <= first.prio && !q.within {
 		if first.reason.Code == "" {
 			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
 		}
@@ -618,7 +621,7 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 		}
 		if b == a+1 {
 			for _, i := range byWS[runs[a].start:runs[a].end] {
-				out = append(out, queued{ws: ks[i].ws, within: ks[i].within})
+				out = append(out, queued{ws: ks[i].ws, within: ks[i].within, id: ks[i].id, prio: ks[i].prio})
 				jobs[len(out)-1] = ks[i].j
 			}
 		} else {
@@ -634,7 +637,7 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 				return cmp.Compare(x, y)
 			})
 			for _, i := range merge {
-				out = append(out, queued{ws: ks[i].ws, within: ks[i].within})
+				out = append(out, queued{ws: ks[i].ws, within: ks[i].within, id: ks[i].id, prio: ks[i].prio})
 				jobs[len(out)-1] = ks[i].j
 			}
 		}
@@ -688,6 +691,8 @@ type queueWS struct {
 type queued struct {
 	ws     *queueWS
 	within bool // it fits in its workspace's guarantee
+	id     uint64
+	prio   int // the job's ID and priority, from its row
 }
 
 // quota checks that admitting j overcommits nothing: the workspace stays
