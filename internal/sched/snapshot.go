@@ -377,7 +377,7 @@ func buildCluster(s *Snapshot) *cluster {
 // buildClusterWith is buildCluster, its scorer weighed on cr's sums when
 // cr is not nil (synced to s).
 func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
-	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}, exhaustive: s.exhaustive}
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}, exhaustive: s.exhaustive}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
