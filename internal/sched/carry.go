@@ -53,6 +53,13 @@ type Carry struct {
 	// key (a model named with '|'): while there are any, the shapes are
 	// summed whole as ShapesOf does.
 	odd int
+	// ix is the usage index of the previous cycle, kept while the
+	// snapshot's workspaces and tenants are the same ones (by ref and
+	// name; their figures are read from the snapshot every cycle);
+	// ixTenant is each workspace's Tenant field it was numbered with.
+	ix       *usageIndex
+	ixTenant []string
+	ixKept   int // cycles that kept it (tests)
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int
@@ -307,4 +314,43 @@ func (cr *Carry) hosts(s *Snapshot) func(yield func(*Host) bool) {
 			}
 		}
 	}
+}
+
+// usageIndex is newUsageIndex(s), the numbering kept from the previous
+// cycle when s has the same workspaces (each with the same ref and
+// tenant) and tenants: sorting 5,000 refs and building their maps again
+// every cycle gave the same numbers. The workspaces and tenants are s's.
+func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
+	if old := cr.ix; old != nil && len(old.ws) == len(s.Workspaces) && len(old.byRef) == len(old.ws) && len(old.tenants) == len(s.Tenants) {
+		ix := &usageIndex{ws: make([]*domain.Workspace, len(old.ws)), wsTenant: old.wsTenant, byRef: old.byRef,
+			tenants: make([]*domain.Tenant, len(old.tenants)), byTenant: old.byTenant, byPair: old.byPair}
+		same := true
+		for ref, i := range old.byRef {
+			w := s.Workspaces[ref]
+			if w == nil || w.Tenant != cr.ixTenant[i] || w.Ref() != ref {
+				same = false
+				break
+			}
+			ix.ws[i] = w
+		}
+		for name, i := range old.byTenant {
+			t, ok := s.Tenants[name]
+			if !ok {
+				same = false
+				break
+			}
+			ix.tenants[i] = t
+		}
+		if same {
+			cr.ixKept++
+			return ix
+		}
+	}
+	ix := newUsageIndex(s)
+	cr.ix = ix
+	cr.ixTenant = make([]string, len(ix.ws))
+	for i, w := range ix.ws {
+		cr.ixTenant[i] = w.Tenant
+	}
+	return ix
 }

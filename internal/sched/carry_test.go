@@ -79,6 +79,33 @@ func TestCarryDecidesAlike(t *testing.T) {
 			switch cycle {
 			case 15:
 				s.Nodes = map[string]domain.NodeCondition{topo.Servers()[3].Name: {Server: topo.Servers()[3].Name, Cordoned: true}}
+			case 5:
+				// Workspaces' guarantees change (new copies, as a
+				// snapshot has them).
+				for _, ref := range refs[:6] {
+					w := *s.Workspaces[ref]
+					w.Guaranteed, w.LendLimit = w.Guaranteed+3, 0
+					s.Workspaces[ref] = &w
+				}
+			case 8:
+				// Another workspace and tenant come.
+				s.Tenants["late"] = &domain.Tenant{Name: "late", Isolation: domain.IsolationGPU}
+				nw := &domain.Workspace{Tenant: "late", Name: "w", Guaranteed: 8, BorrowLimit: 64, Weight: 1}
+				s.Workspaces[nw.Ref()] = nw
+				refs = append(refs, nw.Ref())
+			case 12:
+				// A workspace goes, its jobs left behind (an unknown
+				// workspace to the cycle); the same number comes back
+				// under another name, so only the names tell.
+				gone := s.Workspaces[refs[2]]
+				delete(s.Workspaces, refs[2])
+				nw := &domain.Workspace{Tenant: gone.Tenant, Name: "zz", Guaranteed: 4, BorrowLimit: 64, Weight: 2}
+				s.Workspaces[nw.Ref()] = nw
+				refs[2] = nw.Ref()
+			case 18:
+				// A tenant renamed, the same number of tenants.
+				delete(s.Tenants, "late")
+				s.Tenants["later"] = &domain.Tenant{Name: "later", Isolation: domain.IsolationServer}
 			case 25:
 				// A new topology, the same servers: every sum starts over.
 				next := gen("H100-80GB")
@@ -105,8 +132,11 @@ func TestCarryDecidesAlike(t *testing.T) {
 			submit(5 + rng.IntN(25))
 			now = now.Add(time.Duration(10+rng.IntN(60)) * time.Second)
 		}
-		p, _ := sched.CarryStats(&carry)
+		p, _, kept := sched.CarryStats(&carry)
 		patched += p
+		if kept < 30 {
+			t.Fatalf("seed %d: %d of 40 cycles kept the usage index", seed, kept)
+		}
 	}
 	// Most cycles must have patched the sums (the case under test), not
 	// summed every job again.

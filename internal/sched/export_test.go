@@ -11,9 +11,9 @@ func ScheduleExhaustive(s *Snapshot, now time.Time) *Plan {
 	return Schedule(&cp, now)
 }
 
-// CarryStats is how many cycles patched cr's sums and how many summed
-// every job.
-func CarryStats(cr *Carry) (patches, resums int) { return cr.syncs, cr.resums }
+// CarryStats is how many cycles patched cr's sums, how many summed every
+// job, and how many kept the usage index.
+func CarryStats(cr *Carry) (patches, resums, indexKept int) { return cr.syncs, cr.resums, cr.ixKept }
 
 // CarrySums brings cr to s's jobs and returns its sums as a cycle reads
 // them: the shapes (ok false: summed whole this time), the hosts, and the

@@ -137,7 +137,13 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	}
 	// Phase 1 and 2: who holds what.
 	st.c = buildClusterWith(s, cr)
-	st.u = usageWith(newUsageIndex(s), s, st.c, cr)
+	var ix *usageIndex
+	if cr != nil {
+		ix = cr.usageIndex(s)
+	} else {
+		ix = newUsageIndex(s)
+	}
+	st.u = usageWith(ix, s, st.c, cr)
 	st.pairWS = tbl.pairIndex(st.u.ix)
 	st.u.addDecayRows(s, tbl, st.pairWS, now, st.policy.HalfLife)
 	// A map of every pending job was a tenth of a later cycle at
