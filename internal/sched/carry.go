@@ -165,7 +165,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	}
 	// The rows of the new and changed jobs.
 	for _, k := range fresh {
-		next[k] = cr.tbl.rowOf(jobs[k])
+		next[k] = cr.rowOf(jobs[k])
 	}
 	cr.tbl.jobs = append(cr.tbl.jobs[:0], jobs...)
 	cr.tbl.rows, cr.spare = next, rows
@@ -192,8 +192,10 @@ func (cr *Carry) resum(s *Snapshot, st *Static) {
 	for _, j := range s.Jobs {
 		cr.add(j, 1)
 	}
-	cr.tbl = jobTable{pairID: map[[2]string]int32{}}
-	cr.tbl.fill(s.Jobs)
+	cr.tbl = jobTable{pairID: map[[2]string]int32{}, jobs: slices.Clone(s.Jobs), rows: make([]jobRow, 0, len(s.Jobs))}
+	for _, j := range s.Jobs {
+		cr.tbl.rows = append(cr.tbl.rows, cr.rowOf(j))
+	}
 	cr.spare = nil
 	cr.resums++
 }
@@ -353,4 +355,15 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 		cr.ixTenant[i] = w.Tenant
 	}
 	return ix
+}
+
+// rowOf is j's row with the server of its one placement numbered.
+func (cr *Carry) rowOf(j *domain.Job) jobRow {
+	r := cr.tbl.rowOf(j)
+	if len(j.Placement) == 1 {
+		if i, ok := cr.static.byName[j.Placement[0].Server]; ok {
+			r.srv = int32(i)
+		}
+	}
+	return r
 }

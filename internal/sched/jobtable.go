@@ -34,7 +34,10 @@ type jobRow struct {
 	demand       int // demand(j)
 	held         int // held(j)
 	pair         int32
-	state        rowState
+	// srv is the server of the job's one placement in its Carry's Static
+	// numbering (-1: none, several, unknown, or no Carry).
+	srv   int32
+	state rowState
 	// placed: it has a placement; hasPlacedAt: PlacedAt is set; ended:
 	// EndedAt is set (never on a live job the state hands out, read from
 	// the job when it is); reclaimWait: its reason is reclaim_pending.
@@ -79,7 +82,7 @@ func (t *jobTable) intern(tenant, workspace string) int32 {
 }
 
 func (t *jobTable) rowOf(j *domain.Job) jobRow {
-	r := jobRow{id: j.ID, preemptedFor: j.PreemptedFor, expected: j.ExpectedDurationSeconds, timeLimit: j.TimeLimitSeconds,
+	r := jobRow{id: j.ID, srv: -1, preemptedFor: j.PreemptedFor, expected: j.ExpectedDurationSeconds, timeLimit: j.TimeLimitSeconds,
 		prio: j.Priority, demand: demand(j), held: held(j), pair: t.intern(j.Tenant, j.Workspace),
 		placed: len(j.Placement) > 0, hasPlacedAt: j.PlacedAt != nil, ended: j.EndedAt != nil,
 		reclaimWait: j.Reason != nil && j.Reason.Code == ReasonReclaim, stoppable: j.State.Stoppable()}
