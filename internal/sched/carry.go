@@ -8,18 +8,23 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
-// Carry is what one caller's successive cycles keep of their jobs: sums
-// over every live job that a cycle would otherwise derive again from all
-// of them (100,000 at issue 18's scale), kept up to date by the jobs that
-// changed since the previous cycle. Each is an integer sum, so adding and
-// taking away a job's part gives what summing every job gives, and a
-// cycle through a Carry decides exactly as Schedule does on the same
-// snapshot (TestCarryDecidesAlike):
+// Carry is what one caller's successive cycles keep of their jobs: what
+// a cycle would otherwise derive again from every live job (100,000 at
+// issue 18's scale), kept up to date by the jobs that changed since the
+// previous cycle. Each is an integer sum, a numbering or a job's own
+// row, so adding and taking away a job's part gives what going over every
+// job gives, and a cycle through a Carry decides exactly as Schedule does
+// on the same snapshot (TestCarryDecidesAlike):
 //
 //   - each tenant/workspace pair's held units (the usage view);
 //   - the live jobs' mix of single-server shapes (ShapesOf), and each
 //     server's GPUs, CPU and memory their placements take (the hosts the
-//     JobFabric policy weighs its shapes on).
+//     JobFabric policy weighs its shapes on);
+//   - the job table's rows (jobtable.go), with the server of a one-server
+//     placement numbered;
+//   - the usage index, while the workspaces and tenants are the same.
+//
+// Nothing that depends on the time or on a cycle's own decisions is kept.
 //
 // What changed is found without reading the jobs: a snapshot's jobs are
 // read-only and a job that changes is a new *domain.Job (the state's
