@@ -121,16 +121,22 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	next := cr.spare[:0]
 	var fresh []int // the places in jobs of new and changed copies
 	i := 0
-	for k, j := range jobs {
+	for k := 0; k < len(jobs); k++ {
+		j := jobs[k]
 		if i < len(prev) && prev[i] == j {
-			// The same copy: unchanged, its row kept.
-			id := rows[i].id
-			if !first && id <= last {
+			// The same copies: unchanged, their rows kept, a run at a
+			// time (the previous list was by ID, so a run is too).
+			if id := rows[i].id; !first && id <= last {
 				return false
 			}
-			last, first = id, false
-			next = append(next, rows[i])
-			i++
+			start := i
+			for i < len(prev) && k < len(jobs) && prev[i] == jobs[k] {
+				i++
+				k++
+			}
+			k--
+			next = append(next, rows[start:i]...)
+			last, first = rows[i-1].id, false
 			continue
 		}
 		id := j.ID
