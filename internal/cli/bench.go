@@ -122,6 +122,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
 	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
 	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	sf.BoolVar(&so.NoCarry, "no-carry", false, "sum over every job every cycle (sched.Schedule) instead of keeping the sums from the cycle before (sched.Carry); both decide alike")
 	sf.BoolVar(&so.Digest, "plan-digest", false, "hash every cycle's whole plan (placements, reasons, order) to compare two builds of the scheduler")
 	var fo bench.FabricOptions
 	var placement string

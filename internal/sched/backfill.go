@@ -77,8 +77,15 @@ type backfill struct {
 	// searches, failed the workspace|shape keys that found none (capacity
 	// only shrinks within a cycle).
 	running []ending
-	unknown []ending
-	built   bool
+	// runningUnknown: some job holding GPUs before the cycle has no
+	// known end (only whether any does is asked).
+	runningUnknown bool
+	// histPair is historyEstimate by the table's pair number, filled as
+	// asked (histAsked).
+	histPair  []time.Duration
+	histOK    []bool
+	histAsked []bool
+	built     bool
 	// placedEnds is the endings of placed[:folded], soonest first, and
 	// placedUnknown whether any has no known end; ends the last endings
 	// (nil: none yet), current while no job was placed since.
@@ -127,6 +134,40 @@ func (st *cycle) runEnd(j *domain.Job, placedAt time.Time) (time.Time, string, b
 	}
 	if d, ok := st.historyEstimate(j.Tenant + "/" + j.Workspace); ok {
 		return placedAt.Add(d), domain.BasisHistory, true
+	}
+	return time.Time{}, "", false
+}
+
+// runEndRow is runEnd of the job at place k of the table, read from its
+// row (the job is loaded only for a stop deadline), with the history's
+// estimate looked up once per tenant/workspace pair.
+func (st *cycle) runEndRow(k int, placedAt time.Time) (time.Time, string, bool) {
+	r := &st.tbl.rows[k]
+	if st.victim[r.id] {
+		return st.now.Add(st.policy.Grace), domain.BasisPreemption, true
+	}
+	if r.state == rowPreempting {
+		if j := st.tbl.jobs[k]; j.StopDeadline != nil {
+			return *j.StopDeadline, domain.BasisPreemption, true
+		}
+	}
+	switch {
+	case r.expected > 0:
+		return placedAt.Add(time.Duration(r.expected) * time.Second), domain.BasisExpectedDuration, true
+	case r.timeLimit > 0:
+		return placedAt.Add(time.Duration(r.timeLimit) * time.Second), domain.BasisTimeLimit, true
+	}
+	if st.bf.histAsked == nil {
+		n := len(st.tbl.pairs)
+		st.bf.histPair, st.bf.histOK, st.bf.histAsked = make([]time.Duration, n), make([]bool, n), make([]bool, n)
+	}
+	if !st.bf.histAsked[r.pair] {
+		p := st.tbl.pairs[r.pair]
+		st.bf.histPair[r.pair], st.bf.histOK[r.pair] = st.historyEstimate(p[0] + "/" + p[1])
+		st.bf.histAsked[r.pair] = true
+	}
+	if st.bf.histOK[r.pair] {
+		return placedAt.Add(st.bf.histPair[r.pair]), domain.BasisHistory, true
 	}
 	return time.Time{}, "", false
 }
@@ -200,15 +241,28 @@ func (st *cycle) endings() []ending {
 	}
 	if !st.bf.built {
 		st.bf.built = true
-		for _, j := range st.s.Jobs {
-			if len(j.Placement) == 0 || st.released[j.ID] || j.State == domain.JobPending {
+		// From the table's rows: a job is loaded only when it has a
+		// known end (or a stop deadline to read).
+		rows := st.tbl.rows
+		for k := range rows {
+			r := &rows[k]
+			if !r.placed || st.released[r.id] || r.state == rowPending {
 				continue
 			}
 			placedAt := st.now
-			if j.PlacedAt != nil {
-				placedAt = *j.PlacedAt
+			if r.hasPlacedAt {
+				placedAt = r.placedAt
 			}
-			st.bf.running, st.bf.unknown = add(st.bf.running, st.bf.unknown, j, j.Placement, placedAt)
+			at, basis, ok := st.runEndRow(k, placedAt)
+			if !ok {
+				st.bf.runningUnknown = true
+				continue
+			}
+			if at.Before(st.now) {
+				at = st.now
+			}
+			j := st.tbl.jobs[k]
+			st.bf.running = append(st.bf.running, ending{j: j, pl: j.Placement, at: at, basis: basis, units: r.held})
 		}
 		slices.SortFunc(st.bf.running, byEnd)
 	}
@@ -238,7 +292,7 @@ func (st *cycle) endings() []ending {
 	if len(st.bf.placedEnds) > 0 {
 		out = mergeEndings(st.bf.running, st.bf.placedEnds, byEnd)
 	}
-	st.bf.anyUnknown = st.bf.placedUnknown || len(st.bf.unknown) > 0
+	st.bf.anyUnknown = st.bf.placedUnknown || st.bf.runningUnknown
 	st.bf.ends = &out
 	return out
 }

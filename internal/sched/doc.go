@@ -4,6 +4,9 @@
 // the same snapshot gives the same plan. The server's leader runs it and
 // commits the plan through Raft, where the state machine re-checks every
 // placement with Fit, the same rules against the state it commits to.
+// Successive cycles of one caller may keep their sums over the jobs in a
+// Carry (carry.go), found by the jobs that changed since; a cycle through
+// it gives the same plan as Schedule on the same snapshot.
 //
 // A cycle runs in numbered phases:
 //  1. build the free-GPU view of every server and who holds it (isolation);

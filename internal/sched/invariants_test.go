@@ -44,6 +44,7 @@ type cluster struct {
 	reclaim map[uint64][]time.Time // job -> times it was reclaimed
 	waiting map[uint64]time.Time   // guaranteed job -> when it became placeable in principle
 	snaps   sched.Snapshotter      // the leader loop's incremental snapshots
+	carry   sched.Carry            // and its sums kept across cycles
 }
 
 const tick = 5 * time.Second
@@ -177,9 +178,10 @@ func (c *cluster) cycle(round int) (*sched.Plan, *state.PlanResult) {
 		c.t.Fatalf("round %d: the incremental snapshot differs from a whole copy", round)
 	}
 	snap.Policy = c.pol
-	plan := sched.Schedule(snap, c.now)
-	// The cycle's scan cache stands in for full scans: deciding without
-	// it must give the same plan, reasons included.
+	plan := c.carry.Schedule(snap, c.now)
+	// The cycle's scan cache and the sums kept across cycles stand in for
+	// full scans and sums over every job: deciding without them must give
+	// the same plan, reasons included.
 	full.Policy = c.pol
 	if ex := sched.ScheduleExhaustive(full, c.now); !reflect.DeepEqual(plan, ex) {
 		c.t.Fatalf("round %d: the plan with the scan cache differs from the one without:\n%+v\n%+v", round, plan, ex)

@@ -74,11 +74,19 @@ func TestOrderAsBefore(t *testing.T) {
 		a, b := append([]*domain.Job(nil), pending...), append([]*domain.Job(nil), pending...)
 		rng.Shuffle(len(a), func(x, y int) { a[x], a[y] = a[y], a[x] })
 		copy(b, a)
-		qa := order(a, s, u, stopping, freeingFor)
+		tbl := newJobTable(a)
+		idx := make([]int32, len(a))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		qa := order(a, idx, tbl, s, u, stopping, freeingFor)
 		wa := map[uint64]bool{}
 		for i, q := range qa {
 			if q.within {
 				wa[a[i].ID] = true
+			}
+			if q.id != a[i].ID || q.prio != a[i].Priority {
+				t.Fatalf("seed %d: job %d queued as %d of priority %d", seed, a[i].ID, q.id, q.prio)
 			}
 			if want := a[i].Tenant + "/" + a[i].Workspace; q.ws.ref != want || q.ws.w != s.Workspaces[want] || q.ws.t != s.Tenants[a[i].Tenant] {
 				t.Fatalf("seed %d: job %d looked up as %s, not %s", seed, a[i].ID, q.ws.ref, want)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -44,9 +45,13 @@ func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
 // Views of a cycle share it: none of these change within a cycle.
 type statics struct {
 	byKey map[string]*staticSet
-	lastJ *domain.Job
-	lastT *domain.Tenant
-	last  *staticSet
+	// noServer is noServer's answers, by noServerKey (none kept when the
+	// cycle is exhaustive).
+	noServer   map[string]string
+	exhaustive bool
+	lastJ      *domain.Job
+	lastT      *domain.Tenant
+	last       *staticSet
 }
 
 type staticSet struct {
@@ -686,7 +691,41 @@ func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeSta
 
 // noServer explains why no server is eligible at all, naming the first
 // filter that removes the last candidates.
+//
+// It reads only what does not change within a cycle (the servers'
+// models, sites and drivers, node conditions), so its answer is kept per
+// cycle by what it depends on: a full cluster's queue asks it for
+// thousands of server-isolated tenants' gangs, a scan of every server each.
 func (c *cluster) noServer(j *domain.Job, t *domain.Tenant, model string) string {
+	if c.statics.exhaustive {
+		return c.noServerScan(j, t, model) // the equivalence tests' reference
+	}
+	key := noServerKey(j, t, model)
+	if msg, ok := c.statics.noServer[key]; ok {
+		return msg
+	}
+	msg := c.noServerScan(j, t, model)
+	if c.statics.noServer == nil {
+		c.statics.noServer = map[string]string{}
+	}
+	c.statics.noServer[key] = msg
+	return msg
+}
+
+// noServerKey is what noServer's answer depends on, each part
+// length-prefixed (no two inputs share a key).
+func noServerKey(j *domain.Job, t *domain.Tenant, model string) string {
+	b := make([]byte, 0, 64)
+	for _, f := range append([]string{j.GPUModel, j.MinDriver, j.Driver, model, string(t.Isolation)}, t.Sites...) {
+		b = strconv.AppendInt(b, int64(len(f)), 10)
+		b = append(b, ':')
+		b = append(b, f...)
+	}
+	return string(b)
+}
+
+// noServerScan is noServer, worked out from every server.
+func (c *cluster) noServerScan(j *domain.Job, t *domain.Tenant, model string) string {
 	var withModel, schedulable, inSite, withDriver int
 	for _, v := range c.servers {
 		if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {

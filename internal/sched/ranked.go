@@ -3,6 +3,7 @@ package sched
 import (
 	"container/heap"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -233,7 +234,26 @@ func (c *cluster) buildTree(k rankKey, j *domain.Job, models []string, r Request
 	for i := range tr.best {
 		tr.best[i] = -1
 	}
+	// A job of whole GPUs: only the servers with that many free can be
+	// leaves (open), and the base cluster's free-GPU sets name them; the
+	// others are out of the tree until a change re-rates them (the log).
+	var room []uint64
+	if r.Milli == 1000 {
+		room = c.roomFor(r.GPUs)
+	}
 	for i := 0; i < n; i++ {
+		if room != nil {
+			w := i >> 6
+			m := room[w] >> (i & 63)
+			if m == 0 {
+				i = w<<6 + 63 // the next word
+				continue
+			}
+			i += bits.TrailingZeros64(m)
+			if i >= n {
+				break
+			}
+		}
 		if s, g, ok := c.leaf(k, i, j, models, r); ok {
 			tr.score[i], tr.gpu[i], tr.best[size+i] = s, g, int32(i)
 		}

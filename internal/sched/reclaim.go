@@ -661,12 +661,23 @@ func (st *cycle) victimOrder() []victim {
 // stoppable is the running jobs a cycle may tell to stop, in the
 // snapshot's order.
 func (st *cycle) stoppable() []victim {
+	// From the table's rows: young and cost as st.young and st.cost
+	// find them, without loading every running job.
 	var out []victim
-	for _, v := range st.s.Jobs {
-		if v.State.Stoppable() && !st.released[v.ID] {
-			wi, _ := st.u.ix.of(v.Tenant, v.Workspace)
-			out = append(out, victim{Job: v, wi: wi, held: held(v), young: st.young(v), cost: st.cost(v)})
+	rows := st.tbl.rows
+	for k := range rows {
+		r := &rows[k]
+		if !r.stoppable || st.released[r.id] {
+			continue
 		}
+		v := victim{Job: st.tbl.jobs[k], wi: int(st.pairWS[r.pair]), held: r.held}
+		if r.minRuntime > 0 && r.hasPlacedAt {
+			v.young = st.now.Before(r.placedAt.Add(time.Duration(r.minRuntime) * time.Second))
+		}
+		if r.hasSince {
+			v.cost = float64(r.held) / unit * max(0, st.now.Sub(r.since).Seconds())
+		}
+		out = append(out, v)
 	}
 	return out
 }

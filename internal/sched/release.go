@@ -18,18 +18,22 @@ func (st *cycle) releases() {
 			next = t
 		}
 	}
-	for _, v := range st.s.Jobs {
+	rows := st.tbl.rows
+	for k := range rows {
+		r := &rows[k]
 		switch {
-		case v.State == domain.JobPreempting && v.StopDeadline != nil:
+		case r.state == rowPreempting && st.tbl.jobs[k].StopDeadline != nil:
+			v := st.tbl.jobs[k]
 			if !st.now.Before(*v.StopDeadline) {
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "deadline"})
 				st.release(v)
 			} else {
 				soon(*v.StopDeadline)
 			}
-		case v.State.Stoppable() && v.TimeLimitSeconds > 0 && v.PlacedAt != nil:
-			end := v.PlacedAt.Add(time.Duration(v.TimeLimitSeconds) * time.Second)
+		case r.stoppable && r.timeLimit > 0 && r.hasPlacedAt:
+			end := r.placedAt.Add(time.Duration(r.timeLimit) * time.Second)
 			if !st.now.Before(end) {
+				v := st.tbl.jobs[k]
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})
 				st.release(v)
 			} else {
@@ -80,10 +84,19 @@ func (st *cycle) giveBack(id uint64) {
 
 // drain tells the jobs on draining servers to stop by the grace deadline.
 func (st *cycle) drain() {
-	for _, v := range st.s.Jobs {
-		if !v.State.Stoppable() || st.released[v.ID] {
+	draining := false
+	for _, cond := range st.s.Nodes {
+		draining = draining || cond.Draining
+	}
+	if !draining {
+		return // no server drains: nothing to read of the jobs
+	}
+	rows := st.tbl.rows
+	for k := range rows {
+		if !rows[k].stoppable || st.released[rows[k].id] {
 			continue
 		}
+		v := st.tbl.jobs[k]
 		for _, p := range v.Placement {
 			if cond, ok := st.s.Nodes[p.Server]; ok && cond.Draining {
 				deadline := st.now.Add(st.policy.Grace)

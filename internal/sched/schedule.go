@@ -49,6 +49,10 @@ type cycle struct {
 	// fv is what the cycle assumes will be once the plan's preemptions
 	// have taken effect, and the caches that planning them reuses.
 	fv futureView
+	// tbl is the snapshot's jobs as rows (jobtable.go); pairWS maps its
+	// tenant/workspace pairs to the usage index's workspaces.
+	tbl    *jobTable
+	pairWS []int32
 	// bf is the cycle's reservations for blocked jobs (backfill.go);
 	// queue is the pending jobs in order, pos the one being decided.
 	bf    backfill
@@ -105,9 +109,23 @@ type freeing struct {
 // Schedule runs one cycle over the snapshot at time now (passed in, never
 // read, so replays and simulations are deterministic).
 func Schedule(s *Snapshot, now time.Time) *Plan {
+	return schedule(s, now, nil)
+}
+
+// schedule is Schedule, with the sums over the jobs taken from cr when it
+// is not nil (Carry.Schedule).
+func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
+	var tbl *jobTable
+	if cr != nil {
+		cr.sync(s)
+		tbl = &cr.tbl
+	} else {
+		tbl = newJobTable(s.Jobs)
+	}
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
+	st.tbl = tbl
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -118,28 +136,41 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 		st.policy.HalfLife = DefaultPolicy.HalfLife
 	}
 	// Phase 1 and 2: who holds what.
-	st.c = buildCluster(s)
-	st.u = buildUsage(s, st.c)
-	st.u.addDecay(s, now, st.policy.HalfLife)
+	st.c = buildClusterWith(s, cr)
+	var ix *usageIndex
+	if cr != nil {
+		ix = cr.usageIndex(s)
+	} else {
+		ix = newUsageIndex(s)
+	}
+	st.u = usageWith(ix, s, st.c, cr)
+	st.pairWS = tbl.pairIndex(st.u.ix)
+	st.u.addDecayRows(s, tbl, st.pairWS, now, st.policy.HalfLife)
 	// A map of every pending job was a tenth of a later cycle at
 	// 100,000 GPUs; the jobs others were preempted for are a handful.
+	// The passes over every job read the table's rows, not the jobs.
+	rows := tbl.rows
 	st.targets = map[uint64]bool{}
-	for _, j := range s.Jobs {
-		if j.PreemptedFor != 0 {
-			st.targets[j.PreemptedFor] = true
+	for k := range rows {
+		if f := rows[k].preemptedFor; f != 0 {
+			st.targets[f] = true
 		}
 	}
 	var pending []*domain.Job // the queue, ordered below (phase 3)
-	for _, j := range s.Jobs {
-		if j.State == domain.JobPending {
-			pending = append(pending, j)
-			if st.targets[j.ID] {
-				st.waiting[j.ID] = true
+	var pendIdx []int32       // their rows
+	for k := range rows {
+		r := &rows[k]
+		if r.state == rowPending {
+			pending = append(pending, tbl.jobs[k])
+			pendIdx = append(pendIdx, int32(k))
+			if st.targets[r.id] {
+				st.waiting[r.id] = true
 			}
 		}
-		if j.State == domain.JobPreempting && j.PreemptedFor != 0 {
+		if r.state == rowPreempting && r.preemptedFor != 0 {
+			j := tbl.jobs[k]
 			f := st.fv.freeing[j.PreemptedFor]
-			f.units += held(j)
+			f.units += r.held
 			if j.StopDeadline != nil && j.StopDeadline.After(f.deadline) {
 				f.deadline = *j.StopDeadline
 			}
@@ -154,16 +185,17 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 
 	// Phase 3: order the queue.
 	stopping := map[string]int{} // held by jobs told to stop, by workspace
-	for _, j := range s.Jobs {
-		if j.State == domain.JobPreempting && !st.released[j.ID] {
-			stopping[j.Tenant+"/"+j.Workspace] += held(j)
+	for k := range rows {
+		if r := &rows[k]; r.state == rowPreempting && !st.released[r.id] {
+			j := tbl.jobs[k]
+			stopping[j.Tenant+"/"+j.Workspace] += r.held
 		}
 	}
-	st.queued = order(pending, s, st.u, stopping, st.fv.freeing)
+	st.queued = order(pending, pendIdx, tbl, s, st.u, stopping, st.fv.freeing)
 	st.plan.Pending = make(map[uint64]domain.Reason, len(pending))
 	st.plan.Order = make([]uint64, len(pending))
-	for i, j := range pending {
-		st.plan.Order[i] = j.ID
+	for i, q := range st.queued {
+		st.plan.Order[i] = q.id
 	}
 
 	// Phase 4 and 5: admit and place in order, preempting where the rules
@@ -178,13 +210,16 @@ func Schedule(s *Snapshot, now time.Time) *Plan {
 	st.queue = pending
 	for i, j := range pending {
 		st.pos = i
-		st.giveBack(j.ID)
+		// The job's ID and priority come with its place in the queue:
+		// the tens of thousands queued behind their workspace's first
+		// blocked job are decided without loading them.
 		q := st.queued[i]
+		st.giveBack(q.id)
 		o := st.step(j, q, blocked, noFit)
 		if o.pl == nil {
-			st.plan.Pending[j.ID] = o.reason
+			st.plan.Pending[q.id] = o.reason
 			if o.blocks {
-				blocked[q.ws.slot] = &block{id: j.ID, prio: j.Priority}
+				blocked[q.ws.slot] = &block{id: q.id, prio: q.prio}
 			}
 			continue
 		}
@@ -239,7 +274,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job within its workspace's guarantee is not held back: the
 	// guarantee left for the jobs before it is counted already, so it
 	// takes nothing they are owed, and it must be served within the bound.
-	if first := blocked[q.ws.slot]; first != nil && j.Priority <= first.prio && !q.within {
+	if first := blocked[q.ws.slot]; first != nil && q.prio <= first.prio && !q.within {
 		if first.reason.Code == "" {
 			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
 		}
@@ -363,15 +398,17 @@ func (st *cycle) behind(w *domain.Workspace) bool {
 func (st *cycle) expectedRelease() (time.Time, bool) {
 	if st.fv.nextRelease == nil {
 		var best time.Time
-		for _, j := range st.s.Jobs {
-			if (j.State != domain.JobRunning && j.State != domain.JobReady) || j.PlacedAt == nil {
+		rows := st.tbl.rows
+		for k := range rows {
+			r := &rows[k]
+			if (r.state != rowRunning && r.state != rowReady) || !r.hasPlacedAt {
 				continue
 			}
-			for _, secs := range []int64{j.ExpectedDurationSeconds, j.TimeLimitSeconds} {
+			for _, secs := range [2]int64{r.expected, r.timeLimit} {
 				if secs <= 0 {
 					continue
 				}
-				if end := j.PlacedAt.Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
+				if end := r.placedAt.Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
 					best = end
 				}
 			}
@@ -443,26 +480,27 @@ func shapeKey(j *domain.Job) string {
 // priority, freeing) class, and the runs sorted by class and share; runs
 // of one class and share from several workspaces are merged by ID. At
 // 100,000 GPUs two sorts of 60,000 jobs were a sixth of a later cycle.
-func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) []queued {
-	type pair struct{ tenant, workspace string }
+func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) []queued {
 	type key struct {
 		j       *domain.Job
 		ws      *queueWS
 		id      uint64
 		idx     int
 		prio    int
+		demand  int
 		within  bool
 		freeing bool
 	}
-	byPair := map[pair]*queueWS{}
-	slots := map[string]int32{} // by ref: pairs naming one ref share a slot
+	byPair := make([]*queueWS, len(tbl.pairs)) // by the table's pair number
+	slots := map[string]int32{}                // by ref: pairs naming one ref share a slot
 	var wss []*queueWS
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
-		p := pair{j.Tenant, j.Workspace}
-		wk := byPair[p]
+		r := &tbl.rows[rows[i]]
+		wk := byPair[r.pair]
 		if wk == nil {
-			wk = &queueWS{ref: j.Tenant + "/" + j.Workspace}
+			p := tbl.pairs[r.pair]
+			wk = &queueWS{ref: p[0] + "/" + p[1]}
 			if w := s.Workspaces[wk.ref]; w != nil {
 				wk.w, wk.wprio = w, w.Priority
 				if w.Weight > 0 {
@@ -470,14 +508,14 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 				}
 				wk.left = w.Guaranteed*unit - u.usedOf(wk.ref) + stopping[wk.ref]
 			}
-			wk.t = s.Tenants[j.Tenant]
+			wk.t = s.Tenants[p[0]]
 			slot, ok := slots[wk.ref]
 			if !ok {
 				slot = int32(len(slots))
 				slots[wk.ref] = slot
 			}
 			wk.slot = slot
-			byPair[p] = wk
+			byPair[r.pair] = wk
 			wss = append(wss, wk)
 		}
 		wk.n++
@@ -487,8 +525,8 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		// reclaims after it must not book the leftovers it counts on
 		// (issue 14: at dev 48x8 a guaranteed job was pushed to later
 		// victims' deadlines cycle after cycle, 34 s).
-		ks[i] = key{j: j, ws: wk, id: j.ID, idx: i, prio: j.Priority,
-			freeing: freeingFor[j.ID].units > 0 || (j.Reason != nil && j.Reason.Code == ReasonReclaim)}
+		ks[i] = key{j: j, ws: wk, id: r.id, idx: i, prio: r.prio, demand: r.demand,
+			freeing: r.reclaimWait || (len(freeingFor) > 0 && freeingFor[r.id].units > 0)}
 	}
 	// Each workspace's jobs together (a counting sort by workspace), then
 	// in the workspace's own order.
@@ -533,7 +571,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		if wk.w != nil {
 			for _, i := range sub {
 				k := &ks[i]
-				if d := demand(k.j); d <= wk.left {
+				if d := k.demand; d <= wk.left {
 					k.within = true
 					wk.left -= d
 				}
@@ -589,7 +627,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 		}
 		if b == a+1 {
 			for _, i := range byWS[runs[a].start:runs[a].end] {
-				out = append(out, queued{ws: ks[i].ws, within: ks[i].within})
+				out = append(out, queued{ws: ks[i].ws, within: ks[i].within, id: ks[i].id, prio: ks[i].prio})
 				jobs[len(out)-1] = ks[i].j
 			}
 		} else {
@@ -605,7 +643,7 @@ func order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, f
 				return cmp.Compare(x, y)
 			})
 			for _, i := range merge {
-				out = append(out, queued{ws: ks[i].ws, within: ks[i].within})
+				out = append(out, queued{ws: ks[i].ws, within: ks[i].within, id: ks[i].id, prio: ks[i].prio})
 				jobs[len(out)-1] = ks[i].j
 			}
 		}
@@ -659,6 +697,8 @@ type queueWS struct {
 type queued struct {
 	ws     *queueWS
 	within bool // it fits in its workspace's guarantee
+	id     uint64
+	prio   int // the job's ID and priority, from its row
 }
 
 // quota checks that admitting j overcommits nothing: the workspace stays

@@ -513,42 +513,21 @@ func fragCaps(set, rated *shapeSet, model string, free []int, cpuTracked bool, c
 // (openb: 8-GPU pods of 120 CPUs fit only the 39 128-CPU servers), and a
 // placement that takes the last of those servers is what turns them away.
 func ShapesOf(jobs []*domain.Job) []Shape {
-	type key struct {
-		cpu         int64
-		gpus, milli int
-		models      string
-	}
-	type tally struct {
-		n      int
-		mem    int64
-		models []string
-	}
-	count := map[key]*tally{}
-	var keys []key
+	count := map[shapeTallyKey]*shapeTally{}
+	var keys []shapeTallyKey
 	total := 0
 	for _, j := range jobs {
-		k := key{cpu: j.CPUMilli}
-		n := 1
-		switch {
-		case j.MIGProfile != "" || j.MIGCount != 0:
+		k, n, ok := shapeOfJob(j)
+		if !ok {
 			continue
-		case j.Share > 0:
-			k.gpus, k.milli = 1, domain.ShareUnits(j.Share)/Milli
-		case j.GPUsPerNode > 0 && j.GPUsPerNode < j.GPUs:
-			k.gpus, k.milli, n = j.GPUsPerNode, 1000, j.GPUs/j.GPUsPerNode
-		case j.GPUs > 0:
-			k.gpus, k.milli = j.GPUs, 1000
-		case j.CPUMilli == 0:
-			continue // asks for nothing a scorer weighs
 		}
-		ms := j.Models()
-		if k.gpus == 0 {
-			ms = nil
-		}
-		k.models = strings.Join(ms, "|")
 		t := count[k]
 		if t == nil {
-			t = &tally{models: slices.Clone(ms)}
+			ms := j.Models()
+			if k.gpus == 0 {
+				ms = nil
+			}
+			t = &shapeTally{models: slices.Clone(ms)}
 			count[k] = t
 			keys = append(keys, k)
 		}
@@ -556,10 +535,45 @@ func ShapesOf(jobs []*domain.Job) []Shape {
 		t.mem += int64(n) * j.MemoryMiB
 		total += n
 	}
-	slices.SortFunc(keys, func(x, y key) int {
+	return shapesFromTally(keys, func(k shapeTallyKey) *shapeTally { return count[k] }, total)
+}
+
+// shapeOfJob is the shape j counts as in ShapesOf, and as how many
+// requests; false for a job no scorer weighs.
+func shapeOfJob(j *domain.Job) (shapeTallyKey, int, bool) {
+	k := shapeTallyKey{cpu: j.CPUMilli}
+	n := 1
+	switch {
+	case j.MIGProfile != "" || j.MIGCount != 0:
+		return k, 0, false
+	case j.Share > 0:
+		k.gpus, k.milli = 1, domain.ShareUnits(j.Share)/Milli
+	case j.GPUsPerNode > 0 && j.GPUsPerNode < j.GPUs:
+		k.gpus, k.milli, n = j.GPUsPerNode, 1000, j.GPUs/j.GPUsPerNode
+	case j.GPUs > 0:
+		k.gpus, k.milli = j.GPUs, 1000
+	case j.CPUMilli == 0:
+		return k, 0, false // asks for nothing a scorer weighs
+	}
+	if k.gpus > 0 {
+		if ms := j.Models(); len(ms) == 1 {
+			k.models = ms[0]
+		} else {
+			k.models = strings.Join(ms, "|")
+		}
+	}
+	return k, n, true
+}
+
+// shapesFromTally orders the tallied shapes, the most requested first
+// (ties by CPU, milli, GPUs, models: the keys are unique, so the order is
+// total), with their frequencies among total requests.
+func shapesFromTally(keys []shapeTallyKey, tally func(shapeTallyKey) *shapeTally, total int) []Shape {
+	slices.SortFunc(keys, func(x, y shapeTallyKey) int {
+		tx, ty := tally(x), tally(y)
 		switch {
-		case count[x].n != count[y].n:
-			return count[y].n - count[x].n
+		case tx.n != ty.n:
+			return ty.n - tx.n
 		case x.cpu != y.cpu:
 			return cmp.Compare(y.cpu, x.cpu)
 		case x.milli != y.milli:
@@ -571,7 +585,7 @@ func ShapesOf(jobs []*domain.Job) []Shape {
 	})
 	out := make([]Shape, len(keys))
 	for i, k := range keys {
-		t := count[k]
+		t := tally(k)
 		out[i] = Shape{CPUMilli: k.cpu, MemoryMiB: t.mem / int64(t.n), GPUs: k.gpus, Milli: k.milli, Models: t.models, Freq: float64(t.n) / float64(total)}
 	}
 	return out

@@ -116,21 +116,34 @@ func (p *Placer) Commit(j *domain.Job, pl []domain.Placement) {
 // first places a single-server job. A JobFabric policy is weighed on the
 // snapshot's servers (JobFabric.weigh): a function of the snapshot, not
 // of when the cycle first rates a server.
-func (s *Snapshot) scoring(servers int) *scoring {
+//
+// With a Carry (synced to s), the shapes and hosts come from its sums.
+func (s *Snapshot) scoring(servers int, cr *Carry) *scoring {
+	hosts := s.hosts
+	if cr != nil {
+		hosts = func() iter.Seq[*Host] { return cr.hosts(s) }
+	}
 	if s.Scorer != nil {
 		if p, ok := s.Scorer.(*JobFabric); ok && len(p.Shapes) > 0 {
-			p.weigh(s.hosts())
+			p.weigh(hosts())
 		}
 		return newScoring(s.Scorer, servers)
 	}
 	jobs := s.Jobs
 	return lazyScoring(func() Scorer {
-		shapes := ShapesOf(jobs)
+		var shapes []Shape
+		ok := false
+		if cr != nil {
+			shapes, ok = cr.shapesOf()
+		}
+		if !ok {
+			shapes = ShapesOf(jobs)
+		}
 		if len(shapes) == 0 {
 			return nil
 		}
 		p := NewJobFabric(shapes)
-		p.weigh(s.hosts())
+		p.weigh(hosts())
 		return p
 	}, servers)
 }

@@ -371,13 +371,19 @@ func NewStatic(t *domain.Topology) *Static {
 }
 
 func buildCluster(s *Snapshot) *cluster {
-	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}}, exhaustive: s.exhaustive}
+	return buildClusterWith(s, nil)
+}
+
+// buildClusterWith is buildCluster, its scorer weighed on cr's sums when
+// cr is not nil (synced to s).
+func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}, exhaustive: s.exhaustive}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
 	}
 	c.byName = st.byName
-	c.sc = s.scoring(len(st.servers))
+	c.sc = s.scoring(len(st.servers), cr)
 	gpus := 0
 	for i := range st.servers {
 		gpus += st.servers[i].s.GPUs
@@ -411,15 +417,51 @@ func buildCluster(s *Snapshot) *cluster {
 		v.idx = i
 		c.servers[i] = v
 	}
-	for _, j := range s.Jobs {
-		for _, p := range j.Placement {
-			v := c.server(p.Server)
-			if v == nil {
-				continue // the state machine refuses removing busy servers; be safe anyway
+	if cr != nil && cr.static == st {
+		// From the Carry's rows: the jobs that hold nothing are not
+		// loaded, a one-server job's server is numbered already, and a
+		// tenant is looked up once per tenant/workspace pair.
+		tbl := &cr.tbl
+		tenantOf := make([]*domain.Tenant, len(tbl.pairs))
+		asked := make([]bool, len(tbl.pairs))
+		for k := range tbl.rows {
+			r := &tbl.rows[k]
+			if !r.placed {
+				continue
 			}
-			v.take(p, j.Tenant)
-			c.hold(v, j.Tenant, s.Tenants[j.Tenant])
-			c.account(v, j, 1)
+			j := tbl.jobs[k]
+			if !asked[r.pair] {
+				tenantOf[r.pair], asked[r.pair] = s.Tenants[j.Tenant], true
+			}
+			t := tenantOf[r.pair]
+			if r.srv >= 0 {
+				v := c.servers[r.srv]
+				v.take(j.Placement[0], j.Tenant)
+				c.hold(v, j.Tenant, t)
+				c.account(v, j, 1)
+				continue
+			}
+			for _, p := range j.Placement {
+				v := c.server(p.Server)
+				if v == nil {
+					continue
+				}
+				v.take(p, j.Tenant)
+				c.hold(v, j.Tenant, t)
+				c.account(v, j, 1)
+			}
+		}
+	} else {
+		for _, j := range s.Jobs {
+			for _, p := range j.Placement {
+				v := c.server(p.Server)
+				if v == nil {
+					continue // the state machine refuses removing busy servers; be safe anyway
+				}
+				v.take(p, j.Tenant)
+				c.hold(v, j.Tenant, s.Tenants[j.Tenant])
+				c.account(v, j, 1)
+			}
 		}
 	}
 	c.totalModel = map[string]int{}

@@ -101,6 +101,13 @@ func newUsageIndex(s *Snapshot) *usageIndex {
 // workspaces and tenants as s (a what-if snapshot of other jobs reuses
 // its cycle's).
 func usageOn(ix *usageIndex, s *Snapshot, c *cluster) *usage {
+	return usageWith(ix, s, c, nil)
+}
+
+// usageWith is usageOn, the units held per workspace and tenant taken
+// from cr's sums when it is not nil (synced to s) and no workspace has
+// model quotas.
+func usageWith(ix *usageIndex, s *Snapshot, c *cluster, cr *Carry) *usage {
 	u := &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
 		tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
 		decayed: make([]float64, len(ix.ws))}
@@ -116,27 +123,31 @@ func usageOn(ix *usageIndex, s *Snapshot, c *cluster) *usage {
 			break
 		}
 	}
-	for _, j := range s.Jobs {
-		if len(j.Placement) > 0 {
-			// addRaw, by the memoized indices.
-			n := held(j)
-			i, t := ix.of(j.Tenant, j.Workspace)
-			if i >= 0 {
-				u.used[i] += n
-			}
-			if t >= 0 {
-				u.tUsed[t] += n
-			}
-			u.usedTotal += n
-			if u.tracksModels() {
-				for _, p := range j.Placement {
-					m, n := u.modelOf(p.Server), placementUnits(p)
-					u.usedModel[m] += n
-					if i >= 0 {
-						if u.mUsed[i] == nil {
-							u.mUsed[i] = map[string]int{}
+	if cr != nil && !u.tracksModels() {
+		cr.usageInto(u)
+	} else {
+		for _, j := range s.Jobs {
+			if len(j.Placement) > 0 {
+				// addRaw, by the memoized indices.
+				n := held(j)
+				i, t := ix.of(j.Tenant, j.Workspace)
+				if i >= 0 {
+					u.used[i] += n
+				}
+				if t >= 0 {
+					u.tUsed[t] += n
+				}
+				u.usedTotal += n
+				if u.tracksModels() {
+					for _, p := range j.Placement {
+						m, n := u.modelOf(p.Server), placementUnits(p)
+						u.usedModel[m] += n
+						if i >= 0 {
+							if u.mUsed[i] == nil {
+								u.mUsed[i] = map[string]int{}
+							}
+							u.mUsed[i][m] += n
 						}
-						u.mUsed[i][m] += n
 					}
 				}
 			}
@@ -301,6 +312,37 @@ func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float6
 	hs := h.Seconds()
 	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / hs) }
 	return float64(amount) * hs / math.Ln2 * (w(end) - w(start))
+}
+
+// addDecayRows is addDecay with the live jobs read from their rows (tbl
+// is s's jobs; pairWS maps its pairs to u's workspaces): the same terms,
+// summed in the same order.
+func (u *usage) addDecayRows(s *Snapshot, tbl *jobTable, pairWS []int32, now time.Time, h time.Duration) {
+	for k := range tbl.rows {
+		r := &tbl.rows[k]
+		if !r.hasPlacedAt {
+			continue
+		}
+		end := now
+		if r.ended {
+			end = *tbl.jobs[k].EndedAt
+		}
+		if i := pairWS[r.pair]; i >= 0 {
+			u.decayed[i] += decayedUsage(r.held, r.placedAt, end, now, h) / unit
+		}
+	}
+	for _, j := range s.History {
+		if j.PlacedAt == nil {
+			continue
+		}
+		end := now
+		if j.EndedAt != nil {
+			end = *j.EndedAt
+		}
+		if i, _ := u.ix.of(j.Tenant, j.Workspace); i >= 0 {
+			u.decayed[i] += decayedUsage(demand(j), *j.PlacedAt, end, now, h) / unit
+		}
+	}
 }
 
 func (u *usage) addDecay(s *Snapshot, now time.Time, h time.Duration) {

@@ -218,7 +218,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (next time.Time, quiet bool, 
 func (s *Server) decide(now time.Time) (*sched.Snapshot, *sched.Plan, state.PlanApply) {
 	snap := s.cycleSnapshot(now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
-	plan := sched.Schedule(snap, now)
+	plan := s.carry.Schedule(snap, now)
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
 		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, j := range snap.Jobs {

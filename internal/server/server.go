@@ -198,6 +198,10 @@ type Server struct {
 	// snaps builds the scheduling loop's snapshots, copying only the jobs
 	// changed since its previous cycle (stateview.go); only the loop uses it.
 	snaps sched.Snapshotter
+	// carry keeps the cycle's sums over the jobs from one cycle to the
+	// next (sched.Carry): the snapshots share unchanged job copies, so it
+	// reads only the jobs that changed; only the loop uses it.
+	carry sched.Carry
 	// idle is the last cycle that decided nothing (schedule.go); only the
 	// loop uses it. cyclesSkipped counts the cycles it skipped, skipWrong
 	// those a check found would have changed something.

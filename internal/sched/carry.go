@@ -1,0 +1,380 @@
+package sched
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// Carry is what one caller's successive cycles keep of their jobs: what
+// a cycle would otherwise derive again from every live job (100,000 at
+// issue 18's scale), kept up to date by the jobs that changed since the
+// previous cycle. Each is an integer sum, a numbering or a job's own
+// row, so adding and taking away a job's part gives what going over every
+// job gives, and a cycle through a Carry decides exactly as Schedule does
+// on the same snapshot (TestCarryDecidesAlike):
+//
+//   - each tenant/workspace pair's held units (the usage view);
+//   - the live jobs' mix of single-server shapes (ShapesOf), and each
+//     server's GPUs, CPU and memory their placements take (the hosts the
+//     JobFabric policy weighs its shapes on);
+//   - the job table's rows (jobtable.go), with the server of a one-server
+//     placement numbered;
+//   - the usage index, while the workspaces and tenants are the same.
+//
+// Nothing that depends on the time or on a cycle's own decisions is kept.
+//
+// What changed is found without reading the jobs: a snapshot's jobs are
+// read-only and a job that changes is a new *domain.Job (the state's
+// Snapshotter shares its unchanged copies from one snapshot to the next
+// and copies the changed ones), so a job at the same place with the same
+// pointer as last cycle is unchanged, and only the others are read. A
+// caller that changes jobs in place must not use a Carry (the simulator
+// does, and calls Schedule). Jobs must come by ID, as every Source lists
+// them; a list that does not is summed whole.
+//
+// A Carry is not safe for concurrent use.
+type Carry struct {
+	// tbl is the jobs summed, by ID, with their rows (jobtable.go), which
+	// the cycle's passes read; spare the rows before, refilled at the
+	// next patch.
+	tbl   jobTable
+	spare []jobRow
+	// topo is the topology the per-server sums are of (a new one starts
+	// over).
+	topo   *domain.Topology
+	static *Static
+	used   map[[2]string]pairUse
+	shapes map[shapeTallyKey]*shapeTally
+	// Per server, by Static's numbering: GPU milli taken per GPU (one
+	// backing array, gpuOff[i] the server's first), CPU and memory.
+	gpuOff []int
+	gpu    []int
+	cpu    []int64
+	mem    []int64
+	// odd counts the live jobs whose GPU models could make two shapes one
+	// key (a model named with '|'): while there are any, the shapes are
+	// summed whole as ShapesOf does.
+	odd int
+	// ix is the usage index of the previous cycle, kept while the
+	// snapshot's workspaces and tenants are the same ones (by ref and
+	// name; their figures are read from the snapshot every cycle);
+	// ixTenant is each workspace's Tenant field it was numbered with.
+	ix       *usageIndex
+	ixTenant []string
+	ixKept   int // cycles that kept it (tests)
+	// syncs and resums count the cycles that patched the sums with some
+	// change and those that summed every job (tests).
+	syncs, resums int
+}
+
+// pairUse is the units a tenant/workspace pair's placed jobs hold, and how
+// many they are (an entry goes with its last job).
+type pairUse struct{ units, jobs int }
+
+type shapeTallyKey struct {
+	cpu         int64
+	gpus, milli int
+	models      string
+}
+
+type shapeTally struct {
+	n      int
+	mem    int64
+	models []string
+}
+
+// Schedule runs one cycle over s at time now, as Schedule(s, now) does,
+// taking the sums over s's jobs from the previous cycle's and the jobs
+// that changed since. s's jobs must not change in place after this call
+// (a changed job is a new *domain.Job).
+func (cr *Carry) Schedule(s *Snapshot, now time.Time) *Plan {
+	return schedule(s, now, cr)
+}
+
+// sync brings the sums and the table to s's jobs.
+func (cr *Carry) sync(s *Snapshot) {
+	if cr.topo != s.Topology || cr.static == nil || len(cr.tbl.pairs) > 2*len(s.Jobs)+4096 || !cr.patch(s.Jobs) {
+		st := s.Static
+		if st == nil || st.topo != s.Topology {
+			st = NewStatic(s.Topology)
+		}
+		cr.resum(s, st)
+	}
+	cr.topo = s.Topology
+}
+
+// patch applies the jobs that differ from the previous list; false (the
+// sums then unusable) when jobs do not come by ID, or when most changed.
+func (cr *Carry) patch(jobs []*domain.Job) bool {
+	prev, rows := cr.tbl.jobs, cr.tbl.rows
+	// A first pass finds the changes without touching the sums, so a list
+	// out of order leaves them to be summed whole.
+	type change struct {
+		old, cur *domain.Job
+	}
+	var changes []change
+	var last uint64
+	first := true
+	next := cr.spare[:0]
+	var fresh []int // the places in jobs of new and changed copies
+	i := 0
+	for k := 0; k < len(jobs); k++ {
+		j := jobs[k]
+		if i < len(prev) && prev[i] == j {
+			// The same copies: unchanged, their rows kept, a run at a
+			// time (the previous list was by ID, so a run is too).
+			if id := rows[i].id; !first && id <= last {
+				return false
+			}
+			start := i
+			for i < len(prev) && k < len(jobs) && prev[i] == jobs[k] {
+				i++
+				k++
+			}
+			k--
+			next = append(next, rows[start:i]...)
+			last, first = rows[i-1].id, false
+			continue
+		}
+		id := j.ID
+		if !first && id <= last {
+			return false
+		}
+		last, first = id, false
+		for i < len(prev) && rows[i].id < id {
+			changes = append(changes, change{old: prev[i]}) // gone
+			i++
+		}
+		c := change{cur: j}
+		if i < len(prev) && rows[i].id == id {
+			c.old = prev[i]
+			i++
+		}
+		changes = append(changes, c)
+		fresh = append(fresh, k)
+		next = append(next, jobRow{}) // made below, once the list is known good
+	}
+	for ; i < len(prev); i++ {
+		changes = append(changes, change{old: prev[i]})
+	}
+	if len(changes) > len(jobs)/2 {
+		// Most jobs are new copies (a source without versions): summing
+		// them whole costs less than taking each away and adding it again.
+		cr.spare = next
+		return false
+	}
+	for _, c := range changes {
+		if c.old != nil {
+			cr.add(c.old, -1)
+		}
+		if c.cur != nil {
+			cr.add(c.cur, 1)
+		}
+	}
+	// The rows of the new and changed jobs.
+	for _, k := range fresh {
+		next[k] = cr.rowOf(jobs[k])
+	}
+	cr.tbl.jobs = append(cr.tbl.jobs[:0], jobs...)
+	cr.tbl.rows, cr.spare = next, rows
+	if len(changes) > 0 {
+		cr.syncs++
+	}
+	return true
+}
+
+// resum sums every job of s again and makes every row.
+func (cr *Carry) resum(s *Snapshot, st *Static) {
+	cr.static = st
+	cr.used = map[[2]string]pairUse{}
+	cr.shapes = map[shapeTallyKey]*shapeTally{}
+	cr.odd = 0
+	n := len(st.servers)
+	cr.gpuOff = make([]int, n+1)
+	for i := range st.servers {
+		cr.gpuOff[i+1] = cr.gpuOff[i] + st.servers[i].s.GPUs
+	}
+	cr.gpu = make([]int, cr.gpuOff[n])
+	cr.cpu = make([]int64, n)
+	cr.mem = make([]int64, n)
+	for _, j := range s.Jobs {
+		cr.add(j, 1)
+	}
+	cr.tbl = jobTable{pairID: map[[2]string]int32{}, jobs: slices.Clone(s.Jobs), rows: make([]jobRow, 0, len(s.Jobs))}
+	for _, j := range s.Jobs {
+		cr.tbl.rows = append(cr.tbl.rows, cr.rowOf(j))
+	}
+	cr.spare = nil
+	cr.resums++
+}
+
+// add adds j's part to the sums (sign 1) or takes it away (-1).
+func (cr *Carry) add(j *domain.Job, sign int) {
+	if len(j.Placement) > 0 {
+		k := [2]string{j.Tenant, j.Workspace}
+		u := cr.used[k]
+		u.units += sign * held(j)
+		u.jobs += sign
+		if u.jobs == 0 {
+			delete(cr.used, k)
+		} else {
+			cr.used[k] = u
+		}
+		for _, p := range j.Placement {
+			i, ok := cr.static.byName[p.Server]
+			if !ok {
+				continue
+			}
+			cr.cpu[i] += int64(sign) * j.CPUMilli
+			cr.mem[i] += int64(sign) * j.MemoryMiB
+			gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
+			take := func(g, milli int) {
+				if g >= 0 && g < len(gs) {
+					gs[g] += sign * milli
+				}
+			}
+			for _, g := range p.GPUs {
+				if p.Share > 0 && len(p.MIG) == 0 {
+					take(g, domain.ShareUnits(p.Share)/Milli)
+				} else {
+					take(g, 1000)
+				}
+			}
+			for _, m := range p.MIG {
+				take(m.GPU, 1000)
+			}
+		}
+	}
+	// ShapesOf's tally, key by key.
+	k, n, ok := shapeOfJob(j)
+	if !ok {
+		return
+	}
+	ms := j.Models()
+	if k.gpus == 0 {
+		ms = nil
+	}
+	if slices.ContainsFunc(ms, func(m string) bool { return strings.Contains(m, "|") }) {
+		cr.odd += sign
+	}
+	t := cr.shapes[k]
+	if t == nil {
+		t = &shapeTally{models: slices.Clone(ms)}
+		cr.shapes[k] = t
+	}
+	t.n += sign * n
+	t.mem += int64(sign*n) * j.MemoryMiB
+	if t.n == 0 {
+		delete(cr.shapes, k)
+	}
+}
+
+// usageInto adds the held units to u, as usageOn's pass over the jobs
+// does.
+func (cr *Carry) usageInto(u *usage) {
+	for k, pu := range cr.used {
+		i, t := u.ix.of(k[0], k[1])
+		if i >= 0 {
+			u.used[i] += pu.units
+		}
+		if t >= 0 {
+			u.tUsed[t] += pu.units
+		}
+		u.usedTotal += pu.units
+	}
+}
+
+// shapesOf is ShapesOf(s.Jobs) from the tally; false while a model name
+// could merge two keys.
+func (cr *Carry) shapesOf() ([]Shape, bool) {
+	if cr.odd > 0 {
+		return nil, false
+	}
+	total := 0
+	keys := make([]shapeTallyKey, 0, len(cr.shapes))
+	for k, t := range cr.shapes {
+		keys = append(keys, k)
+		total += t.n
+	}
+	return shapesFromTally(keys, func(k shapeTallyKey) *shapeTally { return cr.shapes[k] }, total), true
+}
+
+// hosts is Snapshot.hosts from the per-server sums: a server's GPU keeps
+// 1000 milli less what its placements take, never below 0, which is what
+// taking each placement's part in turn, floored at 0, leaves (every part
+// is positive).
+func (cr *Carry) hosts(s *Snapshot) func(yield func(*Host) bool) {
+	return func(yield func(*Host) bool) {
+		st := cr.static
+		free := make([]int, len(cr.gpu))
+		for g, used := range cr.gpu {
+			free[g] = max(0, 1000-used)
+		}
+		hs := make([]Host, len(st.servers))
+		for i := range st.servers {
+			v := st.servers[i].s
+			hs[i] = Host{Name: v.Name, Model: v.GPUModel, Free: free[cr.gpuOff[i]:cr.gpuOff[i+1]:cr.gpuOff[i+1]], CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli - cr.cpu[i], MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB - cr.mem[i]}
+		}
+		for i := range hs {
+			if cond, ok := s.Nodes[hs[i].Name]; ok && !cond.Schedulable() {
+				continue
+			}
+			if !yield(&hs[i]) {
+				return
+			}
+		}
+	}
+}
+
+// usageIndex is newUsageIndex(s), the numbering kept from the previous
+// cycle when s has the same workspaces (each with the same ref and
+// tenant) and tenants: sorting 5,000 refs and building their maps again
+// every cycle gave the same numbers. The workspaces and tenants are s's.
+func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
+	if old := cr.ix; old != nil && len(old.ws) == len(s.Workspaces) && len(old.byRef) == len(old.ws) && len(old.tenants) == len(s.Tenants) {
+		ix := &usageIndex{ws: make([]*domain.Workspace, len(old.ws)), wsTenant: old.wsTenant, byRef: old.byRef,
+			tenants: make([]*domain.Tenant, len(old.tenants)), byTenant: old.byTenant, byPair: old.byPair}
+		same := true
+		for ref, i := range old.byRef {
+			w := s.Workspaces[ref]
+			if w == nil || w.Tenant != cr.ixTenant[i] || w.Ref() != ref {
+				same = false
+				break
+			}
+			ix.ws[i] = w
+		}
+		for name, i := range old.byTenant {
+			t, ok := s.Tenants[name]
+			if !ok {
+				same = false
+				break
+			}
+			ix.tenants[i] = t
+		}
+		if same {
+			cr.ixKept++
+			return ix
+		}
+	}
+	ix := newUsageIndex(s)
+	cr.ix = ix
+	cr.ixTenant = make([]string, len(ix.ws))
+	for i, w := range ix.ws {
+		cr.ixTenant[i] = w.Tenant
+	}
+	return ix
+}
+
+// rowOf is j's row with the server of its one placement numbered.
+func (cr *Carry) rowOf(j *domain.Job) jobRow {
+	r := cr.tbl.rowOf(j)
+	if len(j.Placement) == 1 {
+		if i, ok := cr.static.byName[j.Placement[0].Server]; ok {
+			r.srv = int32(i)
+		}
+	}
+	return r
+}

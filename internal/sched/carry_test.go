@@ -1,0 +1,204 @@
+package sched_test
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+	"github.com/jobfabric/jobfabric/internal/sched"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// TestCarryDecidesAlike drives a full cluster through cycles as the leader
+// does (jobs placed, preempted, released, requeued, ended and submitted,
+// each change a new copy of the job, as the state's Snapshotter hands them
+// out) and decides every cycle twice: through a Carry that keeps its sums
+// from the cycle before, and by Schedule, which sums every job. The plans
+// must be equal, reasons included, and the Carry's sums (the shapes and
+// hosts the JobFabric policy weighs, the units each workspace holds) must
+// be those summed over every job. Jobs ask CPU, memory and GPU models, so
+// every sum is exercised; a node is cordoned and the topology replaced
+// midway (the Carry then starts over).
+func TestCarryDecidesAlike(t *testing.T) {
+	gen := func(model string) *domain.Topology {
+		topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 12, GPUsPerServer: 8, GPUModel: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range topo.Servers() {
+			v.CPUMilli, v.MemoryMiB = int64(64000+32000*(i%2)), int64(512<<10)
+		}
+		return topo
+	}
+	patched, placements, preemptions := 0, 0, 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 18))
+		topo := gen("H100-80GB")
+		s, refs := drainSnapshot(topo, 30, 12, func(i int) domain.Isolation {
+			if i%4 == 0 {
+				return domain.IsolationServer
+			}
+			return domain.IsolationGPU
+		}, func(i int, w *domain.Workspace) {
+			w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight = 5, 96, 2, 1+i%3
+		})
+		s.Policy = sched.Policy{Grace: 20 * time.Second, ReclaimBackoff: time.Minute, HalfLife: 10 * time.Minute}
+		now := domaintest.Now
+		id := uint64(0)
+		submit := func(n int) {
+			for k := 0; k < n; k++ {
+				id++
+				w := s.Workspaces[refs[rng.IntN(len(refs))]]
+				spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0, Priority: rng.IntN(2),
+					CPUMilli: int64(1000 * rng.IntN(16)), MemoryMiB: int64(1024 * rng.IntN(64))}
+				switch r := rng.IntN(100); {
+				case r < 8:
+					spec.MIGProfile, spec.MIGCount = []string{"1g.10gb", "3g.40gb"}[rng.IntN(2)], 1+rng.IntN(2)
+				case r < 18:
+					spec.Share = []float64{0.25, 0.5}[rng.IntN(2)]
+				case r < 75:
+					spec.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
+				default:
+					spec.GPUs, spec.GPUsPerNode = []int{16, 32}[rng.IntN(2)], 8
+				}
+				if rng.IntN(5) == 0 && spec.MIGProfile == "" {
+					spec.GPUModels = []string{"H100-80GB", "H200-141GB"}
+				}
+				if rng.IntN(3) == 0 {
+					spec.ExpectedDurationSeconds = int64(60 * (1 + rng.IntN(60)))
+				}
+				s.Jobs = append(s.Jobs, &domain.Job{ID: id, JobSpec: spec, State: domain.JobPending, SubmittedAt: now})
+			}
+		}
+		submit(400)
+		var carry sched.Carry
+		for cycle := 0; cycle < 40; cycle++ {
+			switch cycle {
+			case 15:
+				s.Nodes = map[string]domain.NodeCondition{topo.Servers()[3].Name: {Server: topo.Servers()[3].Name, Cordoned: true}}
+			case 5:
+				// Workspaces' guarantees change (new copies, as a
+				// snapshot has them).
+				for _, ref := range refs[:6] {
+					w := *s.Workspaces[ref]
+					w.Guaranteed, w.LendLimit = w.Guaranteed+3, 0
+					s.Workspaces[ref] = &w
+				}
+			case 8:
+				// Another workspace and tenant come.
+				s.Tenants["late"] = &domain.Tenant{Name: "late", Isolation: domain.IsolationGPU}
+				nw := &domain.Workspace{Tenant: "late", Name: "w", Guaranteed: 8, BorrowLimit: 64, Weight: 1}
+				s.Workspaces[nw.Ref()] = nw
+				refs = append(refs, nw.Ref())
+			case 12:
+				// A workspace goes, its jobs left behind (an unknown
+				// workspace to the cycle); the same number comes back
+				// under another name, so only the names tell.
+				gone := s.Workspaces[refs[2]]
+				delete(s.Workspaces, refs[2])
+				nw := &domain.Workspace{Tenant: gone.Tenant, Name: "zz", Guaranteed: 4, BorrowLimit: 64, Weight: 2}
+				s.Workspaces[nw.Ref()] = nw
+				refs[2] = nw.Ref()
+			case 18:
+				// A tenant renamed, the same number of tenants.
+				delete(s.Tenants, "late")
+				s.Tenants["later"] = &domain.Tenant{Name: "later", Isolation: domain.IsolationServer}
+			case 25:
+				// A new topology, the same servers: every sum starts over.
+				next := gen("H100-80GB")
+				s.Topology, s.Static = next, sched.NewStatic(next)
+			}
+			shapes, ok, hosts, used := sched.CarrySums(&carry, s)
+			wShapes, wHosts, wUsed := sched.WholeSums(s)
+			if !ok || !reflect.DeepEqual(shapes, wShapes) {
+				t.Fatalf("seed %d cycle %d: the kept shapes differ from ShapesOf:\n%+v\n%+v", seed, cycle, shapes, wShapes)
+			}
+			if !reflect.DeepEqual(hosts, wHosts) {
+				t.Fatalf("seed %d cycle %d: the kept hosts differ from those of every job", seed, cycle)
+			}
+			if !reflect.DeepEqual(used, wUsed) {
+				t.Fatalf("seed %d cycle %d: the kept usage differs from the sum over every job:\n%v\n%v", seed, cycle, used, wUsed)
+			}
+			plan := carry.Schedule(s, now)
+			if full := sched.Schedule(s, now); !reflect.DeepEqual(plan, full) {
+				t.Fatalf("seed %d cycle %d: the plan through the Carry differs from the one summing every job:\n%+v\n%+v", seed, cycle, plan, full)
+			}
+			placements += len(plan.Placements)
+			preemptions += len(plan.Preemptions)
+			commitByCopy(s, plan, now, rng)
+			submit(5 + rng.IntN(25))
+			now = now.Add(time.Duration(10+rng.IntN(60)) * time.Second)
+		}
+		p, _, kept := sched.CarryStats(&carry)
+		patched += p
+		if kept < 30 {
+			t.Fatalf("seed %d: %d of 40 cycles kept the usage index", seed, kept)
+		}
+	}
+	// Most cycles must have patched the sums (the case under test), not
+	// summed every job again.
+	if patched < 4*40*3/4 {
+		t.Fatalf("%d of %d cycles patched the sums", patched, 4*40)
+	}
+	// And the plans must move work both ways (placements and preemptions
+	// are what change the sums).
+	t.Logf("%d cycles patched the sums; %d placements, %d preemptions", patched, placements, preemptions)
+	if placements < 1000 || preemptions < 20 {
+		t.Fatalf("%d placements and %d preemptions: not the churn this test is for", placements, preemptions)
+	}
+}
+
+// commitByCopy applies plan to s as the state machine does, each changed
+// job a new copy (the snapshot the plan was made from keeps its own):
+// releases requeue, preemptions start the grace period, placements run,
+// and some running jobs end.
+func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.Rand) {
+	placed := map[uint64][]domain.Placement{}
+	for _, p := range plan.Placements {
+		placed[p.JobID] = p.Placement
+	}
+	released := map[uint64]bool{}
+	for _, r := range plan.Releases {
+		released[r.JobID] = true
+	}
+	stopping := map[uint64]sched.Preemption{}
+	for _, p := range plan.Preemptions {
+		stopping[p.JobID] = p
+	}
+	var live []*domain.Job
+	for _, j := range s.Jobs {
+		_, stops := stopping[j.ID]
+		_, places := placed[j.ID]
+		r, reasoned := plan.Pending[j.ID]
+		reasoned = reasoned && !j.Reason.Equal(r)
+		ends := j.State == domain.JobRunning && !places && rng.IntN(8) == 0
+		if ends {
+			continue
+		}
+		if !released[j.ID] && !stops && !places && !reasoned {
+			live = append(live, j) // unchanged: the same copy
+			continue
+		}
+		cp := *j
+		j = &cp
+		if released[j.ID] {
+			j.State, j.Placement, j.PlacedAt, j.StopDeadline, j.PreemptedFor = domain.JobPending, nil, nil, nil, 0
+		}
+		if p, ok := stopping[j.ID]; ok {
+			d := p.Deadline
+			j.State, j.StopDeadline, j.PreemptedFor, j.BorrowNotBefore = domain.JobPreempting, &d, p.ForJob, p.BorrowBackoff
+		}
+		if pl, ok := placed[j.ID]; ok {
+			at := now
+			j.State, j.Placement, j.PlacedAt, j.Reason = domain.JobRunning, pl, &at, nil
+		} else if reasoned {
+			r := r
+			j.Reason = &r
+		}
+		live = append(live, j)
+	}
+	s.Jobs = live
+}
