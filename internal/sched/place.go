@@ -47,7 +47,10 @@ type statics struct {
 	byKey map[string]*staticSet
 	// noServer is noServer's answers, by noServerKey (none kept when the
 	// cycle is exhaustive).
-	noServer   map[string]string
+	noServer map[string]string
+	// gangMsg is gangFailure's wordings by what they read (none kept
+	// when the cycle is exhaustive).
+	gangMsg    map[gangMsgKey]string
 	exhaustive bool
 	lastJ      *domain.Job
 	lastT      *domain.Tenant
@@ -629,6 +632,32 @@ func (c *cluster) gangFailure(j *domain.Job, t *domain.Tenant, nodes, per int, m
 	if f.eligible == 0 {
 		return c.noServer(j, t, model)
 	}
+	if c.statics.exhaustive {
+		return gangMessage(nodes, per, model, f) // the equivalence tests' reference
+	}
+	// The wording is a function of its five inputs alone, and thousands
+	// of blocked gangs a cycle ask it with the same ones (formatting it
+	// was half of a refused gang's cost): kept per cycle by those inputs.
+	key := gangMsgKey{nodes: nodes, per: per, most: f.most, free: f.freeGPUs, model: model}
+	if msg, ok := c.statics.gangMsg[key]; ok {
+		return msg
+	}
+	msg := gangMessage(nodes, per, model, f)
+	if c.statics.gangMsg == nil {
+		c.statics.gangMsg = map[gangMsgKey]string{}
+	}
+	c.statics.gangMsg[key] = msg
+	return msg
+}
+
+// gangMsgKey is everything gangMessage reads.
+type gangMsgKey struct {
+	nodes, per, most, free int
+	model                  string
+}
+
+// gangMessage is gangFailure's wording when some server is eligible.
+func gangMessage(nodes, per int, model string, f freeStats) string {
 	return fmt.Sprintf("needs %d servers with %d free %s each (rail-aligned) in one fabric; %d servers have that now (%d free %s on eligible servers in all)",
 		nodes, per, model, f.most, f.freeGPUs, model)
 }
