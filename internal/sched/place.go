@@ -50,7 +50,9 @@ type statics struct {
 	noServer map[string]string
 	// gangMsg is gangFailure's wordings by what they read (none kept
 	// when the cycle is exhaustive).
-	gangMsg    map[gangMsgKey]string
+	gangMsg map[gangMsgKey]string
+	// sets is indexSets' answers by server size and GPUs per server.
+	sets       map[[2]int][][]int
 	exhaustive bool
 	lastJ      *domain.Job
 	lastT      *domain.Tenant
@@ -149,6 +151,22 @@ func indexSets(size, n int) [][]int {
 		add(start)
 	}
 	return out
+}
+
+// indexSets is indexSets(size, n), worked out once per cycle: placeGang
+// asks it for every gang tried, and only reads it (what it returns is
+// copied into placements).
+func (m *statics) indexSets(size, n int) [][]int {
+	k := [2]int{size, n}
+	if sets, ok := m.sets[k]; ok {
+		return sets
+	}
+	sets := indexSets(size, n)
+	if m.sets == nil {
+		m.sets = map[[2]int][][]int{}
+	}
+	m.sets[k] = sets
+	return sets
 }
 
 // lowestFree is the n lowest-indexed free GPUs of v (it has them).
@@ -396,7 +414,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	if sc := c.scans(); sc != nil && c.atLeast(per) < nodes {
 		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.gangFailure(j, t, nodes, per, model)}
 	}
-	sets := indexSets(size, per)
+	sets := c.statics.indexSets(size, per)
 	best := (*choice)(nil)
 	// Only servers with enough free GPUs are candidates; the cheap count
 	// checks go before the eligibility rules.

@@ -278,7 +278,10 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// takes nothing they are owed, and it must be served within the bound.
 	if first := blocked[q.ws.slot]; first != nil && q.prio <= first.prio && !q.within {
 		if first.reason.Code == "" {
-			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
+			// fmt's "waiting behind job %d of workspace %s, which is
+			// first in line", built without fmt: once per blocked
+			// workspace, thousands a cycle.
+			first.reason = domain.Reason{Code: ReasonGangOrder, Message: "waiting behind job " + strconv.FormatUint(first.id, 10) + " of workspace " + ref + ", which is first in line"}
 		}
 		return outcome{reason: first.reason}
 	}
