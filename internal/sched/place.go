@@ -686,30 +686,28 @@ type freeStats struct {
 	eligible, freeGPUs, most int
 }
 
-// eligibleFree computes freeStats, from the base cluster's scan cache when
-// it holds them for j's class: the static set (model, sites, driver) and,
-// for a server-isolated tenant, the tenant (which servers others hold
-// decides its eligibility); any other tenant is eligible on exactly the
-// servers no server-isolated tenant holds.
+// eligibleFree computes freeStats. The base cluster keeps them for j's
+// class: the static set (model, sites, driver) and, for a server-isolated
+// tenant, the tenant (which servers others hold decides its eligibility),
+// in its scan cache; any other tenant is eligible on exactly the servers
+// no server-isolated tenant holds, whose sums are kept server by server
+// (keptSums).
 func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeStats {
-	sc := c.scans()
-	var key freeKey
-	if sc != nil {
-		key = freeKey{set: c.statics.of(c, j, t), per: per}
-		if t.Isolation == domain.IsolationServer {
-			key.tenant = j.Tenant
+	if sc := c.scans(); sc != nil {
+		key := freeKey{set: c.statics.of(c, j, t), per: per}
+		if t.Isolation != domain.IsolationServer {
+			return c.keptSums(key.set, per, false).freeStats
 		}
+		key.tenant = j.Tenant
 		if f, ok := sc.free[key]; ok {
 			return f
 		}
-		if key.tenant != "" {
-			f := c.isolatedFree(sc, j, t, key.set, per)
-			if sc.free == nil {
-				sc.free = map[freeKey]freeStats{}
-			}
-			sc.free[key] = f
-			return f
+		f := c.isolatedFree(j, t, key.set, per)
+		if sc.free == nil {
+			sc.free = map[freeKey]freeStats{}
 		}
+		sc.free[key] = f
+		return f
 	}
 	var f freeStats
 	var fabrics map[string]int
@@ -726,12 +724,6 @@ func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeSta
 			fabrics[v.fabric]++
 			f.most = max(f.most, fabrics[v.fabric])
 		}
-	}
-	if sc != nil {
-		if sc.free == nil {
-			sc.free = map[freeKey]freeStats{}
-		}
-		sc.free[key] = f
 	}
 	return f
 }
