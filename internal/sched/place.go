@@ -47,7 +47,12 @@ type statics struct {
 	byKey map[string]*staticSet
 	// noServer is noServer's answers, by noServerKey (none kept when the
 	// cycle is exhaustive).
-	noServer   map[string]string
+	noServer map[string]string
+	// gangMsg is gangFailure's wordings by what they read (none kept
+	// when the cycle is exhaustive).
+	gangMsg map[gangMsgKey]string
+	// sets is indexSets' answers by server size and GPUs per server.
+	sets       map[[2]int][][]int
 	exhaustive bool
 	lastJ      *domain.Job
 	lastT      *domain.Tenant
@@ -146,6 +151,22 @@ func indexSets(size, n int) [][]int {
 		add(start)
 	}
 	return out
+}
+
+// indexSets is indexSets(size, n), worked out once per cycle: placeGang
+// asks it for every gang tried, and only reads it (what it returns is
+// copied into placements).
+func (m *statics) indexSets(size, n int) [][]int {
+	k := [2]int{size, n}
+	if sets, ok := m.sets[k]; ok {
+		return sets
+	}
+	sets := indexSets(size, n)
+	if m.sets == nil {
+		m.sets = map[[2]int][][]int{}
+	}
+	m.sets[k] = sets
+	return sets
 }
 
 // lowestFree is the n lowest-indexed free GPUs of v (it has them).
@@ -393,7 +414,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 	if sc := c.scans(); sc != nil && c.atLeast(per) < nodes {
 		return nil, "", domain.Reason{Code: ReasonCapacity, Message: c.gangFailure(j, t, nodes, per, model)}
 	}
-	sets := indexSets(size, per)
+	sets := c.statics.indexSets(size, per)
 	best := (*choice)(nil)
 	// Only servers with enough free GPUs are candidates; the cheap count
 	// checks go before the eligibility rules.
@@ -629,6 +650,32 @@ func (c *cluster) gangFailure(j *domain.Job, t *domain.Tenant, nodes, per int, m
 	if f.eligible == 0 {
 		return c.noServer(j, t, model)
 	}
+	if c.statics.exhaustive {
+		return gangMessage(nodes, per, model, f) // the equivalence tests' reference
+	}
+	// The wording is a function of its five inputs alone, and thousands
+	// of blocked gangs a cycle ask it with the same ones (formatting it
+	// was half of a refused gang's cost): kept per cycle by those inputs.
+	key := gangMsgKey{nodes: nodes, per: per, most: f.most, free: f.freeGPUs, model: model}
+	if msg, ok := c.statics.gangMsg[key]; ok {
+		return msg
+	}
+	msg := gangMessage(nodes, per, model, f)
+	if c.statics.gangMsg == nil {
+		c.statics.gangMsg = map[gangMsgKey]string{}
+	}
+	c.statics.gangMsg[key] = msg
+	return msg
+}
+
+// gangMsgKey is everything gangMessage reads.
+type gangMsgKey struct {
+	nodes, per, most, free int
+	model                  string
+}
+
+// gangMessage is gangFailure's wording when some server is eligible.
+func gangMessage(nodes, per int, model string, f freeStats) string {
 	return fmt.Sprintf("needs %d servers with %d free %s each (rail-aligned) in one fabric; %d servers have that now (%d free %s on eligible servers in all)",
 		nodes, per, model, f.most, f.freeGPUs, model)
 }
@@ -639,30 +686,28 @@ type freeStats struct {
 	eligible, freeGPUs, most int
 }
 
-// eligibleFree computes freeStats, from the base cluster's scan cache when
-// it holds them for j's class: the static set (model, sites, driver) and,
-// for a server-isolated tenant, the tenant (which servers others hold
-// decides its eligibility); any other tenant is eligible on exactly the
-// servers no server-isolated tenant holds.
+// eligibleFree computes freeStats. The base cluster keeps them for j's
+// class: the static set (model, sites, driver) and, for a server-isolated
+// tenant, the tenant (which servers others hold decides its eligibility),
+// in its scan cache; any other tenant is eligible on exactly the servers
+// no server-isolated tenant holds, whose sums are kept server by server
+// (keptSums).
 func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeStats {
-	sc := c.scans()
-	var key freeKey
-	if sc != nil {
-		key = freeKey{set: c.statics.of(c, j, t), per: per}
-		if t.Isolation == domain.IsolationServer {
-			key.tenant = j.Tenant
+	if sc := c.scans(); sc != nil {
+		key := freeKey{set: c.statics.of(c, j, t), per: per}
+		if t.Isolation != domain.IsolationServer {
+			return c.keptSums(key.set, per, false).freeStats
 		}
+		key.tenant = j.Tenant
 		if f, ok := sc.free[key]; ok {
 			return f
 		}
-		if key.tenant != "" {
-			f := c.isolatedFree(sc, j, t, key.set, per)
-			if sc.free == nil {
-				sc.free = map[freeKey]freeStats{}
-			}
-			sc.free[key] = f
-			return f
+		f := c.isolatedFree(j, t, key.set, per)
+		if sc.free == nil {
+			sc.free = map[freeKey]freeStats{}
 		}
+		sc.free[key] = f
+		return f
 	}
 	var f freeStats
 	var fabrics map[string]int
@@ -679,12 +724,6 @@ func (c *cluster) eligibleFree(j *domain.Job, t *domain.Tenant, per int) freeSta
 			fabrics[v.fabric]++
 			f.most = max(f.most, fabrics[v.fabric])
 		}
-	}
-	if sc != nil {
-		if sc.free == nil {
-			sc.free = map[freeKey]freeStats{}
-		}
-		sc.free[key] = f
 	}
 	return f
 }

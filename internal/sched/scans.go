@@ -28,9 +28,6 @@ type scanCache struct {
 	byFree []*server
 	// mig holds migCandidates' counts.
 	mig map[migKey]int
-	// alone holds, by static set and GPUs per server, the sums over the
-	// servers nobody holds (aloneFree).
-	alone map[freeKey]*aloneStats
 }
 
 // migKey is what decides how many servers a MIG job could try.
@@ -101,6 +98,9 @@ func (c *cluster) touched(i int) {
 	}
 	if c.owners != nil {
 		c.owners.dirty = append(c.owners.dirty, i)
+	}
+	if c.sums != nil {
+		c.changed = append(c.changed, i)
 	}
 	if c.rank != nil && !c.rank.off { // off: no tree is asked again
 		c.rank.note(c, i)
@@ -227,31 +227,90 @@ type aloneStats struct {
 // that no tenant holds (no holder, no exclusive tenant): every
 // server-isolated tenant may use those, and adds only the servers it is
 // alone on.
-func (c *cluster) aloneFree(sc *scanCache, set *staticSet, per int) *aloneStats {
-	key := freeKey{set: set, per: per}
-	if a, ok := sc.alone[key]; ok {
-		return a
-	}
-	a := &aloneStats{}
-	for i, v := range c.servers {
-		if !set.ok[i] || len(v.holders) > 0 || v.exclusive != "" {
-			continue
+func (c *cluster) aloneFree(set *staticSet, per int) *aloneStats {
+	return c.keptSums(set, per, true)
+}
+
+// sumsKey is a class of freeSums: the static set, the GPUs per server,
+// and whether only the servers nobody holds count (alone).
+type sumsKey struct {
+	set   *staticSet
+	per   int
+	alone bool
+}
+
+// freeSums are eligibleFree's sums over one class of servers, kept server
+// by server as the servers change (as freeHist is): summing the class
+// again after each placement was most of a refused gang's cost. A server
+// counts when it is in the static set and nobody holds it exclusively
+// (what eligible asks for a tenant that is not server-isolated: only a
+// server-isolated tenant is ever a server's exclusive holder), and, when
+// alone, nobody holds it at all (aloneFree).
+type freeSums struct {
+	aloneStats
+	key    sumsKey
+	cursor int    // the changes read (cluster.changed)
+	in     []bool // in[i]: server i counted
+	nfree  []int  // nfree[i]: its free GPUs as counted
+}
+
+// keptSums is the sums of a class, up to date; most is the largest count
+// of servers with per free GPUs in one fabric, as the scan's running
+// maximum ends.
+func (c *cluster) keptSums(set *staticSet, per int, alone bool) *aloneStats {
+	k := sumsKey{set: set, per: per, alone: alone}
+	s := c.sums[k]
+	if s == nil {
+		if c.sums == nil {
+			c.sums = map[sumsKey]*freeSums{}
 		}
-		a.eligible++
-		a.freeGPUs += v.nfree
-		if v.nfree >= per {
-			if a.fabrics == nil {
-				a.fabrics = map[string]int{}
-			}
-			a.fabrics[v.fabric]++
-			a.most = max(a.most, a.fabrics[v.fabric])
+		s = &freeSums{key: k, cursor: len(c.changed), in: make([]bool, len(c.servers)), nfree: make([]int, len(c.servers))}
+		s.fabrics = map[string]int{}
+		for i := range c.servers {
+			s.count(c, i)
 		}
+		c.sums[k] = s
+	} else {
+		if s.cursor == len(c.changed) {
+			return &s.aloneStats
+		}
+		for _, i := range c.changed[s.cursor:] {
+			s.uncount(c, i)
+			s.count(c, i)
+		}
+		s.cursor = len(c.changed)
 	}
-	if sc.alone == nil {
-		sc.alone = map[freeKey]*aloneStats{}
+	s.most = 0
+	for _, n := range s.fabrics {
+		s.most = max(s.most, n)
 	}
-	sc.alone[key] = a
-	return a
+	return &s.aloneStats
+}
+
+func (s *freeSums) count(c *cluster, i int) {
+	v := c.servers[i]
+	in := s.key.set.ok[i] && v.exclusive == "" && (!s.key.alone || len(v.holders) == 0)
+	s.in[i], s.nfree[i] = in, v.nfree
+	if !in {
+		return
+	}
+	s.eligible++
+	s.freeGPUs += v.nfree
+	if v.nfree >= s.key.per {
+		s.fabrics[v.fabric]++
+	}
+}
+
+func (s *freeSums) uncount(c *cluster, i int) {
+	if !s.in[i] {
+		return
+	}
+	s.eligible--
+	s.freeGPUs -= s.nfree[i]
+	if s.nfree[i] >= s.key.per {
+		s.fabrics[c.servers[i].fabric]--
+	}
+	s.in[i] = false
 }
 
 // isolatedFree is eligibleFree for a server-isolated tenant on the base
@@ -259,8 +318,8 @@ func (c *cluster) aloneFree(sc *scanCache, set *staticSet, per int) *aloneStats 
 // and those the tenant may be alone on (ownerIndex), each checked by
 // eligible. Every other server fails eligible for the tenant: another
 // tenant holds it first, or, held by none, it is another's exclusively.
-func (c *cluster) isolatedFree(sc *scanCache, j *domain.Job, t *domain.Tenant, set *staticSet, per int) freeStats {
-	a := c.aloneFree(sc, set, per)
+func (c *cluster) isolatedFree(j *domain.Job, t *domain.Tenant, set *staticSet, per int) freeStats {
+	a := c.aloneFree(set, per)
 	f := a.freeStats
 	var extra map[string]int
 	for _, i := range c.ownedBy(j.Tenant) {

@@ -99,6 +99,8 @@ type futureView struct {
 	// nextRelease is when running jobs are expected to start freeing GPUs
 	// (expectedRelease), computed once.
 	nextRelease *time.Time
+	// releaseNote is releaseNote's wording of nextRelease.
+	releaseNote string
 }
 
 type freeing struct {
@@ -276,7 +278,10 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// takes nothing they are owed, and it must be served within the bound.
 	if first := blocked[q.ws.slot]; first != nil && q.prio <= first.prio && !q.within {
 		if first.reason.Code == "" {
-			first.reason = domain.Reason{Code: ReasonGangOrder, Message: fmt.Sprintf("waiting behind job %d of workspace %s, which is first in line", first.id, ref)}
+			// fmt's "waiting behind job %d of workspace %s, which is
+			// first in line", built without fmt: once per blocked
+			// workspace, thousands a cycle.
+			first.reason = domain.Reason{Code: ReasonGangOrder, Message: "waiting behind job " + strconv.FormatUint(first.id, 10) + " of workspace " + ref + ", which is first in line"}
 		}
 		return outcome{reason: first.reason}
 	}
@@ -327,8 +332,8 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	}
 	plain := r // a reservation says more than when GPUs start to free up
 	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
-		if at, ok := st.expectedRelease(); ok {
-			r.Message += fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
+		if note, ok := st.releaseNote(); ok {
+			r.Message += note
 		}
 	}
 	// A job whose GPUs are being freed holds nothing back: the freed GPUs
@@ -416,6 +421,19 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 		st.fv.nextRelease = &best
 	}
 	return *st.fv.nextRelease, !st.fv.nextRelease.IsZero()
+}
+
+// releaseNote is what a capacity reason adds about expectedRelease,
+// worded once per cycle (thousands of blocked jobs add it).
+func (st *cycle) releaseNote() (string, bool) {
+	at, ok := st.expectedRelease()
+	if !ok {
+		return "", false
+	}
+	if st.fv.releaseNote == "" {
+		st.fv.releaseNote = fmt.Sprintf("; by the running jobs' expected durations and time limits, GPUs start to free up at %s", at.UTC().Format(time.RFC3339))
+	}
+	return st.fv.releaseNote, true
 }
 
 // shapeKey identifies what decides whether a job can be placed: its tenant

@@ -298,6 +298,10 @@ type cluster struct {
 	// owners indexes servers by the tenant that could be alone on them
 	// (scans.go), for server-isolated tenants' reasons.
 	owners *ownerIndex
+	// sums keeps eligibleFree's sums per class server by server, reading
+	// the servers changed since from changed (scans.go).
+	sums    map[sumsKey]*freeSums
+	changed []int
 	// rank keeps the servers ranked by score per request shape, asked
 	// the keys asked for once (ranked.go).
 	rank  *ranking
