@@ -407,6 +407,17 @@ func (p *policy) aclAllows(es, et *endpoint) bool {
 	if len(es.acl) == 0 {
 		return false
 	}
+	as := p.allowSet(es)
+	for _, pf := range et.prefixes {
+		if as.covers(pf) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowSet is es's allow-list indexed (es.acl must not be empty).
+func (p *policy) allowSet(es *endpoint) *allowSet {
 	key := &es.acl[0]
 	if len(es.ports) == 1 && es.ports[0].ACL != nil && len(es.ports[0].ACL.Allow) > 0 {
 		// Compiled intents share one allow-list per group.
@@ -417,12 +428,7 @@ func (p *policy) aclAllows(es, et *endpoint) bool {
 		as = newAllowSet(es.acl)
 		p.acls[key] = as
 	}
-	for _, pf := range et.prefixes {
-		if as.covers(pf) {
-			return true
-		}
-	}
-	return false
+	return as
 }
 
 func newAllowSet(allow []netip.Prefix) *allowSet {
@@ -554,4 +560,85 @@ func Reachability(it *fabric.Intent, e Enforcement) Matrix {
 		out[Endpoint(es.ref)] = reach
 	}
 	return out
+}
+
+// source is policy p seen from one source endpoint: what allows works out
+// from the source alone (its groups or its VRFs' unclassified tags, its
+// ACL's allow set) is worked out once for every destination it reaches.
+// allows(t, u) answers what p.allows(s, t, u) does.
+type source struct {
+	p      *policy
+	es     *endpoint
+	src    []uint16 // the groups its packets carry
+	as     *allowSet
+	asDone bool
+}
+
+func (p *policy) from(s int32) source {
+	es := &p.m.eps[s]
+	sp := source{p: p, es: es, src: es.groups}
+	if len(sp.src) == 0 {
+		sp.src = nil
+		for _, si := range es.inst {
+			if pol := p.m.insts[si].vrf.Policy; pol != nil && pol.Unclassified != 0 {
+				sp.src = append(sp.src, pol.Unclassified)
+			}
+		}
+	}
+	return sp
+}
+
+func (sp *source) allows(t, u int32) bool {
+	p := sp.p
+	es, et := sp.es, &p.m.eps[t]
+	gbp, acl := p.e == EnforceGroupPolicy, p.e == EnforceACL
+	if p.e == EnforceByNOS {
+		gbp = groupPolicyNOS(et.dev.NOS)
+		acl = !groupPolicyNOS(es.dev.NOS)
+	}
+	if acl && es.hasACL && !sp.aclAllows(et) {
+		return false
+	}
+	if gbp && !sp.groupAllows(et, u) {
+		return false
+	}
+	return true
+}
+
+// groupAllows is policy.groupAllows with the source's groups at hand.
+func (sp *source) groupAllows(et *endpoint, u int32) bool {
+	in := &sp.p.m.insts[u]
+	if in.vrf.Policy == nil {
+		return true
+	}
+	for _, gs := range sp.src {
+		if gs != 0 && gs == in.vrf.Policy.Switch {
+			return true
+		}
+	}
+	for _, gt := range et.groups {
+		for _, gs := range sp.src {
+			if gs == gt || in.contracts[[2]uint16{gs, gt}] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// aclAllows is policy.aclAllows with the source's allow set looked up
+// once.
+func (sp *source) aclAllows(et *endpoint) bool {
+	if len(sp.es.acl) == 0 {
+		return false
+	}
+	if !sp.asDone {
+		sp.as, sp.asDone = sp.p.allowSet(sp.es), true
+	}
+	for _, pf := range et.prefixes {
+		if sp.as.covers(pf) {
+			return true
+		}
+	}
+	return false
 }

@@ -216,17 +216,67 @@ func (x *expected) segmented(tenant string) bool {
 	return t != nil && t.JobSegmentation
 }
 
-// intended reports whether endpoints used by jobs js and jt of a segmented
-// tenant may talk: they share a job, or the input has a contract between
-// their jobs' groups.
-func (x *expected) intended(tenant string, js, jt []string) bool {
+// jobKeys are the owners' jobs resolved once for job isolation: each
+// (tenant, job) and each (tenant, group name) an integer, the contracts a
+// set of integer pairs, so that deciding whether two endpoints may talk
+// costs integer compares instead of string-keyed look-ups per pair.
+type jobKeys struct {
+	off       []int32  // endpoint e's keys are flat[off[e]:off[e+1]]
+	flat      []jobKey // in the order of the owner's jobs
+	contracts map[[2]int32]bool
+}
+
+type jobKey struct {
+	job   int32
+	group int32 // the job's group's name, -1 when the job has none
+}
+
+// jobKeys resolves the owner of every endpoint of a segmented tenant.
+func (v *verifier) jobKeys() *jobKeys {
+	k := &jobKeys{off: make([]int32, len(v.owners)+1), contracts: map[[2]int32]bool{}}
+	jobs, names := map[jobRef]int32{}, map[jobRef]int32{}
+	intern := func(ids map[jobRef]int32, r jobRef) int32 {
+		id, ok := ids[r]
+		if !ok {
+			id = int32(len(ids))
+			ids[r] = id
+		}
+		return id
+	}
+	for _, c := range v.in.Contracts {
+		a, b := intern(names, jobRef{c.Tenant, c.A}), intern(names, jobRef{c.Tenant, c.B})
+		k.contracts[[2]int32{a, b}] = true
+		k.contracts[[2]int32{b, a}] = true
+	}
+	for e, o := range v.owners {
+		k.off[e] = int32(len(k.flat))
+		if o == nil || !v.x.segmented(o.tenant) {
+			continue
+		}
+		for _, j := range o.jobs {
+			key := jobKey{job: intern(jobs, jobRef{o.tenant, j}), group: -1}
+			if g := v.x.groups[jobRef{o.tenant, j}]; g != nil {
+				key.group = intern(names, jobRef{o.tenant, g.Name})
+			}
+			k.flat = append(k.flat, key)
+		}
+	}
+	k.off[len(v.owners)] = int32(len(k.flat))
+	return k
+}
+
+func (k *jobKeys) of(e int32) []jobKey { return k.flat[k.off[e]:k.off[e+1]] }
+
+// intended reports whether endpoints used by jobs js and jt of one
+// segmented tenant may talk: they share a job, or the input has a contract
+// between their jobs' groups.
+func (k *jobKeys) intended(js, jt []jobKey) bool {
 	for _, a := range js {
 		for _, b := range jt {
-			if a == b {
+			if a.job == b.job {
 				return true
 			}
-			ga, gb := x.groups[jobRef{tenant, a}], x.groups[jobRef{tenant, b}]
-			if ga != nil && gb != nil && x.contracts[contractKey{tenant, ga.Name, gb.Name}] {
+			if a.group >= 0 && b.group >= 0 && len(k.contracts) > 0 && k.contracts[[2]int32{a.group, b.group}] {
 				return true
 			}
 		}

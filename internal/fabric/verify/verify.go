@@ -14,6 +14,12 @@ import (
 // returns a report listing every violation, in a fixed order. A nil intent
 // is verified as an empty one.
 func Verify(in fabric.Input, it *fabric.Intent) *Report {
+	return verifyWith(in, it, (*verifier).jobIsolation)
+}
+
+// verifyWith is Verify with the job-isolation check given (the tests run
+// the reference implementation through it).
+func verifyWith(in fabric.Input, it *fabric.Intent, jobIsolation func(*verifier) Check) *Report {
 	if it == nil {
 		it = &fabric.Intent{}
 	}
@@ -26,7 +32,7 @@ func Verify(in fabric.Input, it *fabric.Intent) *Report {
 	for e := range v.m.eps {
 		v.owners[e] = v.x.links[v.m.eps[e].ref]
 	}
-	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation(),
+	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), jobIsolation(v),
 		v.serverPorts(), v.underlayIsolation(), v.switchTraffic(), v.overlay()}}
 	r.Stats = Stats{Devices: len(it.Devices), VRFs: len(v.m.insts), Endpoints: len(v.m.eps), Jobs: len(v.x.jobs)}
 	for _, e := range v.m.eps {
@@ -525,16 +531,23 @@ func (v *verifier) tenantIsolation() Check {
 // input's contracts join the two jobs' groups; under group policy and
 // under the ACL fallback separately, since which one a leaf runs depends on
 // its NOS.
+//
+// At 100,000 GPUs this is millions of endpoint pairs, so what does not
+// depend on the pair is worked out once: the owners' jobs, groups and
+// contracts as integers (jobKeys), the routes of each instance (they
+// depend on the instance, not on the endpoint), and the policy's view of
+// each source (source). The failures are the reference's, in its order
+// (TestJobIsolationMatchesReference).
 func (v *verifier) jobIsolation() Check {
 	cb := newCheck(CheckJobIsolation, "in a segmented tenant no job reaches another job (default deny, allow within a group and per contract), under group policy and ACLs alike")
 	m := v.m
-	forms := []struct {
+	forms := [2]struct {
 		rule string
 		pol  *policy
-	}{{RuleReachJobGBP, newPolicy(m, EnforceGroupPolicy)}, {RuleReachJobACL, newPolicy(m, EnforceACL)}}
-	stamp := make([]int32, len(m.insts))
-	mark := int32(0)
-	var routes []int32
+		src  source
+	}{{rule: RuleReachJobGBP, pol: newPolicy(m, EnforceGroupPolicy)}, {rule: RuleReachJobACL, pol: newPolicy(m, EnforceACL)}}
+	keys := v.jobKeys()
+	routes := newRouteCache(m)
 	for s := range m.eps {
 		so := v.owner(int32(s))
 		if so == nil || !v.x.segmented(so.tenant) {
@@ -544,18 +557,20 @@ func (v *verifier) jobIsolation() Check {
 			cb.fail(RuleSharedLink, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "serves jobs %s of segmented tenant %q: the network cannot separate jobs that share a link",
 				strings.Join(so.jobs, ", "), so.tenant)
 		}
+		ks := keys.of(int32(s))
+		for f := range forms {
+			forms[f].src = forms[f].pol.from(int32(s))
+		}
 		for _, vi := range m.eps[s].inst {
-			mark++
-			routes = m.routesFrom(vi, routes, stamp, mark)
-			for _, u := range routes {
+			for _, u := range routes.from(vi) {
 				for _, t := range m.insts[u].eps {
 					to := v.owner(t)
-					if t == int32(s) || to == nil || to.tenant != so.tenant || v.x.intended(so.tenant, so.jobs, to.jobs) {
+					if t == int32(s) || to == nil || to.tenant != so.tenant || keys.intended(ks, keys.of(t)) {
 						continue
 					}
-					for _, f := range forms {
-						if f.pol.allows(int32(s), t, u) {
-							cb.fail(f.rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q in %s",
+					for f := range forms {
+						if forms[f].src.allows(t, u) {
+							cb.fail(forms[f].rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q in %s",
 								jobList(so.jobs), m.name(t), jobList(to.jobs), so.tenant, m.instName(u))
 						}
 					}
@@ -565,17 +580,45 @@ func (v *verifier) jobIsolation() Check {
 		if l2 := m.eps[s].l2vni; l2 != 0 {
 			for _, t := range m.l2[l2] {
 				to := v.owner(t)
-				if t == int32(s) || to == nil || to.tenant != so.tenant || v.x.intended(so.tenant, so.jobs, to.jobs) || !m.bridged(int32(s), t) {
+				if t == int32(s) || to == nil || to.tenant != so.tenant || keys.intended(ks, keys.of(t)) || !m.bridged(int32(s), t) {
 					continue
 				}
-				for _, f := range forms {
-					cb.fail(f.rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q: bridged over L2VNI %d, no policy applies",
+				for f := range forms {
+					cb.fail(forms[f].rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q: bridged over L2VNI %d, no policy applies",
 						jobList(so.jobs), m.name(t), jobList(to.jobs), so.tenant, l2)
 				}
 			}
 		}
 	}
 	return cb.done()
+}
+
+// routeCache memoizes routesFrom per instance: job isolation asks for the
+// routes of an instance once per endpoint bound to it.
+type routeCache struct {
+	m     *model
+	start []int32 // per instance: offset in flat + 1; 0 = not yet computed
+	end   []int32
+	flat  []int32
+	stamp []int32
+	mark  int32
+	buf   []int32
+}
+
+func newRouteCache(m *model) *routeCache {
+	return &routeCache{m: m, start: make([]int32, len(m.insts)), end: make([]int32, len(m.insts)), stamp: make([]int32, len(m.insts))}
+}
+
+// from is m.routesFrom(v); the slice is valid until the next call.
+func (c *routeCache) from(v int32) []int32 {
+	if c.start[v] == 0 {
+		c.mark++
+		c.buf = c.m.routesFrom(v, c.buf, c.stamp, c.mark)
+		c.start[v] = int32(len(c.flat)) + 1
+		c.flat = append(c.flat, c.buf...)
+		c.end[v] = int32(len(c.flat))
+	}
+	return c.flat[c.start[v]-1 : c.end[v]]
 }
 
 func jobList(jobs []string) string {
