@@ -117,8 +117,6 @@ func (m *model) instName(i int32) string {
 }
 
 func buildModel(it *fabric.Intent) *model {
-	m := &model{it: it, epIdx: map[fabric.LinkRef]int32{}, exporters: map[fabric.RouteTarget][]int32{},
-		l2: map[uint32][]int32{}, byName: map[*fabric.Device][]int32{}}
 	devs := make([]*fabric.Device, len(it.Devices))
 	nv, np := 0, 0
 	for i := range it.Devices {
@@ -126,6 +124,10 @@ func buildModel(it *fabric.Intent) *model {
 		nv += len(devs[i].VRFs)
 		np += len(devs[i].Ports)
 	}
+	// Sized up front: at 100,000 GPUs growing these maps is a good part
+	// of the model's cost.
+	m := &model{it: it, epIdx: make(map[fabric.LinkRef]int32, np), exporters: map[fabric.RouteTarget][]int32{},
+		l2: map[uint32][]int32{}, byName: make(map[*fabric.Device][]int32, len(devs))}
 	m.insts = make([]instance, 0, nv)
 	m.eps = make([]endpoint, 0, np)
 	// The compiler sorts devices; a hand-edited intent may not be.
@@ -176,7 +178,11 @@ func buildModel(it *fabric.Intent) *model {
 			}
 			e := &m.eps[ei]
 			e.ports = append(e.ports, p)
-			e.prefixes = append(e.prefixes, p.Prefixes()...)
+			if e.prefixes == nil {
+				e.prefixes = p.Prefixes() // a fresh slice: no copy needed
+			} else {
+				e.prefixes = append(e.prefixes, p.Prefixes()...)
+			}
 			if p.Group != 0 {
 				e.groups = append(e.groups, p.Group)
 			}
@@ -572,11 +578,16 @@ type source struct {
 	src    []uint16 // the groups its packets carry
 	as     *allowSet
 	asDone bool
+	// last is groupAllows' last answer: destinations in one instance and
+	// group (the ports of one job) get the same one.
+	lastU      int32
+	lastGroups []uint16
+	lastOK     bool
 }
 
 func (p *policy) from(s int32) source {
 	es := &p.m.eps[s]
-	sp := source{p: p, es: es, src: es.groups}
+	sp := source{p: p, es: es, src: es.groups, lastU: -1}
 	if len(sp.src) == 0 {
 		sp.src = nil
 		for _, si := range es.inst {
@@ -599,8 +610,13 @@ func (sp *source) allows(t, u int32) bool {
 	if acl && es.hasACL && !sp.aclAllows(et) {
 		return false
 	}
-	if gbp && !sp.groupAllows(et, u) {
-		return false
+	if gbp {
+		if u != sp.lastU || !slices.Equal(et.groups, sp.lastGroups) {
+			sp.lastU, sp.lastGroups, sp.lastOK = u, et.groups, sp.groupAllows(et, u)
+		}
+		if !sp.lastOK {
+			return false
+		}
 	}
 	return true
 }

@@ -47,8 +47,19 @@ type job struct {
 }
 
 func deriveExpected(in fabric.Input) *expected {
-	x := &expected{tenants: map[string]*domain.Tenant{}, links: map[fabric.LinkRef]*owner{}, cables: map[fabric.LinkRef]bool{},
-		groups: map[jobRef]*fabric.Group{}, named: map[jobRef]*fabric.Group{}, contracts: map[contractKey]bool{}}
+	// Maps sized up front: at 100,000 GPUs growing them is a good part of
+	// the cost.
+	ncables, nservers := 0, 0
+	if in.Topology != nil {
+		for si := range in.Topology.Sites {
+			for fi := range in.Topology.Sites[si].Fabrics {
+				ncables += len(in.Topology.Sites[si].Fabrics[fi].Cables)
+				nservers += len(in.Topology.Sites[si].Fabrics[fi].Servers)
+			}
+		}
+	}
+	x := &expected{tenants: make(map[string]*domain.Tenant, len(in.Tenants)), links: make(map[fabric.LinkRef]*owner, ncables), cables: make(map[fabric.LinkRef]bool, ncables),
+		groups: make(map[jobRef]*fabric.Group, len(in.Groups)), named: make(map[jobRef]*fabric.Group, len(in.Groups)), contracts: make(map[contractKey]bool, 2*len(in.Contracts))}
 	problem := func(format string, args ...any) {
 		x.problems = append(x.problems, Failure{Rule: RuleInput, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -61,7 +72,7 @@ func deriveExpected(in fabric.Input) *expected {
 		links []fabric.LinkRef // per NIC; zero when uncabled
 		whole string
 	}
-	servers := map[string]*srv{}
+	servers := make(map[string]*srv, nservers)
 	if in.Topology != nil {
 		for si := range in.Topology.Sites {
 			for fi := range in.Topology.Sites[si].Fabrics {
@@ -84,7 +95,7 @@ func deriveExpected(in fabric.Input) *expected {
 			}
 		}
 	}
-	jobs := map[jobRef]*job{}
+	jobs := make(map[jobRef]*job, len(in.Allocations))
 	for i, a := range in.Allocations {
 		t := x.tenants[a.Tenant]
 		s := servers[a.Server]
@@ -153,6 +164,7 @@ func deriveExpected(in fabric.Input) *expected {
 	for _, o := range x.links {
 		slices.Sort(o.jobs)
 	}
+	x.jobs = make([]job, 0, len(jobs))
 	for _, j := range jobs {
 		slices.SortFunc(j.links, compareRefs)
 		x.jobs = append(x.jobs, *j)
@@ -234,7 +246,7 @@ type jobKey struct {
 // jobKeys resolves the owner of every endpoint of a segmented tenant.
 func (v *verifier) jobKeys() *jobKeys {
 	k := &jobKeys{off: make([]int32, len(v.owners)+1), contracts: map[[2]int32]bool{}}
-	jobs, names := map[jobRef]int32{}, map[jobRef]int32{}
+	jobs, names := make(map[jobRef]int32, len(v.x.jobs)), make(map[jobRef]int32, len(v.in.Groups))
 	intern := func(ids map[jobRef]int32, r jobRef) int32 {
 		id, ok := ids[r]
 		if !ok {

@@ -24,6 +24,7 @@ func verifyWith(in fabric.Input, it *fabric.Intent, jobIsolation func(*verifier)
 		it = &fabric.Intent{}
 	}
 	v := &verifier{in: in, m: buildModel(it), x: deriveExpected(in)}
+	v.routes = newRouteCache(v.m)
 	v.tenantOf = make([]string, len(v.m.insts))
 	for i := range v.m.insts {
 		v.tenantOf[i] = v.m.insts[i].vrf.Tenant
@@ -57,6 +58,9 @@ type verifier struct {
 	// owners is owner's answer by endpoint, looked up once: the isolation
 	// checks ask it for every pair of endpoints that reach each other.
 	owners []*owner
+	// routes are the instances' routes, walked once for both isolation
+	// checks.
+	routes *routeCache
 }
 
 // owner is the tenant the input says holds endpoint e ("" for none).
@@ -478,14 +482,11 @@ func (v *verifier) tenantIsolation() Check {
 			}
 		}
 	}
-	stamp := make([]int32, len(m.insts))
-	var routes []int32
 	for vi := range m.insts {
 		if len(m.insts[vi].eps) == 0 {
 			continue
 		}
-		routes = m.routesFrom(int32(vi), routes, stamp, int32(vi+1))
-		for _, u := range routes {
+		for _, u := range v.routes.from(int32(vi)) {
 			if own[vi] != mixed && own[vi] == own[u] {
 				continue
 			}
@@ -547,7 +548,7 @@ func (v *verifier) jobIsolation() Check {
 		src  source
 	}{{rule: RuleReachJobGBP, pol: newPolicy(m, EnforceGroupPolicy)}, {rule: RuleReachJobACL, pol: newPolicy(m, EnforceACL)}}
 	keys := v.jobKeys()
-	routes := newRouteCache(m)
+	routes := v.routes
 	for s := range m.eps {
 		so := v.owner(int32(s))
 		if so == nil || !v.x.segmented(so.tenant) {
@@ -593,8 +594,8 @@ func (v *verifier) jobIsolation() Check {
 	return cb.done()
 }
 
-// routeCache memoizes routesFrom per instance: job isolation asks for the
-// routes of an instance once per endpoint bound to it.
+// routeCache memoizes routesFrom per instance: tenant isolation asks for
+// the routes of each instance, job isolation once per endpoint bound to it.
 type routeCache struct {
 	m     *model
 	start []int32 // per instance: offset in flat + 1; 0 = not yet computed
