@@ -133,6 +133,10 @@ func buildModel(it *fabric.Intent) *model {
 	// The compiler sorts devices; a hand-edited intent may not be.
 	slices.SortStableFunc(devs, func(a, b *fabric.Device) int { return strings.Compare(a.Name, b.Name) })
 	m.devs = devs
+	// An endpoint's first port and first instance come from these slabs
+	// (capacity 1 each, so a second one is appended elsewhere): one
+	// allocation instead of one per endpoint.
+	portSlab, instSlab := make([]*fabric.Port, 0, np), make([]int32, 0, np)
 	for _, d := range devs {
 		first := int32(len(m.insts))
 		// VRFs by name (the compiler sorts them; an edited intent may not).
@@ -177,7 +181,12 @@ func buildModel(it *fabric.Intent) *model {
 				m.eps = append(m.eps, endpoint{ref: ref, dev: d})
 			}
 			e := &m.eps[ei]
-			e.ports = append(e.ports, p)
+			if e.ports == nil {
+				portSlab = append(portSlab, p)
+				e.ports = portSlab[len(portSlab)-1 : len(portSlab) : len(portSlab)]
+			} else {
+				e.ports = append(e.ports, p)
+			}
 			if e.prefixes == nil {
 				e.prefixes = p.Prefixes() // a fresh slice: no copy needed
 			} else {
@@ -197,11 +206,33 @@ func buildModel(it *fabric.Intent) *model {
 				continue
 			}
 			for _, ii := range m.lookup(d, p.VRF) {
-				if !slices.Contains(e.inst, ii) {
+				switch {
+				case e.inst == nil:
+					instSlab = append(instSlab, ii)
+					e.inst = instSlab[len(instSlab)-1 : len(instSlab) : len(instSlab)]
+				case !slices.Contains(e.inst, ii):
 					e.inst = append(e.inst, ii)
 				}
 			}
 		}
+	}
+	// Each instance's endpoints, in one slab sized by a first count.
+	nbound := make([]int32, len(m.insts))
+	total := 0
+	for ei := range m.eps {
+		for _, ii := range m.eps[ei].inst {
+			nbound[ii]++
+			total++
+		}
+	}
+	epSlab := make([]int32, total)
+	off := 0
+	for ii := range m.insts {
+		n := int(nbound[ii])
+		if n > 0 {
+			m.insts[ii].eps = epSlab[off : off : off+n]
+		}
+		off += n
 	}
 	for ei := range m.eps {
 		e := &m.eps[ei]

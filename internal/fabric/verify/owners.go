@@ -96,6 +96,10 @@ func deriveExpected(in fabric.Input) *expected {
 		}
 	}
 	jobs := make(map[jobRef]*job, len(in.Allocations))
+	// Owners, jobs and an owner's first job come from slabs: a few
+	// allocations instead of one or two per link and job.
+	ownerSlab, jobSlab := make([]owner, 0, ncables), make([]job, 0, len(in.Allocations))
+	firstJob := make([]string, 0, ncables)
 	for i, a := range in.Allocations {
 		t := x.tenants[a.Tenant]
 		s := servers[a.Server]
@@ -107,12 +111,12 @@ func deriveExpected(in fabric.Input) *expected {
 			problem("allocations[%d] names server %q, which the topology does not have", i, a.Server)
 			continue
 		}
-		held := map[int]bool{}
+		var held gpuSet
 		for _, g := range a.GPUs {
 			if g < 0 || g >= s.s.GPUs {
 				problem("allocations[%d] holds GPU %d of server %s, which has %d", i, g, a.Server, s.s.GPUs)
 			}
-			held[g] = true
+			held.add(g)
 		}
 		whole := a.Whole || t.Isolation == domain.IsolationServer
 		if whole {
@@ -125,7 +129,12 @@ func deriveExpected(in fabric.Input) *expected {
 		if a.JobID != "" {
 			k := jobRef{a.Tenant, a.JobID}
 			if j = jobs[k]; j == nil {
-				j = &job{tenant: a.Tenant, id: a.JobID}
+				if len(jobSlab) < cap(jobSlab) {
+					jobSlab = append(jobSlab, job{tenant: a.Tenant, id: a.JobID})
+					j = &jobSlab[len(jobSlab)-1]
+				} else {
+					j = &job{tenant: a.Tenant, id: a.JobID}
+				}
 				jobs[k] = j
 			}
 		}
@@ -133,20 +142,29 @@ func deriveExpected(in fabric.Input) *expected {
 			if ref == (fabric.LinkRef{}) {
 				continue
 			}
-			own := held[s.s.NICs[ni].GPU]
+			own := held.has(s.s.NICs[ni].GPU)
 			if !whole && !own {
 				continue
 			}
 			o := x.links[ref]
 			if o == nil {
-				o = &owner{tenant: a.Tenant}
+				if len(ownerSlab) < cap(ownerSlab) {
+					ownerSlab = append(ownerSlab, owner{tenant: a.Tenant})
+					o = &ownerSlab[len(ownerSlab)-1]
+				} else {
+					o = &owner{tenant: a.Tenant}
+				}
 				x.links[ref] = o
 			} else if o.tenant != a.Tenant {
 				problem("link %s/%s of server %s is held by tenants %q and %q", ref.Leaf, ref.Port, a.Server, o.tenant, a.Tenant)
 				continue
 			}
 			if j != nil && (a.Whole || own) {
-				if !slices.Contains(o.jobs, a.JobID) {
+				switch {
+				case o.jobs == nil && len(firstJob) < cap(firstJob):
+					firstJob = append(firstJob, a.JobID)
+					o.jobs = firstJob[len(firstJob)-1 : len(firstJob) : len(firstJob)]
+				case !slices.Contains(o.jobs, a.JobID):
 					o.jobs = append(o.jobs, a.JobID)
 				}
 				if !slices.Contains(j.links, ref) {
@@ -164,12 +182,13 @@ func deriveExpected(in fabric.Input) *expected {
 	for _, o := range x.links {
 		slices.Sort(o.jobs)
 	}
-	x.jobs = make([]job, 0, len(jobs))
+	// Sorted as pointers: a job is too large to swap cheaply.
+	sorted := make([]*job, 0, len(jobs))
 	for _, j := range jobs {
 		slices.SortFunc(j.links, compareRefs)
-		x.jobs = append(x.jobs, *j)
+		sorted = append(sorted, j)
 	}
-	slices.SortFunc(x.jobs, func(a, b job) int {
+	slices.SortFunc(sorted, func(a, b *job) int {
 		if a.tenant != b.tenant {
 			if a.tenant < b.tenant {
 				return -1
@@ -178,6 +197,10 @@ func deriveExpected(in fabric.Input) *expected {
 		}
 		return compareJobIDs(a.id, b.id)
 	})
+	x.jobs = make([]job, len(sorted))
+	for i, j := range sorted {
+		x.jobs[i] = *j
+	}
 	for i := range in.Groups {
 		g := &in.Groups[i]
 		x.named[jobRef{g.Tenant, g.Name}] = g
@@ -190,6 +213,31 @@ func deriveExpected(in fabric.Input) *expected {
 		x.contracts[contractKey{c.Tenant, c.B, c.A}] = true
 	}
 	return x
+}
+
+// gpuSet is the GPUs an allocation holds: a bitmask for the first 64 (a
+// server has 8), a map for the rest, so the common case allocates nothing.
+type gpuSet struct {
+	low  uint64
+	rest map[int]bool
+}
+
+func (s *gpuSet) add(g int) {
+	if g >= 0 && g < 64 {
+		s.low |= 1 << g
+		return
+	}
+	if s.rest == nil {
+		s.rest = map[int]bool{}
+	}
+	s.rest[g] = true
+}
+
+func (s *gpuSet) has(g int) bool {
+	if g >= 0 && g < 64 {
+		return s.low&(1<<g) != 0
+	}
+	return s.rest[g]
 }
 
 func compareRefs(a, b fabric.LinkRef) int {

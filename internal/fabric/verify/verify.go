@@ -24,7 +24,6 @@ func verifyWith(in fabric.Input, it *fabric.Intent, jobIsolation func(*verifier)
 		it = &fabric.Intent{}
 	}
 	v := &verifier{in: in, m: buildModel(it), x: deriveExpected(in)}
-	v.routes = newRouteCache(v.m)
 	v.tenantOf = make([]string, len(v.m.insts))
 	for i := range v.m.insts {
 		v.tenantOf[i] = v.m.insts[i].vrf.Tenant
@@ -58,9 +57,6 @@ type verifier struct {
 	// owners is owner's answer by endpoint, looked up once: the isolation
 	// checks ask it for every pair of endpoints that reach each other.
 	owners []*owner
-	// routes are the instances' routes, walked once for both isolation
-	// checks.
-	routes *routeCache
 }
 
 // owner is the tenant the input says holds endpoint e ("" for none).
@@ -87,7 +83,8 @@ func (v *verifier) links() Check {
 	m := v.m
 	for ei := range m.eps {
 		e := &m.eps[ei]
-		var vrfs []string
+		var buf [2]string
+		vrfs := buf[:0]
 		for _, p := range e.ports {
 			if p.VRF == "" {
 				if p.Tenant != "" {
@@ -149,7 +146,9 @@ func (v *verifier) tenantIDs() Check {
 		reported[key] = true
 		return true
 	}
-	claimVNI := func(vni uint32, tenant string, at use, dev, obj, what string) {
+	// claimVNI's object is obj, or "vrf "+obj when isVRF (built only for
+	// a failure).
+	claimVNI := func(vni uint32, tenant string, at use, dev, obj string, isVRF bool, what string) {
 		if vni == 0 {
 			return
 		}
@@ -157,6 +156,9 @@ func (v *verifier) tenantIDs() Check {
 			at.tenant = tenant
 			vniUse[vni] = at
 		} else if u.tenant != tenant && once(fmt.Sprintf("vni %d %s", vni, tenant)) {
+			if isVRF {
+				obj = "vrf " + obj
+			}
 			cb.fail(RuleVNIShared, dev, obj, "%s %d of tenant %q is also used by tenant %q (%s)", what, vni, tenant, u.tenant, where(u))
 		}
 	}
@@ -173,7 +175,7 @@ func (v *verifier) tenantIDs() Check {
 		} else if u.tenant != vr.Tenant && once("vrf "+vr.Name+" "+vr.Tenant) {
 			cb.fail(RuleVRFShared, d.Name, "vrf "+vr.Name, "VRF %s is tenant %q's here and tenant %q's on %s", vr.Name, vr.Tenant, u.tenant, m.insts[u.inst].dev.Name)
 		}
-		claimVNI(vr.L3VNI, vr.Tenant, here, d.Name, "vrf "+vr.Name, "L3VNI")
+		claimVNI(vr.L3VNI, vr.Tenant, here, d.Name, vr.Name, true, "L3VNI")
 		l3vni[vr.L3VNI] = true
 		if rds.add(vr.RD) {
 			cb.fail(RuleRDShared, d.Name, "vrf "+vr.Name, "route distinguisher %s is also %s's", vr.RD, v.firstRD(vr.RD))
@@ -222,17 +224,18 @@ func (v *verifier) tenantIDs() Check {
 		dev  *fabric.Device
 		vlan uint16
 	}
-	vlanUse := map[devVLAN]string{}
+	vlanUse := map[devVLAN]int32{} // the instance whose L3 VLAN it is
+	l3VLANOf := func(ii int32) string { return "the L3 VLAN of vrf " + m.insts[ii].vrf.Name }
 	for ii := range m.insts {
 		in := &m.insts[ii]
 		if in.vrf.L3VLAN == 0 {
 			continue
 		}
-		k, what := devVLAN{in.dev, in.vrf.L3VLAN}, "the L3 VLAN of vrf "+in.vrf.Name
+		k := devVLAN{in.dev, in.vrf.L3VLAN}
 		if other, ok := vlanUse[k]; ok {
-			cb.fail(RuleVLANShared, in.dev.Name, "vrf "+in.vrf.Name, "L3 VLAN %d is also %s", in.vrf.L3VLAN, other)
+			cb.fail(RuleVLANShared, in.dev.Name, "vrf "+in.vrf.Name, "L3 VLAN %d is also %s", in.vrf.L3VLAN, l3VLANOf(other))
 		} else {
-			vlanUse[k] = what
+			vlanUse[k] = int32(ii)
 		}
 	}
 	if len(vlanUse) > 0 {
@@ -240,7 +243,7 @@ func (v *verifier) tenantIDs() Check {
 			e := &m.eps[ei]
 			for _, p := range e.ports {
 				if other, ok := vlanUse[devVLAN{e.dev, p.VLAN}]; ok && p.VLAN != 0 {
-					cb.fail(RuleVLANShared, e.ref.Leaf, e.ref.Port, "link VLAN %d is also %s", p.VLAN, other)
+					cb.fail(RuleVLANShared, e.ref.Leaf, e.ref.Port, "link VLAN %d is also %s", p.VLAN, l3VLANOf(other))
 				}
 			}
 		}
@@ -253,7 +256,7 @@ func (v *verifier) tenantIDs() Check {
 			if p.L2VNI == 0 {
 				continue
 			}
-			claimVNI(p.L2VNI, p.Tenant, use{inst: -1, ep: int32(ei)}, e.ref.Leaf, e.ref.Port, "L2VNI")
+			claimVNI(p.L2VNI, p.Tenant, use{inst: -1, ep: int32(ei)}, e.ref.Leaf, e.ref.Port, false, "L2VNI")
 			name := m.name(int32(ei))
 			if other, ok := l2[p.L2VNI]; ok && other != name {
 				cb.fail(RuleVNIReused, e.ref.Leaf, e.ref.Port, "L2VNI %d is also link %s's: two links in one bridge domain", p.L2VNI, other)
@@ -340,7 +343,8 @@ func (v *verifier) jobEndpoints() Check {
 				continue
 			}
 			e := &m.eps[ei]
-			var in, other []string
+			var inBuf, otherBuf [2]string
+			in, other := inBuf[:0], otherBuf[:0]
 			for _, ii := range e.inst {
 				if v.tenantOf[ii] == j.tenant {
 					in = append(in, m.insts[ii].vrf.Name)
@@ -423,7 +427,8 @@ func (v *verifier) bindings() Check {
 		if !v.x.cables[e.ref] && v.in.Topology != nil {
 			cb.fail(RuleBindingPort, e.ref.Leaf, e.ref.Port, "is not a cable of the topology")
 		}
-		var tenants []string
+		var buf [2]string
+		tenants := buf[:0]
 		for _, ii := range e.inst {
 			if !slices.Contains(tenants, v.tenantOf[ii]) {
 				tenants = append(tenants, v.tenantOf[ii])
@@ -482,11 +487,14 @@ func (v *verifier) tenantIsolation() Check {
 			}
 		}
 	}
+	stamp := make([]int32, len(m.insts))
+	var routes []int32
 	for vi := range m.insts {
 		if len(m.insts[vi].eps) == 0 {
 			continue
 		}
-		for _, u := range v.routes.from(int32(vi)) {
+		routes = m.routesFrom(int32(vi), routes, stamp, int32(vi+1))
+		for _, u := range routes {
 			if own[vi] != mixed && own[vi] == own[u] {
 				continue
 			}
@@ -548,7 +556,7 @@ func (v *verifier) jobIsolation() Check {
 		src  source
 	}{{rule: RuleReachJobGBP, pol: newPolicy(m, EnforceGroupPolicy)}, {rule: RuleReachJobACL, pol: newPolicy(m, EnforceACL)}}
 	keys := v.jobKeys()
-	routes := v.routes
+	routes := newRouteCache(m)
 	for s := range m.eps {
 		so := v.owner(int32(s))
 		if so == nil || !v.x.segmented(so.tenant) {
@@ -594,8 +602,8 @@ func (v *verifier) jobIsolation() Check {
 	return cb.done()
 }
 
-// routeCache memoizes routesFrom per instance: tenant isolation asks for
-// the routes of each instance, job isolation once per endpoint bound to it.
+// routeCache memoizes routesFrom per instance: job isolation asks for the
+// routes of an instance once per endpoint bound to it.
 type routeCache struct {
 	m     *model
 	start []int32 // per instance: offset in flat + 1; 0 = not yet computed
