@@ -55,16 +55,25 @@ func breakJobs(rng *rand.Rand, in *fabric.Input, it *fabric.Intent) string {
 			}
 			gs := pol.Groups
 			p.Group = gs[rng.IntN(len(gs))].ID
-		case 2: // a port's ACL widened to ports of its VRF anywhere
+		case 2: // a port's ACL widened to one port of its VRF, or many
 			what += " widen-acl"
 			var allow []netip.Prefix
 			if p.ACL != nil {
 				allow = slices.Clone(p.ACL.Allow)
 			}
-			for i := range it.Devices {
-				for j := range it.Devices[i].Ports {
-					if q := &it.Devices[i].Ports[j]; q.VRF == p.VRF && rng.IntN(2) == 0 {
-						allow = append(allow, q.Prefixes()...)
+			if rng.IntN(2) == 0 {
+				// One other port of the VRF, anywhere in the list.
+				q := &ports[rng.IntN(len(ports))]
+				if o := &it.Devices[q.dev].Ports[q.port]; o.VRF == p.VRF {
+					k := rng.IntN(len(allow) + 1)
+					allow = slices.Insert(allow, k, o.Prefixes()...)
+				}
+			} else {
+				for i := range it.Devices {
+					for j := range it.Devices[i].Ports {
+						if q := &it.Devices[i].Ports[j]; q.VRF == p.VRF && rng.IntN(2) == 0 {
+							allow = append(allow, q.Prefixes()...)
+						}
 					}
 				}
 			}
