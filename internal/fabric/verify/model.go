@@ -117,8 +117,6 @@ func (m *model) instName(i int32) string {
 }
 
 func buildModel(it *fabric.Intent) *model {
-	m := &model{it: it, epIdx: map[fabric.LinkRef]int32{}, exporters: map[fabric.RouteTarget][]int32{},
-		l2: map[uint32][]int32{}, byName: map[*fabric.Device][]int32{}}
 	devs := make([]*fabric.Device, len(it.Devices))
 	nv, np := 0, 0
 	for i := range it.Devices {
@@ -126,11 +124,19 @@ func buildModel(it *fabric.Intent) *model {
 		nv += len(devs[i].VRFs)
 		np += len(devs[i].Ports)
 	}
+	// Sized up front: at 100,000 GPUs growing these maps is a good part
+	// of the model's cost.
+	m := &model{it: it, epIdx: make(map[fabric.LinkRef]int32, np), exporters: map[fabric.RouteTarget][]int32{},
+		l2: map[uint32][]int32{}, byName: make(map[*fabric.Device][]int32, len(devs))}
 	m.insts = make([]instance, 0, nv)
 	m.eps = make([]endpoint, 0, np)
 	// The compiler sorts devices; a hand-edited intent may not be.
 	slices.SortStableFunc(devs, func(a, b *fabric.Device) int { return strings.Compare(a.Name, b.Name) })
 	m.devs = devs
+	// An endpoint's first port and first instance come from these slabs
+	// (capacity 1 each, so a second one is appended elsewhere): one
+	// allocation instead of one per endpoint.
+	portSlab, instSlab := make([]*fabric.Port, 0, np), make([]int32, 0, np)
 	for _, d := range devs {
 		first := int32(len(m.insts))
 		// VRFs by name (the compiler sorts them; an edited intent may not).
@@ -175,8 +181,17 @@ func buildModel(it *fabric.Intent) *model {
 				m.eps = append(m.eps, endpoint{ref: ref, dev: d})
 			}
 			e := &m.eps[ei]
-			e.ports = append(e.ports, p)
-			e.prefixes = append(e.prefixes, p.Prefixes()...)
+			if e.ports == nil {
+				portSlab = append(portSlab, p)
+				e.ports = portSlab[len(portSlab)-1 : len(portSlab) : len(portSlab)]
+			} else {
+				e.ports = append(e.ports, p)
+			}
+			if e.prefixes == nil {
+				e.prefixes = p.Prefixes() // a fresh slice: no copy needed
+			} else {
+				e.prefixes = append(e.prefixes, p.Prefixes()...)
+			}
 			if p.Group != 0 {
 				e.groups = append(e.groups, p.Group)
 			}
@@ -191,11 +206,33 @@ func buildModel(it *fabric.Intent) *model {
 				continue
 			}
 			for _, ii := range m.lookup(d, p.VRF) {
-				if !slices.Contains(e.inst, ii) {
+				switch {
+				case e.inst == nil:
+					instSlab = append(instSlab, ii)
+					e.inst = instSlab[len(instSlab)-1 : len(instSlab) : len(instSlab)]
+				case !slices.Contains(e.inst, ii):
 					e.inst = append(e.inst, ii)
 				}
 			}
 		}
+	}
+	// Each instance's endpoints, in one slab sized by a first count.
+	nbound := make([]int32, len(m.insts))
+	total := 0
+	for ei := range m.eps {
+		for _, ii := range m.eps[ei].inst {
+			nbound[ii]++
+			total++
+		}
+	}
+	epSlab := make([]int32, total)
+	off := 0
+	for ii := range m.insts {
+		n := int(nbound[ii])
+		if n > 0 {
+			m.insts[ii].eps = epSlab[off : off : off+n]
+		}
+		off += n
 	}
 	for ei := range m.eps {
 		e := &m.eps[ei]
@@ -407,6 +444,17 @@ func (p *policy) aclAllows(es, et *endpoint) bool {
 	if len(es.acl) == 0 {
 		return false
 	}
+	as := p.allowSet(es)
+	for _, pf := range et.prefixes {
+		if as.covers(pf) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowSet is es's allow-list indexed (es.acl must not be empty).
+func (p *policy) allowSet(es *endpoint) *allowSet {
 	key := &es.acl[0]
 	if len(es.ports) == 1 && es.ports[0].ACL != nil && len(es.ports[0].ACL.Allow) > 0 {
 		// Compiled intents share one allow-list per group.
@@ -417,12 +465,7 @@ func (p *policy) aclAllows(es, et *endpoint) bool {
 		as = newAllowSet(es.acl)
 		p.acls[key] = as
 	}
-	for _, pf := range et.prefixes {
-		if as.covers(pf) {
-			return true
-		}
-	}
-	return false
+	return as
 }
 
 func newAllowSet(allow []netip.Prefix) *allowSet {
@@ -554,4 +597,95 @@ func Reachability(it *fabric.Intent, e Enforcement) Matrix {
 		out[Endpoint(es.ref)] = reach
 	}
 	return out
+}
+
+// source is policy p seen from one source endpoint: what allows works out
+// from the source alone (its groups or its VRFs' unclassified tags, its
+// ACL's allow set) is worked out once for every destination it reaches.
+// allows(t, u) answers what p.allows(s, t, u) does.
+type source struct {
+	p      *policy
+	es     *endpoint
+	src    []uint16 // the groups its packets carry
+	as     *allowSet
+	asDone bool
+	// last is groupAllows' last answer: destinations in one instance and
+	// group (the ports of one job) get the same one.
+	lastU      int32
+	lastGroups []uint16
+	lastOK     bool
+}
+
+func (p *policy) from(s int32) source {
+	es := &p.m.eps[s]
+	sp := source{p: p, es: es, src: es.groups, lastU: -1}
+	if len(sp.src) == 0 {
+		sp.src = nil
+		for _, si := range es.inst {
+			if pol := p.m.insts[si].vrf.Policy; pol != nil && pol.Unclassified != 0 {
+				sp.src = append(sp.src, pol.Unclassified)
+			}
+		}
+	}
+	return sp
+}
+
+func (sp *source) allows(t, u int32) bool {
+	p := sp.p
+	es, et := sp.es, &p.m.eps[t]
+	gbp, acl := p.e == EnforceGroupPolicy, p.e == EnforceACL
+	if p.e == EnforceByNOS {
+		gbp = groupPolicyNOS(et.dev.NOS)
+		acl = !groupPolicyNOS(es.dev.NOS)
+	}
+	if acl && es.hasACL && !sp.aclAllows(et) {
+		return false
+	}
+	if gbp {
+		if u != sp.lastU || !slices.Equal(et.groups, sp.lastGroups) {
+			sp.lastU, sp.lastGroups, sp.lastOK = u, et.groups, sp.groupAllows(et, u)
+		}
+		if !sp.lastOK {
+			return false
+		}
+	}
+	return true
+}
+
+// groupAllows is policy.groupAllows with the source's groups at hand.
+func (sp *source) groupAllows(et *endpoint, u int32) bool {
+	in := &sp.p.m.insts[u]
+	if in.vrf.Policy == nil {
+		return true
+	}
+	for _, gs := range sp.src {
+		if gs != 0 && gs == in.vrf.Policy.Switch {
+			return true
+		}
+	}
+	for _, gt := range et.groups {
+		for _, gs := range sp.src {
+			if gs == gt || in.contracts[[2]uint16{gs, gt}] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// aclAllows is policy.aclAllows with the source's allow set looked up
+// once.
+func (sp *source) aclAllows(et *endpoint) bool {
+	if len(sp.es.acl) == 0 {
+		return false
+	}
+	if !sp.asDone {
+		sp.as, sp.asDone = sp.p.allowSet(sp.es), true
+	}
+	for _, pf := range et.prefixes {
+		if sp.as.covers(pf) {
+			return true
+		}
+	}
+	return false
 }

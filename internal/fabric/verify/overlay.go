@@ -34,11 +34,11 @@ func (v *verifier) overlay() Check {
 	}
 	// Configured EVPN sessions, then the ones both ends agree on.
 	type half struct{ a, b int }
-	conf := map[half]fabric.Session{}
+	conf := map[half]bool{}
 	for i, d := range devs {
 		for _, s := range d.Sessions {
 			if j, ok := idx[s.Peer]; ok && s.EVPN && s.PeerASN == devs[j].ASN {
-				conf[half{i, j}] = s
+				conf[half{i, j}] = true
 			}
 		}
 	}
@@ -75,11 +75,16 @@ func (v *verifier) overlay() Check {
 	// per class.
 	type walk struct {
 		src     int
+		tenant  int // the last tenant (index + 1) that looked at it
 		reached []bool
 		changed []int32 // the first transit that changed the next hop, -1: none
 	}
 	walks := map[string]*walk{}
+	byLeaf := make([]*walk, len(devs)) // the key depends on the leaf alone
 	walkOf := func(l int) *walk {
+		if w := byLeaf[l]; w != nil {
+			return w
+		}
 		var key strings.Builder
 		for _, e := range adj[l] {
 			key.WriteString(devs[e.to].Name + ",")
@@ -88,11 +93,13 @@ func (v *verifier) overlay() Check {
 			key.WriteString("asn" + strconv.FormatUint(uint64(devs[l].ASN), 10))
 		}
 		if w, ok := walks[key.String()]; ok {
+			byLeaf[l] = w
 			return w
 		}
 		w := &walk{src: l, reached: make([]bool, len(devs)), changed: make([]int32, len(devs))}
 		evpnWalk(devs, adj, l, w.reached, w.changed)
 		walks[key.String()] = w
+		byLeaf[l] = w
 		return w
 	}
 	tenants := make([]string, 0, len(byTenant))
@@ -101,15 +108,14 @@ func (v *verifier) overlay() Check {
 	}
 	slices.Sort(tenants)
 	seen := map[[2]int]bool{}
-	for _, t := range tenants {
+	for ti, t := range tenants {
 		leaves := byTenant[t]
-		done := map[*walk]bool{}
 		for _, l := range leaves {
 			w := walkOf(l)
-			if done[w] {
-				continue
+			if w.tenant == ti+1 {
+				continue // done for this tenant
 			}
-			done[w] = true
+			w.tenant = ti + 1
 			for _, m := range leaves {
 				if m == w.src || seen[[2]int{w.src, m}] {
 					continue

@@ -47,8 +47,19 @@ type job struct {
 }
 
 func deriveExpected(in fabric.Input) *expected {
-	x := &expected{tenants: map[string]*domain.Tenant{}, links: map[fabric.LinkRef]*owner{}, cables: map[fabric.LinkRef]bool{},
-		groups: map[jobRef]*fabric.Group{}, named: map[jobRef]*fabric.Group{}, contracts: map[contractKey]bool{}}
+	// Maps sized up front: at 100,000 GPUs growing them is a good part of
+	// the cost.
+	ncables, nservers := 0, 0
+	if in.Topology != nil {
+		for si := range in.Topology.Sites {
+			for fi := range in.Topology.Sites[si].Fabrics {
+				ncables += len(in.Topology.Sites[si].Fabrics[fi].Cables)
+				nservers += len(in.Topology.Sites[si].Fabrics[fi].Servers)
+			}
+		}
+	}
+	x := &expected{tenants: make(map[string]*domain.Tenant, len(in.Tenants)), links: make(map[fabric.LinkRef]*owner, ncables), cables: make(map[fabric.LinkRef]bool, ncables),
+		groups: make(map[jobRef]*fabric.Group, len(in.Groups)), named: make(map[jobRef]*fabric.Group, len(in.Groups)), contracts: make(map[contractKey]bool, 2*len(in.Contracts))}
 	problem := func(format string, args ...any) {
 		x.problems = append(x.problems, Failure{Rule: RuleInput, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -61,7 +72,7 @@ func deriveExpected(in fabric.Input) *expected {
 		links []fabric.LinkRef // per NIC; zero when uncabled
 		whole string
 	}
-	servers := map[string]*srv{}
+	servers := make(map[string]*srv, nservers)
 	if in.Topology != nil {
 		for si := range in.Topology.Sites {
 			for fi := range in.Topology.Sites[si].Fabrics {
@@ -84,7 +95,11 @@ func deriveExpected(in fabric.Input) *expected {
 			}
 		}
 	}
-	jobs := map[jobRef]*job{}
+	jobs := make(map[jobRef]*job, len(in.Allocations))
+	// Owners, jobs and an owner's first job come from slabs: a few
+	// allocations instead of one or two per link and job.
+	ownerSlab, jobSlab := make([]owner, 0, ncables), make([]job, 0, len(in.Allocations))
+	firstJob := make([]string, 0, ncables)
 	for i, a := range in.Allocations {
 		t := x.tenants[a.Tenant]
 		s := servers[a.Server]
@@ -96,12 +111,12 @@ func deriveExpected(in fabric.Input) *expected {
 			problem("allocations[%d] names server %q, which the topology does not have", i, a.Server)
 			continue
 		}
-		held := map[int]bool{}
+		var held gpuSet
 		for _, g := range a.GPUs {
 			if g < 0 || g >= s.s.GPUs {
 				problem("allocations[%d] holds GPU %d of server %s, which has %d", i, g, a.Server, s.s.GPUs)
 			}
-			held[g] = true
+			held.add(g)
 		}
 		whole := a.Whole || t.Isolation == domain.IsolationServer
 		if whole {
@@ -114,7 +129,12 @@ func deriveExpected(in fabric.Input) *expected {
 		if a.JobID != "" {
 			k := jobRef{a.Tenant, a.JobID}
 			if j = jobs[k]; j == nil {
-				j = &job{tenant: a.Tenant, id: a.JobID}
+				if len(jobSlab) < cap(jobSlab) {
+					jobSlab = append(jobSlab, job{tenant: a.Tenant, id: a.JobID})
+					j = &jobSlab[len(jobSlab)-1]
+				} else {
+					j = &job{tenant: a.Tenant, id: a.JobID}
+				}
 				jobs[k] = j
 			}
 		}
@@ -122,20 +142,29 @@ func deriveExpected(in fabric.Input) *expected {
 			if ref == (fabric.LinkRef{}) {
 				continue
 			}
-			own := held[s.s.NICs[ni].GPU]
+			own := held.has(s.s.NICs[ni].GPU)
 			if !whole && !own {
 				continue
 			}
 			o := x.links[ref]
 			if o == nil {
-				o = &owner{tenant: a.Tenant}
+				if len(ownerSlab) < cap(ownerSlab) {
+					ownerSlab = append(ownerSlab, owner{tenant: a.Tenant})
+					o = &ownerSlab[len(ownerSlab)-1]
+				} else {
+					o = &owner{tenant: a.Tenant}
+				}
 				x.links[ref] = o
 			} else if o.tenant != a.Tenant {
 				problem("link %s/%s of server %s is held by tenants %q and %q", ref.Leaf, ref.Port, a.Server, o.tenant, a.Tenant)
 				continue
 			}
 			if j != nil && (a.Whole || own) {
-				if !slices.Contains(o.jobs, a.JobID) {
+				switch {
+				case o.jobs == nil && len(firstJob) < cap(firstJob):
+					firstJob = append(firstJob, a.JobID)
+					o.jobs = firstJob[len(firstJob)-1 : len(firstJob) : len(firstJob)]
+				case !slices.Contains(o.jobs, a.JobID):
 					o.jobs = append(o.jobs, a.JobID)
 				}
 				if !slices.Contains(j.links, ref) {
@@ -153,11 +182,13 @@ func deriveExpected(in fabric.Input) *expected {
 	for _, o := range x.links {
 		slices.Sort(o.jobs)
 	}
+	// Sorted as pointers: a job is too large to swap cheaply.
+	sorted := make([]*job, 0, len(jobs))
 	for _, j := range jobs {
 		slices.SortFunc(j.links, compareRefs)
-		x.jobs = append(x.jobs, *j)
+		sorted = append(sorted, j)
 	}
-	slices.SortFunc(x.jobs, func(a, b job) int {
+	slices.SortFunc(sorted, func(a, b *job) int {
 		if a.tenant != b.tenant {
 			if a.tenant < b.tenant {
 				return -1
@@ -166,6 +197,10 @@ func deriveExpected(in fabric.Input) *expected {
 		}
 		return compareJobIDs(a.id, b.id)
 	})
+	x.jobs = make([]job, len(sorted))
+	for i, j := range sorted {
+		x.jobs[i] = *j
+	}
 	for i := range in.Groups {
 		g := &in.Groups[i]
 		x.named[jobRef{g.Tenant, g.Name}] = g
@@ -178,6 +213,31 @@ func deriveExpected(in fabric.Input) *expected {
 		x.contracts[contractKey{c.Tenant, c.B, c.A}] = true
 	}
 	return x
+}
+
+// gpuSet is the GPUs an allocation holds: a bitmask for the first 64 (a
+// server has 8), a map for the rest, so the common case allocates nothing.
+type gpuSet struct {
+	low  uint64
+	rest map[int]bool
+}
+
+func (s *gpuSet) add(g int) {
+	if g >= 0 && g < 64 {
+		s.low |= 1 << g
+		return
+	}
+	if s.rest == nil {
+		s.rest = map[int]bool{}
+	}
+	s.rest[g] = true
+}
+
+func (s *gpuSet) has(g int) bool {
+	if g >= 0 && g < 64 {
+		return s.low&(1<<g) != 0
+	}
+	return s.rest[g]
 }
 
 func compareRefs(a, b fabric.LinkRef) int {
@@ -216,17 +276,67 @@ func (x *expected) segmented(tenant string) bool {
 	return t != nil && t.JobSegmentation
 }
 
-// intended reports whether endpoints used by jobs js and jt of a segmented
-// tenant may talk: they share a job, or the input has a contract between
-// their jobs' groups.
-func (x *expected) intended(tenant string, js, jt []string) bool {
+// jobKeys are the owners' jobs resolved once for job isolation: each
+// (tenant, job) and each (tenant, group name) an integer, the contracts a
+// set of integer pairs, so that deciding whether two endpoints may talk
+// costs integer compares instead of string-keyed look-ups per pair.
+type jobKeys struct {
+	off       []int32  // endpoint e's keys are flat[off[e]:off[e+1]]
+	flat      []jobKey // in the order of the owner's jobs
+	contracts map[[2]int32]bool
+}
+
+type jobKey struct {
+	job   int32
+	group int32 // the job's group's name, -1 when the job has none
+}
+
+// jobKeys resolves the owner of every endpoint of a segmented tenant.
+func (v *verifier) jobKeys() *jobKeys {
+	k := &jobKeys{off: make([]int32, len(v.owners)+1), contracts: map[[2]int32]bool{}}
+	jobs, names := make(map[jobRef]int32, len(v.x.jobs)), make(map[jobRef]int32, len(v.in.Groups))
+	intern := func(ids map[jobRef]int32, r jobRef) int32 {
+		id, ok := ids[r]
+		if !ok {
+			id = int32(len(ids))
+			ids[r] = id
+		}
+		return id
+	}
+	for _, c := range v.in.Contracts {
+		a, b := intern(names, jobRef{c.Tenant, c.A}), intern(names, jobRef{c.Tenant, c.B})
+		k.contracts[[2]int32{a, b}] = true
+		k.contracts[[2]int32{b, a}] = true
+	}
+	for e, o := range v.owners {
+		k.off[e] = int32(len(k.flat))
+		if o == nil || !v.x.segmented(o.tenant) {
+			continue
+		}
+		for _, j := range o.jobs {
+			key := jobKey{job: intern(jobs, jobRef{o.tenant, j}), group: -1}
+			if g := v.x.groups[jobRef{o.tenant, j}]; g != nil {
+				key.group = intern(names, jobRef{o.tenant, g.Name})
+			}
+			k.flat = append(k.flat, key)
+		}
+	}
+	k.off[len(v.owners)] = int32(len(k.flat))
+	return k
+}
+
+func (k *jobKeys) of(e int32) []jobKey { return k.flat[k.off[e]:k.off[e+1]] }
+
+// intended reports whether endpoints used by jobs js and jt of one
+// segmented tenant may talk: they share a job, or the input has a contract
+// between their jobs' groups.
+func (k *jobKeys) intended(js, jt []jobKey) bool {
 	for _, a := range js {
 		for _, b := range jt {
-			if a == b {
+			if a.job == b.job {
 				return true
 			}
-			ga, gb := x.groups[jobRef{tenant, a}], x.groups[jobRef{tenant, b}]
-			if ga != nil && gb != nil && x.contracts[contractKey{tenant, ga.Name, gb.Name}] {
+			if a.group >= 0 && b.group >= 0 && len(k.contracts) > 0 && k.contracts[[2]int32{a.group, b.group}] {
 				return true
 			}
 		}

@@ -139,10 +139,14 @@ func (v *verifier) underlayIsolation() Check {
 			reach, why = openNone, "not guarded"
 			cb.fail(RuleReachControlPlane, e.ref.Leaf, e.ref.Port, "has no guard: %s's own address on the link answers it on any port, bgpd's listener in VRF %s included (TCP 179)", e.dev.Name, m.insts[e.inst[0]].vrf.Name)
 		default:
-			reach, why = openOf(e.dev), "not in "+e.dev.Name+"'s underlay guard"
+			reach = openOf(e.dev)
+			why = "" // spelled out below, only when it reaches something
 		}
 		if len(reach) == 0 {
 			continue
+		}
+		if why == "" {
+			why = "not in " + e.dev.Name + "'s underlay guard"
 		}
 		var names []string
 		var vteps []*fabric.Device

@@ -14,6 +14,12 @@ import (
 // returns a report listing every violation, in a fixed order. A nil intent
 // is verified as an empty one.
 func Verify(in fabric.Input, it *fabric.Intent) *Report {
+	return verifyWith(in, it, (*verifier).jobIsolation)
+}
+
+// verifyWith is Verify with the job-isolation check given (the tests run
+// the reference implementation through it).
+func verifyWith(in fabric.Input, it *fabric.Intent, jobIsolation func(*verifier) Check) *Report {
 	if it == nil {
 		it = &fabric.Intent{}
 	}
@@ -26,7 +32,7 @@ func Verify(in fabric.Input, it *fabric.Intent) *Report {
 	for e := range v.m.eps {
 		v.owners[e] = v.x.links[v.m.eps[e].ref]
 	}
-	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), v.jobIsolation(),
+	r := &Report{Checks: []Check{v.links(), v.tenantIDs(), v.jobEndpoints(), v.bindings(), v.tenantIsolation(), jobIsolation(v),
 		v.serverPorts(), v.underlayIsolation(), v.switchTraffic(), v.overlay()}}
 	r.Stats = Stats{Devices: len(it.Devices), VRFs: len(v.m.insts), Endpoints: len(v.m.eps), Jobs: len(v.x.jobs)}
 	for _, e := range v.m.eps {
@@ -77,7 +83,8 @@ func (v *verifier) links() Check {
 	m := v.m
 	for ei := range m.eps {
 		e := &m.eps[ei]
-		var vrfs []string
+		var buf [2]string
+		vrfs := buf[:0]
 		for _, p := range e.ports {
 			if p.VRF == "" {
 				if p.Tenant != "" {
@@ -139,7 +146,9 @@ func (v *verifier) tenantIDs() Check {
 		reported[key] = true
 		return true
 	}
-	claimVNI := func(vni uint32, tenant string, at use, dev, obj, what string) {
+	// claimVNI's object is obj, or "vrf "+obj when isVRF (built only for
+	// a failure).
+	claimVNI := func(vni uint32, tenant string, at use, dev, obj string, isVRF bool, what string) {
 		if vni == 0 {
 			return
 		}
@@ -147,6 +156,9 @@ func (v *verifier) tenantIDs() Check {
 			at.tenant = tenant
 			vniUse[vni] = at
 		} else if u.tenant != tenant && once(fmt.Sprintf("vni %d %s", vni, tenant)) {
+			if isVRF {
+				obj = "vrf " + obj
+			}
 			cb.fail(RuleVNIShared, dev, obj, "%s %d of tenant %q is also used by tenant %q (%s)", what, vni, tenant, u.tenant, where(u))
 		}
 	}
@@ -163,7 +175,7 @@ func (v *verifier) tenantIDs() Check {
 		} else if u.tenant != vr.Tenant && once("vrf "+vr.Name+" "+vr.Tenant) {
 			cb.fail(RuleVRFShared, d.Name, "vrf "+vr.Name, "VRF %s is tenant %q's here and tenant %q's on %s", vr.Name, vr.Tenant, u.tenant, m.insts[u.inst].dev.Name)
 		}
-		claimVNI(vr.L3VNI, vr.Tenant, here, d.Name, "vrf "+vr.Name, "L3VNI")
+		claimVNI(vr.L3VNI, vr.Tenant, here, d.Name, vr.Name, true, "L3VNI")
 		l3vni[vr.L3VNI] = true
 		if rds.add(vr.RD) {
 			cb.fail(RuleRDShared, d.Name, "vrf "+vr.Name, "route distinguisher %s is also %s's", vr.RD, v.firstRD(vr.RD))
@@ -212,17 +224,18 @@ func (v *verifier) tenantIDs() Check {
 		dev  *fabric.Device
 		vlan uint16
 	}
-	vlanUse := map[devVLAN]string{}
+	vlanUse := map[devVLAN]int32{} // the instance whose L3 VLAN it is
+	l3VLANOf := func(ii int32) string { return "the L3 VLAN of vrf " + m.insts[ii].vrf.Name }
 	for ii := range m.insts {
 		in := &m.insts[ii]
 		if in.vrf.L3VLAN == 0 {
 			continue
 		}
-		k, what := devVLAN{in.dev, in.vrf.L3VLAN}, "the L3 VLAN of vrf "+in.vrf.Name
+		k := devVLAN{in.dev, in.vrf.L3VLAN}
 		if other, ok := vlanUse[k]; ok {
-			cb.fail(RuleVLANShared, in.dev.Name, "vrf "+in.vrf.Name, "L3 VLAN %d is also %s", in.vrf.L3VLAN, other)
+			cb.fail(RuleVLANShared, in.dev.Name, "vrf "+in.vrf.Name, "L3 VLAN %d is also %s", in.vrf.L3VLAN, l3VLANOf(other))
 		} else {
-			vlanUse[k] = what
+			vlanUse[k] = int32(ii)
 		}
 	}
 	if len(vlanUse) > 0 {
@@ -230,7 +243,7 @@ func (v *verifier) tenantIDs() Check {
 			e := &m.eps[ei]
 			for _, p := range e.ports {
 				if other, ok := vlanUse[devVLAN{e.dev, p.VLAN}]; ok && p.VLAN != 0 {
-					cb.fail(RuleVLANShared, e.ref.Leaf, e.ref.Port, "link VLAN %d is also %s", p.VLAN, other)
+					cb.fail(RuleVLANShared, e.ref.Leaf, e.ref.Port, "link VLAN %d is also %s", p.VLAN, l3VLANOf(other))
 				}
 			}
 		}
@@ -243,7 +256,7 @@ func (v *verifier) tenantIDs() Check {
 			if p.L2VNI == 0 {
 				continue
 			}
-			claimVNI(p.L2VNI, p.Tenant, use{inst: -1, ep: int32(ei)}, e.ref.Leaf, e.ref.Port, "L2VNI")
+			claimVNI(p.L2VNI, p.Tenant, use{inst: -1, ep: int32(ei)}, e.ref.Leaf, e.ref.Port, false, "L2VNI")
 			name := m.name(int32(ei))
 			if other, ok := l2[p.L2VNI]; ok && other != name {
 				cb.fail(RuleVNIReused, e.ref.Leaf, e.ref.Port, "L2VNI %d is also link %s's: two links in one bridge domain", p.L2VNI, other)
@@ -330,7 +343,8 @@ func (v *verifier) jobEndpoints() Check {
 				continue
 			}
 			e := &m.eps[ei]
-			var in, other []string
+			var inBuf, otherBuf [2]string
+			in, other := inBuf[:0], otherBuf[:0]
 			for _, ii := range e.inst {
 				if v.tenantOf[ii] == j.tenant {
 					in = append(in, m.insts[ii].vrf.Name)
@@ -413,7 +427,8 @@ func (v *verifier) bindings() Check {
 		if !v.x.cables[e.ref] && v.in.Topology != nil {
 			cb.fail(RuleBindingPort, e.ref.Leaf, e.ref.Port, "is not a cable of the topology")
 		}
-		var tenants []string
+		var buf [2]string
+		tenants := buf[:0]
 		for _, ii := range e.inst {
 			if !slices.Contains(tenants, v.tenantOf[ii]) {
 				tenants = append(tenants, v.tenantOf[ii])
@@ -525,16 +540,23 @@ func (v *verifier) tenantIsolation() Check {
 // input's contracts join the two jobs' groups; under group policy and
 // under the ACL fallback separately, since which one a leaf runs depends on
 // its NOS.
+//
+// At 100,000 GPUs this is millions of endpoint pairs, so what does not
+// depend on the pair is worked out once: the owners' jobs, groups and
+// contracts as integers (jobKeys), the routes of each instance (they
+// depend on the instance, not on the endpoint), and the policy's view of
+// each source (source). The failures are the reference's, in its order
+// (TestJobIsolationMatchesReference).
 func (v *verifier) jobIsolation() Check {
 	cb := newCheck(CheckJobIsolation, "in a segmented tenant no job reaches another job (default deny, allow within a group and per contract), under group policy and ACLs alike")
 	m := v.m
-	forms := []struct {
+	forms := [2]struct {
 		rule string
 		pol  *policy
-	}{{RuleReachJobGBP, newPolicy(m, EnforceGroupPolicy)}, {RuleReachJobACL, newPolicy(m, EnforceACL)}}
-	stamp := make([]int32, len(m.insts))
-	mark := int32(0)
-	var routes []int32
+		src  source
+	}{{rule: RuleReachJobGBP, pol: newPolicy(m, EnforceGroupPolicy)}, {rule: RuleReachJobACL, pol: newPolicy(m, EnforceACL)}}
+	keys := v.jobKeys()
+	routes := newRouteCache(m)
 	for s := range m.eps {
 		so := v.owner(int32(s))
 		if so == nil || !v.x.segmented(so.tenant) {
@@ -544,18 +566,20 @@ func (v *verifier) jobIsolation() Check {
 			cb.fail(RuleSharedLink, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "serves jobs %s of segmented tenant %q: the network cannot separate jobs that share a link",
 				strings.Join(so.jobs, ", "), so.tenant)
 		}
+		ks := keys.of(int32(s))
+		for f := range forms {
+			forms[f].src = forms[f].pol.from(int32(s))
+		}
 		for _, vi := range m.eps[s].inst {
-			mark++
-			routes = m.routesFrom(vi, routes, stamp, mark)
-			for _, u := range routes {
+			for _, u := range routes.from(vi) {
 				for _, t := range m.insts[u].eps {
 					to := v.owner(t)
-					if t == int32(s) || to == nil || to.tenant != so.tenant || v.x.intended(so.tenant, so.jobs, to.jobs) {
+					if t == int32(s) || to == nil || to.tenant != so.tenant || keys.intended(ks, keys.of(t)) {
 						continue
 					}
-					for _, f := range forms {
-						if f.pol.allows(int32(s), t, u) {
-							cb.fail(f.rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q in %s",
+					for f := range forms {
+						if forms[f].src.allows(t, u) {
+							cb.fail(forms[f].rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q in %s",
 								jobList(so.jobs), m.name(t), jobList(to.jobs), so.tenant, m.instName(u))
 						}
 					}
@@ -565,17 +589,45 @@ func (v *verifier) jobIsolation() Check {
 		if l2 := m.eps[s].l2vni; l2 != 0 {
 			for _, t := range m.l2[l2] {
 				to := v.owner(t)
-				if t == int32(s) || to == nil || to.tenant != so.tenant || v.x.intended(so.tenant, so.jobs, to.jobs) || !m.bridged(int32(s), t) {
+				if t == int32(s) || to == nil || to.tenant != so.tenant || keys.intended(ks, keys.of(t)) || !m.bridged(int32(s), t) {
 					continue
 				}
-				for _, f := range forms {
-					cb.fail(f.rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q: bridged over L2VNI %d, no policy applies",
+				for f := range forms {
+					cb.fail(forms[f].rule, m.eps[s].ref.Leaf, m.eps[s].ref.Port, "(job %s) reaches %s (job %s) of tenant %q: bridged over L2VNI %d, no policy applies",
 						jobList(so.jobs), m.name(t), jobList(to.jobs), so.tenant, l2)
 				}
 			}
 		}
 	}
 	return cb.done()
+}
+
+// routeCache memoizes routesFrom per instance: job isolation asks for the
+// routes of an instance once per endpoint bound to it.
+type routeCache struct {
+	m     *model
+	start []int32 // per instance: offset in flat + 1; 0 = not yet computed
+	end   []int32
+	flat  []int32
+	stamp []int32
+	mark  int32
+	buf   []int32
+}
+
+func newRouteCache(m *model) *routeCache {
+	return &routeCache{m: m, start: make([]int32, len(m.insts)), end: make([]int32, len(m.insts)), stamp: make([]int32, len(m.insts))}
+}
+
+// from is m.routesFrom(v); the slice is valid until the next call.
+func (c *routeCache) from(v int32) []int32 {
+	if c.start[v] == 0 {
+		c.mark++
+		c.buf = c.m.routesFrom(v, c.buf, c.stamp, c.mark)
+		c.start[v] = int32(len(c.flat)) + 1
+		c.flat = append(c.flat, c.buf...)
+		c.end[v] = int32(len(c.flat))
+	}
+	return c.flat[c.start[v]-1 : c.end[v]]
 }
 
 func jobList(jobs []string) string {

@@ -356,7 +356,7 @@ func TestMutations(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in, it := fixture(t)
 			tc.mutate(t, &in, it)
-			r := verify.Verify(in, it)
+			r := sameReport(t, name, in, it)
 			got := r.Rules()
 			want := slices.Sorted(slices.Values(tc.want))
 			if testing.Verbose() {
