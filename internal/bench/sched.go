@@ -188,18 +188,7 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		// Commit the plan as the state machine does: releases end
 		// allocations (a preempted job is requeued), preemptions start
 		// the grace period, placements start jobs.
-		placed := map[uint64][]domain.Placement{}
-		for _, p := range plan.Placements {
-			placed[p.JobID] = p.Placement
-		}
-		released := map[uint64]bool{}
-		for _, r := range plan.Releases {
-			released[r.JobID] = true
-		}
-		stopping := map[uint64]sched.Preemption{}
-		for _, p := range plan.Preemptions {
-			stopping[p.JobID] = p
-		}
+		placed, released, stopping := plan.ByJob()
 		res.Placements += len(plan.Placements)
 		res.Preemptions += len(plan.Preemptions)
 		pending := 0

@@ -156,18 +156,7 @@ func TestCarryDecidesAlike(t *testing.T) {
 // releases requeue, preemptions start the grace period, placements run,
 // and some running jobs end.
 func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.Rand) {
-	placed := map[uint64][]domain.Placement{}
-	for _, p := range plan.Placements {
-		placed[p.JobID] = p.Placement
-	}
-	released := map[uint64]bool{}
-	for _, r := range plan.Releases {
-		released[r.JobID] = true
-	}
-	stopping := map[uint64]sched.Preemption{}
-	for _, p := range plan.Preemptions {
-		stopping[p.JobID] = p
-	}
+	placed, released, stopping := plan.ByJob()
 	var live []*domain.Job
 	for _, j := range s.Jobs {
 		_, stops := stopping[j.ID]

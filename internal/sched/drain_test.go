@@ -32,14 +32,7 @@ func drainSnapshot(topo *domain.Topology, n, tenants int, iso func(i int) domain
 // place: released jobs leave, placed jobs run from now, and a running job
 // ends where ended says so.
 func commitPlan(s *sched.Snapshot, plan *sched.Plan, now time.Time, ended func() bool) {
-	placed := map[uint64][]domain.Placement{}
-	for _, p := range plan.Placements {
-		placed[p.JobID] = p.Placement
-	}
-	released := map[uint64]bool{}
-	for _, r := range plan.Releases {
-		released[r.JobID] = true
-	}
+	placed, released, _ := plan.ByJob()
 	var live []*domain.Job
 	for _, j := range s.Jobs {
 		if released[j.ID] {

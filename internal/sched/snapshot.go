@@ -103,6 +103,25 @@ type Plan struct {
 	Next time.Time `json:"next,omitempty"`
 }
 
+// ByJob indexes the plan's decisions by job: each placed job's
+// placement, the jobs released, and each preempted job's preemption (for
+// the callers that commit a plan to jobs of their own: benchmarks, tests).
+func (p *Plan) ByJob() (placed map[uint64][]domain.Placement, released map[uint64]bool, stopping map[uint64]Preemption) {
+	placed = make(map[uint64][]domain.Placement, len(p.Placements))
+	for _, x := range p.Placements {
+		placed[x.JobID] = x.Placement
+	}
+	released = make(map[uint64]bool, len(p.Releases))
+	for _, r := range p.Releases {
+		released[r.JobID] = true
+	}
+	stopping = make(map[uint64]Preemption, len(p.Preemptions))
+	for _, x := range p.Preemptions {
+		stopping[x.JobID] = x
+	}
+	return placed, released, stopping
+}
+
 // Preemption tells one job to stop by Deadline.
 type Preemption struct {
 	JobID         uint64        `json:"jobID"`

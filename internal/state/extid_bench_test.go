@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"testing"
-	"time"
 )
 
 // BenchmarkExternalIDSubmit is a runtime's submit (a Slurm or Kubernetes
@@ -12,16 +11,7 @@ import (
 // submit checks that no live job has the id.
 func BenchmarkExternalIDSubmit(b *testing.B) {
 	h := newHarness(b).cluster(1, 2, 8)
-	apply := func(ct CommandType, payload any) {
-		h.at = h.at.Add(10 * time.Millisecond)
-		e, err := Encode(ct, h.at, "admin:bench", payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if r := h.f.ApplyCommand(e); r.Err != nil {
-			b.Fatalf("%s: %v", ct, r.Err)
-		}
-	}
+	apply := h.benchApply(b)
 	for i := range 100_000 {
 		s := MakeJob("research", 1).Obj()
 		s.Spec.ExternalID = fmt.Sprintf("slurm:%d", i)
