@@ -231,21 +231,11 @@ func (cr *Carry) add(j *domain.Job, sign int) {
 			cr.cpu[i] += int64(sign) * j.CPUMilli
 			cr.mem[i] += int64(sign) * j.MemoryMiB
 			gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
-			take := func(g, milli int) {
+			eachGPUTaken(p, func(g, milli int) {
 				if g >= 0 && g < len(gs) {
 					gs[g] += sign * milli
 				}
-			}
-			for _, g := range p.GPUs {
-				if p.Share > 0 && len(p.MIG) == 0 {
-					take(g, domain.ShareUnits(p.Share)/Milli)
-				} else {
-					take(g, 1000)
-				}
-			}
-			for _, m := range p.MIG {
-				take(m.GPU, 1000)
-			}
+			})
 		}
 	}
 	// ShapesOf's tally, key by key.

@@ -191,21 +191,11 @@ func (s *Snapshot) hosts() iter.Seq[*Host] {
 				h := &hs[i]
 				h.CPUFree -= j.CPUMilli
 				h.MemFree -= j.MemoryMiB
-				take := func(g, milli int) {
+				eachGPUTaken(p, func(g, milli int) {
 					if g >= 0 && g < len(h.Free) {
 						h.Free[g] = max(0, h.Free[g]-milli)
 					}
-				}
-				for _, g := range p.GPUs {
-					if p.Share > 0 && len(p.MIG) == 0 {
-						take(g, domain.ShareUnits(p.Share)/Milli)
-					} else {
-						take(g, 1000)
-					}
-				}
-				for _, m := range p.MIG {
-					take(m.GPU, 1000)
-				}
+				})
 			}
 		}
 		for i := range hs {

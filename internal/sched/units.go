@@ -65,6 +65,22 @@ func Held(pls []domain.Placement) int {
 	return n
 }
 
+// eachGPUTaken calls take with each GPU of p and the thousandths of it p
+// takes: a share its fraction, a whole GPU or a GPU with MIG slices on it
+// 1000 (a sliced GPU is no longer whole for anyone).
+func eachGPUTaken(p domain.Placement, take func(gpu, milli int)) {
+	for _, g := range p.GPUs {
+		if p.Share > 0 && len(p.MIG) == 0 {
+			take(g, domain.ShareUnits(p.Share)/Milli)
+		} else {
+			take(g, 1000)
+		}
+	}
+	for _, m := range p.MIG {
+		take(m.GPU, 1000)
+	}
+}
+
 // demand is Demand for jobs the state machine accepted (always valid).
 func demand(j *domain.Job) int {
 	n, err := Demand(&j.JobSpec)
