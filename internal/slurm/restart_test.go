@@ -76,7 +76,15 @@ func TestBridgeSurvivesSlurmctldRestart(t *testing.T) {
 					got[id] = node
 				}
 			}
-			return len(got) == want, fmt.Sprint(got)
+			if len(got) == want {
+				return true, ""
+			}
+			// What slurmctld holds the servers for, should this fail
+			// (it did once in CI, after a restart under load: the four
+			// cancelled jobs' servers were never allocated again).
+			all, _ := sc.Command(ctx, "squeue", "-h", "-t", "all", "-o", "%i %T %N %r")
+			nodes, _ := sc.Command(ctx, "sinfo", "-h", "-N", "-o", "%N %T %E")
+			return false, fmt.Sprintf("%v\njobs:\n%s\nnodes:\n%s", got, all, nodes)
 		})
 		return got
 	}
