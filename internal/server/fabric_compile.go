@@ -60,19 +60,19 @@ type deviceSum struct {
 // sum is df's stored files and hash; df must be one of the files render
 // returned last. With check, a kept sum is compared with df's own.
 func (fc *fabricCompiler) sum(df render.DeviceFiles) (deviceSum, error) {
-	files := func() deviceSum {
+	compute := func() deviceSum {
 		files := storedFiles(df.Files)
 		return deviceSum{files: files, hash: state.ConfigHash(df.NOS, files)}
 	}
 	if s, ok := fc.sums[df.Device]; ok {
 		if fc.check {
-			if want := files(); want.hash != s.hash {
+			if want := compute(); want.hash != s.hash {
 				return deviceSum{}, fmt.Errorf("fabric render: the kept hash of %s is %s, its files' is %s", df.Device, s.hash, want.hash)
 			}
 		}
 		return s, nil
 	}
-	s := files()
+	s := compute()
 	if fc.sums == nil {
 		fc.sums = map[string]deviceSum{}
 	}

@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"testing"
-	"time"
 )
 
 // BenchmarkFabricFingerprint: the fabric loop's question after every burst
@@ -36,19 +35,7 @@ func BenchmarkFabricFingerprintJobs(b *testing.B) {
 	next := 0
 	b.ResetTimer()
 	for i := range b.N {
-		b.StopTimer()
-		for range 10 {
-			h.at = h.at.Add(time.Millisecond)
-			e, err := Encode(CmdJobReport, h.at, "runtime:bench", JobReport{ID: placed[next%len(placed)], State: ReportRunning, Message: fmt.Sprint("step ", i)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if r := h.f.ApplyCommand(e); r.Err != nil {
-				b.Fatal(r.Err)
-			}
-			next++
-		}
-		b.StartTimer()
+		h.reportRunning(b, placed, &next, i)
 		h.f.FabricFingerprint()
 	}
 }

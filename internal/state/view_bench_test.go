@@ -48,6 +48,24 @@ func (h *harness) benchApply(b testing.TB) func(CommandType, any) {
 	}
 }
 
+// reportRunning has 10 of the placed jobs report running (from *next on,
+// round the list), untimed: the changes a benchmark's reader then sees.
+func (h *harness) reportRunning(b *testing.B, placed []uint64, next *int, step int) {
+	b.StopTimer()
+	defer b.StartTimer()
+	for range 10 {
+		h.at = h.at.Add(time.Millisecond)
+		e, err := Encode(CmdJobReport, h.at, "runtime:bench", JobReport{ID: placed[*next%len(placed)], State: ReportRunning, Message: fmt.Sprint("step ", step)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := h.f.ApplyCommand(e); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+		*next++
+	}
+}
+
 // BenchmarkSnapshotBuild: the scheduling loop's snapshot, taken under the
 // state's read lock (every apply waits for it), with 10 jobs changed
 // since the previous cycle (their runtimes reported): a whole copy of
@@ -75,19 +93,7 @@ func BenchmarkSnapshotBuild(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := range b.N {
-					b.StopTimer()
-					for range 10 {
-						h.at = h.at.Add(time.Millisecond)
-						e, err := Encode(CmdJobReport, h.at, "runtime:bench", JobReport{ID: placed[next%len(placed)], State: ReportRunning, Message: fmt.Sprint("step ", i)})
-						if err != nil {
-							b.Fatal(err)
-						}
-						if r := h.f.ApplyCommand(e); r.Err != nil {
-							b.Fatal(r.Err)
-						}
-						next++
-					}
-					b.StartTimer()
+					h.reportRunning(b, placed, &next, i)
 					if s := build(); len(s.Jobs) != n {
 						b.Fatalf("%d live jobs in the snapshot, want %d", len(s.Jobs), n)
 					}
