@@ -121,6 +121,13 @@ func TestAgentAndSlurmFlow(t *testing.T) {
 	if out, errs, code := run(t, slurm(map[string]string{"SLURM_JOB_ID": "7"}), "slurm", "prolog"); code != 0 || out != "" || !strings.Contains(errs, "runs without a jobfabric binding") {
 		t.Fatalf("a Slurm job jobfabric does not know: exit %d, out %q, err %q", code, out, errs)
 	}
+	// Another tenant takes the same id (a guess; each tenant's ids are
+	// its own): acme's Slurm job still binds acme's job, never runs
+	// unbound for want of finding it.
+	mustRun(t, admin, "tenant", "create", "globex", "--isolation", "gpu", "--network", "pure-rt5")
+	mustRun(t, admin, "workspace", "create", "globex/lab", "--guaranteed", "0", "--borrow-limit", "8")
+	guesser := map[string]string{"JOBFABRIC_SERVER": url, "JOBFABRIC_TOKEN": strings.TrimSpace(mustRun(t, admin, "token", "create", "--role", "member", "--tenant", "globex", "--workspace", "lab"))}
+	mustRun(t, guesser, "job", "submit", "--gpus", "1", "--external-id", "slurm:4242")
 	lines := mustRun(t, slurm(nil), "slurm", "prolog", "--spool", spool, "--cdi-dir", cdi)
 	if lines != env {
 		t.Fatalf("prolog lines differ from job env:\n%s\n%s", lines, env)

@@ -152,7 +152,26 @@ func (sf *slurmFlags) spoolFile(jobID string) string {
 // and --require is off.
 func (sf *slurmFlags) find(ctx context.Context, g *globals, c *client.Client, e slurmEnv) (*domain.Job, error) {
 	ext := sf.prefix + ":" + e.jobID
-	j, err := c.JobByExternalID(ctx, ext)
+	// Each tenant's runtime ids are its own: with the account check, the
+	// job is the account's (another tenant's job with the id, made by a
+	// tenant that guessed it, is never bound); without it, the node's
+	// agent must see only one tenant's job with the id.
+	tenant := ""
+	if sf.accountCheck == "tenant" {
+		tenant = e.account
+	}
+	j, err := c.JobByExternalID(ctx, ext, tenant)
+	if tenant != "" && domain.CodeOf(err) == domain.CodeNotFound {
+		// None of the account's. Another tenant's job with the id that
+		// this node's agent sees (one placed here) is refused below:
+		// the Slurm job must not run unbound beside GPUs another tenant
+		// holds.
+		if other, oerr := c.JobByExternalID(ctx, ext, ""); oerr == nil {
+			j, err = other, nil
+		} else if domain.CodeOf(oerr) != domain.CodeNotFound {
+			err = oerr
+		}
+	}
 	if domain.CodeOf(err) == domain.CodeNotFound && !sf.require {
 		fmt.Fprintf(g.stderr, "jobfabric: no job with externalId %s: Slurm job %s runs without a jobfabric binding\n", ext, e.jobID)
 		return nil, nil
@@ -188,7 +207,7 @@ func (sf *slurmFlags) bind(ctx context.Context, c *client.Client, j *domain.Job,
 		case <-time.After(time.Second):
 		}
 		var err error
-		if j, err = c.JobByExternalID(ctx, j.ExternalID); err != nil {
+		if j, err = c.JobByExternalID(ctx, j.ExternalID, j.Tenant); err != nil {
 			return nil, j, err
 		}
 	}

@@ -67,10 +67,17 @@ func (c *Client) Binding(ctx context.Context, job uint64, node string) (*binding
 	return &out, c.Do(ctx, "GET", p, nil, &out)
 }
 
-// JobByExternalID finds the job a runtime knows by its id ("slurm:4242").
-func (c *Client) JobByExternalID(ctx context.Context, ext string) (*domain.Job, error) {
+// JobByExternalID finds tenant's job that a runtime knows by its id
+// ("slurm:4242"). Each tenant's ids are its own: tenant "" asks for the
+// caller's only tenant with the id, and is refused when the caller sees
+// jobs of several tenants with it.
+func (c *Client) JobByExternalID(ctx context.Context, ext, tenant string) (*domain.Job, error) {
+	p := "/v1/external-jobs/" + url.PathEscape(ext)
+	if tenant != "" {
+		p += "?tenant=" + url.QueryEscape(tenant)
+	}
 	var out domain.Job
-	return &out, c.Do(ctx, "GET", "/v1/external-jobs/"+url.PathEscape(ext), nil, &out)
+	return &out, c.Do(ctx, "GET", p, nil, &out)
 }
 
 // ReportNodeJob reports on a job placed on a node, as that node's agent.

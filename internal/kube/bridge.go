@@ -87,7 +87,7 @@ type JobsAPI interface {
 	Jobs(ctx context.Context, q client.JobQuery) ([]domain.Job, error)
 	SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error)
 	Job(ctx context.Context, id uint64) (*domain.Job, error)
-	JobByExternalID(ctx context.Context, ext string) (*domain.Job, error)
+	JobByExternalID(ctx context.Context, ext, tenant string) (*domain.Job, error)
 	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
 	Binding(ctx context.Context, job uint64, node string) (*binding.Binding, error)
 }
@@ -284,10 +284,10 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		b.cfg.Logger.Warn("kube bridge: list jobs", "err", err)
 		return
 	}
-	live := &liveJobs{byExt: map[string]*domain.Job{}, byID: map[uint64]*domain.Job{}}
+	live := &liveJobs{byExt: map[string][]*domain.Job{}, byID: map[uint64]*domain.Job{}}
 	for i := range all {
 		if j := &all[i]; b.ours(j.ExternalID) {
-			live.byExt[j.ExternalID], live.byID[j.ID] = j, j
+			live.byExt[j.ExternalID], live.byID[j.ID] = append(live.byExt[j.ExternalID], j), j
 		}
 	}
 	groups, err := b.groups()
@@ -300,7 +300,7 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if j := live.byExt[g.key]; j != nil {
+		if j := live.of(g.key, b.tenantOf(g.namespace)); j != nil {
 			seen[j.ID] = true
 		}
 		for _, p := range slices.Concat(g.pods, g.gone) {

@@ -47,6 +47,7 @@ type env struct {
 	admin   *client.Client
 	acme    *client.Client
 	runtime *client.Client // acme's runtime: the bridge's phase reports
+	url     string         // the jobfabric server's API
 }
 
 func setup(t *testing.T) *env {
@@ -107,7 +108,7 @@ func setupWith(t *testing.T, tune func(*server.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{kc: kc, kube: kc.Client, admin: admin, acme: acme, runtime: rt}
+	return &env{kc: kc, kube: kc.Client, admin: admin, acme: acme, runtime: rt, url: jf.Servers[0].URL()}
 }
 
 // startBridge runs a bridge until the returned stop is called (or the

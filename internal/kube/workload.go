@@ -36,15 +36,48 @@ func finished(p *corev1.Pod) bool {
 // liveJobs are the bridge's jobs that hold or wait for GPUs, read once a
 // pass (one list instead of a lookup per gang).
 type liveJobs struct {
-	byExt map[string]*domain.Job
+	// byExt: each tenant's external ids are its own, and a gang's id may
+	// be guessed (k8s:CLUSTER:NAMESPACE/GROUP), so an id can name jobs of
+	// several tenants; a gang's job is its namespace's tenant's (of).
+	byExt map[string][]*domain.Job
 	byID  map[uint64]*domain.Job
+}
+
+// of is the live job of tenant with external id key, nil when none.
+func (l *liveJobs) of(key, tenant string) *domain.Job {
+	for _, j := range l.byExt[key] {
+		if tenant != "" && j.Tenant == tenant {
+			return j
+		}
+	}
+	return nil
+}
+
+// tenantOf is the tenant a namespace's label names, "" when it names none
+// (or the namespace is gone).
+func (b *Bridge) tenantOf(namespace string) string {
+	ns, err := b.namespaces.Get(namespace)
+	if err != nil {
+		return ""
+	}
+	return ns.Labels[LabelTenant]
 }
 
 // syncGroup moves one gang on: submit its job, then once the job is Ready
 // bind each pod to its server and lift the gate; report the pods' phases;
 // evict the pods of a job told to stop; delete those of a job that ended.
 func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error {
-	job := live.byExt[g.key]
+	tenant := b.tenantOf(g.namespace)
+	job := live.of(g.key, tenant)
+	// A pod names its job by annotation; the bridge writes it, but a user
+	// may too: a job of another tenant is never the gang's (its pods
+	// would run on that tenant's GPUs, in its network).
+	byID := func(id uint64) *domain.Job {
+		if j := live.byID[id]; j != nil && tenant != "" && j.Tenant == tenant {
+			return j
+		}
+		return nil
+	}
 	// Pods annotated with a job that is no longer live belong to it, not
 	// to the gang: dealt with once (deleted if still running, or all if it
 	// was cancelled, even before they were placed), never submitted again.
@@ -56,16 +89,16 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 	for _, p := range g.pods {
 		id, ok := jobOf(p)
 		switch {
-		case ok && live.byID[id] == nil:
+		case ok && byID(id) == nil:
 			stale[id] = append(stale[id], p)
 			continue
 		case ok && job == nil:
-			job = live.byID[id]
+			job = byID(id)
 		}
 		cur.pods = append(cur.pods, p)
 	}
 	for _, p := range g.gone {
-		if id, ok := jobOf(p); !ok || live.byID[id] != nil {
+		if id, ok := jobOf(p); !ok || byID(id) != nil {
 			cur.gone = append(cur.gone, p)
 		}
 	}
@@ -247,7 +280,7 @@ func (b *Bridge) submit(ctx context.Context, spec *domain.JobSpec) (*domain.Job,
 	j, err := b.cfg.Jobs.SubmitJob(ctx, *spec)
 	if isCode(err, domain.CodeAlreadyExists) {
 		// Live with this ExternalID: a pass whose list predates it.
-		if j, err = b.cfg.Jobs.JobByExternalID(ctx, spec.ExternalID); err == nil {
+		if j, err = b.cfg.Jobs.JobByExternalID(ctx, spec.ExternalID, spec.Tenant); err == nil {
 			b.cfg.Logger.Info("kube bridge: adopted job", "job", j.ID, "externalId", spec.ExternalID)
 		}
 		return j, err

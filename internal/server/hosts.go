@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,8 +70,8 @@ func (s *Server) hostRoutes() []route {
 		{method: "PUT", path: "/v1/hosts/policy", summary: "Replace the host policy (admin)", access: authed, body: domain.HostPolicy{}, resp: domain.HostPolicy{}, h: s.putHostPolicy},
 		{method: "GET", path: "/v1/jobs/{id}/binding", summary: "What a host applies for the job on a node: visible GPUs and MIG devices by UUID, rail NICs for NCCL and UCX, CPU/NUMA affinity, device files, fabric identity; rendered by the CLI as export lines, a Slurm TaskProlog or a CDI spec", access: authed,
 			query: []param{nodeQ}, resp: binding.Binding{}, h: s.getBinding},
-		{method: "GET", path: "/v1/external-jobs/{externalId}", summary: "The job a workload runtime knows by its own id (slurm:4242), as the job's readers or the agent of a node it is placed on see it", access: authed,
-			resp: domain.Job{}, h: s.externalJob},
+		{method: "GET", path: "/v1/external-jobs/{externalId}", summary: "The job a workload runtime knows by its own id (slurm:4242), as the job's readers or the agent of a node it is placed on see it; each tenant's ids are its own, so a caller that sees several tenants names one", access: authed,
+			query: []param{{"tenant", "string", "the job's tenant (needed when the caller sees jobs of several tenants with the id)"}}, resp: domain.Job{}, h: s.externalJob},
 	}
 }
 
@@ -262,8 +264,29 @@ func (s *Server) externalJob(r *http.Request, p *principal) (any, error) {
 	if err := domain.ValidateExternalID("externalId", ext); err != nil {
 		return nil, err
 	}
-	j, ok := s.fsm.JobByExternalID(ext)
-	if !ok || !p.seesJob(j) {
+	tenant := r.URL.Query().Get("tenant")
+	// Each tenant names its own jobs: the id a runtime gives one tenant's
+	// job may be another tenant's too (one that guessed it). Only the jobs
+	// the caller sees count, and one that sees several tenants' must say
+	// which it means.
+	jobs := slices.DeleteFunc(s.fsm.JobsByExternalID(ext), func(j *domain.Job) bool {
+		return !p.seesJob(j) || (tenant != "" && j.Tenant != tenant)
+	})
+	if tenant == "" {
+		var tenants []string
+		for _, j := range jobs {
+			if !slices.Contains(tenants, j.Tenant) {
+				tenants = append(tenants, j.Tenant)
+			}
+		}
+		if len(tenants) > 1 {
+			slices.Sort(tenants)
+			return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "tenant",
+				Message: fmt.Sprintf("externalId %s names jobs of %d tenants (%s): name one with ?tenant=", ext, len(tenants), strings.Join(tenants, ", "))}
+		}
+	}
+	j := state.PickExternal(jobs, func(*domain.Job) bool { return true })
+	if j == nil {
 		return nil, notFoundf("job with externalId", ext)
 	}
 	return j, nil

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -134,7 +135,7 @@ func TestNodeAgentScope(t *testing.T) {
 	wantCode(t, "agent lists every host", err, domain.CodePermissionDenied)
 
 	// ... but finds and binds the job placed on its node.
-	found, err := agent.JobByExternalID(ctx, "slurm:77")
+	found, err := agent.JobByExternalID(ctx, "slurm:77", "")
 	if err != nil || found.ID != j.ID {
 		t.Fatalf("by external id: %+v %v", found, err)
 	}
@@ -148,7 +149,7 @@ func TestNodeAgentScope(t *testing.T) {
 			t.Errorf("binding lacks %s:\n%s", want, env)
 		}
 	}
-	_, err = stranger.JobByExternalID(ctx, "slurm:77")
+	_, err = stranger.JobByExternalID(ctx, "slurm:77", "")
 	wantCode(t, "another node's agent looks the job up", err, domain.CodeNotFound)
 	_, err = stranger.Binding(ctx, j.ID, mine)
 	wantCode(t, "another node's agent reads the binding", err, domain.CodeNotFound)
@@ -258,5 +259,71 @@ func TestDriftCordonsAndDrainGrace(t *testing.T) {
 	got, _ := admin.Job(ctx, j.ID)
 	if got.State != domain.JobPreempting || got.StopDeadline == nil || time.Until(*got.StopDeadline) < 50*time.Minute {
 		t.Fatalf("drained job %+v", got)
+	}
+}
+
+// TestExternalIDsAreEachTenantsOwn, from a tenant that guesses: a runtime
+// gives its jobs sequential ids (slurm:CLUSTER:N), so another tenant can
+// submit first with the id of someone else's next job. That must neither
+// block the runtime's submit nor tell the guesser anything, and each
+// look-up finds the caller's tenant's job, never the guesser's.
+func TestExternalIDsAreEachTenantsOwn(t *testing.T) {
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	url := c.Servers[0].URL()
+	ctx := ctxT(t)
+	const ext = "slurm:hpc:1001"
+
+	guesser := as(t, url, mustToken(t, admin, domain.RoleMember, "globex", "infer"))
+	squat, err := guesser.SubmitJob(ctx, domain.JobSpec{GPUs: 1, ExternalID: ext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acme's bridge (a runtime token of acme) mirrors acme's Slurm job.
+	bridge := as(t, url, mustToken(t, admin, domain.RoleRuntime, "acme", ""))
+	mirror, err := bridge.SubmitJob(ctx, domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8, ExternalID: ext})
+	if err != nil {
+		t.Fatalf("acme's runtime submit refused because globex took the id: %v", err)
+	}
+	// A second live job of acme with the id is refused, naming acme's own
+	// job only; globex's second is refused naming globex's.
+	_, err = bridge.SubmitJob(ctx, domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 8, ExternalID: ext})
+	if domain.CodeOf(err) != domain.CodeAlreadyExists || !strings.Contains(err.Error(), fmt.Sprintf("job %d ", mirror.ID)) || strings.Contains(err.Error(), fmt.Sprintf("job %d ", squat.ID)) {
+		t.Fatalf("acme's duplicate: %v", err)
+	}
+	_, err = guesser.SubmitJob(ctx, domain.JobSpec{GPUs: 1, ExternalID: ext})
+	if domain.CodeOf(err) != domain.CodeAlreadyExists || strings.Contains(err.Error(), fmt.Sprintf("job %d ", mirror.ID)) {
+		t.Fatalf("globex's duplicate: %v", err)
+	}
+
+	for name, tc := range map[string]struct {
+		c      *client.Client
+		tenant string
+		want   uint64
+		code   domain.Code
+	}{
+		"acme's runtime":                {c: bridge, want: mirror.ID},
+		"acme's runtime names globex":   {c: bridge, tenant: "globex", code: domain.CodeNotFound},
+		"the guesser":                   {c: guesser, want: squat.ID},
+		"the guesser names acme":        {c: guesser, tenant: "acme", code: domain.CodeNotFound},
+		"a platform runtime, no tenant": {c: as(t, url, mustToken(t, admin, domain.RoleRuntime, "", "")), code: domain.CodeFailedPrecondition},
+		"a platform runtime names acme": {c: as(t, url, mustToken(t, admin, domain.RoleRuntime, "", "")), tenant: "acme", want: mirror.ID},
+		"the admin names globex":        {c: admin, tenant: "globex", want: squat.ID},
+		"acme's member":                 {c: as(t, url, mustToken(t, admin, domain.RoleMember, "acme", "research")), want: mirror.ID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, err := tc.c.JobByExternalID(ctx, ext, tc.tenant)
+			if tc.code != "" {
+				wantCode(t, name, err, tc.code)
+				if msg := err.Error(); tc.code == domain.CodeNotFound && (strings.Contains(msg, "globex") || strings.Contains(msg, "acme") || strings.Contains(msg, fmt.Sprintf("job %d", squat.ID)) || strings.Contains(msg, fmt.Sprintf("job %d", mirror.ID))) {
+					t.Fatalf("the answer names a tenant or a job: %v", err)
+				}
+				return
+			}
+			if err != nil || j.ID != tc.want {
+				t.Fatalf("found %+v (%v), want job %d", j, err, tc.want)
+			}
+		})
 	}
 }

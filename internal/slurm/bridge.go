@@ -60,7 +60,7 @@ func (r ExecRunner) Pipe(ctx context.Context, stdin string, name string, args ..
 // an externalId and cancel one a runtime submitted.
 type API interface {
 	Jobs(ctx context.Context, q client.JobQuery) ([]domain.Job, error)
-	JobByExternalID(ctx context.Context, ext string) (*domain.Job, error)
+	JobByExternalID(ctx context.Context, ext, tenant string) (*domain.Job, error)
 	SubmitJob(ctx context.Context, spec domain.JobSpec) (*domain.Job, error)
 	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
 	Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error)
@@ -217,18 +217,34 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
 	}
-	byExt := map[string]*domain.Job{}
+	// Only a runtime's jobs mirror Slurm jobs: a tenant's user may submit
+	// a job with the id the bridge will give another tenant's next Slurm
+	// job (ids are sequential), and that job must never be taken for the
+	// other tenant's (released onto, reported on, cancelled).
+	live = slices.DeleteFunc(live, func(j domain.Job) bool { return j.ExternalID == "" || !mirror(&j) })
+	byExt := map[string][]*domain.Job{}
 	for i := range live {
-		if live[i].ExternalID != "" {
-			byExt[live[i].ExternalID] = &live[i]
+		byExt[live[i].ExternalID] = append(byExt[live[i].ExternalID], &live[i])
+	}
+	// The Slurm job's own: of the tenant its account maps to.
+	mine := func(j *Job, ext string) *domain.Job {
+		tenant, why := b.cfg.Mapping.tenant(j)
+		if why != "" {
+			return nil
 		}
+		for _, jf := range byExt[ext] {
+			if jf.Tenant == tenant {
+				return jf
+			}
+		}
+		return nil
 	}
 	if b.unchecked == nil {
 		// The first pass: any job not live may have a jobfabric job that
 		// ended while no bridge ran.
 		b.unchecked = map[string]bool{}
 		for i := range jobs {
-			if ext := ExternalID(b.cfg.Cluster, jobs[i].ID); byExt[ext] == nil {
+			if ext := ExternalID(b.cfg.Cluster, jobs[i].ID); mine(&jobs[i], ext) == nil {
 				b.unchecked[ext] = true
 			}
 		}
@@ -248,15 +264,15 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		j := &jobs[i]
 		ext := ExternalID(b.cfg.Cluster, j.ID)
 		var err error
-		switch {
+		switch jf := mine(j, ext); {
 		case j.Held():
-			err = b.held(ctx, p, j, ext, byExt[ext])
+			err = b.held(ctx, p, j, ext, jf)
 		case j.Ended():
 			if !b.settled[ext] {
-				err = b.ended(ctx, j, ext, byExt[ext], &p.st)
+				err = b.ended(ctx, j, ext, jf, &p.st)
 			}
 		default:
-			err = b.active(ctx, p, j, ext, byExt[ext])
+			err = b.active(ctx, p, j, ext, jf)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -322,12 +338,22 @@ func (b *Bridge) gone(ctx context.Context, shown map[string]bool, live []domain.
 }
 
 // lookup finds the jobfabric job of a Slurm job that is not live: nil
-// when there is none.
-func (b *Bridge) lookup(ctx context.Context, ext string) (*domain.Job, error) {
-	found, err := b.cfg.API.JobByExternalID(ctx, ext)
+// when there is none. It is the job of the tenant the Slurm job's account
+// maps to, submitted by a runtime (the bridge): another tenant's or a
+// user's job with the same id is not the Slurm job's.
+func (b *Bridge) lookup(ctx context.Context, j *Job, ext string) (*domain.Job, error) {
+	tenant, why := b.cfg.Mapping.tenant(j)
+	if why != "" {
+		delete(b.unchecked, ext)
+		return nil, nil // never submitted: the bridge keeps such jobs held
+	}
+	found, err := b.cfg.API.JobByExternalID(ctx, ext, tenant)
 	switch {
 	case err == nil:
 		delete(b.unchecked, ext)
+		if !mirror(found) {
+			return nil, nil
+		}
 		return found, nil
 	case domain.CodeOf(err) == domain.CodeNotFound:
 		delete(b.unchecked, ext)
@@ -336,12 +362,18 @@ func (b *Bridge) lookup(ctx context.Context, ext string) (*domain.Job, error) {
 	return nil, fmt.Errorf("look up %s: %w", ext, err)
 }
 
+// mirror: jf was submitted by a runtime (a bridge mirrors a Slurm job), not
+// by a user.
+func mirror(jf *domain.Job) bool {
+	return strings.HasPrefix(jf.SubmittedBy, string(domain.RoleRuntime)+":")
+}
+
 // held handles a held Slurm job: queue it for a submit, release it when
 // its jobfabric job is Ready, cancel it when that job ended first.
 func (b *Bridge) held(ctx context.Context, p *pass, j *Job, ext string, jf *domain.Job) error {
 	if jf == nil && b.known[ext] { // live at the last pass: it ended since
 		var err error
-		if jf, err = b.lookup(ctx, ext); err != nil {
+		if jf, err = b.lookup(ctx, j, ext); err != nil {
 			return err
 		}
 	}
@@ -374,7 +406,7 @@ func (b *Bridge) submitAll(ctx context.Context, p *pass) []release {
 		ext := ExternalID(b.cfg.Cluster, j.ID)
 		err := func() error {
 			if b.unchecked[ext] {
-				jf, err := b.lookup(ctx, ext)
+				jf, err := b.lookup(ctx, j, ext)
 				if err != nil {
 					return err
 				}
@@ -457,7 +489,7 @@ func (b *Bridge) placed(ctx context.Context, p *pass, j *Job, jf *domain.Job) er
 func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *domain.Job) error {
 	if jf == nil && (b.known[ext] || b.unchecked[ext]) {
 		var err error
-		if jf, err = b.lookup(ctx, ext); err != nil {
+		if jf, err = b.lookup(ctx, j, ext); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,7 @@ type refusing struct {
 }
 
 func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
-func (a *refusing) JobByExternalID(_ context.Context, ext string) (*domain.Job, error) {
+func (a *refusing) JobByExternalID(_ context.Context, ext, _ string) (*domain.Job, error) {
 	return nil, domain.NotFound("job with externalId", ext)
 }
 func (a *refusing) SubmitJob(_ context.Context, s domain.JobSpec) (*domain.Job, error) {
@@ -189,7 +190,7 @@ func TestRunPassesOnTicks(t *testing.T) {
 // one of another cluster and one of no runtime are left alone.
 func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 	live := func(id uint64, ext string, state domain.JobState) domain.Job {
-		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state}
+		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state, SubmittedBy: "runtime:bridge"}
 	}
 	onN1N3 := live(1, "slurm:jftest:1", domain.JobReady) // shown, CONFIGURING on its placement
 	onN1N3.Placement = []domain.Placement{{Server: "n1"}, {Server: "n3"}}
@@ -226,7 +227,7 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 // one counts.
 func TestSyncReleasesReadyJobs(t *testing.T) {
 	ready := func(id uint64, ext string, servers ...string) domain.Job {
-		j := domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8 * len(servers), ExternalID: ext}, State: domain.JobReady}
+		j := domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8 * len(servers), ExternalID: ext}, State: domain.JobReady, SubmittedBy: "runtime:bridge"}
 		for _, s := range servers {
 			j.Placement = append(j.Placement, domain.Placement{Server: s, GPUs: []int{0, 1}}, domain.Placement{Server: s, GPUs: []int{2}})
 		}
@@ -240,7 +241,10 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 		"one job refused": {true, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			jf := &refusing{live: []domain.Job{ready(7, "slurm:jftest:2", "n2"), ready(8, "slurm:jftest:3", "n0", "n1")}}
+			// Slurm job 2 runs under account zzz: its mirror is zzz's.
+			zzz := ready(7, "slurm:jftest:2", "n2")
+			zzz.Tenant = "zzz"
+			jf := &refusing{live: []domain.Job{zzz, ready(8, "slurm:jftest:3", "n0", "n1")}}
 			run := newRecorded()
 			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1 Comment=jobfabric_job_7_run_0"] = ""
 			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2 Comment=jobfabric_job_8_run_0"] = ""
@@ -283,7 +287,7 @@ func TestSyncPreemptsAtTheDeadline(t *testing.T) {
 			deadline := clock.Now().Add(30 * time.Second)
 			jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
 				JobSpec:   domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: tc.preemptible},
-				State:     domain.JobPreempting,
+				State:     domain.JobPreempting, SubmittedBy: "runtime:bridge",
 				Placement: []domain.Placement{{Server: "n1"}, {Server: "n3"}}, StopDeadline: &deadline}}}
 			run := newRecorded()
 			run.files[tc.command] = ""
@@ -313,7 +317,7 @@ func TestSyncPreemptsAtTheDeadline(t *testing.T) {
 func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
 	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
 		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:5", Preemptible: true},
-		State:   domain.JobPending, Requeues: 1}}}
+		State:   domain.JobPending, Requeues: 1, SubmittedBy: "runtime:bridge"}}}
 	run := newRecorded()
 	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
 	run.files["scontrol hold 5"] = ""
@@ -327,5 +331,51 @@ func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
 	}
 	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {
 		t.Errorf("stats %+v, reports %v, submitted %v, commands %q; want one scontrol hold", st, jf.reports, jf.submitted, run.calls)
+	}
+}
+
+// TestSyncIgnoresJobsThatTakeAnID: Slurm job ids are sequential, so a
+// tenant can submit a job with the external id the bridge will give the
+// next Slurm job, another tenant's. Such jobs (a user's, another tenant's
+// user's, another tenant's runtime's) are never taken for the Slurm job's:
+// its held job is not released onto their servers, its end is not
+// reported on them, and the bridge submits the Slurm job's own job.
+func TestSyncIgnoresJobsThatTakeAnID(t *testing.T) {
+	squat := func(id uint64, tenant, by, ext string, state domain.JobState, server string) domain.Job {
+		return domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: tenant, Workspace: "gpu", GPUs: 8, ExternalID: ext}, State: state,
+			SubmittedBy: by, Placement: []domain.Placement{{Server: server, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+	}
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{
+		// Slurm job 3 is acme's, held.
+		squat(20, "globex", "member:g1", "slurm:jftest:3", domain.JobReady, "n9"),
+		squat(21, "acme", "member:a1", "slurm:jftest:3", domain.JobReady, "n8"),
+		squat(22, "globex", "runtime:globex-rt", "slurm:jftest:3", domain.JobReady, "n7"),
+		// Slurm job 4 is acme's, cancelled.
+		squat(23, "globex", "member:g1", "slurm:jftest:4", domain.JobRunning, "n6"),
+		squat(24, "globex", "runtime:globex-rt", "slurm:jftest:4", domain.JobRunning, "n5"),
+	}}
+	run := newRecorded()
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range run.calls {
+		if strings.Contains(c, "JobId=3 ") || strings.Contains(c, "release 3") {
+			t.Errorf("slurm job 3 was released onto a job it is not: %q", c)
+		}
+	}
+	if st.Released != 0 || len(jf.cancelled) != 0 || len(jf.reports) != 0 {
+		t.Errorf("stats %+v, cancelled %v, reports %v: the bridge acted on jobs that are not its Slurm jobs'", st, jf.cancelled, jf.reports)
+	}
+	var ours []string
+	for _, s := range jf.submitted {
+		ours = append(ours, s.Tenant+" "+s.ExternalID)
+	}
+	if !slices.Contains(ours, "acme slurm:jftest:3") {
+		t.Errorf("submitted %v: want acme's own job for slurm job 3", ours)
 	}
 }

@@ -74,7 +74,7 @@ func TestJobSubmitLuaHoldsForTheBridge(t *testing.T) {
 		return released == 2, fmt.Sprint(released)
 	})
 	for _, id := range []string{gres, gpus} {
-		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id))
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id), "")
 		if err != nil {
 			t.Fatal(err)
 		}

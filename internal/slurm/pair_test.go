@@ -26,6 +26,7 @@ type pair struct {
 	// runtime holds a platform runtime token: what a site gives the
 	// bridge.
 	runtime *client.Client
+	url     string // the server's API
 }
 
 func startPair(tb testing.TB, ctx context.Context, stripes, perStripe int, ws string, guaranteed int, slurmExtra string) pair {
@@ -83,7 +84,7 @@ func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, w
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return pair{sc: sc, admin: admin, runtime: rt}
+	return pair{sc: sc, admin: admin, runtime: rt, url: jf.Servers[0].URL()}
 }
 
 // sbatchHeld submits jobs held jobs of account acme, job i shaped by

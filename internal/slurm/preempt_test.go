@@ -62,7 +62,7 @@ func TestBridgeReclaimRequeuesBorrower(t *testing.T) {
 	}
 	jobOf := func(id string) *domain.Job {
 		t.Helper()
-		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id))
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestBridgeTakesBackAJobReleasedElsewhere(t *testing.T) {
 	}
 	sc.Poll(t, "the taken-back job was not released on its placement", func() (bool, string) {
 		pass()
-		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, second))
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, second), "")
 		if err != nil {
 			t.Fatal(err)
 		}

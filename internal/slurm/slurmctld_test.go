@@ -80,7 +80,7 @@ func TestBridgeWithSlurmctld(t *testing.T) {
 
 	// Slurm runs each released job exactly on jobfabric's placement.
 	for _, id := range released {
-		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id))
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestBridgeWithSlurmctld(t *testing.T) {
 	}
 	if f := show(wide); f["TimeLimit"] != "01:30:00" {
 		t.Errorf("wide job time limit %s", f["TimeLimit"])
-	} else if j, _ := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, wide)); j.TimeLimitSeconds != 5400 {
+	} else if j, _ := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, wide), ""); j.TimeLimitSeconds != 5400 {
 		t.Errorf("wide job's jobfabric time limit %ds, want 5400", j.TimeLimitSeconds)
 	}
 
@@ -139,7 +139,7 @@ func TestBridgeWithSlurmctld(t *testing.T) {
 	}
 
 	// Cancelled in jobfabric: the held Slurm job is cancelled.
-	wj, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, waits))
+	wj, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, waits), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestBridgeWithSlurmctld(t *testing.T) {
 	}
 	sc.Poll(t, "scancel did not reach jobfabric", func() (bool, string) {
 		sync(b)
-		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, one))
+		j, err := admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, one), "")
 		if err != nil {
 			t.Fatal(err)
 		}

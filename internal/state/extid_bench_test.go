@@ -24,7 +24,7 @@ func BenchmarkExternalIDSubmit(b *testing.B) {
 		ext := fmt.Sprintf("slurm:%d", i)
 		s.Spec.ExternalID = ext
 		apply(CmdJobSubmit, s)
-		if _, ok := h.f.JobByExternalID(ext); !ok {
+		if _, ok := h.f.JobByExternalID(ext, s.Spec.Tenant); !ok {
 			b.Fatalf("%s not found", ext)
 		}
 		i++

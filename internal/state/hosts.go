@@ -457,32 +457,61 @@ func (f *FSM) hostView(node string) (conds []domain.HostCondition, driver string
 	return slices.Clone(r.Conditions), driver
 }
 
-// JobByExternalID returns the job a runtime knows by ext ("slurm:4242"):
-// the one holding GPUs if any, else the newest.
-func (f *FSM) JobByExternalID(ext string) (*domain.Job, bool) {
+// JobByExternalID returns tenant's job that a runtime knows by ext
+// ("slurm:4242"): the one holding GPUs if any, else the newest. Each tenant
+// names its own jobs: an external id is unique among one tenant's live
+// jobs, not across tenants, so a tenant cannot take (or learn of) the id a
+// runtime will give another tenant's job.
+func (f *FSM) JobByExternalID(ext, tenant string) (*domain.Job, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	// The newest live one, else the newest ended one.
-	var best *domain.Job
-	for _, j := range f.jobs.withExt(ext) {
-		if !j.State.Terminal() || best == nil || best.State.Terminal() {
-			best = j // by ID: a later one is newer
-		}
-	}
+	best := PickExternal(f.jobs.withExt(ext), func(j *domain.Job) bool { return j.Tenant == tenant })
 	if best == nil {
 		return nil, false
 	}
 	return CopyJob(best), true
 }
 
-// checkExternalID refuses an external id another live job already has:
-// the Slurm prolog must find exactly one job by it.
+// JobsByExternalID returns copies of the jobs of every tenant, live and
+// ended, that have external id ext, by ID: the API picks among those its
+// caller may see.
+func (f *FSM) JobsByExternalID(ext string) []*domain.Job {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	js := f.jobs.withExt(ext)
+	out := make([]*domain.Job, len(js))
+	for i, j := range js {
+		out[i] = CopyJob(j)
+	}
+	return out
+}
+
+// PickExternal is the job a runtime's id names among jobs (by ID) that
+// keep accepts: the newest live one, else the newest ended one.
+func PickExternal(jobs []*domain.Job, keep func(*domain.Job) bool) *domain.Job {
+	var best *domain.Job
+	for _, j := range jobs {
+		if !keep(j) {
+			continue
+		}
+		if !j.State.Terminal() || best == nil || best.State.Terminal() {
+			best = j // by ID: a later one is newer
+		}
+	}
+	return best
+}
+
+// checkExternalID refuses an external id another live job of the same
+// tenant already has: the Slurm prolog must find exactly one of the
+// tenant's jobs by it. Another tenant's job with the id is no conflict (and
+// is not mentioned): a tenant that submitted first with the id a runtime
+// will give another tenant's job must not block it.
 func (f *FSM) checkExternalID(s *domain.JobSpec) *domain.Error {
 	if s.ExternalID == "" {
 		return nil
 	}
 	for _, j := range f.jobs.withExt(s.ExternalID) {
-		if !j.State.Terminal() {
+		if !j.State.Terminal() && j.Tenant == s.Tenant {
 			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "externalId",
 				Message: fmt.Sprintf("job %d (%s) already has externalId %s", j.ID, j.State, s.ExternalID)}
 		}

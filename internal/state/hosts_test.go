@@ -275,7 +275,7 @@ func TestHostPolicy(t *testing.T) {
 	}
 }
 
-func TestExternalIDsAreUniqueAmongLiveJobs(t *testing.T) {
+func TestExternalIDsAreUniqueAmongATenantsLiveJobs(t *testing.T) {
 	h := newHarness(t).cluster(1, 2, 8)
 	j := MakeJob("research", 8)
 	j.ExternalID("slurm:4242")
@@ -284,14 +284,39 @@ func TestExternalIDsAreUniqueAmongLiveJobs(t *testing.T) {
 	if r.Err.Code != domain.CodeAlreadyExists || r.Err.Field != "externalId" {
 		t.Fatalf("duplicate external id: %v", r.Err)
 	}
-	got, ok := h.f.JobByExternalID("slurm:4242")
+	got, ok := h.f.JobByExternalID("slurm:4242", "acme")
 	if !ok || got.ID != 1 {
 		t.Fatalf("lookup: %+v %t", got, ok)
 	}
 	h.must(CmdJobCancel, JobCancel{ID: 1})
 	h.must(CmdJobSubmit, j.Obj()) // the first one ended: the id is free
-	if got, _ := h.f.JobByExternalID("slurm:4242"); got.ID != 2 {
+	if got, _ := h.f.JobByExternalID("slurm:4242", "acme"); got.ID != 2 {
 		t.Fatalf("lookup prefers the live job, got %d", got.ID)
+	}
+	// Another tenant's id is its own: globex submitting with acme's live
+	// id is no conflict, and each tenant's look-up finds its own job.
+	h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("globex").Obj()})
+	h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("globex", "lab").Guaranteed(8).Borrow(8).Obj()})
+	g := j.Obj()
+	g.Spec.Tenant, g.Spec.Workspace = "globex", "lab"
+	h.must(CmdJobSubmit, g)
+	if got, _ := h.f.JobByExternalID("slurm:4242", "globex"); got.ID != 3 || got.Tenant != "globex" {
+		t.Fatalf("globex's look-up found job %d of %s", got.ID, got.Tenant)
+	}
+	if got, _ := h.f.JobByExternalID("slurm:4242", "acme"); got.ID != 2 {
+		t.Fatalf("acme's look-up found job %d after globex's submit", got.ID)
+	}
+	if _, ok := h.f.JobByExternalID("slurm:4242", "initech"); ok {
+		t.Fatal("a tenant without the id found a job")
+	}
+	if all := h.f.JobsByExternalID("slurm:4242"); len(all) != 3 {
+		t.Fatalf("JobsByExternalID: %d jobs, want 3", len(all))
+	}
+	// A second live job of globex with the id is refused, naming only
+	// globex's own job.
+	r = h.refusedChangesNothing(CmdJobSubmit, g)
+	if r.Err.Code != domain.CodeAlreadyExists || !strings.Contains(r.Err.Message, "job 3 ") {
+		t.Fatalf("globex's duplicate: %v", r.Err)
 	}
 }
 

@@ -84,32 +84,51 @@ func checkIndex(t *testing.T, f *FSM, cuts ...time.Time) {
 	}
 }
 
-// checkByExternalID compares JobByExternalID with a scan of every job:
-// the newest live job with the id, else the newest ended one.
+// checkByExternalID compares JobsByExternalID and JobByExternalID with a
+// scan of every job: every job with the id, by ID; of a tenant's, the
+// newest live one, else the newest ended one.
 func checkByExternalID(t *testing.T, f *FSM) {
 	t.Helper()
 	for i := range 7 {
 		ext := fmt.Sprintf("slurm:%d", i)
-		var live, ended *domain.Job
+		var all []uint64
+		tenants := map[string]bool{"nobody": true}
 		for _, j := range f.d.Jobs {
-			if j.ExternalID != ext {
-				continue
-			}
-			if best := &live; j.State.Terminal() {
-				if ended == nil || j.ID > ended.ID {
-					ended = j
-				}
-			} else if *best == nil || j.ID > (*best).ID {
-				*best = j
+			if j.ExternalID == ext {
+				all = append(all, j.ID)
+				tenants[j.Tenant] = true
 			}
 		}
-		want := cmp.Or(live, ended)
-		got, ok := f.JobByExternalID(ext)
-		switch {
-		case want == nil && ok:
-			t.Fatalf("JobByExternalID(%s) = job %d, want none", ext, got.ID)
-		case want != nil && (!ok || got.ID != want.ID):
-			t.Fatalf("JobByExternalID(%s) = %v (found %v), want job %d", ext, got, ok, want.ID)
+		slices.Sort(all)
+		var got []uint64
+		for _, j := range f.JobsByExternalID(ext) {
+			got = append(got, j.ID)
+		}
+		if !slices.Equal(got, all) {
+			t.Fatalf("JobsByExternalID(%s) = %v, want %v", ext, got, all)
+		}
+		for tenant := range tenants {
+			var live, ended *domain.Job
+			for _, j := range f.d.Jobs {
+				if j.ExternalID != ext || j.Tenant != tenant {
+					continue
+				}
+				if best := &live; j.State.Terminal() {
+					if ended == nil || j.ID > ended.ID {
+						ended = j
+					}
+				} else if *best == nil || j.ID > (*best).ID {
+					*best = j
+				}
+			}
+			want := cmp.Or(live, ended)
+			got, ok := f.JobByExternalID(ext, tenant)
+			switch {
+			case want == nil && ok:
+				t.Fatalf("JobByExternalID(%s, %s) = job %d, want none", ext, tenant, got.ID)
+			case want != nil && (!ok || got.ID != want.ID):
+				t.Fatalf("JobByExternalID(%s, %s) = %v (found %v), want job %d", ext, tenant, got, ok, want.ID)
+			}
 		}
 	}
 }
@@ -123,6 +142,10 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, seed*13+5))
 			h := newHarness(t).cluster(1, 2, 8)
+			// A second tenant submits with the same runtime ids: each
+			// tenant's ids are its own.
+			h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("globex").Obj()})
+			h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("globex", "lab").Guaranteed(4).Borrow(4).Obj()})
 			cuts := func() []time.Time {
 				return []time.Time{time.Time{}, h.at, h.at.Add(-time.Duration(rng.IntN(120)) * time.Second)}
 			}
@@ -135,6 +158,9 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 						j = j.Preemptible()
 					}
 					s := j.Obj()
+					if rng.IntN(3) == 0 {
+						s.Spec.Tenant, s.Spec.Workspace = "globex", "lab"
+					}
 					if rng.IntN(3) == 0 {
 						s.Spec.TimeLimitSeconds = int64(5 + rng.IntN(20))
 					}
