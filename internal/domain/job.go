@@ -189,7 +189,9 @@ type JobSpec struct {
 	// (e.g. a validated stack): only servers declaring it are used.
 	Driver string `json:"driver,omitempty"`
 	// ExternalID is a workload runtime's id of the job ("slurm:4242"): the
-	// Slurm prolog finds the job by it. Unique among jobs holding GPUs.
+	// Slurm prolog finds the job by it. Unique among the tenant's live
+	// jobs; another tenant's job may have the same id (ids are each
+	// tenant's own).
 	ExternalID string `json:"externalId,omitempty"`
 	// CPUMilli and MemoryMiB are what the job needs of each server it runs
 	// on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with

@@ -216,7 +216,7 @@ var docs = map[string]string{
 	"internal/domain.JobSpec.CPUMilli":                   "CPUMilli and MemoryMiB are what the job needs of each server it runs on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with neither GPUs nor MIG slices nor a share is CPU-only and must ask for CPU.",
 	"internal/domain.JobSpec.Driver":                     "Driver, when set, is the exact NVIDIA driver version the job needs (e.g. a validated stack): only servers declaring it are used.",
 	"internal/domain.JobSpec.ExpectedDurationSeconds":    "ExpectedDurationSeconds is the user's estimate of the run time: it tells waiting jobs when GPUs should free up and feeds simulations; it ends nothing (TimeLimitSeconds does).",
-	"internal/domain.JobSpec.ExternalID":                 "ExternalID is a workload runtime's id of the job (\"slurm:4242\"): the Slurm prolog finds the job by it. Unique among jobs holding GPUs.",
+	"internal/domain.JobSpec.ExternalID":                 "ExternalID is a workload runtime's id of the job (\"slurm:4242\"): the Slurm prolog finds the job by it. Unique among the tenant's live jobs; another tenant's job may have the same id (ids are each tenant's own).",
 	"internal/domain.JobSpec.GPUModel":                   "GPUModel is the one GPU model the job runs on (e.g. H100-80GB).",
 	"internal/domain.JobSpec.GPUModels":                  "GPUModels lets the job run on any of several models, in order of preference (a gang always lands on one model). Use it or GPUModel.",
 	"internal/domain.JobSpec.GPUs":                       "A job asks for whole GPUs (GPUs), or MIGCount slices of MIGProfile, or Share of one GPU (time-sliced): exactly one of the three.",

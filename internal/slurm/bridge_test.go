@@ -286,8 +286,8 @@ func TestSyncPreemptsAtTheDeadline(t *testing.T) {
 			clock := tstime.NewFake(time.Unix(1000, 0))
 			deadline := clock.Now().Add(30 * time.Second)
 			jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
-				JobSpec:   domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: tc.preemptible},
-				State:     domain.JobPreempting, SubmittedBy: "runtime:bridge",
+				JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: tc.preemptible},
+				State:   domain.JobPreempting, SubmittedBy: "runtime:bridge",
 				Placement: []domain.Placement{{Server: "n1"}, {Server: "n3"}}, StopDeadline: &deadline}}}
 			run := newRecorded()
 			run.files[tc.command] = ""
