@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +18,7 @@ import (
 func newSlurmBridgeCmd(g *globals) *cobra.Command {
 	var cluster, accountMap, slurmConf string
 	var interval time.Duration
-	var once bool
+	var once, unenforced bool
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Submit held Slurm jobs to jobfabric and release them on the servers jobfabric placed them on",
@@ -42,7 +43,9 @@ today). The account map (YAML):
   defaultWorkspace: main
 
 Without --account-map the account is the tenant and the QOS (else the partition)
-the workspace. The Prolog finds the job with --id-prefix slurm:CLUSTER. See
+the workspace. The account decides the tenant, so slurmctld must check that a user
+may use it (slurmdbd with AccountingStorageEnforce=associations); the bridge
+refuses to start otherwise, unless --allow-unenforced-accounts. The Prolog finds the job with --id-prefix slurm:CLUSTER. See
 docs/slurm.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,12 +63,19 @@ docs/slurm.md.`,
 			if slurmConf != "" {
 				run.Env = []string{"SLURM_CONF=" + slurmConf}
 			}
+			out, err := run.Command(cmd.Context(), "scontrol", "show", "config")
+			if err != nil {
+				return fmt.Errorf("read slurmctld's configuration (scontrol show config): %w", err)
+			}
+			config := configValues(string(out))
+			// The Slurm account is the tenant: where Slurm does not check
+			// that a user may use an account, any user runs as any tenant.
+			if why := unenforcedAccounts(config); why != "" && !unenforced {
+				return domain.Invalid("allow-unenforced-accounts", "%s: any Slurm user can then submit under any account, that is as any tenant (its quota, its network). "+
+					"Run slurmdbd with AccountingStorageEnforce=associations (or limits, qos, safe, all), or give --allow-unenforced-accounts where every Slurm user may act for every mapped tenant", why)
+			}
 			if cluster == "" {
-				out, err := run.Command(cmd.Context(), "scontrol", "show", "config")
-				if err != nil {
-					return fmt.Errorf("read ClusterName (or give --cluster): %w", err)
-				}
-				cluster = clusterName(string(out))
+				cluster = config["ClusterName"]
 				if cluster == "" {
 					return domain.Invalid("cluster", "scontrol show config names no ClusterName: give --cluster")
 				}
@@ -105,17 +115,38 @@ docs/slurm.md.`,
 	f.StringVar(&slurmConf, "slurm-conf", "", "slurm.conf the Slurm commands read (sets SLURM_CONF; default: theirs)")
 	f.DurationVar(&interval, "interval", time.Second, "time between passes over the Slurm queue")
 	f.BoolVar(&once, "once", false, "make one pass, print what it did and exit")
+	f.BoolVar(&unenforced, "allow-unenforced-accounts", false, "run although slurmctld does not check that a user may use an account (no AccountingStorageEnforce=associations): every Slurm user can then act for every mapped tenant")
 	return cmd
 }
 
-// clusterName reads ClusterName from scontrol show config.
-func clusterName(config string) string {
+// configValues reads scontrol show config's "Key = value" lines.
+func configValues(config string) map[string]string {
+	m := map[string]string{}
 	for _, line := range strings.Split(config, "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "ClusterName" {
-			return strings.TrimSpace(v)
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 	}
-	return ""
+	return m
+}
+
+// unenforcedAccounts says why slurmctld lets a user submit under an
+// account it is not associated with, "" when it checks: accounting must be
+// stored (slurmdbd) and AccountingStorageEnforce must include associations
+// or an option that implies it (limits, qos, safe, wckeys, all).
+func unenforcedAccounts(config map[string]string) string {
+	typ := config["AccountingStorageType"]
+	if typ == "" || strings.HasSuffix(typ, "/none") {
+		return fmt.Sprintf("slurmctld keeps no accounting (AccountingStorageType=%s), so it cannot check accounts", cmp.Or(typ, "unset"))
+	}
+	enforce := config["AccountingStorageEnforce"]
+	for _, o := range strings.Split(strings.ToLower(enforce), ",") {
+		switch strings.TrimSpace(o) {
+		case "associations", "limits", "qos", "safe", "wckeys", "all":
+			return ""
+		}
+	}
+	return fmt.Sprintf("slurmctld does not check that a user may use an account (AccountingStorageEnforce=%s)", cmp.Or(enforce, "unset"))
 }
 
 func newSlurmJobSubmitLuaCmd(g *globals) *cobra.Command {

@@ -45,7 +45,15 @@ func TestSlurmBridgeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	bridgeEnv := map[string]string{"JOBFABRIC_SERVER": c.Servers[0].URL(), "JOBFABRIC_TOKEN": tok.Secret}
-	args := []string{"slurm", "bridge", "--once", "-o", "json", "--slurm-conf", strings.TrimPrefix(sc.Env[0], "SLURM_CONF="), "--account-map", amap}
+	conf := strings.TrimPrefix(sc.Env[0], "SLURM_CONF=")
+	// The test's slurmctld keeps no accounting (no slurmdbd here): the
+	// bridge refuses to start on it unless told that any user may act for
+	// any mapped tenant.
+	runErrCases(t, map[string]errCase{
+		"accounts not enforced": {env: env, args: []string{"slurm", "bridge", "--once", "--slurm-conf", conf, "--account-map", amap},
+			want: "AccountingStorageType=accounting_storage/none"},
+	})
+	args := []string{"slurm", "bridge", "--once", "-o", "json", "--slurm-conf", conf, "--account-map", amap, "--allow-unenforced-accounts"}
 	var total struct{ Submitted, Released, Held int }
 	sc.Poll(t, "the bridge command did not release the job", func() (bool, string) {
 		out := mustRun(t, bridgeEnv, args...)
@@ -73,6 +81,32 @@ func TestSlurmBridgeCommand(t *testing.T) {
 		"bad map":  {env: env, args: []string{"slurm", "bridge", "--once", "--cluster", "x", "--account-map", "/nonexistent.yaml"}, want: "account-map"},
 		"interval": {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--interval", "0s"}, want: "--interval 0s must be above 0"},
 	})
+}
+
+// TestUnenforcedAccounts: the bridge starts only where slurmctld checks
+// that a user may use an account (the account is the tenant).
+func TestUnenforcedAccounts(t *testing.T) {
+	for _, tc := range []struct {
+		typ, enforce string
+		ok           bool
+	}{
+		{"accounting_storage/none", "associations", false},
+		{"", "", false},
+		{"accounting_storage/slurmdbd", "none", false},
+		{"accounting_storage/slurmdbd", "", false},
+		{"accounting_storage/slurmdbd", "nojobs,nosteps", false},
+		{"accounting_storage/slurmdbd", "associations", true},
+		{"accounting_storage/slurmdbd", "associations,limits,qos", true},
+		{"accounting_storage/slurmdbd", "limits", true},
+		{"accounting_storage/slurmdbd", "safe", true},
+		{"accounting_storage/slurmdbd", "QOS", true},
+		{"accounting_storage/slurmdbd", "all", true},
+	} {
+		cfg := configValues("ClusterName             = c\nAccountingStorageType   = " + tc.typ + "\nAccountingStorageEnforce = " + tc.enforce + "\n")
+		if why := unenforcedAccounts(cfg); (why == "") != tc.ok {
+			t.Errorf("type %q enforce %q: %q, want enforced %t", tc.typ, tc.enforce, why, tc.ok)
+		}
+	}
 }
 
 // TestSlurmJobSubmitLua: the command prints the job_submit.lua of the
