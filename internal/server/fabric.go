@@ -468,7 +468,8 @@ func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.Fab
 // configuration come first: only when none implicates a job that can be
 // held are the jobs of ports that reach another tenant's or job's port
 // held (the pairs' other end, when it is the cause, is held in the first
-// pass, and the reach goes with it). Running jobs are never held: their
+// pass, and the reach goes with it), and only when every failure is such
+// a reach. Running jobs are never held: their
 // network is on the switches already, and a failure that only they
 // explain blocks the revision instead.
 func (s *Server) verifyHolds(c *compiled, held []state.HeldJob) []state.HeldJob {
@@ -506,6 +507,12 @@ func (s *Server) verifyHolds(c *compiled, held []state.HeldJob) []state.HeldJob 
 		}
 		if len(out) > 0 {
 			return out
+		}
+		if !pass && slices.ContainsFunc(c.report.Failures(), func(f verify.Failure) bool { return !pairwise(f.Rule) }) {
+			// A failure no held job explains (a VRF's route target, a
+			// running job's port): holding the jobs that reach across it
+			// would not make the revision verify.
+			break
 		}
 	}
 	return nil
