@@ -340,7 +340,7 @@ func (s *Server) compileFabric(ctx context.Context) error {
 			first = c.report
 		}
 		if !c.report.OK() && round+1 < maxVerifyRounds {
-			if more := s.verifyHolds(c, cmd.Held); len(more) > 0 {
+			if more := verifyHolds(c, cmd.Held, s.placed); len(more) > 0 {
 				verifyHeld = append(verifyHeld, more...)
 				continue
 			}
@@ -460,8 +460,14 @@ func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.Fab
 	return nil
 }
 
+// placed: the job is Placed, its network on no switch yet.
+func (s *Server) placed(id uint64) bool {
+	j, ok := s.fsm.Job(id)
+	return ok && j.State == domain.JobPlaced
+}
+
 // verifyHolds maps the failures of c's report to the jobs they implicate
-// that can still be held (Placed: no switch runs their network yet) and
+// that can still be held (placed: no switch runs their network yet) and
 // are not in held, one HeldJob each, with the failure as its reason. A
 // failure implicates the jobs of the server port it names (the intent
 // knows them), or the job it names. Failures of a port's own
@@ -472,7 +478,7 @@ func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.Fab
 // a reach. Running jobs are never held: their
 // network is on the switches already, and a failure that only they
 // explain blocks the revision instead.
-func (s *Server) verifyHolds(c *compiled, held []state.HeldJob) []state.HeldJob {
+func verifyHolds(c *compiled, held []state.HeldJob, placed func(job uint64) bool) []state.HeldJob {
 	pairwise := func(rule string) bool {
 		return rule == verify.RuleReachTenant || rule == verify.RuleReachJobGBP || rule == verify.RuleReachJobACL
 	}
@@ -499,7 +505,7 @@ func (s *Server) verifyHolds(c *compiled, held []state.HeldJob) []state.HeldJob 
 					slices.ContainsFunc(out, func(h state.HeldJob) bool { return h.Job == id }) {
 					continue
 				}
-				if j, ok := s.fsm.Job(id); !ok || j.State != domain.JobPlaced {
+				if !placed(id) {
 					continue
 				}
 				out = append(out, state.HeldJob{Job: id, Port: port, Why: "verify", Rule: f.Rule, Reason: f.String()})
