@@ -336,6 +336,10 @@ func (s *Server) compileFabric(ctx context.Context) error {
 			return err
 		}
 		c.verified()
+		if cmd.Blocked && !c.report.OK() {
+			return nil // the blocked revision again: nothing to commit
+		}
+		cmd.Blocked = false
 		if first == nil {
 			first = c.report
 		}
@@ -351,7 +355,8 @@ func (s *Server) compileFabric(ctx context.Context) error {
 
 // compileRevision compiles the state at now, holding the jobs in
 // verifyHeld, and returns the revision to commit, or a nil cmd when it
-// would change nothing.
+// would change nothing. Blocked on the cmd says it would change nothing
+// but the latest revision is blocked: commit it only if it verifies.
 func (s *Server) compileRevision(now time.Time, verifyHeld []state.HeldJob) (*compiled, *state.FabricRevisionCmd, []uint64, error) {
 	c, ports, held, err := s.compileHeld(now, verifyHeld)
 	if err != nil || c == nil {
@@ -392,6 +397,13 @@ func (s *Server) compileRevision(now time.Time, verifyHeld []state.HeldJob) (*co
 		return slices.ContainsFunc(held, func(h state.HeldJob) bool { return h.Job == id })
 	})
 	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 && len(ports) == 0 && sameHolds(held, s.fsm.HeldJobs()) {
+		if s.fsm.FabricStatus().Blocked != "" {
+			// The same configuration as the blocked revision: worth a
+			// revision only if it verifies now (a verifier fixed by an
+			// upgrade), which unblocks the devices.
+			cmd.Blocked = true
+			return c, cmd, waiting, nil
+		}
 		return c, nil, nil, nil // nothing to commit
 	}
 	return c, cmd, waiting, nil
