@@ -287,6 +287,16 @@ func TestFabricVerifyBlocksTenantLeak(t *testing.T) {
 	waitJob(t, admin, a2.ID, "waiting on a blocked revision", func(j *domain.Job) bool {
 		return j.State == domain.JobPlaced && j.Reason != nil && strings.Contains(j.Reason.Message, "the verifier failed")
 	})
+	// A tenant's admin can neither override nor read the failures.
+	acmeAdmin := as(t, srv.URL(), mustToken(t, admin, domain.RoleTenantAdmin, "acme", ""))
+	if err := acmeAdmin.Do(ctxT(t), "POST", "/v1/fabric/deploy?override=mine", nil, &st); err == nil || domain.CodeOf(err) != domain.CodePermissionDenied {
+		t.Fatalf("acme's admin overriding the verifier: %v, want permission denied", err)
+	}
+	for _, path := range []string{"/v1/fabric/status", "/v1/fabric/revisions"} {
+		if err := acmeAdmin.Do(ctxT(t), "GET", path, nil, nil); err == nil {
+			t.Fatalf("acme's admin reads %s", path)
+		}
+	}
 	if err := admin.Do(ctxT(t), "POST", "/v1/fabric/deploy?override=", nil, &st); !isInvalid(err) {
 		t.Fatalf("override without a reason: %v, want invalid", err)
 	}
