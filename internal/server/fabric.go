@@ -444,7 +444,9 @@ func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.Fab
 			}
 		case "verify":
 			byVerify++
-			failed = append(failed, fmt.Sprintf("job %d: %s", h.Job, h.Reason))
+			if len(failed) < 5 { // the revision keeps each job's failure in Held
+				failed = append(failed, fmt.Sprintf("job %d: %s", h.Job, h.Reason))
+			}
 		default:
 			byPort++
 		}
@@ -456,7 +458,11 @@ func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.Fab
 		cmd.Cause += fmt.Sprintf(", %d held for an L3 VLAN (%s)", n, strings.Join(l3, "; "))
 	}
 	if byVerify > 0 {
-		cmd.Cause += fmt.Sprintf(", %d held: the verifier failed on their configuration (%s)", byVerify, strings.Join(failed, "; "))
+		more := ""
+		if byVerify > len(failed) {
+			more = fmt.Sprintf("; and %d more", byVerify-len(failed))
+		}
+		cmd.Cause += fmt.Sprintf(", %d held: the verifier failed on their configuration (%s%s)", byVerify, strings.Join(failed, "; "), more)
 		s.log.Error("fabric verifier failed: the jobs it implicates are held out of the revision", "jobs", byVerify, "first", failed[0])
 	}
 	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", *cmd); err != nil {
