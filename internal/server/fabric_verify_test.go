@@ -354,3 +354,38 @@ func TestFabricVerifyUnblocksTheSameConfig(t *testing.T) {
 		t.Fatalf("status after recovery: revision %d, deployable %d, blocked %q", st.Revision, st.Deployable, st.Blocked)
 	}
 }
+
+// TestDeployErrorStaysWithTheAdmin: a device's deploy error (a switch's or
+// the lint's account, naming the VRFs on it) is the admin's: the job
+// waiting on that leaf says its leaf failed, never the error, which names
+// other tenants.
+func TestDeployErrorStaysWithTheAdmin(t *testing.T) {
+	drv := &flaky{File: deploy.File{Dir: t.TempDir()}, fail: map[string]bool{"s1-leaf7": true}}
+	c := startTuned(t, func(cfg *server.Config) { cfg.Driver = drv })
+	admin := c.Client(0)
+	seed(t, admin)
+	g := submit(t, admin, "globex", "infer", 1)
+	waitJob(t, admin, g.ID, "Ready", ready)
+	a := submit(t, admin, "acme", "research", 8)
+	waitJob(t, admin, a.ID, "waiting on s1-leaf7", func(j *domain.Job) bool {
+		return j.State == domain.JobPlaced && j.Reason != nil && strings.Contains(j.Reason.Message, "s1-leaf7 (deploy failed")
+	})
+	acme := as(t, c.Servers[0].URL(), mustToken(t, admin, domain.RoleMember, "acme", "research"))
+	j, err := acme.Job(ctxT(t), a.ID)
+	if err != nil || j.Reason == nil {
+		t.Fatalf("acme's job (%v): %+v", err, j)
+	}
+	// flaky's error names the device; the lint's names its VRFs.
+	if strings.Contains(j.Reason.Message, "connection refused") {
+		t.Fatalf("acme's job's reason carries the device's error: %q", j.Reason.Message)
+	}
+	var st api.FabricStatus
+	if err := admin.Do(ctxT(t), "GET", "/v1/fabric/status", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range st.Devices {
+		if d.Name == "s1-leaf7" && !strings.Contains(d.Error, "connection refused") {
+			t.Fatalf("the admin's status lacks the device's error: %+v", d)
+		}
+	}
+}

@@ -747,7 +747,10 @@ func (f *FSM) gate(c *Command) {
 			case d == nil:
 				waiting = append(waiting, leaf+" (not in the fabric)")
 			case d.DeployedRev < j.NetworkRev && d.Error != "":
-				waiting = append(waiting, fmt.Sprintf("%s (deploy failed: %s)", leaf, d.Error))
+				// Not the device's error: a switch's or the lint's account
+				// names the VRFs on it, other tenants' too (`fabric
+				// status` has it, for the admin).
+				waiting = append(waiting, leaf+" (deploy failed; retried by the leader)")
 			case d.DeployedRev < j.NetworkRev:
 				waiting = append(waiting, leaf)
 			}
