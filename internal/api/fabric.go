@@ -12,8 +12,16 @@ import (
 type (
 	// FabricStatus is the fabric as the state knows it.
 	FabricStatus struct {
-		Revision uint64        `json:"revision"`
-		Devices  []DeviceState `json:"devices"`
+		Revision uint64 `json:"revision"`
+		// Deployable is the revision the devices are given: the latest
+		// one the verifier did not block (Revision, unless it is blocked).
+		Deployable uint64 `json:"deployable"`
+		// Blocked, when the latest revision is blocked, says so: "verify
+		// failed: " with its first failure. The devices stay on
+		// Deployable until a revision verifies or an admin overrides it
+		// (POST /v1/fabric/deploy?override=REASON).
+		Blocked string        `json:"blocked,omitempty"`
+		Devices []DeviceState `json:"devices"`
 		// LastDeploy is the latest revision this leader deployed in full
 		// (kept in the leader's memory: unset after a failover until the
 		// next revision is in sync).
@@ -58,7 +66,14 @@ type (
 		Cause   string    `json:"cause,omitempty"`
 		Changed []string  `json:"changed"`
 		Removed []string  `json:"removed,omitempty"`
-		Verify  []string  `json:"verify,omitempty"`
+		// Verify are the verifier's failures on the revision.
+		Verify []string `json:"verify,omitempty"`
+		// Blocked: the verifier failed on the revision and no device is
+		// given it (the devices stay on the latest revision not blocked).
+		Blocked bool `json:"blocked,omitempty"`
+		// Override is the admin who had a blocked revision deployed
+		// anyway, and the reason they gave.
+		Override string `json:"override,omitempty"`
 	}
 )
 

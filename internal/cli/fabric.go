@@ -58,7 +58,14 @@ func newFabricCmd(g *globals) *cobra.Command {
 			return g.emit(rs, func(w io.Writer) {
 				header(w, wideCols(w, []any{"REV", "AGE", "CHANGED", "REMOVED", "CAUSE"}, "AT", "VERIFY")...)
 				for _, r := range rs {
-					row(w, wideCols(w, []any{r.Rev, g.age(r.At), orDash(strings.Join(r.Changed, ",")), orDash(strings.Join(r.Removed, ",")), orDash(r.Cause)},
+					cause := r.Cause
+					switch {
+					case r.Blocked && len(r.Verify) > 0:
+						cause = fmt.Sprintf("BLOCKED, verify failed: %s (%d failures); %s", r.Verify[0], len(r.Verify), cause)
+					case r.Override != "":
+						cause = fmt.Sprintf("deployed over the verifier by %s; %s", r.Override, cause)
+					}
+					row(w, wideCols(w, []any{r.Rev, g.age(r.At), orDash(strings.Join(r.Changed, ",")), orDash(strings.Join(r.Removed, ",")), orDash(cause)},
 						g.when(r.At), orDash(strings.Join(r.Verify, "; ")))...)
 				}
 			})
@@ -148,6 +155,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 	diff.Flags().StringVar(&diffDevice, "device", "", "only this device")
 	diff.Flags().BoolVar(&stat, "stat", false, "only count the lines each device adds and removes")
 
+	var override string
 	deployCmd := &cobra.Command{
 		Use: "deploy", Short: "Compile and deploy now, retrying failed devices; exits non-zero if a device failed", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -156,7 +164,11 @@ func newFabricCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var st api.FabricStatus
-			if err := c.Do(cmd.Context(), "POST", "/v1/fabric/deploy", nil, &st); err != nil {
+			path := "/v1/fabric/deploy"
+			if cmd.Flags().Changed("override") {
+				path += "?override=" + url.QueryEscape(override)
+			}
+			if err := c.Do(cmd.Context(), "POST", path, nil, &st); err != nil {
 				return err
 			}
 			if err := g.emit(st, func(w io.Writer) { fabricStatusTable(w, &st) }); err != nil {
@@ -174,6 +186,7 @@ func newFabricCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	deployCmd.Flags().StringVar(&override, "override", "", "deploy the latest revision although the verifier blocked it (`fabric status` says so); the reason, recorded in the events with your name")
 	var matrix bool
 	verifyCmd := &cobra.Command{
 		Use: "verify", Short: "Prove on the current intent that tenants (and jobs of segmented tenants) cannot reach each other, ids are unique, bindings match allocations; exits non-zero with a report when not", Args: cobra.NoArgs,
@@ -343,6 +356,10 @@ func diffStatTable(w io.Writer, s fabricDiffStat) {
 
 func fabricStatusTable(w io.Writer, st *api.FabricStatus) {
 	title(w, "latest revision: %d\n", st.Revision)
+	if st.Blocked != "" {
+		title(w, "BLOCKED: %s\n", st.Blocked)
+		title(w, "the devices stay on revision %d; jobfabric fabric revisions lists the failures, jobfabric fabric deploy --override REASON deploys it anyway\n", st.Deployable)
+	}
 	if l := st.LastDeploy; l != nil {
 		title(w, "revision %d deployed in full in %.1fs (%d rounds, %d device deploys)\n", l.Rev, l.Seconds, l.Rounds, l.Devices)
 	}
@@ -352,6 +369,8 @@ func fabricStatusTable(w io.Writer, st *api.FabricStatus) {
 		switch {
 		case d.Error != "":
 			s = "failed"
+		case d.Deployed != d.DesiredHash && st.Blocked != "" && d.DesiredRev > st.Deployable:
+			s = "blocked"
 		case d.Deployed != d.DesiredHash:
 			s = "pending"
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,5 +43,30 @@ func TestFabricStatusShowsRevisionDeployTime(t *testing.T) {
 	fabricStatusTable(&b, &api.FabricStatus{Revision: 4})
 	if strings.Contains(b.String(), "deployed in full") {
 		t.Errorf("a status without a timed revision names one:\n%s", b.String())
+	}
+}
+
+// TestFabricStatusShowsBlockedRevision: a revision the verifier blocked
+// heads the table with its failure and what the devices run, and the
+// devices it would change say "blocked", not "pending".
+func TestFabricStatusShowsBlockedRevision(t *testing.T) {
+	var b bytes.Buffer
+	fabricStatusTable(&b, &api.FabricStatus{Revision: 7, Deployable: 5, Blocked: "verify failed: revision 7 (3 failures): rt-shared leaf1/vrf b: ...", Devices: []api.DeviceState{
+		{Name: "leaf1", DesiredRev: 7, DesiredHash: "b", DeployedRev: 5, Deployed: "a"},
+		{Name: "leaf2", DesiredRev: 4, DesiredHash: "c", DeployedRev: 7, Deployed: "c"},
+	}})
+	out := b.String()
+	for _, want := range []string{"BLOCKED: verify failed: revision 7", "the devices stay on revision 5", "--override"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status without %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^leaf1\t.*\tblocked\t`).MatchString(out) || !regexp.MustCompile(`(?m)^leaf2\t.*\tin sync\t`).MatchString(out) {
+		t.Errorf("device states:\n%s", out)
+	}
+	b.Reset()
+	fabricStatusTable(&b, &api.FabricStatus{Revision: 7, Deployable: 7})
+	if strings.Contains(b.String(), "BLOCKED") {
+		t.Errorf("an unblocked status says BLOCKED:\n%s", b.String())
 	}
 }

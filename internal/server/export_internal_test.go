@@ -3,7 +3,17 @@ package server
 import (
 	"context"
 	"errors"
+
+	"github.com/jobfabric/jobfabric/internal/fabric"
 )
+
+// InjectFabricFault makes the fabric loop of the server cfg configures
+// break every intent it compiles with fault before the verifier sees it,
+// as a compiler bug would (a test seam: fault reads the test's switch, so
+// the fault can go away).
+func InjectFabricFault(cfg *Config, fault func(fabric.Input, *fabric.Intent)) {
+	cfg.fabricFault = fault
+}
 
 // Settle kicks a scheduling cycle and returns once a cycle begun after the
 // call has ended: the scheduler's answer to every change made before it is

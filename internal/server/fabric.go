@@ -135,6 +135,9 @@ type compiled struct {
 	idsHash string
 	jobs    []uint64
 	report  *verify.Report
+	// faulty: a test's fault was injected into the intent (files are
+	// rendered from it, not from the compiler's cache).
+	faulty bool
 }
 
 // compileNow compiles the state with the id pools synced at now (the
@@ -152,6 +155,18 @@ func (s *Server) compileNow(now time.Time, fc *fabricCompiler, held ...uint64) (
 	}
 	var it *fabric.Intent
 	var files []render.DeviceFiles
+	if fc != nil && s.cfg.fabricFault != nil {
+		// A test's fault: a full compile of our own, broken, rendered in
+		// full; the incremental compiler and its caches are left alone.
+		if it, err = fabric.Compile(in); err != nil {
+			return nil, err
+		}
+		s.cfg.fabricFault(in, it)
+		if files, err = render.RenderIntent(it); err != nil {
+			return nil, err
+		}
+		return &compiled{in: in, intent: it, files: files, idsHash: idsHash, jobs: jobs, faulty: true}, nil
+	}
 	if fc != nil {
 		start := time.Now()
 		var inc bool
@@ -189,10 +204,15 @@ func (c *compiled) verified() *compiled {
 // give a port a membership while the port has another one, or while the
 // removal of its previous one is not deployed on its leaf yet. It returns
 // the compile, the ports whose membership it changes and the held jobs.
-func (s *Server) compileHeld(now time.Time) (*compiled, map[string]string, []state.HeldJob, error) {
+//
+// The jobs in extra (held for the verifier) are held from the start.
+func (s *Server) compileHeld(now time.Time, extra []state.HeldJob) (*compiled, map[string]string, []state.HeldJob, error) {
 	members, deployed := s.fsm.PortMembers()
-	var held []state.HeldJob
+	held := slices.Clone(extra)
 	var ids []uint64
+	for _, h := range extra {
+		ids = append(ids, h.Job)
+	}
 	// Holding a job can change the membership of a port it shares with
 	// another job (a group): check again until nothing more is held.
 	for {
@@ -270,6 +290,16 @@ func l3VLANsExhausted(err error) (leaf, why string, ok bool) {
 	return leaf, de.Message, ok && leaf != ""
 }
 
+// sameHolds: a and b hold the same jobs, the verifier's for the same
+// reasons (a job held for another failure is a revision: its reason
+// changes).
+func sameHolds(a, b []state.HeldJob) bool {
+	verifyHolds := func(hs []state.HeldJob) []state.HeldJob {
+		return slices.DeleteFunc(slices.Clone(hs), func(h state.HeldJob) bool { return h.Why != "verify" })
+	}
+	return sameJobs(a, b) && slices.Equal(verifyHolds(a), verifyHolds(b))
+}
+
 // sameJobs: a and b hold the same jobs.
 func sameJobs(a, b []state.HeldJob) bool {
 	ids := func(hs []state.HeldJob) []uint64 {
@@ -283,17 +313,60 @@ func sameJobs(a, b []state.HeldJob) bool {
 	return slices.Equal(ids(a), ids(b))
 }
 
+// maxVerifyRounds bounds the compiles of one revision that hold jobs the
+// verifier implicates (each round holds every job the failures name that
+// can be held; holding more rarely takes more than two).
+const maxVerifyRounds = 4
+
+// compileFabric compiles the state and commits a revision when it differs
+// from the latest. A revision the verifier fails on never reaches a
+// device: the placed jobs the failures implicate (verifyHolds) are held
+// out and the state compiled again without them, up to maxVerifyRounds
+// times, so other tenants' and jobs' changes go on; what fails still (no
+// job to hold: a tenant's shared or imported id, a running job's port) is
+// committed for the record as a blocked revision, and the devices stay on
+// the latest one that is not blocked (deployFabric).
 func (s *Server) compileFabric(ctx context.Context) error {
 	now := s.clock.Now()
-	c, ports, held, err := s.compileHeld(now)
+	var verifyHeld []state.HeldJob
+	var first *verify.Report // the first round's report, for the metrics
+	for round := 0; ; round++ {
+		c, cmd, waiting, err := s.compileRevision(now, verifyHeld)
+		if err != nil || c == nil || cmd == nil {
+			return err
+		}
+		c.verified()
+		if cmd.Blocked && !c.report.OK() {
+			return nil // the blocked revision again: nothing to commit
+		}
+		cmd.Blocked = false
+		if first == nil {
+			first = c.report
+		}
+		if !c.report.OK() && round+1 < maxVerifyRounds {
+			if more := verifyHolds(c, cmd.Held, s.placed); len(more) > 0 {
+				verifyHeld = append(verifyHeld, more...)
+				continue
+			}
+		}
+		return s.commitRevision(ctx, c, cmd, waiting, first)
+	}
+}
+
+// compileRevision compiles the state at now, holding the jobs in
+// verifyHeld, and returns the revision to commit, or a nil cmd when it
+// would change nothing. Blocked on the cmd says it would change nothing
+// but the latest revision is blocked: commit it only if it verifies.
+func (s *Server) compileRevision(now time.Time, verifyHeld []state.HeldJob) (*compiled, *state.FabricRevisionCmd, []uint64, error) {
+	c, ports, held, err := s.compileHeld(now, verifyHeld)
 	if err != nil || c == nil {
-		return err
+		return c, nil, nil, err
 	}
 	cur, rev, derr := s.fsm.DeviceConfigs(0)
 	if derr != nil {
-		return derr
+		return nil, nil, nil, derr
 	}
-	cmd := state.FabricRevisionCmd{SyncAt: now, IDsHash: c.idsHash, Changed: map[string]state.DeviceConfig{}, Jobs: c.jobs, InUse: c.intent.InUse(), Ports: ports, Held: held}
+	cmd := &state.FabricRevisionCmd{SyncAt: now, IDsHash: c.idsHash, Changed: map[string]state.DeviceConfig{}, Jobs: c.jobs, InUse: c.intent.InUse(), Ports: ports, Held: held}
 	roles := map[string]string{}
 	for _, d := range c.intent.Devices {
 		roles[d.Name] = string(d.Role)
@@ -302,8 +375,13 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	for _, df := range c.files {
 		seen[df.Device] = true
 		sum, err := s.fabricComp.sum(df)
+		if c.faulty {
+			// Not the compiler's files: not its cache either.
+			files := storedFiles(df.Files)
+			sum, err = deviceSum{files: files, hash: state.ConfigHash(df.NOS, files)}, nil
+		}
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		if cur[df.Device].Hash != sum.hash {
 			cmd.Changed[df.Device] = state.DeviceConfig{NOS: df.NOS, Role: roles[df.Device], Files: sum.files, Hash: sum.hash}
@@ -318,40 +396,76 @@ func (s *Server) compileFabric(ctx context.Context) error {
 	waiting := slices.DeleteFunc(s.fsm.JobsAwaitingNetwork(), func(id uint64) bool {
 		return slices.ContainsFunc(held, func(h state.HeldJob) bool { return h.Job == id })
 	})
-	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 && len(ports) == 0 && sameJobs(held, s.fsm.HeldJobs()) {
-		return nil // nothing to commit
+	if rev != 0 && len(cmd.Changed) == 0 && len(cmd.Removed) == 0 && len(waiting) == 0 && len(ports) == 0 && sameHolds(held, s.fsm.HeldJobs()) {
+		if s.fsm.FabricStatus().Blocked != "" {
+			// The same configuration as the blocked revision: worth a
+			// revision only if it verifies now (a verifier fixed by an
+			// upgrade), which unblocks the devices.
+			cmd.Blocked = true
+			return c, cmd, waiting, nil
+		}
+		return c, nil, nil, nil // nothing to commit
 	}
-	c.verified()
-	s.metrics.VerifyFailures.Set(float64(len(c.report.Failures())))
-	if c.report.OK() {
+	return c, cmd, waiting, nil
+}
+
+// commitRevision commits cmd, compiled and verified as c; first is the
+// report of the first compile, before any job was held for the verifier.
+func (s *Server) commitRevision(ctx context.Context, c *compiled, cmd *state.FabricRevisionCmd, waiting []uint64, first *verify.Report) error {
+	held := cmd.Held
+	// The metrics say whether the compiler produced anything the verifier
+	// fails on, held jobs included: that is a bug to look at even when the
+	// rest of the fabric goes on.
+	s.metrics.VerifyFailures.Set(float64(len(first.Failures())))
+	if first.OK() {
 		s.metrics.VerifyOK.Set(1)
 	} else {
 		s.metrics.VerifyOK.Set(0)
+	}
+	if !c.report.OK() {
 		for _, f := range c.report.Failures() {
 			cmd.Verify = append(cmd.Verify, f.String())
 		}
 		if len(cmd.Verify) > 50 {
 			cmd.Verify = cmd.Verify[:50]
 		}
-		s.log.Error("fabric verifier failed: the revision is committed for the record, but look", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
+		cmd.Blocked = true
+		s.log.Error("fabric verifier failed: the revision is committed for the record and blocked: no device is given it", "failures", len(c.report.Failures()), "first", cmd.Verify[0])
 	}
 	cmd.Cause = fmt.Sprintf("%d devices changed, %d jobs waiting for their network", len(cmd.Changed), len(waiting))
-	var byPort int
+	var byPort, byVerify int
 	var l3 []string // the pools' accounts, for the admin reading revisions
+	var failed []string
 	for _, h := range held {
-		if h.Why != "l3vlan" {
+		switch h.Why {
+		case "l3vlan":
+			if why := h.Leaf + ": " + h.Reason; !slices.Contains(l3, why) {
+				l3 = append(l3, why)
+			}
+		case "verify":
+			byVerify++
+			if len(failed) < 5 { // the revision keeps each job's failure in Held
+				failed = append(failed, fmt.Sprintf("job %d: %s", h.Job, h.Reason))
+			}
+		default:
 			byPort++
-		} else if why := h.Leaf + ": " + h.Reason; !slices.Contains(l3, why) {
-			l3 = append(l3, why)
 		}
 	}
 	if byPort > 0 {
 		cmd.Cause += fmt.Sprintf(", %d held until a port's previous membership is removed", byPort)
 	}
-	if n := len(held) - byPort; n > 0 {
+	if n := len(held) - byPort - byVerify; n > 0 {
 		cmd.Cause += fmt.Sprintf(", %d held for an L3 VLAN (%s)", n, strings.Join(l3, "; "))
 	}
-	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", cmd); err != nil {
+	if byVerify > 0 {
+		more := ""
+		if byVerify > len(failed) {
+			more = fmt.Sprintf("; and %d more", byVerify-len(failed))
+		}
+		cmd.Cause += fmt.Sprintf(", %d held: the verifier failed on their configuration (%s%s)", byVerify, strings.Join(failed, "; "), more)
+		s.log.Error("fabric verifier failed: the jobs it implicates are held out of the revision", "jobs", byVerify, "first", failed[0])
+	}
+	if _, err := s.propose(ctx, state.CmdFabricRevision, "fabric", *cmd); err != nil {
 		var de *domain.Error
 		if errors.As(err, &de) && de.Code == domain.CodeFailedPrecondition {
 			s.log.Debug("fabric revision stale; compiling again", "err", err)
@@ -360,7 +474,71 @@ func (s *Server) compileFabric(ctx context.Context) error {
 		}
 		return err
 	}
-	s.log.Info("fabric revision committed", "changed", len(cmd.Changed), "removed", len(cmd.Removed), "jobs_waiting", len(waiting), "cause", cmd.Cause)
+	s.log.Info("fabric revision committed", "changed", len(cmd.Changed), "removed", len(cmd.Removed), "jobs_waiting", len(waiting), "blocked", cmd.Blocked, "cause", cmd.Cause)
+	return nil
+}
+
+// placed: the job is Placed, its network on no switch yet.
+func (s *Server) placed(id uint64) bool {
+	j, ok := s.fsm.Job(id)
+	return ok && j.State == domain.JobPlaced
+}
+
+// verifyHolds maps the failures of c's report to the jobs they implicate
+// that can still be held (placed: no switch runs their network yet) and
+// are not in held, one HeldJob each, with the failure as its reason. A
+// failure implicates the jobs of the server port it names (the intent
+// knows them), or the job it names. Failures of a port's own
+// configuration come first: only when none implicates a job that can be
+// held are the jobs of ports that reach another tenant's or job's port
+// held (the pairs' other end, when it is the cause, is held in the first
+// pass, and the reach goes with it), and only when every failure is such
+// a reach. Running jobs are never held: their
+// network is on the switches already, and a failure that only they
+// explain blocks the revision instead.
+func verifyHolds(c *compiled, held []state.HeldJob, placed func(job uint64) bool) []state.HeldJob {
+	pairwise := func(rule string) bool {
+		return rule == verify.RuleReachTenant || rule == verify.RuleReachJobGBP || rule == verify.RuleReachJobACL
+	}
+	for _, pass := range []bool{false, true} {
+		var out []state.HeldJob
+		for _, f := range c.report.Failures() {
+			if pairwise(f.Rule) != pass {
+				continue
+			}
+			var jobs []string
+			port := ""
+			if f.Device == "" {
+				if id, ok := strings.CutPrefix(f.Object, "job "); ok {
+					jobs = []string{id}
+				}
+			} else if d := c.intent.Device(f.Device); d != nil {
+				if p := d.Port(f.Object); p != nil {
+					jobs, port = p.Jobs, state.PortKey(d.Name, p.Name)
+				}
+			}
+			for _, js := range jobs {
+				id, err := strconv.ParseUint(js, 10, 64)
+				if err != nil || slices.ContainsFunc(held, func(h state.HeldJob) bool { return h.Job == id }) ||
+					slices.ContainsFunc(out, func(h state.HeldJob) bool { return h.Job == id }) {
+					continue
+				}
+				if !placed(id) {
+					continue
+				}
+				out = append(out, state.HeldJob{Job: id, Port: port, Why: "verify", Rule: f.Rule, Reason: f.String()})
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+		if !pass && slices.ContainsFunc(c.report.Failures(), func(f verify.Failure) bool { return !pairwise(f.Rule) }) {
+			// A failure no held job explains (a VRF's route target, a
+			// running job's port): holding the jobs that reach across it
+			// would not make the revision verify.
+			break
+		}
+	}
 	return nil
 }
 
@@ -376,7 +554,8 @@ func (s *Server) fabricRoutes() []route {
 			query: []param{{"from", "integer", "older revision (default: the one before to)"}, {"to", "integer", "newer revision (default: the latest)"}, devQ}, resp: api.FabricDiff{}, h: s.fabricDiff},
 		{method: "GET", path: "/v1/fabric/verify", summary: "Verify the current intent: one VRF per link; no shared VRF, VNI, RD or route target, no foreign RT import; job endpoints in their VRF and group; allocations and port bindings agree; no reachability between tenants, nor between jobs of a segmented tenant (admin)", access: authed,
 			query: []param{{"matrix", "boolean", "also return the reachability matrix (leaf/port -> leaf/ports) as the deployed NOSes enforce it"}}, resp: api.FabricVerify{}, h: s.fabricVerify},
-		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed, resp: api.FabricStatus{}, h: s.fabricDeploy},
+		{method: "POST", path: "/v1/fabric/deploy", summary: "Compile and deploy now, retrying failed devices; answers the status after the deploy (admin)", access: authed,
+			query: []param{{"override", "string", "deploy the latest revision although the verifier blocked it; the reason, recorded in the events with the admin's name"}}, resp: api.FabricStatus{}, h: s.fabricDeploy},
 		{method: "GET", path: "/v1/fabric/options", summary: "The fabric options: where tenants' VRFs are placed, each leaf's L3 VLAN range (admin)", access: authed, resp: api.FabricOptions{}, h: s.getFabricOptions},
 		{method: "PUT", path: "/v1/fabric/options", summary: "Replace the fabric options; refused, changing nothing, when a leaf would need more L3 VLANs than its range holds (admin)", access: authed,
 			body: api.FabricOptions{}, resp: api.FabricOptions{}, h: s.putFabricOptions},
@@ -561,6 +740,19 @@ func (s *Server) fabricDeploy(r *http.Request, p *principal) (any, error) {
 	if s.driver == nil {
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "fabric-driver", Message: "this server runs without a fabric driver (--fabric-driver none)"}
 	}
+	if reason, ok := r.URL.Query()["override"]; ok {
+		// An admin's decision over the verifier's, in the events: the
+		// latest revision, the one `fabric status` says is blocked.
+		rev := s.fsm.FabricStatus().Revision
+		if _, err := s.propose(r.Context(), state.CmdFabricOverride, p.actor(), state.FabricOverrideCmd{Rev: rev, Reason: strings.Join(reason, " ")}); err != nil {
+			return nil, err
+		}
+		// Deploy what was overridden, not a compile of the state since.
+		if err := s.deployWait(r.Context(), false, true); err != nil {
+			return nil, err
+		}
+		return s.fabricStatusNow(), nil
+	}
 	if err := s.deployWait(r.Context(), true, true); err != nil && !errors.Is(err, errStale) {
 		return nil, err
 	}
@@ -596,7 +788,7 @@ func (s *Server) fabricVerify(r *http.Request, p *principal) (any, error) {
 // apiFabricStatus converts the state's record into the API's answer (the
 // fields are the same; the types differ so the CLI need not link state).
 func apiFabricStatus(st *state.FabricStatus) *api.FabricStatus {
-	out := &api.FabricStatus{Revision: st.Revision, Devices: make([]api.DeviceState, 0, len(st.Devices))}
+	out := &api.FabricStatus{Revision: st.Revision, Deployable: st.Deployable, Blocked: st.Blocked, Devices: make([]api.DeviceState, 0, len(st.Devices))}
 	for _, d := range st.Devices {
 		out.Devices = append(out.Devices, api.DeviceState(d))
 	}

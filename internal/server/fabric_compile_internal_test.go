@@ -231,3 +231,87 @@ func TestFabricCompilerPerLeafL3VLANs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFabricVerifyHold times what a job the verifier implicates costs
+// a fabric-loop revision at issue #4's scale (2,048 servers, 1,000
+// tenants, 10,000 jobs): a 4-GPU job starts and its ports come out in
+// another tenant's VRF. clean is the revision of a start that verifies
+// (incremental compile, verify); held is the loop's rounds when it does
+// not: compile, verify, map the failures to the job (verifyHolds),
+// compile without it (incremental), verify again.
+func BenchmarkFabricVerifyHold(b *testing.B) {
+	base, err := fabrictest.Scale(fabrictest.ScaleOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tenant := base.Tenants[3].Name
+	next, _, err := fabrictest.StartJob(base, tenant, fabrictest.FreeServers(base)[0], "999999", []int{0, 1, 2, 3}, 50000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// breakJob puts the job's ports into another tenant's VRF on their
+	// leaf, and returns what puts them back (the intent is the compiler's).
+	breakJob := func(it *fabric.Intent) (undo func()) {
+		var undos []func()
+		for i := range it.Devices {
+			d := &it.Devices[i]
+			for j := range d.Ports {
+				p := &d.Ports[j]
+				if !slices.Contains(p.Jobs, "999999") {
+					continue
+				}
+				for _, v := range d.VRFs {
+					if v.Tenant != tenant {
+						old := p.VRF
+						p.VRF = v.Name
+						undos = append(undos, func() { p.VRF = old })
+						break
+					}
+				}
+			}
+		}
+		if len(undos) == 0 {
+			b.Fatal("the job has no port to break")
+		}
+		return func() {
+			for _, u := range undos {
+				u()
+			}
+		}
+	}
+	fc := &fabricCompiler{}
+	if _, _, err := fc.compile(base); err != nil {
+		b.Fatal(err)
+	}
+	compile := func(in fabric.Input) *compiled {
+		it, inc, err := fc.compile(in)
+		if err != nil || !inc {
+			b.Fatalf("compile: incremental %v, %v", inc, err)
+		}
+		return &compiled{in: in, intent: it}
+	}
+	b.Run("clean", func(b *testing.B) {
+		for b.Loop() {
+			if c := compile(next).verified(); !c.report.OK() {
+				b.Fatal(c.report.Text(3))
+			}
+			b.StopTimer()
+			compile(base)
+			b.StartTimer()
+		}
+	})
+	b.Run("held", func(b *testing.B) {
+		for b.Loop() {
+			c := compile(next)
+			undo := breakJob(c.intent)
+			held := verifyHolds(c.verified(), nil, func(uint64) bool { return true })
+			undo()
+			if len(held) != 1 || held[0].Job != 999999 {
+				b.Fatalf("held %+v, want job 999999", held)
+			}
+			if c := compile(base).verified(); !c.report.OK() {
+				b.Fatal(c.report.Text(3))
+			}
+		}
+	})
+}

@@ -95,13 +95,16 @@ func (s *Server) deployFabric(ctx context.Context, retry bool, only map[string]b
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	st := s.fsm.FabricStatus()
-	cfgs, rev, derr := s.fsm.DeviceConfigs(0)
-	if derr != nil || rev == 0 {
+	// The latest revision the verifier did not block: a blocked one is
+	// for the record, and no device gets any of it.
+	cfgs, rev := s.fsm.DeployTarget()
+	if rev == 0 {
 		return nil, nil
 	}
 	var todo []deploy.Device
 	for _, d := range st.Devices {
-		if d.Deployed == d.DesiredHash || (d.Error != "" && !retry) || (only != nil && !only[d.Name]) {
+		want, ok := cfgs[d.Name]
+		if !ok || d.Deployed == want.Hash || (d.Error != "" && !retry) || (only != nil && !only[d.Name]) {
 			continue
 		}
 		if f := ds.inFlight[d.Name]; f != nil {
@@ -263,7 +266,7 @@ func (s *Server) recordDeploy(ctx context.Context, f *inflight) {
 		}
 		ds.mu.Lock()
 		behind := false
-		latest := s.fsm.FabricStatus().Revision
+		latest := s.fsm.FabricStatus().Deployable
 		for _, f := range batch {
 			delete(ds.inFlight, f.device)
 			if t := ds.timers[f.rev]; t != nil {

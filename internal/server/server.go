@@ -21,6 +21,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/deploy"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/fabric"
 	"github.com/jobfabric/jobfabric/internal/fileutil"
 	"github.com/jobfabric/jobfabric/internal/health"
 	"github.com/jobfabric/jobfabric/internal/metrics"
@@ -112,6 +113,10 @@ type Config struct {
 	// full as well as incrementally and fail the cycle when the two differ
 	// (tests).
 	CheckFabricCompile bool
+	// fabricFault, set by tests only (InjectFabricFault), breaks every
+	// intent the fabric loop compiles, as a compiler bug would, before
+	// the verifier sees it.
+	fabricFault func(fabric.Input, *fabric.Intent)
 	// DeployTimeout bounds one device's deploy (lint and apply) in the
 	// fabric loop; every device has its own (0: 2m). See deployFabric.
 	DeployTimeout time.Duration

@@ -213,6 +213,8 @@ const (
 	CmdFabricRevision CommandType = "fabric.revision"
 	CmdFabricDeployed CommandType = "fabric.deployed"
 	CmdFabricOptions  CommandType = "fabric.options"
+	// CmdFabricOverride deploys a revision the verifier blocked.
+	CmdFabricOverride CommandType = "fabric.override"
 )
 
 // Fabric payloads (fabric.go).
@@ -237,6 +239,13 @@ type (
 		// a port of theirs still has (or only just lost) another
 		// membership.
 		Held []HeldJob `json:"held,omitempty"`
+		// Blocked: the verifier failed on what no held job accounts for
+		// (a tenant's VNI, RD or route target shared or imported, a
+		// running job's port): the revision is kept for the record, no
+		// device is given it, and the devices stay on the latest revision
+		// that is not blocked. Absent in logs written before it: those
+		// revisions were deployed whatever the verifier said.
+		Blocked bool `json:"blocked,omitempty"`
 	}
 	// HeldJob is a job held out of a revision, and the port (or leaf) it
 	// waits for.
@@ -248,10 +257,21 @@ type (
 		// "l3vlan" (the tenant's VRF would come to leaf Leaf, whose L3
 		// VLAN pool has no id free now; Reason is the pool's account, for
 		// the record and the revision's cause, never the job's reason: it
-		// counts other tenants' VLANs).
+		// counts other tenants' VLANs) or "verify" (the verifier failed on
+		// the configuration the job's port Port, or the job itself, would
+		// get; Rule is the verifier's rule and Reason the failure, which
+		// may name other tenants: for the admin, never the job's reason).
 		Why    string `json:"why"`
 		Leaf   string `json:"leaf,omitempty"`
 		Reason string `json:"reason,omitempty"`
+		Rule   string `json:"rule,omitempty"`
+	}
+	// FabricOverrideCmd lets the devices have blocked revision Rev (the
+	// latest) although the verifier failed on it: an admin's decision,
+	// with its reason, in the events.
+	FabricOverrideCmd struct {
+		Rev    uint64 `json:"rev"`
+		Reason string `json:"reason"`
 	}
 	// FabricOptionsSet replaces the operator's fabric options (see
 	// FabricOptions); zero values mean the defaults.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -78,6 +79,11 @@ type FabricRevision struct {
 	Removed []string                `json:"removed,omitempty"`
 	InUse   fabric.InUse            `json:"inUse"`
 	Verify  []string                `json:"verify,omitempty"`
+	// Blocked: the verifier failed on it (Verify); no device is given it
+	// (FabricRevisionCmd.Blocked). Override is the admin who let the
+	// devices have it anyway, and why (CmdFabricOverride).
+	Blocked  bool   `json:"blocked,omitempty"`
+	Override string `json:"override,omitempty"`
 }
 
 // PortMember is a server port's membership in the latest revision.
@@ -399,13 +405,16 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	if derr := f.checkPortMoves(p.Ports); derr != nil {
 		return nil, derr
 	}
+	if p.Blocked && len(p.Verify) == 0 {
+		return nil, domain.Invalid("blocked", "a blocked revision names the verifier's failures (verify is empty)")
+	}
 	if c.check {
 		return nil, nil
 	}
 	fd := &f.d.Fabric
 	fd.Pools = ps
 	fd.Rev++
-	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify}
+	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify, Blocked: p.Blocked}
 	fd.Revisions = append(fd.Revisions, rev)
 	f.foldRevisions()
 	if fd.Devices == nil {
@@ -444,11 +453,25 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 		}
 	}
 	for _, h := range p.Held {
+		if j, ok := f.d.Jobs[h.Job]; ok && j.State == domain.JobPlaced && j.NetworkRev != 0 && h.Why == "verify" {
+			// A blocked revision carried it; this one leaves its ports
+			// out: the gate must not make it Ready on that revision's
+			// deploy. (Only verify holds take a carried job.)
+			j.NetworkRev = 0
+			f.jobs.touch(j)
+		}
 		if j, ok := f.d.Jobs[h.Job]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			msg := fmt.Sprintf("waiting for port %s to leave its previous tenant or group: the removal is deployed first (revision %d), then its network is added", h.Port, fd.Rev)
 			switch h.Why {
 			case "deploying":
 				msg = fmt.Sprintf("waiting for the removal of port %s's previous membership (revision %d) to be deployed on its leaf before its network is added", h.Port, fd.Ports[h.Port].Rev)
+			case "verify":
+				// Not the failure (h.Reason): it may name other tenants.
+				at := "its network"
+				if h.Port != "" {
+					at = "port " + h.Port
+				}
+				msg = fmt.Sprintf("held out of fabric revision %d: the verifier refused the configuration %s would get (rule %s), so no switch is given it; the other jobs' changes go on. An admin sees the failure in `jobfabric fabric revisions`; the job is compiled again at every fabric change and at `jobfabric fabric deploy`", fd.Rev, at, h.Rule)
 			case "l3vlan":
 				// Not the pool's account (h.Reason, in the revision's
 				// cause): it counts the VLANs other tenants hold there.
@@ -474,6 +497,9 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	}
 	if len(p.Verify) > 0 {
 		msg += fmt.Sprintf("; verifier: %d failures", len(p.Verify))
+	}
+	if p.Blocked {
+		msg += fmt.Sprintf(": blocked, the devices stay on revision %d (verify failed: %s)", f.deployableLocked(), p.Verify[0])
 	}
 	f.event(c, "fabric.revision", fmt.Sprintf("fabric/%d", fd.Rev), "", "", msg)
 	f.gate(c)
@@ -533,10 +559,19 @@ func (f *FSM) PortMembers() (map[string]PortMember, map[string]uint64) {
 
 // foldRevisions keeps maxRevisions revisions: the oldest dropped one's
 // device configs move into the next unless that one changed them too.
+//
+// The latest revision that is not blocked (deployableLocked) is never
+// dropped: it is what the devices are given while newer ones are blocked.
+// When it is the oldest, the blocked revision after it folds into the next
+// instead, its removals carried along.
 func (f *FSM) foldRevisions() {
 	fd := &f.d.Fabric
 	for len(fd.Revisions) > maxRevisions {
-		old, next := fd.Revisions[0], fd.Revisions[1]
+		i := 0
+		if fd.Revisions[0].Rev == f.deployableLocked() {
+			i = 1
+		}
+		old, next := fd.Revisions[i], fd.Revisions[i+1]
 		if next.Changed == nil {
 			next.Changed = map[string]DeviceConfig{}
 		}
@@ -545,8 +580,72 @@ func (f *FSM) foldRevisions() {
 				next.Changed[name] = dc
 			}
 		}
-		fd.Revisions = fd.Revisions[1:]
+		if i > 0 {
+			for _, name := range old.Removed {
+				if _, ok := next.Changed[name]; !ok && !slices.Contains(next.Removed, name) {
+					next.Removed = append(next.Removed, name)
+				}
+			}
+			slices.Sort(next.Removed)
+		}
+		fd.Revisions = slices.Delete(fd.Revisions, i, i+1)
 	}
+}
+
+// deployableLocked is the latest kept revision that is not blocked, the
+// one the devices are given; 0 when every kept revision is blocked.
+func (f *FSM) deployableLocked() uint64 {
+	rs := f.d.Fabric.Revisions
+	for i := len(rs) - 1; i >= 0; i-- {
+		if !rs[i].Blocked {
+			return rs[i].Rev
+		}
+	}
+	return 0
+}
+
+// DeployTarget returns every device's configuration at the revision the
+// devices are to run, the latest one that is not blocked, and that
+// revision (0, and no configurations, when there is none).
+func (f *FSM) DeployTarget() (map[string]DeviceConfig, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rev := f.deployableLocked()
+	if rev == 0 {
+		return map[string]DeviceConfig{}, 0
+	}
+	cfgs, _, _ := f.deviceConfigsLocked(rev) // kept: listed above
+	return cfgs, rev
+}
+
+// applyFabricOverride unblocks the latest revision: an admin lets the
+// devices have it although the verifier failed on it.
+func (f *FSM) applyFabricOverride(c *Command) (any, *domain.Error) {
+	p, derr := decode[FabricOverrideCmd](c)
+	if derr != nil {
+		return nil, derr
+	}
+	fd := &f.d.Fabric
+	if len(fd.Revisions) == 0 || p.Rev != fd.Rev {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "rev",
+			Message: fmt.Sprintf("revision %d is not the latest (%d): only the latest revision can be deployed over the verifier", p.Rev, fd.Rev)}
+	}
+	r := fd.Revisions[len(fd.Revisions)-1]
+	if !r.Blocked {
+		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "rev",
+			Message: fmt.Sprintf("revision %d is not blocked: nothing to override", p.Rev)}
+	}
+	if strings.TrimSpace(p.Reason) == "" {
+		return nil, domain.Invalid("reason", "overriding the verifier needs a reason (it is in the events)")
+	}
+	if c.check {
+		return nil, nil
+	}
+	r.Blocked, r.Override = false, c.Actor+": "+p.Reason
+	f.event(c, "fabric.override", fmt.Sprintf("fabric/%d", r.Rev), "", "",
+		fmt.Sprintf("revision %d deployed although the verifier failed on it (%d failures, first: %s), by %s: %s", r.Rev, len(r.Verify), r.Verify[0], c.Actor, p.Reason))
+	f.gate(c)
+	return f.fabricStatusLocked(), nil
 }
 
 func (f *FSM) applyFabricDeployed(c *Command) (any, *domain.Error) {
@@ -648,7 +747,10 @@ func (f *FSM) gate(c *Command) {
 			case d == nil:
 				waiting = append(waiting, leaf+" (not in the fabric)")
 			case d.DeployedRev < j.NetworkRev && d.Error != "":
-				waiting = append(waiting, fmt.Sprintf("%s (deploy failed: %s)", leaf, d.Error))
+				// Not the device's error: a switch's or the lint's account
+				// names the VRFs on it, other tenants' too (`fabric
+				// status` has it, for the admin).
+				waiting = append(waiting, leaf+" (deploy failed; retried by the leader)")
 			case d.DeployedRev < j.NetworkRev:
 				waiting = append(waiting, leaf)
 			}
@@ -661,6 +763,10 @@ func (f *FSM) gate(c *Command) {
 			continue
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
+		if good := f.deployableLocked(); good < j.NetworkRev {
+			// Not the failures: they may name other tenants.
+			r.Message = fmt.Sprintf("waiting for fabric revision %d on %s: the verifier failed on the fabric's configuration, so no switch is given revision %d or later; the switches stay on revision %d until a revision verifies (or an admin overrides it)", j.NetworkRev, strings.Join(waiting, ", "), good+1, good)
+		}
 		if j.Reason == nil || *j.Reason != r {
 			j.Reason, j.UpdatedAt = &r, c.At
 			f.jobs.touch(j)
@@ -700,8 +806,9 @@ func (f *FSM) FabricFingerprint() uint64 {
 	sum := item("%s|%d|%d|%s|%d-%d", f.d.Fingerprint, f.d.TopologyRev, f.d.Fabric.Rev, f.d.Fabric.Options.VRFPlacement, f.d.Fabric.L3VLANMin, f.d.Fabric.L3VLANMax)
 	sum += f.fingerprintTenants.of(f.d.Tenants)
 	sum += f.fingerprintJobs.of(f)
-	// A held job waits for a deploy: compile again after each.
-	if len(f.d.Fabric.Held) > 0 {
+	// A held job waits for a deploy: compile again after each. (Not one
+	// held for the verifier: a deploy changes nothing it fails on.)
+	if slices.ContainsFunc(f.d.Fabric.Held, func(h HeldJob) bool { return h.Why != "verify" }) {
 		for name, d := range f.d.Fabric.Devices {
 			sum += item("d|%s|%d", name, d.DeployedRev)
 		}
@@ -835,8 +942,14 @@ func (f *FSM) jobLeaves(j *domain.Job) []string {
 
 // FabricStatus is the fabric as the state knows it.
 type FabricStatus struct {
-	Revision uint64        `json:"revision"`
-	Devices  []DeviceState `json:"devices"`
+	Revision uint64 `json:"revision"`
+	// Deployable is the revision the devices are given: the latest one
+	// the verifier did not block (Revision when it is not blocked).
+	Deployable uint64 `json:"deployable"`
+	// Blocked says why the revisions after Deployable are not deployed:
+	// "verify failed: " and the latest one's first failure.
+	Blocked string        `json:"blocked,omitempty"`
+	Devices []DeviceState `json:"devices"`
 }
 
 // FabricStatus reports the latest revision and every device.
@@ -847,7 +960,11 @@ func (f *FSM) FabricStatus() *FabricStatus {
 }
 
 func (f *FSM) fabricStatusLocked() *FabricStatus {
-	st := &FabricStatus{Revision: f.d.Fabric.Rev, Devices: []DeviceState{}}
+	st := &FabricStatus{Revision: f.d.Fabric.Rev, Deployable: f.deployableLocked(), Devices: []DeviceState{}}
+	if rs := f.d.Fabric.Revisions; len(rs) > 0 && rs[len(rs)-1].Blocked {
+		r := rs[len(rs)-1]
+		st.Blocked = fmt.Sprintf("verify failed: revision %d (%d failures): %s", r.Rev, len(r.Verify), r.Verify[0])
+	}
 	for _, name := range slices.Sorted(maps.Keys(f.d.Fabric.Devices)) {
 		st.Devices = append(st.Devices, *f.d.Fabric.Devices[name])
 	}
@@ -862,6 +979,10 @@ type RevisionInfo struct {
 	Changed []string  `json:"changed"`
 	Removed []string  `json:"removed,omitempty"`
 	Verify  []string  `json:"verify,omitempty"`
+	// Blocked: the verifier failed on it, no device is given it.
+	Blocked bool `json:"blocked,omitempty"`
+	// Override is the admin who had it deployed anyway, and why.
+	Override string `json:"override,omitempty"`
 }
 
 // FabricRevisions lists the kept revisions, oldest first.
@@ -870,7 +991,7 @@ func (f *FSM) FabricRevisions() []RevisionInfo {
 	defer f.mu.RUnlock()
 	out := []RevisionInfo{}
 	for _, r := range f.d.Fabric.Revisions {
-		out = append(out, RevisionInfo{Rev: r.Rev, At: r.At, Cause: r.Cause, Changed: slices.Sorted(maps.Keys(r.Changed)), Removed: slices.Clone(r.Removed), Verify: slices.Clone(r.Verify)})
+		out = append(out, RevisionInfo{Rev: r.Rev, At: r.At, Cause: r.Cause, Changed: slices.Sorted(maps.Keys(r.Changed)), Removed: slices.Clone(r.Removed), Verify: slices.Clone(r.Verify), Blocked: r.Blocked, Override: r.Override})
 	}
 	return out
 }
@@ -880,6 +1001,10 @@ func (f *FSM) FabricRevisions() []RevisionInfo {
 func (f *FSM) DeviceConfigs(rev uint64) (map[string]DeviceConfig, uint64, *domain.Error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.deviceConfigsLocked(rev)
+}
+
+func (f *FSM) deviceConfigsLocked(rev uint64) (map[string]DeviceConfig, uint64, *domain.Error) {
 	fd := &f.d.Fabric
 	if rev == 0 {
 		rev = fd.Rev
@@ -893,6 +1018,10 @@ func (f *FSM) DeviceConfigs(rev uint64) (map[string]DeviceConfig, uint64, *domai
 			first = fd.Revisions[0].Rev
 		}
 		return nil, 0, &domain.Error{Code: domain.CodeNotFound, Field: "rev", Message: fmt.Sprintf("revision %d is not kept (kept: %d-%d)", rev, first, fd.Rev)}
+	}
+	// A blocked revision folded away behind the deployable one is a gap.
+	if _, found := slices.BinarySearchFunc(fd.Revisions, rev, func(r *FabricRevision, rev uint64) int { return cmp.Compare(r.Rev, rev) }); !found {
+		return nil, 0, &domain.Error{Code: domain.CodeNotFound, Field: "rev", Message: fmt.Sprintf("revision %d is not kept (a blocked revision folded into the next)", rev)}
 	}
 	out := map[string]DeviceConfig{}
 	for _, r := range fd.Revisions {

@@ -285,6 +285,7 @@ var handlers = map[CommandType]handler{
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
 	CmdFabricOptions:   (*FSM).applyFabricOptions,
+	CmdFabricOverride:  (*FSM).applyFabricOverride,
 	CmdHostReport:      (*FSM).applyHostReport,
 	CmdHostHeartbeat:   (*FSM).applyHostHeartbeat,
 	CmdHostAccept:      (*FSM).applyHostAccept,
