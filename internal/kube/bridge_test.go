@@ -164,14 +164,20 @@ func ctxT(t testing.TB) context.Context {
 // until it holds, for at most 30s.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually for at most d.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		ok, why := cond()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s: %s", what, why)
+			t.Fatalf("%s: not within %s: %s", what, d, why)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -30,8 +30,14 @@ func gang(t *testing.T, e *env, ns, name string, n, gpus int) {
 // waitState waits until the job with ExternalID ext is in state.
 func waitState(t *testing.T, e *env, ext string, state domain.JobState) domain.Job {
 	t.Helper()
+	return waitStateWithin(t, e, 30*time.Second, ext, state)
+}
+
+// waitStateWithin is waitState for at most d.
+func waitStateWithin(t *testing.T, e *env, d time.Duration, ext string, state domain.JobState) domain.Job {
+	t.Helper()
 	var j domain.Job
-	eventually(t, ext+" "+string(state), func() (bool, string) {
+	eventuallyWithin(t, d, ext+" "+string(state), func() (bool, string) {
 		js := jobsWith(t, e.admin, ext)
 		if len(js) != 1 {
 			return false, fmt.Sprintf("%d jobs", len(js))
@@ -321,10 +327,14 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.kc.StartAPIServer(t)
+	// The bridge deletes the pods its informer already holds: no list
+	// needed.
 	allPods(t, e, "team-a", "before", "deleted after the restart", func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
-	waitState(t, e, "k8s:team-a/racing", domain.JobRunning)
+	// Running needs the test kubelet's informer and the bridge's to list
+	// and watch again: see afterOutage.
+	waitStateWithin(t, e, afterOutage, "k8s:team-a/racing", domain.JobRunning)
 	gang(t, e, "team-a", "after", 2, 8)
-	waitState(t, e, "k8s:team-a/after", domain.JobRunning)
+	waitStateWithin(t, e, afterOutage, "k8s:team-a/after", domain.JobRunning)
 	for _, g := range []string{"before", "racing", "after"} {
 		js := jobsWith(t, e.admin, "k8s:team-a/"+g)
 		if len(js) != 1 {
@@ -346,3 +356,13 @@ func TestAPIServerRestart(t *testing.T) {
 }
 
 func clientQueryAll() client.JobQuery { return client.JobQuery{} }
+
+// afterOutage bounds what follows a kube-apiserver restart. client-go's
+// reflectors retry a refused list or watch after 0.8 s, doubling up to
+// 30 s, each wait jittered up to twice as long
+// (k8s.io/client-go/tools/cache NewReflectorWithOptions): they list again
+// up to a minute after the server is back, the later the longer it was
+// down, and it starts slowly under load. Held down 20 s longer here,
+// racing was Running 15-17 s after the restart, once past 30 s (the old
+// limit, and the test's failure under load). 30 s more for the work.
+const afterOutage = 90 * time.Second

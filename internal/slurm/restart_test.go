@@ -13,6 +13,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/slurm"
+	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
 )
 
 // TestBridgeSurvivesSlurmctldRestart: 20 held jobs on 8 servers, 8
@@ -82,14 +83,27 @@ func TestBridgeSurvivesSlurmctldRestart(t *testing.T) {
 			// What slurmctld holds the servers for, should this fail
 			// (it did once in CI, after a restart under load: the four
 			// cancelled jobs' servers were never allocated again).
-			all, _ := sc.Command(ctx, "squeue", "-h", "-t", "all", "-o", "%i %T %N %r")
-			nodes, _ := sc.Command(ctx, "sinfo", "-h", "-N", "-o", "%N %T %E")
-			return false, fmt.Sprintf("%v\njobs:\n%s\nnodes:\n%s", got, all, nodes)
+			all, err := sc.Command(ctx, "squeue", "-h", "-t", "all", "-o", "%i %T %N %r")
+			if err != nil {
+				all = []byte(err.Error())
+			}
+			// scontrol's long state: sinfo's short one hides the
+			// flags (NOT_RESPONDING, POWERING_UP...).
+			nodes, err := sc.Command(ctx, "scontrol", "-o", "show", "node")
+			if err != nil {
+				nodes = []byte(err.Error())
+			}
+			return false, fmt.Sprintf("%v\njobs:\n%s\nnodes:\n%s", got, all, nodeStates(string(nodes)))
 		})
 		return got
 	}
 	before := allocated(servers)
 
+	// The jobs run a while before the restart, as in CI under load (the
+	// test restarted within a second of the allocation here, before
+	// slurmctld had acted on it; see slurmtest's
+	// TestFreedNodeRunsTheNextJobAfterRestart).
+	sc.AwaitRunTime(t, 3*time.Second)
 	sc.Restart(t, func() {
 		if st, err := b.Sync(ctx); err == nil {
 			t.Errorf("a pass with slurmctld down did %+v without an error", st)
@@ -151,4 +165,15 @@ func TestBridgeSurvivesSlurmctldRestart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nodeStates keeps the name, state and reason of each line of scontrol -o
+// show node.
+func nodeStates(out string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := slurmtest.Fields(l)
+		fmt.Fprintf(&b, "%s %s %s\n", f["NodeName"], f["State"], f["Reason"])
+	}
+	return b.String()
 }

@@ -1,18 +1,22 @@
 // Package slurmtest runs a real slurmctld (Debian's 22.05) for tests: a
-// private munged, a slurm.conf with State=CLOUD nodes and a no-op
-// ResumeProgram, so jobs are allocated without any slurmd and stay in
-// CONFIGURING (see shared/reference/slurm-facts.md). Tests skip with a
-// message when the binaries or root are missing.
+// private munged, a slurm.conf with State=CLOUD nodes and power saving
+// configured but off, so jobs are allocated on the powered-down nodes
+// without any slurmd and stay in CONFIGURING (see
+// shared/reference/slurm-facts.md; the nodes are never booted, which
+// keeps them usable over a slurmctld restart). Tests skip with a message
+// when the binaries or root are missing.
 package slurmtest
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +78,8 @@ var binaries = []string{"slurmctld", "scontrol", "sbatch", "squeue", "scancel", 
 
 // Start runs munged and slurmctld until the test ends and waits until
 // scontrol ping answers UP. It skips the test without the binaries or root.
+// With $JOBFABRIC_SLURMTEST_KEEP set, the cluster's directory (slurm.conf,
+// slurmctld.log, the saved state) is copied there when the test ends.
 func Start(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	bins := map[string]string{}
@@ -113,6 +119,17 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if keep := os.Getenv("JOBFABRIC_SLURMTEST_KEEP"); keep != "" {
+		// Evidence of runs that pass too (a flake's passing runs are the
+		// comparison). Registered after RemoveAll, so it runs before it,
+		// and after slurmctld has stopped.
+		t.Cleanup(func() {
+			to := filepath.Join(keep, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+			if err := copyRegular(dir, to); err != nil {
+				t.Logf("keep %s: %v", dir, err)
+			}
+		})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := &Cluster{Dir: dir, Name: o.Cluster, bins: bins, logs: &syncBuffer{}}
@@ -173,6 +190,18 @@ func Start(t testing.TB, o Options) *Cluster {
 		nodeGres = fmt.Sprintf(" Gres=gpu:%d", o.GPUsPerNode)
 		write("gres.conf", fmt.Sprintf("NodeName=%s Name=gpu Count=%d\n", o.Nodes, o.GPUsPerNode), 0o644)
 	}
+	// Power saving is configured (the programs) but off (SuspendTime=-1):
+	// slurmctld allocates the CLOUD nodes as they are, POWERED_DOWN, their
+	// jobs wait in CONFIGURING for a boot that never starts, and the nodes
+	// keep that state over a restart. With it on, the power-save thread
+	// booted an allocated node within a second (ResumeProgram, then
+	// POWERING_UP and NOT_RESPONDING until a slurmd registers: none does
+	// here); a restarted slurmctld leaves not-responding nodes out of the
+	// nodes it allocates until they register, so a node freed after a
+	// restart was never allocated again (TestBridgeSurvivesSlurmctldRestart
+	// in CI, TestFreedNodeRunsTheNextJobAfterRestart). A real node
+	// registers once booted. PrivateData=cloud: sinfo and scontrol show
+	// powered-down CLOUD nodes (they hide them otherwise).
 	conf := write("slurm.conf", fmt.Sprintf(`ClusterName=%s
 SlurmctldHost=%s(127.0.0.1)
 SlurmctldPort=%d
@@ -188,7 +217,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 %s%sSuspendProgram=%s
 ResumeProgram=%s
-SuspendTime=36000
+SuspendTime=-1
 ResumeTimeout=60000
 ResumeRate=0
 SuspendRate=0
@@ -196,6 +225,7 @@ TreeWidth=65533
 ProctrackType=proctrack/linuxproc
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+PrivateData=cloud
 NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
 PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
 %s
@@ -238,6 +268,57 @@ func (c *Cluster) Restart(t testing.TB, whileDown func()) {
 	}
 	c.restart()
 	c.up(t)
+}
+
+// AwaitRunTime waits until every allocated job (CONFIGURING or RUNNING)
+// has run at least d by slurmctld's clock (squeue %M). A restart test
+// waits so: slurmctld acts on an allocation in passes of about a second
+// (the power-save thread, the scheduler), and restarting within the first
+// one hid what a later restart finds.
+func (c *Cluster) AwaitRunTime(t testing.TB, d time.Duration) {
+	t.Helper()
+	c.Poll(t, "the allocated jobs did not run "+d.String(), func() (bool, string) {
+		out, err := c.Run("squeue", "-h", "-t", "CONFIGURING,RUNNING", "-o", "%i %M")
+		if err != nil {
+			return false, out
+		}
+		lines := strings.Fields(strings.TrimSpace(out))
+		if len(lines) == 0 {
+			return false, "no job allocated"
+		}
+		for i := 1; i < len(lines); i += 2 {
+			ran, err := ParseRunTime(lines[i])
+			if err != nil || ran < d {
+				return false, out
+			}
+		}
+		return true, ""
+	})
+}
+
+// ParseRunTime reads squeue's %M ("0:03", "1:02:03", "2-01:02:03").
+func ParseRunTime(s string) (time.Duration, error) {
+	var days time.Duration
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return 0, fmt.Errorf("run time %q: days %q: %w", s, d, err)
+		}
+		days, s = time.Duration(n)*24*time.Hour, rest
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, fmt.Errorf("run time %q: want [D-][H:]M:SS", s)
+	}
+	var total time.Duration
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("run time %q: field %q is not a count", s, p)
+		}
+		total = total*60 + time.Duration(n)
+	}
+	return days + total*time.Second, nil
 }
 
 // Command runs a Slurm command with this cluster's configuration; it is
@@ -339,4 +420,27 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// copyRegular copies the regular files under from to to (munged's socket
+// is not one).
+func copyRegular(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
 }
