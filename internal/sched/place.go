@@ -275,7 +275,15 @@ func byFree(vs []*server) []*server {
 func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	tried := 0
 	sc := c.scans()
-	for v := range c.migServers() {
+	// A server with no free GPU holds the job only on its GPUs in MIG
+	// mode, so only if one has room for an instance of the profile; the
+	// others are passed over (tried counts nothing on the base cluster:
+	// migCandidates does, below).
+	var room []uint64
+	if sc != nil && j.MIGCount >= 1 {
+		room = c.migRoom(j.MIGProfile)
+	}
+	for v := range c.migServers(room) {
 		// A server with neither a free GPU nor a GPU in MIG mode has no
 		// GPU to try (on a full cluster, nearly all): the base cluster
 		// counts what it would have tried only when it has to explain.
