@@ -199,32 +199,6 @@ func Place(l Layout, profile string) (int, error) {
 	return starts[0], nil
 }
 
-// Fits reports whether Place would find a start for one more instance of
-// profile on the GPU of layout l (Place's error is nil exactly when Fits
-// is true), without choosing the start or wording why not: the scheduler
-// asks it of every GPU in MIG mode a change touches, most of them full.
-func Fits(l Layout, profile string) bool {
-	st, err := resolve(l)
-	if err != nil {
-		return false
-	}
-	pi := indexOf(st.profiles, normalizeName(profile))
-	if pi < 0 {
-		return false
-	}
-	p := st.profiles[pi]
-	if st.counts[pi] >= p.MaxInstances || st.compute+p.ComputeSlices > ComputeSlots {
-		return false
-	}
-	// ranked's candidates, without ranking them: one is enough.
-	for _, start := range p.Starts {
-		if start+p.MemorySlices <= MemorySlots && st.occ&slotMask(start, p.MemorySlices) == 0 {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *state) free() []int {
 	var out []int
 	for i := 0; i < MemorySlots; i++ {

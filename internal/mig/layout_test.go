@@ -3,7 +3,6 @@ package mig
 import (
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -460,60 +459,4 @@ func TestPlaceAllBacktracks(t *testing.T) {
 	// Within every limit (7 slices, 7 slots), but the 2g and the 1g both need slot 0.
 	_, err = PlaceAll(model, []string{"1g.t", "4g.t", "2g.t"})
 	checkErr(t, err, domain.CodeFailedPrecondition, "profiles", "no allowed start free: 4g.t + 2g.t + 1g.t cannot be arranged on one TEST-BACKTRACK")
-}
-
-// Fits answers as Place does (a start, or an error) on every valid layout
-// of every catalogued model, for every profile, a name spelled as
-// nvidia-smi does and an unknown profile, on the invalid layouts one
-// instance past each valid one (overlaps, instance limits), and on
-// layouts with an instance at a start its profile does not allow.
-func TestFitsAsPlace(t *testing.T) {
-	asked := 0
-	for _, model := range append(Models(), "TEST-NONE") {
-		o := newOracle(model)
-		var cands []Instance
-		names := []string{"9g.999gb"}
-		var disallowed []Instance
-		for i, p := range o.profiles {
-			names = append(names, p.Name)
-			if i == 0 {
-				names = append(names, " MIG "+strings.ToUpper(p.Name))
-			}
-			for s := 0; s < MemorySlots; s++ {
-				if p.allowsStart(s) {
-					cands = append(cands, in(p.Name, s))
-				} else {
-					disallowed = append(disallowed, in(p.Name, s))
-				}
-			}
-		}
-		check := func(cur []Instance) {
-			l := Layout{Model: model, Instances: cur}
-			for _, name := range names {
-				_, err := Place(l, name)
-				if got := Fits(l, name); got != (err == nil) {
-					t.Fatalf("%s %v + %s: Fits %v, Place's error %v", model, cur, name, got, err)
-				}
-				asked++
-			}
-		}
-		var visit func(cur []Instance, from int)
-		visit = func(cur []Instance, from int) {
-			check(cur)
-			if _, ok := o.valid(cur); !ok {
-				return // checked once invalid, not extended
-			}
-			for k := from; k < len(cands); k++ {
-				visit(append(slices.Clone(cur), cands[k]), k+1)
-			}
-		}
-		visit(nil, 0)
-		for _, d := range disallowed {
-			check([]Instance{d})
-		}
-	}
-	if asked < 10000 {
-		t.Errorf("asked only %d questions", asked)
-	}
-	t.Logf("asked Fits and Place %d questions", asked)
 }

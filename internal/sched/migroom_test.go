@@ -11,7 +11,8 @@ import (
 )
 
 // TestMIGRoomAsScan asks the base cluster's kept sets of servers with room
-// in MIG mode (migRoom) and a scan of every GPU (mig.Place) which servers
+// in MIG mode (migRoom, from mig.Place's answers kept per cycle by layout:
+// migPlace) and a scan of every GPU (mig.Place) which servers
 // could take one more instance of each profile, after each of thousands of
 // changes (MIG jobs of several profiles and counts, whole GPUs, placements
 // committed and released, server-isolated tenants), and asks placeMIG of

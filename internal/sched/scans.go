@@ -136,7 +136,7 @@ func (c *cluster) migFull(i, g int, profile string, note bool) bool {
 }
 
 // migRooms keeps, per MIG profile asked, the servers with a GPU in MIG
-// mode that has room for one more instance of it (mig.Fits), a bit per
+// mode that has room for one more instance of it (mig.Place), a bit per
 // server, server by server as the cycle changes them (the log of servers
 // touched since). placeMIG's walk of the servers with no free GPU skips
 // the others: they could take no instance of the profile, so they could
@@ -165,14 +165,14 @@ func (c *cluster) migRoom(profile string) []uint64 {
 	if set == nil {
 		set = &migRoomSet{bits: make([]uint64, (len(c.servers)+63)/64), at: len(r.log)}
 		for i, v := range c.servers {
-			if len(v.mig) > 0 && v.migRoom(profile) {
+			if len(v.mig) > 0 && c.serverMIGRoom(v, profile) {
 				set.bits[i>>6] |= 1 << (i & 63)
 			}
 		}
 		r.by[profile] = set
 	}
 	for _, i := range r.log[set.at:] {
-		if c.servers[i].migRoom(profile) {
+		if c.serverMIGRoom(c.servers[i], profile) {
 			set.bits[i>>6] |= 1 << (i & 63)
 		} else {
 			set.bits[i>>6] &^= 1 << (i & 63)
@@ -192,11 +192,14 @@ func (c *cluster) migRoom(profile string) []uint64 {
 	return set.bits
 }
 
-// migRoom reports whether a GPU of v in MIG mode has room for one more
-// instance of profile.
-func (v *server) migRoom(profile string) bool {
+// serverMIGRoom reports whether a GPU of v in MIG mode has room for one
+// more instance of profile (mig.Place would place it).
+func (c *cluster) serverMIGRoom(v *server, profile string) bool {
 	for _, ins := range v.mig {
-		if len(ins) > 0 && mig.Fits(mig.Layout{Model: v.s.GPUModel, Instances: ins}, profile) {
+		if len(ins) == 0 {
+			continue
+		}
+		if _, ok := c.statics.migPlace(v.s.GPUModel, ins, profile); ok {
 			return true
 		}
 	}
