@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -295,6 +296,14 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 	var fair []int
 	if kind == preemptFairShare {
 		fair = st.fairShares()
+	}
+	// Priority preemption takes only jobs of a lower priority: with none
+	// anywhere (the filter below would drop every victim), the pool is not
+	// built. On a cluster of one priority, every search of a cycle (256)
+	// ended so, after sorting its workspace's running jobs. (An exhaustive
+	// cycle builds it, for the tests that compare the two.)
+	if kind == preemptPriority && !st.s.exhaustive && j.Priority <= st.lowestStoppable() {
+		return nil
 	}
 	own := st.fv.u.index(ref)
 	var pool []victim
@@ -680,6 +689,22 @@ func (st *cycle) stoppable() []victim {
 		out = append(out, v)
 	}
 	return out
+}
+
+// lowestStoppable is the lowest priority of the jobs a cycle may tell to
+// stop (of every row stoppable may list: those released this cycle too,
+// which can only make it lower), math.MaxInt if none; once per cycle.
+func (st *cycle) lowestStoppable() int {
+	if !st.fv.lowKnown {
+		low := math.MaxInt
+		for k := range st.tbl.rows {
+			if r := &st.tbl.rows[k]; r.stoppable {
+				low = min(low, r.prio)
+			}
+		}
+		st.fv.lowPrio, st.fv.lowKnown = low, true
+	}
+	return st.fv.lowPrio
 }
 
 // sortVictims puts victims cheapest first: least work lost, then lowest

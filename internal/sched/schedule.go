@@ -90,6 +90,10 @@ type futureView struct {
 	byCost      []victim
 	byWorkspace map[int][]victim
 	sortedIn    map[int]bool
+	// lowPrio is the lowest priority of a job that may be told to stop
+	// (lowestStoppable), once lowKnown.
+	lowPrio  int
+	lowKnown bool
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
 	// search found no victims for, with the rule that stopped it (victims
