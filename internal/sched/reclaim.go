@@ -96,8 +96,9 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // need) and issue (the preemptions, and j's reservation). It reports
 // whether j now waits for GPUs being freed; when j is within its
 // guarantee and does not, the reason names the rule that stops the reclaim.
-func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
-	r, ok, rule := st.reclaimFor(j)
+// ref, w and t are j's workspace and tenant (reclaimFor).
+func (st *cycle) reclaim(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool) {
+	r, ok, rule := st.reclaimFor(j, ref, w, t)
 	if !ok && rule != "" {
 		return domain.Reason{Message: "reclaim cannot serve it: " + rule}, false
 	}
@@ -113,10 +114,9 @@ const (
 	ruleChurn      = "the churn budget of fair-share reclaim is used up"
 )
 
-func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
-	ref := j.Tenant + "/" + j.Workspace
-	w := st.s.Workspaces[ref]
-	t := st.s.Tenants[j.Tenant]
+// ref, w and t are j's workspace (by ref) and tenant, as the queue's
+// order looked them up (thousands of blocked jobs a cycle get here).
+func (st *cycle) reclaimFor(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool, string) {
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
@@ -131,10 +131,12 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
-	failKey := ref + "|" + shapeKey(j)
 	if st.fv.searches >= maxReclaimSearches {
 		return domain.Reason{}, false, rule(ruleBudget)
 	}
+	// Made once the budget is known to allow a search: most blocked jobs
+	// of a full cluster come after it is used up.
+	failKey := ref + "|" + shapeKey(j)
 	if why, failed := st.fv.failed[failKey]; failed {
 		return domain.Reason{}, false, rule(why)
 	}
