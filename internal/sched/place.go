@@ -477,7 +477,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		var bv *server
 		var bset []int
 		aligned := false
-		for _, v := range c.servers {
+		for v := range c.withRoom(per) {
 			if v.nfree < per || (bv != nil && (v.nfree > bv.nfree || (v.nfree == bv.nfree && aligned))) || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
@@ -502,7 +502,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		}
 	}
 	if nodes > 1 {
-		for _, v := range c.servers {
+		for v := range c.withRoom(per) {
 			if v.nfree >= per && c.eligible(v, j, t) && v.fitsHost(j) {
 				cands = append(cands, v)
 			}

@@ -275,6 +275,35 @@ func (c *cluster) atLeast(k int) int {
 	return n
 }
 
+// withRoom yields, in index order, the servers with at least k wholly free
+// GPUs on the base cluster (from roomFor's set), every server elsewhere:
+// callers still test each server's free GPUs. placeGang's candidate scans
+// visited all 12,500 servers of a full cluster for each one-server job of
+// a GPU-isolated tenant whose only servers with room are held by
+// server-isolated tenants (30 to 600 us a job, hundreds a burst cycle).
+func (c *cluster) withRoom(k int) iter.Seq[*server] {
+	return func(yield func(*server) bool) {
+		room := c.roomFor(k)
+		if room == nil {
+			for _, v := range c.servers {
+				if !yield(v) {
+					return
+				}
+			}
+			return
+		}
+		for w, m := range room {
+			for m != 0 {
+				i := w<<6 + mbits.TrailingZeros64(m)
+				m &= m - 1
+				if !yield(c.servers[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // roomFor is the set of servers with at least k >= 1 wholly free GPUs, a
 // bit per server, for the base cluster (nil for a what-if view, an
 // exhaustive snapshot, or k beyond any server): placeScored visits only
