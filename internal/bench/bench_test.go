@@ -66,6 +66,22 @@ func TestSchedSmall(t *testing.T) {
 	if r.Placements+r.Unplaced < 300 || r.Unplaced > 20 || r.Gang64Trials == 0 || r.PlacementsPerSecond <= 0 {
 		t.Fatalf("result %+v: the queue must drain but for jobs larger than the cluster", r)
 	}
+	// The per-cycle list is every cycle, its placements and preemptions
+	// sum to the run's, and the last cycle's pending jobs are those left.
+	if len(r.PerCycle) != r.Cycles {
+		t.Fatalf("%d cycles listed, %d run", len(r.PerCycle), r.Cycles)
+	}
+	placed, preempted := 0, 0
+	for _, c := range r.PerCycle {
+		placed += c.Placements
+		preempted += c.Preemptions
+		if c.Wallms < 0 || c.CPUms < 0 {
+			t.Fatalf("cycle %+v: negative time", c)
+		}
+	}
+	if placed != r.Placements || preempted != r.Preemptions || r.PerCycle[len(r.PerCycle)-1].Pending != r.Unplaced || r.PerCycle[0].Placements == 0 {
+		t.Fatalf("per cycle %d placements, %d preemptions, last pending %d; run %d, %d, %d", placed, preempted, r.PerCycle[len(r.PerCycle)-1].Pending, r.Placements, r.Preemptions, r.Unplaced)
+	}
 }
 
 // TestSoakSmall runs the soak briefly: every job submitted is placed,

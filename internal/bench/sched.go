@@ -71,6 +71,24 @@ type SchedResult struct {
 	// PlanDigest is the SHA-256 of every cycle's plan as JSON, in turn
 	// (SchedOptions.Digest; hashed outside the timed cycle).
 	PlanDigest string `json:"planDigest,omitempty"`
+	// PerCycle is every cycle in turn, the first included, so the burst
+	// cycles (many placements after a tenth of the running jobs ended)
+	// are told from the quiet ones the percentiles mix them with.
+	PerCycle []SchedCycle `json:"perCycle"`
+}
+
+// SchedCycle is one cycle of the scheduler benchmark's drain.
+type SchedCycle struct {
+	// Placements and Preemptions are the cycle's plan's.
+	Placements  int `json:"placements"`
+	Preemptions int `json:"preemptions"`
+	// Pending is the jobs left pending once the plan is committed and
+	// some running jobs have ended.
+	Pending int `json:"pending"`
+	// CPUms is the CPU time of the cycle's thread, Wallms the wall time
+	// of the sched.Schedule call.
+	CPUms  float64 `json:"cpuMs"`
+	Wallms float64 `json:"wallMs"`
 }
 
 // Sched drains a queue of mixed jobs through the real scheduler the way the
@@ -243,6 +261,8 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 			idle = 0
 		}
 		res.Unplaced = pending
+		res.PerCycle = append(res.PerCycle, SchedCycle{Placements: len(plan.Placements), Preemptions: len(plan.Preemptions), Pending: pending,
+			CPUms: float64(cpu[len(cpu)-1].Microseconds()) / 1000, Wallms: float64(took.Microseconds()) / 1000})
 		if pending == 0 || idle > 3 {
 			break
 		}

@@ -119,6 +119,11 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	var last uint64
 	first := true
 	next := cr.spare[:0]
+	if cap(next) < len(jobs) {
+		// Sized once: grown row by row, the first patch after a sum
+		// (no spare yet) copied 100,000 rows over and over.
+		next = make([]jobRow, 0, len(jobs))
+	}
 	var fresh []int // the places in jobs of new and changed copies
 	i := 0
 	for k := 0; k < len(jobs); k++ {

@@ -52,7 +52,10 @@ type statics struct {
 	// when the cycle is exhaustive).
 	gangMsg map[gangMsgKey]string
 	// sets is indexSets' answers by server size and GPUs per server.
-	sets       map[[2]int][][]int
+	sets map[[2]int][][]int
+	// migStarts is mig.Place's answers by what they read (migPlace;
+	// none kept when the cycle is exhaustive).
+	migStarts  map[migPlaceKey]int
 	exhaustive bool
 	lastJ      *domain.Job
 	lastT      *domain.Tenant
@@ -275,7 +278,15 @@ func byFree(vs []*server) []*server {
 func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement, string, domain.Reason) {
 	tried := 0
 	sc := c.scans()
-	for v := range c.migServers() {
+	// A server with no free GPU holds the job only on its GPUs in MIG
+	// mode, so only if one has room for an instance of the profile; the
+	// others are passed over (tried counts nothing on the base cluster:
+	// migCandidates does, below).
+	var room []uint64
+	if sc != nil && j.MIGCount >= 1 {
+		room = c.migRoom(j.MIGProfile)
+	}
+	for v := range c.migServers(room) {
 		// A server with neither a free GPU nor a GPU in MIG mode has no
 		// GPU to try (on a full cluster, nearly all): the base cluster
 		// counts what it would have tried only when it has to explain.
@@ -310,8 +321,8 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 			}
 			layout := append([]mig.Instance(nil), v.mig[g]...)
 			for first := true; len(got) < j.MIGCount; first = false {
-				start, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: layout}, j.MIGProfile)
-				if err != nil {
+				start, ok := c.statics.migPlace(v.s.GPUModel, layout, j.MIGProfile)
+				if !ok {
 					if first && sc != nil && len(v.mig[g]) > 0 {
 						c.migFull(v.idx, g, j.MIGProfile, true)
 					}
@@ -342,6 +353,41 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 	}
 	return nil, "", domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf(
 		"no eligible server can create %d x %s now within its GPUs' MIG geometry (%d servers with that profile checked)", j.MIGCount, j.MIGProfile, tried)}
+}
+
+// migPlaceKey is what mig.Place reads: the GPU's model, its instances in
+// order, and the profile asked.
+type migPlaceKey struct {
+	model, profile string
+	n              int
+	ins            [7]mig.Instance // a GPU holds at most 7
+}
+
+// migPlace is mig.Place's start for one more instance of profile on a GPU
+// of model holding ins, ok false where Place errs, kept per cycle by what
+// it reads: a burst cycle asks it of the same few layouts thousands of
+// times (ranking the starts is a search of what each leaves creatable).
+func (m *statics) migPlace(model string, ins []mig.Instance, profile string) (int, bool) {
+	var k migPlaceKey
+	memo := !m.exhaustive && len(ins) <= len(k.ins)
+	if memo {
+		k.model, k.profile, k.n = model, profile, len(ins)
+		copy(k.ins[:], ins)
+		if start, ok := m.migStarts[k]; ok {
+			return start, start >= 0
+		}
+	}
+	start, err := mig.Place(mig.Layout{Model: model, Instances: ins}, profile)
+	if err != nil {
+		start = -1
+	}
+	if memo {
+		if m.migStarts == nil {
+			m.migStarts = map[migPlaceKey]int{}
+		}
+		m.migStarts[k] = start
+	}
+	return start, start >= 0
 }
 
 // placeShare puts a time-sliced share on one GPU: one the tenant already
@@ -431,7 +477,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		var bv *server
 		var bset []int
 		aligned := false
-		for _, v := range c.servers {
+		for v := range c.withRoom(per) {
 			if v.nfree < per || (bv != nil && (v.nfree > bv.nfree || (v.nfree == bv.nfree && aligned))) || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
@@ -456,7 +502,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		}
 	}
 	if nodes > 1 {
-		for _, v := range c.servers {
+		for v := range c.withRoom(per) {
 			if v.nfree >= per && c.eligible(v, j, t) && v.fitsHost(j) {
 				cands = append(cands, v)
 			}

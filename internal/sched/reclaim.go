@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -95,8 +96,9 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // need) and issue (the preemptions, and j's reservation). It reports
 // whether j now waits for GPUs being freed; when j is within its
 // guarantee and does not, the reason names the rule that stops the reclaim.
-func (st *cycle) reclaim(j *domain.Job) (domain.Reason, bool) {
-	r, ok, rule := st.reclaimFor(j)
+// ref, w and t are j's workspace and tenant (reclaimFor).
+func (st *cycle) reclaim(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool) {
+	r, ok, rule := st.reclaimFor(j, ref, w, t)
 	if !ok && rule != "" {
 		return domain.Reason{Message: "reclaim cannot serve it: " + rule}, false
 	}
@@ -112,10 +114,9 @@ const (
 	ruleChurn      = "the churn budget of fair-share reclaim is used up"
 )
 
-func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
-	ref := j.Tenant + "/" + j.Workspace
-	w := st.s.Workspaces[ref]
-	t := st.s.Tenants[j.Tenant]
+// ref, w and t are j's workspace (by ref) and tenant, as the queue's
+// order looked them up (thousands of blocked jobs a cycle get here).
+func (st *cycle) reclaimFor(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool, string) {
 	st.buildFuture()
 	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
 	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
@@ -130,10 +131,12 @@ func (st *cycle) reclaimFor(j *domain.Job) (domain.Reason, bool, string) {
 	// Searches are bounded per cycle (the rest are served in the next
 	// cycles), and a shape that found no victims in a workspace will not
 	// find any for the next job of that shape: victims only get fewer.
-	failKey := ref + "|" + shapeKey(j)
 	if st.fv.searches >= maxReclaimSearches {
 		return domain.Reason{}, false, rule(ruleBudget)
 	}
+	// Made once the budget is known to allow a search: most blocked jobs
+	// of a full cluster come after it is used up.
+	failKey := ref + "|" + shapeKey(j)
 	if why, failed := st.fv.failed[failKey]; failed {
 		return domain.Reason{}, false, rule(why)
 	}
@@ -295,6 +298,14 @@ func (st *cycle) candidates(j *domain.Job, kind preemptKind) []victim {
 	var fair []int
 	if kind == preemptFairShare {
 		fair = st.fairShares()
+	}
+	// Priority preemption takes only jobs of a lower priority: with none
+	// anywhere (the filter below would drop every victim), the pool is not
+	// built. On a cluster of one priority, every search of a cycle (256)
+	// ended so, after sorting its workspace's running jobs. (An exhaustive
+	// cycle builds it, for the tests that compare the two.)
+	if kind == preemptPriority && !st.s.exhaustive && j.Priority <= st.lowestStoppable() {
+		return nil
 	}
 	own := st.fv.u.index(ref)
 	var pool []victim
@@ -680,6 +691,22 @@ func (st *cycle) stoppable() []victim {
 		out = append(out, v)
 	}
 	return out
+}
+
+// lowestStoppable is the lowest priority of the jobs a cycle may tell to
+// stop (of every row stoppable may list: those released this cycle too,
+// which can only make it lower), math.MaxInt if none; once per cycle.
+func (st *cycle) lowestStoppable() int {
+	if !st.fv.lowKnown {
+		low := math.MaxInt
+		for k := range st.tbl.rows {
+			if r := &st.tbl.rows[k]; r.stoppable {
+				low = min(low, r.prio)
+			}
+		}
+		st.fv.lowPrio, st.fv.lowKnown = low, true
+	}
+	return st.fv.lowPrio
 }
 
 // sortVictims puts victims cheapest first: least work lost, then lowest

@@ -102,6 +102,9 @@ func (c *cluster) touched(i int) {
 	if c.sums != nil {
 		c.changed = append(c.changed, i)
 	}
+	if c.mrooms != nil {
+		c.mrooms.log = append(c.mrooms.log, i)
+	}
 	if c.rank != nil && !c.rank.off { // off: no tree is asked again
 		c.rank.note(c, i)
 	}
@@ -130,6 +133,77 @@ func (c *cluster) migFull(i, g int, profile string, note bool) bool {
 	}
 	v, ok := c.migNoRoom[k]
 	return ok && v == c.sver[i]+1
+}
+
+// migRooms keeps, per MIG profile asked, the servers with a GPU in MIG
+// mode that has room for one more instance of it (mig.Place), a bit per
+// server, server by server as the cycle changes them (the log of servers
+// touched since). placeMIG's walk of the servers with no free GPU skips
+// the others: they could take no instance of the profile, so they could
+// not hold the job. In a burst cycle that walk, every GPU in MIG mode of
+// hundreds of full servers asked again after each change, was most of a
+// MIG placement. The base cluster only.
+type migRooms struct {
+	log []int
+	by  map[string]*migRoomSet
+}
+
+type migRoomSet struct {
+	bits []uint64
+	at   int // log[:at] is counted in bits
+}
+
+// migRoom is the set of servers with a GPU in MIG mode with room for one
+// more instance of profile, up to date.
+func (c *cluster) migRoom(profile string) []uint64 {
+	r := c.mrooms
+	if r == nil {
+		r = &migRooms{by: map[string]*migRoomSet{}}
+		c.mrooms = r
+	}
+	set := r.by[profile]
+	if set == nil {
+		set = &migRoomSet{bits: make([]uint64, (len(c.servers)+63)/64), at: len(r.log)}
+		for i, v := range c.servers {
+			if len(v.mig) > 0 && c.serverMIGRoom(v, profile) {
+				set.bits[i>>6] |= 1 << (i & 63)
+			}
+		}
+		r.by[profile] = set
+	}
+	for _, i := range r.log[set.at:] {
+		if c.serverMIGRoom(c.servers[i], profile) {
+			set.bits[i>>6] |= 1 << (i & 63)
+		} else {
+			set.bits[i>>6] &^= 1 << (i & 63)
+		}
+	}
+	set.at = len(r.log)
+	// Once every set has read the log, it starts again.
+	for _, o := range r.by {
+		if o.at != len(r.log) {
+			return set.bits
+		}
+	}
+	r.log = r.log[:0]
+	for _, o := range r.by {
+		o.at = 0
+	}
+	return set.bits
+}
+
+// serverMIGRoom reports whether a GPU of v in MIG mode has room for one
+// more instance of profile (mig.Place would place it).
+func (c *cluster) serverMIGRoom(v *server, profile string) bool {
+	for _, ins := range v.mig {
+		if len(ins) == 0 {
+			continue
+		}
+		if _, ok := c.statics.migPlace(v.s.GPUModel, ins, profile); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // freeHist counts servers by wholly free GPUs, kept up to date server by
@@ -199,6 +273,35 @@ func (c *cluster) atLeast(k int) int {
 		n += h.n[i]
 	}
 	return n
+}
+
+// withRoom yields, in index order, the servers with at least k wholly free
+// GPUs on the base cluster (from roomFor's set), every server elsewhere:
+// callers still test each server's free GPUs. placeGang's candidate scans
+// visited all 12,500 servers of a full cluster for each one-server job of
+// a GPU-isolated tenant whose only servers with room are held by
+// server-isolated tenants (30 to 600 us a job, hundreds a burst cycle).
+func (c *cluster) withRoom(k int) iter.Seq[*server] {
+	return func(yield func(*server) bool) {
+		room := c.roomFor(k)
+		if room == nil {
+			for _, v := range c.servers {
+				if !yield(v) {
+					return
+				}
+			}
+			return
+		}
+		for w, m := range room {
+			for m != 0 {
+				i := w<<6 + mbits.TrailingZeros64(m)
+				m &= m - 1
+				if !yield(c.servers[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // roomFor is the set of servers with at least k >= 1 wholly free GPUs, a
@@ -405,8 +508,10 @@ func (o *ownerIndex) remove(i int) {
 // GPUs first, then topology order). The base cluster yields only those
 // with a free GPU or GPUs in MIG mode, from the free-GPU sets, without
 // sorting or visiting the others (on a full cluster, nearly all; the sort
-// was redone after every placement); other views yield bestFit's order.
-func (c *cluster) migServers() iter.Seq[*server] {
+// was redone after every placement), and of those with no free GPU only
+// the ones in room when room is not nil (migRoom's set); other views
+// yield bestFit's order.
+func (c *cluster) migServers(room []uint64) iter.Seq[*server] {
 	return func(yield func(*server) bool) {
 		if c.scans() == nil || len(c.freeHistNow().room) < 2 {
 			for _, v := range c.bestFit() {
@@ -417,12 +522,15 @@ func (c *cluster) migServers() iter.Seq[*server] {
 			return
 		}
 		h := c.freeHistNow()
-		// bits yields the servers of set (minus those of not, if any) in
-		// index order.
-		bits := func(set, not []uint64) bool {
+		// bits yields the servers of set (minus those of not, if any; of
+		// those, only the ones in and, if any) in index order.
+		bits := func(set, not, and []uint64) bool {
 			for w, m := range set {
 				if not != nil {
 					m &^= not[w]
+				}
+				if and != nil {
+					m &= and[w]
 				}
 				for m != 0 {
 					i := w<<6 + mbits.TrailingZeros64(m)
@@ -435,7 +543,7 @@ func (c *cluster) migServers() iter.Seq[*server] {
 			return true
 		}
 		// No free GPU: those in MIG mode.
-		if !bits(h.mig, h.room[1]) {
+		if !bits(h.mig, h.room[1], room) {
 			return
 		}
 		for k := 1; k < len(h.room); k++ {
@@ -443,7 +551,7 @@ func (c *cluster) migServers() iter.Seq[*server] {
 			if k+1 < len(h.room) {
 				next = h.room[k+1]
 			}
-			if !bits(h.room[k], next) {
+			if !bits(h.room[k], next, nil) {
 				return
 			}
 		}

@@ -90,6 +90,10 @@ type futureView struct {
 	byCost      []victim
 	byWorkspace map[int][]victim
 	sortedIn    map[int]bool
+	// lowPrio is the lowest priority of a job that may be told to stop
+	// (lowestStoppable), once lowKnown.
+	lowPrio  int
+	lowKnown bool
 	// searches counts this cycle's victim searches (at most
 	// maxReclaimSearches); failed remembers the workspace|shape keys a
 	// search found no victims for, with the rule that stopped it (victims
@@ -339,7 +343,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job whose GPUs are being freed holds nothing back: the freed GPUs
 	// stay busy until released, and it is ahead of the jobs behind it when
 	// they are. A job that simply does not fit holds back its workspace.
-	if why, waiting := st.reclaim(j); waiting {
+	if why, waiting := st.reclaim(j, ref, w, t); waiting {
 		return outcome{reason: why}
 	} else if why.Message != "" && r.Code != ReasonNoInventory {
 		// The rule that stops reclaim is part of the reason, with or

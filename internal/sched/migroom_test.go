@@ -1,0 +1,104 @@
+package sched
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
+	"github.com/jobfabric/jobfabric/internal/topology"
+)
+
+// TestMIGRoomAsScan asks the base cluster's kept sets of servers with room
+// in MIG mode (migRoom, from mig.Place's answers kept per cycle by layout:
+// migPlace) and a scan of every GPU (mig.Place) which servers
+// could take one more instance of each profile, after each of thousands of
+// changes (MIG jobs of several profiles and counts, whole GPUs, placements
+// committed and released, server-isolated tenants), and asks placeMIG of
+// the base cluster and of the same cluster by full scans the same jobs:
+// placement, level and reason must be the same. The states must include
+// full servers in MIG mode with no room for a profile (the ones the kept
+// set lets placeMIG pass over) and full servers in MIG mode with room.
+func TestMIGRoomAsScan(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 4, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := []*domain.Tenant{
+		{Name: "a", Isolation: domain.IsolationGPU},
+		{Name: "b", Isolation: domain.IsolationServer},
+		{Name: "c", Isolation: domain.IsolationGPU},
+	}
+	profiles := []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}
+	var passedOver, fullWithRoom, asked int
+	for seed := uint64(1); seed <= 8; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 18))
+		s := &Snapshot{Topology: topo, Static: NewStatic(topo)}
+		ex := *s
+		ex.exhaustive = true
+		fast, full := buildCluster(s), buildCluster(&ex)
+		var live []*domain.Job
+		for id := uint64(1); id <= 300; id++ {
+			tn := tenants[rng.IntN(len(tenants))]
+			spec := domain.JobSpec{Tenant: tn.Name, Workspace: "w"}
+			if rng.IntN(4) == 0 {
+				spec.GPUs = []int{1, 2, 4}[rng.IntN(3)]
+			} else {
+				spec.MIGProfile, spec.MIGCount = profiles[rng.IntN(len(profiles))], 1+rng.IntN(3)
+			}
+			j := &domain.Job{ID: id, JobSpec: spec, State: domain.JobPending}
+			var pl []domain.Placement
+			if spec.MIGProfile != "" {
+				// The kept sets against a scan of every GPU in MIG mode.
+				for _, p := range profiles {
+					got := fast.migRoom(p)
+					for i, v := range full.servers {
+						want := false
+						for _, ins := range v.mig {
+							if _, err := mig.Place(mig.Layout{Model: v.s.GPUModel, Instances: ins}, p); len(ins) > 0 && err == nil {
+								want = true
+							}
+						}
+						if in := got[i>>6]&(1<<(i&63)) != 0; in != want {
+							t.Fatalf("seed %d job %d: server %d in the kept set for %s: %v, by a scan %v", seed, id, i, p, in, want)
+						}
+						if len(v.mig) > 0 && v.nfree == 0 && p == spec.MIGProfile {
+							if want {
+								fullWithRoom++
+							} else {
+								passedOver++
+							}
+						}
+					}
+				}
+				gotPl, gotLevel, gotR := fast.placeMIG(j, tn)
+				wantPl, wantLevel, wantR := full.placeMIG(j, tn)
+				asked++
+				if !reflect.DeepEqual(gotPl, wantPl) || gotLevel != wantLevel || gotR != wantR {
+					t.Fatalf("seed %d job %d (%d x %s, tenant %s): kept sets %v %q %+v, full scans %v %q %+v",
+						seed, id, spec.MIGCount, spec.MIGProfile, tn.Name, gotPl, gotLevel, gotR, wantPl, wantLevel, wantR)
+				}
+				pl = wantPl
+			} else {
+				pl, _, _ = full.placeIn(j, tn, nil)
+			}
+			if pl != nil && rng.IntN(5) != 0 {
+				fast.commit(j, tn, pl)
+				full.commit(j, tn, pl)
+				j.Placement = pl
+				live = append(live, j)
+			}
+			if len(live) > 0 && rng.IntN(3) == 0 {
+				k := rng.IntN(len(live))
+				fast.release(live[k])
+				full.release(live[k])
+				live = append(live[:k], live[k+1:]...)
+			}
+		}
+	}
+	if passedOver < 100 || fullWithRoom < 100 {
+		t.Fatalf("%d MIG jobs asked; full servers in MIG mode without room for the job's profile %d, with room %d: not the states this test is for", asked, passedOver, fullWithRoom)
+	}
+	t.Logf("%d MIG jobs asked; full servers in MIG mode passed over %d times, with room %d times", asked, passedOver, fullWithRoom)
+}
