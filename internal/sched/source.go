@@ -107,8 +107,6 @@ type keptJob struct {
 func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	c := &jobCopier{clone: s.Clone, src: src}
 	if v, ok := src.(Versioned); ok {
-		clear(s.spareLive) // drop the copies they point to
-		clear(s.spareEnded)
 		if s.spareEnded == nil {
 			s.spareEnded = map[uint64]keptJob{}
 		}
@@ -126,6 +124,12 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	if c.vers != nil {
 		s.live, s.spareLive = c.nextLive, s.live
 		s.ended, s.spareEnded = c.nextEnded, s.ended
+		// Drop the copies the buffers point to now, not when they are
+		// refilled: a copy only the previous snapshot held is garbage
+		// (with a queue whose reasons all changed, every job's) rather
+		// than a second copy the collector marks for another cycle.
+		clear(s.spareLive)
+		clear(s.spareEnded)
 		s.hasGen = false
 		if cl, ok := src.(Changelog); ok {
 			s.gen, s.hasGen = cl.JobGeneration(), true

@@ -657,7 +657,7 @@ func (f *FSM) gate(c *Command) {
 			j.State, j.UpdatedAt = domain.JobReady, c.At
 			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
-			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
+			f.event(c, "job.ready", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
 			continue
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}

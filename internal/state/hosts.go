@@ -152,7 +152,7 @@ func (f *FSM) warnJob(c *Command, j *domain.Job, code, msg string) {
 	}
 	j.Warnings, j.UpdatedAt = w, c.At
 	f.jobs.touch(j)
-	f.event(c, "job.warning", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, msg)
+	f.event(c, "job.warning", jobObject(j.ID), j.Tenant, j.Workspace, msg)
 }
 
 // updateDrift compares the record's facts with the inventory, keeps the
@@ -516,7 +516,7 @@ func (f *FSM) operatorSetNode(c *Command, p *NodeSet) {
 		r := domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}
 		j.State, j.StopDeadline, j.Reason, j.UpdatedAt = domain.JobPreempting, &d, &r, c.At
 		f.jobs.touch(j)
-		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, r.Message)
+		f.event(c, "job.preempt", jobObject(j.ID), j.Tenant, j.Workspace, r.Message)
 	}
 }
 

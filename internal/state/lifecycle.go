@@ -61,7 +61,7 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 	}
 	j.UpdatedAt = at
 	f.jobs.touch(j)
-	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
+	f.event(c, "job.report", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
 	return CopyJob(j), nil
 }
 
@@ -130,7 +130,7 @@ func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
 		j.BorrowNotBefore = &b
 	}
 	f.jobs.touch(j)
-	f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
+	f.event(c, "job.preempt", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
 	return ""
 }
 
@@ -177,6 +177,6 @@ func (f *FSM) releaseJob(c *Command, rl sched.Release) string {
 	}
 	j.UpdatedAt = c.At
 	f.jobs.touch(j)
-	f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
+	f.event(c, "job.release", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
 	return ""
 }

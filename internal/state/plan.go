@@ -98,8 +98,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 			continue // the re-check's reason is the newer one
 		}
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && !j.Reason.Equal(r) {
-			r := r
-			j.Reason, j.UpdatedAt = &r, c.At
+			j.Reason, j.UpdatedAt = f.reasons.of(r), c.At
 			f.jobs.touch(j)
 		}
 	}
@@ -119,7 +118,7 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 	}
 	if r, ok := fit.Place(seen, jp.Placement); !ok {
 		res.Rejected[jp.JobID] = r.Message
-		j.Reason, j.UpdatedAt = &r, c.At
+		j.Reason, j.UpdatedAt = f.reasons.of(r), c.At
 		f.jobs.touch(j)
 		return
 	}
@@ -136,7 +135,7 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 		j.State = domain.JobReady
 		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (no fabric driver: no network gate)"}
 	}
-	f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placement)))
+	f.event(c, "job.place", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placement)))
 	res.Placed = append(res.Placed, j.ID)
 }
 func placementString(pls []domain.Placement) string {

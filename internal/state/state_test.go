@@ -31,7 +31,7 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	return &harness{t: t, f: New(), at: t0, snaps: sched.Snapshotter{Clone: CopyJob}}
+	return &harness{t: t, f: New(), at: t0, snaps: sched.Snapshotter{Clone: ShareJob}}
 }
 
 func (h *harness) apply(ct CommandType, payload any) *Result {
