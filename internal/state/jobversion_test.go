@@ -38,6 +38,13 @@ func (h *harness) jobVersions() map[uint64]jobVersion {
 
 func (h *harness) checkJobVersions(ct CommandType, before map[uint64]jobVersion) {
 	h.t.Helper()
+	// The loop's snapshot shares values with the state (ShareJob):
+	// apply must replace what it changes, never write through them.
+	if h.last != nil {
+		if b := jobsJSON(h.t, h.last); !bytes.Equal(b, h.lastJSON) {
+			h.t.Fatalf("%s changed a job of the scheduler's earlier snapshot in place:\nthen %s\nnow  %s", ct, h.lastJSON, b)
+		}
+	}
 	for id, j := range h.f.d.Jobs {
 		was, ok := before[id]
 		ver := h.f.jobs.vers.of(id)
@@ -83,6 +90,7 @@ func (h *harness) checkJobVersions(ct CommandType, before map[uint64]jobVersion)
 	if !reflect.DeepEqual(inc.Jobs, full.Jobs) || !reflect.DeepEqual(inc.History, full.History) {
 		h.t.Fatalf("after %s the incremental snapshot differs from a whole copy:\nincremental %s\nwhole       %s", ct, jobsJSON(h.t, inc), jobsJSON(h.t, full))
 	}
+	h.last, h.lastJSON = inc, jobsJSON(h.t, inc)
 }
 
 func jobsJSON(t testing.TB, s *sched.Snapshot) []byte {

@@ -27,6 +27,11 @@ type harness struct {
 	// snaps follows the state as the scheduling loop does; every command
 	// checks it against a whole copy (checkJobVersions).
 	snaps sched.Snapshotter
+	// last is snaps' latest snapshot and its jobs' JSON then: its copies
+	// share values with the state (ShareJob), and every later command
+	// must leave them as they were (checkJobVersions).
+	last     *sched.Snapshot
+	lastJSON []byte
 }
 
 func newHarness(t testing.TB) *harness {
