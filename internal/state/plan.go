@@ -80,10 +80,12 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]domain.Reason, networkGate bool, res *PlanResult) {
 	if len(pls) > 0 {
 		// The scheduler's view of this state at the command's time: the
-		// jobs as it sees them (a tenant's minimum driver folded in). Fit
-		// only reads them, so a shallow copy serves: the fold changes a
-		// field of the copy, never a shared slice.
-		snap := sched.SnapshotOf(locked{f}, c.At, func(j *domain.Job) *domain.Job { cp := *j; return &cp })
+		// jobs as it sees them (a tenant's minimum driver folded in, into
+		// a copy). Fit reads them while it is built and a job when it is
+		// placed, before placeJob changes that job, so it is handed the
+		// state's own: a copy of every live job was 100,000 copies of
+		// garbage each cycle that placed anything (issue 18).
+		snap := sched.SnapshotOf(locked{f}, c.At, func(j *domain.Job) *domain.Job { return j })
 		fit := sched.NewFit(snap, c.At)
 		seen := make(map[uint64]*domain.Job, len(snap.Jobs))
 		for _, j := range snap.Jobs {
