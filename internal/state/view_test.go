@@ -58,7 +58,9 @@ func TestSnapshotOfTheView(t *testing.T) {
 	// A clone that shares (the plan applier's, which only reads): the
 	// fold still goes into a copy, never into the state's job.
 	var shared *sched.Snapshot
-	h.f.Read(func(v View) { shared = sched.SnapshotOf(v, ended.Add(-time.Second), func(j *domain.Job) *domain.Job { return j }) })
+	h.f.Read(func(v View) {
+		shared = sched.SnapshotOf(v, ended.Add(-time.Second), func(j *domain.Job) *domain.Job { return j })
+	})
 	if j := shared.Jobs[0]; j.MinDriver != "550.54.15" || j == h.f.d.Jobs[2] || h.f.d.Jobs[2].MinDriver != "" {
 		t.Fatalf("a shared job's fold: snapshot %q, state %q (same record: %t)", j.MinDriver, h.f.d.Jobs[2].MinDriver, j == h.f.d.Jobs[2])
 	}
