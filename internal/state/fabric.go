@@ -439,6 +439,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	fd.Held = p.Held
 	for _, id := range p.Jobs {
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 && !slices.Contains(held, id) {
+			j = f.own(j)
 			j.NetworkRev = fd.Rev
 			f.jobs.touch(j)
 		}
@@ -463,6 +464,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
+				j = f.own(j)
 				j.Reason, j.UpdatedAt = &r, c.At
 				f.jobs.touch(j)
 			}
@@ -654,6 +656,7 @@ func (f *FSM) gate(c *Command) {
 			}
 		}
 		if len(waiting) == 0 {
+			j = f.own(j)
 			j.State, j.UpdatedAt = domain.JobReady, c.At
 			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
@@ -662,6 +665,7 @@ func (f *FSM) gate(c *Command) {
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
 		if j.Reason == nil || *j.Reason != r {
+			j = f.own(j)
 			j.Reason, j.UpdatedAt = &r, c.At
 			f.jobs.touch(j)
 		}

@@ -216,6 +216,7 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	if c.check {
 		return nil, nil
 	}
+	j = f.own(j)
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
 	f.jobs.touch(j)
@@ -252,18 +253,15 @@ func CopyJob(j *domain.Job) *domain.Job {
 	return &cp
 }
 
-// ShareJob copies a job's own fields and shares the values they point to
-// (reason, placement, runs, warnings, path health, times, GPU models,
-// topology requirement): apply never changes those in place, it replaces
-// them (copy on write: warnJob, startRun, endRun, a new Reason or
-// PathHealth), so a copy made under the read lock stays as it was. The
-// scheduling loop's snapshot copies every job once and then the jobs that
-// change (sched.Snapshotter): CopyJob's deep copy made a Reason and more
-// for each, for the garbage collector to mark every cycle (issue 18).
-// Readers of a shared copy must not change what it points to; the
-// scheduler never changes a snapshot. Reads handed to the API copy deep
-// (CopyJob): their callers may.
-func ShareJob(j *domain.Job) *domain.Job {
-	cp := *j
-	return &cp
-}
+// ShareJob is how a reader that keeps jobs under the read lock and only
+// reads them (the scheduling loop's sched.Snapshotter, the raft snapshot)
+// takes one: the state's own record, not a copy. Apply never changes a
+// record it has handed out: it changes a copy put in its place
+// (FSM.own), and replaces what a record points to (reason, placement,
+// runs, warnings, path health, times) rather than changing it. So a
+// record read under the lock stays as it was, and 100,000 pending jobs
+// are not copied into the loop's snapshot, a second job record each for
+// the garbage collector to mark (issue 18). Readers of a shared record
+// must not change it; the scheduler never changes a snapshot. Reads
+// handed to the API copy deep (CopyJob): their callers may.
+func ShareJob(j *domain.Job) *domain.Job { return j }

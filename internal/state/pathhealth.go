@@ -97,6 +97,7 @@ func (f *FSM) applyJobsPathHealth(c *Command) (any, *domain.Error) {
 		}
 		h := u.Health
 		h.Since = h.Since.UTC()
+		j = f.own(j)
 		j.PathHealth = &h // a new value, never changed in place: copies may share it
 		j.UpdatedAt = c.At
 		f.jobs.touch(j)

@@ -85,7 +85,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 		// placed, before placeJob changes that job, so it is handed the
 		// state's own: a copy of every live job was 100,000 copies of
 		// garbage each cycle that placed anything (issue 18).
-		snap := sched.SnapshotOf(locked{f}, c.At, func(j *domain.Job) *domain.Job { return j })
+		snap := sched.SnapshotOf(locked{f}, c.At, ShareJob)
 		fit := sched.NewFit(snap, c.At)
 		seen := make(map[uint64]*domain.Job, len(snap.Jobs))
 		for _, j := range snap.Jobs {
@@ -100,6 +100,7 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 			continue // the re-check's reason is the newer one
 		}
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && !j.Reason.Equal(r) {
+			j = f.own(j)
 			j.Reason, j.UpdatedAt = f.reasons.of(r), c.At
 			f.jobs.touch(j)
 		}
@@ -118,6 +119,7 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 		res.Rejected[jp.JobID] = fmt.Sprintf("job is %s, not Pending", j.State)
 		return
 	}
+	j = f.own(j) // seen, the record Fit reads, stays as it was
 	if r, ok := fit.Place(seen, jp.Placement); !ok {
 		res.Rejected[jp.JobID] = r.Message
 		j.Reason, j.UpdatedAt = f.reasons.of(r), c.At

@@ -22,13 +22,14 @@ import (
 // entry is applied (no submit answered) until it returns; Persist runs
 // alongside later applies. Encoding the whole state in Snapshot held
 // applies for half a second with 100,000 jobs (52 MB of JSON), every
-// snapshot. So Snapshot copies only the jobs changed since the previous
-// snapshot (the change log, jobversion.go) and encodes the rest of the
-// state, which is small; Persist encodes the copied jobs and writes every
+// snapshot. So Snapshot takes only the jobs changed since the previous
+// snapshot (the change log, jobversion.go), the state's own records, which
+// apply never changes in place (FSM.own), and encodes the rest of the
+// state, which is small; Persist encodes the jobs taken and writes every
 // job's JSON, kept from earlier snapshots for the jobs that did not
 // change.
 
-// snapshotJobs is every job as of the last snapshot: a copy not yet
+// snapshotJobs is every job as of the last snapshot: its record not yet
 // encoded, or its JSON. Guarded by mu: Snapshot and Persist run on
 // different goroutines, and tests call Snapshot directly.
 type snapshotJobs struct {
@@ -41,7 +42,7 @@ type snapshotJobs struct {
 // copy, or the JSON of this one, replaces it in byID), so snapshots in
 // flight share them.
 type snapJob struct {
-	job *domain.Job // a copy (CopyJob) until encoded
+	job *domain.Job // the state's record (ShareJob) until encoded
 	enc []byte      // its JSON once encoded
 }
 
@@ -70,7 +71,7 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 		// the log no longer reaches back: copy every job.
 		s.byID = make(map[uint64]*snapJob, len(f.d.Jobs))
 		for id, j := range f.d.Jobs {
-			s.byID[id] = &snapJob{job: CopyJob(j)}
+			s.byID[id] = &snapJob{job: ShareJob(j)}
 		}
 	} else {
 		done := make(map[uint64]bool, len(changed))
@@ -80,7 +81,7 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 			}
 			done[id] = true
 			if j, ok := f.d.Jobs[id]; ok {
-				s.byID[id] = &snapJob{job: CopyJob(j)}
+				s.byID[id] = &snapJob{job: ShareJob(j)}
 			} else {
 				delete(s.byID, id) // removed by retention
 			}
