@@ -91,6 +91,33 @@ func (h *harness) checkJobVersions(ct CommandType, before map[uint64]jobVersion)
 		h.t.Fatalf("after %s the incremental snapshot differs from a whole copy:\nincremental %s\nwhole       %s", ct, jobsJSON(h.t, inc), jobsJSON(h.t, full))
 	}
 	h.last, h.lastJSON = inc, jobsJSON(h.t, inc)
+	h.checkIndexRecords(ct)
+}
+
+// checkIndexRecords fails the test if an index holds a record of a job
+// other than the state's (FSM.own replaces a changed job's record in
+// data.Jobs and in every index; a stale one would be read unchanged).
+func (h *harness) checkIndexRecords(ct CommandType) {
+	h.t.Helper()
+	ix := &h.f.jobs
+	check := func(where string, j *domain.Job) {
+		if cur, ok := h.f.d.Jobs[j.ID]; !ok || cur != j {
+			h.t.Fatalf("after %s the %s index holds a record of job %d that is not the state's", ct, where, j.ID)
+		}
+	}
+	for _, j := range ix.live {
+		if !ix.dead[j.ID] {
+			check("live", j)
+		}
+	}
+	for _, j := range ix.ended {
+		check("ended", j)
+	}
+	for _, js := range ix.byExt {
+		for _, j := range js {
+			check("external id", j)
+		}
+	}
 }
 
 func jobsJSON(t testing.TB, s *sched.Snapshot) []byte {
