@@ -34,7 +34,7 @@ import (
 // different goroutines, and tests call Snapshot directly.
 type snapshotJobs struct {
 	mu   sync.Mutex
-	at   changeCursor // byID holds every job as of it
+	at   changeCursor       // byID holds every job as of it
 	byID map[uint64]snapJob // values, not pointers: one object fewer a job for the collector
 }
 
