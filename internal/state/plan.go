@@ -81,9 +81,9 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 	if len(pls) > 0 {
 		// The scheduler's view of this state at the command's time: the
 		// jobs as it sees them (a tenant's minimum driver folded in, into
-		// a copy). Fit reads them while it is built and a job when it is
-		// placed, before placeJob changes that job, so it is handed the
-		// state's own: a copy of every live job was 100,000 copies of
+		// a copy). Fit only reads them, and placeJob changes a copy of a
+		// job (own), never the record Fit holds, so it is handed the
+		// state's records: a copy of every live job was 100,000 copies of
 		// garbage each cycle that placed anything (issue 18).
 		snap := sched.SnapshotOf(locked{f}, c.At, ShareJob)
 		fit := sched.NewFit(snap, c.At)
