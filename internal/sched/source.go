@@ -61,8 +61,8 @@ type Changelog interface {
 // SnapshotOf builds the scheduler's view of src: its tenants, workspaces
 // and node conditions, the non-terminal jobs, and the placed jobs that
 // ended after since (fair-share history), each job copied by clone (a
-// clone that returns the job itself shares it: for a reader done before
-// the source changes). The
+// clone may return the job itself: a source that never changes a job it
+// handed out, state.ShareJob, or a reader done before it changes). The
 // topology is shared, not copied: it is replaced whole, never changed in
 // place, and the scheduler only reads it. A job's minimum driver is raised
 // to its tenant's in the copy; the source keeps what its user asked.
@@ -237,8 +237,8 @@ func (c *jobCopier) floor(tenant string) string {
 }
 
 // copy copies j with its tenant's driver floor folded in. A clone may
-// return j itself (a reader that only reads, under the source's lock):
-// the fold then goes into a copy of its own, never into the source.
+// return j itself (SnapshotOf): the fold then goes into a copy of its
+// own, never into the source's job.
 func (c *jobCopier) copy(j *domain.Job, floor string) *domain.Job {
 	cp := c.clone(j)
 	if floor != "" {
