@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -18,18 +19,30 @@ func (s *Server) queueRoutes() []route {
 	}
 }
 
-// queueOrder is a scheduling cycle's queue: job ID -> rank.
+// queueOrder is a scheduling cycle's queue, as the cycle ordered it. The
+// loop stores one every cycle and GET /v1/queue reads it now and then, so
+// the rank of each job (a map of every pending job: 100,000 entries a
+// cycle for the collector, issue 18) is built by the first read only.
 type queueOrder struct {
-	at   time.Time
-	rank map[uint64]int
+	at    time.Time
+	order []uint64 // the plan's (sched.Plan.Order), never changed after
+	once  sync.Once
+	rank  map[uint64]int // job ID -> its index in order; built by ranks
 }
 
-func rankOf(order []uint64) map[uint64]int {
-	m := make(map[uint64]int, len(order))
-	for i, id := range order {
-		m[id] = i
-	}
-	return m
+func newQueueOrder(at time.Time, order []uint64) *queueOrder {
+	return &queueOrder{at: at, order: order}
+}
+
+// ranks is job ID -> rank in the cycle's order.
+func (o *queueOrder) ranks() map[uint64]int {
+	o.once.Do(func() {
+		o.rank = make(map[uint64]int, len(o.order))
+		for i, id := range o.order {
+			o.rank[id] = i
+		}
+	})
+	return o.rank
 }
 
 func (s *Server) queue(r *http.Request, p *principal) (any, error) {
@@ -49,7 +62,7 @@ func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 	// ranks among others' jobs are not shown.
 	rank := map[uint64]int{}
 	if o := s.queueOrder.Load(); o != nil {
-		out.OrderedAt, rank = o.at, o.rank
+		out.OrderedAt, rank = o.at, o.ranks()
 	}
 	slices.SortStableFunc(out.Pending, func(a, b domain.Job) int {
 		ra, oka := rank[a.ID]

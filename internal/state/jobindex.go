@@ -193,3 +193,40 @@ func (ix *jobIndex) endedSince(since time.Time) iter.Seq[*domain.Job] {
 		}
 	}
 }
+
+// own returns job j as a record apply may change: a copy of it put in its
+// place in data.Jobs and in the indexes. Apply never changes a job record
+// in place (copy on write), so the records it hands out under the read
+// lock stay as they were when read: the scheduling loop's snapshot and
+// the raft snapshot hold the state's records instead of a copy of every
+// job (ShareJob; issue 18). What a record points to (reason, placement,
+// runs...) apply replaces, never changes, so the copy is shallow. Every
+// change to a job goes through it: callers use the record it returns.
+func (f *FSM) own(j *domain.Job) *domain.Job {
+	cp := *j
+	f.d.Jobs[j.ID] = &cp
+	f.jobs.replace(j, &cp)
+	return &cp
+}
+
+// replace puts cp where old is in the indexes (cp is old's copy: same ID,
+// end time and external id).
+func (ix *jobIndex) replace(old, cp *domain.Job) {
+	if i, ok := slices.BinarySearchFunc(ix.live, old, byID); ok && ix.live[i] == old {
+		ix.live[i] = cp
+	}
+	if old.State.Terminal() {
+		if i, ok := slices.BinarySearchFunc(ix.ended, old, byEnd); ok && ix.ended[i] == old {
+			ix.ended[i] = cp
+		} else if i := slices.Index(ix.ended, old); i >= 0 {
+			ix.ended[i] = cp // not where its end time sorts (cannot happen; be safe)
+		}
+	}
+	if old.ExternalID != "" {
+		if js := ix.byExt[old.ExternalID]; js != nil {
+			if i := slices.Index(js, old); i >= 0 {
+				js[i] = cp
+			}
+		}
+	}
+}
