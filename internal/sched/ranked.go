@@ -237,15 +237,9 @@ func (c *cluster) buildTree(k rankKey, j *domain.Job, models []string, r Request
 	// A job of whole GPUs: only the servers with that many free can be
 	// leaves (open), and the base cluster's free-GPU sets name them; the
 	// others are out of the tree until a change re-rates them (the log).
-	// Likewise a share, on the servers with a free GPU.
 	var room []uint64
-	switch {
-	case r.Milli == 1000:
+	if r.Milli == 1000 {
 		room = c.roomFor(r.GPUs)
-	case r.Share() && r.Milli >= 1 && j.Tenant == "":
-		// A share's tree rates as a tenant with no time-sliced GPU
-		// (ranked): it fits only on a wholly free GPU.
-		room = c.roomFor(1)
 	}
 	for i := 0; i < n; i++ {
 		if room != nil {

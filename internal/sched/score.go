@@ -392,11 +392,8 @@ func (c *cluster) scanScored(j, jm *domain.Job, t *domain.Tenant, models []strin
 	// A job of whole GPUs visits only the servers with that many free
 	// (the base cluster's free-GPU sets), in the same order as the scan.
 	var room []uint64
-	switch {
-	case r.Milli == 1000:
+	if r.Milli == 1000 {
 		room = c.roomFor(r.GPUs)
-	case r.Share():
-		room = c.shareRoom(j.Tenant, r)
 	}
 	for i := 0; i < len(c.servers); i++ {
 		if room != nil {
@@ -440,30 +437,6 @@ func (c *cluster) scanScored(j, jm *domain.Job, t *domain.Tenant, models []strin
 		}
 	}
 	return best, bestGPU
-}
-
-// shareRoom is, on the base cluster, the servers where a share of tenant
-// (request r) can fit at all, a bit per server: those with a wholly free
-// GPU and those where tenant time-slices a GPU, the only GPUs hostOf
-// gives a share room on (nil: every server is to be visited). The first
-// question of a share's shape in a cycle scanned all 12,500 servers of a
-// full cluster, nearly none with either.
-func (c *cluster) shareRoom(tenant string, r Request) []uint64 {
-	// Milli 0 fits any GPU; a what-if view or an exhaustive cycle scans;
-	// the ranking's log stops when it is off, and its index with it.
-	if r.Milli < 1 || !c.sc.cached || c.scans() == nil || (c.rank != nil && c.rank.off) {
-		return nil
-	}
-	free := c.roomFor(1)
-	if free == nil {
-		return nil
-	}
-	rk := c.rankingOf()
-	c.shareBits = append(c.shareBits[:0], free...)
-	for _, i := range rk.sharesOf.of(rk, c, tenant) {
-		c.shareBits[i>>6] |= 1 << (i & 63)
-	}
-	return c.shareBits
 }
 
 // idleSig is what an idle server's rating depends on; servers of equal

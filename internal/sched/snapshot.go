@@ -317,8 +317,6 @@ type cluster struct {
 	// mrooms keeps the servers with room in MIG mode per profile
 	// (scans.go), for placeMIG's walk.
 	mrooms *migRooms
-	// shareBits is shareRoom's answer, reused.
-	shareBits []uint64
 	// owners indexes servers by the tenant that could be alone on them
 	// (scans.go), for server-isolated tenants' reasons.
 	owners *ownerIndex
