@@ -458,7 +458,6 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			// A blocked revision carried it; this one leaves its ports
 			// out: the gate must not make it Ready on that revision's
 			// deploy. (Only verify holds take a carried job.)
-			j = f.own(j)
 			j.NetworkRev = 0
 			f.jobs.touch(j)
 		}
