@@ -12,8 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"runtime"
-	"runtime/pprof"
 	"runtime/trace"
 	"sort"
 	"strconv"
@@ -50,11 +48,6 @@ type SubmitOptions struct {
 	// window (runtime/trace: where each request waited, for a P, a lock,
 	// the disk or the network; `go tool trace`).
 	Trace io.Writer
-	// HeapProfile, when set, receives a heap profile of the process
-	// (servers and load) at the end of the measured window, after a
-	// collection: what the leader holds with the state it has then
-	// (`go tool pprof -sample_index=inuse_objects`).
-	HeapProfile io.Writer
 }
 
 // SubmitResult is one run's figures.
@@ -200,12 +193,6 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	}
 	wg.Wait()
 	scrapes.Wait()
-	if o.HeapProfile != nil {
-		runtime.GC() // the profile's in-use figures are as of the last collection
-		if err := pprof.Lookup("heap").WriteTo(o.HeapProfile, 0); err != nil {
-			return nil, fmt.Errorf("heap profile: %w", err)
-		}
-	}
 	if len(lat) == 0 {
 		return nil, errors.Join(errors.New("no submit succeeded"), firstErr)
 	}

@@ -20,7 +20,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure the control plane (figures of docs/benchmarks.md)"}
 	var o bench.SubmitOptions
 	var runs int
-	var cpuprofile, tracePath, memprofile string
+	var cpuprofile, tracePath string
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Job submits over the API against fresh in-process servers (Raft + bbolt with fsync, HTTP on loopback)",
@@ -48,18 +48,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				o.Trace = f
 			}
-			if memprofile != "" {
-				f, err := os.Create(memprofile)
-				if err != nil {
-					return domain.Invalid("memprofile", "cannot create %s: %v", memprofile, err)
-				}
-				defer f.Close()
-				o.HeapProfile = f
-			}
 			var results []*bench.SubmitResult
 			for i := 0; i < runs; i++ {
 				r, err := bench.Submit(cmd.Context(), o)
-				o.Trace, o.HeapProfile = nil, nil // the first run's only: one a file
+				o.Trace = nil // the first run's only: one trace a file
 				if err != nil {
 					return err
 				}
@@ -88,7 +80,6 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
-	f.StringVar(&memprofile, "memprofile", "", "write a heap profile at the end of the first run's measured window, after a collection, to this file")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	var so bench.SchedOptions
 	var schedProfile string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -638,4 +637,4 @@ func (u *UsageRecord) UnmarshalJSON(b []byte) error {
 }
 
 // DefaultJobName is the name a job submitted without one gets (job-ID).
-func DefaultJobName(id uint64) string { return "job-" + strconv.FormatUint(id, 10) }
+func DefaultJobName(id uint64) string { return fmt.Sprintf("job-%d", id) }

@@ -1,5 +1,7 @@
 package domain
 
+import "fmt"
+
 // MaxNameLen bounds every user-chosen name: it must fit a DNS label, a Linux
 // netns name and a NOS VRF name.
 const MaxNameLen = 63
@@ -40,4 +42,4 @@ func truncate(s string, n int) string {
 }
 
 // Ref formats a two-level reference such as "acme/research".
-func Ref(parent, child string) string { return parent + "/" + child } // no fmt: every submit looks its workspace up by it
+func Ref(parent, child string) string { return fmt.Sprintf("%s/%s", parent, child) }

@@ -60,9 +60,7 @@ type Changelog interface {
 
 // SnapshotOf builds the scheduler's view of src: its tenants, workspaces
 // and node conditions, the non-terminal jobs, and the placed jobs that
-// ended after since (fair-share history), each job copied by clone (a
-// clone may return the job itself: a source that never changes a job it
-// handed out, state.ShareJob, or a reader done before it changes). The
+// ended after since (fair-share history), each job copied by clone. The
 // topology is shared, not copied: it is replaced whole, never changed in
 // place, and the scheduler only reads it. A job's minimum driver is raised
 // to its tenant's in the copy; the source keeps what its user asked.
@@ -109,6 +107,8 @@ type keptJob struct {
 func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	c := &jobCopier{clone: s.Clone, src: src}
 	if v, ok := src.(Versioned); ok {
+		clear(s.spareLive) // drop the copies they point to
+		clear(s.spareEnded)
 		if s.spareEnded == nil {
 			s.spareEnded = map[uint64]keptJob{}
 		}
@@ -126,12 +126,6 @@ func (s *Snapshotter) Of(src Source, since time.Time) *Snapshot {
 	if c.vers != nil {
 		s.live, s.spareLive = c.nextLive, s.live
 		s.ended, s.spareEnded = c.nextEnded, s.ended
-		// Drop the copies the buffers point to now, not when they are
-		// refilled: a copy only the previous snapshot held is garbage
-		// (with a queue whose reasons all changed, every job's) rather
-		// than a second copy the collector marks for another cycle.
-		clear(s.spareLive)
-		clear(s.spareEnded)
 		s.hasGen = false
 		if cl, ok := src.(Changelog); ok {
 			s.gen, s.hasGen = cl.JobGeneration(), true
@@ -236,17 +230,11 @@ func (c *jobCopier) floor(tenant string) string {
 	return f
 }
 
-// copy copies j with its tenant's driver floor folded in. A clone may
-// return j itself (SnapshotOf): the fold then goes into a copy of its
-// own, never into the source's job.
+// copy copies j with its tenant's driver floor folded in.
 func (c *jobCopier) copy(j *domain.Job, floor string) *domain.Job {
 	cp := c.clone(j)
 	if floor != "" {
 		if v, ok := domain.CompareVersions(floor, cp.MinDriver); cp.MinDriver == "" || (ok && v > 0) {
-			if cp == j {
-				own := *j
-				cp = &own
-			}
 			cp.MinDriver = floor
 		}
 	}

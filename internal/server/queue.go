@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -19,30 +18,18 @@ func (s *Server) queueRoutes() []route {
 	}
 }
 
-// queueOrder is a scheduling cycle's queue, as the cycle ordered it. The
-// loop stores one every cycle and GET /v1/queue reads it now and then, so
-// the rank of each job (a map of every pending job: 100,000 entries a
-// cycle for the collector, issue 18) is built by the first read only.
+// queueOrder is a scheduling cycle's queue: job ID -> rank.
 type queueOrder struct {
-	at    time.Time
-	order []uint64 // the plan's (sched.Plan.Order), never changed after
-	once  sync.Once
-	rank  map[uint64]int // job ID -> its index in order; built by ranks
+	at   time.Time
+	rank map[uint64]int
 }
 
-func newQueueOrder(at time.Time, order []uint64) *queueOrder {
-	return &queueOrder{at: at, order: order}
-}
-
-// ranks is job ID -> rank in the cycle's order.
-func (o *queueOrder) ranks() map[uint64]int {
-	o.once.Do(func() {
-		o.rank = make(map[uint64]int, len(o.order))
-		for i, id := range o.order {
-			o.rank[id] = i
-		}
-	})
-	return o.rank
+func rankOf(order []uint64) map[uint64]int {
+	m := make(map[uint64]int, len(order))
+	for i, id := range order {
+		m[id] = i
+	}
+	return m
 }
 
 func (s *Server) queue(r *http.Request, p *principal) (any, error) {
@@ -62,7 +49,7 @@ func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 	// ranks among others' jobs are not shown.
 	rank := map[uint64]int{}
 	if o := s.queueOrder.Load(); o != nil {
-		out.OrderedAt, rank = o.at, o.ranks()
+		out.OrderedAt, rank = o.at, o.rank
 	}
 	slices.SortStableFunc(out.Pending, func(a, b domain.Job) int {
 		ra, oka := rank[a.ID]

@@ -193,7 +193,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (next time.Time, quiet bool, 
 	// never recorded for a state it did not see.
 	applied := s.fsm.AppliedIndex()
 	snap, plan, cmd := s.decide(now)
-	s.queueOrder.Store(newQueueOrder(now, plan.Order))
+	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
 	s.idle = idleCycle{}
 	quiet = len(cmd.Placements) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Releases) == 0
 	if planEmpty(cmd) {
@@ -422,7 +422,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 	probe := &domain.Job{ID: 0, JobSpec: spec, State: domain.JobPending}
 	snap.Jobs = append(held, probe)
 	plan := sched.Schedule(snap, now)
-	s.queueOrder.Store(newQueueOrder(now, plan.Order))
+	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
 	for _, p := range plan.Placements {
 		if p.JobID == 0 {
 			return &api.DryRun{Placement: p.Placement, Level: p.Level}, nil

@@ -6,10 +6,6 @@
 // command. Every applied command that changes something appends an audit event
 // in the same step, so the trail cannot disagree with the state. Reads take a
 // read lock and return copies: callers cannot mutate the state behind Raft.
-// Job records are copy on write (FSM.own): apply changes a copy put in the
-// record's place, so readers that keep records between reads (the
-// scheduler's snapshot, the raft snapshot) share them instead of copying
-// every job, and shared values (tenants, reasons) are interned (intern.go).
 //
 // What other packages need built from the state (the scheduler's snapshot,
 // the host binder's input) is built outside the state machine from View, a

@@ -448,7 +448,6 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	fd.Held = p.Held
 	for _, id := range p.Jobs {
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPlaced && j.NetworkRev == 0 && !slices.Contains(held, id) {
-			j = f.own(j)
 			j.NetworkRev = fd.Rev
 			f.jobs.touch(j)
 		}
@@ -487,7 +486,6 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 			}
 			r := domain.Reason{Code: domain.ReasonNetwork, Message: msg}
 			if j.Reason == nil || *j.Reason != r {
-				j = f.own(j)
 				j.Reason, j.UpdatedAt = &r, c.At
 				f.jobs.touch(j)
 			}
@@ -758,11 +756,10 @@ func (f *FSM) gate(c *Command) {
 			}
 		}
 		if len(waiting) == 0 {
-			j = f.own(j)
 			j.State, j.UpdatedAt = domain.JobReady, c.At
 			f.jobs.touch(j)
 			j.Reason = &domain.Reason{Code: "ready", Message: fmt.Sprintf("network ready (fabric revision %d deployed on its leaves): its runtime may start it", j.NetworkRev)}
-			f.event(c, "job.ready", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
+			f.event(c, "job.ready", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("network revision %d deployed on %s", j.NetworkRev, strings.Join(f.jobLeaves(j), ", ")))
 			continue
 		}
 		r := domain.Reason{Code: domain.ReasonNetwork, Message: fmt.Sprintf("waiting for fabric revision %d on %s", j.NetworkRev, strings.Join(waiting, ", "))}
@@ -771,7 +768,6 @@ func (f *FSM) gate(c *Command) {
 			r.Message = fmt.Sprintf("waiting for fabric revision %d on %s: the verifier failed on the fabric's configuration, so no switch is given revision %d or later; the switches stay on revision %d until a revision verifies (or an admin overrides it)", j.NetworkRev, strings.Join(waiting, ", "), good+1, good)
 		}
 		if j.Reason == nil || *j.Reason != r {
-			j = f.own(j)
 			j.Reason, j.UpdatedAt = &r, c.At
 			f.jobs.touch(j)
 		}

@@ -146,14 +146,13 @@ func (f *FSM) jobsOnGPU(node string, gpu int) []*domain.Job {
 // warnJob adds a warning to a job (copy on write: copies handed to readers
 // never see it change) and to the audit trail.
 func (f *FSM) warnJob(c *Command, j *domain.Job, code, msg string) {
-	j = f.own(j)
 	w := append(slices.Clip(j.Warnings), domain.Reason{Code: code, Message: msg})
 	if len(w) > domain.MaxJobWarnings {
 		w = slices.Clone(w[len(w)-domain.MaxJobWarnings:])
 	}
 	j.Warnings, j.UpdatedAt = w, c.At
 	f.jobs.touch(j)
-	f.event(c, "job.warning", jobObject(j.ID), j.Tenant, j.Workspace, msg)
+	f.event(c, "job.warning", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, msg)
 }
 
 // updateDrift compares the record's facts with the inventory, keeps the
@@ -544,10 +543,9 @@ func (f *FSM) operatorSetNode(c *Command, p *NodeSet) {
 		}
 		d := deadline
 		r := domain.Reason{Code: "drained", Message: fmt.Sprintf("server %s is draining; stop by %s", p.Server, deadline.UTC().Format(time.RFC3339))}
-		j = f.own(j)
 		j.State, j.StopDeadline, j.Reason, j.UpdatedAt = domain.JobPreempting, &d, &r, c.At
 		f.jobs.touch(j)
-		f.event(c, "job.preempt", jobObject(j.ID), j.Tenant, j.Workspace, r.Message)
+		f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, r.Message)
 	}
 }
 

@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -44,9 +43,9 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if s.Name == "" {
 		s.Name = domain.DefaultJobName(id)
 	}
-	internSpec(&s)
 	j := &domain.Job{
-		ID: id, JobSpec: s, State: domain.JobPending, Reason: queuedReason,
+		ID: id, JobSpec: s, State: domain.JobPending,
+		Reason:      &domain.Reason{Code: domain.ReasonQueued, Message: "queued: waiting for the next scheduling cycle"},
 		SubmittedAt: c.At, SubmittedBy: c.Actor, UpdatedAt: c.At,
 	}
 	f.d.Jobs[id] = j
@@ -54,7 +53,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if key != "" {
 		f.rememberSubmitKey(key, id)
 	}
-	f.event(c, "job.submit", jobObject(id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
+	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
 	return CopyJob(j), nil
 }
 
@@ -187,20 +186,16 @@ func (f *FSM) checkFitsFractional(s *domain.JobSpec, w *domain.Workspace, accept
 }
 
 // demandString says what a job asks for: "16 GPUs", "2 x MIG 3g.40gb",
-// "0.25 of a GPU" (strconv, not fmt: every submit's event says it).
+// "0.25 of a GPU".
 func demandString(s *domain.JobSpec) string {
 	switch {
 	case s.MIGProfile != "":
-		return strconv.Itoa(s.MIGCount) + " x MIG " + s.MIGProfile
+		return fmt.Sprintf("%d x MIG %s", s.MIGCount, s.MIGProfile)
 	case s.Share > 0:
-		return strconv.FormatFloat(s.Share, 'g', -1, 64) + " of a GPU"
+		return fmt.Sprintf("%g of a GPU", s.Share)
 	}
-	return strconv.Itoa(s.GPUs) + " GPUs"
+	return fmt.Sprintf("%d GPUs", s.GPUs)
 }
-
-// jobObject is a job's name in the audit trail: "job/42".
-func jobObject(id uint64) string { return "job/" + strconv.FormatUint(id, 10) }
-
 func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobCancel](c)
 	if derr != nil {
@@ -216,11 +211,10 @@ func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	if c.check {
 		return nil, nil
 	}
-	j = f.own(j)
 	f.end(j, domain.JobCancelled, &domain.Reason{Code: "cancelled", Message: "cancelled by " + c.Actor}, c.At)
 	j.UpdatedAt = c.At
 	f.jobs.touch(j)
-	f.event(c, "job.cancel", jobObject(j.ID), j.Tenant, j.Workspace, j.Name)
+	f.event(c, "job.cancel", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, j.Name)
 	return CopyJob(j), nil
 }
 
@@ -252,16 +246,3 @@ func CopyJob(j *domain.Job) *domain.Job {
 	}
 	return &cp
 }
-
-// ShareJob is how a reader that keeps jobs under the read lock and only
-// reads them (the scheduling loop's sched.Snapshotter, the raft snapshot)
-// takes one: the state's own record, not a copy. Apply never changes a
-// record it has handed out: it changes a copy put in its place
-// (FSM.own), and replaces what a record points to (reason, placement,
-// runs, warnings, path health, times) rather than changing it. So a
-// record read under the lock stays as it was, and 100,000 pending jobs
-// are not copied into the loop's snapshot, a second job record each for
-// the garbage collector to mark (issue 18). Readers of a shared record
-// must not change it; the scheduler never changes a snapshot. Reads
-// handed to the API copy deep (CopyJob): their callers may.
-func ShareJob(j *domain.Job) *domain.Job { return j }

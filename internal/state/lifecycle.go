@@ -55,19 +55,17 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 	if c.check {
 		return nil, nil
 	}
-	j = f.own(j) // move changes the j it closes over: this copy
 	move()
 	if p.Message != "" {
 		j.Message = p.Message
 	}
 	j.UpdatedAt = at
 	f.jobs.touch(j)
-	f.event(c, "job.report", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
+	f.event(c, "job.report", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s -> %s %s", p.State, j.State, p.Message))
 	return CopyJob(j), nil
 }
 
-// end makes a job terminal and releases its GPUs (j: a record of apply's
-// own, FSM.own).
+// end makes a job terminal and releases its GPUs.
 func (f *FSM) end(j *domain.Job, st domain.JobState, r *domain.Reason, at time.Time) {
 	endRun(j, at)
 	j.State, j.Reason, j.EndedAt, j.StopDeadline = st, r, &at, nil
@@ -126,14 +124,13 @@ func (f *FSM) preemptJob(c *Command, pr sched.Preemption) string {
 		return fmt.Sprintf("job %d it would free GPUs for is no longer pending", pr.ForJob)
 	}
 	d, r := pr.Deadline, pr.Reason
-	j = f.own(j)
 	j.State, j.StopDeadline, j.Reason, j.PreemptedFor, j.UpdatedAt = domain.JobPreempting, &d, &r, pr.ForJob, c.At
 	if pr.BorrowBackoff != nil {
 		b := *pr.BorrowBackoff
 		j.BorrowNotBefore = &b
 	}
 	f.jobs.touch(j)
-	f.event(c, "job.preempt", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
+	f.event(c, "job.preempt", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: stop by %s", r.Message, d.UTC().Format(time.RFC3339)))
 	return ""
 }
 
@@ -171,17 +168,15 @@ func (f *FSM) releaseJob(c *Command, rl sched.Release) string {
 	}
 	switch {
 	case rl.Cause == "deadline" && j.State == domain.JobPreempting && j.StopDeadline != nil && !c.At.Before(*j.StopDeadline):
-		j = f.own(j)
 		f.stopPreempted(j, "its grace period ended without a stop report; GPUs released", c.At)
 	case rl.Cause == "time_limit" && j.State.Stoppable() && j.PlacedAt != nil &&
 		j.TimeLimitSeconds > 0 && !c.At.Before(j.PlacedAt.Add(time.Duration(j.TimeLimitSeconds)*time.Second)):
-		j = f.own(j)
 		f.end(j, domain.JobFailed, &domain.Reason{Code: "time_limit", Message: fmt.Sprintf("reached its time limit of %s", time.Duration(j.TimeLimitSeconds)*time.Second)}, c.At)
 	default:
 		return fmt.Sprintf("job is %s: no %s release due", j.State, rl.Cause)
 	}
 	j.UpdatedAt = c.At
 	f.jobs.touch(j)
-	f.event(c, "job.release", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
+	f.event(c, "job.release", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s: now %s", rl.Cause, j.State))
 	return ""
 }

@@ -97,12 +97,11 @@ func (f *FSM) applyJobsPathHealth(c *Command) (any, *domain.Error) {
 		}
 		h := u.Health
 		h.Since = h.Since.UTC()
-		j = f.own(j)
 		j.PathHealth = &h // a new value, never changed in place: copies may share it
 		j.UpdatedAt = c.At
 		f.jobs.touch(j)
 		res.Applied = append(res.Applied, j.ID)
-		obj := jobObject(j.ID)
+		obj := fmt.Sprintf("job/%d", j.ID)
 		switch {
 		case h.Verdict.Faulty() && prev != h.Verdict:
 			f.event(c, EventPathUnhealthy, obj, j.Tenant, j.Workspace, string(h.Verdict)+": "+h.Message)

@@ -80,12 +80,10 @@ func (f *FSM) applyJobsPlace(c *Command) (any, *domain.Error) {
 func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]domain.Reason, networkGate bool, res *PlanResult) {
 	if len(pls) > 0 {
 		// The scheduler's view of this state at the command's time: the
-		// jobs as it sees them (a tenant's minimum driver folded in, into
-		// a copy). Fit only reads them, and placeJob changes a copy of a
-		// job (own), never the record Fit holds, so it is handed the
-		// state's records: a copy of every live job was 100,000 copies of
-		// garbage each cycle that placed anything (issue 18).
-		snap := sched.SnapshotOf(locked{f}, c.At, ShareJob)
+		// jobs as it sees them (a tenant's minimum driver folded in). Fit
+		// only reads them, so a shallow copy serves: the fold changes a
+		// field of the copy, never a shared slice.
+		snap := sched.SnapshotOf(locked{f}, c.At, func(j *domain.Job) *domain.Job { cp := *j; return &cp })
 		fit := sched.NewFit(snap, c.At)
 		seen := make(map[uint64]*domain.Job, len(snap.Jobs))
 		for _, j := range snap.Jobs {
@@ -100,8 +98,8 @@ func (f *FSM) placeJobs(c *Command, pls []sched.Placement, reasons map[uint64]do
 			continue // the re-check's reason is the newer one
 		}
 		if j, ok := f.d.Jobs[id]; ok && j.State == domain.JobPending && !j.Reason.Equal(r) {
-			j = f.own(j)
-			j.Reason, j.UpdatedAt = f.reasons.of(r), c.At
+			r := r
+			j.Reason, j.UpdatedAt = &r, c.At
 			f.jobs.touch(j)
 		}
 	}
@@ -119,10 +117,9 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 		res.Rejected[jp.JobID] = fmt.Sprintf("job is %s, not Pending", j.State)
 		return
 	}
-	j = f.own(j) // seen, the record Fit reads, stays as it was
 	if r, ok := fit.Place(seen, jp.Placement); !ok {
 		res.Rejected[jp.JobID] = r.Message
-		j.Reason, j.UpdatedAt = f.reasons.of(r), c.At
+		j.Reason, j.UpdatedAt = &r, c.At
 		f.jobs.touch(j)
 		return
 	}
@@ -139,7 +136,7 @@ func (f *FSM) placeJob(c *Command, fit *sched.Fit, seen *domain.Job, jp sched.Pl
 		j.State = domain.JobReady
 		j.Reason = &domain.Reason{Code: "ready", Message: "placed; ready for its runtime to start it (no fabric driver: no network gate)"}
 	}
-	f.event(c, "job.place", jobObject(j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placement)))
+	f.event(c, "job.place", fmt.Sprintf("job/%d", j.ID), j.Tenant, j.Workspace, fmt.Sprintf("%s on %s", demandString(&j.JobSpec), placementString(jp.Placement)))
 	res.Placed = append(res.Placed, j.ID)
 }
 func placementString(pls []domain.Placement) string {

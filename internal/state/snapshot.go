@@ -22,27 +22,26 @@ import (
 // entry is applied (no submit answered) until it returns; Persist runs
 // alongside later applies. Encoding the whole state in Snapshot held
 // applies for half a second with 100,000 jobs (52 MB of JSON), every
-// snapshot. So Snapshot takes only the jobs changed since the previous
-// snapshot (the change log, jobversion.go), the state's own records, which
-// apply never changes in place (FSM.own), and encodes the rest of the
-// state, which is small; Persist encodes the jobs taken and writes every
+// snapshot. So Snapshot copies only the jobs changed since the previous
+// snapshot (the change log, jobversion.go) and encodes the rest of the
+// state, which is small; Persist encodes the copied jobs and writes every
 // job's JSON, kept from earlier snapshots for the jobs that did not
 // change.
 
-// snapshotJobs is every job as of the last snapshot: its record not yet
+// snapshotJobs is every job as of the last snapshot: a copy not yet
 // encoded, or its JSON. Guarded by mu: Snapshot and Persist run on
 // different goroutines, and tests call Snapshot directly.
 type snapshotJobs struct {
 	mu   sync.Mutex
-	at   changeCursor       // byID holds every job as of it
-	byID map[uint64]snapJob // values, not pointers: one object fewer a job for the collector
+	at   changeCursor // byID holds every job as of it
+	byID map[uint64]*snapJob
 }
 
-// snapJob is one job of a snapshot: the state's record, which apply
-// never changes (FSM.own), or its JSON. A newer record, or the JSON of
-// this one, replaces it in byID; snapshots in flight hold their own.
+// snapJob is one job of a snapshot. Never changed once made (a newer
+// copy, or the JSON of this one, replaces it in byID), so snapshots in
+// flight share them.
 type snapJob struct {
-	job *domain.Job // the state's record (ShareJob) until encoded
+	job *domain.Job // a copy (CopyJob) until encoded
 	enc []byte      // its JSON once encoded
 }
 
@@ -69,9 +68,9 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 	if !ok {
 		// The first snapshot of this process, or after a restore, or
 		// the log no longer reaches back: copy every job.
-		s.byID = make(map[uint64]snapJob, len(f.d.Jobs))
+		s.byID = make(map[uint64]*snapJob, len(f.d.Jobs))
 		for id, j := range f.d.Jobs {
-			s.byID[id] = snapJob{job: ShareJob(j)}
+			s.byID[id] = &snapJob{job: CopyJob(j)}
 		}
 	} else {
 		done := make(map[uint64]bool, len(changed))
@@ -81,7 +80,7 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 			}
 			done[id] = true
 			if j, ok := f.d.Jobs[id]; ok {
-				s.byID[id] = snapJob{job: ShareJob(j)}
+				s.byID[id] = &snapJob{job: CopyJob(j)}
 			} else {
 				delete(s.byID, id) // removed by retention
 			}
@@ -104,7 +103,7 @@ type snapshot struct {
 	topology *domain.Topology
 	events   []domain.Event
 	usage    []domain.UsageRecord
-	jobs     map[uint64]snapJob
+	jobs     map[uint64]*snapJob
 	owner    *snapshotJobs
 }
 
@@ -125,7 +124,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *snapshot) write(w *bufio.Writer) error {
 	ids := slices.Sorted(maps.Keys(s.jobs))
-	encoded := map[uint64][]byte{}
+	encoded := map[uint64]*snapJob{}
 	w.Write(s.head[:len(s.head)-1]) // without its closing brace
 	if len(s.head) > 2 {
 		w.WriteByte(',')
@@ -158,13 +157,14 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	w.WriteString(`"jobs":{`)
 	var num []byte
 	for i, id := range ids {
-		enc := s.jobs[id].enc
-		if enc == nil {
-			b, err := json.Marshal(s.jobs[id].job)
+		e := s.jobs[id]
+		if e.enc == nil {
+			b, err := json.Marshal(e.job)
 			if err != nil {
 				return fmt.Errorf("encode job %d: %w", id, err)
 			}
-			encoded[id], enc = b, b
+			encoded[id] = &snapJob{enc: b}
+			e = encoded[id]
 		}
 		if i > 0 {
 			w.WriteByte(',')
@@ -173,7 +173,7 @@ func (s *snapshot) write(w *bufio.Writer) error {
 		num = strconv.AppendUint(num[:0], id, 10)
 		w.Write(num)
 		w.WriteString(`":`)
-		if _, err := w.Write(enc); err != nil {
+		if _, err := w.Write(e.enc); err != nil {
 			return err
 		}
 	}
@@ -183,18 +183,16 @@ func (s *snapshot) write(w *bufio.Writer) error {
 }
 
 // keep hands the JSON of jobs this Persist encoded to the owner, for the
-// jobs not changed since (the owner still holds the record encoded).
-func (s *snapshot) keep(encoded map[uint64][]byte) {
+// jobs not changed since (the owner still holds the copy encoded).
+func (s *snapshot) keep(encoded map[uint64]*snapJob) {
 	if len(encoded) == 0 || s.owner == nil {
 		return
 	}
 	s.owner.mu.Lock()
 	defer s.owner.mu.Unlock()
-	for id, b := range encoded {
-		// The same record: the job has not changed since (apply puts a
-		// new record in place of a changed one).
-		if cur, ok := s.owner.byID[id]; ok && cur.enc == nil && cur.job == s.jobs[id].job {
-			s.owner.byID[id] = snapJob{enc: b}
+	for id, e := range encoded {
+		if cur, ok := s.owner.byID[id]; ok && cur == s.jobs[id] {
+			s.owner.byID[id] = e
 		}
 	}
 }

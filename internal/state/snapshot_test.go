@@ -212,33 +212,3 @@ func BenchmarkRaftSnapshot(b *testing.B) {
 		}
 	})
 }
-
-// TestSnapshotPersistedAfterLaterApplies: a raft snapshot holds the
-// state's job records, not copies (ShareJob), and raft persists it while
-// later entries apply: those must change copies of the records (FSM.own),
-// so the snapshot persisted after a job was placed, reported, given a
-// reason and cancelled still decodes to the state it was taken of. Fails
-// if any of those applies changes a job record in place.
-func TestSnapshotPersistedAfterLaterApplies(t *testing.T) {
-	h := newHarness(t).cluster(1, 2, 8)
-	for range 3 {
-		h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
-	}
-	h.placeFirst()
-	want, err := json.Marshal(&h.f.d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.report(ReportRunning)()
-	h.must(CmdPlanApply, PlanApply{Reasons: map[uint64]domain.Reason{2: {Code: "capacity", Message: "waiting"}}})
-	h.must(CmdJobCancel, JobCancel{ID: 3})
-	h.report(ReportSucceeded)()
-	got := snapshotBytes(t, s)
-	if !bytes.Equal(normalJSON(t, got), normalJSON(t, want)) {
-		t.Fatalf("the snapshot persisted after later applies is not the state it was taken of:\nthen %s\ngot  %s", want, got)
-	}
-}

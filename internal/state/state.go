@@ -80,8 +80,6 @@ type FSM struct {
 	// changed between the check and the apply) or an entry written before
 	// Check existed.
 	refused map[CommandType]uint64
-	// reasons shares the reasons given to jobs (intern.go): derived.
-	reasons reasonTable
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -107,9 +105,6 @@ func newData() data {
 }
 func (f *FSM) reset(d data) {
 	f.d = d
-	for _, j := range d.Jobs {
-		f.internJob(j) // decoded one by one: share what jobs share
-	}
 	f.cap = deriveCapacity(d.Topology)
 	vers := f.jobs.vers.restart()
 	f.jobs = newJobIndex(d.Jobs)
@@ -221,7 +216,6 @@ func (f *FSM) apply(b []byte) *Result {
 	if derr != nil {
 		return &Result{Err: derr}
 	}
-	c.Actor = intern(c.Actor) // jobs' submitters and events' actors: a few tokens
 	h, ok := handlers[c.Type]
 	if !ok {
 		return &Result{Err: domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type), cmd: c.Type}

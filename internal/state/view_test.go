@@ -55,18 +55,6 @@ func TestSnapshotOfTheView(t *testing.T) {
 	if j, _ := h.f.Job(2); j.MinDriver != "" {
 		t.Fatalf("the fold changed the stored job: %q", j.MinDriver)
 	}
-	// A clone that shares (the plan applier's, which only reads): the
-	// fold still goes into a copy, never into the state's job.
-	var shared *sched.Snapshot
-	h.f.Read(func(v View) {
-		shared = sched.SnapshotOf(v, ended.Add(-time.Second), func(j *domain.Job) *domain.Job { return j })
-	})
-	if j := shared.Jobs[0]; j.MinDriver != "550.54.15" || j == h.f.d.Jobs[2] || h.f.d.Jobs[2].MinDriver != "" {
-		t.Fatalf("a shared job's fold: snapshot %q, state %q (same record: %t)", j.MinDriver, h.f.d.Jobs[2].MinDriver, j == h.f.d.Jobs[2])
-	}
-	if shared.History[0] != h.f.d.Jobs[1] {
-		t.Fatal("a sharing clone's history job (no fold) is not the state's own")
-	}
 	if s.Tenants["acme"] == nil || s.Workspaces["acme/research"] == nil || s.Static == nil || s.Topology == nil {
 		t.Fatalf("snapshot misses tenants, workspaces or the topology: %+v", s)
 	}
