@@ -33,8 +33,8 @@ job cancelled cancels its Slurm job (scancel); a Slurm job cancelled cancels the
 jobfabric job, one that ends reports its outcome; a live jobfabric job whose Slurm
 job squeue no longer shows is cancelled.
 
-The token must submit and cancel jobs of every mapped tenant (an admin token
-today). The account map (YAML):
+The token is a platform runtime token (token create --role runtime), or an admin
+token: it submits and cancels the mapped tenants' mirrors. The account map (YAML):
 
   accounts:            # Slurm account: jobfabric tenant; unlisted accounts stay held
     phys: acme

@@ -217,7 +217,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
 	}
-	// Only a runtime's jobs mirror Slurm jobs: a tenant's user may submit
+	// Only a runtime's (or an admin's) jobs mirror Slurm jobs: a tenant's user may submit
 	// a job with the id the bridge will give another tenant's next Slurm
 	// job (ids are sequential), and that job must never be taken for the
 	// other tenant's (released onto, reported on, cancelled).
@@ -362,10 +362,10 @@ func (b *Bridge) lookup(ctx context.Context, j *Job, ext string) (*domain.Job, e
 	return nil, fmt.Errorf("look up %s: %w", ext, err)
 }
 
-// mirror: jf was submitted by a runtime (a bridge mirrors a Slurm job), not
-// by a user.
+// mirror: jf was submitted by a runtime or an admin (the bridge's token
+// mirrors a Slurm job), not by a tenant's user.
 func mirror(jf *domain.Job) bool {
-	return strings.HasPrefix(jf.SubmittedBy, string(domain.RoleRuntime)+":")
+	return strings.HasPrefix(jf.SubmittedBy, string(domain.RoleRuntime)+":") || strings.HasPrefix(jf.SubmittedBy, string(domain.RoleAdmin)+":")
 }
 
 // held handles a held Slurm job: queue it for a submit, release it when

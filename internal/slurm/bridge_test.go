@@ -244,7 +244,10 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 			// Slurm job 2 runs under account zzz: its mirror is zzz's.
 			zzz := ready(7, "slurm:jftest:2", "n2")
 			zzz.Tenant = "zzz"
-			jf := &refusing{live: []domain.Job{zzz, ready(8, "slurm:jftest:3", "n0", "n1")}}
+			// A bridge with an admin token: its mirrors are the admin's.
+			byAdmin := ready(8, "slurm:jftest:3", "n0", "n1")
+			byAdmin.SubmittedBy = "admin:root"
+			jf := &refusing{live: []domain.Job{zzz, byAdmin}}
 			run := newRecorded()
 			run.files["scontrol update JobId=2 ReqNodeList=n2 NumNodes=1 Comment=jobfabric_job_7_run_0"] = ""
 			run.files["scontrol update JobId=3 ReqNodeList=n0,n1 NumNodes=2 Comment=jobfabric_job_8_run_0"] = ""
@@ -350,6 +353,7 @@ func TestSyncIgnoresJobsThatTakeAnID(t *testing.T) {
 		squat(20, "globex", "member:g1", "slurm:jftest:3", domain.JobReady, "n9"),
 		squat(21, "acme", "member:a1", "slurm:jftest:3", domain.JobReady, "n8"),
 		squat(22, "globex", "runtime:globex-rt", "slurm:jftest:3", domain.JobReady, "n7"),
+		squat(25, "globex", "admin:root", "slurm:jftest:3", domain.JobReady, "n4"),
 		// Slurm job 4 is acme's, cancelled.
 		squat(23, "globex", "member:g1", "slurm:jftest:4", domain.JobRunning, "n6"),
 		squat(24, "globex", "runtime:globex-rt", "slurm:jftest:4", domain.JobRunning, "n5"),
