@@ -118,14 +118,7 @@ func newRecorded() *recorded {
 // refusal as its comment; ended and running jobs are left alone.
 func TestSyncRecorded(t *testing.T) {
 	run, jf := newRecorded(), &refusing{tenants: map[string]bool{"acme": true}}
-	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.Sync(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := syncOnce(t, run, jf)
 	if st != (Stats{Submitted: 1, Held: 1}) {
 		t.Errorf("stats %+v, want 1 submitted, 1 held; commands %q", st, run.calls)
 	}
@@ -202,14 +195,7 @@ func TestSyncEndsJobsGoneFromSlurm(t *testing.T) {
 		live(5, "slurm:jftest:3", domain.JobPending), // shown, held
 	}}
 	run := newRecorded()
-	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.Sync(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := syncOnce(t, run, jf)
 	if fmt.Sprint(jf.cancelled) != "[2]" || st.Cancelled != 1 {
 		t.Errorf("cancelled %v (stats %+v), want job 2 only", jf.cancelled, st)
 	}
@@ -255,14 +241,7 @@ func TestSyncReleasesReadyJobs(t *testing.T) {
 			if !tc.batchFails {
 				run.files["scontrol release 2,3"] = ""
 			}
-			b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := b.Sync(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := syncOnce(t, run, jf)
 			if st.Released != tc.released || st.Submitted != 0 {
 				t.Errorf("stats %+v, want %d released, none submitted; commands %q", st, tc.released, run.calls)
 			}
@@ -324,14 +303,7 @@ func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
 	run := newRecorded()
 	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
 	run.files["scontrol hold 5"] = ""
-	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.Sync(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := syncOnce(t, run, jf)
 	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {
 		t.Errorf("stats %+v, reports %v, submitted %v, commands %q; want one scontrol hold", st, jf.reports, jf.submitted, run.calls)
 	}
@@ -359,14 +331,7 @@ func TestSyncIgnoresJobsThatTakeAnID(t *testing.T) {
 		squat(24, "globex", "runtime:globex-rt", "slurm:jftest:4", domain.JobRunning, "n5"),
 	}}
 	run := newRecorded()
-	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := b.Sync(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := syncOnce(t, run, jf)
 	for _, c := range run.calls {
 		if strings.Contains(c, "JobId=3 ") || strings.Contains(c, "release 3") {
 			t.Errorf("slurm job 3 was released onto a job it is not: %q", c)
@@ -382,4 +347,19 @@ func TestSyncIgnoresJobsThatTakeAnID(t *testing.T) {
 	if !slices.Contains(ours, "acme slurm:jftest:3") {
 		t.Errorf("submitted %v: want acme's own job for slurm job 3", ours)
 	}
+}
+
+// syncOnce makes one pass of a new bridge of cluster jftest over run's
+// Slurm and jf's jobfabric.
+func syncOnce(t *testing.T, run Runner, jf API) Stats {
+	t.Helper()
+	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
