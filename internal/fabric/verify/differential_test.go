@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
-	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 )
 
@@ -31,19 +30,9 @@ func sameReport(t *testing.T, what string, in fabric.Input, it *fabric.Intent) *
 // contracts), and compares whole reports. TestMutations compares them on
 // each of its mutations too.
 func TestJobIsolationMatchesReference(t *testing.T) {
-	for _, nos := range fabrictest.NOSes() {
-		for _, model := range fabrictest.Models() {
-			in, err := fabrictest.Input(nos, model)
-			if err != nil {
-				t.Fatal(err)
-			}
-			it, err := fabric.Compile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameReport(t, nos+" "+model, in, it)
-		}
-	}
+	eachScenario(t, func(nos, model string, in fabric.Input, it *fabric.Intent) {
+		sameReport(t, nos+" "+model, in, it)
+	})
 	// Jobs 21 and 22 of globex contracted in the input and the intent:
 	// their links may talk, nothing fails.
 	in, it := fixture(t)
@@ -56,14 +45,7 @@ func TestJobIsolationMatchesReference(t *testing.T) {
 	if r := sameReport(t, "contract two jobs", in, it); !r.OK() {
 		t.Errorf("two contracted jobs fail:\n%s", r)
 	}
-	base, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: 2, ServersPerStripe: 32, Spines: 4, Tenants: 40, Jobs: 300, Placement: fabric.VRFsWhereUsed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := fabric.Compile(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, compiled := scaleIntent(t)
 	if r := sameReport(t, "scale", base, compiled); !r.OK() {
 		t.Fatalf("scale intent fails: %s", r)
 	}

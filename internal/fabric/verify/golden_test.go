@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobfabric/jobfabric/internal/fabric"
-	"github.com/jobfabric/jobfabric/internal/fabric/fabrictest"
 	"github.com/jobfabric/jobfabric/internal/fabric/verify"
 )
 
@@ -25,14 +23,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite testdata/reports.golden with 
 // this file and mutate_test.go copied in and -rewrite): the optimisations
 // of every check, not only job isolation, must not change a report.
 func TestReportsMatchGolden(t *testing.T) {
-	base, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: 2, ServersPerStripe: 32, Spines: 4, Tenants: 40, Jobs: 300, Placement: fabric.VRFsWhereUsed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := fabric.Compile(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, compiled := scaleIntent(t)
 	var b strings.Builder
 	for seed := range uint64(96) {
 		in, it := base, cloneIntent(*compiled)

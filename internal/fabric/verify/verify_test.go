@@ -442,36 +442,26 @@ func TestReachability(t *testing.T) {
 // the ACL fallback give the same reachability (so a mixed fabric behaves
 // the same on every leaf), and segmentation only removes pairs.
 func TestEnforcementFormsAgree(t *testing.T) {
-	for _, nos := range fabrictest.NOSes() {
-		for _, model := range fabrictest.Models() {
-			in, err := fabrictest.Input(nos, model)
-			if err != nil {
-				t.Fatal(err)
-			}
-			it, err := fabric.Compile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gbp, acl := verify.Reachability(it, verify.EnforceGroupPolicy), verify.Reachability(it, verify.EnforceACL)
-			if !reflect.DeepEqual(gbp, acl) {
-				t.Errorf("%s %s: group policy and ACLs disagree:\n%v\n%v", nos, model, gbp, acl)
-			}
-			if byNOS := verify.Reachability(it, verify.EnforceByNOS); !reflect.DeepEqual(byNOS, gbp) {
-				t.Errorf("%s %s: the deployed form disagrees", nos, model)
-			}
-			none := verify.Reachability(it, verify.EnforceNone)
-			for from, to := range gbp {
-				for _, e := range to {
-					if !none.Reaches(from, e) {
-						t.Errorf("%s %s: %s reaches %s with policy but not without", nos, model, from, e)
-					}
+	eachScenario(t, func(nos, model string, _ fabric.Input, it *fabric.Intent) {
+		gbp, acl := verify.Reachability(it, verify.EnforceGroupPolicy), verify.Reachability(it, verify.EnforceACL)
+		if !reflect.DeepEqual(gbp, acl) {
+			t.Errorf("%s %s: group policy and ACLs disagree:\n%v\n%v", nos, model, gbp, acl)
+		}
+		if byNOS := verify.Reachability(it, verify.EnforceByNOS); !reflect.DeepEqual(byNOS, gbp) {
+			t.Errorf("%s %s: the deployed form disagrees", nos, model)
+		}
+		none := verify.Reachability(it, verify.EnforceNone)
+		for from, to := range gbp {
+			for _, e := range to {
+				if !none.Reaches(from, e) {
+					t.Errorf("%s %s: %s reaches %s with policy but not without", nos, model, from, e)
 				}
 			}
-			if (model == fabrictest.Segmented) == (none.Pairs() == gbp.Pairs()) {
-				t.Errorf("%s %s: %d pairs routed, %d with policy", nos, model, none.Pairs(), gbp.Pairs())
-			}
 		}
-	}
+		if (model == fabrictest.Segmented) == (none.Pairs() == gbp.Pairs()) {
+			t.Errorf("%s %s: %d pairs routed, %d with policy", nos, model, none.Pairs(), gbp.Pairs())
+		}
+	})
 }
 
 func TestReportRendering(t *testing.T) {
@@ -570,4 +560,38 @@ func TestScale(t *testing.T) {
 	}) {
 		t.Error("failures are not sorted")
 	}
+}
+
+// eachScenario compiles every NOS x model scenario (fabrictest.Input) and
+// calls f with it.
+func eachScenario(t *testing.T, f func(nos, model string, in fabric.Input, it *fabric.Intent)) {
+	t.Helper()
+	for _, nos := range fabrictest.NOSes() {
+		for _, model := range fabrictest.Models() {
+			in, err := fabrictest.Input(nos, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := fabric.Compile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(nos, model, in, it)
+		}
+	}
+}
+
+// scaleIntent is the intent the differential and golden tests break: 2
+// stripes of 32 servers, 40 tenants, 300 jobs, VRFs where used, compiled.
+func scaleIntent(t *testing.T) (fabric.Input, *fabric.Intent) {
+	t.Helper()
+	in, err := fabrictest.Scale(fabrictest.ScaleOptions{Stripes: 2, ServersPerStripe: 32, Spines: 4, Tenants: 40, Jobs: 300, Placement: fabric.VRFsWhereUsed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := fabric.Compile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, it
 }
