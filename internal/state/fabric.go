@@ -412,6 +412,12 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 		return nil, nil
 	}
 	fd := &f.d.Fabric
+	// The devices the blocked revisions since the deployable one remove
+	// leave the state only with a revision the devices are given.
+	var removed []string
+	if !p.Blocked {
+		removed = removalsBehind(fd.Revisions, p.Changed, p.Removed)
+	}
 	fd.Pools = ps
 	fd.Rev++
 	rev := &FabricRevision{Rev: fd.Rev, At: c.At, Cause: p.Cause, Changed: p.Changed, Removed: p.Removed, InUse: p.InUse, Verify: p.Verify, Blocked: p.Blocked}
@@ -429,7 +435,7 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 		}
 		d.NOS, d.Role, d.DesiredRev, d.DesiredHash = dc.NOS, dc.Role, fd.Rev, dc.Hash
 	}
-	for _, name := range p.Removed {
+	for _, name := range removed {
 		delete(fd.Devices, name)
 	}
 	// A device the revision does not change, and that runs its desired
@@ -592,6 +598,36 @@ func (f *FSM) foldRevisions() {
 	}
 }
 
+// removalsBehind is what a revision the devices are given, after the kept
+// revisions rs, removes from the state's devices: its own removals and
+// those of the blocked revisions at the end of rs (in order), but not a device it or a later
+// blocked revision configures again. A blocked revision removes nobody: no
+// device is given it, so a switch it drops still runs the deployable
+// revision, and its deploys must still be recorded (applyFabricDeployed
+// skips devices not in the state) and count for the pools (markDeployed).
+func removalsBehind(rs []*FabricRevision, changed map[string]DeviceConfig, own []string) []string {
+	i := len(rs)
+	for i > 0 && rs[i-1].Blocked {
+		i--
+	}
+	gone := map[string]bool{}
+	for _, r := range rs[i:] {
+		for _, name := range r.Removed {
+			gone[name] = true
+		}
+		for name := range r.Changed {
+			delete(gone, name)
+		}
+	}
+	for name := range changed {
+		delete(gone, name)
+	}
+	for _, name := range own {
+		gone[name] = true
+	}
+	return slices.Sorted(maps.Keys(gone))
+}
+
 // deployableLocked is the latest kept revision that is not blocked, the
 // one the devices are given; 0 when every kept revision is blocked.
 func (f *FSM) deployableLocked() uint64 {
@@ -640,6 +676,10 @@ func (f *FSM) applyFabricOverride(c *Command) (any, *domain.Error) {
 	}
 	if c.check {
 		return nil, nil
+	}
+	// The blocked revisions' removals up to this one take effect now.
+	for _, name := range removalsBehind(fd.Revisions[:len(fd.Revisions)-1], r.Changed, r.Removed) {
+		delete(fd.Devices, name)
 	}
 	r.Blocked, r.Override = false, c.Actor+": "+p.Reason
 	f.event(c, "fabric.override", fmt.Sprintf("fabric/%d", r.Rev), "", "",

@@ -146,3 +146,64 @@ func TestFabricRevisionWithoutBlocked(t *testing.T) {
 	}
 	h.replays()
 }
+
+// TestBlockedRevisionRemovesNoDevice: a device a blocked revision removes
+// still runs the deployable revision, so it stays in the state (its
+// deploys are recorded, it counts for the pools) until a revision the
+// devices are given removes it: a later one (which may configure it
+// again) or the blocked one an admin overrides.
+func TestBlockedRevisionRemovesNoDevice(t *testing.T) {
+	h := newHarness(t).cluster(1, 1, 0)
+	leaf, other := "s1-leaf0", "s1-leaf1"
+	first := h.revision(leaf, "good", nil)
+	first.Changed[other] = first.Changed[leaf]
+	h.must(CmdFabricRevision, first)
+	h.deployedOK(1, leaf)
+	h.deployedOK(1, other)
+	device := func(name string) *DeviceState { return h.f.d.Fabric.Devices[name] }
+
+	drop := func(blocked bool, again ...string) FabricRevisionCmd {
+		cmd := h.revision(leaf, "good", nil)
+		cmd.Removed = []string{other}
+		if blocked {
+			cmd.Blocked, cmd.Verify = true, []string{"rt-shared s1-leaf0/vrf acme: also globex's"}
+		}
+		for _, name := range again {
+			cmd.Removed = nil
+			cmd.Changed[name] = cmd.Changed[leaf]
+		}
+		return cmd
+	}
+	h.must(CmdFabricRevision, drop(true))
+	if device(other) == nil {
+		t.Fatal("a blocked revision removed a device the devices still run revision 1 on")
+	}
+	h.deployedOK(1, other) // recorded: it is in the state
+	// An unblocked revision that does not mention it takes the removal.
+	h.must(CmdFabricRevision, h.revision(leaf, "fixed", nil))
+	if device(other) != nil {
+		t.Fatal("the removal of a blocked revision was lost when the next revision deployed")
+	}
+
+	// One that configures it again keeps it.
+	again := h.revision(leaf, "fixed", nil)
+	again.Changed[other] = again.Changed[leaf]
+	h.must(CmdFabricRevision, again)
+	h.must(CmdFabricRevision, drop(true))
+	h.must(CmdFabricRevision, drop(true, other))
+	h.must(CmdFabricRevision, h.revision(leaf, "fixed again", nil))
+	if device(other) == nil {
+		t.Fatal("a device a blocked revision removed and a later one configured again was removed")
+	}
+
+	// The override of a blocked removal removes it.
+	h.must(CmdFabricRevision, drop(true))
+	if device(other) == nil {
+		t.Fatal("a blocked revision removed a device")
+	}
+	h.must(CmdFabricOverride, FabricOverrideCmd{Rev: h.f.FabricStatus().Revision, Reason: "INC-8"})
+	if device(other) != nil {
+		t.Fatal("the overridden revision's removal did not take effect")
+	}
+	h.replays()
+}
