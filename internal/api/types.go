@@ -28,6 +28,11 @@ type (
 		// APIRevision is the server's Revision: a client newer than the
 		// server may use fields the server does not know.
 		APIRevision int `json:"apiRevision"`
+		// ApplyRules is the highest version of the state machine's apply
+		// rules this member's binary applies (absent: a binary older than
+		// versions, which applies 1). The leader reads it to learn that a
+		// member was upgraded.
+		ApplyRules int `json:"applyRules,omitempty"`
 	}
 	// ClusterView lists the control-plane members.
 	ClusterView struct {
@@ -38,6 +43,9 @@ type (
 		// raft does not listen), "mtls", "secret" (cluster secret) or
 		// "insecure" (--insecure-peers: anyone reaching the raft port).
 		PeerAuth string `json:"peerAuth"`
+		// ApplyRules is the apply-rules version the leader proposes
+		// commands at now: the highest every member applies.
+		ApplyRules int `json:"applyRules"`
 	}
 	ClusterMember struct {
 		ID       string `json:"id"`
@@ -45,6 +53,10 @@ type (
 		APIAddr  string `json:"apiAddr,omitempty"`
 		Suffrage string `json:"suffrage"`
 		Leader   bool   `json:"leader"`
+		// ApplyRules is the highest apply-rules version the member's
+		// binary applies, as recorded in the state (1 for a member that
+		// recorded none: a binary older than versions).
+		ApplyRules int `json:"applyRules"`
 	}
 	TenantCreateRequest struct {
 		Name            string              `json:"name" openapi:"required"`
@@ -112,6 +124,10 @@ type JoinRequest struct {
 	ID       string `json:"id" openapi:"required"`
 	RaftAddr string `json:"raftAddr" openapi:"required"`
 	APIAddr  string `json:"apiAddr" openapi:"required"`
+	// Rules is the highest apply-rules version the joining binary
+	// applies (absent: 1). A member below the version the cluster
+	// proposes at is refused.
+	Rules int `json:"rules,omitempty"`
 }
 
 // DryRun is the answer of a dry-run submit: where the job would land now,
