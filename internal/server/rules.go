@@ -26,8 +26,10 @@ import (
 // member: learnRules).
 
 // ExitUnappliable is the exit status of a server that met a log entry its
-// binary cannot apply (state.UnappliableError).
-const ExitUnappliable = 3
+// binary cannot apply (state.UnappliableError): apart from the CLI's
+// (docs/operations.md, "CLI exit codes"), so a supervisor can tell it
+// from a crash, which a restart of the same binary would not fix either.
+const ExitUnappliable = 8
 
 // haltFor is the FSM's halt hook: cfg.Halt, else log and exit. Exiting
 // from the apply goroutine, at once, is the point: nothing after the
