@@ -11,8 +11,9 @@ import (
 // push, usage, a job's runs; 14: job path health, GET /v1/jobs/{id}/health,
 // GET /v1/fabric/hotspots; 15: GET /v1/queue, the queue in scheduling
 // order and workspaces' quota use; a node's leaves by rail; 16: a
-// workspace's preemption, requeue or cancel).
-const Revision = 16
+// workspace's preemption, requeue or cancel; 17: apply rules in health,
+// the cluster's members and a join).
+const Revision = 17
 
 type (
 	// Health is the answer of GET /v1/health.
