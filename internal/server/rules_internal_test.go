@@ -39,3 +39,23 @@ func TestHaltExitsTheProcess(t *testing.T) {
 		t.Fatalf("Config.Halt was not called: %v", got)
 	}
 }
+
+// BenchmarkProposeRules is what choosing the version adds to every
+// command a leader proposes: the raft configuration and the members'
+// records, read under the state's read lock.
+func BenchmarkProposeRules(b *testing.B) {
+	s, err := Start(b.Context(), Config{DataDir: b.TempDir(), Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), FabricDriver: "none"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.store.WaitForLeader(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.proposeRules(); r != state.RulesLatest {
+			b.Fatalf("a single server proposes at %d", r)
+		}
+	}
+}
