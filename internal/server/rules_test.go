@@ -243,3 +243,20 @@ func TestRollingUpgradeWaitsForEveryMember(t *testing.T) {
 		t.Fatal("the stopped member takes snapshots")
 	}
 }
+
+// TestJoinRefusesAnOlderBinary: a server whose binary applies rules below
+// the version a cluster proposes at is refused at join, naming both
+// versions (the log holds entries it cannot apply: it would stop at the
+// first).
+func TestJoinRefusesAnOlderBinary(t *testing.T) {
+	ctx := ctxT(t)
+	_, err := devcluster.Start(ctx, t.TempDir(), 2, devcluster.Options{Logger: quietLogger(), RaftTimeout: time.Second,
+		Tune: func(cfg *server.Config) {
+			if cfg.NodeID == "node2" {
+				cfg.ApplyRules = state.RulesGlobalExternalID
+			}
+		}})
+	if domain.CodeOf(err) != domain.CodeFailedPrecondition || !strings.Contains(err.Error(), "node2 applies rules up to 1, and this cluster proposes at 2") {
+		t.Fatalf("an older binary's join: %v, want failed_precondition naming both versions", err)
+	}
+}
