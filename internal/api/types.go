@@ -11,8 +11,9 @@ import (
 // push, usage, a job's runs; 14: job path health, GET /v1/jobs/{id}/health,
 // GET /v1/fabric/hotspots; 15: GET /v1/queue, the queue in scheduling
 // order and workspaces' quota use; a node's leaves by rail; 16: a
-// workspace's preemption, requeue or cancel).
-const Revision = 16
+// workspace's preemption, requeue or cancel; 17: apply rules in health,
+// the cluster's members and a join).
+const Revision = 17
 
 type (
 	// Health is the answer of GET /v1/health.
@@ -28,6 +29,11 @@ type (
 		// APIRevision is the server's Revision: a client newer than the
 		// server may use fields the server does not know.
 		APIRevision int `json:"apiRevision"`
+		// ApplyRules is the highest version of the state machine's apply
+		// rules this member's binary applies (absent: a binary older than
+		// versions, which applies 1). The leader reads it to learn that a
+		// member was upgraded.
+		ApplyRules int `json:"applyRules,omitempty"`
 	}
 	// ClusterView lists the control-plane members.
 	ClusterView struct {
@@ -38,6 +44,9 @@ type (
 		// raft does not listen), "mtls", "secret" (cluster secret) or
 		// "insecure" (--insecure-peers: anyone reaching the raft port).
 		PeerAuth string `json:"peerAuth"`
+		// ApplyRules is the apply-rules version the leader proposes
+		// commands at now: the highest every member applies.
+		ApplyRules int `json:"applyRules"`
 	}
 	ClusterMember struct {
 		ID       string `json:"id"`
@@ -45,6 +54,10 @@ type (
 		APIAddr  string `json:"apiAddr,omitempty"`
 		Suffrage string `json:"suffrage"`
 		Leader   bool   `json:"leader"`
+		// ApplyRules is the highest apply-rules version the member's
+		// binary applies, as recorded in the state (1 for a member that
+		// recorded none: a binary older than versions).
+		ApplyRules int `json:"applyRules"`
 	}
 	TenantCreateRequest struct {
 		Name            string              `json:"name" openapi:"required"`
@@ -112,6 +125,10 @@ type JoinRequest struct {
 	ID       string `json:"id" openapi:"required"`
 	RaftAddr string `json:"raftAddr" openapi:"required"`
 	APIAddr  string `json:"apiAddr" openapi:"required"`
+	// Rules is the highest apply-rules version the joining binary
+	// applies (absent: 1). A member below the version the cluster
+	// proposes at is refused.
+	Rules int `json:"rules,omitempty"`
 }
 
 // DryRun is the answer of a dry-run submit: where the job would land now,

@@ -573,7 +573,7 @@ func followEvents(ctx context.Context, g *globals, c *client.Client, q client.Ev
 func newClusterCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Control-plane members and leader"}
 	status := &cobra.Command{
-		Use: "status", Short: "Members, their roles and the leader (admin)", Args: cobra.NoArgs,
+		Use: "status", Short: "Members, their roles, the leader and the apply rules each member's binary applies (admin)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -585,9 +585,10 @@ func newClusterCmd(g *globals) *cobra.Command {
 			}
 			return g.emit(v, func(w io.Writer) {
 				title(w, "raft peer authentication: %s\n", v.PeerAuth)
-				header(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER")
+				title(w, "apply rules in effect: %d (the highest every member applies)\n", v.ApplyRules)
+				header(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER", "RULES")
 				for _, m := range v.Members {
-					row(w, m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage, m.Leader)
+					row(w, m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage, m.Leader, m.ApplyRules)
 				}
 			})
 		},

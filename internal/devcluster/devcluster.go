@@ -166,8 +166,18 @@ func (c *Cluster) Stop(i int) error {
 // Restart starts server i again from its data directory, on the same
 // addresses, without joining (it is already a member).
 func (c *Cluster) Restart(ctx context.Context, i int) error {
+	return c.RestartWith(ctx, i, nil)
+}
+
+// RestartWith restarts server i as Restart does, its configuration changed
+// by tune first (and kept for later restarts): a member given another
+// binary (server.Config.ApplyRules), or other flags.
+func (c *Cluster) RestartWith(ctx context.Context, i int, tune func(*server.Config)) error {
 	if c.Servers[i] != nil {
 		return fmt.Errorf("server %d is running", i+1)
+	}
+	if tune != nil {
+		tune(&c.cfgs[i])
 	}
 	cfg := c.cfgs[i]
 	cfg.Join, cfg.JoinToken = "", ""

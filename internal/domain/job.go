@@ -191,7 +191,8 @@ type JobSpec struct {
 	// ExternalID is a workload runtime's id of the job ("slurm:4242"): the
 	// Slurm prolog finds the job by it. Unique among the tenant's live
 	// jobs; another tenant's job may have the same id (ids are each
-	// tenant's own).
+	// tenant's own) once every control-plane member applies rules 2
+	// (GET /v1/cluster applyRules); before, unique across tenants.
 	ExternalID string `json:"externalId,omitempty"`
 	// CPUMilli and MemoryMiB are what the job needs of each server it runs
 	// on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with

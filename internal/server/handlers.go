@@ -63,7 +63,7 @@ func (s *Server) buildRoutes() []route {
 func (s *Server) health(r *http.Request, _ *principal) (any, error) {
 	id, _ := s.store.Leader()
 	return api.Health{Status: "ok", Node: s.nodeID, Leader: id, IsLeader: s.store.IsLeader(), URL: s.url,
-		Version: version.Get().Version, APIRevision: api.Revision}, nil
+		Version: version.Get().Version, APIRevision: api.Revision, ApplyRules: s.fsm.MaxRules()}, nil
 }
 
 func (s *Server) whoami(r *http.Request, p *principal) (any, error) { return p.tok, nil }
@@ -76,12 +76,16 @@ func (s *Server) clusterView() (api.ClusterView, error) {
 	leader, _ := s.store.Leader()
 	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}, PeerAuth: s.store.PeerAuth()}
 	for _, m := range ms {
-		cm := api.ClusterMember{ID: m.ID, RaftAddr: m.Addr, Suffrage: m.Suffrage, Leader: m.Leader}
+		cm := api.ClusterMember{ID: m.ID, RaftAddr: m.Addr, Suffrage: m.Suffrage, Leader: m.Leader, ApplyRules: state.RulesGlobalExternalID}
 		if sm, ok := s.fsm.Member(m.ID); ok {
-			cm.APIAddr = sm.APIAddr
+			cm.APIAddr, cm.ApplyRules = sm.APIAddr, sm.MaxRules()
+		}
+		if m.ID == s.nodeID {
+			cm.ApplyRules = s.fsm.MaxRules() // its own binary, recorded or not yet
 		}
 		v.Members = append(v.Members, cm)
 	}
+	v.ApplyRules = s.proposeRules()
 	return v, nil
 }
 
@@ -106,8 +110,14 @@ func (s *Server) joinMember(r *http.Request, p *principal) (any, error) {
 	if req.RaftAddr == "" {
 		return nil, domain.Invalid("raftAddr", "raftAddr is required")
 	}
+	if req.Rules < 0 {
+		return nil, domain.Invalid("rules", "rules %d is not a version (1 or more; 0 or absent: 1)", req.Rules)
+	}
 	if !strings.HasPrefix(req.APIAddr, "http://") && !strings.HasPrefix(req.APIAddr, "https://") {
 		return nil, domain.Invalid("apiAddr", "apiAddr %q must be an http:// or https:// URL", req.APIAddr)
+	}
+	if err := s.checkJoinRules(req.ID, req.Rules); err != nil {
+		return nil, err
 	}
 	if err := s.store.AddVoter(r.Context(), req.ID, req.RaftAddr); err != nil {
 		if errors.Is(err, store.ErrNoListener) || errors.Is(err, store.ErrPeerUnreachable) {
@@ -115,7 +125,7 @@ func (s *Server) joinMember(r *http.Request, p *principal) (any, error) {
 		}
 		return nil, domain.Errorf(domain.CodeUnavailable, "add voter %s: %v", req.ID, err)
 	}
-	if _, err := s.propose(r.Context(), state.CmdMemberSet, p.actor(), state.MemberSet{Member: state.Member{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr}}); err != nil {
+	if _, err := s.propose(r.Context(), state.CmdMemberSet, p.actor(), state.MemberSet{Member: state.Member{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr, Rules: req.Rules}}); err != nil {
 		return nil, err
 	}
 	return s.clusterView()
@@ -185,7 +195,7 @@ func (s *Server) putTopology(r *http.Request, p *principal) (any, error) {
 		prev = cur.Topology
 	}
 	// The state machine's own checks first (running jobs, guarantees).
-	entry, err := state.Encode(state.CmdTopologyApply, s.clock.Now(), p.actor(), state.TopologyApply{Topology: *t})
+	entry, err := state.EncodeRules(state.CmdTopologyApply, s.proposeRules(), s.clock.Now(), p.actor(), state.TopologyApply{Topology: *t})
 	if err != nil {
 		return nil, err
 	}

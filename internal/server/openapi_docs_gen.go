@@ -4,7 +4,9 @@ package server
 
 // docs are the doc comments of the API's types and fields.
 var docs = map[string]string{
+	"internal/api.ClusterMember.ApplyRules":              "ApplyRules is the highest apply-rules version the member's binary applies, as recorded in the state (1 for a member that recorded none: a binary older than versions).",
 	"internal/api.ClusterView":                           "ClusterView lists the control-plane members.",
+	"internal/api.ClusterView.ApplyRules":                "ApplyRules is the apply-rules version the leader proposes commands at now: the highest every member applies.",
 	"internal/api.ClusterView.PeerAuth":                  "PeerAuth is how the answering server (the leader, since requests are forwarded) authenticates raft peers: \"none\" (a single server: raft does not listen), \"mtls\", \"secret\" (cluster secret) or \"insecure\" (--insecure-peers: anyone reaching the raft port).",
 	"internal/api.DeviceDiff":                            "DeviceDiff is one device's changes as a person reads them (Junos: delete/set lines; others: unified hunks named by their section).",
 	"internal/api.DeviceState":                           "DeviceState is what the state knows of one switch.",
@@ -25,6 +27,7 @@ var docs = map[string]string{
 	"internal/api.FabricVerify.Text":                     "the report as a person reads it",
 	"internal/api.Health":                                "Health is the answer of GET /v1/health.",
 	"internal/api.Health.APIRevision":                    "APIRevision is the server's Revision: a client newer than the server may use fields the server does not know.",
+	"internal/api.Health.ApplyRules":                     "ApplyRules is the highest version of the state machine's apply rules this member's binary applies (absent: a binary older than versions, which applies 1). The leader reads it to learn that a member was upgraded.",
 	"internal/api.Health.Version":                        "Version is the server's build (internal/version); a client warns when it differs from its own.",
 	"internal/api.HeartbeatRequest":                      "HeartbeatRequest says the agent is alive and which facts it holds (POST /v1/nodes/{name}/heartbeat).",
 	"internal/api.HeartbeatRequest.FactsHash":            "FactsHash is the fingerprint of the agent's last discovery.",
@@ -46,6 +49,7 @@ var docs = map[string]string{
 	"internal/api.JobRef":                                "JobRef names a job the caller may see.",
 	"internal/api.JobReportRequest":                      "JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's word on a job. State is running (also a heartbeat), succeeded, failed, or stopped (a Preempting job has stopped; its GPUs may go).",
 	"internal/api.JoinRequest":                           "JoinRequest is the body of POST /v1/cluster/members.",
+	"internal/api.JoinRequest.Rules":                     "Rules is the highest apply-rules version the joining binary applies (absent: 1). A member below the version the cluster proposes at is refused.",
 	"internal/api.NodeUpdateRequest":                     "NodeUpdateRequest changes a server's condition; unset fields stay.",
 	"internal/api.NodeUpdateRequest.GraceSeconds":        "GraceSeconds, with draining true, gives the server's jobs this long to stop (0: the scheduler's preemption grace).",
 	"internal/api.PathHop":                               "PathHop is one hop of a job's path.",
@@ -221,7 +225,7 @@ var docs = map[string]string{
 	"internal/domain.JobSpec.CPUMilli":                   "CPUMilli and MemoryMiB are what the job needs of each server it runs on besides GPUs (CPU in 1/1000 CPU); 0 asks for none. A job with neither GPUs nor MIG slices nor a share is CPU-only and must ask for CPU.",
 	"internal/domain.JobSpec.Driver":                     "Driver, when set, is the exact NVIDIA driver version the job needs (e.g. a validated stack): only servers declaring it are used.",
 	"internal/domain.JobSpec.ExpectedDurationSeconds":    "ExpectedDurationSeconds is the user's estimate of the run time: it tells waiting jobs when GPUs should free up and feeds simulations; it ends nothing (TimeLimitSeconds does).",
-	"internal/domain.JobSpec.ExternalID":                 "ExternalID is a workload runtime's id of the job (\"slurm:4242\"): the Slurm prolog finds the job by it. Unique among the tenant's live jobs; another tenant's job may have the same id (ids are each tenant's own).",
+	"internal/domain.JobSpec.ExternalID":                 "ExternalID is a workload runtime's id of the job (\"slurm:4242\"): the Slurm prolog finds the job by it. Unique among the tenant's live jobs; another tenant's job may have the same id (ids are each tenant's own) once every control-plane member applies rules 2 (GET /v1/cluster applyRules); before, unique across tenants.",
 	"internal/domain.JobSpec.GPUModel":                   "GPUModel is the one GPU model the job runs on (e.g. H100-80GB).",
 	"internal/domain.JobSpec.GPUModels":                  "GPUModels lets the job run on any of several models, in order of preference (a gang always lands on one model). Use it or GPUModel.",
 	"internal/domain.JobSpec.GPUs":                       "A job asks for whole GPUs (GPUs), or MIGCount slices of MIGProfile, or Share of one GPU (time-sliced): exactly one of the three.",

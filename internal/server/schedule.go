@@ -407,7 +407,7 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 // dryRun places spec against the current state as if it were the only
 // pending job: quota, isolation, topology and free capacity all apply.
 func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
-	if err := s.fsm.CheckSubmit(&spec); err != nil {
+	if err := s.fsm.CheckSubmit(&spec, s.proposeRules()); err != nil {
 		return nil, err
 	}
 	now := s.clock.Now()

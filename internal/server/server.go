@@ -70,6 +70,15 @@ type Config struct {
 	TLSCA     string // verifies peers (and the leader when forwarding)
 	Logger    *slog.Logger
 	Clock     Clock
+	// ApplyRules is the highest apply-rules version this member applies
+	// (state/rules.go); 0 is the binary's own, state.RulesLatest. A lower
+	// one makes the member behave as an older binary would: tests of a
+	// rolling upgrade.
+	ApplyRules int
+	// Halt is called when the state machine meets a log entry this
+	// binary cannot apply (a state.UnappliableError); nil logs and exits
+	// with ExitUnappliable. Tests record it instead.
+	Halt func(error)
 	// Raft tuning, for tests and benchmarks; zero keeps the store's defaults.
 	RaftTimeout time.Duration
 	// ScheduleInterval is the leader's scheduling tick (changes also
@@ -250,7 +259,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, fsm: state.New(), nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1), deployDone: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("node", nodeID), clock: cfg.Clock, nodeID: nodeID, kick: make(chan struct{}, 1), topoSem: make(chan struct{}, 1), fabricKick: make(chan struct{}, 1), deployDone: make(chan struct{}, 1)}
+	s.fsm = state.New(state.WithMaxRules(cfg.ApplyRules), state.WithHalt(haltFor(cfg, s.log.Error)))
 	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
@@ -581,7 +591,8 @@ func defaultRaftAddr(apiAddr string) (string, error) {
 // stay, be replicated and be replayed at every start); the FSM checks
 // again when it applies.
 func (s *Server) propose(ctx context.Context, t state.CommandType, actor string, payload any) (any, error) {
-	b, err := state.Encode(t, s.clock.Now(), actor, payload)
+	// Checked and applied under the rules every member applies.
+	b, err := state.EncodeRules(t, s.proposeRules(), s.clock.Now(), actor, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -627,16 +638,16 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		if !s.store.IsLeader() {
 			return
 		}
-		m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url}
+		m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url, Rules: s.fsm.MaxRules()}
 		s.kickScheduler() // a new leader schedules at once
-		if cur, ok := s.fsm.Member(s.nodeID); ok && cur == m {
-			return
-		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if _, err := s.propose(actx, state.CmdMemberSet, "system", state.MemberSet{Member: m}); err != nil {
-			s.log.Warn("record leader address", "err", err)
+		if cur, ok := s.fsm.Member(s.nodeID); !ok || cur != m {
+			if _, err := s.propose(actx, state.CmdMemberSet, "system", state.MemberSet{Member: m}); err != nil {
+				s.log.Warn("record leader address", "err", err)
+			}
 		}
+		s.learnRules(actx)
 	}
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -733,7 +744,7 @@ func (s *Server) join(ctx context.Context) error {
 	if s.cfg.JoinToken == "" {
 		return domain.Invalid("token", "joining a cluster needs an admin token (--token or JOBFABRIC_TOKEN)")
 	}
-	body, _ := json.Marshal(api.JoinRequest{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url})
+	body, _ := json.Marshal(api.JoinRequest{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url, Rules: s.fsm.MaxRules()})
 	jctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var last error

@@ -43,6 +43,10 @@ type Command struct {
 	At      time.Time       `json:"at"`
 	Actor   string          `json:"actor"`
 	Payload json.RawMessage `json:"payload"`
+	// Rules is the apply-rules version the leader proposed the command
+	// under (rules.go); every member applies it under that version's
+	// rules. Absent (0) in entries written before versions existed: 1.
+	Rules int `json:"rules,omitempty"`
 	// check is set by FSM.Check: the handler stops, with a nil value,
 	// where its checks end and its changes begin (see handler).
 	check bool
@@ -140,6 +144,11 @@ type Member struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raftAddr"`
 	APIAddr  string `json:"apiAddr"`
+	// Rules is the highest apply-rules version the member's binary
+	// applies (rules.go): the leader proposes at the lowest of its
+	// members'. Absent for members recorded by binaries older than
+	// versions, which apply 1.
+	Rules int `json:"rules,omitempty"`
 }
 
 // Report outcomes a runtime may send.
@@ -357,14 +366,22 @@ const (
 	compressAbove   = 64 << 10
 )
 
-// Encode builds the log entry for a command payload: compressed above
-// compressAbove, refused above MaxEntryBytes.
+// Encode builds the log entry for a command payload under RulesLatest
+// (the simulator, tests: a state machine of this binary alone). A leader
+// proposes with EncodeRules, at the version its members apply.
 func Encode(t CommandType, at time.Time, actor string, payload any) ([]byte, error) {
+	return EncodeRules(t, RulesLatest, at, actor, payload)
+}
+
+// EncodeRules builds the log entry for a command payload proposed under
+// apply rules version rules: compressed above compressAbove, refused above
+// MaxEntryBytes.
+func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload any) ([]byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s payload: %w", t, err)
 	}
-	b, err := json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p})
+	b, err := json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p, Rules: rules})
 	if err != nil || len(b) <= compressAbove {
 		return b, err
 	}

@@ -3,7 +3,10 @@
 //
 // Apply never reads the clock or a random source: IDs of jobs and events come
 // from counters in the state, timestamps and secrets' hashes arrive inside the
-// command. Every applied command that changes something appends an audit event
+// command. Every command carries the version of the apply rules it was
+// proposed under and is applied under them, whatever binary replays it; an
+// entry this binary cannot apply stops it instead of being skipped
+// (rules.go). Every applied command that changes something appends an audit event
 // in the same step, so the trail cannot disagree with the state. Reads take a
 // read lock and return copies: callers cannot mutate the state behind Raft.
 //

@@ -501,19 +501,23 @@ func PickExternal(jobs []*domain.Job, keep func(*domain.Job) bool) *domain.Job {
 	return best
 }
 
-// checkExternalID refuses an external id another live job of the same
-// tenant already has: the Slurm prolog must find exactly one of the
-// tenant's jobs by it. Another tenant's job with the id is no conflict (and
-// is not mentioned): a tenant that submitted first with the id a runtime
-// will give another tenant's job must not block it.
-func (f *FSM) checkExternalID(s *domain.JobSpec) *domain.Error {
+// checkExternalID refuses an external id another live job already has:
+// the Slurm prolog must find exactly one job by it. Which jobs count
+// depends on the apply rules the command was proposed under (rules.go):
+// up to RulesGlobalExternalID every tenant's, from RulesTenantExternalID
+// only the same tenant's (another tenant's job with the id is no
+// conflict, and is not mentioned: a tenant that submitted first with the
+// id a runtime will give another tenant's job must not block it). This is
+// where those versions differ; a future change of this rule bumps
+// RulesLatest and keeps both branches (externalIDConflict), or a log
+// replayed by the new binary reaches a state the cluster never had.
+func (f *FSM) checkExternalID(s *domain.JobSpec, rules int) *domain.Error {
 	if s.ExternalID == "" {
 		return nil
 	}
 	for _, j := range f.jobs.withExt(s.ExternalID) {
-		if !j.State.Terminal() && j.Tenant == s.Tenant {
-			return &domain.Error{Code: domain.CodeAlreadyExists, Field: "externalId",
-				Message: fmt.Sprintf("job %d (%s) already has externalId %s", j.ID, j.State, s.ExternalID)}
+		if err := externalIDConflict(rules, s, j); err != nil {
+			return err
 		}
 	}
 	return nil

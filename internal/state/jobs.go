@@ -32,7 +32,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if err := domain.ValidateJobSpec(&s); err != nil {
 		return nil, err
 	}
-	if err := f.checkSubmit(&s); err != nil {
+	if err := f.checkSubmit(&s, c.rules()); err != nil {
 		return nil, err
 	}
 	if c.check {
@@ -69,12 +69,12 @@ func (f *FSM) rememberSubmitKey(key string, id uint64) {
 		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]
 	}
 }
-func (f *FSM) checkSubmit(s *domain.JobSpec) *domain.Error {
+func (f *FSM) checkSubmit(s *domain.JobSpec, rules int) *domain.Error {
 	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
 	if !ok {
 		return &domain.Error{Code: domain.CodeNotFound, Field: "workspace", Message: fmt.Sprintf("workspace %q not found", domain.Ref(s.Tenant, s.Workspace))}
 	}
-	if err := f.checkExternalID(s); err != nil {
+	if err := f.checkExternalID(s, rules); err != nil {
 		return err
 	}
 	return f.checkFits(s, w)

@@ -308,10 +308,10 @@ func (f *FSM) Capacity() (total int, guaranteed int) {
 	return f.cap.total, f.totalGuaranteed()
 }
 
-// CheckSubmit runs the state checks a job submit would meet, without
-// applying anything (dry runs).
-func (f *FSM) CheckSubmit(spec *domain.JobSpec) *domain.Error {
+// CheckSubmit runs the state checks a job submit proposed under apply
+// rules (RulesFor) would meet, without applying anything (dry runs).
+func (f *FSM) CheckSubmit(spec *domain.JobSpec, rules int) *domain.Error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.checkSubmit(spec)
+	return f.checkSubmit(spec, rules)
 }

@@ -80,13 +80,23 @@ type FSM struct {
 	// changed between the check and the apply) or an entry written before
 	// Check existed.
 	refused map[CommandType]uint64
+	// maxRules is the highest apply-rules version this binary applies
+	// (rules.go); halt is called once when an entry needs more, or names
+	// a command type this binary does not know. halted is that entry:
+	// once set, nothing more is applied, snapshotted or restored.
+	maxRules int
+	halt     func(error)
+	halted   *UnappliableError
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an empty state.
-func New() *FSM {
-	f := &FSM{}
+func New(opts ...Option) *FSM {
+	f := &FSM{maxRules: RulesLatest}
+	for _, o := range opts {
+		o(f)
+	}
 	f.reset(newData())
 	return f
 }
@@ -147,15 +157,36 @@ func capacityOf(t *domain.Topology) capacity {
 }
 
 // Apply implements raft.FSM. It returns a *Result for every entry.
+//
+// An entry this binary cannot apply (rules.go: a version above MaxRules, a
+// command type it does not know) stops the FSM instead of being refused:
+// the leader applied it, so refusing it here and going on would leave this
+// member's state silently different from the others' (and this member may
+// lead later). Raft's FSM cannot fail an entry, so the FSM calls its halt
+// hook (a server exits non-zero) and, should that return, applies nothing
+// more.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	defer f.changed.broadcast() // runs after the unlock: woken readers find the new state
 	f.mu.Lock()
+	if f.halted != nil {
+		f.mu.Unlock()
+		return &Result{Err: domain.Errorf(domain.CodeUnavailable, "this member stopped at an entry it cannot apply: %v", f.halted)}
+	}
+	c, derr := decodeCommand(l.Data)
+	if derr == nil {
+		if u := f.appliable(l.Index, &c); u != nil {
+			f.halted = u
+			f.mu.Unlock()
+			f.stop(u)
+			return &Result{Err: domain.Errorf(domain.CodeInternal, "%v", u), cmd: c.Type}
+		}
+	}
 	defer f.mu.Unlock()
 	f.applied = l.Index
-	r := f.apply(l.Data)
+	r := f.applyDecoded(c, derr)
 	if r.Err != nil {
 		if f.refused == nil {
 			f.refused = map[CommandType]uint64{}
@@ -165,21 +196,32 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return r
 }
 
+// stop calls the halt hook outside the lock (a hook that reads the state,
+// as a test's does, would otherwise deadlock). Without one it panics:
+// going on is never an option.
+func (f *FSM) stop(u *UnappliableError) {
+	if f.halt == nil {
+		panic(u)
+	}
+	f.halt(u)
+}
+
 // Check runs a command's checks against the current state without
 // applying it. The leader calls it before proposing, so a command the
 // state machine would refuse never enters the log. The rules are not
 // copied: Check runs the command's own handler, which stops where its
-// checks end and its changes begin (Command.check). Apply checks again,
-// against the state the entry meets.
+// checks end and its changes begin (Command.check), under the apply rules
+// the command carries (the version the leader proposes it at). Apply
+// checks again, against the state the entry meets.
 func (f *FSM) Check(b []byte) *domain.Error {
 	c, derr := decodeCommand(b)
 	if derr != nil {
 		return derr
 	}
-	h, ok := handlers[c.Type]
-	if !ok {
-		return domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type)
+	if u := f.appliable(0, &c); u != nil {
+		return domain.Errorf(domain.CodeInternal, "%s under apply rules %d: this binary applies command types it knows under rules 1 to %d", c.Type, c.rules(), f.maxRules)
 	}
+	h := handlers[c.Type]
 	c.check = true
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -213,14 +255,22 @@ func (f *FSM) ApplyCommand(b []byte) *Result {
 }
 func (f *FSM) apply(b []byte) *Result {
 	c, derr := decodeCommand(b)
+	if derr == nil {
+		if u := f.appliable(f.applied+1, &c); u != nil {
+			// Outside raft (the simulator, tests) there is no log to
+			// stop: refuse, as an error the caller sees.
+			return &Result{Err: domain.Errorf(domain.CodeInternal, "%v", u), cmd: c.Type}
+		}
+	}
+	return f.applyDecoded(c, derr)
+}
+
+// applyDecoded applies a decoded command this binary can apply.
+func (f *FSM) applyDecoded(c Command, derr *domain.Error) *Result {
 	if derr != nil {
 		return &Result{Err: derr}
 	}
-	h, ok := handlers[c.Type]
-	if !ok {
-		return &Result{Err: domain.Errorf(domain.CodeInternal, "unknown command type %q", c.Type), cmd: c.Type}
-	}
-	v, err := h(f, &c)
+	v, err := handlers[c.Type](f, &c)
 	if err != nil {
 		return &Result{Err: err, cmd: c.Type}
 	}
@@ -238,13 +288,27 @@ func (f *FSM) event(c *Command, action, object, tenant, workspace, msg string) {
 
 // Snapshot implements raft.FSM: a deep copy taken under the read lock, encoded
 // outside it so that writes continue while the snapshot is persisted.
+//
+// A halted FSM takes none. Raft counts the entry the FSM stopped at as
+// applied (Apply returned), so a snapshot taken now would be labelled with
+// an index at or past it: a restart, even with an upgraded binary, would
+// restore it and never apply the entry, which is the divergence the stop
+// is there to prevent. Without the snapshot the entry stays in the log
+// and the upgraded binary replays it.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.Halted(); err != nil {
+		return nil, fmt.Errorf("no snapshot: %w", err)
+	}
 	return f.snapJobs.snapshot(f)
 }
 
-// Restore implements raft.FSM.
+// Restore implements raft.FSM. A halted FSM restores nothing: it stays
+// stopped until the binary is replaced.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if err := f.Halted(); err != nil {
+		return fmt.Errorf("no restore: %w", err)
+	}
 	d := newData()
 	if err := json.NewDecoder(rc).Decode(&d); err != nil {
 		return fmt.Errorf("decode snapshot: %w", err)

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -27,6 +28,9 @@ type harness struct {
 	// snaps follows the state as the scheduling loop does; every command
 	// checks it against a whole copy (checkJobVersions).
 	snaps sched.Snapshotter
+	// rules is the apply-rules version commands are proposed under (0:
+	// RulesLatest; RulesAbsent: none written, as before versions).
+	rules int
 }
 
 func newHarness(t testing.TB) *harness {
@@ -37,7 +41,11 @@ func newHarness(t testing.TB) *harness {
 func (h *harness) apply(ct CommandType, payload any) *Result {
 	h.t.Helper()
 	h.at = h.at.Add(time.Second)
-	b, err := Encode(ct, h.at, "admin:test", payload)
+	rules := cmp.Or(h.rules, RulesLatest)
+	if h.rules == rulesAbsent {
+		rules = 0
+	}
+	b, err := EncodeRules(ct, rules, h.at, "admin:test", payload)
 	if err != nil {
 		h.t.Fatal(err)
 	}
