@@ -185,10 +185,10 @@ func TestRollingUpgradeWaitsForEveryMember(t *testing.T) {
 	sameStates(t, c)
 
 	// Upgrade node3: an upgraded leader reads its /v1/health and records
-	// rules 2.
+	// the latest rules.
 	upgrade(2, 0)
-	v = waitCluster(t, c, "rules 2 in effect after node3's upgrade", func(v api.ClusterView) bool { return v.ApplyRules == state.RulesTenantExternalID })
-	if r := memberRules(v); r["node3"] != state.RulesTenantExternalID {
+	v = waitCluster(t, c, "the latest rules in effect after node3's upgrade", func(v api.ClusterView) bool { return v.ApplyRules == state.RulesLatest })
+	if r := memberRules(v); r["node3"] != state.RulesLatest {
 		t.Fatalf("members' rules after the upgrade: %v", r)
 	}
 	leader, _ = c.WaitLeader(ctx)
@@ -228,7 +228,7 @@ func TestRollingUpgradeWaitsForEveryMember(t *testing.T) {
 	if len(errs) != 1 || !errors.As(errs[0], &u) {
 		t.Fatalf("the downgraded member's stops: %v, want one UnappliableError", errs)
 	}
-	if u.Rules != state.RulesTenantExternalID || u.MaxRules != state.RulesGlobalExternalID || u.UnknownType ||
+	if u.Rules != state.RulesLatest || u.MaxRules != state.RulesGlobalExternalID || u.UnknownType ||
 		!strings.Contains(u.Error(), "upgrade this member's binary") {
 		t.Fatalf("stop: %+v (%v)", *u, u)
 	}
@@ -256,7 +256,7 @@ func TestJoinRefusesAnOlderBinary(t *testing.T) {
 				cfg.ApplyRules = state.RulesGlobalExternalID
 			}
 		}})
-	if domain.CodeOf(err) != domain.CodeFailedPrecondition || !strings.Contains(err.Error(), "node2 applies rules up to 1, and this cluster proposes at 2") {
+	if domain.CodeOf(err) != domain.CodeFailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("node2 applies rules up to 1, and this cluster proposes at %d", state.RulesLatest)) {
 		t.Fatalf("an older binary's join: %v, want failed_precondition naming both versions", err)
 	}
 }

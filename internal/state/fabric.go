@@ -415,7 +415,10 @@ func (f *FSM) applyFabricRevision(c *Command) (any, *domain.Error) {
 	// The devices the blocked revisions since the deployable one remove
 	// leave the state only with a revision the devices are given.
 	var removed []string
-	if !p.Blocked {
+	switch {
+	case c.rules() < RulesBlockedKeepsDevices:
+		removed = p.Removed
+	case !p.Blocked:
 		removed = removalsBehind(fd.Revisions, p.Changed, p.Removed)
 	}
 	fd.Pools = ps
@@ -678,7 +681,11 @@ func (f *FSM) applyFabricOverride(c *Command) (any, *domain.Error) {
 		return nil, nil
 	}
 	// The blocked revisions' removals up to this one take effect now.
-	for _, name := range removalsBehind(fd.Revisions[:len(fd.Revisions)-1], r.Changed, r.Removed) {
+	var removed []string
+	if c.rules() >= RulesBlockedKeepsDevices {
+		removed = removalsBehind(fd.Revisions[:len(fd.Revisions)-1], r.Changed, r.Removed)
+	}
+	for _, name := range removed {
 		delete(fd.Devices, name)
 	}
 	r.Blocked, r.Override = false, c.Actor+": "+p.Reason

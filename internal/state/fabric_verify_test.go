@@ -206,4 +206,15 @@ func TestBlockedRevisionRemovesNoDevice(t *testing.T) {
 		t.Fatal("the overridden revision's removal did not take effect")
 	}
 	h.replays()
+
+	// An entry proposed under the rules before (a log an older leader
+	// wrote) is applied as it was: the blocked revision drops the device.
+	h = newHarness(t).cluster(1, 1, 0)
+	h.rules = RulesTenantExternalID
+	h.must(CmdFabricRevision, first)
+	h.must(CmdFabricRevision, drop(true))
+	if device(other) != nil {
+		t.Fatalf("under rules %d a blocked revision's removal kept the device", RulesTenantExternalID)
+	}
+	h.replays()
 }

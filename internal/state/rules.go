@@ -38,8 +38,14 @@ const (
 	// (docs/security.md, "Runtimes' ids for jobs"). Also: member.set's
 	// audit event names the member's Rules (members.go).
 	RulesTenantExternalID = 2
+	// RulesBlockedKeepsDevices: a blocked fabric revision removes no device
+	// from the state (the switch still runs the deployable revision); its
+	// removals take effect with the next revision the devices are given,
+	// or its override (fabric.go, removalsBehind). Before, a blocked
+	// revision's removals dropped the devices at once.
+	RulesBlockedKeepsDevices = 3
 	// RulesLatest is the highest version this binary applies.
-	RulesLatest = RulesTenantExternalID
+	RulesLatest = RulesBlockedKeepsDevices
 )
 
 // rules is the version c was proposed under: 1 for entries written before
