@@ -281,6 +281,7 @@ var handlers = map[CommandType]handler{
 	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
 	CmdJobsRelease:     (*FSM).applyJobsRelease,
 	CmdNodeSet:         (*FSM).applyNodeSet,
+	CmdNodeRuntime:     (*FSM).applyNodeRuntime,
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,
