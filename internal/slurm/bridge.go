@@ -92,7 +92,7 @@ type Config struct {
 	// a job that would start is not moved.
 	StuckAfter time.Duration
 	Clock      tstime.Clock
-	Logger         *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Bridge submits held Slurm jobs to jobfabric and releases them where
