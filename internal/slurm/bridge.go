@@ -114,7 +114,10 @@ type Bridge struct {
 	stuck map[string]stuck
 	// missing are servers jobfabric placed a job on that Slurm does not
 	// have; lastNodes and lastUsable, the last node report jobfabric took.
-	missing    map[string]bool
+	missing map[string]bool
+	// suspect are nodes a released job stayed pending for though Slurm
+	// did not show them unusable: cordoned for a while.
+	suspect    map[string]suspect
 	lastNodes  map[string]string
 	lastUsable []string
 }
@@ -182,7 +185,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}, stuck: map[string]stuck{}, missing: map[string]bool{}}, nil
+	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}, stuck: map[string]stuck{}, missing: map[string]bool{}, suspect: map[string]suspect{}}, nil
 }
 
 // ExternalID is the jobfabric external id of a Slurm job.

@@ -142,6 +142,15 @@ func (b *Bridge) reportNodes(ctx context.Context, v *nodeView) {
 	}
 	req := api.RuntimeNodesRequest{Runtime: "slurm:" + b.cfg.Cluster}
 	unusable := maps.Clone(v.unusable)
+	now := b.cfg.Clock.Now()
+	for n, sus := range b.suspect {
+		switch {
+		case !now.Before(sus.until):
+			delete(b.suspect, n)
+		case unusable[n] == "":
+			unusable[n] = sus.why
+		}
+	}
 	for n := range b.missing {
 		if v.known[n] {
 			delete(b.missing, n)
@@ -185,6 +194,18 @@ type stuck struct {
 	since time.Time
 }
 
+// suspect is a node a job stayed pending for, kept cordoned until until.
+type suspect struct {
+	why   string
+	until time.Time
+}
+
+// suspectFor is how many StuckAfter a node a job stayed pending for is
+// cordoned (10 minutes by default): long enough for the job to start
+// elsewhere, short enough that a node Slurm shows usable is not lost for
+// long when the cause was passing.
+const suspectFor = 10
+
 // rejection is a Ready job Slurm cannot start on its placement, to hand
 // back to jobfabric after the pass has reported the nodes (so the next
 // placement avoids them).
@@ -220,6 +241,19 @@ func (b *Bridge) unstick(ctx context.Context, p *pass, j *Job, ext string, jf *d
 	why := fmt.Sprintf("slurm job %s stayed pending %s on %s: %s", j.ID, waited.Round(time.Second), strings.Join(nodes, ","), j.Reason)
 	if v := p.nodes.blocked(b, nodes); v != "" {
 		why += " (" + v + ")"
+	}
+	// Slurm may show the nodes usable (a maintenance reservation, for
+	// one): those its reason names, else all of the placement, are
+	// cordoned a while so that the next placement is elsewhere.
+	suspects := nodes
+	if _, list, ok := strings.Cut(j.Reason, "UnavailableNodes:"); ok {
+		if named, err := ExpandHostlist(strings.TrimSpace(list)); err == nil && len(named) > 0 {
+			suspects = named
+		}
+	}
+	for _, n := range suspects {
+		b.suspect[n] = suspect{why: clip(fmt.Sprintf("slurm %s: slurm job %s stayed pending %s for its nodes: %s", b.cfg.Cluster, j.ID, waited.Round(time.Second), j.Reason), 256),
+			until: now.Add(suspectFor * b.cfg.StuckAfter)}
 	}
 	p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, why: clip(why, 1024)})
 	return nil

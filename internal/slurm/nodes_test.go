@@ -199,3 +199,46 @@ func TestSyncHandsBackAJobStuckOnItsNodes(t *testing.T) {
 		t.Errorf("reports %v, commands %q: the job pending for Resources was handed back, or job 7 twice", jf.reports, run.calls)
 	}
 }
+
+// TestSyncCordonsANodeAJobStayedPendingFor: Slurm shows gpu0 usable, yet
+// the job released there stays pending for its nodes (a maintenance
+// reservation, recorded from slurmctld 22.05). Handed back, its node is
+// reported unusable with the job's reason, so jobfabric places it
+// elsewhere, for 10 x StuckAfter; then usable again.
+func TestSyncCordonsANodeAJobStayedPendingFor(t *testing.T) {
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:1"}, State: domain.JobReady,
+		SubmittedBy: "runtime:bridge", Placement: []domain.Placement{{Server: "gpu0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}}
+	run := newRecorded()
+	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved.txt"
+	run.files["scontrol hold 1"] = ""
+	b, clock := nodeBridge(t, run, jf)
+	unusable := func() string {
+		last := jf.nodes[len(jf.nodes)-1]
+		var s []string
+		for _, n := range last.Unusable {
+			s = append(s, n.Server+": "+n.Reason)
+		}
+		return strings.Join(s, "; ")
+	}
+	for _, step := range []time.Duration{0, time.Minute} {
+		clock.Advance(step)
+		if _, err := b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(jf.reports) != "[9 rejected]" {
+		t.Fatalf("reports %v, want job 9 handed back", jf.reports)
+	}
+	if got := unusable(); !strings.Contains(got, "gpu0: slurm jftest: slurm job 1 stayed pending 1m0s for its nodes: ReqNodeNotAvail, May be reserved for other job") {
+		t.Errorf("unusable %q: want gpu0 with the job's reason", got)
+	}
+	run.files["squeue -h -t all -o "+squeueFormat] = "" // the job started elsewhere and ended
+	clock.Advance(10 * time.Minute)
+	if _, err := b.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := unusable(); strings.Contains(got, "gpu0") || !strings.Contains(fmt.Sprint(jf.nodes[len(jf.nodes)-1].Usable), "gpu0") {
+		t.Errorf("after 10 minutes: unusable %q, reports %+v: want gpu0 usable again", got, jf.nodes[len(jf.nodes)-1])
+	}
+}
