@@ -14,9 +14,11 @@ import (
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
-// TestParseSinfoRecorded reads sinfo -N output recorded from slurmctld
+// TestParseSinfoRecorded reads sinfo output recorded from slurmctld
 // 22.05 after scontrol update state=down and state=drain (CLOUD nodes,
-// powered down: the ~ suffix); a node of two partitions is kept once.
+// powered down: the ~ suffix; gpu[2-3] in a second partition): nodes of
+// one state and reason come as one hostlist; a node listed twice is kept
+// once.
 func TestParseSinfoRecorded(t *testing.T) {
 	nodes, err := ParseSinfo(readTestdata(t, "sinfo.txt"))
 	if err != nil {
@@ -26,12 +28,17 @@ func TestParseSinfoRecorded(t *testing.T) {
 	for _, n := range nodes {
 		got = append(got, n.Name+" "+n.Unusable()+" "+n.Reason)
 	}
-	want := []string{"gpu0  ", "gpu1 DOWN maint x|y", "gpu2 DRAINED drainit", "gpu3  "}
+	want := []string{"gpu2 DRAINED drainit", "gpu0  ", "gpu3  ", "gpu1 DOWN maint x|y"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("nodes %q, want %q", got, want)
 	}
-	if _, err := ParseSinfo("gpu0 idle\n"); err == nil {
-		t.Error("a line without the format's fields was read")
+	if nodes, err := ParseSinfo("n[1-2]|idle|none\nn2|down|x\n"); err != nil || len(nodes) != 2 {
+		t.Errorf("a node listed twice: %+v, %v", nodes, err)
+	}
+	for _, bad := range []string{"gpu0 idle\n", "|idle|none\n", "n[1-2]x[3]|idle|none\n"} {
+		if _, err := ParseSinfo(bad); err == nil {
+			t.Errorf("%q was read", bad)
+		}
 	}
 }
 
@@ -52,7 +59,7 @@ func TestNodeUnusable(t *testing.T) {
 // with Slurm's nodes as recorded (gpu1 down, gpu2 drained).
 func nodeBridge(t *testing.T, run *recorded, jf API) (*Bridge, *tstime.Fake) {
 	t.Helper()
-	run.files["sinfo -h -N -o "+sinfoFormat] = "sinfo.txt"
+	run.files["sinfo -h -o "+sinfoFormat] = "sinfo.txt"
 	clock := tstime.NewFake(time.Unix(1000, 0))
 	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -81,7 +88,7 @@ func TestSyncReportsSlurmsNodes(t *testing.T) {
 		t.Errorf("report %+v, want %+v", jf.nodes[0], want)
 	}
 	// gpu1 resumed: reported usable.
-	run.files["sinfo -h -N -o "+sinfoFormat] = "sinfo-resumed.txt"
+	run.files["sinfo -h -o "+sinfoFormat] = "sinfo-resumed.txt"
 	if _, err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +96,7 @@ func TestSyncReportsSlurmsNodes(t *testing.T) {
 		t.Errorf("after gpu1 resumed: reports %+v", jf.nodes)
 	}
 	// sinfo fails: no report, the pass goes on.
-	delete(run.files, "sinfo -h -N -o "+sinfoFormat)
+	delete(run.files, "sinfo -h -o "+sinfoFormat)
 	if _, err := b.Sync(t.Context()); err != nil || len(jf.nodes) != 2 {
 		t.Errorf("a pass without sinfo: %v, %d reports", err, len(jf.nodes))
 	}
@@ -240,5 +247,22 @@ func TestSyncCordonsANodeAJobStayedPendingFor(t *testing.T) {
 	}
 	if got := unusable(); strings.Contains(got, "gpu0") || !strings.Contains(fmt.Sprint(jf.nodes[len(jf.nodes)-1].Usable), "gpu0") {
 		t.Errorf("after 10 minutes: unusable %q, reports %+v: want gpu0 usable again", got, jf.nodes[len(jf.nodes)-1])
+	}
+}
+
+// TestReadNodesFallsBackToALinePerNode: a grouped hostlist the bridge
+// cannot expand (two ranges in one name) is read again with -N, a line
+// per node.
+func TestReadNodesFallsBackToALinePerNode(t *testing.T) {
+	run := newRecorded()
+	run.files["sinfo -h -o "+sinfoFormat] = "sinfo-grid.txt"
+	run.files["sinfo -h -N -o "+sinfoFormat] = "sinfo-grid-n.txt"
+	b, err := New(Config{Cluster: "c", Slurm: run, API: &refusing{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := b.readNodes(t.Context())
+	if v == nil || len(v.known) != 4 || v.unusable["n1x2"] != "slurm c: node n1x2 is DOWN+NOT_RESPONDING: not responding" {
+		t.Fatalf("view %+v", v)
 	}
 }
