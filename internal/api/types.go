@@ -141,9 +141,12 @@ type DryRun struct {
 
 // JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's
 // word on a job. State is running (also a heartbeat), succeeded, failed,
-// or stopped (a Preempting job has stopped; its GPUs may go).
+// stopped (a Preempting job has stopped; its GPUs may go) or rejected (the
+// runtime cannot start a Ready job on its placement, a Slurm node down for
+// instance: the job is requeued and placed again, not failed; Message,
+// required, says why).
 type JobReportRequest struct {
-	State   string `json:"state" openapi:"required" enum:"state.ReportRunning,state.ReportSucceeded,state.ReportFailed,state.ReportStopped"`
+	State   string `json:"state" openapi:"required" enum:"state.ReportRunning,state.ReportSucceeded,state.ReportFailed,state.ReportStopped,state.ReportRejected"`
 	Message string `json:"message,omitempty"`
 }
 

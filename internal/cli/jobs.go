@@ -257,11 +257,13 @@ func durationSeconds(flag string, d time.Duration) (int64, error) {
 func newJobReportCmd(g *globals) *cobra.Command {
 	var st, msg string
 	cmd := &cobra.Command{
-		Use:   "report ID --state running|succeeded|failed|stopped",
+		Use:   "report ID --state running|succeeded|failed|stopped|rejected",
 		Short: "Report a job's progress as its runtime (a runtime or admin token)",
 		Long: `Report a job's progress, as the runtime that runs it: running when it starts
 (and again as a heartbeat), succeeded or failed when it ends, stopped when a
-Preempting job has stopped and its GPUs may go.`,
+Preempting job has stopped and its GPUs may go, rejected (with --message saying
+why) when the runtime cannot start a Ready job on its placement: jobfabric
+requeues it and places it again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.onJob(args[0], func(c *client.Client, id uint64) error {
@@ -273,7 +275,7 @@ Preempting job has stopped and its GPUs may go.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&st, "state", "", "running, succeeded, failed or stopped")
+	cmd.Flags().StringVar(&st, "state", "", "running, succeeded, failed, stopped or rejected")
 	cmd.Flags().StringVar(&msg, "message", "", "what the runtime has to say (at most 1024 characters)")
 	_ = cmd.MarkFlagRequired("state")
 	return cmd

@@ -147,7 +147,11 @@ func jobsOn(ctx context.Context, c *client.Client, server string) ([]domain.Job,
 
 func condition(c domain.NodeCondition) string {
 	var parts []string
-	if c.Cordoned {
+	switch {
+	case c.Cordoned && c.Runtime != "":
+		// A runtime (the Slurm bridge) cordoned it: it lifts the cordon.
+		parts = append(parts, "cordoned("+c.Runtime+")")
+	case c.Cordoned:
 		parts = append(parts, "cordoned")
 	}
 	if c.Draining {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // waitFor polls a CLI command until its output contains want.
@@ -94,4 +96,20 @@ func TestSchedulingTour(t *testing.T) {
 		"unknown node":  {env, []string{"node", "drain", "nope"}, "error:"},
 		"below its sum": {env, []string{"tenant", "update", "glx", "--guaranteed", "8"}, "error:"},
 	})
+}
+
+// TestConditionNamesTheRuntime: node list tells a runtime's cordon (which
+// the runtime lifts) from an operator's.
+func TestConditionNamesTheRuntime(t *testing.T) {
+	for want, c := range map[string]domain.NodeCondition{
+		"ready":                           {},
+		"cordoned":                        {Cordoned: true},
+		"cordoned(slurm:jftest)":          {Cordoned: true, Runtime: "slurm:jftest"},
+		"cordoned(slurm:jftest),draining": {Cordoned: true, Draining: true, Runtime: "slurm:jftest"},
+		"unhealthy":                       {Unhealthy: true},
+	} {
+		if got := condition(c); got != want {
+			t.Errorf("%+v: %q, want %q", c, got, want)
+		}
+	}
 }

@@ -17,7 +17,7 @@ import (
 
 func newSlurmBridgeCmd(g *globals) *cobra.Command {
 	var cluster, accountMap, slurmConf string
-	var interval time.Duration
+	var interval, stuckAfter time.Duration
 	var once, unenforced bool
 	cmd := &cobra.Command{
 		Use:   "bridge",
@@ -32,6 +32,14 @@ job jobfabric cannot take stays held with a "jobfabric: ..." Comment. A jobfabri
 job cancelled cancels its Slurm job (scancel); a Slurm job cancelled cancels the
 jobfabric job, one that ends reports its outcome; a live jobfabric job whose Slurm
 job squeue no longer shows is cancelled.
+
+Slurm's node states reach jobfabric: a node sinfo shows DOWN, DRAINED,
+DRAINING, FAIL or NOT_RESPONDING (or a placed server Slurm does not have) is
+cordoned with Slurm's state and reason, and uncordoned when Slurm can use it
+again. A Ready job placed on such a node is not released but handed back
+(reported rejected: jobfabric requeues it and places it elsewhere); a released
+job still pending for its nodes after --stuck-after is held again and handed
+back the same way.
 
 The token is a platform runtime token (token create --role runtime), or an admin
 token: it submits and cancels the mapped tenants' mirrors. The account map (YAML):
@@ -58,6 +66,9 @@ docs/slurm.md.`,
 			}
 			if interval <= 0 {
 				return domain.Invalid("interval", "--interval %s must be above 0", interval)
+			}
+			if stuckAfter <= 0 {
+				return domain.Invalid("stuck-after", "--stuck-after %s must be above 0", stuckAfter)
 			}
 			run := slurm.ExecRunner{}
 			if slurmConf != "" {
@@ -88,7 +99,7 @@ docs/slurm.md.`,
 			if once {
 				logw = io.Discard
 			}
-			b, err := slurm.New(slurm.Config{Cluster: cluster, Slurm: run, API: c, Mapping: m, Interval: interval, Clock: tstime.Std{},
+			b, err := slurm.New(slurm.Config{Cluster: cluster, Slurm: run, API: c, Mapping: m, Interval: interval, StuckAfter: stuckAfter, Clock: tstime.Std{},
 				Logger: slog.New(slog.NewTextHandler(logw, nil))})
 			if err != nil {
 				return err
@@ -99,7 +110,7 @@ docs/slurm.md.`,
 					return err
 				}
 				return g.emit(st, func(w io.Writer) {
-					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d, preempted %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported, st.Preempted)
+					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d, preempted %d, rejected %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported, st.Preempted, st.Rejected)
 				})
 			}
 			err = b.Run(cmd.Context())
@@ -114,6 +125,7 @@ docs/slurm.md.`,
 	f.StringVar(&accountMap, "account-map", "", "YAML file mapping Slurm accounts to tenants and QOS/partitions to workspaces")
 	f.StringVar(&slurmConf, "slurm-conf", "", "slurm.conf the Slurm commands read (sets SLURM_CONF; default: theirs)")
 	f.DurationVar(&interval, "interval", time.Second, "time between passes over the Slurm queue")
+	f.DurationVar(&stuckAfter, "stuck-after", time.Minute, "how long a released job may stay pending for its nodes (ReqNodeNotAvail, NodeDown) before it is held again and placed elsewhere")
 	f.BoolVar(&once, "once", false, "make one pass, print what it did and exit")
 	f.BoolVar(&unenforced, "allow-unenforced-accounts", false, "run although slurmctld does not check that a user may use an account (no AccountingStorageEnforce=associations): every Slurm user can then act for every mapped tenant")
 	return cmd

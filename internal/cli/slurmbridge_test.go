@@ -39,6 +39,10 @@ func TestSlurmBridgeCommand(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	ok, stray := sbatch("phys"), sbatch("zzz")
+	// A node Slurm has down is cordoned for the bridge's runtime.
+	if _, err := sc.Command(t.Context(), "scontrol", "update", "nodename=s1-gpu004", "state=down", "reason=fan"); err != nil {
+		t.Fatal(err)
+	}
 	// The bridge runs with a platform runtime token, as a site gives it.
 	tok, err := c.Client(0).CreateToken(t.Context(), api.TokenCreateRequest{Role: domain.RoleRuntime, Description: "slurm bridge"})
 	if err != nil {
@@ -73,13 +77,17 @@ func TestSlurmBridgeCommand(t *testing.T) {
 	if !strings.Contains(out, `"externalId": "slurm:jftest:`+ok+`"`) {
 		t.Errorf("job 1 is not slurm job %s of cluster jftest:\n%s", ok, out)
 	}
+	if out := mustRun(t, env, "node", "list"); !strings.Contains(out, "cordoned(slurm:jftest)") || !strings.Contains(out, "slurm jftest: node s1-gpu004 is DOWN: fan") {
+		t.Errorf("node list does not show s1-gpu004 cordoned for Slurm with its state and reason:\n%s", out)
+	}
 	q, _ := sc.Command(t.Context(), "squeue", "-h", "-t", "all", "-o", "%i %r %k")
 	if !strings.Contains(string(q), stray+" JobHeldUser jobfabric: account zzz has no tenant") {
 		t.Errorf("the unmapped job is not held with the reason:\n%s", q)
 	}
 	runErrCases(t, map[string]errCase{
-		"bad map":  {env: env, args: []string{"slurm", "bridge", "--once", "--cluster", "x", "--account-map", "/nonexistent.yaml"}, want: "account-map"},
-		"interval": {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--interval", "0s"}, want: "--interval 0s must be above 0"},
+		"bad map":     {env: env, args: []string{"slurm", "bridge", "--once", "--cluster", "x", "--account-map", "/nonexistent.yaml"}, want: "account-map"},
+		"interval":    {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--interval", "0s"}, want: "--interval 0s must be above 0"},
+		"stuck-after": {env: env, args: []string{"slurm", "bridge", "--cluster", "x", "--stuck-after", "0s"}, want: "--stuck-after 0s must be above 0"},
 	})
 }
 

@@ -91,3 +91,11 @@ func (c *Client) Nodes(ctx context.Context) ([]domain.NodeView, error) {
 	var out []domain.NodeView
 	return out, c.Do(ctx, "GET", "/v1/nodes", nil, &out)
 }
+
+// ReportRuntimeNodes tells jobfabric which servers a runtime can and
+// cannot use (admin or platform runtime token); it answers the conditions
+// that changed.
+func (c *Client) ReportRuntimeNodes(ctx context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error) {
+	var out []domain.NodeCondition
+	return out, c.Do(ctx, "POST", "/v1/nodes/runtime", req, &out)
+}

@@ -13,6 +13,11 @@ type NodeCondition struct {
 	Reason    string    `json:"reason,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	UpdatedBy string    `json:"updatedBy,omitempty"`
+	// Runtime names the workload runtime (a Slurm cluster: slurm:CLUSTER)
+	// that cordoned the server because it cannot run jobs there; it lifts
+	// the cordon when it can again. An operator's cordon or uncordon
+	// replaces its word.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Schedulable reports whether new work may land on the server.

@@ -622,8 +622,12 @@ func (s *Server) proposeReport(r *http.Request, p *principal, j *domain.Job) (an
 	}
 	switch req.State {
 	case state.ReportRunning, state.ReportSucceeded, state.ReportFailed, state.ReportStopped:
+	case state.ReportRejected:
+		if req.Message == "" {
+			return nil, domain.Invalid("message", "a rejected report says why the runtime cannot start the job on its placement")
+		}
 	default:
-		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", req.State)
+		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped, rejected", req.State)
 	}
 	if len(req.Message) > maxReportMessage {
 		return nil, domain.Invalid("message", "message is %d characters; the limit is %d", len(req.Message), maxReportMessage)

@@ -47,7 +47,7 @@ var docs = map[string]string{
 	"internal/api.JobHealth.Shared":                      "Shared lists the job's hot links (hops whose verdict is a fault) that carry other jobs too.",
 	"internal/api.JobHealth.Verdict":                     "Verdict is the worst hop's verdict now (not debounced); Committed is the debounced one the job carries (job get, job watch, events).",
 	"internal/api.JobRef":                                "JobRef names a job the caller may see.",
-	"internal/api.JobReportRequest":                      "JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's word on a job. State is running (also a heartbeat), succeeded, failed, or stopped (a Preempting job has stopped; its GPUs may go).",
+	"internal/api.JobReportRequest":                      "JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's word on a job. State is running (also a heartbeat), succeeded, failed, stopped (a Preempting job has stopped; its GPUs may go) or rejected (the runtime cannot start a Ready job on its placement, a Slurm node down for instance: the job is requeued and placed again, not failed; Message, required, says why).",
 	"internal/api.JoinRequest":                           "JoinRequest is the body of POST /v1/cluster/members.",
 	"internal/api.JoinRequest.Rules":                     "Rules is the highest apply-rules version the joining binary applies (absent: 1). A member below the version the cluster proposes at is refused.",
 	"internal/api.NodeUpdateRequest":                     "NodeUpdateRequest changes a server's condition; unset fields stay.",
@@ -69,6 +69,12 @@ var docs = map[string]string{
 	"internal/api.RevisionInfo.Blocked":                  "Blocked: the verifier failed on the revision and no device is given it (the devices stay on the latest revision not blocked).",
 	"internal/api.RevisionInfo.Override":                 "Override is the admin who had a blocked revision deployed anyway, and the reason they gave.",
 	"internal/api.RevisionInfo.Verify":                   "Verify are the verifier's failures on the revision.",
+	"internal/api.RuntimeNode":                           "RuntimeNode is a server a runtime cannot use.",
+	"internal/api.RuntimeNode.Reason":                    "Reason names the runtime's state of the server and its reason (\"slurm jftest: node gpu1 is DOWN: maintenance\"); 1 to 256 characters. It becomes the cordon's reason.",
+	"internal/api.RuntimeNodesRequest":                   "RuntimeNodesRequest is the body of POST /v1/nodes/runtime: a workload runtime's word on the servers it runs jobs on (the Slurm bridge: the nodes slurmctld cannot use). An unusable server is cordoned for the runtime, unless something else keeps work off it already; a usable one the runtime cordoned is uncordoned. Servers in neither list, or not in the inventory, are left as they are. An operator's cordon or uncordon replaces the runtime's word.",
+	"internal/api.RuntimeNodesRequest.Runtime":           "Runtime names the runtime: slurm:CLUSTER for a Slurm cluster.",
+	"internal/api.RuntimeNodesRequest.Unusable":          "Unusable are the servers it cannot run jobs on, each with why.",
+	"internal/api.RuntimeNodesRequest.Usable":            "Usable are the servers the runtime can run jobs on.",
 	"internal/api.SharedLink":                            "SharedLink is a hot link of a job's path and who else it carries: jobs the caller may see by name, the others only as a count (no name, workspace or tenant).",
 	"internal/api.SignalValue":                           "SignalValue is one signal of one entity and the threshold it crossed.",
 	"internal/api.SignalValue.Entity":                    "Entity is the device and port, NIC or GPU the reading is about.",
@@ -255,6 +261,7 @@ var docs = map[string]string{
 	"internal/domain.NIC.RDMADevice":                     "e.g. mlx5_0",
 	"internal/domain.NetworkModel":                       "NetworkModel is how a tenant's VRF is built on the fabric.",
 	"internal/domain.NodeCondition":                      "NodeCondition is an operator's (or node agent's) word on a server: the scheduler places nothing new on a cordoned, draining or unhealthy server, and stops the jobs of a draining one after the grace period.",
+	"internal/domain.NodeCondition.Runtime":              "Runtime names the workload runtime (a Slurm cluster: slurm:CLUSTER) that cordoned the server because it cannot run jobs there; it lifts the cordon when it can again. An operator's cordon or uncordon replaces its word.",
 	"internal/domain.NodeView":                           "NodeView is a server as `node list` shows it: inventory, condition and use.",
 	"internal/domain.NodeView.Conditions":                "ReportedDriver and Conditions come from the node's agent: the driver it runs, drift from the inventory and lost heartbeats.",
 	"internal/domain.NodeView.Leaves":                    "Leaves are the leaves the server's NICs are cabled to, by rail (on a rail-optimized stripe, the stripe's leaf of each rail).",
@@ -361,7 +368,7 @@ var typeEnums = map[string][]string{
 
 // fieldEnums are the values of fields tagged enum:"...".
 var fieldEnums = map[string][]string{
-	"internal/api.JobReportRequest.State":       {"running", "succeeded", "failed", "stopped"},
+	"internal/api.JobReportRequest.State":       {"running", "succeeded", "failed", "stopped", "rejected"},
 	"internal/domain.HostCondition.Type":        {"heartbeat", "gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.HostPolicy.CordonOn":       {"gpu-count", "gpu-model", "gpu-missing", "gpu-uuid", "driver", "nic-missing", "nic-affinity", "nic-rail", "nic-down", "nvlink"},
 	"internal/domain.Switch.NOS":                {"junos", "nxos", "eos", "sonic", "frr"},

@@ -157,3 +157,38 @@ func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 		cancel()
 	}
 }
+
+// BenchmarkReadNodes is what the node check adds to each bridge pass:
+// sinfo over 2,048 nodes (16 of them down, with reasons; grouped, as the
+// bridge asks, and a line per node, its fallback) and parsing its output,
+// against slurmctld with no jobs.
+func BenchmarkReadNodes(b *testing.B) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 32, ServersPerStripe: 64, GPUsPerServer: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, s := range topo.Servers() {
+		names = append(names, s.Name)
+	}
+	sc := slurmtest.Start(b, slurmtest.Options{Nodes: export.Hostlist(names), GPUsPerNode: 8, Extra: tunedScheduler})
+	for _, n := range names[:16] {
+		if _, err := sc.Command(b.Context(), "scontrol", "update", "nodename="+n, "state=down", "reason=bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ name, flag string }{{"grouped", "-h"}, {"per-node", "-hN"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				out, err := sc.Command(b.Context(), "sinfo", tc.flag, "-o", "%N|%T|%E")
+				if err != nil {
+					b.Fatal(err)
+				}
+				nodes, err := slurm.ParseSinfo(string(out))
+				if err != nil || len(nodes) != len(names) {
+					b.Fatalf("%d nodes, %v", len(nodes), err)
+				}
+			}
+		})
+	}
+}

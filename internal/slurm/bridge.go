@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/tstime"
@@ -65,6 +66,9 @@ type API interface {
 	CancelJob(ctx context.Context, id uint64) (*domain.Job, error)
 	Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error)
 	Workspace(ctx context.Context, tenant, name string) (*domain.Workspace, error)
+	// ReportRuntimeNodes tells jobfabric which servers Slurm can and
+	// cannot use (POST /v1/nodes/runtime).
+	ReportRuntimeNodes(ctx context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error)
 }
 
 // Config is what a Bridge needs.
@@ -80,8 +84,15 @@ type Config struct {
 	// 1000): a long queue is bridged in slices, and the jobs placed from
 	// one slice are released while the next is submitted.
 	SubmitsPerPass int
-	Clock          tstime.Clock
-	Logger         *slog.Logger
+	// StuckAfter is how long a released job may stay PENDING for its
+	// nodes (Slurm's reason ReqNodeNotAvail, NodeDown...) before the bridge
+	// holds it again and hands it back to jobfabric to place elsewhere;
+	// default 60s: one period of Slurm's main scheduler (sched_interval)
+	// and time for a node's slurmd to register again after a restart, so
+	// a job that would start is not moved.
+	StuckAfter time.Duration
+	Clock      tstime.Clock
+	Logger     *slog.Logger
 }
 
 // Bridge submits held Slurm jobs to jobfabric and releases them where
@@ -98,6 +109,17 @@ type Bridge struct {
 	// at the bridge's first pass (unchecked, until looked up): a new held
 	// job costs one request.
 	known, unchecked map[string]bool
+	// stuck are the released jobs found pending for their nodes, since
+	// when (lost on restart: the wait starts again).
+	stuck map[string]stuck
+	// missing are servers jobfabric placed a job on that Slurm does not
+	// have; lastNodes and lastUsable, the last node report jobfabric took.
+	missing map[string]bool
+	// suspect are nodes a released job stayed pending for though Slurm
+	// did not show them unusable: cordoned for a while.
+	suspect    map[string]suspect
+	lastNodes  map[string]string
+	lastUsable []string
 }
 
 // Stats count what one pass did.
@@ -119,6 +141,11 @@ type Stats struct {
 	// Misplaced counts Slurm jobs requeued held (or cancelled) because
 	// Slurm allocated them off their placement: released by someone else.
 	Misplaced int `json:"misplaced"`
+	// Rejected counts jobs handed back to jobfabric because Slurm cannot
+	// start them on their placement (a node down, drained, missing, or
+	// pending for its nodes longer than StuckAfter): jobfabric places
+	// them again.
+	Rejected int `json:"rejected"`
 }
 
 func (s *Stats) add(o Stats) {
@@ -129,6 +156,7 @@ func (s *Stats) add(o Stats) {
 	s.Reported += o.Reported
 	s.Preempted += o.Preempted
 	s.Misplaced += o.Misplaced
+	s.Rejected += o.Rejected
 }
 
 // New checks cfg and returns a Bridge.
@@ -148,13 +176,16 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.SubmitsPerPass <= 0 {
 		cfg.SubmitsPerPass = 1000
 	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = time.Minute
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = tstime.Std{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}}, nil
+	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}, stuck: map[string]stuck{}, missing: map[string]bool{}, suspect: map[string]suspect{}}, nil
 }
 
 // ExternalID is the jobfabric external id of a Slurm job.
@@ -173,7 +204,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.cfg.Logger.Warn("slurm bridge pass failed", "err", err)
 		} else if st != (Stats{}) {
 			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held,
-				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced)
+				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced, "rejected", st.Rejected)
 		}
 		select {
 		case <-ctx.Done():
@@ -196,6 +227,12 @@ type pass struct {
 	fresh, retry []*Job
 	next         map[string]bool // known, for the next pass
 	workspaces   map[string]*domain.Workspace
+	// nodes is Slurm's view of its nodes (nil: unread); stuck, the
+	// bridge's stuck for the next pass; reject, the Ready jobs Slurm
+	// cannot start where they are placed.
+	nodes  *nodeView
+	stuck  map[string]stuck
+	reject []rejection
 }
 
 // Sync makes one pass over the Slurm queue. An error on one job is logged
@@ -249,7 +286,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
-	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}}
+	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}, nodes: b.readNodes(ctx), stuck: map[string]stuck{}}
 	for ext := range byExt {
 		p.next[ext] = true
 	}
@@ -257,7 +294,12 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		for ext := range b.known { // the jobs not reached keep their lookup
 			p.next[ext] = true
 		}
-		b.known = p.next
+		for ext, s := range b.stuck { // and their wait
+			if _, ok := p.stuck[ext]; !ok {
+				p.stuck[ext] = s
+			}
+		}
+		b.known, b.stuck = p.next, p.stuck
 		return p.st, ctx.Err()
 	}
 	for i := range jobs {
@@ -281,16 +323,21 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 			b.cfg.Logger.Warn("slurm bridge: job", "slurm_job", j.ID, "err", err)
 		}
 	}
+	// Slurm's unusable nodes are cordoned before the jobs it cannot start
+	// on them are handed back, so their next placement avoids them.
+	b.reportNodes(ctx, p.nodes)
+	b.rejectAll(ctx, p)
 	// The Ready jobs are released while the new ones are submitted.
 	released := make(chan Stats, 1)
 	go func() { released <- b.releaseAll(ctx, p.rel) }()
 	late := b.submitAll(ctx, p)
 	p.st.add(<-released)
 	p.st.add(b.releaseAll(ctx, late))
+	b.rejectAll(ctx, p) // found by submitAll's lookups
 	if ctx.Err() != nil {
 		return interrupted()
 	}
-	b.known = p.next
+	b.known, b.stuck = p.next, p.stuck
 	shown := make(map[string]bool, len(jobs))
 	for i := range jobs {
 		shown[ExternalID(b.cfg.Cluster, jobs[i].ID)] = true
@@ -411,9 +458,10 @@ func (b *Bridge) submitAll(ctx context.Context, p *pass) []release {
 					return err
 				}
 				if jf != nil {
-					q := &pass{}
+					q := &pass{nodes: p.nodes}
 					err := b.placed(ctx, q, j, jf)
 					late = append(late, q.rel...)
+					p.reject = append(p.reject, q.reject...)
 					p.st.add(q.st)
 					return err
 				}
@@ -467,6 +515,12 @@ func (b *Bridge) placed(ctx context.Context, p *pass, j *Job, jf *domain.Job) er
 		nodes := PlacedNodes(jf)
 		if len(nodes) == 0 {
 			return fmt.Errorf("job %d is %s without a placement", jf.ID, jf.State)
+		}
+		if why := p.nodes.blocked(b, nodes); why != "" && jf.State == domain.JobReady {
+			// Released there, it would wait forever: jobfabric places it
+			// again once the node is cordoned.
+			p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, why: clip("slurm job "+j.ID+" not released: "+why, 1024)})
+			return nil
 		}
 		p.rel = append(p.rel, release{slurmID: j.ID, job: jf.ID, run: jf.Requeues, nodes: nodes})
 	case jf.State == domain.JobPreempting:
@@ -534,6 +588,9 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		p.st.Misplaced++
 		b.cfg.Logger.Warn("slurm bridge: slurm job allocated off jobfabric's placement", "slurm_job", j.ID, "job", jf.ID,
 			"state", jf.State, "nodes", j.NodeList, "placed", strings.Join(PlacedNodes(jf), ","), "how", how)
+	case j.State == "PENDING" && jf.State == domain.JobReady:
+		// Released on its placement; Slurm has not started it.
+		return b.unstick(ctx, p, j, ext, jf)
 	case j.State == "RUNNING" && jf.State == domain.JobReady:
 		if _, err := b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err != nil {
 			return err

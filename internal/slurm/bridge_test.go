@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/tstime"
@@ -76,6 +77,8 @@ type refusing struct {
 	live      []domain.Job // what Jobs lists
 	cancelled []uint64
 	reports   []string // "ID state"
+	messages  []string // the reports' messages
+	nodes     []api.RuntimeNodesRequest
 }
 
 func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
@@ -99,9 +102,14 @@ func (a *refusing) Workspace(_ context.Context, tenant, name string) (*domain.Wo
 	}
 	return &domain.Workspace{Tenant: tenant, Name: name}, nil
 }
-func (a *refusing) Report(_ context.Context, id uint64, state, _ string) (*domain.Job, error) {
+func (a *refusing) Report(_ context.Context, id uint64, state, msg string) (*domain.Job, error) {
 	a.reports = append(a.reports, fmt.Sprintf("%d %s", id, state))
+	a.messages = append(a.messages, msg)
 	return &domain.Job{ID: id}, nil
+}
+func (a *refusing) ReportRuntimeNodes(_ context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error) {
+	a.nodes = append(a.nodes, req)
+	return nil, nil
 }
 
 func newRecorded() *recorded {

@@ -8,7 +8,12 @@
 // comment saying why. At a preempted job's grace deadline the Slurm job
 // is requeued held or cancelled, as its workspace's Preemption says; a
 // Slurm job allocated off its placement (released by someone else) is
-// requeued held. A platform runtime token is enough.
+// requeued held. Slurm's view of its nodes (sinfo) reaches jobfabric as a
+// runtime's cordon on the servers slurmctld cannot use (down, drained,
+// not responding, missing), and a Ready job Slurm will not start where it
+// is placed (on such a node, or pending for its nodes past StuckAfter) is
+// held and handed back (reported rejected) to be placed elsewhere. A
+// platform runtime token is enough.
 //
 // The bridge speaks to slurmctld only through the Slurm commands (squeue
 // with explicit format fields, scontrol, scancel) run by an injected

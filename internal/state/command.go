@@ -158,6 +158,10 @@ const (
 	ReportFailed    = "failed"
 	// ReportStopped: a Preempting job has stopped; its GPUs may go.
 	ReportStopped = "stopped"
+	// ReportRejected: the runtime cannot start a Ready job on its
+	// placement (a Slurm node down or drained): the job is requeued, its
+	// GPUs freed, and placed again; not a failure of the job.
+	ReportRejected = "rejected"
 )
 
 // Lifecycle payloads (lifecycle.go).
@@ -215,6 +219,21 @@ type NodeSet struct {
 	// GraceSeconds, with Draining true, tells the server's running jobs to
 	// stop within this grace (0: the scheduler's preemption grace).
 	GraceSeconds int64 `json:"graceSeconds,omitempty"`
+}
+
+// CmdNodeRuntime records a workload runtime's word on the servers it runs
+// jobs on (nodes.go): a Slurm cluster's node states, from its bridge.
+const CmdNodeRuntime CommandType = "node.runtime"
+
+// NodeRuntime says Runtime cannot use the servers of Unusable (server:
+// why) and can use those of Usable. An unusable server is cordoned for
+// the runtime unless something else already keeps work off it; a usable
+// one the runtime cordoned is uncordoned. Servers in neither list, or not
+// in the inventory, are left as they are.
+type NodeRuntime struct {
+	Runtime  string            `json:"runtime"`
+	Usable   []string          `json:"usable,omitempty"`
+	Unusable map[string]string `json:"unusable,omitempty"`
 }
 
 // Fabric commands (fabric.go).

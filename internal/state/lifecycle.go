@@ -46,11 +46,15 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 		}
 	case p.State == ReportStopped && j.State == domain.JobPreempting:
 		move = func() { f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at) }
-	case p.State == ReportRunning || p.State == ReportSucceeded || p.State == ReportFailed || p.State == ReportStopped:
+	case p.State == ReportRejected && p.Message == "":
+		return nil, domain.Invalid("message", "a rejected report says why the runtime cannot start the job on its placement")
+	case p.State == ReportRejected && j.State == domain.JobReady:
+		move = func() { f.requeueRejected(j, p.Message, c.Actor, at) }
+	case p.State == ReportRunning || p.State == ReportSucceeded || p.State == ReportFailed || p.State == ReportStopped || p.State == ReportRejected:
 		return nil, &domain.Error{Code: domain.CodeFailedPrecondition, Field: "state",
 			Message: fmt.Sprintf("job %d is %s: it cannot be reported %s", j.ID, j.State, p.State)}
 	default:
-		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped", p.State)
+		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped, rejected", p.State)
 	}
 	if c.check {
 		return nil, nil
@@ -86,6 +90,18 @@ func (f *FSM) stopPreempted(j *domain.Job, how string, at time.Time) {
 		return
 	}
 	f.end(j, domain.JobPreempted, &domain.Reason{Code: "preempted", Message: "preempted: " + how}, at)
+}
+
+// requeueRejected puts a Ready job its runtime cannot start on its
+// placement back in the queue: Pending, its GPUs freed, one requeue more
+// (the runtime tells the placements apart by it). Nothing ran: not a
+// failure, and the reason says why.
+func (f *FSM) requeueRejected(j *domain.Job, why, actor string, at time.Time) {
+	endRun(j, at)
+	j.State, j.Placement, j.StopDeadline, j.PlacedAt, j.StartedAt = domain.JobPending, nil, nil, nil, nil
+	j.PathHealth = nil
+	j.Requeues++
+	j.Reason = &domain.Reason{Code: "requeued", Message: "requeued: its runtime could not start it on its placement (" + actor + "): " + why}
 }
 
 // applyJobsPreempt and applyJobsRelease apply the commands leaders wrote

@@ -171,17 +171,35 @@ func TestJobReport(t *testing.T) {
 				}
 			}},
 
-		"pending, running":   {from: domain.JobPending, report: JobReport{State: ReportRunning}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"pending, succeeded": {from: domain.JobPending, report: JobReport{State: ReportSucceeded}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"ready, stopped":     {from: domain.JobReady, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"running, stopped":   {from: domain.JobRunning, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"succeeded, running": {from: domain.JobSucceeded, report: JobReport{State: ReportRunning}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"succeeded, failed":  {from: domain.JobSucceeded, report: JobReport{State: ReportFailed}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"cancelled, stopped": {from: domain.JobCancelled, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
-		"unknown state":      {from: domain.JobRunning, report: JobReport{State: "done"}, wantCode: domain.CodeInvalidArgument, wantField: "state"},
-		"empty state":        {from: domain.JobRunning, report: JobReport{}, wantCode: domain.CodeInvalidArgument, wantField: "state"},
-		"long message":       {from: domain.JobRunning, report: JobReport{State: ReportRunning, Message: strings.Repeat("x", 1025)}, wantCode: domain.CodeInvalidArgument, wantField: "message"},
-		"unknown job":        {from: domain.JobRunning, report: JobReport{ID: 42, State: ReportRunning}, wantCode: domain.CodeNotFound},
+		"ready, rejected requeues it: pending, GPUs free, no failure": {from: domain.JobReady,
+			report: JobReport{State: ReportRejected, Message: "slurm job 7 stayed pending on gpu1: ReqNodeNotAvail"}, want: domain.JobPending,
+			check: func(t *testing.T, h *harness, j *domain.Job) {
+				if j.EndedAt != nil || len(j.Placement) != 0 || j.PlacedAt != nil || j.Requeues != 1 || j.Reason == nil || j.Reason.Code != "requeued" ||
+					!strings.Contains(j.Reason.Message, "ReqNodeNotAvail") || !strings.Contains(j.Reason.Message, "admin:test") {
+					t.Fatalf("rejected job = %+v (reason %+v)", j, j.Reason)
+				}
+				if len(j.Runs) != 1 || j.Runs[0].End == nil {
+					t.Fatalf("the rejected placement's run is not ended: %+v", j.Runs)
+				}
+				if !h.gpusFree() {
+					t.Fatal("a rejected job's GPUs are still held")
+				}
+			}},
+		"ready, rejected without a message": {from: domain.JobReady, report: JobReport{State: ReportRejected}, wantCode: domain.CodeInvalidArgument, wantField: "message"},
+		"running, rejected":                 {from: domain.JobRunning, report: JobReport{State: ReportRejected, Message: "x"}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"pending, rejected":                 {from: domain.JobPending, report: JobReport{State: ReportRejected, Message: "x"}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"preempting, rejected":              {from: domain.JobPreempting, report: JobReport{State: ReportRejected, Message: "x"}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"pending, running":                  {from: domain.JobPending, report: JobReport{State: ReportRunning}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"pending, succeeded":                {from: domain.JobPending, report: JobReport{State: ReportSucceeded}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"ready, stopped":                    {from: domain.JobReady, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"running, stopped":                  {from: domain.JobRunning, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"succeeded, running":                {from: domain.JobSucceeded, report: JobReport{State: ReportRunning}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"succeeded, failed":                 {from: domain.JobSucceeded, report: JobReport{State: ReportFailed}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"cancelled, stopped":                {from: domain.JobCancelled, report: JobReport{State: ReportStopped}, wantCode: domain.CodeFailedPrecondition, wantField: "state"},
+		"unknown state":                     {from: domain.JobRunning, report: JobReport{State: "done"}, wantCode: domain.CodeInvalidArgument, wantField: "state"},
+		"empty state":                       {from: domain.JobRunning, report: JobReport{}, wantCode: domain.CodeInvalidArgument, wantField: "state"},
+		"long message":                      {from: domain.JobRunning, report: JobReport{State: ReportRunning, Message: strings.Repeat("x", 1025)}, wantCode: domain.CodeInvalidArgument, wantField: "message"},
+		"unknown job":                       {from: domain.JobRunning, report: JobReport{ID: 42, State: ReportRunning}, wantCode: domain.CodeNotFound},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

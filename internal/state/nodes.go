@@ -2,6 +2,8 @@ package state
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -34,6 +36,9 @@ func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
 		return nil, nil
 	}
 	cur.Reason, cur.UpdatedAt, cur.UpdatedBy = p.Reason, c.At, c.Actor
+	if p.Cordoned != nil {
+		cur.Runtime = "" // the operator's word replaces the runtime's
+	}
 	f.operatorSetNode(c, p) // hosts.go: the operator's word replaces the host policy's
 	if cur.Schedulable() && cur.Reason == "" {
 		delete(f.d.Nodes, p.Server) // back to normal: nothing to keep
@@ -42,6 +47,71 @@ func (f *FSM) applyNodeSet(c *Command) (any, *domain.Error) {
 	}
 	f.event(c, "node.set", "server/"+p.Server, "", "", fmt.Sprintf("cordoned=%t draining=%t unhealthy=%t %s", cur.Cordoned, cur.Draining, cur.Unhealthy, cur.Reason))
 	return &cur, nil
+}
+
+// maxRuntimeName bounds NodeRuntime.Runtime ("slurm:" and a cluster name).
+const maxRuntimeName = 128
+
+func (f *FSM) applyNodeRuntime(c *Command) (any, *domain.Error) {
+	p, derr := decode[NodeRuntime](c)
+	if derr != nil {
+		return nil, derr
+	}
+	if p.Runtime == "" || len(p.Runtime) > maxRuntimeName {
+		return nil, domain.Invalid("runtime", "runtime %q must be 1 to %d characters (slurm:CLUSTER)", clip(p.Runtime, 40), maxRuntimeName)
+	}
+	for _, s := range p.Usable {
+		if _, both := p.Unusable[s]; both {
+			return nil, domain.Invalid("usable", "server %q is both usable and unusable", clip(s, 64))
+		}
+	}
+	for s, why := range p.Unusable {
+		if why == "" || len(why) > 256 {
+			return nil, domain.Invalid("unusable."+clip(s, 64), "reason is %d characters; it must be 1 to 256", len(why))
+		}
+	}
+	if c.check {
+		return nil, nil
+	}
+	changed := []domain.NodeCondition{}
+	for _, s := range slices.Sorted(maps.Keys(p.Unusable)) {
+		if _, ok := f.cap.servers[s]; !ok {
+			continue // a node of the runtime's that jobfabric does not manage
+		}
+		cur := f.node(s)
+		switch {
+		case cur.Runtime == p.Runtime && cur.Reason == p.Unusable[s]:
+			continue
+		case cur.Runtime != p.Runtime && !cur.Schedulable():
+			continue // an operator, the host policy or another runtime keeps work off it already
+		}
+		fresh := cur.Runtime != p.Runtime
+		cur.Cordoned, cur.Runtime, cur.Reason, cur.UpdatedAt, cur.UpdatedBy = true, p.Runtime, p.Unusable[s], c.At, c.Actor
+		f.setNode(&cur)
+		changed = append(changed, cur)
+		if fresh {
+			f.event(c, "node.cordon", "server/"+s, "", "", "cordoned for runtime "+p.Runtime+": "+cur.Reason)
+		}
+	}
+	for _, s := range slices.Sorted(slices.Values(p.Usable)) {
+		cur := f.node(s)
+		if cur.Runtime != p.Runtime {
+			continue
+		}
+		cur.Cordoned, cur.Runtime, cur.Reason, cur.UpdatedAt, cur.UpdatedBy = false, "", "", c.At, c.Actor
+		f.setNode(&cur)
+		changed = append(changed, cur)
+		f.event(c, "node.uncordon", "server/"+s, "", "", "uncordoned: runtime "+p.Runtime+" can use it again")
+	}
+	return changed, nil
+}
+
+// clip shortens a value quoted in an error.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // node returns a copy of a server's condition (the zero condition when none

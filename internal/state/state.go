@@ -345,6 +345,7 @@ var handlers = map[CommandType]handler{
 	CmdJobsPreempt:     (*FSM).applyJobsPreempt,
 	CmdJobsRelease:     (*FSM).applyJobsRelease,
 	CmdNodeSet:         (*FSM).applyNodeSet,
+	CmdNodeRuntime:     (*FSM).applyNodeRuntime,
 	CmdTenantUpdate:    (*FSM).applyTenantUpdate,
 	CmdFabricRevision:  (*FSM).applyFabricRevision,
 	CmdFabricDeployed:  (*FSM).applyFabricDeployed,

@@ -74,7 +74,7 @@ type Cluster struct {
 	restart func()
 }
 
-var binaries = []string{"slurmctld", "scontrol", "sbatch", "squeue", "scancel", "munged"}
+var binaries = []string{"slurmctld", "scontrol", "sbatch", "squeue", "scancel", "sinfo", "munged"}
 
 // Start runs munged and slurmctld until the test ends and waits until
 // scontrol ping answers UP. It skips the test without the binaries or root.
