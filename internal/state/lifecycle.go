@@ -46,6 +46,9 @@ func (f *FSM) applyJobReport(c *Command) (any, *domain.Error) {
 		}
 	case p.State == ReportStopped && j.State == domain.JobPreempting:
 		move = func() { f.stopPreempted(j, "stopped before its deadline (reported by "+c.Actor+")", at) }
+	case p.State == ReportRejected && c.rules() < RulesRuntimeNodes:
+		// Refused as the binaries before it refused an unknown state.
+		return nil, domain.Invalid("state", "state %q is not one of running, succeeded, failed, stopped (the cluster applies rules %d: rejected needs %d, once every member runs a binary with it)", p.State, c.rules(), RulesRuntimeNodes)
 	case p.State == ReportRejected && p.Message == "":
 		return nil, domain.Invalid("message", "a rejected report says why the runtime cannot start the job on its placement")
 	case p.State == ReportRejected && j.State == domain.JobReady:

@@ -79,3 +79,29 @@ func TestNodeRuntimeRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeNodesNeedRules4: under the rules before runtime cordons (a
+// cluster with a member that does not know them), node.runtime and a
+// rejected report are refused, so a member that would stop at them never
+// meets one; at 4 both apply.
+func TestRuntimeNodesNeedRules4(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	h.must(CmdJobSubmit, MakeJob("research", 8).Obj())
+	h.must(CmdJobsPlace, JobsPlace{Jobs: []JobPlacement{{ID: 1, Placements: []domain.Placement{{Server: h.server(0), GPUs: eightGPUs}}}}})
+	cordon := NodeRuntime{Runtime: "slurm:c", Unusable: map[string]string{h.server(1): "slurm c: node gpu1 is DOWN"}}
+	reject := JobReport{ID: 1, State: ReportRejected, Message: "slurm job 7 stayed pending on gpu0: ReqNodeNotAvail"}
+	h.rules = RulesBlockedKeepsDevices
+	if r := h.refusedChangesNothing(CmdNodeRuntime, cordon); r.Err == nil || r.Err.Code != domain.CodeFailedPrecondition || !strings.Contains(r.Err.Message, "rules 3") {
+		t.Fatalf("node.runtime under rules 3: %v, want failed_precondition naming the rules", r.Err)
+	}
+	if r := h.refusedChangesNothing(CmdJobReport, reject); r.Err == nil || r.Err.Field != "state" {
+		t.Fatalf("a rejected report under rules 3: %v, want refused naming state", r.Err)
+	}
+	h.rules = RulesRuntimeNodes
+	h.must(CmdNodeRuntime, cordon)
+	h.must(CmdJobReport, reject)
+	if j := h.f.d.Jobs[1]; j.State != domain.JobPending {
+		t.Fatalf("rejected at rules 4: job is %s, want Pending", j.State)
+	}
+	h.replays()
+}

@@ -57,6 +57,11 @@ func (f *FSM) applyNodeRuntime(c *Command) (any, *domain.Error) {
 	if derr != nil {
 		return nil, derr
 	}
+	if c.rules() < RulesRuntimeNodes {
+		// The leader's check: a member that does not know the command
+		// would stop at it. (No entry below 4 has this type.)
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "the cluster applies rules %d: runtime cordons need %d, once every member runs a binary with them (jobfabric cluster status)", c.rules(), RulesRuntimeNodes)
+	}
 	if p.Runtime == "" || len(p.Runtime) > maxRuntimeName {
 		return nil, domain.Invalid("runtime", "runtime %q must be 1 to %d characters (slurm:CLUSTER)", clip(p.Runtime, 40), maxRuntimeName)
 	}

@@ -25,7 +25,7 @@ var payloadOf = map[CommandType]any{
 	CmdJobsRelease: JobsRelease{}, CmdNodeSet: NodeSet{}, CmdFabricRevision: FabricRevisionCmd{},
 	CmdFabricDeployed: FabricDeployedCmd{}, CmdFabricOptions: FabricOptionsSet{}, CmdFabricOverride: FabricOverrideCmd{},
 	CmdHostReport: HostReport{}, CmdHostHeartbeat: HostHeartbeat{}, CmdHostAccept: HostAccept{},
-	CmdHostPolicy: HostPolicySet{}, CmdJobsPathHealth: JobsPathHealth{}, CmdRetain: Retain{},
+	CmdHostPolicy: HostPolicySet{}, CmdJobsPathHealth: JobsPathHealth{}, CmdRetain: Retain{}, CmdNodeRuntime: NodeRuntime{},
 }
 
 // TestPayloadFieldsAreVersioned pins the JSON fields of every command

@@ -44,8 +44,14 @@ const (
 	// or its override (fabric.go, removalsBehind). Before, a blocked
 	// revision's removals dropped the devices at once.
 	RulesBlockedKeepsDevices = 3
+	// RulesRuntimeNodes: a runtime cordons the servers it cannot use
+	// (node.runtime) and reports a Ready job it cannot start there
+	// (report state "rejected": the job is requeued). Before, neither
+	// existed: node.runtime was an unknown command type and "rejected" an
+	// unknown report state, refused.
+	RulesRuntimeNodes = 4
 	// RulesLatest is the highest version this binary applies.
-	RulesLatest = RulesBlockedKeepsDevices
+	RulesLatest = RulesRuntimeNodes
 )
 
 // rules is the version c was proposed under: 1 for entries written before
