@@ -315,15 +315,18 @@ func (g *guard) authFailed(r *http.Request) {
 }
 
 // trustLoop keeps the members' addresses trusted: their API and raft
-// hosts, resolved when they are names. A follower forwards from the
-// address it reaches the leader by, normally the one it advertises; one
-// that forwards from another must be given in TrustedSources.
+// hosts, resolved when they are names. It looks again after every change
+// to the state (a member joins: trusted before its first forward), and
+// looks names up again every minute. A follower forwards from the address
+// it reaches the leader by, normally the one it advertises; one that
+// forwards from another must be given in TrustedSources.
 func (g *guard) trustLoop(ctx context.Context) {
 	var last []string
 	var lastResolve time.Time
-	t := time.NewTicker(2 * time.Second)
+	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
+		changed := g.s.fsm.Changed()
 		var hosts []string
 		for _, m := range g.s.fsm.Members() {
 			if u, err := url.Parse(m.APIAddr); err == nil && u.Hostname() != "" {
@@ -335,14 +338,14 @@ func (g *guard) trustLoop(ctx context.Context) {
 		}
 		slices.Sort(hosts)
 		hosts = slices.Compact(hosts)
-		// Names are looked up again every minute (their addresses may move).
-		if !slices.Equal(hosts, last) || time.Since(lastResolve) > time.Minute {
+		if lastResolve.IsZero() || !slices.Equal(hosts, last) || time.Since(lastResolve) >= time.Minute {
 			last, lastResolve = hosts, time.Now()
 			g.setTrusted(ctx, hosts)
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-t.C:
 		}
 	}
