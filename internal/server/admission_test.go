@@ -409,7 +409,7 @@ func TestAdmissionAuthFailures(t *testing.T) {
 	}})
 	base, good := c.Servers[0].URL(), c.AdminToken
 	id, _, _ := strings.Cut(strings.TrimPrefix(good, "jf_"), "_")
-	bad := "jf_" + id + "_" + strings.Repeat("0", 64)   // a token that exists, wrong secret
+	bad := "jf_" + id + "_" + strings.Repeat("0", 64)       // a token that exists, wrong secret
 	unknown := "jf_000000000000_" + strings.Repeat("0", 64) // a token that does not
 	for i := range n {
 		tok := []string{bad, unknown}[i%2]
