@@ -126,7 +126,7 @@ func New() *Metrics {
 		RequestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "http", Name: "request_duration_seconds",
 			Help: "API request latency by method and route pattern (streams: their whole life).", Buckets: durations}, []string{"method", "route"}),
 		ConnsRefused: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "api", Name: "connections_refused_total",
-			Help: "API connections closed before a TLS handshake, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), handshakes (handshakes in progress on this server)."}, []string{"reason"}),
+			Help: "API connections closed before a TLS handshake, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), source_handshakes (the source's TLS handshakes in progress), handshakes (TLS handshakes in progress on this server), handshake_rate (TLS handshakes a second on this server). The handshake reasons refuse a ClientHello before any key operation."}, []string{"reason"}),
 		AuthRefused: f.NewCounter(prometheus.CounterOpts{Subsystem: "api", Name: "auth_refused_total",
 			Help: "API requests answered 429 without looking at their token: their source failed authentication too often in the window."}),
 		ApplyDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",

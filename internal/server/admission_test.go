@@ -23,6 +23,8 @@ import (
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 	"github.com/jobfabric/jobfabric/internal/tstime"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // from dials from ip: Linux accepts any 127/8 address as a source, so
@@ -66,18 +68,21 @@ func call(t *testing.T, ip string, tc *tls.Config, method, base, path, token, bo
 }
 
 // refused reads jobfabric_api_connections_refused_total{reason} from s.
-func refused(t *testing.T, hc *http.Client, base, token, reason string) float64 {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctxT(t), "GET", base+"/metrics", nil)
+func refused(hc *http.Client, base, token, reason string) (float64, error) {
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	v, _ := value(parseMetrics(t, string(b)), "jobfabric_api_connections_refused_total", map[string]string{"reason": reason})
-	return v
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	v, _ := value(fams, "jobfabric_api_connections_refused_total", map[string]string{"reason": reason})
+	return v, nil
 }
 
 // waitRefused waits (at most 20s) until the server counted want refusals
@@ -86,12 +91,12 @@ func waitRefused(t *testing.T, hc *http.Client, base, token, reason string, want
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got := refused(t, hc, base, token, reason)
-		if got == want {
+		got, err := refused(hc, base, token, reason)
+		if err == nil && got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("connections refused for %s: %v, want %v", reason, got, want)
+			t.Fatalf("connections refused for %s: %v (%v), want %v", reason, got, err, want)
 		}
 		backoff(ctxT(t))
 	}
@@ -239,7 +244,7 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 	cert, key, ca := tlstest.Generate(t, dir, "127.0.0.1")
 	ctx := ctxT(t)
 	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
-		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: server.Admission{Handshakes: 2}})
+		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: server.Admission{Handshakes: 2, SourceHandshakes: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +283,10 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 		wg.Wait()
 	}()
 
+	// A stalling source holds one slot at most.
+	if _, _, err := handshake("127.0.0.10", func(c net.Conn) net.Conn { return c }); err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
+		t.Fatalf("a second handshake from a source stalling one: %v, want a TLS alert", err)
+	}
 	_, cc, err := handshake("127.0.0.12", func(c net.Conn) net.Conn { return c })
 	if err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
 		t.Fatalf("a third handshake while two are in progress: %v, want a TLS alert", err)
@@ -286,6 +295,7 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 		t.Errorf("the refused client read %d bytes: the server sent more than an alert (a certificate?)", cc.read.Load())
 	}
 	waitRefused(t, httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "handshakes", 1)
+	waitRefused(t, httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "source_handshakes", 1)
 
 	// The scrape above took a slot and gave it back; a stalled client
 	// leaving gives back another.
@@ -301,6 +311,38 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 			t.Fatalf("a stalled client left, yet handshakes are still refused: %v", err)
 		}
 		backoff(ctx)
+	}
+}
+
+// TestAdmissionHandshakeRate: past the server-wide handshake rate, a
+// ClientHello from any new source is refused before the server signs;
+// the members' own address is not limited.
+func TestAdmissionHandshakeRate(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := tlstest.Generate(t, dir, "127.0.0.1")
+	ctx := ctxT(t)
+	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
+		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: server.Admission{HandshakeRate: 0.01, HandshakeBurst: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tc, err := tlsutil.ClientConfig(ca, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ip := range []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"} {
+		code, body := call(t, ip, tc, "GET", s.URL(), "/v1/health", "", "")
+		switch {
+		case i < 3 && code != http.StatusOK:
+			t.Fatalf("handshake %d of the burst: %d %s", i+1, code, body)
+		case i >= 3 && (code != 0 || !strings.Contains(body, "remote error: tls:")):
+			t.Fatalf("handshake %d past the burst: %d %s; want a TLS alert", i+1, code, body)
+		}
+	}
+	// The scrapes come from 127.0.0.1, the member's own address: trusted.
+	for range 5 {
+		waitRefused(t, httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "handshake_rate", 2)
 	}
 }
 
@@ -506,8 +548,8 @@ func TestAdmissionForwarding(t *testing.T) {
 	wg.Wait()
 	lURL := c.Servers[l].URL()
 	for _, reason := range []string{"rate", "per_source"} {
-		if v := refused(t, http.DefaultClient, lURL, c.AdminToken, reason); v != 0 {
-			t.Errorf("the leader refused %v connections (%s): the follower's forwarding was limited", v, reason)
+		if v, err := refused(http.DefaultClient, lURL, c.AdminToken, reason); err != nil || v != 0 {
+			t.Errorf("the leader refused %v connections (%s; %v): the follower's forwarding was limited", v, reason, err)
 		}
 	}
 	bad := "jf_000000000000_" + strings.Repeat("0", 64)

@@ -40,8 +40,17 @@ type Admission struct {
 	ConnsPerSource int
 	// Handshakes caps the TLS handshakes in progress on this server, from
 	// the ClientHello to the handshake's end; past it a ClientHello is
-	// refused before any key operation.
-	Handshakes int
+	// refused before any key operation. SourceHandshakes caps one
+	// source's, so that one source stalling handshakes (each may wait for
+	// the client until ReadHeaderTimeout) cannot take every slot.
+	Handshakes, SourceHandshakes int
+	// HandshakeRate bounds the TLS handshakes a second this server begins
+	// for all untrusted sources together (HandshakeBurst at once): the CPU
+	// a flood from many addresses can take. Past it, new connections from
+	// anyone but the members and TrustedSources are refused until the
+	// flood ends; connections already open are not touched.
+	HandshakeRate  float64
+	HandshakeBurst int
 	// AuthFailures is how many failed authentications one source may make
 	// in AuthWindow; past it, its requests that need a token are answered
 	// 429 with Retry-After until the window ends, without looking at the
@@ -62,7 +71,7 @@ type Admission struct {
 // flooding handshakes gets 50 a second, a tenth of a core with an RSA-2048
 // key.
 func DefaultAdmission() Admission {
-	return Admission{ConnRate: 50, ConnBurst: 200, ConnsPerSource: 512, Handshakes: 256,
+	return Admission{ConnRate: 50, ConnBurst: 200, ConnsPerSource: 512, Handshakes: 1024, SourceHandshakes: 32,
 		AuthFailures: 100, AuthWindow: time.Minute}
 }
 
@@ -79,6 +88,12 @@ func (a Admission) check() error {
 		return domain.Invalid("api-conns-per-source", "--api-conns-per-source %d is negative (0: no limit)", a.ConnsPerSource)
 	case a.Handshakes < 0:
 		return domain.Invalid("api-handshakes", "--api-handshakes %d is negative (0: no limit)", a.Handshakes)
+	case a.SourceHandshakes < 0:
+		return domain.Invalid("api-source-handshakes", "--api-source-handshakes %d is negative (0: no limit)", a.SourceHandshakes)
+	case a.HandshakeRate < 0:
+		return domain.Invalid("api-handshake-rate", "--api-handshake-rate %g is negative (0: no limit)", a.HandshakeRate)
+	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
+		return domain.Invalid("api-handshake-burst", "--api-handshake-burst %d: with --api-handshake-rate %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
 	case a.AuthFailures < 0:
 		return domain.Invalid("api-auth-failures", "--api-auth-failures %d is negative (0: no limit)", a.AuthFailures)
 	case a.AuthFailures > 0 && a.AuthWindow <= 0:
@@ -87,9 +102,12 @@ func (a Admission) check() error {
 	return nil
 }
 
-// reasonHandshakes is the refusal reason of a ClientHello past
-// Admission.Handshakes.
-const reasonHandshakes = "handshakes"
+// Refusal reasons of a ClientHello (besides srclimit's): past
+// Admission.Handshakes, past Admission.HandshakeRate.
+const (
+	reasonHandshakes    = "handshakes"
+	reasonHandshakeRate = "handshake_rate"
+)
 
 var errHandshakesBusy = errors.New("too many TLS handshakes in progress")
 
@@ -101,6 +119,7 @@ type guard struct {
 	// trusted is the members' addresses and TrustedSources (trustLoop).
 	trusted  atomic.Pointer[[]netip.Prefix]
 	inFlight atomic.Int64 // handshakes in progress
+	hsRate   *srclimit.Bucket
 
 	logMu      sync.Mutex
 	lastLog    time.Time
@@ -109,8 +128,9 @@ type guard struct {
 
 func newGuard(s *Server, lim Admission) *guard {
 	g := &guard{s: s, lim: lim, tab: srclimit.New(srclimit.Limits{Rate: lim.ConnRate, Burst: lim.ConnBurst,
-		PerSource: lim.ConnsPerSource, AuthFailures: lim.AuthFailures, AuthWindow: lim.AuthWindow,
+		PerSource: lim.ConnsPerSource, Handshakes: lim.SourceHandshakes, AuthFailures: lim.AuthFailures, AuthWindow: lim.AuthWindow,
 		MaxSources: lim.MaxSources}, s.clock)}
+	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, s.clock)
 	t := slices.Clone(lim.TrustedSources)
 	g.trusted.Store(&t)
 	return g
@@ -216,6 +236,8 @@ type guardedConn struct {
 	src     netip.Addr
 	trusted bool
 	release func()
+	// hsEnd ends the source's count of the handshake (under hs).
+	hsEnd   func()
 	hs      atomic.Int32
 	once    sync.Once
 }
@@ -234,6 +256,7 @@ func (c *guardedConn) Close() error {
 func (c *guardedConn) endHandshake() {
 	if c.hs.Swap(hsDone) == hsRunning {
 		c.g.inFlight.Add(-1)
+		c.hsEnd()
 	}
 }
 
@@ -243,7 +266,7 @@ func (c *guardedConn) endHandshake() {
 // (VerifyConnection runs last, also on resumption) or the connection
 // closes. base is not changed (raft shares it).
 func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
-	if base == nil || g.lim.Handshakes <= 0 {
+	if base == nil || (g.lim.Handshakes <= 0 && g.lim.SourceHandshakes <= 0 && g.lim.HandshakeRate <= 0) {
 		return base
 	}
 	per := base.Clone()
@@ -258,12 +281,24 @@ func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
 		if !ok || c.trusted {
 			return per, nil
 		}
+		end, why := g.tab.BeginHandshake(c.src)
+		if why != "" {
+			g.refused(c.src, why)
+			return nil, errHandshakesBusy
+		}
+		c.hsEnd = end
 		if !c.hs.CompareAndSwap(hsNone, hsRunning) {
+			end()
 			return nil, errHandshakesBusy // closed meanwhile
 		}
-		if g.inFlight.Add(1) > int64(g.lim.Handshakes) {
+		if n := g.inFlight.Add(1); g.lim.Handshakes > 0 && n > int64(g.lim.Handshakes) {
 			c.endHandshake()
 			g.refused(c.src, reasonHandshakes)
+			return nil, errHandshakesBusy
+		}
+		if !g.hsRate.Allow() {
+			c.endHandshake()
+			g.refused(c.src, reasonHandshakeRate)
 			return nil, errHandshakesBusy
 		}
 		one := per.Clone()
@@ -376,6 +411,6 @@ func (g *guard) setTrusted(ctx context.Context, hosts []string) {
 
 // String names the limits for the start log line.
 func (a Admission) String() string {
-	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d auth-failures=%d/%s trusted=%v",
-		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.AuthFailures, a.AuthWindow, a.TrustedSources)
+	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d handshake-rate=%g handshake-burst=%d auth-failures=%d/%s trusted=%v",
+		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.HandshakeRate, a.HandshakeBurst, a.AuthFailures, a.AuthWindow, a.TrustedSources)
 }

@@ -30,6 +30,10 @@ type Limits struct {
 	Burst int
 	// PerSource caps the connections one source holds open.
 	PerSource int
+	// Handshakes caps the handshakes one source has in progress (see
+	// BeginHandshake): a source stalling handshakes cannot take every
+	// slot of a server-wide cap.
+	Handshakes int
 	// AuthFailures is how many failed authentications one source may
 	// make in one AuthWindow; past it, it is refused until the window ends.
 	AuthFailures int
@@ -46,6 +50,8 @@ const DefaultMaxSources = 65536
 const (
 	ReasonRate      = "rate"       // the source's bucket is empty
 	ReasonPerSource = "per_source" // the source holds PerSource connections
+	// ReasonHandshakes: the source has Handshakes handshakes in progress.
+	ReasonHandshakes = "source_handshakes"
 )
 
 // Key is the source an address counts under: the address itself for IPv4
@@ -64,6 +70,7 @@ type entry struct {
 	tokens float64
 	at     time.Time // when tokens was last refilled
 	open   int
+	hs     int // handshakes in progress
 	// authStart is when the current window of failures began.
 	authStart time.Time
 	authFails int
@@ -161,6 +168,62 @@ func (t *Table) closed(e *entry) {
 	if e.open == 0 {
 		e.elem = t.idle.PushFront(e)
 	}
+}
+
+// BeginHandshake admits a handshake from src, which must hold a
+// connection admitted by Open (its entry is kept while it does); end must
+// be called once when the handshake ends or its connection closes.
+func (t *Table) BeginHandshake(src netip.Addr) (end func(), reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(src, t.clock.Now())
+	if t.lim.Handshakes > 0 && e.hs >= t.lim.Handshakes {
+		return nil, ReasonHandshakes
+	}
+	e.hs++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			e.hs--
+			t.mu.Unlock()
+		})
+	}, ""
+}
+
+// Bucket is one token bucket: Rate a second on average, Burst at once.
+// It is safe for concurrent use.
+type Bucket struct {
+	rate   float64
+	burst  float64
+	clock  tstime.Clock
+	mu     sync.Mutex
+	tokens float64
+	at     time.Time
+}
+
+// NewBucket returns a full bucket; a Rate of 0 admits everything.
+func NewBucket(rate float64, burst int, clock tstime.Clock) *Bucket {
+	return &Bucket{rate: rate, burst: float64(max(burst, 1)), clock: clock, tokens: float64(max(burst, 1)), at: clock.Now()}
+}
+
+// Allow takes a token if there is one.
+func (b *Bucket) Allow() bool {
+	if b.rate <= 0 {
+		return true
+	}
+	now := b.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+	}
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // AuthRefused says whether src has failed authentication AuthFailures

@@ -159,3 +159,57 @@ func TestAuthWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakes: a source's handshakes in progress are capped; an ended
+// one frees its slot, once.
+func TestHandshakes(t *testing.T) {
+	tab := srclimit.New(srclimit.Limits{Handshakes: 2}, tstime.NewFake(t0))
+	a := addr("192.0.2.1")
+	e1, _ := tab.BeginHandshake(a)
+	tab.BeginHandshake(a)
+	if _, why := tab.BeginHandshake(a); why != srclimit.ReasonHandshakes {
+		t.Fatalf("third handshake: %q", why)
+	}
+	if _, why := tab.BeginHandshake(addr("192.0.2.2")); why != "" {
+		t.Fatalf("another source: %q", why)
+	}
+	e1()
+	e1()
+	if _, why := tab.BeginHandshake(a); why != "" {
+		t.Fatalf("after one ended: %q", why)
+	}
+	if _, why := tab.BeginHandshake(a); why != srclimit.ReasonHandshakes {
+		t.Fatalf("an end counted twice: %q", why)
+	}
+}
+
+// TestBucket: Burst at once, then Rate a second; 0 admits everything.
+func TestBucket(t *testing.T) {
+	clk := tstime.NewFake(t0)
+	b := srclimit.NewBucket(10, 5, clk)
+	n := 0
+	for b.Allow() {
+		n++
+	}
+	if n != 5 {
+		t.Fatalf("burst: %d, want 5", n)
+	}
+	clk.Advance(time.Second)
+	for n = 0; b.Allow(); n++ {
+	}
+	if n != 5 { // refilled to the burst, not 10
+		t.Fatalf("after 1s: %d, want 5 (the burst)", n)
+	}
+	clk.Advance(200 * time.Millisecond)
+	for n = 0; b.Allow(); n++ {
+	}
+	if n != 2 {
+		t.Fatalf("after 200ms: %d, want 2", n)
+	}
+	off := srclimit.NewBucket(0, 0, clk)
+	for range 100 {
+		if !off.Allow() {
+			t.Fatal("rate 0 refused")
+		}
+	}
+}
