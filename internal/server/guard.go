@@ -237,9 +237,9 @@ type guardedConn struct {
 	trusted bool
 	release func()
 	// hsEnd ends the source's count of the handshake (under hs).
-	hsEnd   func()
-	hs      atomic.Int32
-	once    sync.Once
+	hsEnd func()
+	hs    atomic.Int32
+	once  sync.Once
 }
 
 func (c *guardedConn) Close() error {
