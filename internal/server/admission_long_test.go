@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,7 @@ func TestAdmissionFloodLong(t *testing.T) {
 		{"defaults, 1 source", server.DefaultAdmission(), 1, false},
 		{"no limits, 64 sources", server.Admission{}, 64, false},
 		{"defaults, 64 sources", server.DefaultAdmission(), 64, false},
+		{"defaults + handshake rate 100/s, 64 sources", withRate(100), 64, false},
 	} {
 		ctx := context.Background()
 		s, err := server.Start(ctx, server.Config{DataDir: fmt.Sprintf("%s/n%d", dir, i), TLSCert: cert, TLSKey: key, TLSCA: ca,
@@ -98,10 +100,15 @@ func TestAdmissionFloodLong(t *testing.T) {
 				target = ln.Addr().String()
 				ln.Close()
 			}
-			// Its own process: the Go scheduler does not share the
-			// server's processors with the attacker's goroutines, the
-			// kernel does, as between two programs.
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdmissionFloodAttacker$")
+			// Its own process, niced: an attacker elsewhere does not
+			// take the server's CPU for itself; here it gets what the
+			// server leaves (its replays are cheap, the server's answers
+			// are not).
+			args := []string{os.Args[0], "-test.run=^TestAdmissionFloodAttacker$"}
+			if nice, err := exec.LookPath("nice"); err == nil {
+				args = append([]string{nice, "-n", "19"}, args...)
+			}
+			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 			cmd.Env = append(os.Environ(), fmt.Sprintf("JOBFABRIC_API_FLOOD_ATTACK=%s|%d|%s|%s", target, ph.sources, window, hello))
 			out, err := cmd.Output()
 			if err != nil {
@@ -112,7 +119,7 @@ func TestAdmissionFloodLong(t *testing.T) {
 		wg.Wait()
 		stop()
 		s.Close()
-		t.Logf("%-30s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
+		t.Logf("%-44s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
 	}
 }
 
@@ -154,6 +161,12 @@ func TestAdmissionFloodAttacker(t *testing.T) {
 	fmt.Printf("%d server flights (signatures), %d connections refused\n", served.Load(), refusedN.Load())
 }
 
+func withRate(r float64) server.Admission {
+	a := server.DefaultAdmission()
+	a.HandshakeRate, a.HandshakeBurst = r, 1000
+	return a
+}
+
 // clientHello records the first flight of a Go TLS client.
 func clientHello(t *testing.T) []byte {
 	a, b := net.Pipe()
@@ -170,7 +183,8 @@ func clientHello(t *testing.T) []byte {
 
 // replayHello sends hello from src and reads the server's answer: the
 // server has then done its key exchange and signed. It reports whether the
-// server answered (false: the connection was refused).
+// server answered with its flight (false: the connection was refused, or
+// the ClientHello answered with an alert).
 func replayHello(ctx context.Context, src, addr string, hello []byte) bool {
 	c, err := from(src).DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -183,6 +197,6 @@ func replayHello(ctx context.Context, src, addr string, hello []byte) bool {
 	if _, err := c.Write(hello); err != nil {
 		return false
 	}
-	n, _ := c.Read(make([]byte, 16<<10))
-	return n > 0
+	n, _ := io.ReadAtLeast(c, make([]byte, 16<<10), 100)
+	return n >= 100 // an alert is 7 bytes; a flight carries the certificate
 }
