@@ -253,6 +253,15 @@ func (c *guardedConn) Close() error {
 	return err
 }
 
+// CloseWrite keeps the half-close net/http makes after an error answer
+// on a plain connection (so the client reads the answer before the close).
+func (c *guardedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *guardedConn) endHandshake() {
 	if c.hs.Swap(hsDone) == hsRunning {
 		c.g.inFlight.Add(-1)

@@ -213,3 +213,32 @@ func TestBucket(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOpenRefused is the table's part of refusing a connection from a
+// source over its rate (the accept and the reset are the kernel's).
+func BenchmarkOpenRefused(b *testing.B) {
+	tab := srclimit.New(srclimit.Limits{Rate: 1, Burst: 1}, tstime.Std{})
+	a := addr("192.0.2.1")
+	tab.Open(a)
+	for b.Loop() {
+		if _, why := tab.Open(a); why == "" {
+			b.Fatal("admitted")
+		}
+	}
+}
+
+// BenchmarkOpenManySources admits and releases connections from 65,536
+// sources in turn, past the table's bound (every Open forgets one).
+func BenchmarkOpenManySources(b *testing.B) {
+	tab := srclimit.New(srclimit.Limits{Rate: 50, Burst: 200, PerSource: 512, MaxSources: 4096}, tstime.Std{})
+	i := 0
+	for b.Loop() {
+		a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		i = (i + 1) & 0xffff
+		r, why := tab.Open(a)
+		if why != "" {
+			b.Fatal(why)
+		}
+		r()
+	}
+}
