@@ -269,11 +269,15 @@ func (c *guardedConn) endHandshake() {
 	}
 }
 
-// tlsConfig is the API's TLS configuration with the handshake cap: a
-// ClientHello past Admission.Handshakes is refused before the server
-// signs anything. The slot is held until the handshake ends
-// (VerifyConnection runs last, also on resumption) or the connection
-// closes. base is not changed (raft shares it).
+// tlsConfig is the API's TLS configuration with the handshake limits: a
+// ClientHello past them is answered with an alert before the server's key
+// exchange and signature. A slot is held until VerifyConnection runs (the
+// server's part done: its signature sent, and the client's certificate
+// read when the server asks for one, as it does with --ca) or the
+// connection closes. base is not changed (raft shares it).
+//
+// The configuration a ClientHello gets offers h2 and http/1.1, as ServeTLS
+// would; a server that must not speak HTTP/2 sets base.NextProtos.
 func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
 	if base == nil || (g.lim.Handshakes <= 0 && g.lim.SourceHandshakes <= 0 && g.lim.HandshakeRate <= 0) {
 		return base
