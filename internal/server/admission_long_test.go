@@ -115,10 +115,27 @@ func TestAdmissionFloodLong(t *testing.T) {
 				t.Fatalf("attacker: %v\n%s", err, out)
 			}
 			report = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+			var flights int
+			fmt.Sscanf(report, "%d", &flights)
+			// The bound the limits promise: the burst, then the rate
+			// (whichever of the source's and the server's binds first).
+			var bound float64
+			switch a := ph.limits; {
+			case a.HandshakeRate > 0:
+				bound = float64(a.HandshakeBurst) + a.HandshakeRate*window.Seconds()
+			case a.ConnRate > 0 && ph.sources == 1:
+				bound = float64(a.ConnBurst) + a.ConnRate*window.Seconds()
+			}
+			if bound > 0 && float64(flights) > bound+1 {
+				t.Errorf("%s: the attacker got %d handshakes; the limits allow %.0f", ph.name, flights, bound)
+			}
 		}
 		wg.Wait()
 		stop()
 		s.Close()
+		if failed.Load() > 0 {
+			t.Errorf("%s: %d legitimate writes failed", ph.name, failed.Load())
+		}
 		t.Logf("%-44s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
 	}
 }
