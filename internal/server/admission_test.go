@@ -69,6 +69,11 @@ func call(t *testing.T, ip string, tc *tls.Config, method, base, path, token, bo
 
 // refused reads jobfabric_api_connections_refused_total{reason} from s.
 func refused(hc *http.Client, base, token, reason string) (float64, error) {
+	return metric(hc, base, token, "jobfabric_api_connections_refused_total", map[string]string{"reason": reason})
+}
+
+// metric reads one series from s's /metrics.
+func metric(hc *http.Client, base, token, name string, labels map[string]string) (float64, error) {
 	req, _ := http.NewRequest("GET", base+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
@@ -81,7 +86,7 @@ func refused(hc *http.Client, base, token, reason string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, _ := value(fams, "jobfabric_api_connections_refused_total", map[string]string{"reason": reason})
+	v, _ := value(fams, name, labels)
 	return v, nil
 }
 
@@ -296,6 +301,9 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 	}
 	waitRefused(t, httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "handshakes", 1)
 	waitRefused(t, httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "source_handshakes", 1)
+	if v, err := metric(httpFrom("127.0.0.1", tc), s.URL(), s.AdminToken(), "jobfabric_api_handshakes_in_progress", nil); err != nil || v != 2 {
+		t.Fatalf("jobfabric_api_handshakes_in_progress = %v (%v), want the 2 stalled", v, err)
+	}
 
 	// The scrape above took a slot and gave it back; a stalled client
 	// leaving gives back another.

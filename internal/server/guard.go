@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/srclimit"
 )
@@ -133,6 +135,15 @@ func newGuard(s *Server, lim Admission) *guard {
 	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, s.clock)
 	t := slices.Clone(lim.TrustedSources)
 	g.trusted.Store(&t)
+	// Read at scrape: how close the table is to its bound, and the
+	// handshakes in progress against --api-handshakes.
+	s.metrics.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobfabric", Subsystem: "api", Name: "sources",
+			Help: "Sources (IPv4 addresses, IPv6 /64s) the API's admission table remembers: at most its bound plus one per open connection."},
+			func() float64 { return float64(g.tab.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jobfabric", Subsystem: "api", Name: "handshakes_in_progress",
+			Help: "TLS handshakes from untrusted sources in progress (ClientHello to the server's part done)."},
+			func() float64 { return float64(g.inFlight.Load()) }))
 	return g
 }
 
