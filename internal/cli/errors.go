@@ -74,7 +74,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case domain.CodeNotFound:
 		return exitNotFound
-	case domain.CodeUnauthenticated, domain.CodePermissionDenied, domain.CodeTokenExpired:
+	case domain.CodeUnauthenticated, domain.CodePermissionDenied, domain.CodeTokenExpired, domain.CodeRateLimited:
 		return exitDenied
 	case domain.CodeUnavailable, domain.CodeInternal:
 		return exitServer

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +51,7 @@ func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
 	var level, format, secretFile, telemetryFile, healthFile string
+	var trusted []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
@@ -63,7 +65,8 @@ JOBFABRIC_TOKEN). Raft listens (on --raft-addr, default API port + 1000) with
 --bootstrap, --join or --raft-addr, and on every restart of a member of a
 multi-server cluster.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			var log *slog.Logger
 			for name, d := range map[string]time.Duration{"preemption-grace": cfg.PreemptionGrace, "reclaim-backoff": cfg.ReclaimBackoff, "fair-share-half-life": cfg.FairShareHalfLife} {
 				if d < time.Second || d > 366*24*time.Hour {
 					return domain.Invalid(name, "--%s %s must be between 1s and 366 days", name, d)
@@ -80,10 +83,13 @@ multi-server cluster.`,
 			if err := checkRetention(cfg.Retention, cfg.RetainEvery); err != nil {
 				return err
 			}
+			if cfg.Admission.TrustedSources, err = parseSources(trusted); err != nil {
+				return err
+			}
 			if bootstrap && cfg.Join != "" {
 				return domain.Invalid("bootstrap", "--bootstrap forms a new cluster; --join adds to an existing one: give one of them")
 			}
-			log, err := logger(g.stderr, level, format)
+			log, err = logger(g.stderr, level, format)
 			if err != nil {
 				return err
 			}
@@ -169,6 +175,17 @@ multi-server cluster.`,
 	f.IntVar(&cfg.Retention.EventsPerTenant, "retain-events-per-tenant", cfg.Retention.EventsPerTenant, "keep at most this many events of each tenant, and of the cluster's own, the newest (0: no limit)")
 	f.Var((*days)(&cfg.Retention.Usage), "retain-usage", "keep the usage archive of removed jobs this long after they ended: usage reports reach this far back (0: forever)")
 	f.DurationVar(&cfg.RetainEvery, "retain-every", 10*time.Minute, "how often the leader runs a retention pass")
+	cfg.Admission = server.DefaultAdmission()
+	f.Float64Var(&cfg.Admission.ConnRate, "api-conn-rate", cfg.Admission.ConnRate, "new API connections a second one source (an IPv4 address, an IPv6 /64) may open on average; over it a connection is closed before the TLS handshake (0: no limit; a site behind one NAT is one source)")
+	f.IntVar(&cfg.Admission.ConnBurst, "api-conn-burst", cfg.Admission.ConnBurst, "new API connections one source may open at once")
+	f.IntVar(&cfg.Admission.ConnsPerSource, "api-conns-per-source", cfg.Admission.ConnsPerSource, "API connections one source may hold open, streams and idle keep-alive included (0: no limit)")
+	f.IntVar(&cfg.Admission.Handshakes, "api-handshakes", cfg.Admission.Handshakes, "TLS handshakes in progress on this server; past it a ClientHello is refused before any key operation (0: no limit)")
+	f.IntVar(&cfg.Admission.SourceHandshakes, "api-source-handshakes", cfg.Admission.SourceHandshakes, "TLS handshakes one source may have in progress (0: no limit), so that one source cannot take every --api-handshakes slot")
+	f.Float64Var(&cfg.Admission.HandshakeRate, "api-handshake-rate", cfg.Admission.HandshakeRate, "TLS handshakes a second this server begins for all sources but the members and --api-trusted-sources together: the CPU a flood from many addresses may take; during one, new connections from anyone else are refused (0: no limit)")
+	f.IntVar(&cfg.Admission.HandshakeBurst, "api-handshake-burst", 1000, "TLS handshakes at once under --api-handshake-rate (clients reconnecting after a leader change)")
+	f.IntVar(&cfg.Admission.AuthFailures, "api-auth-failures", cfg.Admission.AuthFailures, "invalid tokens one source may send in --api-auth-window; past it its requests are answered 429 with Retry-After until the window ends (0: no limit)")
+	f.DurationVar(&cfg.Admission.AuthWindow, "api-auth-window", cfg.Admission.AuthWindow, "the window of --api-auth-failures")
+	f.StringSliceVar(&trusted, "api-trusted-sources", nil, "addresses or CIDR prefixes never limited (a load balancer that limits clients itself, a member forwarding from another address than it advertises); members' advertised addresses always are")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -511,4 +528,24 @@ func loadTelemetryConfig(path string) (telemetry.Config, error) {
 		return telemetry.Config{}, domain.Invalid("telemetry-config", "--telemetry-config %s: %v", path, err)
 	}
 	return cfg, nil
+}
+
+// parseSources reads --api-trusted-sources: addresses (one host) or CIDR
+// prefixes.
+func parseSources(in []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range in {
+		v = strings.TrimSpace(v)
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, domain.Invalid("api-trusted-sources", "--api-trusted-sources %q is neither an address nor a CIDR prefix (10.0.0.5, 10.0.0.0/24, 2001:db8::/64)", v)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }

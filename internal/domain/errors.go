@@ -24,7 +24,10 @@ const (
 	// CodeTokenExpired: the bearer token is known but past its expiry.
 	CodeTokenExpired Code = "token_expired"
 	CodeUnavailable  Code = "unavailable"
-	CodeInternal     Code = "internal"
+	// CodeRateLimited: the caller's address failed authentication too
+	// often; Retry-After says when it may try again.
+	CodeRateLimited Code = "rate_limited"
+	CodeInternal    Code = "internal"
 )
 
 // Detail is one problem among several found in one request (e.g. every broken

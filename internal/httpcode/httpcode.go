@@ -29,6 +29,7 @@ func Answers() []Answer {
 		{http.StatusConflict, "Conflict", []domain.Code{domain.CodeAlreadyExists, domain.CodeFailedPrecondition}},
 		{http.StatusRequestEntityTooLarge, "PayloadTooLarge", []domain.Code{domain.CodePayloadTooLarge}},
 		{http.StatusUnsupportedMediaType, "UnsupportedMediaType", []domain.Code{domain.CodeUnsupportedMediaType}},
+		{http.StatusTooManyRequests, "TooManyRequests", []domain.Code{domain.CodeRateLimited}},
 		{http.StatusServiceUnavailable, "Unavailable", []domain.Code{domain.CodeUnavailable}},
 	}
 }

@@ -74,6 +74,12 @@ type Metrics struct {
 	// API.
 	Requests        *prometheus.CounterVec   // method, route, code
 	RequestDuration *prometheus.HistogramVec // method, route
+	// ConnsRefused counts API connections closed at accept or at the
+	// ClientHello, before any handshake work, by reason.
+	ConnsRefused *prometheus.CounterVec // reason
+	// AuthRefused counts requests answered 429 because their source failed
+	// authentication too often.
+	AuthRefused prometheus.Counter
 
 	// Raft, as this server sees it (the process-wide raft library's own
 	// figures come through the bridge, raft.go).
@@ -119,6 +125,10 @@ func New() *Metrics {
 			Help: "API requests by method, route pattern and status code."}, []string{"method", "route", "code"}),
 		RequestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "http", Name: "request_duration_seconds",
 			Help: "API request latency by method and route pattern (streams: their whole life).", Buckets: durations}, []string{"method", "route"}),
+		ConnsRefused: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "api", Name: "connections_refused_total",
+			Help: "API connections closed before a TLS handshake, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), source_handshakes (the source's TLS handshakes in progress), handshakes (TLS handshakes in progress on this server), handshake_rate (TLS handshakes a second on this server). The handshake reasons refuse a ClientHello before any key operation."}, []string{"reason"}),
+		AuthRefused: f.NewCounter(prometheus.CounterOpts{Subsystem: "api", Name: "auth_refused_total",
+			Help: "API requests answered 429 without looking at their token: their source failed authentication too often in the window."}),
 		ApplyDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",
 			Help: "Time for this server to commit a command through raft and apply it (propose to result).", Buckets: durations}),
 		LeaderChanges: f.NewCounter(prometheus.CounterOpts{Subsystem: "raft", Name: "leader_changes_total",

@@ -114,6 +114,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			w, r, end = s.stream(w, r)
 			defer end()
 		}
+		if rt.access != public && s.guard.authRefused(w, r) {
+			return
+		}
 		if !rt.local && !s.store.IsLeader() {
 			if by := r.Header.Get(forwardedHeader); by != "" {
 				writeError(w, domain.Errorf(domain.CodeUnavailable, "request forwarded by %s reached %s, which is not the leader either; retry", by, s.nodeID))
@@ -125,12 +128,18 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			s.fwd.forward(w, r, u, s.nodeID)
+			if rec.status == http.StatusUnauthorized {
+				// The leader trusts this member: the follower counts its
+				// clients' failures.
+				s.guard.authFailed(r)
+			}
 			return
 		}
 		var p *principal
 		if rt.access != public {
 			var err error
 			if p, err = s.authenticate(r); err != nil {
+				s.guard.authFailed(r)
 				writeError(w, err)
 				return
 			}

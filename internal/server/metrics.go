@@ -80,8 +80,12 @@ func (s *Server) authed(pattern string, h func(w http.ResponseWriter, r *http.Re
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := s.track(w, r, pattern)
 		defer rec.done()
+		if s.guard.authRefused(rec, r) {
+			return
+		}
 		p, err := s.authenticate(r)
 		if err != nil {
+			s.guard.authFailed(r)
 			writeError(rec, err)
 			return
 		}

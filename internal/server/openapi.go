@@ -130,6 +130,10 @@ func errorsOf(rt route) []int {
 	if rt.body != nil || rt.rawBody != nil {
 		out = append(out, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
 	}
+	if rt.access != public {
+		// Admission: a source over its failed authentications.
+		out = append(out, http.StatusTooManyRequests)
+	}
 	if !rt.local {
 		out = append(out, http.StatusServiceUnavailable)
 	}

@@ -358,7 +358,7 @@ var docs = map[string]string{
 
 // typeEnums are the constants of named string types.
 var typeEnums = map[string][]string{
-	"internal/domain.Code":         {"invalid_argument", "unauthenticated", "permission_denied", "not_found", "already_exists", "failed_precondition", "payload_too_large", "unsupported_media_type", "token_expired", "unavailable", "internal"},
+	"internal/domain.Code":         {"invalid_argument", "unauthenticated", "permission_denied", "not_found", "already_exists", "failed_precondition", "payload_too_large", "unsupported_media_type", "token_expired", "unavailable", "rate_limited", "internal"},
 	"internal/domain.Isolation":    {"server", "gpu"},
 	"internal/domain.JobState":     {"Pending", "Placed", "Ready", "Running", "Preempting", "Preempted", "Succeeded", "Failed", "Cancelled"},
 	"internal/domain.NetworkModel": {"pure-rt5", "vlan-aware"},

@@ -142,6 +142,9 @@ type Config struct {
 	// accepts (internal/telemetry; --telemetry-config). Zero: no targets,
 	// no push sources.
 	Telemetry telemetry.Config
+	// Admission limits the API's clients per source before they have
+	// authenticated (guard.go; the --api-* flags). Zero limits nothing.
+	Admission Admission
 	// Health holds the path verdicts' thresholds and debounce
 	// (internal/health; --health-config). Zero: the defaults.
 	Health *health.Config
@@ -159,6 +162,7 @@ type Server struct {
 	url     string
 	nodeID  string
 	fwd     *forwarder
+	guard   *guard // Admission, at accept and at authentication
 	routes  []route
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -247,6 +251,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := checkDuty("scheduler-quiet-duty", cfg.SchedulerQuietDuty); err != nil {
+		return nil, err
+	}
+	if err := cfg.Admission.check(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -357,6 +364,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	s.fwd = newForwarder(peerTLS)
+	s.guard = newGuard(s, cfg.Admission)
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.routes = append(s.routes, s.healthRoutes()...)
@@ -375,7 +383,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
-		TLSConfig:         serverTLS,
+		TLSConfig:         s.guard.tlsConfig(serverTLS),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.http.ConnState = s.fresh.track
@@ -387,15 +395,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() {
 		defer s.wg.Done()
 		var err error
+		// Over the limits, a connection is closed as it is accepted,
+		// before TLS: a handshake costs a signature with the key.
+		gl := s.guard.listener(ln)
 		if serverTLS != nil {
-			err = s.http.ServeTLS(ln, "", "")
+			err = s.http.ServeTLS(gl, "", "")
 		} else {
-			err = s.http.Serve(ln)
+			err = s.http.Serve(gl)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("API server stopped", "err", err)
 		}
 	}()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.guard.trustLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.leaderLoop(runCtx) }()
 	s.wg.Add(1)
@@ -422,7 +435,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.log.Info("jobfabric server started", "api", s.url, "raft", st.Addr(), "raft_listening", st.Listening(), "peer_auth", st.PeerAuth())
+	s.log.Info("jobfabric server started", "api", s.url, "admission", cfg.Admission.String(), "raft", st.Addr(), "raft_listening", st.Listening(), "peer_auth", st.PeerAuth())
 	return s, nil
 }
 

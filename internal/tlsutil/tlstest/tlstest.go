@@ -1,9 +1,11 @@
 package tlstest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -23,6 +25,19 @@ import (
 // The certificate carries both server and client authentication usages so
 // that one file pair can serve and dial, as Raft peers do with mutual TLS.
 func Generate(t testing.TB, dir string, hosts ...string) (certFile, keyFile, caFile string) {
+	t.Helper()
+	return generate(t, dir, func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }, hosts)
+}
+
+// GenerateRSA is Generate with an RSA key of bits for the certificate (the
+// CA stays ECDSA): what operators often serve with, and what makes a TLS
+// handshake expensive for the server (a signature of 1-10 ms).
+func GenerateRSA(t testing.TB, dir string, bits int, hosts ...string) (certFile, keyFile, caFile string) {
+	t.Helper()
+	return generate(t, dir, func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, bits) }, hosts)
+}
+
+func generate(t testing.TB, dir string, newKey func() (crypto.Signer, error), hosts []string) (certFile, keyFile, caFile string) {
 	t.Helper()
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "::1", "localhost"}
@@ -55,7 +70,7 @@ func Generate(t testing.TB, dir string, hosts ...string) (certFile, keyFile, caF
 		t.Fatalf("tlstest: parse CA certificate: %v", err)
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := newKey()
 	if err != nil {
 		t.Fatalf("tlstest: generate key: %v", err)
 	}
@@ -74,7 +89,7 @@ func Generate(t testing.TB, dir string, hosts ...string) (certFile, keyFile, caF
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
 	if err != nil {
 		t.Fatalf("tlstest: create certificate: %v", err)
 	}
