@@ -272,7 +272,6 @@ type outcome struct {
 // preempt for it where the rules allow. Reclaim books what it plans in the
 // future view; the caller applies the outcome to the cycle's view and plan.
 func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[string]domain.Reason) outcome {
-	s := st.s
 	ref, w, t := q.ws.ref, q.ws.w, q.ws.t
 	if w == nil || t == nil {
 		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
@@ -289,7 +288,8 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		}
 		return outcome{reason: first.reason}
 	}
-	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
+	at := q.usageAt(st.u, j.Tenant)
+	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedAt(at.ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
 	}
@@ -306,7 +306,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 				"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}}
 		}
 	}
-	models, r, ok := admit(j, w, s, st.u, st.c)
+	models, r, ok := admitAt(j, w, t, st.u, st.c, at)
 	var pl []domain.Placement
 	var level string
 	if ok {
@@ -316,7 +316,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		// never held back for a waiting job (reclaim serves both), nor is a
 		// job that takes its workspace from below its guarantee to above.
 		var rs []*reservation
-		if st.u.usedOf(ref) >= w.Guaranteed*unit {
+		if st.u.usedAt(at.ref) >= w.Guaranteed*unit {
 			rs = st.delayed(j)
 		}
 		key += maskKey(rs)
@@ -713,6 +713,71 @@ type queueWS struct {
 	left  int // guarantee left, as order hands it out
 	n     int // jobs; off the first in order's buffer
 	off   int
+	// at is where the workspace sits in the usage index, once step
+	// has looked it up (atOK).
+	at   wsAt
+	atOK bool
+}
+
+// wsAt is where a queued workspace sits in the usage index: ref its ref as
+// the job names it, i the workspace by w.Ref(), wt its tenant, jt the
+// job's tenant (-1: unknown). step reads the usage by these, looked up
+// once per workspace: by ref for every job (and w.Ref() built for each)
+// they were a tenth of refusing a job.
+type wsAt struct{ ref, i, wt, jt int }
+
+// at is ix's wsAt of workspace w (named ref by jobs of tenant).
+func (ix *usageIndex) at(ref string, w *domain.Workspace, tenant string) wsAt {
+	look := func(m map[string]int, k string) int {
+		if i, ok := m[k]; ok {
+			return i
+		}
+		return -1
+	}
+	at := wsAt{ref: look(ix.byRef, ref), wt: look(ix.byTenant, w.Tenant), jt: look(ix.byTenant, tenant)}
+	if wref := w.Ref(); wref == ref {
+		at.i = at.ref
+	} else {
+		at.i = look(ix.byRef, wref)
+	}
+	return at
+}
+
+// usageAt is q's wsAt in u's index.
+func (q *queued) usageAt(u *usage, tenant string) wsAt {
+	if !q.ws.atOK {
+		q.ws.at, q.ws.atOK = u.ix.at(q.ws.ref, q.ws.w, tenant), true
+	}
+	return q.ws.at
+}
+
+// usedAt is usedOf by index (-1: unknown, none).
+func (u *usage) usedAt(i int) int {
+	if i >= 0 {
+		return u.used[i]
+	}
+	return 0
+}
+
+// tenantUsedAt is tenantUsedOf by index.
+func (u *usage) tenantUsedAt(t int) int {
+	if t >= 0 {
+		return u.tUsed[t]
+	}
+	return 0
+}
+
+// protectedFromAt is protectedFrom by the workspace's and its tenant's
+// indices.
+func (u *usage) protectedFromAt(i, t int) int {
+	total := u.protTotal
+	if t >= 0 {
+		total += u.tProtWs[t] - u.tProt[t]
+		if i >= 0 {
+			total -= u.prot[i]
+		}
+	}
+	return total
 }
 
 // queued is what order found for the job at one place of the queue.
@@ -727,23 +792,28 @@ type queued struct {
 // within guaranteed + borrowLimit, and the GPUs it takes are not another
 // workspace's protected (idle, not lendable) guarantee.
 func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
+	return quotaAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(w.Ref(), w, j.Tenant))
+}
+
+// quotaAt is quota with j's tenant and the workspace's indices at looked
+// up already.
+func quotaAt(j *domain.Job, w *domain.Workspace, tenant *domain.Tenant, u *usage, c *cluster, at wsAt) (domain.Reason, bool) {
 	need := demand(j)
-	used := u.usedOf(w.Ref())
+	used := u.usedAt(at.i)
 	if limit := (w.Guaranteed + w.BorrowLimit) * unit; used+need > limit {
 		return domain.Reason{Code: ReasonWorkspaceQuota, Message: fmt.Sprintf(
 			"workspace %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
 			w.Ref(), gpus(used), gpus(need), gpus(limit), w.Guaranteed, w.BorrowLimit, gpus(used+need-limit))}, false
 	}
-	tenant := s.Tenants[j.Tenant]
 	if tenant != nil && tenant.Quota != nil {
-		tUsed := u.tenantUsedOf(j.Tenant)
+		tUsed := u.tenantUsedAt(at.jt)
 		if limit := (tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit) * unit; tUsed+need > limit {
 			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
 				"tenant %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
 				j.Tenant, gpus(tUsed), gpus(need), gpus(limit), tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, gpus(tUsed+need-limit))}, false
 		}
 	}
-	protected := u.protectedFrom(w)
+	protected := u.protectedFromAt(at.i, at.wt)
 	free := c.total - u.usedTotal
 	if need > free {
 		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %s GPUs; %s of the cluster's %s are free", gpus(need), gpus(free), gpus(c.total))}, false
