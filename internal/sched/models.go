@@ -20,7 +20,7 @@ import (
 // returns the models the job may be placed on now (nil: any server), or
 // the reason it may not be admitted.
 func admit(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) ([]string, domain.Reason, bool) {
-	return admitAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(w.Ref(), w, j.Tenant))
+	return admitAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(j.Tenant, j.Workspace, w))
 }
 
 // admitAt is admit with j's tenant and the workspace's indices at (in u's

@@ -51,6 +51,9 @@ func TestQuotaAtAsByRef(t *testing.T) {
 		// is "b/x" (its tenant is not the job's).
 		s.Workspaces["c/w"] = &domain.Workspace{Tenant: "b", Name: "x", Guaranteed: 4, BorrowLimit: 4}
 		pairs = append(pairs, pair{"b", "x"}) // jobs that use b/x
+		// And of the job's tenant, another name.
+		s.Workspaces["a/w"] = &domain.Workspace{Tenant: "a", Name: "x", Guaranteed: 2, BorrowLimit: 8}
+		pairs = append(pairs, pair{"a", "x"})
 		c := buildCluster(s)
 		u := buildUsage(s, c)
 		ats := map[pair]wsAt{} // looked up once, before the changes
@@ -71,7 +74,7 @@ func TestQuotaAtAsByRef(t *testing.T) {
 			}
 			at, ok := ats[p]
 			if !ok {
-				at = u.ix.at(ref, w, p.tenant)
+				at = u.ix.at(p.tenant, p.ws, w)
 				ats[p] = at
 			}
 			j := &domain.Job{JobSpec: domain.JobSpec{Tenant: p.tenant, Workspace: p.ws, GPUs: 1 + rng.IntN(16)}}

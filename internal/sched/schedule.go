@@ -288,7 +288,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		}
 		return outcome{reason: first.reason}
 	}
-	at := q.usageAt(st.u, j.Tenant)
+	at := q.usageAt(st.u, j)
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedAt(at.ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
@@ -726,27 +726,31 @@ type queueWS struct {
 // they were a tenth of refusing a job.
 type wsAt struct{ ref, i, wt, jt int }
 
-// at is ix's wsAt of workspace w (named ref by jobs of tenant).
-func (ix *usageIndex) at(ref string, w *domain.Workspace, tenant string) wsAt {
-	look := func(m map[string]int, k string) int {
-		if i, ok := m[k]; ok {
-			return i
+// at is ix's wsAt of workspace w, named by jobs of tenant as workspace:
+// the pair's memoized indices (of), and w's own only where it is not
+// the workspace the pair names.
+func (ix *usageIndex) at(tenant, workspace string, w *domain.Workspace) wsAt {
+	ri, ti := ix.of(tenant, workspace)
+	at := wsAt{ref: ri, i: ri, wt: ti, jt: ti}
+	if w.Tenant != tenant {
+		at.wt = -1
+		if t, ok := ix.byTenant[w.Tenant]; ok {
+			at.wt = t
 		}
-		return -1
 	}
-	at := wsAt{ref: look(ix.byRef, ref), wt: look(ix.byTenant, w.Tenant), jt: look(ix.byTenant, tenant)}
-	if wref := w.Ref(); wref == ref {
-		at.i = at.ref
-	} else {
-		at.i = look(ix.byRef, wref)
+	if w.Tenant != tenant || w.Name != workspace {
+		at.i = -1
+		if i, ok := ix.byRef[w.Ref()]; ok {
+			at.i = i
+		}
 	}
 	return at
 }
 
-// usageAt is q's wsAt in u's index.
-func (q *queued) usageAt(u *usage, tenant string) wsAt {
+// usageAt is q's wsAt in u's index (j is one of its jobs).
+func (q *queued) usageAt(u *usage, j *domain.Job) wsAt {
 	if !q.ws.atOK {
-		q.ws.at, q.ws.atOK = u.ix.at(q.ws.ref, q.ws.w, tenant), true
+		q.ws.at, q.ws.atOK = u.ix.at(j.Tenant, j.Workspace, q.ws.w), true
 	}
 	return q.ws.at
 }
@@ -792,7 +796,7 @@ type queued struct {
 // within guaranteed + borrowLimit, and the GPUs it takes are not another
 // workspace's protected (idle, not lendable) guarantee.
 func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
-	return quotaAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(w.Ref(), w, j.Tenant))
+	return quotaAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(j.Tenant, j.Workspace, w))
 }
 
 // quotaAt is quota with j's tenant and the workspace's indices at looked
