@@ -136,7 +136,7 @@ func (st *cycle) reclaimFor(j *domain.Job, ref string, w *domain.Workspace, t *d
 	}
 	// Made once the budget is known to allow a search: most blocked jobs
 	// of a full cluster come after it is used up.
-	failKey := ref + "|" + shapeKey(j)
+	failKey := ref + "|" + st.shapeOf(j)
 	if why, failed := st.fv.failed[failKey]; failed {
 		return domain.Reason{}, false, rule(why)
 	}

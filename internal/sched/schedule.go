@@ -58,6 +58,18 @@ type cycle struct {
 	bf    backfill
 	queue []*domain.Job
 	pos   int
+	// shaped is the job shape is shapeKey of (shapeOf): the step, reclaim
+	// and backfill each key a refused job by it.
+	shaped *domain.Job
+	shape  string
+}
+
+// shapeOf is shapeKey(j), made once for the job being decided.
+func (st *cycle) shapeOf(j *domain.Job) string {
+	if st.shaped != j {
+		st.shaped, st.shape = j, shapeKey(j)
+	}
+	return st.shape
 }
 
 // futureView is the cycle's view of the cluster once every job told to
@@ -310,7 +322,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	var pl []domain.Placement
 	var level string
 	if ok {
-		key := shapeKey(j) + "|" + strings.Join(models, ",")
+		key := st.shapeOf(j) + "|" + strings.Join(models, ",")
 		// Reservations this job would delay keep their free GPUs from it,
 		// unless its workspace is below its guarantee: guaranteed work is
 		// never held back for a waiting job (reclaim serves both), nor is a
