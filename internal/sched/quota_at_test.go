@@ -86,6 +86,12 @@ func TestQuotaAtAsByRef(t *testing.T) {
 			if got, want := u.usedAt(at.ref), u.usedOf(ref); got != want {
 				t.Fatalf("seed %d: %s uses %d by index, %d by ref", seed, ref, got, want)
 			}
+			// A clone (the future view's usage) shares the index.
+			cl := u.clone()
+			cl.addJob(j, []domain.Placement{{Server: servers[0].Name, GPUs: []int{0, 1}}}, 1)
+			if got, want := cl.usedAt(at.ref), cl.usedOf(ref); got != want {
+				t.Fatalf("seed %d: %s uses %d in a clone by index, %d by ref", seed, ref, got, want)
+			}
 		}
 	}
 }

@@ -355,7 +355,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job whose GPUs are being freed holds nothing back: the freed GPUs
 	// stay busy until released, and it is ahead of the jobs behind it when
 	// they are. A job that simply does not fit holds back its workspace.
-	if why, waiting := st.reclaim(j, ref, w, t); waiting {
+	if why, waiting := st.reclaim(j, ref, at, w, t); waiting {
 		return outcome{reason: why}
 	} else if why.Message != "" && r.Code != ReasonNoInventory {
 		// The rule that stops reclaim is part of the reason, with or
