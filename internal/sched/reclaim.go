@@ -763,8 +763,12 @@ func (st *cycle) buildFuture() {
 		st.fv.freed = true
 		st.fv.heldFor[id] = append(st.fv.heldFor[id], vs...)
 	}
-	for _, v := range st.s.Jobs {
-		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
+	// The table's rows say which jobs are stopping: only those are
+	// loaded (a pass loading 100,000 jobs was most of building the view).
+	rows := st.tbl.rows
+	for k := range rows {
+		if r := &rows[k]; (r.state == rowPreempting || st.victim[r.id]) && !st.released[r.id] {
+			v := st.tbl.jobs[k]
 			st.fv.freed = true
 			st.fv.u.addJob(v, v.Placement, -1)
 			if f := v.PreemptedFor; f != 0 && !st.victim[v.ID] && st.waiting[f] && !st.givenBack[f] {
