@@ -325,7 +325,7 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 	if len(st.bf.res) >= maxReservations || st.bf.searches >= maxReservationSearches || j.GPUs == 0 || j.MIGProfile != "" || j.Share > 0 {
 		return nil
 	}
-	failKey := w.Ref() + "|" + shapeKey(j)
+	failKey := w.Ref() + "|" + st.shapeOf(j)
 	if st.bf.failed[failKey] {
 		return nil
 	}

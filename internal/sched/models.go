@@ -20,7 +20,13 @@ import (
 // returns the models the job may be placed on now (nil: any server), or
 // the reason it may not be admitted.
 func admit(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) ([]string, domain.Reason, bool) {
-	if r, ok := quota(j, w, s, u, c); !ok {
+	return admitAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(j.Tenant, j.Workspace, w))
+}
+
+// admitAt is admit with j's tenant and the workspace's indices at (in u's
+// index) looked up already.
+func admitAt(j *domain.Job, w *domain.Workspace, tenant *domain.Tenant, u *usage, c *cluster, at wsAt) ([]string, domain.Reason, bool) {
+	if r, ok := quotaAt(j, w, tenant, u, c, at); !ok {
 		return nil, r, false
 	}
 	cands := j.Models()

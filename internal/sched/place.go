@@ -55,7 +55,9 @@ type statics struct {
 	sets map[[2]int][][]int
 	// migStarts is mig.Place's answers by what they read (migPlace;
 	// none kept when the cycle is exhaustive).
-	migStarts  map[migPlaceKey]int
+	migStarts map[migPlaceKey]int
+	// packCount is pack's count by group ID, all 0 between calls.
+	packCount  []int32
 	exhaustive bool
 	lastJ      *domain.Job
 	lastT      *domain.Tenant
@@ -526,7 +528,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 			}
 		}
 		c.fit = fit // pack copies what it keeps
-		if ch := pack(fit, nodes, per); ch != nil && (best == nil || ch.better(best)) {
+		if ch := pack(fit, nodes, per, &c.statics.packCount); ch != nil && (best == nil || ch.better(best)) {
 			ch.set = set
 			best = ch
 		}
@@ -602,8 +604,10 @@ func (c *choice) spare() int {
 // them: one server, one NVLink domain, one stripe, one fabric. Within a
 // level it takes the group that fits most snugly (fewest spare candidates),
 // and within the group the servers with the fewest free GPUs (best fit), so
-// the largest free blocks stay whole.
-func pack(fit []*server, nodes, per int) *choice {
+// the largest free blocks stay whole. scratch counts servers by group ID
+// (NewStatic numbers the groups from 1), all 0 before and after: counted
+// in a map, the look-ups were most of pack's cost, once per gang tried.
+func pack(fit []*server, nodes, per int, scratch *[]int32) *choice {
 	if len(fit) < nodes {
 		return nil
 	}
@@ -619,12 +623,14 @@ func pack(fit []*server, nodes, per int) *choice {
 		{LevelStripe, func(v *server) int { return v.stripeID }},
 		{LevelFabric, func(v *server) int { return v.fabricID }},
 	}
-	count := map[int]int{}
+	count := *scratch
 	for rank, lv := range levels {
-		clear(count)
 		var keys []int // in order of first appearance
 		for _, v := range sorted {
 			k := lv.key(v)
+			if k >= len(count) {
+				count = append(count, make([]int32, k+1-len(count))...)
+			}
 			if count[k] == 0 {
 				keys = append(keys, k)
 			}
@@ -632,10 +638,14 @@ func pack(fit []*server, nodes, per int) *choice {
 		}
 		bestKey, bestN := 0, 0
 		for _, k := range keys {
-			if n := count[k]; n >= nodes && (bestN == 0 || n < bestN) {
+			if n := int(count[k]); n >= nodes && (bestN == 0 || n < bestN) {
 				bestKey, bestN = k, n
 			}
 		}
+		for _, k := range keys {
+			count[k] = 0
+		}
+		*scratch = count
 		if bestN == 0 {
 			continue
 		}

@@ -96,9 +96,10 @@ func (k preemptKind) reason(forJob uint64, server string, deadline time.Time) do
 // need) and issue (the preemptions, and j's reservation). It reports
 // whether j now waits for GPUs being freed; when j is within its
 // guarantee and does not, the reason names the rule that stops the reclaim.
-// ref, w and t are j's workspace and tenant (reclaimFor).
-func (st *cycle) reclaim(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool) {
-	r, ok, rule := st.reclaimFor(j, ref, w, t)
+// ref, w and t are j's workspace and tenant, at where the workspace sits
+// in the usage index (reclaimFor).
+func (st *cycle) reclaim(j *domain.Job, ref string, at wsAt, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool) {
+	r, ok, rule := st.reclaimFor(j, ref, at, w, t)
 	if !ok && rule != "" {
 		return domain.Reason{Message: "reclaim cannot serve it: " + rule}, false
 	}
@@ -115,10 +116,12 @@ const (
 )
 
 // ref, w and t are j's workspace (by ref) and tenant, as the queue's
-// order looked them up (thousands of blocked jobs a cycle get here).
-func (st *cycle) reclaimFor(j *domain.Job, ref string, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool, string) {
+// order looked them up, and at where the workspace sits in the usage
+// index (the future view's is the cycle's): thousands of blocked jobs a
+// cycle get here.
+func (st *cycle) reclaimFor(j *domain.Job, ref string, at wsAt, w *domain.Workspace, t *domain.Tenant) (domain.Reason, bool, string) {
 	st.buildFuture()
-	withinGuarantee := st.fv.u.usedOf(ref)+demand(j) <= w.Guaranteed*unit
+	withinGuarantee := st.fv.u.usedAt(at.ref)+demand(j) <= w.Guaranteed*unit
 	if r, ok := st.awaitFreeing(j, t, withinGuarantee); ok {
 		return r, true, ""
 	}
@@ -136,7 +139,7 @@ func (st *cycle) reclaimFor(j *domain.Job, ref string, w *domain.Workspace, t *d
 	}
 	// Made once the budget is known to allow a search: most blocked jobs
 	// of a full cluster come after it is used up.
-	failKey := ref + "|" + shapeKey(j)
+	failKey := ref + "|" + st.shapeOf(j)
 	if why, failed := st.fv.failed[failKey]; failed {
 		return domain.Reason{}, false, rule(why)
 	}
@@ -760,8 +763,12 @@ func (st *cycle) buildFuture() {
 		st.fv.freed = true
 		st.fv.heldFor[id] = append(st.fv.heldFor[id], vs...)
 	}
-	for _, v := range st.s.Jobs {
-		if (v.State == domain.JobPreempting || st.victim[v.ID]) && !st.released[v.ID] {
+	// The table's rows say which jobs are stopping: only those are
+	// loaded (a pass loading 100,000 jobs was most of building the view).
+	rows := st.tbl.rows
+	for k := range rows {
+		if r := &rows[k]; (r.state == rowPreempting || st.victim[r.id]) && !st.released[r.id] {
+			v := st.tbl.jobs[k]
 			st.fv.freed = true
 			st.fv.u.addJob(v, v.Placement, -1)
 			if f := v.PreemptedFor; f != 0 && !st.victim[v.ID] && st.waiting[f] && !st.givenBack[f] {

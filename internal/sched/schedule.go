@@ -58,6 +58,18 @@ type cycle struct {
 	bf    backfill
 	queue []*domain.Job
 	pos   int
+	// shaped is the job shape is shapeKey of (shapeOf): the step, reclaim
+	// and backfill each key a refused job by it.
+	shaped *domain.Job
+	shape  string
+}
+
+// shapeOf is shapeKey(j), made once for the job being decided.
+func (st *cycle) shapeOf(j *domain.Job) string {
+	if st.shaped != j {
+		st.shaped, st.shape = j, shapeKey(j)
+	}
+	return st.shape
 }
 
 // futureView is the cycle's view of the cluster once every job told to
@@ -272,7 +284,6 @@ type outcome struct {
 // preempt for it where the rules allow. Reclaim books what it plans in the
 // future view; the caller applies the outcome to the cycle's view and plan.
 func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[string]domain.Reason) outcome {
-	s := st.s
 	ref, w, t := q.ws.ref, q.ws.w, q.ws.t
 	if w == nil || t == nil {
 		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
@@ -289,7 +300,8 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		}
 		return outcome{reason: first.reason}
 	}
-	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedOf(ref)+demand(j) > w.Guaranteed*unit {
+	at := q.usageAt(st.u, j)
+	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedAt(at.ref)+demand(j) > w.Guaranteed*unit {
 		return outcome{reason: domain.Reason{Code: ReasonBackoff, Message: fmt.Sprintf(
 			"reclaimed recently: it may run within the workspace's guarantee, but may not borrow again before %s", j.BorrowNotBefore.UTC().Format(time.RFC3339))}}
 	}
@@ -306,17 +318,17 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 				"waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))}}
 		}
 	}
-	models, r, ok := admit(j, w, s, st.u, st.c)
+	models, r, ok := admitAt(j, w, t, st.u, st.c, at)
 	var pl []domain.Placement
 	var level string
 	if ok {
-		key := shapeKey(j) + "|" + strings.Join(models, ",")
+		key := st.shapeOf(j) + "|" + strings.Join(models, ",")
 		// Reservations this job would delay keep their free GPUs from it,
 		// unless its workspace is below its guarantee: guaranteed work is
 		// never held back for a waiting job (reclaim serves both), nor is a
 		// job that takes its workspace from below its guarantee to above.
 		var rs []*reservation
-		if st.u.usedOf(ref) >= w.Guaranteed*unit {
+		if st.u.usedAt(at.ref) >= w.Guaranteed*unit {
 			rs = st.delayed(j)
 		}
 		key += maskKey(rs)
@@ -343,7 +355,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job whose GPUs are being freed holds nothing back: the freed GPUs
 	// stay busy until released, and it is ahead of the jobs behind it when
 	// they are. A job that simply does not fit holds back its workspace.
-	if why, waiting := st.reclaim(j, ref, w, t); waiting {
+	if why, waiting := st.reclaim(j, ref, at, w, t); waiting {
 		return outcome{reason: why}
 	} else if why.Message != "" && r.Code != ReasonNoInventory {
 		// The rule that stops reclaim is part of the reason, with or
@@ -713,6 +725,75 @@ type queueWS struct {
 	left  int // guarantee left, as order hands it out
 	n     int // jobs; off the first in order's buffer
 	off   int
+	// at is where the workspace sits in the usage index, once step
+	// has looked it up (atOK).
+	at   wsAt
+	atOK bool
+}
+
+// wsAt is where a queued workspace sits in the usage index: ref its ref as
+// the job names it, i the workspace by w.Ref(), wt its tenant, jt the
+// job's tenant (-1: unknown). step reads the usage by these, looked up
+// once per workspace: by ref for every job (and w.Ref() built for each)
+// they were a tenth of refusing a job.
+type wsAt struct{ ref, i, wt, jt int }
+
+// at is ix's wsAt of workspace w, named by jobs of tenant as workspace:
+// the pair's memoized indices (of), and w's own only where it is not
+// the workspace the pair names.
+func (ix *usageIndex) at(tenant, workspace string, w *domain.Workspace) wsAt {
+	ri, ti := ix.of(tenant, workspace)
+	at := wsAt{ref: ri, i: ri, wt: ti, jt: ti}
+	if w.Tenant != tenant {
+		at.wt = -1
+		if t, ok := ix.byTenant[w.Tenant]; ok {
+			at.wt = t
+		}
+	}
+	if w.Tenant != tenant || w.Name != workspace {
+		at.i = -1
+		if i, ok := ix.byRef[w.Ref()]; ok {
+			at.i = i
+		}
+	}
+	return at
+}
+
+// usageAt is q's wsAt in u's index (j is one of its jobs).
+func (q *queued) usageAt(u *usage, j *domain.Job) wsAt {
+	if !q.ws.atOK {
+		q.ws.at, q.ws.atOK = u.ix.at(j.Tenant, j.Workspace, q.ws.w), true
+	}
+	return q.ws.at
+}
+
+// usedAt is usedOf by index (-1: unknown, none).
+func (u *usage) usedAt(i int) int {
+	if i >= 0 {
+		return u.used[i]
+	}
+	return 0
+}
+
+// tenantUsedAt is tenantUsedOf by index.
+func (u *usage) tenantUsedAt(t int) int {
+	if t >= 0 {
+		return u.tUsed[t]
+	}
+	return 0
+}
+
+// protectedFromAt is protectedFrom by the workspace's and its tenant's
+// indices.
+func (u *usage) protectedFromAt(i, t int) int {
+	total := u.protTotal
+	if t >= 0 {
+		total += u.tProtWs[t] - u.tProt[t]
+		if i >= 0 {
+			total -= u.prot[i]
+		}
+	}
+	return total
 }
 
 // queued is what order found for the job at one place of the queue.
@@ -727,23 +808,28 @@ type queued struct {
 // within guaranteed + borrowLimit, and the GPUs it takes are not another
 // workspace's protected (idle, not lendable) guarantee.
 func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
+	return quotaAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(j.Tenant, j.Workspace, w))
+}
+
+// quotaAt is quota with j's tenant and the workspace's indices at looked
+// up already.
+func quotaAt(j *domain.Job, w *domain.Workspace, tenant *domain.Tenant, u *usage, c *cluster, at wsAt) (domain.Reason, bool) {
 	need := demand(j)
-	used := u.usedOf(w.Ref())
+	used := u.usedAt(at.i)
 	if limit := (w.Guaranteed + w.BorrowLimit) * unit; used+need > limit {
 		return domain.Reason{Code: ReasonWorkspaceQuota, Message: fmt.Sprintf(
 			"workspace %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
 			w.Ref(), gpus(used), gpus(need), gpus(limit), w.Guaranteed, w.BorrowLimit, gpus(used+need-limit))}, false
 	}
-	tenant := s.Tenants[j.Tenant]
 	if tenant != nil && tenant.Quota != nil {
-		tUsed := u.tenantUsedOf(j.Tenant)
+		tUsed := u.tenantUsedAt(at.jt)
 		if limit := (tenant.Quota.Guaranteed + tenant.Quota.BorrowLimit) * unit; tUsed+need > limit {
 			return domain.Reason{Code: ReasonTenantQuota, Message: fmt.Sprintf(
 				"tenant %s uses %s GPUs; %s more would exceed its limit of %s (guaranteed %d + borrowLimit %d) by %s",
 				j.Tenant, gpus(tUsed), gpus(need), gpus(limit), tenant.Quota.Guaranteed, tenant.Quota.BorrowLimit, gpus(tUsed+need-limit))}, false
 		}
 	}
-	protected := u.protectedFrom(w)
+	protected := u.protectedFromAt(at.i, at.wt)
 	free := c.total - u.usedTotal
 	if need > free {
 		return domain.Reason{Code: ReasonCapacity, Message: fmt.Sprintf("needs %s GPUs; %s of the cluster's %s are free", gpus(need), gpus(free), gpus(c.total))}, false

@@ -292,6 +292,47 @@ type JobFabric struct {
 	// weighed: the frequencies.
 	rated  *shapeSet
 	usable []float64
+	// memo is Score's answers by everything they read (memoKey), for
+	// the weights of rated: a cycle rates thousands of servers in a few
+	// dozen distinct states (an idle server, one with a 4-GPU job...),
+	// and a rating was a sixth of placing a job. weigh drops it.
+	memo map[memoKey]memoScore
+}
+
+// memoKey is everything a JobFabric rating reads of the host and the
+// request (not the host's name nor its jobs). Hosts of more than
+// len(free) GPUs are rated afresh.
+type memoKey struct {
+	model                              string
+	n                                  int8
+	free                               [16]int16
+	cpuMilli, memMiB, cpuFree, memFree int64
+	req                                Request
+}
+
+type memoScore struct {
+	score float64
+	gpu   int
+}
+
+// maxMemo bounds the memo of a scorer never weighed again (a Placer's
+// between epochs): past it, it starts over.
+const maxMemo = 1 << 16
+
+// memoKeyOf is h and r's key, false when h does not fit one.
+func memoKeyOf(h *Host, r *Request) (memoKey, bool) {
+	k := memoKey{model: h.Model, n: int8(len(h.Free)), cpuMilli: h.CPUMilli, memMiB: h.MemoryMiB,
+		cpuFree: h.CPUFree, memFree: h.MemFree, req: *r}
+	if len(h.Free) > len(k.free) {
+		return k, false
+	}
+	for g, f := range h.Free {
+		if f != int(int16(f)) {
+			return k, false
+		}
+		k.free[g] = int16(f)
+	}
+	return k, true
 }
 
 // NewJobFabric is the default policy for a workload (nil: best fit).
@@ -304,6 +345,26 @@ func (*JobFabric) Name() string { return "jobfabric" }
 
 // Score implements Scorer.
 func (p *JobFabric) Score(h *Host, r *Request) (float64, int) {
+	if len(p.Shapes) == 0 {
+		return p.score(h, r)
+	}
+	k, ok := memoKeyOf(h, r)
+	if !ok {
+		return p.score(h, r)
+	}
+	if m, hit := p.memo[k]; hit {
+		return m.score, m.gpu
+	}
+	score, gpu := p.score(h, r)
+	if p.memo == nil || len(p.memo) >= maxMemo {
+		p.memo = make(map[memoKey]memoScore, 256)
+	}
+	p.memo[k] = memoScore{score, gpu}
+	return score, gpu
+}
+
+// score is Score worked out.
+func (p *JobFabric) score(h *Host, r *Request) (float64, int) {
 	var buf [16]int
 	if len(p.Shapes) == 0 {
 		// Best fit: least idle GPU left, then least CPU left.
@@ -403,6 +464,7 @@ const scarcityExp = 0.5
 // follow the cluster as it fills: when few servers can still take a
 // shape, spoiling one of them costs more.
 func (p *JobFabric) weigh(hosts iter.Seq[*Host]) {
+	p.memo = nil // rated with the old weights
 	set := p.set
 	if cap(p.usable) < len(set.shapes) {
 		p.usable = make([]float64, len(set.shapes))

@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -214,5 +216,98 @@ func TestJobFabricCPUOnlyKeepsGPUsUsable(t *testing.T) {
 	after := frag(set, "G2", free, true, 24000, true, 288*gib)
 	if before != after {
 		t.Fatalf("FGD's measure on mid %v -> %v: the case no longer shows the cause", before, after)
+	}
+}
+
+// TestJobFabricMemoAsRated: the memo of ratings (JobFabric.memo) answers
+// as the rating worked out, over hosts drawn from few states (so the memo
+// is hit) that differ in every field a rating reads, and across weighings
+// that change the weights. It fails if weigh keeps the old ratings, or if
+// the memo's key leaves out a field the rating reads (model, a GPU's free
+// capacity, CPU or memory, capacity or free, any of the request's).
+func TestJobFabricMemoAsRated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 7))
+	shapes := []Shape{
+		{CPUMilli: 4000, MemoryMiB: 16384, GPUs: 1, Milli: 1000, Freq: 0.4},
+		{CPUMilli: 32000, MemoryMiB: 262144, GPUs: 4, Milli: 1000, Freq: 0.2},
+		{CPUMilli: 2000, MemoryMiB: 8192, GPUs: 1, Milli: 250, Freq: 0.2},
+		{CPUMilli: 8000, GPUs: 2, Milli: 1000, Models: []string{"H100"}, Freq: 0.1},
+		{CPUMilli: 16000, MemoryMiB: 65536, Freq: 0.1},
+	}
+	pick := func(xs ...int64) int64 { return xs[rng.IntN(len(xs))] }
+	fresh := func() *Host {
+		n := []int{4, 8}[rng.IntN(2)]
+		free := make([]int, n)
+		for g := range free {
+			free[g] = int(pick(0, 1000, 1000, 750, 500))
+		}
+		cpu, mem := pick(0, 96000, 128000), pick(0, 393216, 786432)
+		return &Host{Name: fmt.Sprint("h", rng.IntN(1000)), Model: []string{"H100", "A100"}[rng.IntN(2)], Free: free,
+			CPUMilli: cpu, CPUFree: cpu - pick(0, 8000, 32000, 90000), MemoryMiB: mem, MemFree: mem - pick(0, 65536, 200000, 350000)}
+	}
+	bases := make([]*Host, 12)
+	for i := range bases {
+		bases[i] = fresh()
+	}
+	// A host is one of the bases, or one with a single field changed:
+	// the memo must tell the two apart.
+	host := func() *Host {
+		b := bases[rng.IntN(len(bases))]
+		h := *b
+		h.Free = slices.Clone(b.Free)
+		switch rng.IntN(9) {
+		case 0:
+			h.Model = map[string]string{"H100": "A100", "A100": "H100"}[h.Model]
+		case 1:
+			h.Free = append(h.Free, 0, 0, 0, 0) // more GPUs, none of them free
+		case 2:
+			h.Free[rng.IntN(len(h.Free))] = int(pick(0, 250, 1000))
+		case 3:
+			h.CPUMilli = pick(0, 64000, 256000)
+		case 4:
+			h.CPUFree = pick(0, 4000, 60000)
+		case 5:
+			h.MemoryMiB = pick(0, 131072, 1048576)
+		case 6:
+			h.MemFree = pick(0, 16384, 300000)
+		}
+		return &h
+	}
+	request := func() Request {
+		switch rng.IntN(3) {
+		case 0:
+			return Request{GPUs: 1, Milli: int(pick(250, 500)), CPUMilli: pick(0, 2000), MemoryMiB: pick(0, 8192)}
+		case 1:
+			return Request{CPUMilli: pick(4000, 16000), MemoryMiB: pick(0, 65536)}
+		}
+		return Request{GPUs: int(pick(1, 2, 4)), Milli: 1000, CPUMilli: pick(0, 4000, 32000), MemoryMiB: pick(0, 16384, 262144)}
+	}
+	p := NewJobFabric(shapes)
+	calls, hits := 0, 0
+	for round := range 6 {
+		if round > 0 {
+			// Weighed on other hosts: other weights, other ratings.
+			hs := make([]*Host, 1+rng.IntN(20))
+			for i := range hs {
+				hs[i] = host()
+			}
+			p.weigh(slices.Values(hs))
+		}
+		for range 3000 {
+			h, r := host(), request()
+			k, _ := memoKeyOf(h, &r)
+			if _, ok := p.memo[k]; ok {
+				hits++
+			}
+			calls++
+			gs, gg := p.Score(h, &r)
+			ws, wg := p.score(h, &r)
+			if gs != ws || gg != wg {
+				t.Fatalf("round %d: %+v for %+v: memo says (%v, %d), the rating (%v, %d)", round, *h, r, gs, gg, ws, wg)
+			}
+		}
+	}
+	if hits == 0 || hits == calls {
+		t.Fatalf("%d of %d ratings from the memo: the test does not exercise it", hits, calls)
 	}
 }

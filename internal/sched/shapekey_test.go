@@ -40,3 +40,23 @@ func TestShapeKeyAsFmt(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeOfAsShapeKey: the cycle's shapeKey of the job being decided
+// (shapeOf, asked by the step, reclaim and backfill) is shapeKey of the
+// job asked, over a queue where jobs come back (a job asked again after
+// others) and jobs of one shape differ: it fails if the kept key is
+// returned for another job.
+func TestShapeOfAsShapeKey(t *testing.T) {
+	jobs := []*domain.Job{
+		{ID: 1, JobSpec: domain.JobSpec{Tenant: "a", GPUs: 8}},
+		{ID: 2, JobSpec: domain.JobSpec{Tenant: "a", GPUs: 8}},
+		{ID: 3, JobSpec: domain.JobSpec{Tenant: "b", GPUs: 16, GPUsPerNode: 8}},
+		{ID: 4, JobSpec: domain.JobSpec{Tenant: "a", Share: 0.5}},
+	}
+	st := &cycle{}
+	for k, i := range []int{0, 0, 1, 2, 2, 0, 3, 1, 3, 3, 2} {
+		if got, want := st.shapeOf(jobs[i]), shapeKey(jobs[i]); got != want {
+			t.Fatalf("ask %d (job %d): shapeOf = %q, shapeKey = %q", k, jobs[i].ID, got, want)
+		}
+	}
+}
