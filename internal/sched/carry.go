@@ -65,6 +65,12 @@ type Carry struct {
 	ix       *usageIndex
 	ixTenant []string
 	ixKept   int // cycles that kept it (tests)
+	// view is the cluster view kept for the cycles (carryview.go), made
+	// on first use after a sum.
+	view *carriedView
+	// viewLoads counts the servers its cycles loaded again, viewWhole
+	// the loads of every server (tests).
+	viewLoads, viewWhole int
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int
@@ -174,9 +180,15 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	for _, c := range changes {
 		if c.old != nil {
 			cr.add(c.old, -1)
+			if cr.view != nil {
+				cr.view.remove(c.old)
+			}
 		}
 		if c.cur != nil {
 			cr.add(c.cur, 1)
+			if cr.view != nil {
+				cr.view.add(c.cur)
+			}
 		}
 	}
 	// The rows of the new and changed jobs.
@@ -213,6 +225,7 @@ func (cr *Carry) resum(s *Snapshot, st *Static) {
 		cr.tbl.rows = append(cr.tbl.rows, cr.rowOf(j))
 	}
 	cr.spare = nil
+	cr.view = nil
 	cr.resums++
 }
 
