@@ -313,24 +313,29 @@ func (cr *Carry) shapesOf() ([]Shape, bool) {
 // hosts is Snapshot.hosts from the per-server sums: a server's GPU keeps
 // 1000 milli less what its placements take, never below 0, which is what
 // taking each placement's part in turn, floored at 0, leaves (every part
-// is positive).
+// is positive). One Host is yielded at a time, in one buffer the
+// consumer must not keep (weigh reads each once): a Host per server and
+// their GPUs were 1.7 MB a cycle at 12,500 servers.
 func (cr *Carry) hosts(s *Snapshot) func(yield func(*Host) bool) {
 	return func(yield func(*Host) bool) {
 		st := cr.static
-		free := make([]int, len(cr.gpu))
-		for g, used := range cr.gpu {
-			free[g] = max(0, 1000-used)
-		}
-		hs := make([]Host, len(st.servers))
+		var h Host
+		var free []int
 		for i := range st.servers {
 			v := st.servers[i].s
-			hs[i] = Host{Name: v.Name, Model: v.GPUModel, Free: free[cr.gpuOff[i]:cr.gpuOff[i+1]:cr.gpuOff[i+1]], CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli - cr.cpu[i], MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB - cr.mem[i]}
-		}
-		for i := range hs {
-			if cond, ok := s.Nodes[hs[i].Name]; ok && !cond.Schedulable() {
+			if cond, ok := s.Nodes[v.Name]; ok && !cond.Schedulable() {
 				continue
 			}
-			if !yield(&hs[i]) {
+			gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
+			if cap(free) < len(gs) {
+				free = make([]int, len(gs))
+			}
+			f := free[:len(gs):len(gs)]
+			for g, used := range gs {
+				f[g] = max(0, 1000-used)
+			}
+			h = Host{Name: v.Name, Model: v.GPUModel, Free: f, CPUMilli: v.CPUMilli, CPUFree: v.CPUMilli - cr.cpu[i], MemoryMiB: v.MemoryMiB, MemFree: v.MemoryMiB - cr.mem[i]}
+			if !yield(&h) {
 				return
 			}
 		}

@@ -157,23 +157,35 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	// The passes over every job read the table's rows, not the jobs.
 	rows := tbl.rows
 	st.targets = map[uint64]bool{}
-	for k := range rows {
-		if f := rows[k].preemptedFor; f != 0 {
-			st.targets[f] = true
-		}
-	}
-	var pending []*domain.Job // the queue, ordered below (phase 3)
-	var pendIdx []int32       // their rows
+	npend := 0
+	var preempting []int32 // rows of jobs told to stop (a handful)
 	for k := range rows {
 		r := &rows[k]
-		if r.state == rowPending {
+		if f := r.preemptedFor; f != 0 {
+			st.targets[f] = true
+		}
+		switch r.state {
+		case rowPending:
+			npend++
+		case rowPreempting:
+			preempting = append(preempting, int32(k))
+		}
+	}
+	// Sized once: grown job by job they were 90 MB of allocation over 40
+	// cycles at 100,000 GPUs.
+	pending := make([]*domain.Job, 0, npend) // the queue, ordered below (phase 3)
+	pendIdx := make([]int32, 0, npend)       // their rows
+	for k := range rows {
+		if r := &rows[k]; r.state == rowPending {
 			pending = append(pending, tbl.jobs[k])
 			pendIdx = append(pendIdx, int32(k))
 			if st.targets[r.id] {
 				st.waiting[r.id] = true
 			}
 		}
-		if r.state == rowPreempting && r.preemptedFor != 0 {
+	}
+	for _, k := range preempting {
+		if r := &rows[k]; r.preemptedFor != 0 {
 			j := tbl.jobs[k]
 			f := st.fv.freeing[j.PreemptedFor]
 			f.units += r.held
@@ -191,8 +203,8 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 
 	// Phase 3: order the queue.
 	stopping := map[string]int{} // held by jobs told to stop, by workspace
-	for k := range rows {
-		if r := &rows[k]; r.state == rowPreempting && !st.released[r.id] {
+	for _, k := range preempting {
+		if r := &rows[k]; !st.released[r.id] {
 			j := tbl.jobs[k]
 			stopping[j.Tenant+"/"+j.Workspace] += r.held
 		}
@@ -514,7 +526,14 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 		freeing bool
 	}
 	byPair := make([]*queueWS, len(tbl.pairs)) // by the table's pair number
-	slots := map[string]int32{}                // by ref: pairs naming one ref share a slot
+	// The workspaces from one array (at most one per pair: the pointers
+	// stay), their refs the table's, and slots numbered by the table's
+	// ref numbers (pairs naming one ref share a slot): 5,000 workspaces'
+	// refs, objects and map entries made every cycle were a sixth of
+	// ordering.
+	wsBuf := make([]queueWS, 0, len(tbl.pairs))
+	slotOf := make([]int32, len(tbl.refID)+1)
+	nslots := int32(0)
 	var wss []*queueWS
 	ks := make([]key, len(jobs))
 	for i, j := range jobs {
@@ -522,21 +541,27 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 		wk := byPair[r.pair]
 		if wk == nil {
 			p := tbl.pairs[r.pair]
-			wk = &queueWS{ref: p[0] + "/" + p[1]}
+			wsBuf = append(wsBuf, queueWS{ref: tbl.refs[r.pair]})
+			wk = &wsBuf[len(wsBuf)-1]
 			if w := s.Workspaces[wk.ref]; w != nil {
 				wk.w, wk.wprio = w, w.Priority
 				if w.Weight > 0 {
-					wk.share = u.decayedOf(w.Ref()) / float64(w.Weight)
+					ref := wk.ref // w.Ref(), unless the map names w otherwise
+					if w.Tenant != p[0] || w.Name != p[1] {
+						ref = w.Ref()
+					}
+					wk.share = u.decayedOf(ref) / float64(w.Weight)
 				}
 				wk.left = w.Guaranteed*unit - u.usedOf(wk.ref) + stopping[wk.ref]
 			}
 			wk.t = s.Tenants[p[0]]
-			slot, ok := slots[wk.ref]
-			if !ok {
-				slot = int32(len(slots))
-				slots[wk.ref] = slot
+			// slotOf holds a ref's slot + 1 (0: none yet).
+			rid := tbl.refOf[r.pair]
+			if slotOf[rid] == 0 {
+				nslots++
+				slotOf[rid] = nslots
 			}
-			wk.slot = slot
+			wk.slot = slotOf[rid] - 1
 			byPair[r.pair] = wk
 			wss = append(wss, wk)
 		}
