@@ -220,7 +220,8 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	blocked := make([]*block, len(pending)) // by the workspace's slot (order)
+	// By the workspace's slot (order): at most one per ref of the table.
+	blocked := make([]*block, min(len(pending), len(tbl.refID)))
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
