@@ -71,6 +71,13 @@ type Carry struct {
 	// viewLoads counts the servers its cycles loaded again, viewWhole
 	// the loads of every server (tests).
 	viewLoads, viewWhole int
+	// pend lists each pair's pending jobs in the workspace's own order
+	// (priority, then ID), by the table's pair number, for the queue's
+	// order (carryqueue.go); pendOK: kept (the jobs came by ID).
+	// pendMiss counts cycles whose lists did not hold the queue (tests).
+	pend     [][]pendJob
+	pendOK   bool
+	pendMiss int
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int
@@ -195,6 +202,16 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	for _, k := range fresh {
 		next[k] = cr.rowOf(jobs[k])
 	}
+	if cr.pendOK {
+		for _, c := range changes {
+			if c.old != nil {
+				cr.unpend(c.old)
+			}
+		}
+		for _, k := range fresh {
+			cr.repend(jobs[k], &next[k])
+		}
+	}
 	cr.tbl.jobs = append(cr.tbl.jobs[:0], jobs...)
 	cr.tbl.rows, cr.spare = next, rows
 	if len(changes) > 0 {
@@ -226,6 +243,7 @@ func (cr *Carry) resum(s *Snapshot, st *Static) {
 	}
 	cr.spare = nil
 	cr.view = nil
+	cr.listPending()
 	cr.resums++
 }
 

@@ -110,6 +110,11 @@ func TestCarryDecidesAlike(t *testing.T) {
 		}
 		p, _, kept := sched.CarryStats(&carry)
 		patched += p
+		// The queue's order came from the kept lists of pending jobs
+		// (the plans above compare it), every cycle.
+		if lists, misses := sched.CarryQueue(&carry); !lists || misses > 0 {
+			t.Fatalf("seed %d: lists of pending jobs kept %v, %d cycles not ordered from them", seed, lists, misses)
+		}
 		if kept < 30 {
 			t.Fatalf("seed %d: %d of 40 cycles kept the usage index", seed, kept)
 		}

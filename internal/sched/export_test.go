@@ -19,6 +19,10 @@ func ScheduleExhaustive(s *Snapshot, now time.Time) *Plan {
 // job, and how many kept the usage index.
 func CarryStats(cr *Carry) (patches, resums, indexKept int) { return cr.syncs, cr.resums, cr.ixKept }
 
+// CarryQueue reports whether cr keeps its lists of each workspace's
+// pending jobs, and how many cycles found them not to hold the queue.
+func CarryQueue(cr *Carry) (kept bool, misses int) { return cr.pendOK, cr.pendMiss }
+
 // CarrySums brings cr to s's jobs and returns its sums as a cycle reads
 // them: the shapes (ok false: summed whole this time), the hosts, and the
 // units held per tenant/workspace pair.
