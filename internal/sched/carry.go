@@ -78,6 +78,9 @@ type Carry struct {
 	pend     [][]pendJob
 	pendOK   bool
 	pendMiss int
+	// orderKeys and orderWS are the order's buffers, reused.
+	orderKeys []orderKey
+	orderWS   []int32
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int

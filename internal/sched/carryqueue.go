@@ -90,8 +90,11 @@ func (cr *Carry) repend(j *domain.Job, r *jobRow) {
 // order decides).
 func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) ([]queued, bool) {
 	qw := newQueueWSs(&cr.tbl, s, u, stopping)
-	ks := make([]orderKey, 0, len(jobs))
-	byWS := make([]int32, 0, len(jobs))
+	// The keys' buffers are the Carry's, reused: the cycle before's
+	// are dead once its plan is made (3.7 MB of keys a cycle at 67,000
+	// pending jobs).
+	ks, byWS := reuse(cr.orderKeys, len(jobs)), cr.orderWS[:0]
+	defer func() { cr.orderKeys, cr.orderWS = ks, byWS }()
 	for p, l := range cr.pend {
 		if len(l) == 0 {
 			continue
@@ -112,4 +115,14 @@ func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[s
 		return nil, false
 	}
 	return orderRuns(jobs, ks, byWS, qw.list), true
+}
+
+// reuse is buf emptied with room for n, its old entries cleared (they
+// would keep the jobs they point to).
+func reuse[T any](buf []T, n int) []T {
+	clear(buf)
+	if cap(buf) < n {
+		return make([]T, 0, n)
+	}
+	return buf[:0]
 }
