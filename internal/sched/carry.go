@@ -22,7 +22,10 @@ import (
 //     JobFabric policy weighs its shapes on);
 //   - the job table's rows (jobtable.go), with the server of a one-server
 //     placement numbered;
-//   - the usage index, while the workspaces and tenants are the same.
+//   - the usage index, while the workspaces and tenants are the same;
+//   - the cluster view (carryview.go): each server loaded again from the
+//     live jobs on it when one of them changed, the cycle given a copy;
+//   - each workspace's pending jobs in its own order (carryqueue.go).
 //
 // Nothing that depends on the time or on a cycle's own decisions is kept.
 //
@@ -130,6 +133,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// out of order leaves them to be summed whole.
 	type change struct {
 		old, cur *domain.Job
+		at       int // old's row in rows
 	}
 	var changes []change
 	var last uint64
@@ -166,12 +170,12 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 		}
 		last, first = id, false
 		for i < len(prev) && rows[i].id < id {
-			changes = append(changes, change{old: prev[i]}) // gone
+			changes = append(changes, change{old: prev[i], at: i}) // gone
 			i++
 		}
 		c := change{cur: j}
 		if i < len(prev) && rows[i].id == id {
-			c.old = prev[i]
+			c.old, c.at = prev[i], i
 			i++
 		}
 		changes = append(changes, c)
@@ -179,7 +183,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 		next = append(next, jobRow{}) // made below, once the list is known good
 	}
 	for ; i < len(prev); i++ {
-		changes = append(changes, change{old: prev[i]})
+		changes = append(changes, change{old: prev[i], at: i})
 	}
 	if len(changes) > len(jobs)/2 {
 		// Most jobs are new copies (a source without versions): summing
@@ -208,7 +212,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	if cr.pendOK {
 		for _, c := range changes {
 			if c.old != nil {
-				cr.unpend(c.old)
+				cr.unpend(c.old, &rows[c.at])
 			}
 		}
 		for _, k := range fresh {

@@ -52,18 +52,15 @@ func (cr *Carry) listPending() {
 	}
 }
 
-// unpend takes a changed or gone job's old copy off its pair's list.
-func (cr *Carry) unpend(j *domain.Job) {
-	if j.State != domain.JobPending {
+// unpend takes a changed or gone job's old copy (its row r) off its
+// pair's list.
+func (cr *Carry) unpend(j *domain.Job, r *jobRow) {
+	if r.state != rowPending || int(r.pair) >= len(cr.pend) {
 		return
 	}
-	p, ok := cr.tbl.pairID[[2]string{j.Tenant, j.Workspace}]
-	if !ok || int(p) >= len(cr.pend) {
-		return
-	}
-	l := cr.pend[p]
-	if k := slices.IndexFunc(l, func(e pendJob) bool { return e.j == j }); k >= 0 {
-		cr.pend[p] = slices.Delete(l, k, k+1)
+	l := cr.pend[r.pair]
+	if k, ok := slices.BinarySearchFunc(l, pendOf(j, r), cmpPend); ok && l[k].j == j {
+		cr.pend[r.pair] = slices.Delete(l, k, k+1)
 	}
 }
 
