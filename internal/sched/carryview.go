@@ -28,10 +28,11 @@ import (
 type carriedView struct {
 	st *Static
 	// views is each server, by st's numbering; free backs their free
-	// GPUs; on lists the live jobs placed on each, in snapshot order.
+	// GPUs; on lists the placements of live jobs on each, in snapshot
+	// order (a job's in its own order).
 	views []server
 	free  []bool
-	on    [][]*domain.Job
+	on    [][]onRef
 	// dirty lists the servers to load again (isDirty marks them); all:
 	// every one.
 	dirty   []int
@@ -53,11 +54,17 @@ type carriedView struct {
 	shared   []bool
 }
 
+// onRef is placement p of job j.
+type onRef struct {
+	j *domain.Job
+	p int
+}
+
 // newCarriedView is the view of jobs (live ones, in snapshot order) on
 // st's servers.
 func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	n := len(st.servers)
-	cv := &carriedView{st: st, views: make([]server, n), on: make([][]*domain.Job, n), isDirty: make([]bool, n),
+	cv := &carriedView{st: st, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
 		work: make([]server, n), ptrs: make([]*server, n), shared: make([]bool, n), totalModel: map[string]int{}}
 	gpus := 0
 	for i := range st.servers {
@@ -88,46 +95,44 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	// In the snapshot's order, as buildCluster loads them (by ID when
 	// the Carry patches; any order when it sums every job).
 	for _, j := range jobs {
-		cv.servers(j, func(i int) { cv.on[i] = append(cv.on[i], j) })
+		for k, p := range j.Placement {
+			if i, ok := st.byName[p.Server]; ok {
+				cv.on[i] = append(cv.on[i], onRef{j, k})
+			}
+		}
 	}
 	cv.all = true
 	return cv
 }
 
-// servers calls fn with the index of each server of st that j has a
-// placement on, once per server.
-func (cv *carriedView) servers(j *domain.Job, fn func(i int)) {
+// add lists j's placements on their servers, after the jobs of lower ID
+// (a Carry patches only lists by ID), and marks the servers to load.
+func (cv *carriedView) add(j *domain.Job) {
 	for k, p := range j.Placement {
 		i, ok := cv.st.byName[p.Server]
-		if !ok || slices.ContainsFunc(j.Placement[:k], func(q domain.Placement) bool { return q.Server == p.Server }) {
+		if !ok {
 			continue
 		}
-		fn(i)
+		l := cv.on[i]
+		at := len(l)
+		for at > 0 && l[at-1].j.ID > j.ID {
+			at--
+		}
+		cv.on[i] = slices.Insert(l, at, onRef{j, k})
+		cv.mark(i)
 	}
 }
 
-// add lists j on its servers, in ID order (a Carry patches only lists by
-// ID), and marks them to load.
-func (cv *carriedView) add(j *domain.Job) {
-	cv.servers(j, func(i int) {
-		l := cv.on[i]
-		at := len(l)
-		for at > 0 && l[at-1].ID > j.ID {
-			at--
-		}
-		cv.on[i] = slices.Insert(l, at, j)
-		cv.mark(i)
-	})
-}
-
-// remove takes j (this copy) off its servers' lists.
+// remove takes j's (this copy's) placements off their servers' lists.
 func (cv *carriedView) remove(j *domain.Job) {
-	cv.servers(j, func(i int) {
-		if k := slices.Index(cv.on[i], j); k >= 0 {
-			cv.on[i] = slices.Delete(cv.on[i], k, k+1)
+	for k, p := range j.Placement {
+		i, ok := cv.st.byName[p.Server]
+		if !ok || slices.ContainsFunc(j.Placement[:k], func(q domain.Placement) bool { return q.Server == p.Server }) {
+			continue // once per server
 		}
+		cv.on[i] = slices.DeleteFunc(cv.on[i], func(e onRef) bool { return e.j == j })
 		cv.mark(i)
-	})
+	}
 }
 
 func (cv *carriedView) mark(i int) {
@@ -147,18 +152,13 @@ func (cv *carriedView) load(i int) {
 	v.mig, v.share, v.shareTenant = nil, nil, nil
 	v.holders, v.exclusive = nil, ""
 	v.cpuUsed, v.memUsed, v.ver = 0, 0, 0
-	name := v.s.Name
-	for _, j := range cv.on[i] {
-		for _, p := range j.Placement {
-			if p.Server != name {
-				continue
-			}
-			v.take(p, j.Tenant)
-			v.hold(j.Tenant, cv.excl[j.Tenant])
-			v.ver++ // account's count, with no scorer tally
-			v.cpuUsed += j.CPUMilli
-			v.memUsed += j.MemoryMiB
-		}
+	for _, e := range cv.on[i] {
+		j := e.j
+		v.take(j.Placement[e.p], j.Tenant)
+		v.hold(j.Tenant, cv.excl[j.Tenant])
+		v.ver++ // account's count, with no scorer tally
+		v.cpuUsed += j.CPUMilli
+		v.memUsed += j.MemoryMiB
 	}
 }
 
