@@ -48,31 +48,7 @@ func TestCarryDecidesAlike(t *testing.T) {
 		s.Policy = sched.Policy{Grace: 20 * time.Second, ReclaimBackoff: time.Minute, HalfLife: 10 * time.Minute}
 		now := domaintest.Now
 		id := uint64(0)
-		submit := func(n int) {
-			for k := 0; k < n; k++ {
-				id++
-				w := s.Workspaces[refs[rng.IntN(len(refs))]]
-				spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0, Priority: rng.IntN(2),
-					CPUMilli: int64(1000 * rng.IntN(16)), MemoryMiB: int64(1024 * rng.IntN(64))}
-				switch r := rng.IntN(100); {
-				case r < 8:
-					spec.MIGProfile, spec.MIGCount = []string{"1g.10gb", "3g.40gb"}[rng.IntN(2)], 1+rng.IntN(2)
-				case r < 18:
-					spec.Share = []float64{0.25, 0.5}[rng.IntN(2)]
-				case r < 75:
-					spec.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
-				default:
-					spec.GPUs, spec.GPUsPerNode = []int{16, 32}[rng.IntN(2)], 8
-				}
-				if rng.IntN(5) == 0 && spec.MIGProfile == "" {
-					spec.GPUModels = []string{"H100-80GB", "H200-141GB"}
-				}
-				if rng.IntN(3) == 0 {
-					spec.ExpectedDurationSeconds = int64(60 * (1 + rng.IntN(60)))
-				}
-				s.Jobs = append(s.Jobs, &domain.Job{ID: id, JobSpec: spec, State: domain.JobPending, SubmittedAt: now})
-			}
-		}
+		submit := func(n int) { s.Jobs = append(s.Jobs, mixedJobs(rng, s, refs, &id, n, now)...) }
 		submit(400)
 		var carry sched.Carry
 		for cycle := 0; cycle < 40; cycle++ {
@@ -134,6 +110,11 @@ func TestCarryDecidesAlike(t *testing.T) {
 		}
 		p, _, kept := sched.CarryStats(&carry)
 		patched += p
+		// The queue's order came from the kept lists of pending jobs
+		// (the plans above compare it), every cycle.
+		if lists, misses := sched.CarryQueue(&carry); !lists || misses > 0 {
+			t.Fatalf("seed %d: lists of pending jobs kept %v, %d cycles not ordered from them", seed, lists, misses)
+		}
 		if kept < 30 {
 			t.Fatalf("seed %d: %d of 40 cycles kept the usage index", seed, kept)
 		}
@@ -190,4 +171,35 @@ func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.
 		live = append(live, j)
 	}
 	s.Jobs = live
+}
+
+// mixedJobs are n new pending jobs of refs' workspaces, numbered after
+// *id: whole GPUs, gangs of 8-GPU servers, MIG, shares, some with CPU,
+// memory, GPU models and expected durations.
+func mixedJobs(rng *rand.Rand, s *sched.Snapshot, refs []string, id *uint64, n int, now time.Time) []*domain.Job {
+	var out []*domain.Job
+	for k := 0; k < n; k++ {
+		*id++
+		w := s.Workspaces[refs[rng.IntN(len(refs))]]
+		spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0, Priority: rng.IntN(2),
+			CPUMilli: int64(1000 * rng.IntN(16)), MemoryMiB: int64(1024 * rng.IntN(64))}
+		switch r := rng.IntN(100); {
+		case r < 8:
+			spec.MIGProfile, spec.MIGCount = []string{"1g.10gb", "3g.40gb"}[rng.IntN(2)], 1+rng.IntN(2)
+		case r < 18:
+			spec.Share = []float64{0.25, 0.5}[rng.IntN(2)]
+		case r < 75:
+			spec.GPUs = []int{1, 2, 4, 8}[rng.IntN(4)]
+		default:
+			spec.GPUs, spec.GPUsPerNode = []int{16, 32}[rng.IntN(2)], 8
+		}
+		if rng.IntN(5) == 0 && spec.MIGProfile == "" {
+			spec.GPUModels = []string{"H100-80GB", "H200-141GB"}
+		}
+		if rng.IntN(3) == 0 {
+			spec.ExpectedDurationSeconds = int64(60 * (1 + rng.IntN(60)))
+		}
+		out = append(out, &domain.Job{ID: *id, JobSpec: spec, State: domain.JobPending, SubmittedAt: now})
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package sched
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // ScheduleExhaustive is Schedule deciding every job by full scans, without
 // the cycle's scan cache (scans.go) or ranked servers (ranked.go), for the
@@ -14,6 +18,10 @@ func ScheduleExhaustive(s *Snapshot, now time.Time) *Plan {
 // CarryStats is how many cycles patched cr's sums, how many summed every
 // job, and how many kept the usage index.
 func CarryStats(cr *Carry) (patches, resums, indexKept int) { return cr.syncs, cr.resums, cr.ixKept }
+
+// CarryQueue reports whether cr keeps its lists of each workspace's
+// pending jobs, and how many cycles found them not to hold the queue.
+func CarryQueue(cr *Carry) (kept bool, misses int) { return cr.pendOK, cr.pendMiss }
 
 // CarrySums brings cr to s's jobs and returns its sums as a cycle reads
 // them: the shapes (ok false: summed whole this time), the hosts, and the
@@ -47,4 +55,29 @@ func WholeSums(s *Snapshot) (shapes []Shape, hosts []Host, used map[[2]string]in
 		}
 	}
 	return ShapesOf(s.Jobs), hosts, used
+}
+
+// CarryView brings cr to s's jobs and returns the cluster view a cycle
+// through it starts from, written out (ViewOf), with how many servers
+// the view has loaded again and how many times all of them.
+func CarryView(cr *Carry, s *Snapshot) (view string, loads, full int) {
+	cr.sync(s)
+	c := buildClusterWith(s, cr)
+	return viewOf(c), cr.viewLoads, cr.viewWhole
+}
+
+// WholeView is the view a cycle without a Carry starts from, written out
+// as CarryView's.
+func WholeView(s *Snapshot) string { return viewOf(buildCluster(s)) }
+
+// viewOf writes out every server of c as the cycle reads it, and the
+// totals.
+func viewOf(c *cluster) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "total %d %v %v\n", c.total, c.totalModel, c.modelNames)
+	for i, v := range c.servers {
+		fmt.Fprintf(&b, "%d %s idx=%d free=%v nfree=%d mig=%v share=%v shareTenant=%v holders=%v excl=%q cpu=%d mem=%d ver=%d caps=%d/%d %s sig=%d\n",
+			i, v.s.Name, v.idx, v.free, v.nfree, v.mig, v.share, v.shareTenant, v.holders, v.exclusive, v.cpuUsed, v.memUsed, v.ver, v.cpuCap, v.memCap, v.model, v.sigID)
+	}
+	return b.String()
 }

@@ -19,6 +19,12 @@ type jobTable struct {
 	// keep the numbers of pairs no live job names until it starts over).
 	pairs  [][2]string
 	pairID map[[2]string]int32
+	// refs is each pair's "tenant/workspace", and refOf numbers the
+	// distinct refs (two pairs may name one ref: names with '/'), made
+	// once per pair instead of once per pair and cycle.
+	refs  []string
+	refOf []int32
+	refID map[string]int32
 }
 
 // jobRow is one job's fields as the passes over every job read them.
@@ -78,6 +84,16 @@ func (t *jobTable) intern(tenant, workspace string) int32 {
 	id := int32(len(t.pairs))
 	t.pairs = append(t.pairs, k)
 	t.pairID[k] = id
+	ref := tenant + "/" + workspace
+	if t.refID == nil {
+		t.refID = map[string]int32{}
+	}
+	r, ok := t.refID[ref]
+	if !ok {
+		r = int32(len(t.refID))
+		t.refID[ref] = r
+	}
+	t.refs, t.refOf = append(t.refs, ref), append(t.refOf, r)
 	return id
 }
 

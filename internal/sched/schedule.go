@@ -169,23 +169,35 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	// The passes over every job read the table's rows, not the jobs.
 	rows := tbl.rows
 	st.targets = map[uint64]bool{}
-	for k := range rows {
-		if f := rows[k].preemptedFor; f != 0 {
-			st.targets[f] = true
-		}
-	}
-	var pending []*domain.Job // the queue, ordered below (phase 3)
-	var pendIdx []int32       // their rows
+	npend := 0
+	var preempting []int32 // rows of jobs told to stop (a handful)
 	for k := range rows {
 		r := &rows[k]
-		if r.state == rowPending {
+		if f := r.preemptedFor; f != 0 {
+			st.targets[f] = true
+		}
+		switch r.state {
+		case rowPending:
+			npend++
+		case rowPreempting:
+			preempting = append(preempting, int32(k))
+		}
+	}
+	// Sized once: grown job by job they were 90 MB of allocation over 40
+	// cycles at 100,000 GPUs.
+	pending := make([]*domain.Job, 0, npend) // the queue, ordered below (phase 3)
+	pendIdx := make([]int32, 0, npend)       // their rows
+	for k := range rows {
+		if r := &rows[k]; r.state == rowPending {
 			pending = append(pending, tbl.jobs[k])
 			pendIdx = append(pendIdx, int32(k))
 			if st.targets[r.id] {
 				st.waiting[r.id] = true
 			}
 		}
-		if r.state == rowPreempting && r.preemptedFor != 0 {
+	}
+	for _, k := range preempting {
+		if r := &rows[k]; r.preemptedFor != 0 {
 			j := tbl.jobs[k]
 			f := st.fv.freeing[j.PreemptedFor]
 			f.units += r.held
@@ -203,13 +215,22 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 
 	// Phase 3: order the queue.
 	stopping := map[string]int{} // held by jobs told to stop, by workspace
-	for k := range rows {
-		if r := &rows[k]; r.state == rowPreempting && !st.released[r.id] {
+	for _, k := range preempting {
+		if r := &rows[k]; !st.released[r.id] {
 			j := tbl.jobs[k]
 			stopping[j.Tenant+"/"+j.Workspace] += r.held
 		}
 	}
-	st.queued = order(pending, pendIdx, tbl, s, st.u, stopping, st.fv.freeing)
+	ordered := false
+	if cr != nil && cr.pendOK {
+		// From the Carry's lists of each workspace's pending jobs.
+		if st.queued, ordered = cr.order(pending, s, st.u, stopping, st.fv.freeing); !ordered {
+			cr.pendMiss++
+		}
+	}
+	if !ordered {
+		st.queued = order(pending, pendIdx, tbl, s, st.u, stopping, st.fv.freeing)
+	}
 	st.plan.Pending = make(map[uint64]domain.Reason, len(pending))
 	st.plan.Order = make([]uint64, len(pending))
 	for i, q := range st.queued {
@@ -220,7 +241,8 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	// allow. A job that cannot be placed does not block jobs behind it (no
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
-	blocked := make([]*block, len(pending)) // by the workspace's slot (order)
+	// By the workspace's slot (order): at most one per ref of the table.
+	blocked := make([]*block, min(len(pending), len(tbl.refID)))
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
@@ -515,43 +537,11 @@ func shapeKey(j *domain.Job) string {
 // of one class and share from several workspaces are merged by ID. At
 // 100,000 GPUs two sorts of 60,000 jobs were a sixth of a later cycle.
 func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) []queued {
-	type key struct {
-		j       *domain.Job
-		ws      *queueWS
-		id      uint64
-		idx     int
-		prio    int
-		demand  int
-		within  bool
-		freeing bool
-	}
-	byPair := make([]*queueWS, len(tbl.pairs)) // by the table's pair number
-	slots := map[string]int32{}                // by ref: pairs naming one ref share a slot
-	var wss []*queueWS
-	ks := make([]key, len(jobs))
+	qw := newQueueWSs(tbl, s, u, stopping)
+	ks := make([]orderKey, len(jobs))
 	for i, j := range jobs {
 		r := &tbl.rows[rows[i]]
-		wk := byPair[r.pair]
-		if wk == nil {
-			p := tbl.pairs[r.pair]
-			wk = &queueWS{ref: p[0] + "/" + p[1]}
-			if w := s.Workspaces[wk.ref]; w != nil {
-				wk.w, wk.wprio = w, w.Priority
-				if w.Weight > 0 {
-					wk.share = u.decayedOf(w.Ref()) / float64(w.Weight)
-				}
-				wk.left = w.Guaranteed*unit - u.usedOf(wk.ref) + stopping[wk.ref]
-			}
-			wk.t = s.Tenants[p[0]]
-			slot, ok := slots[wk.ref]
-			if !ok {
-				slot = int32(len(slots))
-				slots[wk.ref] = slot
-			}
-			wk.slot = slot
-			byPair[r.pair] = wk
-			wss = append(wss, wk)
-		}
+		wk := qw.of(r.pair)
 		wk.n++
 		// A job already waiting for GPUs being freed (its own victims, or
 		// those left over from other reclaims, reason reclaim_pending)
@@ -559,13 +549,13 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 		// reclaims after it must not book the leftovers it counts on
 		// (issue 14: at dev 48x8 a guaranteed job was pushed to later
 		// victims' deadlines cycle after cycle, 34 s).
-		ks[i] = key{j: j, ws: wk, id: r.id, idx: i, prio: r.prio, demand: r.demand,
+		ks[i] = orderKey{j: j, ws: wk, id: r.id, idx: i, prio: r.prio, demand: r.demand,
 			freeing: r.reclaimWait || (len(freeingFor) > 0 && freeingFor[r.id].units > 0)}
 	}
 	// Each workspace's jobs together (a counting sort by workspace), then
 	// in the workspace's own order.
 	off := 0
-	for _, wk := range wss {
+	for _, wk := range qw.list {
 		wk.off, off = off, off+wk.n
 		wk.n = 0
 	}
@@ -575,6 +565,117 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 		byWS[wk.off+wk.n] = int32(i)
 		wk.n++
 	}
+	for _, wk := range qw.list {
+		sub := byWS[wk.off : wk.off+wk.n]
+		slices.SortFunc(sub, func(a, b int32) int {
+			ka, kb := &ks[a], &ks[b]
+			if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(ka.id, kb.id); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		within(ks, sub)
+	}
+	return orderRuns(jobs, ks, byWS, qw.list)
+}
+
+// orderKey is what order reads of one pending job.
+type orderKey struct {
+	j       *domain.Job
+	ws      *queueWS
+	id      uint64
+	idx     int
+	prio    int
+	demand  int
+	within  bool
+	freeing bool
+}
+
+// within marks the jobs of one workspace, in its own order (priority,
+// then ID), that fit in what is left of its guarantee, each taking its
+// part.
+func within(ks []orderKey, sub []int32) {
+	if len(sub) == 0 {
+		return
+	}
+	wk := ks[sub[0]].ws
+	if wk.w == nil {
+		return
+	}
+	for _, i := range sub {
+		k := &ks[i]
+		if d := k.demand; d <= wk.left {
+			k.within = true
+			wk.left -= d
+		}
+	}
+}
+
+// queueWSs makes order's workspaces, one per tenant/workspace pair of
+// the table, looked up once a cycle.
+type queueWSs struct {
+	tbl      *jobTable
+	s        *Snapshot
+	u        *usage
+	stopping map[string]int
+	byPair   []*queueWS // by the table's pair number
+	buf      []queueWS
+	slotOf   []int32 // a ref number's slot + 1 (0: none yet)
+	nslots   int32
+	list     []*queueWS // in the order made
+}
+
+func newQueueWSs(tbl *jobTable, s *Snapshot, u *usage, stopping map[string]int) *queueWSs {
+	// The workspaces from one array (at most one per pair: the pointers
+	// stay), their refs the table's, and slots numbered by the table's
+	// ref numbers (pairs naming one ref share a slot): 5,000 workspaces'
+	// refs, objects and map entries made every cycle were a sixth of
+	// ordering.
+	return &queueWSs{tbl: tbl, s: s, u: u, stopping: stopping, byPair: make([]*queueWS, len(tbl.pairs)),
+		buf: make([]queueWS, 0, len(tbl.pairs)), slotOf: make([]int32, len(tbl.refID)+1)}
+}
+
+// of is the workspace of the table's pair, made on first use.
+func (qw *queueWSs) of(pair int32) *queueWS {
+	if wk := qw.byPair[pair]; wk != nil {
+		return wk
+	}
+	s, u, tbl := qw.s, qw.u, qw.tbl
+	p := tbl.pairs[pair]
+	qw.buf = append(qw.buf, queueWS{ref: tbl.refs[pair]})
+	wk := &qw.buf[len(qw.buf)-1]
+	if w := s.Workspaces[wk.ref]; w != nil {
+		wk.w, wk.wprio = w, w.Priority
+		if w.Weight > 0 {
+			ref := wk.ref // w.Ref(), unless the map names w otherwise
+			if w.Tenant != p[0] || w.Name != p[1] {
+				ref = w.Ref()
+			}
+			wk.share = u.decayedOf(ref) / float64(w.Weight)
+		}
+		wk.left = w.Guaranteed*unit - u.usedOf(wk.ref) + qw.stopping[wk.ref]
+	}
+	wk.t = s.Tenants[p[0]]
+	rid := tbl.refOf[pair]
+	if qw.slotOf[rid] == 0 {
+		qw.nslots++
+		qw.slotOf[rid] = qw.nslots
+	}
+	wk.slot = qw.slotOf[rid] - 1
+	qw.byPair[pair] = wk
+	qw.list = append(qw.list, wk)
+	return wk
+}
+
+// orderRuns finishes order from the pending jobs' keys ks, grouped by
+// workspace in byWS (each workspace's ks[wk.off:wk.off+wk.n], in its own
+// order, within marked): each workspace's jobs in the queue's order, cut
+// into runs, the runs sorted and those of one class and share merged by
+// ID. It writes the jobs to jobs in queue order.
+func orderRuns(jobs []*domain.Job, ks []orderKey, byWS []int32, wss []*queueWS) []queued {
 	// A run is jobs of one workspace and one class, in ID order; it
 	// carries its sort keys (the class, the workspace's priority and
 	// share, its first job's ID and place) so sorting the runs reads
@@ -590,28 +691,7 @@ func order(jobs []*domain.Job, rows []int32, tbl *jobTable, s *Snapshot, u *usag
 	runs := make([]run, 0, len(wss))
 	for _, wk := range wss {
 		sub := byWS[wk.off : wk.off+wk.n]
-		// Within the guarantee: the workspace's jobs in its own order,
-		// each taking what is left.
-		slices.SortFunc(sub, func(a, b int32) int {
-			ka, kb := &ks[a], &ks[b]
-			if c := cmp.Compare(kb.prio, ka.prio); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(ka.id, kb.id); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		if wk.w != nil {
-			for _, i := range sub {
-				k := &ks[i]
-				if d := k.demand; d <= wk.left {
-					k.within = true
-					wk.left -= d
-				}
-			}
-		}
-		// Then in the queue's order, which within one workspace leaves
+		// In the queue's order, which within one workspace leaves
 		// out its priority and share.
 		slices.SortFunc(sub, func(a, b int32) int {
 			ka, kb := &ks[a], &ks[b]

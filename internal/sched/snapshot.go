@@ -292,6 +292,9 @@ type cluster struct {
 	// servers it has copied.
 	cow    bool
 	cloned map[int]bool
+	// shared marks the servers whose holders and maps are still a
+	// Carry's view (carryview.go): mut copies them first.
+	shared []bool
 	// statics caches static eligibility; shared with what-if views.
 	statics *statics
 	// totalModel is total per GPU model, modelNames the models by name.
@@ -407,6 +410,24 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
+	}
+	if cr != nil && s.Scorer == nil {
+		// The Carry's view, patched by the jobs that changed
+		// (carryview.go). A snapshot's Scorer keeps a tally of each
+		// server's jobs while the view is built: such a cycle builds it.
+		st = cr.static
+		c.byName = st.byName
+		c.sc = s.scoring(len(st.servers), cr)
+		if cr.view == nil || cr.view.st != st {
+			cr.view = newCarriedView(st, cr.tbl.jobs)
+		}
+		n, whole := cr.view.bring(s.Tenants)
+		cr.viewLoads += n
+		if whole {
+			cr.viewWhole++
+		}
+		cr.view.into(c, s.Nodes)
+		return c
 	}
 	c.byName = st.byName
 	c.sc = s.scoring(len(st.servers), cr)
@@ -545,6 +566,10 @@ func (c *cluster) mut(name string) *server {
 		c.servers[i] = c.servers[i].clone()
 		c.cloned[i] = true
 	}
+	if c.shared != nil && c.shared[i] {
+		c.servers[i].own()
+		c.shared[i] = false
+	}
 	if !c.cow {
 		c.touched(i) // the caller changes it
 	}
@@ -559,7 +584,12 @@ type holder struct {
 }
 
 func (c *cluster) hold(v *server, tenant string, t *domain.Tenant) {
-	excl := t != nil && t.Isolation == domain.IsolationServer
+	v.hold(tenant, t != nil && t.Isolation == domain.IsolationServer)
+}
+
+// hold counts one placement of tenant on v (excl: the tenant is
+// server-isolated).
+func (v *server) hold(tenant string, excl bool) {
 	if excl {
 		v.exclusive = tenant
 	}

@@ -1,0 +1,247 @@
+package sched
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/mig"
+)
+
+// carriedView is phase 1's cluster view (the servers' free GPUs, shares,
+// MIG instances, holders, CPU and memory used) kept by a Carry across
+// cycles: building it from every placed job's GPUs was the largest cost
+// of a later cycle outside its decisions at issue 18's scale (69,000
+// placed jobs, 12,500 servers, a new view every cycle).
+//
+// A server changed by some job (placed, ended, preempted, requeued) is
+// loaded again from the live jobs placed on it, in the snapshot's order,
+// as a view built from scratch loads it: its holders' order, its MIG
+// instances' order and its change count come out the same, not merely
+// an equivalent state. Anything wider (the topology, a tenant's
+// isolation) loads every server again. Nodes' conditions are not part of
+// the view: the totals they change are counted every cycle.
+//
+// A cycle gets a copy: the servers' fields and free GPUs flat, their
+// holders, MIG instances and shares shared with the view until the cycle
+// first changes the server (cluster.mut copies them then).
+type carriedView struct {
+	st *Static
+	// views is each server, by st's numbering; free backs their free
+	// GPUs; on lists the placements of live jobs on each, in snapshot
+	// order (a job's in its own order).
+	views []server
+	free  []bool
+	on    [][]onRef
+	// dirty lists the servers to load again (isDirty marks them); all:
+	// every one.
+	dirty   []int
+	isDirty []bool
+	all     bool
+	// excl is the server-isolated tenants the holders were made with.
+	excl map[string]bool
+	// total and totalModel count every server's GPUs, nodes' conditions
+	// aside; modelNames are the models by name.
+	total      int
+	totalModel map[string]int
+	modelNames []string
+	// work, workFree, ptrs and shared back the cycle's copy (reused: a
+	// cycle's view is dead once its plan is made); shared[i]: work[i]'s
+	// holders and maps are the view's.
+	work     []server
+	workFree []bool
+	ptrs     []*server
+	shared   []bool
+}
+
+// onRef is placement p of job j.
+type onRef struct {
+	j *domain.Job
+	p int
+}
+
+// newCarriedView is the view of jobs (live ones, in snapshot order) on
+// st's servers.
+func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
+	n := len(st.servers)
+	cv := &carriedView{st: st, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
+		work: make([]server, n), ptrs: make([]*server, n), shared: make([]bool, n), totalModel: map[string]int{}}
+	gpus := 0
+	for i := range st.servers {
+		gpus += st.servers[i].s.GPUs
+	}
+	cv.free, cv.workFree = make([]bool, gpus), make([]bool, gpus)
+	off := 0
+	sigs := map[idleSig]int32{}
+	for i := range st.servers {
+		ss := st.servers[i].s
+		g := ss.GPUs
+		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, g}
+		id, ok := sigs[sig]
+		if !ok {
+			id = int32(len(sigs))
+			sigs[sig] = id
+		}
+		cv.views[i] = server{static: &st.servers[i], free: cv.free[off : off+g : off+g], idx: i,
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: id}
+		off += g
+		if _, ok := cv.totalModel[ss.GPUModel]; !ok {
+			cv.modelNames = append(cv.modelNames, ss.GPUModel)
+		}
+		cv.totalModel[ss.GPUModel] += g * unit
+		cv.total += g * unit
+	}
+	slices.Sort(cv.modelNames)
+	// In the snapshot's order, as buildCluster loads them (by ID when
+	// the Carry patches; any order when it sums every job).
+	for _, j := range jobs {
+		for k, p := range j.Placement {
+			if i, ok := st.byName[p.Server]; ok {
+				cv.on[i] = append(cv.on[i], onRef{j, k})
+			}
+		}
+	}
+	cv.all = true
+	return cv
+}
+
+// add lists j's placements on their servers, after the jobs of lower ID
+// (a Carry patches only lists by ID), and marks the servers to load.
+func (cv *carriedView) add(j *domain.Job) {
+	for k, p := range j.Placement {
+		i, ok := cv.st.byName[p.Server]
+		if !ok {
+			continue
+		}
+		l := cv.on[i]
+		at := len(l)
+		for at > 0 && l[at-1].j.ID > j.ID {
+			at--
+		}
+		cv.on[i] = slices.Insert(l, at, onRef{j, k})
+		cv.mark(i)
+	}
+}
+
+// remove takes j's (this copy's) placements off their servers' lists.
+func (cv *carriedView) remove(j *domain.Job) {
+	for k, p := range j.Placement {
+		i, ok := cv.st.byName[p.Server]
+		if !ok || slices.ContainsFunc(j.Placement[:k], func(q domain.Placement) bool { return q.Server == p.Server }) {
+			continue // once per server
+		}
+		cv.on[i] = slices.DeleteFunc(cv.on[i], func(e onRef) bool { return e.j == j })
+		cv.mark(i)
+	}
+}
+
+func (cv *carriedView) mark(i int) {
+	if !cv.isDirty[i] {
+		cv.isDirty[i] = true
+		cv.dirty = append(cv.dirty, i)
+	}
+}
+
+// load makes server i's view from the jobs on it, as buildCluster does.
+func (cv *carriedView) load(i int) {
+	v := &cv.views[i]
+	for g := range v.free {
+		v.free[g] = true
+	}
+	v.nfree = len(v.free)
+	v.mig, v.share, v.shareTenant = nil, nil, nil
+	v.holders, v.exclusive = nil, ""
+	v.cpuUsed, v.memUsed, v.ver = 0, 0, 0
+	for _, e := range cv.on[i] {
+		j := e.j
+		v.take(j.Placement[e.p], j.Tenant)
+		v.hold(j.Tenant, cv.excl[j.Tenant])
+		v.ver++ // account's count, with no scorer tally
+		v.cpuUsed += j.CPUMilli
+		v.memUsed += j.MemoryMiB
+	}
+}
+
+// bring loads the servers changed since the last cycle, all of them when
+// the tenants' isolation changed (whole); loaded counts them.
+func (cv *carriedView) bring(tenants map[string]*domain.Tenant) (loaded int, whole bool) {
+	n := 0
+	same := true
+	for name, t := range tenants {
+		if t != nil && t.Isolation == domain.IsolationServer {
+			n++
+			if !cv.excl[name] {
+				same = false
+			}
+		}
+	}
+	if !same || n != len(cv.excl) {
+		cv.excl = map[string]bool{}
+		for name, t := range tenants {
+			if t != nil && t.Isolation == domain.IsolationServer {
+				cv.excl[name] = true
+			}
+		}
+		cv.all = true
+	}
+	whole = cv.all
+	if whole {
+		for i := range cv.views {
+			cv.load(i)
+		}
+		loaded = len(cv.views)
+	} else {
+		for _, i := range cv.dirty {
+			cv.load(i)
+		}
+		loaded = len(cv.dirty)
+	}
+	for _, i := range cv.dirty {
+		cv.isDirty[i] = false
+	}
+	cv.dirty, cv.all = cv.dirty[:0], false
+	return loaded, whole
+}
+
+// into gives c the cycle's copy of the view and its totals under nodes.
+func (cv *carriedView) into(c *cluster, nodes map[string]domain.NodeCondition) {
+	copy(cv.workFree, cv.free)
+	copy(cv.work, cv.views)
+	off := 0
+	for i := range cv.work {
+		v := &cv.work[i]
+		g := len(v.free)
+		v.free = cv.workFree[off : off+g : off+g]
+		off += g
+		cv.ptrs[i] = v
+		cv.shared[i] = true
+	}
+	c.servers, c.shared = cv.ptrs, cv.shared
+	c.total, c.totalModel, c.modelNames = cv.total, maps.Clone(cv.totalModel), slices.Clone(cv.modelNames)
+	// A server that is not schedulable counts only its busy GPUs, as
+	// buildCluster counts them.
+	for name, cond := range nodes {
+		i, ok := cv.st.byName[name]
+		if !ok || cond.Schedulable() {
+			continue
+		}
+		v := c.servers[i]
+		d := len(v.free)*unit - v.usedUnits()
+		c.total -= d
+		c.totalModel[v.s.GPUModel] -= d
+	}
+}
+
+// own gives v holders and maps of its own, no longer the carried view's.
+func (v *server) own() {
+	v.holders = slices.Clone(v.holders)
+	if v.mig != nil {
+		m := make(map[int][]mig.Instance, len(v.mig))
+		for g, l := range v.mig {
+			m[g] = slices.Clone(l)
+		}
+		v.mig = m
+	}
+	v.share = maps.Clone(v.share)
+	v.shareTenant = maps.Clone(v.shareTenant)
+}
