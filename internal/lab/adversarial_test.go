@@ -382,9 +382,16 @@ func TestLabAdversarial(t *testing.T) {
 		t.Errorf("the old tenant reached the moved endpoint %s after the new tenant's job was Ready", -beforeReady)
 	}
 	// The port left tenant B in a revision of its own, before tenant A's.
-	if len(seq) < 2 || !slices.ContainsFunc(seq, func(x string) bool { return strings.Contains(x, ":- (a job held)") }) ||
-		slices.IndexFunc(seq, func(x string) bool { return strings.Contains(x, ":tenant-a") }) < slices.IndexFunc(seq, func(x string) bool { return strings.Contains(x, ":-") }) {
-		t.Errorf("the moved port's VRF by revision is %v: want out of tenant-b's VRF first (a revision holding job-102 back), then in tenant-a's", seq)
+	// Usually that revision held job-102 back (the fabric was busy while
+	// B's job ended and A's was placed, so one compile saw both); on a
+	// loaded machine the compile may come between the two, and the
+	// removal needs no hold. Either way, out first: the hold itself is
+	// tested in internal/state and internal/server.
+	out := slices.IndexFunc(seq, func(x string) bool { return strings.Contains(x, ":-") })
+	if len(seq) < 2 || out < 0 || slices.IndexFunc(seq, func(x string) bool { return strings.Contains(x, ":tenant-a") }) < out {
+		t.Errorf("the moved port's VRF by revision is %v: want out of tenant-b's VRF first, then in tenant-a's", seq)
+	} else if !strings.Contains(seq[out], "(a job held)") {
+		t.Logf("the port left tenant-b's VRF in a revision compiled before job-102 was placed (no hold needed): %v", seq)
 	}
 }
 
