@@ -125,22 +125,10 @@ func (c *countingConn) Read(b []byte) (int, error) {
 // signs anything), and counted. A client writing meanwhile keeps being
 // acknowledged, and a new host is served at once after the flood.
 func TestAdmissionHandshakeFlood(t *testing.T) {
-	dir := t.TempDir()
-	cert, key, ca := tlstest.GenerateRSA(t, dir, 2048, "127.0.0.1")
 	const burst, attempts = 20, 300
 	ctx := ctxT(t)
-	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
-		Listen: "127.0.0.1:0", FabricDriver: "none",
-		// Refills one connection in 100 s: the test sees the burst only.
-		Admission: server.Admission{ConnRate: 0.01, ConnBurst: burst}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tc, err := tlsutil.ClientConfig(ca, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Refills one connection in 100 s: the test sees the burst only.
+	s, tc := startTLS(t, ctx, 2048, server.Admission{ConnRate: 0.01, ConnBurst: burst})
 	admin, err := client.New(s.URL(), s.AdminToken(), tc)
 	if err != nil {
 		t.Fatal(err)
@@ -245,19 +233,8 @@ func (c *stallConn) Close() error {
 // before the server signs: an alert, not a certificate. When a stalled
 // client goes, its slot is free again.
 func TestAdmissionHandshakesInProgress(t *testing.T) {
-	dir := t.TempDir()
-	cert, key, ca := tlstest.Generate(t, dir, "127.0.0.1")
 	ctx := ctxT(t)
-	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
-		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: server.Admission{Handshakes: 2, SourceHandshakes: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tc, err := tlsutil.ClientConfig(ca, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tc := startTLS(t, ctx, 0, server.Admission{Handshakes: 2, SourceHandshakes: 1})
 	handshake := func(ip string, wrap func(net.Conn) net.Conn) (*tls.Conn, *countingConn, error) {
 		raw, err := from(ip).DialContext(ctx, "tcp", s.ListenAddr())
 		if err != nil {
@@ -326,19 +303,8 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 // ClientHello from any new source is refused before the server signs;
 // the members' own address is not limited.
 func TestAdmissionHandshakeRate(t *testing.T) {
-	dir := t.TempDir()
-	cert, key, ca := tlstest.Generate(t, dir, "127.0.0.1")
 	ctx := ctxT(t)
-	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
-		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: server.Admission{HandshakeRate: 0.01, HandshakeBurst: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tc, err := tlsutil.ClientConfig(ca, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tc := startTLS(t, ctx, 0, server.Admission{HandshakeRate: 0.01, HandshakeBurst: 3})
 	for i, ip := range []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"} {
 		code, body := call(t, ip, tc, "GET", s.URL(), "/v1/health", "", "")
 		switch {
@@ -572,4 +538,29 @@ func TestAdmissionForwarding(t *testing.T) {
 	if resp, body := authAs(t, "127.0.0.3", fURL, c.AdminToken); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another host through the follower: %d %s", resp.StatusCode, body)
 	}
+}
+
+// startTLS starts a one-server cluster serving TLS on loopback with adm,
+// its certificate's key RSA of rsaBits bits (0: ECDSA P-256), and returns
+// it (closed with the test) and a client configuration trusting it.
+func startTLS(t *testing.T, ctx context.Context, rsaBits int, adm server.Admission) (*server.Server, *tls.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	var cert, key, ca string
+	if rsaBits > 0 {
+		cert, key, ca = tlstest.GenerateRSA(t, dir, rsaBits, "127.0.0.1")
+	} else {
+		cert, key, ca = tlstest.Generate(t, dir, "127.0.0.1")
+	}
+	s, err := server.Start(ctx, server.Config{DataDir: dir + "/n1", TLSCert: cert, TLSKey: key, TLSCA: ca, Logger: quietLogger(),
+		Listen: "127.0.0.1:0", FabricDriver: "none", Admission: adm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tc, err := tlsutil.ClientConfig(ca, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tc
 }
