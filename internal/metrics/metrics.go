@@ -87,7 +87,7 @@ type Metrics struct {
 	// RaftConnsRefused counts connections to the Raft port reset at
 	// accept, before any TLS byte, by reason.
 	RaftConnsRefused *prometheus.CounterVec // reason
-	LeaderChanges prometheus.Counter
+	LeaderChanges    prometheus.Counter
 }
 
 // New makes a registry with jobfabric's families, the Go and process
