@@ -359,3 +359,41 @@ func TestRaftAdmissionMembersOnly(t *testing.T) {
 	mustApply(t, leaderOf(nodes...).s, "b")
 	waitConverged(t, []string{"a", "b"}, nodes...)
 }
+
+// TestRaftAdmissionTrustFollowsConfiguration: with MembersOnly, an address
+// becomes trusted when a member at it is added (within trustRefresh) and
+// stops being trusted when it is removed. The joiner (at 127.0.0.5, members
+// only too) is reached by the leader before it has a configuration.
+func TestRaftAdmissionTrustFollowsConfiguration(t *testing.T) {
+	logger := testLogger(t)
+	membersOnly := func(addr string) peers {
+		return func(c *Config) {
+			withSecret(testSecret)(c)
+			c.RaftAddr = addr
+			c.Admission = Admission{MembersOnly: true}
+		}
+	}
+	nodes := startCluster(t, logger, membersOnly("127.0.0.1:0"))
+	n1 := nodes[0]
+	served := func(want bool, what string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			ok, err := tryHandshake(ctxT(t, 10*time.Second), "127.0.0.5", n1.s.Addr())
+			return err == nil && ok == want, fmt.Sprintf("%s: a handshake from 127.0.0.5 served %v (%v), want %v", what, ok, err, want)
+		})
+	}
+	served(false, "before a member is at 127.0.0.5")
+
+	n4 := newNode(t, logger, "n4", false, membersOnly("127.0.0.5:0"))
+	if err := n1.s.AddVoter(ctxT(t, 10*time.Second), "n4", n4.s.Addr()); err != nil {
+		t.Fatalf("add a members-only joiner: %v", err)
+	}
+	mustApply(t, n1.s, "with n4")
+	waitConverged(t, []string{"with n4"}, append(nodes, n4)...)
+	served(true, "once n4 (127.0.0.5) is a member")
+
+	if err := n1.s.RemoveServer(ctxT(t, 10*time.Second), "n4"); err != nil {
+		t.Fatal(err)
+	}
+	served(false, "once n4 is removed")
+}
