@@ -195,6 +195,8 @@ multi-server cluster.`,
 	f.IntVar(&cfg.RaftAdmission.ConnsPerSource, "raft-conns-per-source", cfg.RaftAdmission.ConnsPerSource, "Raft connections one source that is not a member may hold open (0: no limit)")
 	f.IntVar(&cfg.RaftAdmission.Handshakes, "raft-handshakes", cfg.RaftAdmission.Handshakes, "Raft TLS handshakes in progress from all sources that are not members together; past it a connection is reset at accept (0: no limit)")
 	f.IntVar(&cfg.RaftAdmission.SourceHandshakes, "raft-source-handshakes", cfg.RaftAdmission.SourceHandshakes, "Raft TLS handshakes one source that is not a member may have in progress (0: no limit)")
+	f.Float64Var(&cfg.RaftAdmission.HandshakeRate, "raft-handshake-rate", cfg.RaftAdmission.HandshakeRate, "Raft connections a second all sources that are not members together may start a TLS handshake on: the CPU a flood from many addresses may take; during one, every such source is refused, a member whose address is not recognised included (0: no limit)")
+	f.IntVar(&cfg.RaftAdmission.HandshakeBurst, "raft-handshake-burst", 100, "Raft handshakes at once under --raft-handshake-rate")
 	f.BoolVar(&cfg.RaftAdmission.MembersOnly, "raft-members-only", false, "reset at accept every Raft connection from an address that is neither a member's (the Raft configuration's, names resolved) nor in --raft-trusted-sources; off by default: a member behind NAT or sending from another address than it advertises would be cut off")
 	f.StringSliceVar(&raftTrusted, "raft-trusted-sources", nil, "addresses or CIDR prefixes the Raft port never limits (members behind NAT, multi-homed members whose source address is not their advertised Raft address); members' advertised addresses always are")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -135,7 +135,7 @@ func New() *Metrics {
 		ApplyDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",
 			Help: "Time for this server to commit a command through raft and apply it (propose to result).", Buckets: durations}),
 		RaftConnsRefused: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "raft", Name: "connections_refused_total",
-			Help: "Raft port connections from sources that are not members reset at accept, before any TLS byte, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), source_handshakes (the source's TLS handshakes in progress), handshakes (untrusted TLS handshakes in progress on this server), not_member (--raft-members-only)."}, []string{"reason"}),
+			Help: "Raft port connections from sources that are not members reset at accept, before any TLS byte, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), source_handshakes (the source's TLS handshakes in progress), handshakes (untrusted TLS handshakes in progress on this server), handshake_rate (--raft-handshake-rate), not_member (--raft-members-only)."}, []string{"reason"}),
 		LeaderChanges: f.NewCounter(prometheus.CounterOpts{Subsystem: "raft", Name: "leader_changes_total",
 			Help: "Leadership changes this server observed (gained or lost)."}),
 	}

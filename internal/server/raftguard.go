@@ -24,6 +24,10 @@ func checkRaftAdmission(a store.Admission) error {
 		return domain.Invalid("raft-handshakes", "--raft-handshakes %d is negative (0: no limit)", a.Handshakes)
 	case a.SourceHandshakes < 0:
 		return domain.Invalid("raft-source-handshakes", "--raft-source-handshakes %d is negative (0: no limit)", a.SourceHandshakes)
+	case a.HandshakeRate < 0:
+		return domain.Invalid("raft-handshake-rate", "--raft-handshake-rate %g is negative (0: no limit)", a.HandshakeRate)
+	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
+		return domain.Invalid("raft-handshake-burst", "--raft-handshake-burst %d: with --raft-handshake-rate %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
 	}
 	return nil
 }

@@ -28,7 +28,8 @@ import (
 // leader for a window while an attacker in a process of its own (niced,
 // TestAdmissionFloodAttacker) replays a ClientHello at the leader's Raft
 // port as fast as it can, from one source and from 64, without limits,
-// with the CLI's defaults (store.DefaultAdmission) and with members-only.
+// with the CLI's defaults (store.DefaultAdmission), with a server-wide
+// handshake rate and with members-only.
 // It logs the writes each window acknowledged and the server flights
 // (signatures) the attacker got. Opt-in:
 //
@@ -50,6 +51,8 @@ func TestRaftFloodLong(t *testing.T) {
 	}
 	membersOnly := store.DefaultAdmission()
 	membersOnly.MembersOnly = true
+	rate := store.DefaultAdmission()
+	rate.HandshakeRate, rate.HandshakeBurst = 50, 100
 	for i, ph := range []struct {
 		name    string
 		limits  store.Admission
@@ -60,6 +63,7 @@ func TestRaftFloodLong(t *testing.T) {
 		{"defaults, 1 source", store.DefaultAdmission(), 1},
 		{"no limits, 64 sources", store.Admission{}, 64},
 		{"defaults, 64 sources", store.DefaultAdmission(), 64},
+		{"defaults + rate 50/s, 64 sources", rate, 64},
 		{"members-only, 64 sources", membersOnly, 64},
 	} {
 		ctx := context.Background()
@@ -117,6 +121,8 @@ func TestRaftFloodLong(t *testing.T) {
 			switch a := ph.limits; {
 			case a.MembersOnly:
 				bound = 0
+			case a.HandshakeRate > 0:
+				bound = float64(a.HandshakeBurst) + a.HandshakeRate*window.Seconds()
 			case a.ConnRate > 0:
 				bound = float64(ph.sources) * (float64(a.ConnBurst) + a.ConnRate*window.Seconds())
 			}
@@ -130,6 +136,6 @@ func TestRaftFloodLong(t *testing.T) {
 		if ph.limits.ConnRate > 0 && acked.Load() == 0 {
 			t.Errorf("%s: no write acknowledged", ph.name)
 		}
-		t.Logf("%-26s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
+		t.Logf("%-34s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
 	}
 }

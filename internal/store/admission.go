@@ -39,6 +39,13 @@ type Admission struct {
 	// untrusted sources together, SourceHandshakes one source's: a
 	// connection holds a slot from its accept to the end of its handshake.
 	Handshakes, SourceHandshakes int
+	// HandshakeRate bounds the connections a second all untrusted
+	// sources together may start a handshake on (HandshakeBurst at once):
+	// the CPU a flood from many addresses may take. Past it, every
+	// untrusted source is refused until the flood ends, a member whose
+	// address is not recognised included.
+	HandshakeRate  float64
+	HandshakeBurst int
 	// MembersOnly refuses at accept every source that is not in the Raft
 	// configuration or TrustedSources, once this server has a
 	// configuration (a joiner has none until the leader first reaches it,
@@ -87,20 +94,25 @@ func (a Admission) Check() error {
 		return fmt.Errorf("handshakes %d is negative (0: no limit)", a.Handshakes)
 	case a.SourceHandshakes < 0:
 		return fmt.Errorf("handshakes per source %d is negative (0: no limit)", a.SourceHandshakes)
+	case a.HandshakeRate < 0:
+		return fmt.Errorf("handshake rate %g is negative (0: no limit)", a.HandshakeRate)
+	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
+		return fmt.Errorf("handshake burst %d: with a handshake rate of %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
 	}
 	return nil
 }
 
 func (a Admission) String() string {
-	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d members-only=%v trusted=%v",
-		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.MembersOnly, a.TrustedSources)
+	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d handshake-rate=%g handshake-burst=%d members-only=%v trusted=%v",
+		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.HandshakeRate, a.HandshakeBurst, a.MembersOnly, a.TrustedSources)
 }
 
 // Reasons a Raft connection is refused, besides srclimit's (rate,
 // per_source, source_handshakes).
 const (
-	ReasonHandshakes = "handshakes" // Admission.Handshakes in progress
-	ReasonNotMember  = "not_member" // Admission.MembersOnly
+	ReasonHandshakes    = "handshakes"     // Admission.Handshakes in progress
+	ReasonHandshakeRate = "handshake_rate" // Admission.HandshakeRate
+	ReasonNotMember     = "not_member"     // Admission.MembersOnly
 )
 
 // trustRefresh is how often the guard reads the Raft configuration again
@@ -122,6 +134,7 @@ type guard struct {
 	trusted    atomic.Pointer[[]netip.Prefix]
 	configured atomic.Bool
 	inFlight   atomic.Int64 // handshakes in progress, untrusted sources
+	hsRate     *srclimit.Bucket
 
 	logMu      sync.Mutex
 	lastLog    time.Time
@@ -134,6 +147,7 @@ func newGuard(lim Admission, tlsOn bool, logger *slog.Logger) *guard {
 	}
 	g := &guard{lim: lim, logger: logger, tls: tlsOn, tab: srclimit.New(srclimit.Limits{Rate: lim.ConnRate, Burst: lim.ConnBurst,
 		PerSource: lim.ConnsPerSource, Handshakes: lim.SourceHandshakes, MaxSources: lim.MaxSources}, lim.Clock)}
+	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, lim.Clock)
 	t := slices.Clone(lim.TrustedSources)
 	g.trusted.Store(&t)
 	return g
@@ -181,6 +195,14 @@ func (g *guard) admit(c net.Conn) net.Conn {
 		end()
 		release()
 		g.refuse(c, src, ReasonHandshakes)
+		return nil
+	}
+	// Last: a source over its own limits does not take the server's tokens.
+	if !g.hsRate.Allow() {
+		g.inFlight.Add(-1)
+		end()
+		release()
+		g.refuse(c, src, ReasonHandshakeRate)
 		return nil
 	}
 	gc.hsEnd = func() { end(); g.inFlight.Add(-1) }

@@ -397,3 +397,51 @@ func TestRaftAdmissionTrustFollowsConfiguration(t *testing.T) {
 	}
 	served(false, "once n4 is removed")
 }
+
+// TestRaftAdmissionHandshakeRate: past the server-wide handshake rate a
+// connection from any new source is reset before the server sends a byte,
+// however few each source opened; the members (trusted) still replicate.
+// Without it the same 20 sources are each served.
+func TestRaftAdmissionHandshakeRate(t *testing.T) {
+	// The burst leaves room for the leader's first connections to a joiner
+	// (no configuration yet: nobody trusted), which take its tokens too.
+	const burst, sources = 10, 30
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprintf("limits %v", on), func(t *testing.T) {
+			var rateRefused atomic.Int64
+			nodes := startCluster(t, testLogger(t), func(c *Config) {
+				withSecret(testSecret)(c)
+				if on {
+					c.Admission = Admission{HandshakeRate: 0.01, HandshakeBurst: burst, Refused: func(why string) {
+						if why == ReasonHandshakeRate {
+							rateRefused.Add(1)
+						}
+					}}
+				}
+			})
+			target := nodes[0].s.Addr()
+			served := 0
+			for i := range sources {
+				ok, err := tryHandshake(ctxT(t, 10*time.Second), fmt.Sprintf("127.0.1.%d", i+1), target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					served++
+				}
+			}
+			t.Logf("%d sources, one connection each: %d served", sources, served)
+			if !on {
+				if served != sources {
+					t.Fatalf("without limits %d of %d served", served, sources)
+				}
+				return
+			}
+			if served > burst+1 || rateRefused.Load() < sources-burst-1 {
+				t.Fatalf("%d sources past a burst of %d: %d served, %d refused for handshake_rate", sources, burst, served, rateRefused.Load())
+			}
+			mustApply(t, leaderOf(nodes...).s, "after the flood")
+			waitConverged(t, []string{"after the flood"}, nodes...)
+		})
+	}
+}

@@ -288,7 +288,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		layer = newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
-		if a := cfg.Admission; a.ConnRate > 0 || a.ConnsPerSource > 0 || a.Handshakes > 0 || a.SourceHandshakes > 0 || a.MembersOnly {
+		if a := cfg.Admission; a.ConnRate > 0 || a.ConnsPerSource > 0 || a.Handshakes > 0 || a.SourceHandshakes > 0 || a.HandshakeRate > 0 || a.MembersOnly {
 			layer.guard = newGuard(a, serverTLS != nil, logger.With("component", "raft-admission"))
 		}
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
