@@ -73,8 +73,9 @@ type Admission struct {
 // changes, snapshots and restarts of a 5-member cluster, opens fewer than
 // ten connections at once and holds fewer than ten: the figures leave it
 // ten times that. One source flooding handshakes gets 100 and then 10 a
-// second; 16 untrusted handshakes at once (a 10 s stall each at most)
-// bound what many sources together hold.
+// second; stalled handshakes (10 s each at most) are held 16 to a source
+// and 64 in all. The server-wide handshake rate and members-only stay
+// off: either would refuse such an unrecognised member during a flood.
 func DefaultAdmission() Admission {
 	return Admission{ConnRate: 10, ConnBurst: 100, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}
 }
