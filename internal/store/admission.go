@@ -135,7 +135,10 @@ type guard struct {
 	trusted    atomic.Pointer[[]netip.Prefix]
 	configured atomic.Bool
 	inFlight   atomic.Int64 // handshakes in progress, untrusted sources
-	hsRate     *srclimit.Bucket
+	// hosts were trusted at resolved (refresh's, one goroutine at a time).
+	hosts    []string
+	resolved time.Time
+	hsRate   *srclimit.Bucket
 
 	logMu      sync.Mutex
 	lastLog    time.Time
@@ -276,34 +279,39 @@ func handshakeDone(c net.Conn) {
 // configuration every trustRefresh (a change is seen within it: a voter
 // being added is in the leader's latest configuration before the leader
 // first replicates to it, and the joiner never dials anyone before it has
-// been reached), and resolves names again every trustResolve.
+// been reached), and resolves names again every trustResolve. Open runs
+// the first refresh before it returns.
 func (g *guard) trustLoop(r *raft.Raft, stop <-chan struct{}) {
-	var last []string
-	var lastResolve time.Time
 	t := time.NewTicker(trustRefresh)
 	defer t.Stop()
 	for {
-		servers := r.GetConfiguration().Configuration().Servers
-		hosts := make([]string, 0, len(servers))
-		for _, s := range servers {
-			if h, _, err := net.SplitHostPort(string(s.Address)); err == nil && h != "" {
-				hosts = append(hosts, h)
-			}
-		}
-		slices.Sort(hosts)
-		hosts = slices.Compact(hosts)
-		if lastResolve.IsZero() || !slices.Equal(hosts, last) || time.Since(lastResolve) >= trustResolve {
-			last, lastResolve = hosts, time.Now()
-			g.setTrusted(hosts, stop)
-		}
-		// Set after the trust: members-only must not refuse members.
-		g.configured.Store(len(servers) > 0)
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+		g.refresh(r, stop)
 	}
+}
+
+// refresh reads the configuration and, when its hosts changed or
+// trustResolve passed, trusts them anew.
+func (g *guard) refresh(r *raft.Raft, stop <-chan struct{}) {
+	servers := r.GetConfiguration().Configuration().Servers
+	hosts := make([]string, 0, len(servers))
+	for _, s := range servers {
+		if h, _, err := net.SplitHostPort(string(s.Address)); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	if g.resolved.IsZero() || !slices.Equal(hosts, g.hosts) || time.Since(g.resolved) >= trustResolve {
+		g.hosts, g.resolved = hosts, time.Now()
+		g.setTrusted(hosts, stop)
+	}
+	// Set after the trust: members-only must not refuse members.
+	g.configured.Store(len(servers) > 0)
 }
 
 func (g *guard) setTrusted(hosts []string, stop <-chan struct{}) {

@@ -353,6 +353,9 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		trustDone:  make(chan struct{}),
 	}
 	go s.forwardLeadership()
+	if layer != nil && layer.guard != nil {
+		layer.guard.refresh(r, s.stop) // members trusted before Open returns
+	}
 	go func() {
 		defer close(s.trustDone)
 		if layer != nil && layer.guard != nil {
