@@ -445,3 +445,89 @@ func TestRaftAdmissionHandshakeRate(t *testing.T) {
 		})
 	}
 }
+
+// TestRaftAdmissionDefaultsUnderChurn: the defaults are never hit by the
+// members' own traffic, even when no member is recognised. Five members
+// advertise 127.0.0.11-15 but dial from 127.0.0.1 (the loopback route's
+// source: a multi-homed host), so every Raft connection between them goes
+// through the limits; through joins, two leader changes and two restarts
+// nothing is refused.
+func TestRaftAdmissionDefaultsUnderChurn(t *testing.T) {
+	logger := testLogger(t)
+	var mu sync.Mutex
+	refused := map[string]int{}
+	at := func(i int) peers {
+		return func(c *Config) {
+			withSecret(testSecret)(c)
+			c.RaftAddr = fmt.Sprintf("127.0.0.%d:0", 10+i)
+			c.Admission = DefaultAdmission()
+			c.Admission.Refused = func(why string) {
+				mu.Lock()
+				refused[why]++
+				mu.Unlock()
+			}
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		}
+	}
+	nodes := []*node{newNode(t, logger, "n1", true, at(1))}
+	if err := nodes[0].s.WaitForLeader(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 5; i++ {
+		n := newNode(t, logger, fmt.Sprintf("n%d", i), false, at(i))
+		if err := nodes[0].s.AddVoter(ctxT(t, 10*time.Second), n.cfg.NodeID, n.s.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	var nmu sync.Mutex
+	leader := func() *node {
+		nmu.Lock()
+		defer nmu.Unlock()
+		return leaderOf(nodes...)
+	}
+	w := startWriterTo(func() *Store {
+		if l := leader(); l != nil {
+			return l.s
+		}
+		return nil
+	})
+	defer w.stop()
+	w.ackedSince(t, time.Time{}, 20, "five members")
+	restart := func(n *node) {
+		nmu.Lock()
+		n.stop(t)
+		nmu.Unlock()
+		w.ackedSince(t, time.Now(), 20, n.cfg.NodeID+" down")
+		nmu.Lock()
+		n.start(t)
+		nmu.Unlock()
+		w.ackedSince(t, time.Now(), 20, n.cfg.NodeID+" back")
+	}
+	for range 2 { // leader changes
+		waitFor(t, 30*time.Second, func() (bool, string) { return leader() != nil, "no leader" })
+		restart(leader())
+	}
+	for range 2 { // followers
+		l := leader()
+		for _, n := range nodes {
+			if n != l {
+				restart(n)
+				break
+			}
+		}
+	}
+	seen := 0
+	for _, n := range nodes {
+		seen += n.s.Sources()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("refusals %v; sources remembered across the members %d", refused, seen)
+	if seen == 0 {
+		t.Fatal("no member's admission table saw a source: the members' connections did not go through the limits, the test proves nothing")
+	}
+	if len(refused) != 0 {
+		t.Fatalf("the defaults refused the members' own connections: %v", refused)
+	}
+}
