@@ -3,13 +3,10 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,36 +15,10 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/store"
+	"github.com/jobfabric/jobfabric/internal/store/raftinject"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 )
-
-// raftHello makes one TLS handshake to a Raft port from src as an
-// outsider (no client certificate) and says whether the server sent
-// anything (its first flight: a key exchange and a signature done for the
-// attacker) or reset the connection before a byte. Other failures (a
-// member down, a deadline) are neither.
-func raftHello(ctx context.Context, src, target string) (served, reset bool) {
-	raw, err := from(src).DialContext(ctx, "tcp", target)
-	if errors.Is(err, syscall.ECONNRESET) {
-		return false, true
-	}
-	if err != nil {
-		return false, false
-	}
-	cc := &countingConn{Conn: raw}
-	tc := tls.Client(cc, &tls.Config{InsecureSkipVerify: true})
-	tc.SetDeadline(time.Now().Add(5 * time.Second))
-	err = tc.HandshakeContext(ctx)
-	tc.Close()
-	switch {
-	case err == nil || cc.read.Load() > 0:
-		return true, false
-	case errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil:
-		return false, false
-	}
-	return false, true
-}
 
 // raftFlood replays handshakes from src at every target until stopped,
 // paced (at most 250 a second a target) so that the attacker does not take
@@ -69,7 +40,7 @@ func startRaftFlood(t *testing.T, src string, targets []string) *raftFlood {
 			tick := time.NewTicker(4 * time.Millisecond)
 			defer tick.Stop()
 			for ctx.Err() == nil {
-				served, reset := raftHello(ctx, src, tg)
+				served, reset := raftinject.Hello(ctx, src, tg)
 				if served {
 					f.served[tg].Add(1)
 				}
@@ -128,7 +99,7 @@ func TestRaftPortFlood(t *testing.T) {
 		c := startAttackCluster(t, 3, nil)
 		served := 0
 		for range 3 * burst {
-			if ok, _ := raftHello(ctxT(t), "127.0.0.2", c.Servers[0].RaftAddr()); ok {
+			if ok, _ := raftinject.Hello(ctxT(t), "127.0.0.2", c.Servers[0].RaftAddr()); ok {
 				served++
 			}
 		}
@@ -293,7 +264,7 @@ func TestRaftPortMembersOnly(t *testing.T) {
 	for i, tg := range raftTargets(c) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			served, reset := raftHello(ctxT(t), "127.0.0.2", tg)
+			served, reset := raftinject.Hello(ctxT(t), "127.0.0.2", tg)
 			if !served && reset {
 				break
 			}

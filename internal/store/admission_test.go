@@ -2,33 +2,21 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobfabric/jobfabric/internal/store/raftinject"
 )
 
 // from dials from ip: Linux accepts any 127/8 address as a source, so one
 // test plays the members (127.0.0.1) and attackers.
 func from(ip string) *net.Dialer {
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-}
-
-// countingConn counts the bytes the server sent.
-type countingConn struct {
-	net.Conn
-	read atomic.Int64
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.read.Add(int64(n))
-	return n, err
 }
 
 // flood replays TLS handshakes (no client certificate: an outsider) at
@@ -41,25 +29,13 @@ type flood struct {
 	served, refused map[string]*atomic.Int64
 }
 
-// tryHandshake reports whether the server sent anything (its first
-// flight: work done for the attacker) on one connection from src.
+// tryHandshake is raftinject.Hello with an error for neither outcome.
 func tryHandshake(ctx context.Context, src, target string) (served bool, err error) {
-	raw, err := from(src).DialContext(ctx, "tcp", target)
-	if errors.Is(err, syscall.ECONNRESET) {
-		return false, nil // reset before connect returned
+	served, reset := raftinject.Hello(ctx, src, target)
+	if !served && !reset {
+		return false, errors.New("neither served nor reset (nothing listening, or a deadline)")
 	}
-	if err != nil {
-		return false, err
-	}
-	cc := &countingConn{Conn: raw}
-	tc := tls.Client(cc, &tls.Config{InsecureSkipVerify: true})
-	tc.SetDeadline(time.Now().Add(5 * time.Second))
-	err = tc.HandshakeContext(ctx)
-	tc.Close()
-	if err == nil || cc.read.Load() > 0 {
-		return true, nil
-	}
-	return false, nil
+	return served, nil
 }
 
 func startFlood(t *testing.T, src string, targets []string) *flood {
