@@ -289,7 +289,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		}
 		layer = newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
 		if a := cfg.Admission; a.ConnRate > 0 || a.ConnsPerSource > 0 || a.Handshakes > 0 || a.SourceHandshakes > 0 || a.HandshakeRate > 0 || a.MembersOnly {
-			layer.guard = newGuard(a, serverTLS != nil, logger.With("component", "raft-admission"))
+			layer.guard = newGuard(a, serverTLS != nil, logger)
 		}
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  layer,
