@@ -194,7 +194,7 @@ var allowedImports = map[string][]string{
 	"internal/api":             {"internal/domain", "internal/fabric/verify"},
 	"internal/client":          {"internal/api", "internal/binding", "internal/domain"},
 	"internal/deploy":          {"internal/domain", "internal/fabric/lint", "internal/fabric/render"},
-	"internal/store":           {"internal/fileutil"},
+	"internal/store":           {"internal/fileutil", "internal/srclimit", "internal/tstime"},
 	"internal/fabric/platform": {},
 	"internal/fabric/lint":     {},
 	"internal/state": {"internal/domain", "internal/fabric", "internal/fabric/pool", "internal/hostfacts", "internal/mig",

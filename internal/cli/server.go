@@ -51,7 +51,7 @@ func newServerCmd(g *globals) *cobra.Command {
 	var cfg server.Config
 	var bootstrap bool
 	var level, format, secretFile, telemetryFile, healthFile string
-	var trusted []string
+	var trusted, raftTrusted []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a jobfabric server (one member of the replicated control plane)",
@@ -83,7 +83,10 @@ multi-server cluster.`,
 			if err := checkRetention(cfg.Retention, cfg.RetainEvery); err != nil {
 				return err
 			}
-			if cfg.Admission.TrustedSources, err = parseSources(trusted); err != nil {
+			if cfg.Admission.TrustedSources, err = parseSources("api-trusted-sources", trusted); err != nil {
+				return err
+			}
+			if cfg.RaftAdmission.TrustedSources, err = parseSources("raft-trusted-sources", raftTrusted); err != nil {
 				return err
 			}
 			if bootstrap && cfg.Join != "" {
@@ -186,6 +189,16 @@ multi-server cluster.`,
 	f.IntVar(&cfg.Admission.AuthFailures, "api-auth-failures", cfg.Admission.AuthFailures, "invalid tokens one source may send in --api-auth-window; past it its requests are answered 429 with Retry-After until the window ends (0: no limit)")
 	f.DurationVar(&cfg.Admission.AuthWindow, "api-auth-window", cfg.Admission.AuthWindow, "the window of --api-auth-failures")
 	f.StringSliceVar(&trusted, "api-trusted-sources", nil, "addresses or CIDR prefixes never limited (a load balancer that limits clients itself, a member forwarding from another address than it advertises); members' advertised addresses always are")
+	cfg.RaftAdmission = store.DefaultAdmission()
+	f.Float64Var(&cfg.RaftAdmission.ConnRate, "raft-conn-rate", cfg.RaftAdmission.ConnRate, "new Raft connections a second one source that is not a member may open on average; over it a connection is reset before the TLS handshake (0: no limit)")
+	f.IntVar(&cfg.RaftAdmission.ConnBurst, "raft-conn-burst", cfg.RaftAdmission.ConnBurst, "new Raft connections one source that is not a member may open at once")
+	f.IntVar(&cfg.RaftAdmission.ConnsPerSource, "raft-conns-per-source", cfg.RaftAdmission.ConnsPerSource, "Raft connections one source that is not a member may hold open (0: no limit)")
+	f.IntVar(&cfg.RaftAdmission.Handshakes, "raft-handshakes", cfg.RaftAdmission.Handshakes, "Raft TLS handshakes in progress from all sources that are not members together; past it a connection is reset at accept (0: no limit)")
+	f.IntVar(&cfg.RaftAdmission.SourceHandshakes, "raft-source-handshakes", cfg.RaftAdmission.SourceHandshakes, "Raft TLS handshakes one source that is not a member may have in progress (0: no limit)")
+	f.Float64Var(&cfg.RaftAdmission.HandshakeRate, "raft-handshake-rate", cfg.RaftAdmission.HandshakeRate, "Raft connections a second all sources that are not members together may start a TLS handshake on: the CPU a flood from many addresses may take; during one, every such source is refused, a member whose address is not recognised included (0: no limit)")
+	f.IntVar(&cfg.RaftAdmission.HandshakeBurst, "raft-handshake-burst", 100, "Raft handshakes at once under --raft-handshake-rate")
+	f.BoolVar(&cfg.RaftAdmission.MembersOnly, "raft-members-only", false, "reset at accept every Raft connection from an address that is neither a member's (the Raft configuration's, names resolved) nor in --raft-trusted-sources; off by default: a member behind NAT or sending from another address than it advertises would be cut off")
+	f.StringSliceVar(&raftTrusted, "raft-trusted-sources", nil, "addresses or CIDR prefixes the Raft port never limits (members behind NAT, multi-homed members whose source address is not their advertised Raft address); members' advertised addresses always are")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -530,9 +543,9 @@ func loadTelemetryConfig(path string) (telemetry.Config, error) {
 	return cfg, nil
 }
 
-// parseSources reads --api-trusted-sources: addresses (one host) or CIDR
-// prefixes.
-func parseSources(in []string) ([]netip.Prefix, error) {
+// parseSources reads --api-trusted-sources or --raft-trusted-sources
+// (flag): addresses (one host) or CIDR prefixes.
+func parseSources(flag string, in []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range in {
 		v = strings.TrimSpace(v)
@@ -542,7 +555,7 @@ func parseSources(in []string) ([]netip.Prefix, error) {
 		}
 		a, err := netip.ParseAddr(v)
 		if err != nil {
-			return nil, domain.Invalid("api-trusted-sources", "--api-trusted-sources %q is neither an address nor a CIDR prefix (10.0.0.5, 10.0.0.0/24, 2001:db8::/64)", v)
+			return nil, domain.Invalid(flag, "--%s %q is neither an address nor a CIDR prefix (10.0.0.5, 10.0.0.0/24, 2001:db8::/64)", flag, v)
 		}
 		a = a.Unmap()
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))

@@ -84,7 +84,10 @@ type Metrics struct {
 	// Raft, as this server sees it (the process-wide raft library's own
 	// figures come through the bridge, raft.go).
 	ApplyDuration prometheus.Histogram
-	LeaderChanges prometheus.Counter
+	// RaftConnsRefused counts connections to the Raft port reset at
+	// accept, before any TLS byte, by reason.
+	RaftConnsRefused *prometheus.CounterVec // reason
+	LeaderChanges    prometheus.Counter
 }
 
 // New makes a registry with jobfabric's families, the Go and process
@@ -131,6 +134,8 @@ func New() *Metrics {
 			Help: "API requests answered 429 without looking at their token: their source failed authentication too often in the window."}),
 		ApplyDuration: f.NewHistogram(prometheus.HistogramOpts{Subsystem: "raft", Name: "apply_duration_seconds",
 			Help: "Time for this server to commit a command through raft and apply it (propose to result).", Buckets: durations}),
+		RaftConnsRefused: f.NewCounterVec(prometheus.CounterOpts{Subsystem: "raft", Name: "connections_refused_total",
+			Help: "Raft port connections from sources that are not members reset at accept, before any TLS byte, by reason: rate (the source's new-connection rate), per_source (connections the source holds open), source_handshakes (the source's TLS handshakes in progress), handshakes (untrusted TLS handshakes in progress on this server), handshake_rate (--raft-handshake-rate), not_member (--raft-members-only)."}, []string{"reason"}),
 		LeaderChanges: f.NewCounter(prometheus.CounterOpts{Subsystem: "raft", Name: "leader_changes_total",
 			Help: "Leadership changes this server observed (gained or lost)."}),
 	}

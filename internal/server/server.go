@@ -145,6 +145,10 @@ type Config struct {
 	// Admission limits the API's clients per source before they have
 	// authenticated (guard.go; the --api-* flags). Zero limits nothing.
 	Admission Admission
+	// RaftAdmission limits, at the Raft listener's accept, what a source
+	// that is not a member may cost (store.Admission; the --raft-* flags).
+	// Refused and Clock are set by Start. Zero limits nothing.
+	RaftAdmission store.Admission
 	// Health holds the path verdicts' thresholds and debounce
 	// (internal/health; --health-config). Zero: the defaults.
 	Health *health.Config
@@ -256,6 +260,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Admission.check(); err != nil {
 		return nil, err
 	}
+	if err := checkRaftAdmission(cfg.RaftAdmission); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -351,6 +358,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Bootstrap: cfg.Join == "", InsecurePeers: cfg.InsecurePeers,
 		FSM: s.fsm, Logger: s.log.With("component", "raft"),
 		HeartbeatTimeout: cfg.RaftTimeout, ElectionTimeout: cfg.RaftTimeout, LeaderLeaseTimeout: cfg.RaftTimeout / 2,
+		Admission: raftAdmission(cfg.RaftAdmission, cfg.Clock, s.metrics.RaftConnsRefused),
 	}
 	if cfg.ClusterSecret != nil {
 		scfg.ClusterSecret = cfg.ClusterSecret
@@ -363,6 +371,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, storeOpenError(err)
 	}
 	s.store = st
+	registerRaftAdmission(s.metrics, st)
 	s.fwd = newForwarder(peerTLS)
 	s.guard = newGuard(s, cfg.Admission)
 	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
@@ -435,7 +444,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.log.Info("jobfabric server started", "api", s.url, "admission", cfg.Admission.String(), "raft", st.Addr(), "raft_listening", st.Listening(), "peer_auth", st.PeerAuth())
+	s.log.Info("jobfabric server started", "api", s.url, "admission", cfg.Admission.String(), "raft_admission", cfg.RaftAdmission.String(), "raft", st.Addr(), "raft_listening", st.Listening(), "peer_auth", st.PeerAuth())
 	return s, nil
 }
 

@@ -120,18 +120,29 @@ type writer struct {
 }
 
 func startWriter(nodes []*node) *writer {
+	return startWriterTo(func() *Store {
+		if l := leaderOf(nodes...); l != nil {
+			return l.s
+		}
+		return nil
+	})
+}
+
+// startWriterTo writes through whichever store leader returns (nil: none
+// now).
+func startWriterTo(leader func() *Store) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for i := 0; ctx.Err() == nil; i++ {
-			l := leaderOf(nodes...)
+			l := leader()
 			if l == nil {
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
 			actx, acancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			_, err := l.s.Apply(actx, fmt.Appendf(nil, "w-%05d", i))
+			_, err := l.Apply(actx, fmt.Appendf(nil, "w-%05d", i))
 			acancel()
 			if err == nil {
 				w.mu.Lock()

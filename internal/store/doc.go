@@ -11,7 +11,11 @@
 // under a CA derived from a shared cluster secret (TLS 1.3), or mutual TLS
 // against the operator's CA. Listening without either is refused unless
 // Config.InsecurePeers says otherwise; raftinject is the attacker that
-// tests this.
+// tests this. Authentication costs the server its half of a handshake for
+// anyone who connects, so Config.Admission (admission.go, on
+// internal/srclimit) limits sources that are not members at accept, before
+// any TLS byte; the members' addresses, read from the configuration, are
+// never limited.
 //
 // Everything the cluster agrees on goes through Store.Apply. Writes are only
 // accepted by the leader; elsewhere Apply returns *NotLeaderError naming the

@@ -121,6 +121,9 @@ type Config struct {
 	PeerTLS *tls.Config
 	// FSM is the replicated state machine.
 	FSM raft.FSM
+	// Admission limits, at the listener's accept, what sources that are
+	// not members may cost (admission.go). The zero value limits nothing.
+	Admission Admission
 	// Logger receives the store's logs and raft's; raft's Info and Debug
 	// output is logged at Debug, its Trace output below Debug. Defaults to
 	// slog.Default().
@@ -162,6 +165,7 @@ type Store struct {
 	stop       chan struct{} // closed by Shutdown after raft has stopped
 	done       chan struct{} // closed when forwardLeadership returns
 	catchUp    chan struct{} // closed when snapshotAfterReplay returns
+	trustDone  chan struct{} // closed when the guard's trustLoop returns
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -284,6 +288,9 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		layer = newStreamLayer(ln, advertiseAddr(advertise), serverTLS, dialTLS)
+		if a := cfg.Admission; a.ConnRate > 0 || a.ConnsPerSource > 0 || a.Handshakes > 0 || a.SourceHandshakes > 0 || a.HandshakeRate > 0 || a.MembersOnly {
+			layer.guard = newGuard(a, serverTLS != nil, logger)
+		}
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  layer,
 			MaxPool: transportMaxPool,
@@ -343,8 +350,18 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		catchUp:    make(chan struct{}),
+		trustDone:  make(chan struct{}),
 	}
 	go s.forwardLeadership()
+	if layer != nil && layer.guard != nil {
+		layer.guard.refresh(r, s.stop) // members trusted before Open returns
+	}
+	go func() {
+		defer close(s.trustDone)
+		if layer != nil && layer.guard != nil {
+			layer.guard.trustLoop(r, s.stop)
+		}
+	}()
 	go s.snapshotAfterReplay(rc.SnapshotThreshold)
 	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "peer_auth", peerAuth)
 	return s, nil
@@ -364,6 +381,9 @@ func validate(cfg Config) error {
 		return errors.New("store: config: PeerTLS requires TLS: peers dial each other the way they serve")
 	case cfg.ClusterSecret != nil && cfg.TLS != nil:
 		return errors.New("store: config: ClusterSecret and TLS both authenticate peers: give one")
+	}
+	if err := cfg.Admission.Check(); err != nil {
+		return fmt.Errorf("store: config: admission: %w", err)
 	}
 	if cfg.AdvertiseAddr != "" {
 		if err := checkAdvertise(cfg.AdvertiseAddr); err != nil {
@@ -917,6 +937,7 @@ func (s *Store) Shutdown() error {
 		close(s.stop)
 		<-s.done
 		<-s.catchUp
+		<-s.trustDone
 		if err := s.bolt.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("bolt: %w", err))
 		}

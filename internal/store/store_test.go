@@ -307,6 +307,9 @@ func TestOpenErrors(t *testing.T) {
 		"weak secret":     {func(c *Config) { c.DataDir = t.TempDir(); c.ClusterSecret = []byte(strings.Repeat("password", 5)) }, "entropy", true},
 		"bad timeouts":    {func(c *Config) { c.HeartbeatTimeout = time.Second; c.ElectionTimeout = time.Millisecond }, "raft config", false},
 		"bind in use":     {func(c *Config) { c.RaftAddr = busyAddr(t) }, "listen", false},
+		"admission rate":  {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.ConnRate = -1 }, "connection rate -1 is negative", true},
+		"admission burst": {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.ConnRate = 5 }, "connection burst 0", true},
+		"handshake burst": {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.HandshakeRate = 5 }, "handshake burst 0", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := base

@@ -27,6 +27,9 @@ type streamLayer struct {
 	dialTLS   *tls.Config
 	// handshakeTimeout bounds an inbound TLS handshake.
 	handshakeTimeout time.Duration
+	// guard refuses connections over the admission limits at accept;
+	// nil admits everyone.
+	guard *guard
 
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
@@ -47,13 +50,22 @@ func newStreamLayer(ln net.Listener, advertise net.Addr, serverTLS, dialTLS *tls
 	}
 }
 
-// Accept returns the next inbound connection. The TLS handshake is left to
-// the first read, which happens on raft's per-connection goroutine, so a slow
-// or hostile client cannot stall the accept loop.
+// Accept returns the next inbound connection the guard admits; it resets
+// the others itself (an error here would make raft back off accepting
+// from everyone). The TLS handshake is left to the first read, which
+// happens on raft's per-connection goroutine, so a slow or hostile client
+// cannot stall the accept loop.
 func (s *streamLayer) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
-	if err != nil {
-		return nil, err
+	var c net.Conn
+	for c == nil {
+		raw, err := s.ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c = raw
+		if s.guard != nil {
+			c = s.guard.admit(raw)
+		}
 	}
 	tc := &trackedConn{Conn: c, layer: s}
 	s.mu.Lock()
@@ -65,7 +77,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	s.conns[tc] = struct{}{}
 	s.mu.Unlock()
 	if s.serverTLS != nil {
-		return &serverConn{Conn: tls.Server(tc, s.serverTLS), timeout: s.handshakeTimeout}, nil
+		return &serverConn{Conn: tls.Server(tc, s.serverTLS), raw: c, timeout: s.handshakeTimeout}, nil
 	}
 	return tc, nil
 }
@@ -77,6 +89,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 // the handshake happens on the first read.
 type serverConn struct {
 	*tls.Conn
+	raw     net.Conn // gives back its guard's handshake slot
 	timeout time.Duration
 	once    sync.Once
 	err     error
@@ -85,7 +98,9 @@ type serverConn struct {
 func (c *serverConn) Read(b []byte) (int, error) {
 	c.once.Do(func() {
 		c.Conn.SetDeadline(time.Now().Add(c.timeout))
-		if c.err = c.Conn.Handshake(); c.err == nil {
+		c.err = c.Conn.Handshake()
+		handshakeDone(c.raw)
+		if c.err == nil {
 			c.err = c.Conn.SetDeadline(time.Time{})
 		}
 	})

@@ -6,6 +6,10 @@
 // following the real leader (writes stall), and one that accepts its
 // AppendEntries applies whatever entry the attacker chose.
 //
+// Hello is the flooding attacker's unit instead: one TLS handshake from a
+// chosen source address, telling a server that answered (and signed) from
+// one that reset the connection at accept.
+//
 // It is not a _test file so that tests of other packages (internal/server)
 // can aim it at a full server.
 package raftinject

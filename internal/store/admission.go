@@ -1,0 +1,363 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/srclimit"
+	"github.com/jobfabric/jobfabric/internal/tstime"
+)
+
+// Admission limits what a source that is not a member may cost the Raft
+// port before it has proved anything. Each inbound TLS handshake costs the
+// server its half (a key exchange and a signature, an RSA one with an
+// operator's --ca keys) before the client's certificate is refused, and a
+// handshake may be held open until handshakeTimeout. Every limit is checked
+// as the connection is accepted, before any TLS byte: one over a limit is
+// reset. Sources are IPv4 addresses and IPv6 /64s (internal/srclimit). A
+// zero field turns its limit off; the zero value limits nothing.
+//
+// The members' own addresses (the Raft configuration's, names resolved)
+// and TrustedSources are never limited.
+type Admission struct {
+	// ConnRate is the new connections a second one source may open on
+	// average, ConnBurst how many at once.
+	ConnRate  float64
+	ConnBurst int
+	// ConnsPerSource caps the connections one source holds open.
+	ConnsPerSource int
+	// Handshakes caps the inbound TLS handshakes in progress from all
+	// untrusted sources together, SourceHandshakes one source's: a
+	// connection holds a slot from its accept to the end of its handshake.
+	Handshakes, SourceHandshakes int
+	// HandshakeRate bounds the connections a second all untrusted
+	// sources together may start a handshake on (HandshakeBurst at once):
+	// the CPU a flood from many addresses may take. Past it, every
+	// untrusted source is refused until the flood ends, a member whose
+	// address is not recognised included.
+	HandshakeRate  float64
+	HandshakeBurst int
+	// MembersOnly refuses at accept every source that is not in the Raft
+	// configuration or TrustedSources, once this server has a
+	// configuration (a joiner has none until the leader first reaches it,
+	// and the leader dials it before it knows anyone).
+	MembersOnly bool
+	// TrustedSources are never limited: members behind NAT or whose
+	// source address differs from their advertised Raft address.
+	TrustedSources []netip.Prefix
+	// MaxSources bounds the sources remembered (0: srclimit's default).
+	MaxSources int
+	// Refused, when set, is told of every refusal with its reason (the
+	// server counts them in a metric).
+	Refused func(reason string)
+	// Clock paces the buckets; nil: the system's.
+	Clock tstime.Clock
+}
+
+// DefaultAdmission is what the CLI serves Raft with. Raft's own traffic
+// from one peer is a handful of long-lived connections (up to
+// transportMaxPool pooled ones for RPCs and heartbeats, one pipeline) plus
+// one per snapshot, RequestVote or reconnect: a new leader dials each
+// follower once or twice, a restarted member is dialled again by each
+// peer, and raft backs off after a failed dial. A member whose source
+// address is not recognised (NAT, several interfaces), through leader
+// changes, snapshots and restarts of a 5-member cluster, opens fewer than
+// ten connections at once and holds fewer than ten: the figures leave it
+// ten times that. One source flooding handshakes gets 100 and then 10 a
+// second; stalled handshakes (10 s each at most) are held 16 to a source
+// and 64 in all. The server-wide handshake rate and members-only stay
+// off: either would refuse such an unrecognised member during a flood.
+func DefaultAdmission() Admission {
+	return Admission{ConnRate: 10, ConnBurst: 100, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}
+}
+
+// Check says which limit is wrong (plain errors: the server names its flags).
+func (a Admission) Check() error {
+	switch {
+	case a.ConnRate < 0:
+		return fmt.Errorf("connection rate %g is negative (0: no limit)", a.ConnRate)
+	case a.ConnBurst < 0:
+		return fmt.Errorf("connection burst %d is negative", a.ConnBurst)
+	case a.ConnRate > 0 && a.ConnBurst < 1:
+		return fmt.Errorf("connection burst %d: with a connection rate of %g a source must be able to open at least 1 connection", a.ConnBurst, a.ConnRate)
+	case a.ConnsPerSource < 0:
+		return fmt.Errorf("connections per source %d is negative (0: no limit)", a.ConnsPerSource)
+	case a.Handshakes < 0:
+		return fmt.Errorf("handshakes %d is negative (0: no limit)", a.Handshakes)
+	case a.SourceHandshakes < 0:
+		return fmt.Errorf("handshakes per source %d is negative (0: no limit)", a.SourceHandshakes)
+	case a.HandshakeRate < 0:
+		return fmt.Errorf("handshake rate %g is negative (0: no limit)", a.HandshakeRate)
+	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
+		return fmt.Errorf("handshake burst %d: with a handshake rate of %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
+	}
+	return nil
+}
+
+func (a Admission) String() string {
+	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d handshake-rate=%g handshake-burst=%d members-only=%v trusted=%v",
+		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.HandshakeRate, a.HandshakeBurst, a.MembersOnly, a.TrustedSources)
+}
+
+// Reasons a Raft connection is refused, besides srclimit's (rate,
+// per_source, source_handshakes).
+const (
+	ReasonHandshakes    = "handshakes"     // Admission.Handshakes in progress
+	ReasonHandshakeRate = "handshake_rate" // Admission.HandshakeRate
+	ReasonNotMember     = "not_member"     // Admission.MembersOnly
+)
+
+// trustRefresh is how often the guard reads the Raft configuration again
+// (a cached copy: cheap); trustResolve how often it looks names up again.
+const (
+	trustRefresh = 500 * time.Millisecond
+	trustResolve = time.Minute
+)
+
+// guard applies Admission at the Raft listener's accept.
+type guard struct {
+	lim    Admission
+	tab    *srclimit.Table
+	logger *slog.Logger
+	tls    bool // handshakes are counted only when the layer serves TLS
+
+	// trusted is the members' addresses and TrustedSources; configured
+	// says whether this server has a Raft configuration yet.
+	trusted    atomic.Pointer[[]netip.Prefix]
+	configured atomic.Bool
+	inFlight   atomic.Int64 // handshakes in progress, untrusted sources
+	// hosts were trusted at resolved (refresh's, one goroutine at a time).
+	hosts    []string
+	resolved time.Time
+	hsRate   *srclimit.Bucket
+
+	logMu      sync.Mutex
+	lastLog    time.Time
+	suppressed int
+}
+
+func newGuard(lim Admission, tlsOn bool, logger *slog.Logger) *guard {
+	if lim.Clock == nil {
+		lim.Clock = tstime.Std{}
+	}
+	g := &guard{lim: lim, logger: logger, tls: tlsOn, tab: srclimit.New(srclimit.Limits{Rate: lim.ConnRate, Burst: lim.ConnBurst,
+		PerSource: lim.ConnsPerSource, Handshakes: lim.SourceHandshakes, MaxSources: lim.MaxSources}, lim.Clock)}
+	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, lim.Clock)
+	t := slices.Clone(lim.TrustedSources)
+	g.trusted.Store(&t)
+	return g
+}
+
+func (g *guard) isTrusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range *g.trusted.Load() {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit wraps an accepted connection, or refuses it (a reset, before any
+// TLS byte) and returns nil.
+func (g *guard) admit(c net.Conn) net.Conn {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil || g.isTrusted(ap.Addr()) {
+		return c
+	}
+	src := ap.Addr().Unmap()
+	if g.lim.MembersOnly && g.configured.Load() {
+		g.refuse(c, src, ReasonNotMember)
+		return nil
+	}
+	release, why := g.tab.Open(src)
+	if why != "" {
+		g.refuse(c, src, why)
+		return nil
+	}
+	gc := &guardedConn{Conn: c, release: release}
+	if !g.tls {
+		return gc
+	}
+	end, why := g.tab.BeginHandshake(src)
+	if why != "" {
+		release()
+		g.refuse(c, src, why)
+		return nil
+	}
+	if n := g.inFlight.Add(1); g.lim.Handshakes > 0 && n > int64(g.lim.Handshakes) {
+		g.inFlight.Add(-1)
+		end()
+		release()
+		g.refuse(c, src, ReasonHandshakes)
+		return nil
+	}
+	// Last: a source over its own limits does not take the server's tokens.
+	if !g.hsRate.Allow() {
+		g.inFlight.Add(-1)
+		end()
+		release()
+		g.refuse(c, src, ReasonHandshakeRate)
+		return nil
+	}
+	gc.hsEnd = func() { end(); g.inFlight.Add(-1) }
+	return gc
+}
+
+// refuse resets c (no handshake, no TIME_WAIT kept here), counts and logs.
+func (g *guard) refuse(c net.Conn, src netip.Addr, why string) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+	if g.lim.Refused != nil {
+		g.lim.Refused(why)
+	}
+	g.warn(src, why)
+}
+
+// warn logs at most one line a second: a flood must not flood the log.
+func (g *guard) warn(src netip.Addr, why string) {
+	now := time.Now()
+	g.logMu.Lock()
+	if now.Sub(g.lastLog) < time.Second {
+		g.suppressed++
+		g.logMu.Unlock()
+		return
+	}
+	n := g.suppressed
+	g.lastLog, g.suppressed = now, 0
+	g.logMu.Unlock()
+	g.logger.Warn("raft connection refused", "source", src.String(), "reason", why, "not_logged_since_last", n)
+}
+
+// guardedConn gives back its source's count when it closes, and its
+// handshake slot when the handshake ends or it closes.
+type guardedConn struct {
+	net.Conn
+	release func()
+	hsEnd   func() // nil: no slot held
+	hsOnce  sync.Once
+	once    sync.Once
+}
+
+func (c *guardedConn) handshakeDone() {
+	c.hsOnce.Do(func() {
+		if c.hsEnd != nil {
+			c.hsEnd()
+		}
+	})
+}
+
+func (c *guardedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.release()
+		c.handshakeDone()
+	})
+	return err
+}
+
+// handshakeDone ends the handshake slot of a connection admitted by a
+// guard, if it holds one.
+func handshakeDone(c net.Conn) {
+	if gc, ok := c.(*guardedConn); ok {
+		gc.handshakeDone()
+	}
+}
+
+// trustLoop keeps the members' Raft hosts trusted: it reads the
+// configuration every trustRefresh (a change is seen within it: a voter
+// being added is in the leader's latest configuration before the leader
+// first replicates to it, and the joiner never dials anyone before it has
+// been reached), and resolves names again every trustResolve. Open runs
+// the first refresh before it returns.
+func (g *guard) trustLoop(r *raft.Raft, stop <-chan struct{}) {
+	t := time.NewTicker(trustRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		g.refresh(r, stop)
+	}
+}
+
+// refresh reads the configuration and, when its hosts changed or
+// trustResolve passed, trusts them anew.
+func (g *guard) refresh(r *raft.Raft, stop <-chan struct{}) {
+	servers := r.GetConfiguration().Configuration().Servers
+	hosts := make([]string, 0, len(servers))
+	for _, s := range servers {
+		if h, _, err := net.SplitHostPort(string(s.Address)); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	if g.resolved.IsZero() || !slices.Equal(hosts, g.hosts) || time.Since(g.resolved) >= trustResolve {
+		g.hosts, g.resolved = hosts, time.Now()
+		g.setTrusted(hosts, stop)
+	}
+	// Set after the trust: members-only must not refuse members.
+	g.configured.Store(len(servers) > 0)
+}
+
+func (g *guard) setTrusted(hosts []string, stop <-chan struct{}) {
+	out := slices.Clone(g.lim.TrustedSources)
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		cancel()
+		if err != nil {
+			g.logger.Warn("resolve a member's raft address to trust it", "host", h, "err", err)
+			continue
+		}
+		for _, a := range addrs {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	g.trusted.Store(&out)
+}
+
+// Sources is how many sources the Raft port's admission table remembers,
+// and HandshakesInProgress the untrusted handshakes in progress; both 0
+// when nothing listens.
+func (s *Store) Sources() int {
+	if s.layer == nil || s.layer.guard == nil {
+		return 0
+	}
+	return s.layer.guard.tab.Len()
+}
+
+// HandshakesInProgress: see Sources.
+func (s *Store) HandshakesInProgress() int {
+	if s.layer == nil || s.layer.guard == nil {
+		return 0
+	}
+	return int(s.layer.guard.inFlight.Load())
+}
