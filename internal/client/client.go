@@ -49,7 +49,9 @@ func New(base, token string, tlsConf *tls.Config) (*Client, error) {
 		return nil, domain.Invalid("server", "server %q must be a URL like http://127.0.0.1:7070", base)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConf
+	// Its own copy: the transport's HTTP/2 set-up writes NextProtos into
+	// it, and callers share one configuration among clients.
+	tr.TLSClientConfig = tlsConf.Clone()
 	tr.MaxIdleConnsPerHost = 256
 	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, stream: &http.Client{Transport: tr}, RetryFor: 10 * time.Second}, nil
 }

@@ -37,7 +37,7 @@ func from(ip string) *net.Dialer {
 func httpFrom(ip string, tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = from(ip).DialContext
-	tr.TLSClientConfig = tc
+	tr.TLSClientConfig = tc.Clone() // the transport writes NextProtos into it
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 

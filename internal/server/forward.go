@@ -31,7 +31,7 @@ type forwarder struct {
 
 func newForwarder(peerTLS *tls.Config) *forwarder {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = peerTLS
+	tr.TLSClientConfig = peerTLS.Clone() // its own: HTTP/2 set-up writes NextProtos into it
 	tr.MaxIdleConnsPerHost = 64
 	f := &forwarder{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 	f.proxy = &httputil.ReverseProxy{
