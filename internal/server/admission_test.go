@@ -20,6 +20,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/srclimit"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 	"github.com/jobfabric/jobfabric/internal/tstime"
@@ -128,7 +129,7 @@ func TestAdmissionHandshakeFlood(t *testing.T) {
 	const burst, attempts = 20, 300
 	ctx := ctxT(t)
 	// Refills one connection in 100 s: the test sees the burst only.
-	s, tc := startTLS(t, ctx, 2048, server.Admission{ConnRate: 0.01, ConnBurst: burst})
+	s, tc := startTLS(t, ctx, 2048, server.Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: burst}})
 	admin, err := client.New(s.URL(), s.AdminToken(), tc)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func (c *stallConn) Close() error {
 // client goes, its slot is free again.
 func TestAdmissionHandshakesInProgress(t *testing.T) {
 	ctx := ctxT(t)
-	s, tc := startTLS(t, ctx, 0, server.Admission{Handshakes: 2, SourceHandshakes: 1})
+	s, tc := startTLS(t, ctx, 0, server.Admission{Admission: srclimit.Admission{Handshakes: 2, SourceHandshakes: 1}})
 	handshake := func(ip string, wrap func(net.Conn) net.Conn) (*tls.Conn, *countingConn, error) {
 		raw, err := from(ip).DialContext(ctx, "tcp", s.ListenAddr())
 		if err != nil {
@@ -304,7 +305,7 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 // the members' own address is not limited.
 func TestAdmissionHandshakeRate(t *testing.T) {
 	ctx := ctxT(t)
-	s, tc := startTLS(t, ctx, 0, server.Admission{HandshakeRate: 0.01, HandshakeBurst: 3})
+	s, tc := startTLS(t, ctx, 0, server.Admission{Admission: srclimit.Admission{HandshakeRate: 0.01, HandshakeBurst: 3}})
 	for i, ip := range []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"} {
 		code, body := call(t, ip, tc, "GET", s.URL(), "/v1/health", "", "")
 		switch {
@@ -327,7 +328,7 @@ func TestAdmissionHandshakeRate(t *testing.T) {
 func TestAdmissionConnsPerSource(t *testing.T) {
 	const cap, tries = 8, 20
 	c := startClusterWith(t, 1, devcluster.Options{Tune: func(cfg *server.Config) {
-		cfg.Admission = server.Admission{ConnsPerSource: cap}
+		cfg.Admission = server.Admission{Admission: srclimit.Admission{ConnsPerSource: cap}}
 	}})
 	addr := strings.TrimPrefix(c.Servers[0].URL(), "http://")
 	ctx := ctxT(t)
@@ -498,7 +499,7 @@ func doFrom(t *testing.T, ip, base, path string, token ...string) (int, string) 
 // another host's requests through the same follower are served.
 func TestAdmissionForwarding(t *testing.T) {
 	c := startClusterWith(t, 2, devcluster.Options{Tune: func(cfg *server.Config) {
-		cfg.Admission = server.Admission{ConnRate: 0.01, ConnBurst: 4, ConnsPerSource: 4, AuthFailures: 2, AuthWindow: time.Hour}
+		cfg.Admission = server.Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: 4, ConnsPerSource: 4}, AuthFailures: 2, AuthWindow: time.Hour}
 	}})
 	ctx := ctxT(t)
 	l, err := c.WaitLeader(ctx)
