@@ -105,7 +105,7 @@ type guard struct {
 	lim Admission
 	tab *srclimit.Table
 	// trusted is the members' addresses and TrustedSources (trustLoop).
-	trusted  atomic.Pointer[[]netip.Prefix]
+	trusted  srclimit.Trusted
 	inFlight atomic.Int64 // handshakes in progress
 	hsRate   *srclimit.Bucket
 
@@ -118,8 +118,7 @@ func newGuard(s *Server, lim Admission) *guard {
 	tl := lim.Limits()
 	tl.AuthFailures, tl.AuthWindow = lim.AuthFailures, lim.AuthWindow
 	g := &guard{s: s, lim: lim, tab: srclimit.New(tl, s.clock), hsRate: lim.HandshakeBucket(s.clock)}
-	t := slices.Clone(lim.TrustedSources)
-	g.trusted.Store(&t)
+	g.trusted.Set(lim.TrustedSources)
 	// Read at scrape: how close the table is to its bound, and the
 	// handshakes in progress against --api-handshakes.
 	s.metrics.MustRegister(
@@ -132,21 +131,11 @@ func newGuard(s *Server, lim Admission) *guard {
 	return g
 }
 
-func (g *guard) isTrusted(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range *g.trusted.Load() {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // source is the limited source of a remote address: ok is false for a
 // trusted one or one that is not an IP address (in process).
 func (g *guard) source(remote string) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(remote)
-	if err != nil || g.isTrusted(ap.Addr()) {
+	if err != nil || g.trusted.Contains(ap.Addr()) {
 		return netip.Addr{}, false
 	}
 	return ap.Addr().Unmap(), true
@@ -396,26 +385,9 @@ func (g *guard) trustLoop(ctx context.Context) {
 }
 
 func (g *guard) setTrusted(ctx context.Context, hosts []string) {
-	out := slices.Clone(g.lim.TrustedSources)
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		addrs, err := net.DefaultResolver.LookupNetIP(lctx, "ip", h)
-		cancel()
-		if err != nil {
-			g.s.log.Warn("resolve a member's address to trust it", "host", h, "err", err)
-			continue
-		}
-		for _, a := range addrs {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	g.trusted.Store(&out)
+	g.trusted.Set(srclimit.Resolve(ctx, g.lim.TrustedSources, hosts, func(h string, err error) {
+		g.s.log.Warn("resolve a member's address to trust it", "host", h, "err", err)
+	}))
 }
 
 // String names the limits for the start log line.

@@ -97,7 +97,7 @@ type guard struct {
 
 	// trusted is the members' addresses and TrustedSources; configured
 	// says whether this server has a Raft configuration yet.
-	trusted    atomic.Pointer[[]netip.Prefix]
+	trusted    srclimit.Trusted
 	configured atomic.Bool
 	inFlight   atomic.Int64 // handshakes in progress, untrusted sources
 	// hosts were trusted at resolved (refresh's, one goroutine at a time).
@@ -115,26 +115,15 @@ func newGuard(lim Admission, tlsOn bool, logger *slog.Logger) *guard {
 		lim.Clock = tstime.Std{}
 	}
 	g := &guard{lim: lim, logger: logger, tls: tlsOn, tab: srclimit.New(lim.Limits(), lim.Clock), hsRate: lim.HandshakeBucket(lim.Clock)}
-	t := slices.Clone(lim.TrustedSources)
-	g.trusted.Store(&t)
+	g.trusted.Set(lim.TrustedSources)
 	return g
-}
-
-func (g *guard) isTrusted(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range *g.trusted.Load() {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // admit wraps an accepted connection, or refuses it (a reset, before any
 // TLS byte) and returns nil.
 func (g *guard) admit(c net.Conn) net.Conn {
 	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil || g.isTrusted(ap.Addr()) {
+	if err != nil || g.trusted.Contains(ap.Addr()) {
 		return c
 	}
 	src := ap.Addr().Unmap()
@@ -278,33 +267,19 @@ func (g *guard) refresh(r *raft.Raft, stop <-chan struct{}) {
 }
 
 func (g *guard) setTrusted(hosts []string, stop <-chan struct{}) {
-	out := slices.Clone(g.lim.TrustedSources)
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
+	// stop cuts a lookup short: Close must not wait for a dead resolver.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
-		cancel()
-		if err != nil {
-			g.logger.Warn("resolve a member's raft address to trust it", "host", h, "err", err)
-			continue
-		}
-		for _, a := range addrs {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	g.trusted.Store(&out)
+	}()
+	g.trusted.Set(srclimit.Resolve(ctx, g.lim.TrustedSources, hosts, func(h string, err error) {
+		g.logger.Warn("resolve a member's raft address to trust it", "host", h, "err", err)
+	}))
 }
 
 // Sources is how many sources the Raft port's admission table remembers,
