@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -564,4 +566,43 @@ func startTLS(t *testing.T, ctx context.Context, rsaBits int, adm server.Admissi
 		t.Fatal(err)
 	}
 	return s, tc
+}
+
+// TestAdmissionConfigErrors: a wrong limit of either port fails Start as
+// invalid_argument naming its flag (the field and the message the CLI
+// prints), before the data directory is made.
+func TestAdmissionConfigErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate         func(*server.Config)
+		field, message string
+	}{
+		"api rate": {func(c *server.Config) { c.Admission.ConnRate = -1 },
+			"api-conn-rate", "--api-conn-rate -1 is negative (0: no limit)"},
+		"api handshake burst": {func(c *server.Config) { c.Admission.HandshakeRate = 100 },
+			"api-handshake-burst", "--api-handshake-burst 0: with --api-handshake-rate 100 at least 1 handshake must be possible"},
+		"api auth window": {func(c *server.Config) { c.Admission.AuthFailures = 3 },
+			"api-auth-window", "--api-auth-window 0s: with --api-auth-failures 3 the window must be positive"},
+		"raft rate, no burst": {func(c *server.Config) { c.RaftAdmission.ConnRate = 10 },
+			"raft-conn-burst", "--raft-conn-burst 0: with --raft-conn-rate 10 a source must be able to open at least 1 connection"},
+		"raft source handshakes": {func(c *server.Config) { c.RaftAdmission.SourceHandshakes = -1 },
+			"raft-source-handshakes", "--raft-source-handshakes -1 is negative (0: no limit)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			cfg := server.Config{DataDir: dir, Logger: quietLogger(), Listen: "127.0.0.1:0", FabricDriver: "none"}
+			tc.mutate(&cfg)
+			s, err := server.Start(ctxT(t), cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("Start accepted the limits")
+			}
+			var de *domain.Error
+			if !errors.As(err, &de) || de.Code != domain.CodeInvalidArgument || de.Field != tc.field || de.Message != tc.message {
+				t.Fatalf("Start: %v\nwant invalid_argument, field %s: %s", err, tc.field, tc.message)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the data directory was made (stat: %v)", err)
+			}
+		})
+	}
 }
