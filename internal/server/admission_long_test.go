@@ -35,20 +35,7 @@ import (
 //
 //	JOBFABRIC_API_FLOOD_WINDOW=20s go test -run TestAdmissionFloodLong -v ./internal/server/
 func TestAdmissionFloodLong(t *testing.T) {
-	window, err := time.ParseDuration(os.Getenv("JOBFABRIC_API_FLOOD_WINDOW"))
-	if err != nil {
-		t.Skip("set JOBFABRIC_API_FLOOD_WINDOW (e.g. 20s) to run")
-	}
-	dir := t.TempDir()
-	cert, key, ca := tlstest.GenerateRSA(t, dir, 2048, "127.0.0.1")
-	tc, err := tlsutil.ClientConfig(ca, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello := filepath.Join(dir, "hello")
-	if err := os.WriteFile(hello, clientHello(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rig := newFloodRig(t, "JOBFABRIC_API_FLOOD_WINDOW", "20s")
 	for i, ph := range []struct {
 		name    string
 		limits  server.Admission
@@ -64,31 +51,12 @@ func TestAdmissionFloodLong(t *testing.T) {
 		{"defaults + handshake rate 100/s, 64 sources", withRate(100), 64, false},
 	} {
 		ctx := context.Background()
-		s, err := server.Start(ctx, server.Config{DataDir: fmt.Sprintf("%s/n%d", dir, i), TLSCert: cert, TLSKey: key, TLSCA: ca,
+		s, err := server.Start(ctx, server.Config{DataDir: fmt.Sprintf("%s/n%d", rig.dir, i), TLSCert: rig.cert, TLSKey: rig.key, TLSCA: rig.ca,
 			Logger: quietLogger(), Listen: "127.0.0.1:0", FabricDriver: "none", Admission: ph.limits})
 		if err != nil {
 			t.Fatal(err)
 		}
-		admin, err := client.New(s.URL(), s.AdminToken(), tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin.RetryFor = 0
-		var acked, failed atomic.Int64
-		wctx, stop := context.WithTimeout(ctx, window)
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for j := 0; wctx.Err() == nil; j++ {
-				rctx, cancel := context.WithTimeout(wctx, 2*time.Second)
-				_, err := admin.CreateTenant(rctx, api.TenantCreateRequest{Name: fmt.Sprintf("t%d", j), Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5})
-				cancel()
-				if err == nil {
-					acked.Add(1)
-				} else if wctx.Err() == nil {
-					failed.Add(1)
-				}
-			}
-		})
+		load := rig.writeLoad(t, ctx, s.URL(), s.AdminToken(), nil)
 		report := "no attack"
 		if ph.sources > 0 {
 			target := s.ListenAddr()
@@ -100,44 +68,114 @@ func TestAdmissionFloodLong(t *testing.T) {
 				target = ln.Addr().String()
 				ln.Close()
 			}
-			// Its own process, niced: an attacker elsewhere does not
-			// take the server's CPU for itself; here it gets what the
-			// server leaves (its replays are cheap, the server's answers
-			// are not).
-			args := []string{os.Args[0], "-test.run=^TestAdmissionFloodAttacker$"}
-			if nice, err := exec.LookPath("nice"); err == nil {
-				args = append([]string{nice, "-n", "19"}, args...)
-			}
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = append(os.Environ(), fmt.Sprintf("JOBFABRIC_API_FLOOD_ATTACK=%s|%d|%s|%s", target, ph.sources, window, hello))
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("attacker: %v\n%s", err, out)
-			}
-			report = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 			var flights int
-			fmt.Sscanf(report, "%d", &flights)
+			report, flights = rig.attack(t, ctx, target, ph.sources)
 			// The bound the limits promise: the burst, then the rate
 			// (whichever of the source's and the server's binds first).
 			var bound float64
 			switch a := ph.limits; {
 			case a.HandshakeRate > 0:
-				bound = float64(a.HandshakeBurst) + a.HandshakeRate*window.Seconds()
+				bound = float64(a.HandshakeBurst) + a.HandshakeRate*rig.window.Seconds()
 			case a.ConnRate > 0 && ph.sources == 1:
-				bound = float64(a.ConnBurst) + a.ConnRate*window.Seconds()
+				bound = float64(a.ConnBurst) + a.ConnRate*rig.window.Seconds()
 			}
 			if bound > 0 && float64(flights) > bound*1.02+2 {
 				t.Errorf("%s: the attacker got %d handshakes; the limits allow %.0f", ph.name, flights, bound)
 			}
 		}
+		acked, failed := load()
+		s.Close()
+		if failed > 0 {
+			t.Errorf("%s: %d legitimate writes failed", ph.name, failed)
+		}
+		t.Logf("%-44s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked, failed, rig.window, report)
+	}
+}
+
+// floodRig is what the flood measurements (TestAdmissionFloodLong,
+// TestRaftFloodLong) share: a window, an RSA-2048 certificate (the key
+// whose signatures the attacker makes the server pay for), a client
+// configuration trusting it, and a recorded ClientHello to replay.
+type floodRig struct {
+	window             time.Duration
+	dir, cert, key, ca string
+	hello              string // the ClientHello's file
+	tc                 *tls.Config
+}
+
+// newFloodRig reads the window from env, and skips the test when it is
+// not set: the measurements are opt-in.
+func newFloodRig(t *testing.T, env, example string) floodRig {
+	window, err := time.ParseDuration(os.Getenv(env))
+	if err != nil {
+		t.Skipf("set %s (e.g. %s) to run", env, example)
+	}
+	r := floodRig{window: window, dir: t.TempDir()}
+	r.cert, r.key, r.ca = tlstest.GenerateRSA(t, r.dir, 2048, "127.0.0.1")
+	if r.tc, err = tlsutil.ClientConfig(r.ca, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.hello = filepath.Join(r.dir, "hello")
+	if err := os.WriteFile(r.hello, clientHello(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// writeLoad creates tenants through the API at url, one after the other,
+// for the window; pause, when set, runs after a failed write (an election
+// in progress). wait returns when the window ends, with the writes
+// acknowledged and failed in it.
+func (r floodRig) writeLoad(t *testing.T, ctx context.Context, url, token string, pause func(context.Context)) (wait func() (acked, failed int64)) {
+	admin, err := client.New(url, token, r.tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.RetryFor = 0
+	var ack, fail atomic.Int64
+	wctx, stop := context.WithTimeout(ctx, r.window)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for j := 0; wctx.Err() == nil; j++ {
+			rctx, cancel := context.WithTimeout(wctx, 2*time.Second)
+			_, err := admin.CreateTenant(rctx, api.TenantCreateRequest{Name: fmt.Sprintf("t%d", j), Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5})
+			cancel()
+			if err == nil {
+				ack.Add(1)
+			} else if wctx.Err() == nil {
+				fail.Add(1)
+				if pause != nil {
+					pause(wctx)
+				}
+			}
+		}
+	})
+	return func() (int64, int64) {
 		wg.Wait()
 		stop()
-		s.Close()
-		if failed.Load() > 0 {
-			t.Errorf("%s: %d legitimate writes failed", ph.name, failed.Load())
-		}
-		t.Logf("%-44s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
+		return ack.Load(), fail.Load()
 	}
+}
+
+// attack runs TestAdmissionFloodAttacker at target from sources for the
+// window, and returns its report line and the server flights it got.
+// Its own process, niced: an attacker elsewhere does not take the
+// server's CPU for itself; here it gets what the server leaves (its
+// replays are cheap, the server's answers are not).
+func (r floodRig) attack(t *testing.T, ctx context.Context, target string, sources int) (report string, flights int) {
+	args := []string{os.Args[0], "-test.run=^TestAdmissionFloodAttacker$"}
+	if nice, err := exec.LookPath("nice"); err == nil {
+		args = append([]string{nice, "-n", "19"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("JOBFABRIC_API_FLOOD_ATTACK=%s|%d|%s|%s", target, sources, r.window, r.hello))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("attacker: %v\n%s", err, out)
+	}
+	report = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	fmt.Sscanf(report, "%d", &flights)
+	return report, flights
 }
 
 // TestAdmissionFloodAttacker is TestAdmissionFloodLong's attacker, run in

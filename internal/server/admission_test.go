@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/srclimit"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
 	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 	"github.com/jobfabric/jobfabric/internal/tstime"
@@ -128,7 +131,7 @@ func TestAdmissionHandshakeFlood(t *testing.T) {
 	const burst, attempts = 20, 300
 	ctx := ctxT(t)
 	// Refills one connection in 100 s: the test sees the burst only.
-	s, tc := startTLS(t, ctx, 2048, server.Admission{ConnRate: 0.01, ConnBurst: burst})
+	s, tc := startTLS(t, ctx, 2048, server.Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: burst}})
 	admin, err := client.New(s.URL(), s.AdminToken(), tc)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +237,7 @@ func (c *stallConn) Close() error {
 // client goes, its slot is free again.
 func TestAdmissionHandshakesInProgress(t *testing.T) {
 	ctx := ctxT(t)
-	s, tc := startTLS(t, ctx, 0, server.Admission{Handshakes: 2, SourceHandshakes: 1})
+	s, tc := startTLS(t, ctx, 0, server.Admission{Admission: srclimit.Admission{Handshakes: 2, SourceHandshakes: 1}})
 	handshake := func(ip string, wrap func(net.Conn) net.Conn) (*tls.Conn, *countingConn, error) {
 		raw, err := from(ip).DialContext(ctx, "tcp", s.ListenAddr())
 		if err != nil {
@@ -304,7 +307,7 @@ func TestAdmissionHandshakesInProgress(t *testing.T) {
 // the members' own address is not limited.
 func TestAdmissionHandshakeRate(t *testing.T) {
 	ctx := ctxT(t)
-	s, tc := startTLS(t, ctx, 0, server.Admission{HandshakeRate: 0.01, HandshakeBurst: 3})
+	s, tc := startTLS(t, ctx, 0, server.Admission{Admission: srclimit.Admission{HandshakeRate: 0.01, HandshakeBurst: 3}})
 	for i, ip := range []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"} {
 		code, body := call(t, ip, tc, "GET", s.URL(), "/v1/health", "", "")
 		switch {
@@ -327,7 +330,7 @@ func TestAdmissionHandshakeRate(t *testing.T) {
 func TestAdmissionConnsPerSource(t *testing.T) {
 	const cap, tries = 8, 20
 	c := startClusterWith(t, 1, devcluster.Options{Tune: func(cfg *server.Config) {
-		cfg.Admission = server.Admission{ConnsPerSource: cap}
+		cfg.Admission = server.Admission{Admission: srclimit.Admission{ConnsPerSource: cap}}
 	}})
 	addr := strings.TrimPrefix(c.Servers[0].URL(), "http://")
 	ctx := ctxT(t)
@@ -498,7 +501,7 @@ func doFrom(t *testing.T, ip, base, path string, token ...string) (int, string) 
 // another host's requests through the same follower are served.
 func TestAdmissionForwarding(t *testing.T) {
 	c := startClusterWith(t, 2, devcluster.Options{Tune: func(cfg *server.Config) {
-		cfg.Admission = server.Admission{ConnRate: 0.01, ConnBurst: 4, ConnsPerSource: 4, AuthFailures: 2, AuthWindow: time.Hour}
+		cfg.Admission = server.Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: 4, ConnsPerSource: 4}, AuthFailures: 2, AuthWindow: time.Hour}
 	}})
 	ctx := ctxT(t)
 	l, err := c.WaitLeader(ctx)
@@ -563,4 +566,43 @@ func startTLS(t *testing.T, ctx context.Context, rsaBits int, adm server.Admissi
 		t.Fatal(err)
 	}
 	return s, tc
+}
+
+// TestAdmissionConfigErrors: a wrong limit of either port fails Start as
+// invalid_argument naming its flag (the field and the message the CLI
+// prints), before the data directory is made.
+func TestAdmissionConfigErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate         func(*server.Config)
+		field, message string
+	}{
+		"api rate": {func(c *server.Config) { c.Admission.ConnRate = -1 },
+			"api-conn-rate", "--api-conn-rate -1 is negative (0: no limit)"},
+		"api handshake burst": {func(c *server.Config) { c.Admission.HandshakeRate = 100 },
+			"api-handshake-burst", "--api-handshake-burst 0: with --api-handshake-rate 100 at least 1 handshake must be possible"},
+		"api auth window": {func(c *server.Config) { c.Admission.AuthFailures = 3 },
+			"api-auth-window", "--api-auth-window 0s: with --api-auth-failures 3 the window must be positive"},
+		"raft rate, no burst": {func(c *server.Config) { c.RaftAdmission.ConnRate = 10 },
+			"raft-conn-burst", "--raft-conn-burst 0: with --raft-conn-rate 10 a source must be able to open at least 1 connection"},
+		"raft source handshakes": {func(c *server.Config) { c.RaftAdmission.SourceHandshakes = -1 },
+			"raft-source-handshakes", "--raft-source-handshakes -1 is negative (0: no limit)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			cfg := server.Config{DataDir: dir, Logger: quietLogger(), Listen: "127.0.0.1:0", FabricDriver: "none"}
+			tc.mutate(&cfg)
+			s, err := server.Start(ctxT(t), cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("Start accepted the limits")
+			}
+			var de *domain.Error
+			if !errors.As(err, &de) || de.Code != domain.CodeInvalidArgument || de.Field != tc.field || de.Message != tc.message {
+				t.Fatalf("Start: %v\nwant invalid_argument, field %s: %s", err, tc.field, tc.message)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the data directory was made (stat: %v)", err)
+			}
+		})
+	}
 }

@@ -33,37 +33,24 @@ import (
 // follower forwards its clients' requests to the leader from its own
 // address, and a busy follower's forwarding must not be refused.
 type Admission struct {
-	// ConnRate is the new connections a second one source may open on
-	// average; ConnBurst how many at once.
-	ConnRate  float64
-	ConnBurst int
-	// ConnsPerSource caps the connections one source holds open (idle
-	// keep-alive and streams included).
-	ConnsPerSource int
-	// Handshakes caps the TLS handshakes in progress on this server, from
-	// the ClientHello to the handshake's end; past it a ClientHello is
-	// refused before any key operation. SourceHandshakes caps one
-	// source's, so that one source stalling handshakes (each may wait for
-	// the client until ReadHeaderTimeout) cannot take every slot.
-	Handshakes, SourceHandshakes int
-	// HandshakeRate bounds the TLS handshakes a second this server begins
-	// for all untrusted sources together (HandshakeBurst at once): the CPU
-	// a flood from many addresses can take. Past it, new connections from
-	// anyone but the members and TrustedSources are refused until the
-	// flood ends; connections already open are not touched.
-	HandshakeRate  float64
-	HandshakeBurst int
+	// The limits the Raft port has too. ConnsPerSource counts idle
+	// keep-alive connections and streams. A handshake holds its slots
+	// (Handshakes, SourceHandshakes) from the ClientHello to its end;
+	// past Handshakes a ClientHello is refused before any key operation,
+	// and SourceHandshakes keeps one source stalling handshakes (each may
+	// wait for the client until ReadHeaderTimeout) from taking every
+	// slot. Past HandshakeRate new connections from anyone but the
+	// members and TrustedSources are refused until the flood ends;
+	// connections already open are not touched. TrustedSources: load
+	// balancers, members reached from another address than the one they
+	// advertise.
+	srclimit.Admission
 	// AuthFailures is how many failed authentications one source may make
 	// in AuthWindow; past it, its requests that need a token are answered
 	// 429 with Retry-After until the window ends, without looking at the
 	// token.
 	AuthFailures int
 	AuthWindow   time.Duration
-	// TrustedSources are never limited (load balancers, members reached
-	// from another address than the one they advertise).
-	TrustedSources []netip.Prefix
-	// MaxSources bounds the sources remembered (0: srclimit's default).
-	MaxSources int
 }
 
 // DefaultAdmission is what the CLI serves with. The figures let a whole
@@ -73,35 +60,34 @@ type Admission struct {
 // flooding handshakes gets 50 a second, a tenth of a core with an RSA-2048
 // key.
 func DefaultAdmission() Admission {
-	return Admission{ConnRate: 50, ConnBurst: 200, ConnsPerSource: 512, Handshakes: 1024, SourceHandshakes: 32,
+	return Admission{Admission: srclimit.Admission{ConnRate: 50, ConnBurst: 200, ConnsPerSource: 512, Handshakes: 1024, SourceHandshakes: 32},
 		AuthFailures: 100, AuthWindow: time.Minute}
 }
 
-// check says which field is wrong.
-func (a Admission) check() error {
+// Check says which field is wrong, naming its --api-* flag. It shadows
+// srclimit.Admission's, which does not know the authentication limits.
+func (a Admission) Check() error {
+	if err := checkLimits(a.Admission, "api"); err != nil {
+		return err
+	}
 	switch {
-	case a.ConnRate < 0:
-		return domain.Invalid("api-conn-rate", "--api-conn-rate %g is negative (0: no limit)", a.ConnRate)
-	case a.ConnBurst < 0:
-		return domain.Invalid("api-conn-burst", "--api-conn-burst %d is negative", a.ConnBurst)
-	case a.ConnRate > 0 && a.ConnBurst < 1:
-		return domain.Invalid("api-conn-burst", "--api-conn-burst %d: with --api-conn-rate %g a source must be able to open at least 1 connection", a.ConnBurst, a.ConnRate)
-	case a.ConnsPerSource < 0:
-		return domain.Invalid("api-conns-per-source", "--api-conns-per-source %d is negative (0: no limit)", a.ConnsPerSource)
-	case a.Handshakes < 0:
-		return domain.Invalid("api-handshakes", "--api-handshakes %d is negative (0: no limit)", a.Handshakes)
-	case a.SourceHandshakes < 0:
-		return domain.Invalid("api-source-handshakes", "--api-source-handshakes %d is negative (0: no limit)", a.SourceHandshakes)
-	case a.HandshakeRate < 0:
-		return domain.Invalid("api-handshake-rate", "--api-handshake-rate %g is negative (0: no limit)", a.HandshakeRate)
-	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
-		return domain.Invalid("api-handshake-burst", "--api-handshake-burst %d: with --api-handshake-rate %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
 	case a.AuthFailures < 0:
 		return domain.Invalid("api-auth-failures", "--api-auth-failures %d is negative (0: no limit)", a.AuthFailures)
 	case a.AuthFailures > 0 && a.AuthWindow <= 0:
 		return domain.Invalid("api-auth-window", "--api-auth-window %s: with --api-auth-failures %d the window must be positive", a.AuthWindow, a.AuthFailures)
 	}
 	return nil
+}
+
+// checkLimits checks the limits both ports have, naming the flags of
+// prefix (api, raft), and carries a wrong one as invalid_argument.
+func checkLimits(a srclimit.Admission, prefix string) error {
+	err := a.Check(prefix)
+	var fe *srclimit.FieldError
+	if errors.As(err, &fe) {
+		return domain.Invalid(fe.Field, "%s", fe.Message)
+	}
+	return err
 }
 
 // Refusal reasons of a ClientHello (besides srclimit's): past
@@ -119,7 +105,7 @@ type guard struct {
 	lim Admission
 	tab *srclimit.Table
 	// trusted is the members' addresses and TrustedSources (trustLoop).
-	trusted  atomic.Pointer[[]netip.Prefix]
+	trusted  srclimit.Trusted
 	inFlight atomic.Int64 // handshakes in progress
 	hsRate   *srclimit.Bucket
 
@@ -129,12 +115,10 @@ type guard struct {
 }
 
 func newGuard(s *Server, lim Admission) *guard {
-	g := &guard{s: s, lim: lim, tab: srclimit.New(srclimit.Limits{Rate: lim.ConnRate, Burst: lim.ConnBurst,
-		PerSource: lim.ConnsPerSource, Handshakes: lim.SourceHandshakes, AuthFailures: lim.AuthFailures, AuthWindow: lim.AuthWindow,
-		MaxSources: lim.MaxSources}, s.clock)}
-	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, s.clock)
-	t := slices.Clone(lim.TrustedSources)
-	g.trusted.Store(&t)
+	tl := lim.Limits()
+	tl.AuthFailures, tl.AuthWindow = lim.AuthFailures, lim.AuthWindow
+	g := &guard{s: s, lim: lim, tab: srclimit.New(tl, s.clock), hsRate: lim.HandshakeBucket(s.clock)}
+	g.trusted.Set(lim.TrustedSources)
 	// Read at scrape: how close the table is to its bound, and the
 	// handshakes in progress against --api-handshakes.
 	s.metrics.MustRegister(
@@ -147,21 +131,11 @@ func newGuard(s *Server, lim Admission) *guard {
 	return g
 }
 
-func (g *guard) isTrusted(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range *g.trusted.Load() {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // source is the limited source of a remote address: ok is false for a
 // trusted one or one that is not an IP address (in process).
 func (g *guard) source(remote string) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(remote)
-	if err != nil || g.isTrusted(ap.Addr()) {
+	if err != nil || g.trusted.Contains(ap.Addr()) {
 		return netip.Addr{}, false
 	}
 	return ap.Addr().Unmap(), true
@@ -411,30 +385,12 @@ func (g *guard) trustLoop(ctx context.Context) {
 }
 
 func (g *guard) setTrusted(ctx context.Context, hosts []string) {
-	out := slices.Clone(g.lim.TrustedSources)
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		addrs, err := net.DefaultResolver.LookupNetIP(lctx, "ip", h)
-		cancel()
-		if err != nil {
-			g.s.log.Warn("resolve a member's address to trust it", "host", h, "err", err)
-			continue
-		}
-		for _, a := range addrs {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	g.trusted.Store(&out)
+	g.trusted.Set(srclimit.Resolve(ctx, g.lim.TrustedSources, hosts, func(h string, err error) {
+		g.s.log.Warn("resolve a member's address to trust it", "host", h, "err", err)
+	}))
 }
 
 // String names the limits for the start log line.
 func (a Admission) String() string {
-	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d handshake-rate=%g handshake-burst=%d auth-failures=%d/%s trusted=%v",
-		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.HandshakeRate, a.HandshakeBurst, a.AuthFailures, a.AuthWindow, a.TrustedSources)
+	return fmt.Sprintf("%v auth-failures=%d/%s trusted=%v", a.Admission, a.AuthFailures, a.AuthWindow, a.TrustedSources)
 }

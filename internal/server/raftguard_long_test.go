@@ -3,23 +3,12 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/jobfabric/jobfabric/internal/api"
-	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
-	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/store"
-	"github.com/jobfabric/jobfabric/internal/tlsutil"
-	"github.com/jobfabric/jobfabric/internal/tlsutil/tlstest"
 )
 
 // TestRaftFloodLong is the measurement behind the Raft port's admission
@@ -35,20 +24,7 @@ import (
 //
 //	JOBFABRIC_RAFT_FLOOD_WINDOW=10s go test -run TestRaftFloodLong -v ./internal/server/
 func TestRaftFloodLong(t *testing.T) {
-	window, err := time.ParseDuration(os.Getenv("JOBFABRIC_RAFT_FLOOD_WINDOW"))
-	if err != nil {
-		t.Skip("set JOBFABRIC_RAFT_FLOOD_WINDOW (e.g. 10s) to run")
-	}
-	dir := t.TempDir()
-	cert, key, ca := tlstest.GenerateRSA(t, dir, 2048, "127.0.0.1")
-	tc, err := tlsutil.ClientConfig(ca, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello := filepath.Join(dir, "hello")
-	if err := os.WriteFile(hello, clientHello(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rig := newFloodRig(t, "JOBFABRIC_RAFT_FLOOD_WINDOW", "10s")
 	membersOnly := store.DefaultAdmission()
 	membersOnly.MembersOnly = true
 	rate := store.DefaultAdmission()
@@ -67,9 +43,9 @@ func TestRaftFloodLong(t *testing.T) {
 		{"members-only, 64 sources", membersOnly, 64},
 	} {
 		ctx := context.Background()
-		c, err := devcluster.Start(ctx, filepath.Join(dir, fmt.Sprint(i)), 3, devcluster.Options{Logger: quietLogger(), FabricDriver: "none",
+		c, err := devcluster.Start(ctx, filepath.Join(rig.dir, fmt.Sprint(i)), 3, devcluster.Options{Logger: quietLogger(), FabricDriver: "none",
 			Tune: func(cfg *server.Config) {
-				cfg.ClusterSecret, cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = nil, cert, key, ca
+				cfg.ClusterSecret, cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = nil, rig.cert, rig.key, rig.ca
 				cfg.RaftAdmission = ph.limits
 			}})
 		if err != nil {
@@ -79,42 +55,11 @@ func TestRaftFloodLong(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		admin, err := client.New(c.Servers[l].URL(), c.AdminToken, tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin.RetryFor = 0
-		var acked, failed atomic.Int64
-		wctx, stop := context.WithTimeout(ctx, window)
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for j := 0; wctx.Err() == nil; j++ {
-				rctx, cancel := context.WithTimeout(wctx, 2*time.Second)
-				_, err := admin.CreateTenant(rctx, api.TenantCreateRequest{Name: fmt.Sprintf("t%d", j), Isolation: domain.IsolationServer, Network: domain.NetworkPureRT5})
-				cancel()
-				if err == nil {
-					acked.Add(1)
-				} else if wctx.Err() == nil {
-					failed.Add(1)
-					backoff(wctx)
-				}
-			}
-		})
+		load := rig.writeLoad(t, ctx, c.Servers[l].URL(), c.AdminToken, backoff)
 		report := "no attack"
 		if ph.sources > 0 {
-			args := []string{os.Args[0], "-test.run=^TestAdmissionFloodAttacker$"}
-			if nice, err := exec.LookPath("nice"); err == nil {
-				args = append([]string{nice, "-n", "19"}, args...)
-			}
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = append(os.Environ(), fmt.Sprintf("JOBFABRIC_API_FLOOD_ATTACK=%s|%d|%s|%s", c.Servers[l].RaftAddr(), ph.sources, window, hello))
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("attacker: %v\n%s", err, out)
-			}
-			report = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 			var flights int
-			fmt.Sscanf(report, "%d", &flights)
+			report, flights = rig.attack(t, ctx, c.Servers[l].RaftAddr(), ph.sources)
 			// What the limits promise: nothing with members-only; a
 			// source's burst and then its rate.
 			bound := -1.0
@@ -122,20 +67,19 @@ func TestRaftFloodLong(t *testing.T) {
 			case a.MembersOnly:
 				bound = 0
 			case a.HandshakeRate > 0:
-				bound = float64(a.HandshakeBurst) + a.HandshakeRate*window.Seconds()
+				bound = float64(a.HandshakeBurst) + a.HandshakeRate*rig.window.Seconds()
 			case a.ConnRate > 0:
-				bound = float64(ph.sources) * (float64(a.ConnBurst) + a.ConnRate*window.Seconds())
+				bound = float64(ph.sources) * (float64(a.ConnBurst) + a.ConnRate*rig.window.Seconds())
 			}
 			if bound >= 0 && float64(flights) > bound*1.02+2 {
 				t.Errorf("%s: the attacker got %d server flights; the limits allow %.0f", ph.name, flights, bound)
 			}
 		}
-		wg.Wait()
-		stop()
+		acked, failed := load()
 		c.Close()
-		if ph.limits.ConnRate > 0 && acked.Load() == 0 {
+		if ph.limits.ConnRate > 0 && acked == 0 {
 			t.Errorf("%s: no write acknowledged", ph.name)
 		}
-		t.Logf("%-34s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked.Load(), failed.Load(), window, report)
+		t.Logf("%-34s %5d writes acknowledged (%d failed) in %v; attacker: %s", ph.name, acked, failed, rig.window, report)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
+	"github.com/jobfabric/jobfabric/internal/srclimit"
 	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/store/raftinject"
 	"github.com/jobfabric/jobfabric/internal/tlsutil"
@@ -84,7 +85,7 @@ func (f *raftFlood) resetAtLeast(t *testing.T, n int64) {
 // limits the same flood is served every handshake.
 func TestRaftPortFlood(t *testing.T) {
 	const burst = 20
-	limits := store.Admission{ConnRate: 0.01, ConnBurst: burst, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}
+	limits := store.Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: burst, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}}
 	rsa := func(t *testing.T) (func(*server.Config), *tls.Config) {
 		dir := t.TempDir()
 		cert, key, ca := tlstest.GenerateRSA(t, dir, 2048, "127.0.0.1")

@@ -257,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := checkDuty("scheduler-quiet-duty", cfg.SchedulerQuietDuty); err != nil {
 		return nil, err
 	}
-	if err := cfg.Admission.check(); err != nil {
+	if err := cfg.Admission.Check(); err != nil {
 		return nil, err
 	}
 	if err := checkRaftAdmission(cfg.RaftAdmission); err != nil {

@@ -11,6 +11,9 @@
 // MaxSources entries plus one per open connection. A forgotten source
 // starts again with a full bucket: a caller must bound the total work
 // separately (the API server caps handshakes in progress).
+//
+// Admission is the configuration the API and the Raft ports share: the
+// table's limits, the server-wide handshake limits, and their checks.
 package srclimit
 
 import (

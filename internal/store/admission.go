@@ -29,33 +29,18 @@ import (
 // The members' own addresses (the Raft configuration's, names resolved)
 // and TrustedSources are never limited.
 type Admission struct {
-	// ConnRate is the new connections a second one source may open on
-	// average, ConnBurst how many at once.
-	ConnRate  float64
-	ConnBurst int
-	// ConnsPerSource caps the connections one source holds open.
-	ConnsPerSource int
-	// Handshakes caps the inbound TLS handshakes in progress from all
-	// untrusted sources together, SourceHandshakes one source's: a
-	// connection holds a slot from its accept to the end of its handshake.
-	Handshakes, SourceHandshakes int
-	// HandshakeRate bounds the connections a second all untrusted
-	// sources together may start a handshake on (HandshakeBurst at once):
-	// the CPU a flood from many addresses may take. Past it, every
-	// untrusted source is refused until the flood ends, a member whose
-	// address is not recognised included.
-	HandshakeRate  float64
-	HandshakeBurst int
+	// The limits the API port has too. Handshakes and SourceHandshakes
+	// count a connection from its accept to the end of its handshake;
+	// past HandshakeRate every untrusted source is refused until the
+	// flood ends, a member whose address is not recognised included.
+	// TrustedSources: members behind NAT or whose source address differs
+	// from their advertised Raft address.
+	srclimit.Admission
 	// MembersOnly refuses at accept every source that is not in the Raft
 	// configuration or TrustedSources, once this server has a
 	// configuration (a joiner has none until the leader first reaches it,
 	// and the leader dials it before it knows anyone).
 	MembersOnly bool
-	// TrustedSources are never limited: members behind NAT or whose
-	// source address differs from their advertised Raft address.
-	TrustedSources []netip.Prefix
-	// MaxSources bounds the sources remembered (0: srclimit's default).
-	MaxSources int
 	// Refused, when set, is told of every refusal with its reason (the
 	// server counts them in a metric).
 	Refused func(reason string)
@@ -77,35 +62,15 @@ type Admission struct {
 // and 64 in all. The server-wide handshake rate and members-only stay
 // off: either would refuse such an unrecognised member during a flood.
 func DefaultAdmission() Admission {
-	return Admission{ConnRate: 10, ConnBurst: 100, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}
+	return Admission{Admission: srclimit.Admission{ConnRate: 10, ConnBurst: 100, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}}
 }
 
-// Check says which limit is wrong (plain errors: the server names its flags).
-func (a Admission) Check() error {
-	switch {
-	case a.ConnRate < 0:
-		return fmt.Errorf("connection rate %g is negative (0: no limit)", a.ConnRate)
-	case a.ConnBurst < 0:
-		return fmt.Errorf("connection burst %d is negative", a.ConnBurst)
-	case a.ConnRate > 0 && a.ConnBurst < 1:
-		return fmt.Errorf("connection burst %d: with a connection rate of %g a source must be able to open at least 1 connection", a.ConnBurst, a.ConnRate)
-	case a.ConnsPerSource < 0:
-		return fmt.Errorf("connections per source %d is negative (0: no limit)", a.ConnsPerSource)
-	case a.Handshakes < 0:
-		return fmt.Errorf("handshakes %d is negative (0: no limit)", a.Handshakes)
-	case a.SourceHandshakes < 0:
-		return fmt.Errorf("handshakes per source %d is negative (0: no limit)", a.SourceHandshakes)
-	case a.HandshakeRate < 0:
-		return fmt.Errorf("handshake rate %g is negative (0: no limit)", a.HandshakeRate)
-	case a.HandshakeRate > 0 && a.HandshakeBurst < 1:
-		return fmt.Errorf("handshake burst %d: with a handshake rate of %g at least 1 handshake must be possible", a.HandshakeBurst, a.HandshakeRate)
-	}
-	return nil
-}
+// Check says which limit is wrong (plain errors, naming the limits in
+// words: the server names its flags).
+func (a Admission) Check() error { return a.Admission.Check("") }
 
 func (a Admission) String() string {
-	return fmt.Sprintf("conn-rate=%g conn-burst=%d conns-per-source=%d handshakes=%d source-handshakes=%d handshake-rate=%g handshake-burst=%d members-only=%v trusted=%v",
-		a.ConnRate, a.ConnBurst, a.ConnsPerSource, a.Handshakes, a.SourceHandshakes, a.HandshakeRate, a.HandshakeBurst, a.MembersOnly, a.TrustedSources)
+	return fmt.Sprintf("%v members-only=%v trusted=%v", a.Admission, a.MembersOnly, a.TrustedSources)
 }
 
 // Reasons a Raft connection is refused, besides srclimit's (rate,
@@ -132,7 +97,7 @@ type guard struct {
 
 	// trusted is the members' addresses and TrustedSources; configured
 	// says whether this server has a Raft configuration yet.
-	trusted    atomic.Pointer[[]netip.Prefix]
+	trusted    srclimit.Trusted
 	configured atomic.Bool
 	inFlight   atomic.Int64 // handshakes in progress, untrusted sources
 	// hosts were trusted at resolved (refresh's, one goroutine at a time).
@@ -149,29 +114,16 @@ func newGuard(lim Admission, tlsOn bool, logger *slog.Logger) *guard {
 	if lim.Clock == nil {
 		lim.Clock = tstime.Std{}
 	}
-	g := &guard{lim: lim, logger: logger, tls: tlsOn, tab: srclimit.New(srclimit.Limits{Rate: lim.ConnRate, Burst: lim.ConnBurst,
-		PerSource: lim.ConnsPerSource, Handshakes: lim.SourceHandshakes, MaxSources: lim.MaxSources}, lim.Clock)}
-	g.hsRate = srclimit.NewBucket(lim.HandshakeRate, lim.HandshakeBurst, lim.Clock)
-	t := slices.Clone(lim.TrustedSources)
-	g.trusted.Store(&t)
+	g := &guard{lim: lim, logger: logger, tls: tlsOn, tab: srclimit.New(lim.Limits(), lim.Clock), hsRate: lim.HandshakeBucket(lim.Clock)}
+	g.trusted.Set(lim.TrustedSources)
 	return g
-}
-
-func (g *guard) isTrusted(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range *g.trusted.Load() {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // admit wraps an accepted connection, or refuses it (a reset, before any
 // TLS byte) and returns nil.
 func (g *guard) admit(c net.Conn) net.Conn {
 	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil || g.isTrusted(ap.Addr()) {
+	if err != nil || g.trusted.Contains(ap.Addr()) {
 		return c
 	}
 	src := ap.Addr().Unmap()
@@ -315,33 +267,19 @@ func (g *guard) refresh(r *raft.Raft, stop <-chan struct{}) {
 }
 
 func (g *guard) setTrusted(hosts []string, stop <-chan struct{}) {
-	out := slices.Clone(g.lim.TrustedSources)
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
+	// stop cuts a lookup short: Close must not wait for a dead resolver.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
-		cancel()
-		if err != nil {
-			g.logger.Warn("resolve a member's raft address to trust it", "host", h, "err", err)
-			continue
-		}
-		for _, a := range addrs {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	g.trusted.Store(&out)
+	}()
+	g.trusted.Set(srclimit.Resolve(ctx, g.lim.TrustedSources, hosts, func(h string, err error) {
+		g.logger.Warn("resolve a member's raft address to trust it", "host", h, "err", err)
+	}))
 }
 
 // Sources is how many sources the Raft port's admission table remembers,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/srclimit"
 	"github.com/jobfabric/jobfabric/internal/store/raftinject"
 )
 
@@ -118,7 +119,7 @@ func (w *writer) ackedSince(t *testing.T, mark time.Time, n int, what string) {
 // every handshake, which shows the count can fail.
 func TestRaftAdmissionFlood(t *testing.T) {
 	const burst = 20
-	lim := Admission{ConnRate: 0.01, ConnBurst: burst, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}
+	lim := Admission{Admission: srclimit.Admission{ConnRate: 0.01, ConnBurst: burst, ConnsPerSource: 64, Handshakes: 64, SourceHandshakes: 16}}
 
 	t.Run("no limits: the flood is served", func(t *testing.T) {
 		nodes := startCluster(t, testLogger(t), withSecret(testSecret))
@@ -251,7 +252,7 @@ func TestRaftAdmissionHandshakes(t *testing.T) {
 			nodes := startCluster(t, testLogger(t), func(c *Config) {
 				withSecret(testSecret)(c)
 				if on {
-					c.Admission = Admission{SourceHandshakes: 3, Handshakes: 5, Refused: func(why string) {
+					c.Admission = Admission{Admission: srclimit.Admission{SourceHandshakes: 3, Handshakes: 5}, Refused: func(why string) {
 						if why == ReasonHandshakes || why == "source_handshakes" {
 							hsRefused.Add(1)
 						}
@@ -388,7 +389,7 @@ func TestRaftAdmissionHandshakeRate(t *testing.T) {
 			nodes := startCluster(t, testLogger(t), func(c *Config) {
 				withSecret(testSecret)(c)
 				if on {
-					c.Admission = Admission{HandshakeRate: 0.01, HandshakeBurst: burst, Refused: func(why string) {
+					c.Admission = Admission{Admission: srclimit.Admission{HandshakeRate: 0.01, HandshakeBurst: burst}, Refused: func(why string) {
 						if why == ReasonHandshakeRate {
 							rateRefused.Add(1)
 						}
