@@ -15,7 +15,7 @@ import (
 // the cluster has several or a quota names one; a single-model cluster
 // without model quotas takes none of these paths.
 
-// admit checks quota for j (quota) and, per GPU model, the workspace's
+// admit checks quota for j (quotaAt) and, per GPU model, the workspace's
 // model quota and the capacity of that model others do not protect. It
 // returns the models the job may be placed on now (nil: any server), or
 // the reason it may not be admitted.

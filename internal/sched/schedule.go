@@ -884,15 +884,10 @@ type queued struct {
 	prio   int // the job's ID and priority, from its row
 }
 
-// quota checks that admitting j overcommits nothing: the workspace stays
+// quotaAt checks that admitting j overcommits nothing: the workspace stays
 // within guaranteed + borrowLimit, and the GPUs it takes are not another
-// workspace's protected (idle, not lendable) guarantee.
-func quota(j *domain.Job, w *domain.Workspace, s *Snapshot, u *usage, c *cluster) (domain.Reason, bool) {
-	return quotaAt(j, w, s.Tenants[j.Tenant], u, c, u.ix.at(j.Tenant, j.Workspace, w))
-}
-
-// quotaAt is quota with j's tenant and the workspace's indices at looked
-// up already.
+// workspace's protected (idle, not lendable) guarantee. j's tenant and the
+// workspace's usage indices (at) are looked up by the caller.
 func quotaAt(j *domain.Job, w *domain.Workspace, tenant *domain.Tenant, u *usage, c *cluster, at wsAt) (domain.Reason, bool) {
 	need := demand(j)
 	used := u.usedAt(at.i)
