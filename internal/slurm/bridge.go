@@ -325,15 +325,16 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	}
 	// Slurm's unusable nodes are cordoned before the jobs it cannot start
 	// on them are handed back, so their next placement avoids them.
-	b.reportNodes(ctx, p.nodes)
-	b.rejectAll(ctx, p)
+	b.rejectAll(ctx, p, b.reportNodes(ctx, p.nodes))
 	// The Ready jobs are released while the new ones are submitted.
 	released := make(chan Stats, 1)
 	go func() { released <- b.releaseAll(ctx, p.rel) }()
 	late := b.submitAll(ctx, p)
 	p.st.add(<-released)
 	p.st.add(b.releaseAll(ctx, late))
-	b.rejectAll(ctx, p) // found by submitAll's lookups
+	// Found by submitAll's lookups; a node they found missing is reported
+	// first.
+	b.rejectAll(ctx, p, b.reportNodes(ctx, p.nodes))
 	if ctx.Err() != nil {
 		return interrupted()
 	}
@@ -516,7 +517,7 @@ func (b *Bridge) placed(ctx context.Context, p *pass, j *Job, jf *domain.Job) er
 		if len(nodes) == 0 {
 			return fmt.Errorf("job %d is %s without a placement", jf.ID, jf.State)
 		}
-		if why := p.nodes.blocked(b, nodes); why != "" && jf.State == domain.JobReady {
+		if why := b.blocked(p.nodes, nodes); why != "" && jf.State == domain.JobReady {
 			// Released there, it would wait forever: jobfabric places it
 			// again once the node is cordoned.
 			p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, why: clip("slurm job "+j.ID+" not released: "+why, 1024)})

@@ -123,16 +123,22 @@ func (b *Bridge) readNodes(ctx context.Context) *nodeView {
 }
 
 // blocked says why Slurm cannot start a job on nodes now: the first node
-// it cannot use (or does not have); "" when it can use them all.
-func (v *nodeView) blocked(b *Bridge, nodes []string) string {
-	if v == nil {
-		return ""
-	}
+// it cannot use (or does not have), or one a job stayed pending for not
+// long ago (a suspect: Slurm may show it usable); "" when it can use them
+// all. The suspects count even when sinfo could not be read: a job handed
+// back from one must not be released onto it again.
+func (b *Bridge) blocked(v *nodeView, nodes []string) string {
+	now := b.cfg.Clock.Now()
 	for _, n := range nodes {
-		if why := v.unusable[n]; why != "" {
-			return why
+		if v != nil {
+			if why := v.unusable[n]; why != "" {
+				return why
+			}
 		}
-		if !v.known[n] {
+		if s, ok := b.suspect[n]; ok && now.Before(s.until) {
+			return s.why
+		}
+		if v != nil && !v.known[n] {
 			b.missing[n] = true
 			return b.missingReason(n)
 		}
@@ -150,9 +156,13 @@ func (b *Bridge) missingReason(node string) string {
 // can again. A server jobfabric placed a job on that Slurm does not have
 // is reported unusable from then on (until Slurm has it); servers Slurm
 // never had are not mentioned, as they may be another runtime's.
-func (b *Bridge) reportNodes(ctx context.Context, v *nodeView) {
+//
+// It says whether jobfabric has the cordons the bridge decided (reported
+// now or before): only then may the jobs Slurm cannot start be handed
+// back, or jobfabric could place them on the same nodes again.
+func (b *Bridge) reportNodes(ctx context.Context, v *nodeView) bool {
 	if v == nil {
-		return
+		return false
 	}
 	req := api.RuntimeNodesRequest{Runtime: "slurm:" + b.cfg.Cluster}
 	unusable := maps.Clone(v.unusable)
@@ -181,17 +191,18 @@ func (b *Bridge) reportNodes(ctx context.Context, v *nodeView) {
 		req.Unusable = append(req.Unusable, api.RuntimeNode{Server: n, Reason: unusable[n]})
 	}
 	if b.lastNodes != nil && maps.Equal(b.lastNodes, unusable) && slices.Equal(b.lastUsable, req.Usable) {
-		return
+		return true
 	}
 	changed, err := b.cfg.API.ReportRuntimeNodes(ctx, req)
 	if err != nil {
 		b.cfg.Logger.Warn("slurm bridge: report the nodes Slurm cannot use", "unusable", len(unusable), "err", err)
-		return
+		return false
 	}
 	b.lastNodes, b.lastUsable = unusable, req.Usable
 	for _, c := range changed {
 		b.cfg.Logger.Info("slurm bridge: node condition", "server", c.Server, "cordoned", c.Cordoned, "reason", c.Reason)
 	}
+	return true
 }
 
 // nodeReason: a pending reason that says the job waits for its nodes,
@@ -253,7 +264,7 @@ func (b *Bridge) unstick(ctx context.Context, p *pass, j *Job, ext string, jf *d
 	delete(p.stuck, ext)
 	nodes := PlacedNodes(jf)
 	why := fmt.Sprintf("slurm job %s stayed pending %s on %s: %s", j.ID, waited.Round(time.Second), strings.Join(nodes, ","), j.Reason)
-	if v := p.nodes.blocked(b, nodes); v != "" {
+	if v := b.blocked(p.nodes, nodes); v != "" {
 		why += " (" + v + ")"
 	}
 	// Slurm may show the nodes usable (a maintenance reservation, for
@@ -273,10 +284,17 @@ func (b *Bridge) unstick(ctx context.Context, p *pass, j *Job, ext string, jf *d
 	return nil
 }
 
-// rejectAll hands the rejected jobs of the pass so far back to jobfabric.
-func (b *Bridge) rejectAll(ctx context.Context, p *pass) {
+// rejectAll hands the rejected jobs of the pass so far back to jobfabric,
+// if it has the bridge's cordons (cordoned: reportNodes went through).
+// Otherwise they stay held in Slurm, Ready in jobfabric, and the next
+// pass finds them again: blocked by the same nodes, or by the suspects.
+func (b *Bridge) rejectAll(ctx context.Context, p *pass, cordoned bool) {
 	rs := p.reject
 	p.reject = nil
+	if !cordoned && len(rs) > 0 {
+		b.cfg.Logger.Warn("slurm bridge: jobs slurm cannot start on their placement stay held until jobfabric has the nodes' cordons", "jobs", len(rs))
+		return
+	}
 	for _, r := range rs {
 		_, err := b.cfg.API.Report(ctx, r.job, "rejected", r.why)
 		switch {

@@ -266,3 +266,88 @@ func TestReadNodesFallsBackToALinePerNode(t *testing.T) {
 		t.Fatalf("view %+v", v)
 	}
 }
+
+// flaky is a jobfabric whose node reports fail while down is set.
+type flaky struct {
+	refusing
+	down bool
+}
+
+func (f *flaky) ReportRuntimeNodes(ctx context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error) {
+	if f.down {
+		return nil, domain.Errorf(domain.CodeUnavailable, "no leader")
+	}
+	return f.refusing.ReportRuntimeNodes(ctx, req)
+}
+
+// TestSyncHandsBackOnlyOnceTheNodesAreCordoned: a job is handed back only
+// after jobfabric has the cordons of the nodes Slurm cannot start it on,
+// or jobfabric could place it on them again. While the node report fails,
+// the job stays held (not released there either, even when the node is
+// only a suspect that Slurm shows usable); once the report goes through,
+// it is handed back.
+func TestSyncHandsBackOnlyOnceTheNodesAreCordoned(t *testing.T) {
+	onNode := func(server string) *flaky {
+		return &flaky{down: true, refusing: refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+			JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:1"}, State: domain.JobReady,
+			SubmittedBy: "runtime:bridge", Placement: []domain.Placement{{Server: server, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}}}
+	}
+	t.Run("down node", func(t *testing.T) {
+		jf := onNode("gpu1")
+		run := newRecorded()
+		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved-held.txt"
+		b, _ := nodeBridge(t, run, jf)
+		st, err := b.Sync(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Rejected != 0 || len(jf.reports) != 0 || run.count("scontrol release") != 0 || run.count("scontrol update JobId=1") != 0 {
+			t.Fatalf("report failed: stats %+v, reports %v, commands %q: want job 1 kept held, not handed back", st, jf.reports, run.calls)
+		}
+		jf.down = false
+		if st, err = b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st.Rejected != 1 || fmt.Sprint(jf.reports) != "[9 rejected]" || len(jf.nodes) != 1 {
+			t.Fatalf("report through: stats %+v, reports %v, node reports %d: want job 9 handed back after the cordon", st, jf.reports, len(jf.nodes))
+		}
+	})
+	t.Run("suspect node", func(t *testing.T) {
+		// gpu0 is usable in sinfo, but job 1 stayed pending for it.
+		jf := onNode("gpu0")
+		run := newRecorded()
+		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved.txt"
+		run.files["scontrol hold 1"] = ""
+		b, clock := nodeBridge(t, run, jf)
+		for _, step := range []time.Duration{0, time.Minute} {
+			clock.Advance(step)
+			if _, err := b.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if run.count("scontrol hold 1") != 1 || len(jf.reports) != 0 {
+			t.Fatalf("report failed: reports %v, commands %q: want job 1 held and not handed back", jf.reports, run.calls)
+		}
+		// Slurm now shows it held; jobfabric still has it Ready on gpu0.
+		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved-held.txt"
+		clock.Advance(time.Minute)
+		if _, err := b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if run.count("scontrol release") != 0 || run.count("scontrol update JobId=1") != 0 || len(jf.reports) != 0 {
+			t.Fatalf("report still failing: reports %v, commands %q: job 1 released onto the node it stayed pending for", jf.reports, run.calls)
+		}
+		jf.down = false
+		clock.Advance(time.Minute)
+		if _, err := b.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(jf.reports) != "[9 rejected]" || !strings.Contains(jf.messages[0], "stayed pending") {
+			t.Fatalf("report through: reports %v %q: want job 9 handed back naming the wait", jf.reports, jf.messages)
+		}
+		last := jf.nodes[len(jf.nodes)-1]
+		if len(last.Unusable) == 0 || !strings.Contains(fmt.Sprint(last.Unusable), "gpu0") {
+			t.Errorf("node report %+v: want gpu0 cordoned", last)
+		}
+	})
+}
