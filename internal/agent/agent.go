@@ -87,9 +87,6 @@ func New(cfg Config) (*Agent, error) {
 // Interval is the current heartbeat interval.
 func (a *Agent) Interval() time.Duration { return a.interval }
 
-// Facts is the last discovery (nil before the first).
-func (a *Agent) Facts() *domain.HostFacts { return a.facts }
-
 // Once runs one cycle: discover when due, send the facts when they changed
 // or the server asks, and beat.
 func (a *Agent) Once(ctx context.Context) error {

@@ -49,18 +49,6 @@ func curveMean(a [131]float64) float64 {
 // multiGPU reports whether a size (SizeOf) is two or more whole GPUs.
 func multiGPU(size string) bool { return size != "cpu" && size != "share" && size != "1" }
 
-// multiGPURate is the share of the run's multi-GPU pods that were placed.
-func multiGPURate(r *OpenbResult) float64 {
-	a, p := 0, 0
-	for k, c := range r.Sizes {
-		if multiGPU(k) {
-			a += c.Arrived
-			p += c.Placed
-		}
-	}
-	return float64(p) / float64(max(a, 1))
-}
-
 // Seeds are split the same way: a rule is chosen on the development
 // workloads with the development seeds only.
 var (

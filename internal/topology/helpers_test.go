@@ -21,8 +21,6 @@ func newBuilder() *builder {
 	return &builder{f: domain.Fabric{Name: "f1"}}
 }
 
-func (b *builder) railOptimized() *builder { b.f.RailOptimized = true; return b }
-
 func (b *builder) pools(v4, v6 string) *builder {
 	b.f.LinkPools = domain.LinkPools{IPv4: v4, IPv6: v6}
 	return b
@@ -57,11 +55,6 @@ func (b *builder) server(name string, stripe, gpus int) *builder {
 
 func (b *builder) cable(server, nic, leaf, port string) *builder {
 	b.f.Cables = append(b.f.Cables, domain.Cable{Server: server, NIC: nic, Leaf: leaf, Port: port})
-	return b
-}
-
-func (b *builder) cableAddr(server, nic, leaf, port, v4, v6 string) *builder {
-	b.f.Cables = append(b.f.Cables, domain.Cable{Server: server, NIC: nic, Leaf: leaf, Port: port, IPv4: v4, IPv6: v6})
 	return b
 }
 

@@ -274,13 +274,6 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // ParseTime reads a point in time for field: an RFC 3339 time, or a
 // duration back from now: Go's (12h, 90m) or in days (30d, 1d12h).
 func ParseTime(field, s string, now time.Time) (time.Time, error) {

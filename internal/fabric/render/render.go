@@ -235,16 +235,6 @@ func sanitize(s string) string {
 	}, s)
 }
 
-// hasV6 reports whether any port of the device has an IPv6 link or gateway.
-func hasV6(d *fabric.Device) bool {
-	for _, p := range d.Ports {
-		if p.Assigned() && (p.IPv6.IsValid() || p.Gateway6.IsValid()) {
-			return true
-		}
-	}
-	return false
-}
-
 // groupName is how a group is named on the device: tenant-group.
 func groupName(v *fabric.VRF, g fabric.PolicyGroup) string { return v.Tenant + "-" + g.Name }
 

@@ -795,14 +795,6 @@ func (p *plumber) removeVRF(ctx context.Context, name string, shutdown map[strin
 	return p.run(ctx, "ip", "netns", "del", ns)
 }
 
-func mapSlice(in []string, f func(string) string) []string {
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = f(s)
-	}
-	return out
-}
-
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > n {
