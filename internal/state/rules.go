@@ -93,9 +93,17 @@ type UnappliableError struct {
 	Rules, MaxRules int
 	// UnknownType: this binary has no handler for Type.
 	UnknownType bool
+	// Snapshot: a snapshot (of a state whose entries went up to Rules),
+	// not an entry: Index and Type are unset.
+	Snapshot bool
 }
 
 func (e *UnappliableError) Error() string {
+	if e.Snapshot {
+		return fmt.Sprintf("a raft snapshot holds a state built under apply rules %d and this binary applies rules 1 to %d; "+
+			"this member stops rather than restore a state it would read wrong: upgrade this member's binary to one the leader runs, then start it again",
+			e.Rules, e.MaxRules)
+	}
 	why := fmt.Sprintf("it was proposed under apply rules %d and this binary applies rules 1 to %d", e.Rules, e.MaxRules)
 	if e.UnknownType {
 		why = fmt.Sprintf("this binary does not know command type %q (entry under apply rules %d; this binary applies 1 to %d)", e.Type, e.Rules, e.MaxRules)

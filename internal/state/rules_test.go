@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -279,5 +280,66 @@ func TestMemberSetAuditByRules(t *testing.T) {
 	evs = h.f.Events(EventFilter{})
 	if len(evs) != 2 || evs[1].Message != "raft=a:1 api=http://a rules=3" {
 		t.Fatalf("events at rules 2: %+v", evs)
+	}
+}
+
+// TestSnapshotOfLaterRulesStopsTheMember: a snapshot carries the highest
+// apply rules of the entries in its state. A binary that applies fewer
+// (a downgraded member given the leader's snapshot, or restarting on its
+// own) stops at Restore, as it stops at such an entry, instead of reading
+// the state without what it does not know; a state of rules it applies
+// restores as before.
+func TestSnapshotOfLaterRulesStopsTheMember(t *testing.T) {
+	submit := JobSubmit{Spec: domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 1}}
+	build := func(rules int) []byte {
+		h := newHarness(t)
+		h.rules = rules
+		h.cluster(1, 1, 8)
+		h.must(CmdJobSubmit, submit)
+		return h.snapshot()
+	}
+	older := RulesLatest - 1
+
+	// Entries up to the older binary's rules: it restores them.
+	var stopped halts
+	f := New(WithMaxRules(older), WithHalt(stopped.hook))
+	if err := f.Restore(nopCloser{bytes.NewReader(build(older))}); err != nil || len(stopped.errs) != 0 {
+		t.Fatalf("a snapshot of rules %d on a binary of rules %d: %v, halts %v", older, older, err, stopped.errs)
+	}
+	if _, err := f.Snapshot(); err != nil {
+		t.Fatalf("snapshot after a good restore: %v", err)
+	}
+
+	// Entries of the latest rules: the older binary stops.
+	latest := build(RulesLatest)
+	stopped = halts{}
+	f = New(WithMaxRules(older), WithHalt(stopped.hook))
+	_, before, _ := f.Digest()
+	err := f.Restore(nopCloser{bytes.NewReader(latest)})
+	if err == nil || len(stopped.errs) != 1 {
+		t.Fatalf("a snapshot of rules %d restored on a binary of rules %d: %v, halts %v", RulesLatest, older, err, stopped.errs)
+	}
+	var u *UnappliableError
+	if !errors.As(stopped.errs[0], &u) || *u != (UnappliableError{Snapshot: true, Rules: RulesLatest, MaxRules: older}) {
+		t.Fatalf("halt given %#v", stopped.errs[0])
+	}
+	for _, s := range []string{"snapshot", fmt.Sprintf("apply rules %d", RulesLatest), "upgrade this member's binary"} {
+		if !strings.Contains(u.Error(), s) {
+			t.Errorf("the stop %q does not say %q", u, s)
+		}
+	}
+	if _, after, _ := f.Digest(); after != before || f.Halted() == nil {
+		t.Fatalf("the stopped member's state changed (%v), or it is not halted (%v)", after != before, f.Halted())
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a stopped member took a snapshot")
+	}
+	// The latest binary restores it, and keeps the version in its own.
+	f = New()
+	if err := f.Restore(nopCloser{bytes.NewReader(latest)}); err != nil {
+		t.Fatal(err)
+	}
+	if f.d.Rules != RulesLatest {
+		t.Fatalf("restored state's rules %d, want %d", f.d.Rules, RulesLatest)
 	}
 }

@@ -41,6 +41,11 @@ type data struct {
 	// Usage is the usage archive: the runs of ended jobs retention removed,
 	// by end time (retain.go). Snapshots from before it load with none.
 	Usage []domain.UsageRecord `json:"usageArchive,omitempty"`
+	// Rules is the highest apply-rules version of an entry applied to
+	// this state (rules.go): what a binary must apply to read it. A
+	// snapshot carries it, so a binary older than the state it is given
+	// stops at Restore as it stops at an entry. 0 before it was kept.
+	Rules int `json:"rules,omitempty"`
 }
 
 // capacity is derived from the topology (never persisted).
@@ -186,6 +191,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	defer f.mu.Unlock()
 	f.applied = l.Index
+	if derr == nil && c.rules() > f.d.Rules {
+		f.d.Rules = c.rules()
+	}
 	r := f.applyDecoded(c, derr)
 	if r.Err != nil {
 		if f.refused == nil {
@@ -314,6 +322,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("decode snapshot: %w", err)
 	}
 	f.mu.Lock()
+	if d.Rules > f.maxRules {
+		// A state built under rules this binary does not apply: read
+		// by it, fields it does not know would be dropped and rules it
+		// does not have would act on the rest. Stop as at an entry.
+		u := &UnappliableError{Snapshot: true, Rules: d.Rules, MaxRules: f.maxRules}
+		f.halted = u
+		f.mu.Unlock()
+		f.stop(u)
+		return fmt.Errorf("no restore: %w", u)
+	}
 	f.reset(d)
 	f.mu.Unlock()
 	f.changed.broadcast()
