@@ -133,8 +133,10 @@ func (e *e2e) arm(a attacker, port *lab.PortInfo) {
 // attack runs every probe from every attacker at once: link-local echo
 // to the leaf (ff02::1, ff02::2, the port's fe80 address), TCP to port
 // 179 of every switch address the attacker can name (loopbacks, every
-// leaf-side cable address, the port's link-local address), echo to every
-// switch loopback, and a crafted VXLAN-GBP echo request with every L3VNI
+// leaf-side cable address, the port's link-local address, the link-local
+// address of every fabric link of every tier, which the attacker points
+// at its leaf port), echo to every switch loopback and fabric link
+// address, and a crafted VXLAN-GBP echo request with every L3VNI
 // and every group, to every VTEP (and the attacker's own gateway), for
 // every victim endpoint; victims count what arrives at their NICs.
 func (e *e2e) attack(attackers []attacker) map[string]*findings {
@@ -163,6 +165,14 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 				gateways = append(gateways, a)
 			}
 		}
+	}
+	// The fabric links' link-local addresses (the unnumbered BGP
+	// sessions of every tier): a server can name them only on its own
+	// link, so it points them at the leaf port's MAC.
+	var linkLocals []netip.Addr
+	lls := e.linkLocals()
+	for _, d := range e.l.Devices {
+		linkLocals = append(linkLocals, lls[d.Name]...)
 	}
 	out := map[string]*findings{}
 	var mu sync.Mutex
@@ -211,6 +221,12 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 			targets = append(targets, target{x, ""})
 		}
 		targets = append(targets, target{port.LinkLocal, a.ep.Iface})
+		var neigh strings.Builder
+		for _, x := range linkLocals {
+			fmt.Fprintf(&neigh, "-6 neigh replace %s lladdr %s dev %s nud permanent\n", x, port.MAC, a.ep.Iface)
+			targets = append(targets, target{x, a.ep.Iface})
+		}
+		e.shIn(neigh.String(), "ip", "-n", a.ep.Netns, "-batch", "-")
 		for _, x := range targets {
 			wg.Add(1)
 			go func() {
@@ -229,18 +245,25 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 				}
 			}()
 		}
-		// (d) echo to the underlay's loopbacks.
+		// (d) echo to the underlay's loopbacks and link addresses.
+		var echoes []string
 		for _, x := range loopbacks {
+			echoes = append(echoes, x.String())
+		}
+		for _, x := range linkLocals {
+			echoes = append(echoes, x.String()+"%"+a.ep.Iface)
+		}
+		for _, x := range echoes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				count()
-				from, err := lab.EchoRepliers(e.ctx, a.ep.Netns, x.String(), 1, 400*time.Millisecond)
+				from, err := lab.EchoRepliers(e.ctx, a.ep.Netns, x, 1, 400*time.Millisecond)
 				if err != nil {
 					e.t.Error(err)
 				}
 				for _, r := range from {
-					add(&f.underlay, x.String()+" answered by "+r)
+					add(&f.underlay, x+" answered by "+r)
 				}
 			}()
 		}

@@ -1,0 +1,302 @@
+package lab_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/fabric/render"
+	"github.com/jobfabric/jobfabric/internal/lab"
+	"github.com/jobfabric/jobfabric/internal/lab/labdeploy"
+)
+
+// What a root user on a server tries with raw packets, beyond what the
+// kernel's sockets send (attack): packets with the source address of a
+// switch, TTLs that run out inside the fabric, VXLAN from a VTEP's
+// address. A tap on every switch (lab.Tap, server ports ignored) sees
+// what got past the attacker's leaf port; the victims' NICs count the
+// crafted echoes delivered.
+
+// rawFindings is what one attacker's raw packets reached; empty is the
+// goal.
+type rawFindings struct {
+	caught    map[string][]lab.Catch // by vector: seen on a switch beyond the server ports
+	delivered []lab.Delivery         // spoofed VXLAN-GBP echoes that reached a victim
+	sent      map[string]int         // packets built, by vector
+}
+
+func (f *rawFindings) empty() bool { return len(f.caught) == 0 && len(f.delivered) == 0 }
+
+func (f *rawFindings) String() string {
+	var b strings.Builder
+	vecs := []string{"spoofed-bgp", "ttl", "spoofed-vxlan", "tunnel-ttl"}
+	for _, v := range vecs {
+		fmt.Fprintf(&b, "%s: %d sent, ", v, f.sent[v])
+		var seen []string
+		for _, c := range f.caught[v] {
+			if s := c.String(); !slices.Contains(seen, s) {
+				seen = append(seen, s)
+			}
+		}
+		sort.Strings(seen)
+		n := len(seen)
+		if len(seen) > 8 {
+			seen = append(seen[:8], fmt.Sprintf("... %d more", len(seen)-8))
+		}
+		fmt.Fprintf(&b, "%d seen on switches %v; ", n, seen)
+	}
+	for v, cs := range f.caught {
+		if !slices.Contains(vecs, v) {
+			fmt.Fprintf(&b, "%s: %d seen %v; ", v, len(cs), cs)
+		}
+	}
+	byKey := map[string]int{}
+	for _, d := range f.delivered {
+		byKey[fmt.Sprintf("VNI %d group %d via %s from %s -> %s", d.Probe.VNI, d.Probe.Group, d.Probe.VTEP, d.Probe.Outer, d.Victim)]++
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range byKey {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if len(keys) > 8 {
+		keys = append(keys[:8], fmt.Sprintf("... %d more", len(keys)-8))
+	}
+	fmt.Fprintf(&b, "%d spoofed VXLAN-GBP echoes delivered %v", len(f.delivered), keys)
+	return b.String()
+}
+
+// fabricFacts is what an attacker would learn or guess of the deployed
+// fabric, here read from the deployed configurations: each switch's
+// loopback, role and AS, and each leaf's spines (its pod).
+type fabricFacts struct {
+	loopback map[string]netip.Addr
+	role     map[string]string
+	asn      map[string]uint16
+	spines   map[string][]string // leaf -> the spines it peers with
+}
+
+func (e *e2e) facts() fabricFacts {
+	e.t.Helper()
+	var cfgs []render.DeviceFiles
+	if err := e.admin.Do(e.ctx, "GET", "/v1/fabric/configs", nil, &cfgs); err != nil {
+		e.t.Fatal(err)
+	}
+	ff := fabricFacts{loopback: map[string]netip.Addr{}, role: map[string]string{}, asn: map[string]uint16{}, spines: map[string][]string{}}
+	for _, d := range e.l.Devices {
+		ff.loopback[d.Name] = netip.MustParseAddr(d.Loopback)
+		ff.role[d.Name] = d.Role
+	}
+	asRe := regexp.MustCompile(`(?m)^router bgp (\d+)$`)
+	peerRe := regexp.MustCompile(`(?m)^ neighbor \S+ description (\S+)$`)
+	for _, d := range cfgs {
+		for _, f := range d.Files {
+			if f.Name != "frr.conf" {
+				continue
+			}
+			if m := asRe.FindStringSubmatch(f.Content); m != nil {
+				n, _ := strconv.ParseUint(m[1], 10, 16)
+				ff.asn[d.Device] = uint16(n)
+			}
+			if ff.role[d.Device] == "leaf" {
+				for _, m := range peerRe.FindAllStringSubmatch(f.Content, -1) {
+					if ff.role[m[1]] == "spine" {
+						ff.spines[d.Device] = append(ff.spines[d.Device], m[1])
+					}
+				}
+			}
+		}
+	}
+	return ff
+}
+
+// samePod says whether two leaves share a spine.
+func (ff fabricFacts) samePod(a, b string) bool {
+	return slices.ContainsFunc(ff.spines[a], func(s string) bool { return slices.Contains(ff.spines[b], s) })
+}
+
+// rawAttack sends, from every attacker at once:
+//   - spoofed-bgp: to every switch loopback, a SYN and then a BGP OPEN
+//     (TTL 255) from every other switch's loopback, with its AS;
+//   - ttl: an echo request and a SYN to port 179 with TTL 1 to 4 to every
+//     switch loopback but its own leaf's, from its own address;
+//   - spoofed-vxlan: crafted VXLAN-GBP from the address of every VTEP
+//     (and spine) the other pod's leaves may trust, to every VTEP of the
+//     other pod, with every L3VNI and group, to every victim in that pod;
+//   - tunnel-ttl (an attacker with a peer, its job's endpoint in the
+//     other pod): an echo request and a SYN with TTL 1 to 4 to that peer,
+//     which the leaves carry in VXLAN across the super-spines: no spine
+//     or super-spine may answer it (the tunnel does not inherit the TTL).
+func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map[string]*rawFindings {
+	e.t.Helper()
+	ff := e.facts()
+	vnis, groups, _ := e.fabricIDs()
+	var points []lab.TapPoint
+	for _, d := range e.l.Devices {
+		points = append(points, lab.TapPoint{Switch: d.Name, Netns: d.Netns, Skip: slices.Clone(d.Ports)})
+	}
+	tap, err := lab.StartTap(points)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tap.Close()
+	var victims []lab.Endpoint
+	for _, ep := range e.l.Endpoints {
+		if !slices.ContainsFunc(attackers, func(a attacker) bool { return a.ep.Name() == ep.Name() }) {
+			victims = append(victims, ep)
+		}
+	}
+	ln, err := lab.Listen(victims)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer ln.Close()
+
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range ff.loopback {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	out := map[string]*rawFindings{}
+	var wg sync.WaitGroup
+	for i, a := range attackers {
+		f := &rawFindings{caught: map[string][]lab.Catch{}, sent: map[string]int{}}
+		out[a.ep.Name()] = f
+		port, err := e.l.LeafPort(e.ctx, &a.ep)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.arm(a, port)
+		own := netip.MustParseAddr(a.ep.Addr4())
+		idx := uint16(i)
+		var pkts [][]byte
+		add := func(vector string, ps ...[]byte) {
+			pkts = append(pkts, ps...)
+			f.sent[vector] += len(ps)
+		}
+		for _, dst := range names {
+			for _, src := range names {
+				if src != dst {
+					add("spoofed-bgp", lab.SpoofedBGP(idx, ff.loopback[src], ff.loopback[dst], ff.asn[src], 255)...)
+				}
+			}
+			if dst != a.ep.Leaf {
+				for ttl := uint8(1); ttl <= 4; ttl++ {
+					add("ttl", lab.LowTTL(idx, own, ff.loopback[dst], ttl)...)
+				}
+			}
+		}
+		if p, ok := peers[a.ep.Name()]; ok {
+			for ttl := uint8(1); ttl <= 4; ttl++ {
+				add("tunnel-ttl", lab.TunnelTTL(idx, own, netip.MustParseAddr(p.Addr4()), ttl)...)
+			}
+		}
+		// Spoofed VXLAN: into the other pod, from addresses its VTEPs
+		// see VXLAN from (every leaf's) or might trust (the spines').
+		srcMAC := net.HardwareAddr{0x02, 0x4a, 0x46, 0, 1, byte(i)}
+		for _, vtep := range names {
+			if ff.role[vtep] != "leaf" || ff.samePod(vtep, a.ep.Leaf) {
+				continue
+			}
+			var spoof []netip.Addr
+			for _, s := range names {
+				if s != vtep && (ff.role[s] == "leaf" || ff.role[s] == "spine") {
+					spoof = append(spoof, ff.loopback[s])
+				}
+			}
+			for _, v := range victims {
+				if !ff.samePod(v.Leaf, vtep) {
+					continue
+				}
+				for _, vni := range vnis {
+					for _, g := range groups {
+						for _, s := range spoof {
+							p := lab.Probe{Attacker: idx, VTEP: ff.loopback[vtep], VNI: vni, Group: g, Dst: netip.MustParseAddr(v.Addr4()), Outer: s}
+							add("spoofed-vxlan", lab.SpoofedVXLAN(p, labdeploy.RouterMAC(vtep, vni), srcMAC, own))
+						}
+					}
+				}
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := lab.SendRaw(a.ep.Netns, pkts); err != nil {
+				e.t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // the last packets cross the fabric
+	for _, c := range tap.Catches() {
+		if int(c.Attacker) >= len(attackers) || c.Vector == "icmp-error" {
+			e.t.Errorf("the tap caught %s, naming no attacker", c)
+			continue
+		}
+		a := attackers[c.Attacker]
+		out[a.ep.Name()].caught[c.Vector] = append(out[a.ep.Name()].caught[c.Vector], c)
+	}
+	for _, d := range ln.Deliveries() {
+		a := attackers[d.Probe.Attacker]
+		if !d.Probe.Outer.IsValid() {
+			e.t.Errorf("a crafted echo without a spoofed source was delivered during the raw attack: %s at %s", d.Probe, d.Victim)
+			continue
+		}
+		out[a.ep.Name()].delivered = append(out[a.ep.Name()].delivered, d)
+	}
+	return out
+}
+
+// rawReport logs every attacker's raw findings and says whether all were
+// empty.
+func (e *e2e) rawReport(step string, attackers []attacker, got map[string]*rawFindings) bool {
+	e.t.Helper()
+	clean := true
+	for _, a := range attackers {
+		f := got[a.ep.Name()]
+		e.t.Logf("%s (raw): from %s (%s, port %s/%s): %s", step, a.ep.Name(), a.role, a.ep.Leaf, a.ep.Port, f)
+		clean = clean && f.empty()
+	}
+	return clean
+}
+
+// caughtAt says whether a vector's packets were seen on a switch of a
+// role.
+func (f *rawFindings) caughtAt(ff fabricFacts, vector, role string) bool {
+	return slices.ContainsFunc(f.caught[vector], func(c lab.Catch) bool { return ff.role[c.Switch] == role })
+}
+
+// linkLocals are the IPv6 link-local addresses of every switch's fabric
+// links (the unnumbered BGP sessions run on them), by switch.
+func (e *e2e) linkLocals() map[string][]netip.Addr {
+	e.t.Helper()
+	out := map[string][]netip.Addr{}
+	for _, d := range e.l.Devices {
+		b, err := exec.CommandContext(e.ctx, "ip", "-n", d.Netns, "-6", "-o", "addr", "show", "scope", "link").Output()
+		if err != nil {
+			e.t.Fatalf("ip -n %s addr: %v", d.Netns, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 || !slices.Contains(d.Uplinks, f[1]) {
+				continue
+			}
+			if p, err := netip.ParsePrefix(f[3]); err == nil {
+				out[d.Name] = append(out[d.Name], p.Addr())
+			}
+		}
+	}
+	return out
+}
