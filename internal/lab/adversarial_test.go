@@ -223,7 +223,7 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 		targets = append(targets, target{port.LinkLocal, a.ep.Iface})
 		var neigh strings.Builder
 		for _, x := range linkLocals {
-			fmt.Fprintf(&neigh, "-6 neigh replace %s lladdr %s dev %s nud permanent\n", x, port.MAC, a.ep.Iface)
+			fmt.Fprintf(&neigh, "neigh replace %s lladdr %s dev %s nud permanent\n", x, port.MAC, a.ep.Iface)
 			targets = append(targets, target{x, a.ep.Iface})
 		}
 		e.shIn(neigh.String(), "ip", "-n", a.ep.Netns, "-batch", "-")

@@ -414,18 +414,10 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 				return c, false
 			}
 			c.Vector = "icmp-error"
-			if len(q) >= 28 && q[0]>>4 == 4 {
-				qi := int(q[0]&0x0f) * 4
-				if len(q) >= qi+8 {
-					var port uint16
-					switch q[9] {
-					case unix.IPPROTO_TCP, unix.IPPROTO_UDP:
-						port = binary.BigEndian.Uint16(q[qi:])
-					case unix.IPPROTO_ICMP:
-						port = binary.BigEndian.Uint16(q[qi+4:])
-					}
-					ours(port)
-				}
+			if port, inner := quotedPort(q); !ours(port) && inner != nil {
+				// A tunnel's packet: the raw packet it carries.
+				p, _ := quotedPort(inner)
+				ours(p)
 			}
 			c.What = fmt.Sprintf("ICMP type %d code %d %s -> %s (%s)", typ, l4[1], src, dst, c.Vector)
 			if len(q) >= 20 {
@@ -442,6 +434,31 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 		}
 	}
 	return c, false
+}
+
+// quotedPort is the source port (TCP, UDP) or echo identifier (ICMP) of
+// the IPv4 packet an ICMP error quotes and, when that packet is VXLAN,
+// the inner IPv4 packet.
+func quotedPort(q []byte) (port uint16, inner []byte) {
+	if len(q) < 28 || q[0]>>4 != 4 {
+		return 0, nil
+	}
+	qi := int(q[0]&0x0f) * 4
+	if len(q) < qi+8 {
+		return 0, nil
+	}
+	switch q[9] {
+	case unix.IPPROTO_TCP:
+		return binary.BigEndian.Uint16(q[qi:]), nil
+	case unix.IPPROTO_UDP:
+		if binary.BigEndian.Uint16(q[qi+2:]) == 4789 && len(q) >= qi+8+8+14+28 && binary.BigEndian.Uint16(q[qi+8+8+12:]) == 0x0800 {
+			inner = q[qi+8+8+14:]
+		}
+		return binary.BigEndian.Uint16(q[qi:]), inner
+	case unix.IPPROTO_ICMP:
+		return binary.BigEndian.Uint16(q[qi+4:]), nil
+	}
+	return 0, nil
 }
 
 func tcpFlags(f byte) string {

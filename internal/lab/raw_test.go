@@ -89,6 +89,16 @@ func TestClassifyAnswers(t *testing.T) {
 	if c, ok := ClassifyRaw(te); !ok || c.Vector != "ttl" || c.Attacker != 1 || !strings.Contains(c.What, "ICMP type 11 code 0 10.252.1.1 -> 10.0.0.13 quoting 10.0.0.13 -> 10.252.0.1") {
 		t.Errorf("time exceeded: %+v, %v", c, ok)
 	}
+	// Time exceeded from a super-spine, quoting a tunnel's packet that
+	// carries a tunnelled echo.
+	echo := TunnelTTL(4, server, netip.MustParseAddr("10.0.0.2"), 3)[0]
+	tunnel := rawIPv4(vtep, netip.MustParseAddr("10.254.1.1"), 1, 17,
+		append(append([]byte{0xd4, 0x31, 0x12, 0xb5, 0, 0, 0, 0, 0x88, 0, 0, 0, 0, 0x27, 0x11, 0}, make([]byte, 12)...), append([]byte{8, 0}, echo...)...))
+	binary.BigEndian.PutUint16(tunnel[4:], 0x1234)
+	te = rawIPv4(super, vtep, 64, 1, append([]byte{11, 0, 0, 0, 0, 0, 0, 0}, tunnel...))
+	if c, ok := ClassifyRaw(te); !ok || c.Vector != "tunnel-ttl" || c.Attacker != 4 {
+		t.Errorf("time exceeded for a tunnel: %+v, %v", c, ok)
+	}
 	// Not ours: BGP between switches, a kernel VXLAN packet, an echo
 	// without the marker, a SYN to 179 with another sequence number.
 	keepalive := rawTCP(spine, super, 255, 40000, 179, 5, 6, tcpPSH|tcpACK, make([]byte, 19))

@@ -141,5 +141,23 @@ func (e *e2e) threeTierAttack() {
 	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("restored: something got through")
 	}
+
+	// The tunnel's TTL: a tenant's low-TTL packets to its peer in the
+	// other pod run out at a leaf (its own, or the far one in the VRF),
+	// never at a spine or super-spine, because the leaves' VXLAN devices
+	// set the outer TTL themselves. With the outer TTL of the attacker's
+	// leaf's tunnels forced to 2 (an nftables rule in its underlay
+	// namespace: changing the VXLAN device itself upsets zebra's EVPN
+	// state), they expire at a super-spine, which answers: the tap sees it.
+	ta := attackers[2:3]
+	tleaf := e.l.Device(ta[0].ep.Leaf)
+	e.shIn("table ip jobfabric_labtest_ttl {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n\t\tudp dport 4789 ip ttl set 2\n\t}\n}\n",
+		"ip", "netns", "exec", tleaf.Netns, "nft", "-f", "-")
+	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
+	e.sh("ip", "netns", "exec", tleaf.Netns, "nft", "delete", "table", "ip", "jobfabric_labtest_ttl")
+	e.rawReport("tunnel TTL 2 on "+tleaf.Name, ta, map[string]*rawFindings{ta[0].ep.Name(): r})
+	if !r.caughtAt(ff, "tunnel-ttl", "super-spine") {
+		t.Errorf("with the tunnel's TTL at 2, no super-spine answers a tenant's tunnelled packets: the detector is blind")
+	}
 	t.Logf("three-tier attack and mutations took %s", time.Since(start).Round(time.Millisecond))
 }
