@@ -331,7 +331,8 @@ func (e *e2e) report(step string, attackers []attacker, got map[string]*findings
 // user on a server whose NIC belongs to no tenant, and one on a tenant's
 // server, try the leaf's link-local addresses, BGP on every switch
 // address they can name, and crafted VXLAN-GBP packets with every L3VNI
-// and every group to every VTEP. Nothing may get through.
+// and every group to every VTEP, and raw packets (rawAttack: spoofed
+// BGP OPENs, low TTLs, spoofed-source VXLAN-GBP). Nothing may get through.
 func TestLabAdversarial(t *testing.T) {
 	e, _ := startE2E(t, 4*time.Minute)
 	e.createTenants()
@@ -353,7 +354,10 @@ func TestLabAdversarial(t *testing.T) {
 		{ep("s1-gpu001/nic0"), "tenant-a/job-100", true},
 		{ep("s2-gpu003/nic0"), "tenant-b/job-200", true},
 	}
-	if !e.report("attack", attackers, e.attack(attackers)) {
+	// Each tenant attacker's peer: its job's endpoint behind another leaf.
+	peers := map[string]lab.Endpoint{"s1-gpu001/nic0": ep("s2-gpu001/nic0"), "s2-gpu003/nic0": ep("s1-gpu003/nic0")}
+	clean := e.report("attack", attackers, e.attack(attackers))
+	if !e.rawReport("attack", attackers, e.rawAttack(attackers, peers)) || !clean {
 		t.Errorf("attack: something got through from a server port (see above)")
 	}
 
@@ -371,20 +375,35 @@ func TestLabAdversarial(t *testing.T) {
 	u := attackers[:1]
 	leaf := e.l.Device(u[0].ep.Leaf)
 	guard := e.renderedFile(leaf.Name, "guard.nft")
+	ff := e.facts()
 	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
-	if !e.report("port up, guard kept", u, e.attack(u)) {
+	clean = e.report("port up, guard kept", u, e.attack(u))
+	if !e.rawReport("port up, guard kept", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
 	}
 	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
 	if e.report("port up, guard removed", u, e.attack(u)) {
 		t.Errorf("the attack finds nothing on a port without quarantine or guard: the detector is blind")
 	}
+	r := e.rawAttack(u, nil)[u[0].ep.Name()]
+	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
+	for what, found := range map[string]bool{
+		"a spoofed BGP OPEN reaching a spine": r.reached(ff, "spoofed-bgp", "spine"),
+		"a TTL running out at a spine":        r.expired(ff, "ttl", "spine"),
+		"a spoofed VXLAN-GBP echo delivered":  len(r.delivered) > 0,
+	} {
+		if !found {
+			t.Errorf("without quarantine and guard, the raw attack finds no %s: the detector is blind", what)
+		}
+	}
 	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
-	if !e.report("port down, guard removed", u, e.attack(u)) {
+	clean = e.report("port down, guard removed", u, e.attack(u))
+	if !e.rawReport("port down, guard removed", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("a quarantined (down) port lets packets through without the guard")
 	}
 	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
-	if !e.report("restored", u, e.attack(u)) {
+	clean = e.report("restored", u, e.attack(u))
+	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("restored: something got through")
 	}
 

@@ -207,9 +207,12 @@ type Catch struct {
 	Switch   string
 	Iface    string
 	Out      bool   // sent on Iface, else received
-	Vector   string // spoofed-bgp, ttl, spoofed-vxlan
+	Vector   string // spoofed-bgp, ttl, spoofed-vxlan, tunnel-ttl
 	Attacker uint16
-	What     string // "SYN 10.252.1.1 -> 10.252.0.1 ttl 254", ...
+	Src, Dst netip.Addr // of the packet seen (an answer's, for answers)
+	TTL      uint8
+	Answer   bool   // the packet is a switch's answer (SYN-ACK, RST, echo reply, ICMP error)
+	What     string // "[S] 10.252.1.1:18947 -> 10.252.0.1:179 ttl 255 (spoofed-bgp)", ...
 }
 
 func (c Catch) String() string {
@@ -372,7 +375,7 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 	ttl, proto := b[8], b[9]
 	src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
 	l4 := b[ihl:]
-	c := Catch{}
+	c := Catch{Src: src, Dst: dst, TTL: ttl}
 	ours := func(port uint16) bool {
 		v := byte(port >> 8)
 		if v == VectorSpoofBGP || v == VectorTTL || v == VectorSpoofVXLAN || v == VectorTunnelTTL {
@@ -394,6 +397,7 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 			c.What = fmt.Sprintf("%s %s:%d -> %s:179 ttl %d (%s)", flags, src, sport, dst, ttl, c.Vector)
 			return c, true
 		case sport == 179 && (ack == RawSeq+1 || ack == RawSeq+1+29) && ours(dport):
+			c.Answer = true
 			c.What = fmt.Sprintf("answer %s %s:179 -> %s:%d (%s)", flags, src, dst, dport, c.Vector)
 			return c, true
 		}
@@ -404,7 +408,7 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 		case (typ == 8 || typ == 0) && len(l4) >= 12 && [4]byte(l4[8:12]) == ProbeMarker && ours(ident):
 			kind := "echo request"
 			if typ == 0 {
-				kind = "echo reply"
+				kind, c.Answer = "echo reply", true
 			}
 			c.What = fmt.Sprintf("%s %s -> %s ttl %d (%s)", kind, src, dst, ttl, c.Vector)
 			return c, true
@@ -413,7 +417,7 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 			if !bytes.Contains(q, ProbeMarker[:]) && !(len(q) >= 20 && binary.BigEndian.Uint16(q[4:]) == RawID) {
 				return c, false
 			}
-			c.Vector = "icmp-error"
+			c.Vector, c.Answer = "icmp-error", true
 			if port, inner := quotedPort(q); !ours(port) && inner != nil {
 				// A tunnel's packet: the raw packet it carries.
 				p, _ := quotedPort(inner)

@@ -130,9 +130,9 @@ func (ff fabricFacts) samePod(a, b string) bool {
 //     (TTL 255) from every other switch's loopback, with its AS;
 //   - ttl: an echo request and a SYN to port 179 with TTL 1 to 4 to every
 //     switch loopback but its own leaf's, from its own address;
-//   - spoofed-vxlan: crafted VXLAN-GBP from the address of every VTEP
-//     (and spine) the other pod's leaves may trust, to every VTEP of the
-//     other pod, with every L3VNI and group, to every victim in that pod;
+//   - spoofed-vxlan: crafted VXLAN-GBP from the address of every other
+//     VTEP and spine, to every leaf's VTEP but its own (the other pod's
+//     too), with every L3VNI and group, to every victim behind that leaf;
 //   - tunnel-ttl (an attacker with a peer, its job's endpoint in the
 //     other pod): an echo request and a SYN with TTL 1 to 4 to that peer,
 //     which the leaves carry in VXLAN across the super-spines: no spine
@@ -203,11 +203,12 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 				add("tunnel-ttl", lab.TunnelTTL(idx, own, netip.MustParseAddr(p.Addr4()), ttl)...)
 			}
 		}
-		// Spoofed VXLAN: into the other pod, from addresses its VTEPs
-		// see VXLAN from (every leaf's) or might trust (the spines').
+		// Spoofed VXLAN: to every other leaf (the other pod's too), from
+		// addresses its VTEP sees VXLAN from (every leaf's) or might
+		// trust (the spines').
 		srcMAC := net.HardwareAddr{0x02, 0x4a, 0x46, 0, 1, byte(i)}
 		for _, vtep := range names {
-			if ff.role[vtep] != "leaf" || ff.samePod(vtep, a.ep.Leaf) {
+			if ff.role[vtep] != "leaf" || vtep == a.ep.Leaf {
 				continue
 			}
 			var spoof []netip.Addr
@@ -217,7 +218,7 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 				}
 			}
 			for _, v := range victims {
-				if !ff.samePod(v.Leaf, vtep) {
+				if v.Leaf != vtep {
 					continue
 				}
 				for _, vni := range vnis {
@@ -272,10 +273,51 @@ func (e *e2e) rawReport(step string, attackers []attacker, got map[string]*rawFi
 	return clean
 }
 
+// deliveredAcross says whether a spoofed VXLAN-GBP echo reached a victim
+// in another pod than the attacker's leaf.
+func (e *e2e) deliveredAcross(ff fabricFacts, from lab.Endpoint, f *rawFindings) bool {
+	return slices.ContainsFunc(f.delivered, func(d lab.Delivery) bool {
+		v, err := e.l.Endpoint(d.Victim)
+		return err == nil && !ff.samePod(v.Leaf, from.Leaf)
+	})
+}
+
 // caughtAt says whether a vector's packets were seen on a switch of a
-// role.
+// role, in transit or not.
 func (f *rawFindings) caughtAt(ff fabricFacts, vector, role string) bool {
 	return slices.ContainsFunc(f.caught[vector], func(c lab.Catch) bool { return ff.role[c.Switch] == role })
+}
+
+// reached says whether a vector's packet arrived at a switch of a role
+// for that switch's own address (its control plane).
+func (f *rawFindings) reached(ff fabricFacts, vector, role string) bool {
+	return slices.ContainsFunc(f.caught[vector], func(c lab.Catch) bool {
+		return ff.role[c.Switch] == role && !c.Out && !c.Answer && c.Dst == ff.loopback[c.Switch]
+	})
+}
+
+// expired says whether a vector's packet arrived at a switch of a role
+// with TTL 1, for another address: that switch must drop it and answer.
+func (f *rawFindings) expired(ff fabricFacts, vector, role string) bool {
+	return slices.ContainsFunc(f.caught[vector], func(c lab.Catch) bool {
+		return ff.role[c.Switch] == role && !c.Out && !c.Answer && c.TTL == 1 && c.Dst != ff.loopback[c.Switch]
+	})
+}
+
+// answeredBy says whether a switch of a role answered a vector's packet
+// (an ICMP error, a SYN-ACK or RST, an echo reply from its loopback).
+func (f *rawFindings) answeredBy(ff fabricFacts, vector, role string) bool {
+	return slices.ContainsFunc(f.caught[vector], func(c lab.Catch) bool {
+		if !c.Answer {
+			return false
+		}
+		for n, a := range ff.loopback {
+			if a == c.Src && ff.role[n] == role {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // linkLocals are the IPv6 link-local addresses of every switch's fabric

@@ -119,13 +119,14 @@ func (e *e2e) threeTierAttack() {
 	r := e.rawAttack(u, nil)[u[0].ep.Name()]
 	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
 	for what, found := range map[string]bool{
-		"the kernel sockets' probes (attack)":                 !f.empty(false),
-		"a spoofed BGP OPEN reaching a super-spine":           r.caughtAt(ff, "spoofed-bgp", "super-spine"),
-		"a spoofed BGP OPEN reaching a spine":                 r.caughtAt(ff, "spoofed-bgp", "spine"),
-		"a TTL running out at a spine":                        r.caughtAt(ff, "ttl", "spine"),
-		"a TTL running out at (or reaching) a super-spine":    r.caughtAt(ff, "ttl", "super-spine"),
-		"a spoofed VXLAN-GBP echo delivered in the other pod": len(r.delivered) > 0,
-		"a spoofed VXLAN-GBP packet crossing a super-spine":   r.caughtAt(ff, "spoofed-vxlan", "super-spine"),
+		"the kernel sockets' probes (attack)":                           !f.empty(false),
+		"a spoofed BGP OPEN reaching a super-spine":                     r.reached(ff, "spoofed-bgp", "super-spine"),
+		"a spoofed BGP OPEN reaching a spine":                           r.reached(ff, "spoofed-bgp", "spine"),
+		"a super-spine answering a spoofed SYN (to the spoofed switch)": r.answeredBy(ff, "spoofed-bgp", "super-spine"),
+		"a TTL running out at a spine":                                  r.expired(ff, "ttl", "spine"),
+		"a TTL running out at a super-spine":                            r.expired(ff, "ttl", "super-spine"),
+		"a spoofed VXLAN-GBP echo delivered in the other pod":           e.deliveredAcross(ff, u[0].ep, r),
+		"a spoofed VXLAN-GBP packet crossing a super-spine":             r.caughtAt(ff, "spoofed-vxlan", "super-spine"),
 	} {
 		if !found {
 			t.Errorf("without quarantine and guard, the attack finds no %s: the detector is blind", what)
@@ -156,7 +157,7 @@ func (e *e2e) threeTierAttack() {
 	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
 	e.sh("ip", "netns", "exec", tleaf.Netns, "nft", "delete", "table", "ip", "jobfabric_labtest_ttl")
 	e.rawReport("tunnel TTL 2 on "+tleaf.Name, ta, map[string]*rawFindings{ta[0].ep.Name(): r})
-	if !r.caughtAt(ff, "tunnel-ttl", "super-spine") {
+	if !r.answeredBy(ff, "tunnel-ttl", "super-spine") {
 		t.Errorf("with the tunnel's TTL at 2, no super-spine answers a tenant's tunnelled packets: the detector is blind")
 	}
 	t.Logf("three-tier attack and mutations took %s", time.Since(start).Round(time.Millisecond))
