@@ -40,18 +40,25 @@ func (f *rawFindings) String() string {
 	vecs := []string{"spoofed-bgp", "ttl", "spoofed-vxlan", "tunnel-ttl"}
 	for _, v := range vecs {
 		fmt.Fprintf(&b, "%s: %d sent, ", v, f.sent[v])
-		var seen []string
+		// The switches' answers first: they say who took the bait.
+		var answers, seen []string
 		for _, c := range f.caught[v] {
-			if s := c.String(); !slices.Contains(seen, s) {
-				seen = append(seen, s)
+			l := &seen
+			if c.Answer {
+				l = &answers
+			}
+			if s := c.String(); !slices.Contains(*l, s) {
+				*l = append(*l, s)
 			}
 		}
+		sort.Strings(answers)
 		sort.Strings(seen)
-		n := len(seen)
+		na, n := len(answers), len(answers)+len(seen)
+		seen = append(answers, seen...)
 		if len(seen) > 8 {
 			seen = append(seen[:8], fmt.Sprintf("... %d more", len(seen)-8))
 		}
-		fmt.Fprintf(&b, "%d seen on switches %v; ", n, seen)
+		fmt.Fprintf(&b, "%d seen on switches (%d answers) %v; ", n, na, seen)
 	}
 	for v, cs := range f.caught {
 		if !slices.Contains(vecs, v) {
