@@ -38,6 +38,7 @@ const (
 	VectorTTL        = 0x4b // echo and SYN with a TTL that runs out inside the fabric
 	VectorSpoofVXLAN = 0x4c // VXLAN-GBP from a spoofed VTEP address
 	VectorTunnelTTL  = 0x4d // echo and SYN with a low TTL to a peer across the tunnel
+	VectorSpoofSrc   = 0x4e // echo from another endpoint's address
 )
 
 func vectorName(v byte) string {
@@ -50,6 +51,8 @@ func vectorName(v byte) string {
 		return "spoofed-vxlan"
 	case VectorTunnelTTL:
 		return "tunnel-ttl"
+	case VectorSpoofSrc:
+		return "spoofed-src"
 	}
 	return fmt.Sprintf("vector-%#x", v)
 }
@@ -158,6 +161,21 @@ func lowTTL(vector byte, attacker uint16, src, dst netip.Addr, ttl uint8) [][]by
 		rawIPv4(src, dst, ttl, unix.IPPROTO_ICMP, icmp),
 		rawTCP(src, dst, ttl, rawPort(vector, attacker), 179, RawSeq, 0, tcpSYN, nil),
 	}
+}
+
+// SpoofedEcho is an echo request to p.Dst from the spoofed source p.Outer
+// (another endpoint's address: a job it may not reach, say), its payload
+// naming the probe at the victim (VTEP 0.0.0.0: no tunnel of the
+// attacker's making).
+func SpoofedEcho(p Probe) []byte {
+	p.VTEP = netip.IPv4Unspecified()
+	icmp := make([]byte, 8, 8+28)
+	icmp[0] = 8
+	binary.BigEndian.PutUint16(icmp[4:], rawPort(VectorSpoofSrc, p.Attacker))
+	binary.BigEndian.PutUint16(icmp[6:], 1)
+	icmp = append(icmp, probePayload(p)...)
+	binary.BigEndian.PutUint16(icmp[2:], inetChecksum(icmp))
+	return rawIPv4(p.Outer, p.Dst, 64, unix.IPPROTO_ICMP, icmp)
 }
 
 // SpoofedVXLAN is the crafted VXLAN-GBP packet of VXLANGBPFrame inside an
@@ -378,7 +396,7 @@ func ClassifyRaw(b []byte) (Catch, bool) {
 	c := Catch{Src: src, Dst: dst, TTL: ttl}
 	ours := func(port uint16) bool {
 		v := byte(port >> 8)
-		if v == VectorSpoofBGP || v == VectorTTL || v == VectorSpoofVXLAN || v == VectorTunnelTTL {
+		if v >= VectorSpoofBGP && v <= VectorSpoofSrc {
 			c.Vector, c.Attacker = vectorName(v), port&0xff
 			return true
 		}

@@ -33,6 +33,7 @@ func TestRawPackets(t *testing.T) {
 		{"TTL SYN", LowTTL(3, server, super, 2)[1], "ttl", "[S] 10.0.0.13:19203 -> 10.252.0.1:179 ttl 2"},
 		{"tunnel TTL", TunnelTTL(3, server, netip.MustParseAddr("10.0.0.2"), 3)[0], "tunnel-ttl", "echo request 10.0.0.13 -> 10.0.0.2 ttl 3"},
 		{"spoofed VXLAN", SpoofedVXLAN(probe, mac, mac, server), "spoofed-vxlan", "VXLAN 10.252.1.1 -> 10.254.1.3 ttl 64"},
+		{"spoofed source", SpoofedEcho(probe), "spoofed-src", "echo request 10.252.1.1 -> 10.0.0.2 ttl 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.pkt
@@ -62,6 +63,13 @@ func TestRawPackets(t *testing.T) {
 	open := SpoofedBGP(3, spine, super, 65001, 255)[1][40:]
 	if len(open) != 29 || open[18] != 1 || open[19] != 4 || binary.BigEndian.Uint16(open[20:]) != 65001 || netip.AddrFrom4([4]byte(open[24:28])) != spine {
 		t.Fatalf("BGP OPEN % x", open)
+	}
+	// The spoofed echo names its spoofed source at the victim.
+	se := SpoofedEcho(probe)
+	want := probe
+	want.VTEP = netip.IPv4Unspecified()
+	if got, ok := parseProbePayload(se[28:]); !ok || got != want {
+		t.Fatalf("spoofed echo's probe %+v, %v; want %+v", got, ok, want)
 	}
 	// The spoofed VXLAN's inner echo names the spoofed source at the victim.
 	vx := SpoofedVXLAN(probe, mac, mac, server)

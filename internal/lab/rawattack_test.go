@@ -30,10 +30,16 @@ import (
 type rawFindings struct {
 	caught    map[string][]lab.Catch // by vector: seen on a switch beyond the server ports
 	delivered []lab.Delivery         // spoofed VXLAN-GBP echoes that reached a victim
-	sent      map[string]int         // packets built, by vector
+	// spoofedSrc are echoes with another endpoint's source address that
+	// reached a victim the attacker may not reach.
+	spoofedSrc []lab.Delivery
+	allowed    int            // spoofed-source echoes delivered to victims it may reach (no finding)
+	sent       map[string]int // packets built, by vector
 }
 
-func (f *rawFindings) empty() bool { return len(f.caught) == 0 && len(f.delivered) == 0 }
+func (f *rawFindings) empty() bool {
+	return len(f.caught) == 0 && len(f.delivered) == 0 && len(f.spoofedSrc) == 0
+}
 
 func (f *rawFindings) String() string {
 	var b strings.Builder
@@ -79,7 +85,18 @@ func (f *rawFindings) String() string {
 	if len(keys) > 8 {
 		keys = append(keys[:8], fmt.Sprintf("... %d more", len(keys)-8))
 	}
-	fmt.Fprintf(&b, "%d spoofed VXLAN-GBP echoes delivered %v", len(f.delivered), keys)
+	fmt.Fprintf(&b, "%d spoofed VXLAN-GBP echoes delivered %v; ", len(f.delivered), keys)
+	var src []string
+	for _, d := range f.spoofedSrc {
+		if k := d.Probe.Outer.String() + " -> " + d.Victim; !slices.Contains(src, k) {
+			src = append(src, k)
+		}
+	}
+	sort.Strings(src)
+	if len(src) > 8 {
+		src = append(src[:8], fmt.Sprintf("... %d more", len(src)-8))
+	}
+	fmt.Fprintf(&b, "spoofed-src: %d sent, %d delivered where the attacker may reach anyway, %d where it may not %v", f.sent["spoofed-src"], f.allowed, len(f.spoofedSrc), src)
 	return b.String()
 }
 
@@ -143,11 +160,15 @@ func (ff fabricFacts) samePod(a, b string) bool {
 //   - tunnel-ttl (an attacker with a peer, its job's endpoint in the
 //     other pod): an echo request and a SYN with TTL 1 to 4 to that peer,
 //     which the leaves carry in VXLAN across the super-spines: no spine
-//     or super-spine may answer it (the tunnel does not inherit the TTL).
+//     or super-spine may answer it (the tunnel does not inherit the TTL);
+//   - spoofed-src: an echo request to every victim from the address of
+//     every other endpoint: none may arrive where the attacker itself may
+//     not reach (the group policy classifies by port, not by source).
 func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map[string]*rawFindings {
 	e.t.Helper()
 	ff := e.facts()
 	vnis, groups, _ := e.fabricIDs()
+	want, _ := e.expected()
 	var points []lab.TapPoint
 	for _, d := range e.l.Devices {
 		points = append(points, lab.TapPoint{Switch: d.Name, Netns: d.Netns, Skip: slices.Clone(d.Ports)})
@@ -210,6 +231,16 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 				add("tunnel-ttl", lab.TunnelTTL(idx, own, netip.MustParseAddr(p.Addr4()), ttl)...)
 			}
 		}
+		// Spoofed source: to every victim, from every other endpoint's
+		// address (the group is the port's, whatever the source says).
+		for _, v := range victims {
+			for _, s := range e.l.Endpoints {
+				if s.Name() != a.ep.Name() && s.Name() != v.Name() {
+					p := lab.Probe{Attacker: idx, Dst: netip.MustParseAddr(v.Addr4()), Outer: netip.MustParseAddr(s.Addr4())}
+					add("spoofed-src", lab.SpoofedEcho(p))
+				}
+			}
+		}
 		// Spoofed VXLAN: to every other leaf (the other pod's too), from
 		// addresses its VTEP sees VXLAN from (every leaf's) or might
 		// trust (the spines').
@@ -258,11 +289,19 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 	}
 	for _, d := range ln.Deliveries() {
 		a := attackers[d.Probe.Attacker]
-		if !d.Probe.Outer.IsValid() {
+		f := out[a.ep.Name()]
+		switch {
+		case !d.Probe.Outer.IsValid():
 			e.t.Errorf("a crafted echo without a spoofed source was delivered during the raw attack: %s at %s", d.Probe, d.Victim)
-			continue
+		case d.Probe.VTEP.IsUnspecified(): // spoofed-src
+			if want[lab.Pair{From: a.ep.Name(), To: d.Victim}] {
+				f.allowed++
+			} else {
+				f.spoofedSrc = append(f.spoofedSrc, d)
+			}
+		default:
+			f.delivered = append(f.delivered, d)
 		}
-		out[a.ep.Name()].delivered = append(out[a.ep.Name()].delivered, d)
 	}
 	return out
 }

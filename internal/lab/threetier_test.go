@@ -1,6 +1,8 @@
 package lab_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +161,26 @@ func (e *e2e) threeTierAttack() {
 	e.rawReport("tunnel TTL 2 on "+tleaf.Name, ta, map[string]*rawFindings{ta[0].ep.Name(): r})
 	if !r.answeredBy(ff, "tunnel-ttl", "super-spine") {
 		t.Errorf("with the tunnel's TTL at 2, no super-spine answers a tenant's tunnelled packets: the detector is blind")
+	}
+
+	// Source spoofing: the group of a packet is its server port's,
+	// whatever source address it carries. With the group policy of
+	// tenant A's VRF on s2-leaf0 deleted, job-100's spoofed echoes reach
+	// job-101's s2-gpu002/nic0 there, in the other pod: the detector
+	// counts them.
+	victim := ep("s2-gpu002/nic0")
+	vp, err := e.l.LeafPort(e.ctx, &victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vrf := strings.TrimPrefix(vp.Netns, e.l.Device(victim.Leaf).VRFNetnsPrefix())
+	gbp := e.renderedFile(victim.Leaf, "gbp-"+vrf+".nft")
+	e.sh("ip", "netns", "exec", vp.Netns, "nft", "delete", "table", "inet", "jobfabric_gbp")
+	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
+	e.shIn(gbp, "ip", "netns", "exec", vp.Netns, "nft", "-f", "-")
+	e.rawReport("group policy of "+vrf+" on "+victim.Leaf+" deleted", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
+	if !slices.ContainsFunc(r.spoofedSrc, func(d lab.Delivery) bool { return d.Victim == victim.Name() }) {
+		t.Errorf("with the group policy deleted on %s, no spoofed-source echo from %s reaches %s: the detector is blind", victim.Leaf, ta[0].ep.Name(), victim.Name())
 	}
 	t.Logf("three-tier attack and mutations took %s", time.Since(start).Round(time.Millisecond))
 }
