@@ -294,6 +294,8 @@ func (t *Tap) watch(p TapPoint, ready chan<- error) {
 		if err != nil {
 			return -1, err
 		}
+		// Room for a burst: every switch sees every packet it forwards.
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
 		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto}); err != nil {
 			unix.Close(fd)
 			return -1, err
