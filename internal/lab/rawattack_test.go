@@ -155,11 +155,11 @@ func (ff fabricFacts) samePod(a, b string) bool {
 //   - ttl: an echo request and a SYN to port 179 with TTL 1 to 4 to every
 //     switch loopback but its own leaf's, from its own address;
 //   - spoofed-vxlan: crafted VXLAN-GBP from the address of every other
-//     VTEP and spine, to every leaf's VTEP but its own (the other pod's
-//     too), with every L3VNI and group, to every victim behind that leaf;
-//   - tunnel-ttl (an attacker with a peer, its job's endpoint in the
-//     other pod): an echo request and a SYN with TTL 1 to 4 to that peer,
-//     which the leaves carry in VXLAN across the super-spines: no spine
+//     VTEP and spine, to every leaf's VTEP (the other pod's too), with
+//     every L3VNI and group, to every victim behind that leaf;
+//   - tunnel-ttl (an attacker with a peer: its job's endpoint behind
+//     another leaf, in the other pod on three tiers): an echo request and a SYN with TTL 1 to 4 to that peer,
+//     which the leaves carry in VXLAN (across the super-spines): no spine
 //     or super-spine may answer it (the tunnel does not inherit the TTL);
 //   - spoofed-src: an echo request to every victim from the address of
 //     every other endpoint: none may arrive where the attacker itself may
@@ -241,12 +241,12 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 				}
 			}
 		}
-		// Spoofed VXLAN: to every other leaf (the other pod's too), from
-		// addresses its VTEP sees VXLAN from (every leaf's) or might
-		// trust (the spines').
+		// Spoofed VXLAN: to every leaf (the other pod's too), from
+		// addresses its VTEP sees VXLAN from (every other leaf's) or
+		// might trust (the spines').
 		srcMAC := net.HardwareAddr{0x02, 0x4a, 0x46, 0, 1, byte(i)}
 		for _, vtep := range names {
-			if ff.role[vtep] != "leaf" || vtep == a.ep.Leaf {
+			if ff.role[vtep] != "leaf" {
 				continue
 			}
 			var spoof []netip.Addr
