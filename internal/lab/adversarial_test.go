@@ -133,8 +133,10 @@ func (e *e2e) arm(a attacker, port *lab.PortInfo) {
 // attack runs every probe from every attacker at once: link-local echo
 // to the leaf (ff02::1, ff02::2, the port's fe80 address), TCP to port
 // 179 of every switch address the attacker can name (loopbacks, every
-// leaf-side cable address, the port's link-local address), echo to every
-// switch loopback, and a crafted VXLAN-GBP echo request with every L3VNI
+// leaf-side cable address, the port's link-local address, the link-local
+// address of every fabric link of every tier, which the attacker points
+// at its leaf port), echo to every switch loopback and fabric link
+// address, and a crafted VXLAN-GBP echo request with every L3VNI
 // and every group, to every VTEP (and the attacker's own gateway), for
 // every victim endpoint; victims count what arrives at their NICs.
 func (e *e2e) attack(attackers []attacker) map[string]*findings {
@@ -163,6 +165,14 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 				gateways = append(gateways, a)
 			}
 		}
+	}
+	// The fabric links' link-local addresses (the unnumbered BGP
+	// sessions of every tier): a server can name them only on its own
+	// link, so it points them at the leaf port's MAC.
+	var linkLocals []netip.Addr
+	lls := e.linkLocals()
+	for _, d := range e.l.Devices {
+		linkLocals = append(linkLocals, lls[d.Name]...)
 	}
 	out := map[string]*findings{}
 	var mu sync.Mutex
@@ -211,6 +221,12 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 			targets = append(targets, target{x, ""})
 		}
 		targets = append(targets, target{port.LinkLocal, a.ep.Iface})
+		var neigh strings.Builder
+		for _, x := range linkLocals {
+			fmt.Fprintf(&neigh, "neigh replace %s lladdr %s dev %s nud permanent\n", x, port.MAC, a.ep.Iface)
+			targets = append(targets, target{x, a.ep.Iface})
+		}
+		e.shIn(neigh.String(), "ip", "-n", a.ep.Netns, "-batch", "-")
 		for _, x := range targets {
 			wg.Add(1)
 			go func() {
@@ -229,18 +245,25 @@ func (e *e2e) attack(attackers []attacker) map[string]*findings {
 				}
 			}()
 		}
-		// (d) echo to the underlay's loopbacks.
+		// (d) echo to the underlay's loopbacks and link addresses.
+		var echoes []string
 		for _, x := range loopbacks {
+			echoes = append(echoes, x.String())
+		}
+		for _, x := range linkLocals {
+			echoes = append(echoes, x.String()+"%"+a.ep.Iface)
+		}
+		for _, x := range echoes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				count()
-				from, err := lab.EchoRepliers(e.ctx, a.ep.Netns, x.String(), 1, 400*time.Millisecond)
+				from, err := lab.EchoRepliers(e.ctx, a.ep.Netns, x, 1, 400*time.Millisecond)
 				if err != nil {
 					e.t.Error(err)
 				}
 				for _, r := range from {
-					add(&f.underlay, x.String()+" answered by "+r)
+					add(&f.underlay, x+" answered by "+r)
 				}
 			}()
 		}
@@ -308,7 +331,8 @@ func (e *e2e) report(step string, attackers []attacker, got map[string]*findings
 // user on a server whose NIC belongs to no tenant, and one on a tenant's
 // server, try the leaf's link-local addresses, BGP on every switch
 // address they can name, and crafted VXLAN-GBP packets with every L3VNI
-// and every group to every VTEP. Nothing may get through.
+// and every group to every VTEP, and raw packets (rawAttack: spoofed
+// BGP OPENs, low TTLs, spoofed-source VXLAN-GBP). Nothing may get through.
 func TestLabAdversarial(t *testing.T) {
 	e, _ := startE2E(t, 4*time.Minute)
 	e.createTenants()
@@ -330,7 +354,10 @@ func TestLabAdversarial(t *testing.T) {
 		{ep("s1-gpu001/nic0"), "tenant-a/job-100", true},
 		{ep("s2-gpu003/nic0"), "tenant-b/job-200", true},
 	}
-	if !e.report("attack", attackers, e.attack(attackers)) {
+	// Each tenant attacker's peer: its job's endpoint behind another leaf.
+	peers := map[string]lab.Endpoint{"s1-gpu001/nic0": ep("s2-gpu001/nic0"), "s2-gpu003/nic0": ep("s1-gpu003/nic0")}
+	clean := e.report("attack", attackers, e.attack(attackers))
+	if !e.rawReport("attack", attackers, e.rawAttack(attackers, peers)) || !clean {
 		t.Errorf("attack: something got through from a server port (see above)")
 	}
 
@@ -348,20 +375,35 @@ func TestLabAdversarial(t *testing.T) {
 	u := attackers[:1]
 	leaf := e.l.Device(u[0].ep.Leaf)
 	guard := e.renderedFile(leaf.Name, "guard.nft")
+	ff := e.facts()
 	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
-	if !e.report("port up, guard kept", u, e.attack(u)) {
+	clean = e.report("port up, guard kept", u, e.attack(u))
+	if !e.rawReport("port up, guard kept", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
 	}
 	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
 	if e.report("port up, guard removed", u, e.attack(u)) {
 		t.Errorf("the attack finds nothing on a port without quarantine or guard: the detector is blind")
 	}
+	r := e.rawAttack(u, nil)[u[0].ep.Name()]
+	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
+	for what, found := range map[string]bool{
+		"a spoofed BGP OPEN reaching a spine": r.reached(ff, "spoofed-bgp", "spine"),
+		"a TTL running out at a spine":        r.expired(ff, "ttl", "spine"),
+		"a spoofed VXLAN-GBP echo delivered":  len(r.delivered) > 0,
+	} {
+		if !found {
+			t.Errorf("without quarantine and guard, the raw attack finds no %s: the detector is blind", what)
+		}
+	}
 	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
-	if !e.report("port down, guard removed", u, e.attack(u)) {
+	clean = e.report("port down, guard removed", u, e.attack(u))
+	if !e.rawReport("port down, guard removed", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("a quarantined (down) port lets packets through without the guard")
 	}
 	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
-	if !e.report("restored", u, e.attack(u)) {
+	clean = e.report("restored", u, e.attack(u))
+	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("restored: something got through")
 	}
 

@@ -59,14 +59,22 @@ type Probe struct {
 	VNI      uint32
 	Group    uint16
 	Dst      netip.Addr // inner destination (the victim)
+	// Outer is the spoofed outer source of a packet sent from a raw
+	// socket (SpoofedVXLAN); invalid when the kernel chose the source.
+	Outer netip.Addr
 }
 
 func (p Probe) String() string {
-	return fmt.Sprintf("VNI %d group %d via %s to %s", p.VNI, p.Group, p.VTEP, p.Dst)
+	s := fmt.Sprintf("VNI %d group %d via %s to %s", p.VNI, p.Group, p.VTEP, p.Dst)
+	if p.Outer.IsValid() {
+		s += " from spoofed " + p.Outer.String()
+	}
+	return s
 }
 
 // probePayload is the echo payload: marker, attacker, VNI, group, VTEP,
-// destination (IPv4) - enough to name the probe at the victim.
+// destination (IPv4), spoofed outer source (0.0.0.0 for none) - enough to
+// name the probe at the victim.
 func probePayload(p Probe) []byte {
 	b := make([]byte, 0, 24)
 	b = append(b, ProbeMarker[:]...)
@@ -75,20 +83,29 @@ func probePayload(p Probe) []byte {
 	b = binary.BigEndian.AppendUint16(b, p.Group)
 	v, d := p.VTEP.As4(), p.Dst.As4()
 	b = append(b, v[:]...)
-	return append(b, d[:]...)
+	b = append(b, d[:]...)
+	var o [4]byte
+	if p.Outer.Is4() {
+		o = p.Outer.As4()
+	}
+	return append(b, o[:]...)
 }
 
 func parseProbePayload(b []byte) (Probe, bool) {
-	if len(b) < 20 || [4]byte(b[:4]) != ProbeMarker {
+	if len(b) < 24 || [4]byte(b[:4]) != ProbeMarker {
 		return Probe{}, false
 	}
-	return Probe{
+	p := Probe{
 		Attacker: binary.BigEndian.Uint16(b[4:]),
 		VNI:      binary.BigEndian.Uint32(b[6:]),
 		Group:    binary.BigEndian.Uint16(b[10:]),
 		VTEP:     netip.AddrFrom4([4]byte(b[12:16])),
 		Dst:      netip.AddrFrom4([4]byte(b[16:20])),
-	}, true
+	}
+	if o := netip.AddrFrom4([4]byte(b[20:24])); !o.IsUnspecified() {
+		p.Outer = o
+	}
+	return p, true
 }
 
 // VXLANGBPFrame builds the UDP payload of a VXLAN packet with the
@@ -97,7 +114,7 @@ func parseProbePayload(b []byte) (Probe, bool) {
 // frame to dstMAC (the VTEP's router MAC) with an IPv4 ICMP echo request
 // from src to the probe's destination.
 func VXLANGBPFrame(p Probe, dstMAC, srcMAC net.HardwareAddr, src netip.Addr) []byte {
-	icmp := make([]byte, 8, 8+24)
+	icmp := make([]byte, 8, 8+28)
 	icmp[0] = 8 // echo request
 	binary.BigEndian.PutUint16(icmp[4:], 0x4a46)
 	binary.BigEndian.PutUint16(icmp[6:], 1)
