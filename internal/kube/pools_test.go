@@ -64,7 +64,7 @@ func TestNodeSelectorIsAPool(t *testing.T) {
 	pod := func(name string, sel map[string]string) {
 		t.Helper()
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", Labels: map[string]string{kube.LabelPodGroup: name, kube.KeyPodGroupSize: "1"}},
 			Spec: corev1.PodSpec{
 				SchedulingGates: []corev1.PodSchedulingGate{{Name: kube.Gate}},
 				NodeSelector:    sel,
