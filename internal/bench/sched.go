@@ -36,6 +36,11 @@ type SchedOptions struct {
 	// job each cycle, instead of through a sched.Carry (the sums kept
 	// from the cycle before): the two decide alike.
 	NoCarry bool
+	// Pools, when above 0, splits the stripes into that many server
+	// pools of consecutive stripes (as a Slurm cluster's partitions) and
+	// gives job i the pool i mod Pools; the job stream is otherwise the
+	// same.
+	Pools int
 }
 
 // SchedResult is what the scheduler benchmark measured.
@@ -140,6 +145,12 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		s.Workspaces[w.Ref()] = w
 		refs = append(refs, w.Ref())
 	}
+	if o.Pools > 0 {
+		if o.Pools > o.Stripes {
+			return nil, domain.Invalid("pools", "pools %d exceeds the stripes %d (a pool is at least one stripe)", o.Pools, o.Stripes)
+		}
+		s.Pools = benchPools(topo, o.Stripes, o.Pools)
+	}
 	for id := 1; id <= o.Jobs; id++ {
 		w := s.Workspaces[refs[rng.IntN(len(refs))]]
 		spec := domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, Preemptible: rng.IntN(2) == 0}
@@ -154,6 +165,9 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 			spec.GPUs, spec.GPUsPerNode = []int{16, 32, 64}[rng.IntN(3)], 8
 		default:
 			spec.GPUs, spec.GPUsPerNode = []int{128, 256, 512}[rng.IntN(3)], 8
+		}
+		if o.Pools > 0 {
+			spec.Pool = fmt.Sprintf("bench:p%d", id%o.Pools)
 		}
 		s.Jobs = append(s.Jobs, &domain.Job{ID: uint64(id), JobSpec: spec, State: domain.JobPending})
 	}
@@ -239,7 +253,7 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		}
 		s.Jobs = live
 		// A 64-GPU gang decided against the cluster as it is now.
-		probe := &sched.Snapshot{Topology: topo, Static: s.Static, Tenants: s.Tenants, Workspaces: s.Workspaces}
+		probe := &sched.Snapshot{Topology: topo, Static: s.Static, Tenants: s.Tenants, Workspaces: s.Workspaces, Pools: s.Pools}
 		for _, j := range s.Jobs {
 			if len(j.Placement) > 0 {
 				probe.Jobs = append(probe.Jobs, j)
@@ -313,4 +327,18 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
+}
+
+// benchPools splits the stripes (numbered from 1) into n pools of
+// consecutive stripes, bench:p0 to bench:p(n-1).
+func benchPools(topo *domain.Topology, stripes, n int) map[string]*domain.ServerPool {
+	out := make(map[string]*domain.ServerPool, n)
+	for _, srv := range topo.Servers() {
+		name := fmt.Sprintf("bench:p%d", (srv.Stripe-1)*n/stripes)
+		if out[name] == nil {
+			out[name] = &domain.ServerPool{Name: name}
+		}
+		out[name].Servers = append(out[name].Servers, srv.Name)
+	}
+	return out
 }

@@ -91,6 +91,11 @@ jobfabric job submit --dry-run --workspace acme/research --gpus 32`,
 	"node uncordon":  "jobfabric node uncordon s1-gpu003",
 	"node unhealthy": "jobfabric node unhealthy s1-gpu003 --reason \"XID 79\"",
 
+	"pool":        "jobfabric pool list\njobfabric pool set slurm:c1:a100 s1-gpu001 s1-gpu002",
+	"pool delete": "jobfabric pool delete slurm:c1:a100",
+	"pool list":   "jobfabric pool list\njobfabric pool list -o wide",
+	"pool set":    "jobfabric pool set slurm:c1:a100 s1-gpu001 s1-gpu002\njobfabric pool set lowlat --servers-file servers.txt",
+
 	"server": `jobfabric server --data-dir /var/lib/jobfabric --listen 127.0.0.1:7070
 jobfabric server --data-dir /srv/jf1 --listen 10.0.0.1:7070 --bootstrap --cluster-secret-file /etc/jobfabric/cluster.secret
 jobfabric server --data-dir /srv/jf2 --listen 10.0.0.2:7070 --join http://10.0.0.1:7070 --cluster-secret-file /etc/jobfabric/cluster.secret`,

@@ -114,6 +114,7 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 	f.StringVar(&topo, "topology", "", "pack the gang within one nvlink-domain, leaf or stripe (preferred; add :required to wait rather than spread)")
 	f.StringVar(&spec.MinDriver, "min-driver", "", "lowest NVIDIA driver version accepted, e.g. 535.104")
 	f.StringVar(&spec.Driver, "driver", "", "exact NVIDIA driver version required, e.g. 535.183.01 (a validated stack)")
+	f.StringVar(&spec.Pool, "pool", "", "server pool to run in, e.g. slurm:CLUSTER:PARTITION: placed on the pool's servers only (jobfabric pool list)")
 	f.StringVar(&spec.ExternalID, "external-id", "", "the workload runtime's id of the job, e.g. slurm:4242 (the Slurm prolog finds the job by it)")
 	f.IntVar(&spec.GPUsPerNode, "gpus-per-node", 0, "GPUs on each server (gpus must be a multiple)")
 	f.StringVar(&spec.GPUModel, "gpu-model", "", "GPU model, e.g. H100-80GB")

@@ -114,15 +114,26 @@ drift as Node conditions.
 			default:
 				log.Info("kube bridge: no runtime token, pod phases are not reported to jobfabric", "role", who.Role, "tenant", who.Tenant)
 			}
+			var inv *client.Client
 			switch {
 			case inventoryToken != "":
-				if cfg.Inventory, err = other(inventoryToken); err != nil {
+				if inv, err = other(inventoryToken); err != nil {
 					return err
 				}
+				cfg.Inventory = inv
 			case who.Role == domain.RoleAdmin:
-				cfg.Inventory = jobs
+				inv, cfg.Inventory = jobs, jobs
 			default:
 				log.Info("kube bridge: no admin token, Nodes are not synced from the inventory", "role", who.Role, "tenant", who.Tenant)
+			}
+			// The pools of nodeSelectors: an admin's or a platform runtime's.
+			switch {
+			case inv != nil:
+				cfg.Pools = inv
+			case who.Role == domain.RoleRuntime && who.Tenant == "" && who.Node == "":
+				cfg.Pools = jobs
+			default:
+				log.Info("kube bridge: no admin or platform runtime token, so no server pools: a gang whose nodeSelector leaves out some Node is refused", "role", who.Role, "tenant", who.Tenant)
 			}
 			return kube.New(cfg).Run(cmd.Context())
 		},

@@ -290,6 +290,8 @@ func names(v any) ([]string, error) {
 		return []string{"node/" + x.Name}, nil
 	case domain.NodeCondition:
 		return []string{"node/" + x.Server}, nil
+	case api.Pool:
+		return []string{"pool/" + x.Name}, nil
 	case domain.Event:
 		return []string{"event/" + strconv.FormatUint(x.Seq, 10)}, nil
 	case api.RevisionInfo:

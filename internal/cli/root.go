@@ -80,7 +80,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.BoolVar(&g.noHeaders, "no-headers", false, "print tables without their header and title lines")
 	root.AddCommand(
 		newServerCmd(g), newDemoCmd(g), newTopologyCmd(g), newTenantCmd(g), newWorkspaceCmd(g),
-		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newUsageCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newFabricCmd(g), newSimCmd(g),
+		newTokenCmd(g), newJobCmd(g), newEventsCmd(g), newUsageCmd(g), newClusterCmd(g), newWhoamiCmd(g), newBenchCmd(g), newNodeCmd(g), newPoolCmd(g), newFabricCmd(g), newSimCmd(g),
 		newAgentCmd(g), newHostCmd(g), newSlurmCmd(g), // agent.go, binding.go
 		newLabCmd(g),                      // lab.go
 		newKubeCmd(g),                     // kube.go

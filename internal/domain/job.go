@@ -200,6 +200,10 @@ type JobSpec struct {
 	// CPU.
 	CPUMilli  int64 `json:"cpuMilli,omitempty"`
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// Pool names the server pool the job runs in (a Slurm partition's:
+	// slurm:CLUSTER:PARTITION): it is placed only on the pool's servers,
+	// as the pool is now. Empty: any server.
+	Pool string `json:"pool,omitempty"`
 }
 
 // CPUOnly reports whether the job asks for no GPU at all (CPU and memory
@@ -554,6 +558,11 @@ func ValidateJobSpec(s *JobSpec) *Error {
 	}
 	if s.TimeLimitSeconds > 0 && s.ExpectedDurationSeconds > s.TimeLimitSeconds {
 		return Invalid("expectedDurationSeconds", "expectedDurationSeconds %d exceeds timeLimitSeconds %d: the allocation would end first", s.ExpectedDurationSeconds, s.TimeLimitSeconds)
+	}
+	if s.Pool != "" {
+		if err := ValidatePoolName("pool", s.Pool); err != nil {
+			return err
+		}
 	}
 	if s.ExternalID != "" {
 		if err := ValidateExternalID("externalId", s.ExternalID); err != nil {

@@ -114,6 +114,10 @@ type Config struct {
 	Runtime RuntimeAPI
 	// Inventory, when set, syncs servers to Nodes; nil leaves Nodes alone.
 	Inventory InventoryAPI
+	// Pools, when set, keeps a server pool of the Nodes a gang's
+	// nodeSelector matches, and the gang is placed on them only (pools.go);
+	// nil refuses a gang whose nodeSelector leaves out some Node.
+	Pools PoolsAPI
 	// Tenants, when set, are the only tenants a namespace may name: with
 	// an admin token, whoever labels namespaces otherwise picks who pays.
 	Tenants []string
@@ -146,6 +150,7 @@ type Bridge struct {
 	reported map[string]map[string]bool // pod UID -> events written
 	waiting  map[string]domain.JobState // group -> state last logged
 	settled  map[uint64]bool            // ended jobs whose pods were dealt with
+	pools    map[string][]string        // nodeSelector pools as last set (pools.go)
 	orphans  map[uint64]time.Time       // live jobs without a pod, since
 	// evicted are jobs whose pods the bridge evicted: their deletion is no
 	// cancel (the job is requeued or ends Preempted).
@@ -176,7 +181,7 @@ func New(cfg Config) *Bridge {
 	}
 	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
 		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{},
-		settled: map[uint64]bool{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
+		settled: map[uint64]bool{}, pools: map[string][]string{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
 }
 
 // Run watches pods, namespaces and nodes and reconciles until ctx ends.

@@ -175,6 +175,12 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 		}
 		return b.phases(ctx, g, job)
 	default:
+		if job.State == domain.JobPending && job.Pool != "" {
+			// Nodes relabelled: the waiting gang follows its selector.
+			if _, why, err := b.selectorPool(ctx, g); err != nil || why != "" {
+				b.cfg.Logger.Warn("kube bridge: the pool of a waiting gang's nodeSelector", "group", g.name, "why", why, "err", err)
+			}
+		}
 		b.logWaiting(g, job)
 		// Once per state: kubectl describe says why the pods wait.
 		b.event(ctx, open, corev1.EventTypeNormal, "Waiting", fmt.Sprintf("jobfabric job %d is %s; the pods are released when it is Ready (GPUs placed, the tenant's network deployed)", job.ID, job.State))
@@ -233,6 +239,13 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 	if why := jobOptions(s, g); why != "" {
 		return nil, why, nil
 	}
+	// Placed only on the Nodes its pods select: a kubelet refuses a pod
+	// bound off its nodeSelector.
+	pool, why, err := b.selectorPool(ctx, g)
+	if err != nil || why != "" {
+		return nil, why, err
+	}
+	s.Pool = pool
 	if len(g.name) <= domain.MaxNameLen && domain.ValidateName("name", g.name) == nil {
 		s.Name = g.name
 	} else if n := strings.ReplaceAll(g.name, "/", "-"); len(n) <= domain.MaxNameLen && domain.ValidateName("name", n) == nil {

@@ -240,7 +240,11 @@ func (f *Fit) ineligible(v *server, j *domain.Job, t *domain.Tenant) string {
 		return fmt.Sprintf("server %s is %s", v.s.Name, condition(cond))
 	case j.GPUModel != "" && v.model != j.GPUModel:
 		return fmt.Sprintf("server %s has %s GPUs; the job asks for %s", v.s.Name, v.model, j.GPUModel)
-	case !v.staticEligible(j, t, f.c.nodes):
+	case j.Pool != "" && f.c.statics.pool(f.c, j.Pool) == nil:
+		return fmt.Sprintf("the job's pool %s does not exist", j.Pool)
+	case j.Pool != "" && !f.c.statics.pool(f.c, j.Pool)[v.idx]:
+		return fmt.Sprintf("server %s is not in the job's pool %s", v.s.Name, j.Pool)
+	case !v.staticEligible(j, t, f.c.nodes, f.c.statics.pool(f.c, j.Pool)):
 		return fmt.Sprintf("server %s is outside the tenant's sites or lacks the driver the job needs", v.s.Name)
 	case v.exclusive != "" && v.exclusive != j.Tenant:
 		return fmt.Sprintf("server %s belongs to a server-isolated tenant", v.s.Name)

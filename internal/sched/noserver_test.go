@@ -11,9 +11,10 @@ import (
 // TestNoServerKeptAsScan asks noServer, which keeps its answers for the
 // cycle, and the scan it replaces the same questions in random order with
 // repeats: jobs of every model and driver asked, tenants with and without
-// sites of each isolation, servers cordoned, and each of noServer's
-// wordings (no model, none schedulable, none in the sites, none with the
-// driver, isolation).
+// sites of each isolation, servers cordoned, jobs of a pool, of one of
+// servers the inventory lacks and of one that does not exist, and each of
+// noServer's wordings (no model, none schedulable, none in the sites, none
+// with the driver, isolation, and the pools').
 func TestNoServerKeptAsScan(t *testing.T) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 4, GPUsPerServer: 8})
 	if err != nil {
@@ -23,7 +24,13 @@ func TestNoServerKeptAsScan(t *testing.T) {
 		v.Driver = []string{"535.104.05", "550.54.14"}[i%2]
 	}
 	site := NewStatic(topo).servers[0].site
-	s := &Snapshot{Topology: topo, Static: NewStatic(topo), Nodes: map[string]domain.NodeCondition{}}
+	// Pools: p (the second stripe), far (servers the inventory lacks).
+	var second []string
+	for _, v := range topo.Servers()[4:] {
+		second = append(second, v.Name)
+	}
+	s := &Snapshot{Topology: topo, Static: NewStatic(topo), Nodes: map[string]domain.NodeCondition{},
+		Pools: map[string]*domain.ServerPool{"p": {Name: "p", Servers: second}, "far": {Name: "far", Servers: []string{"elsewhere1"}}}}
 	for _, v := range topo.Servers()[:3] {
 		s.Nodes[v.Name] = domain.NodeCondition{Server: v.Name, Cordoned: true}
 	}
@@ -42,6 +49,11 @@ func TestNoServerKeptAsScan(t *testing.T) {
 		{JobSpec: domain.JobSpec{GPUs: 8, MinDriver: "560.0"}},
 		{JobSpec: domain.JobSpec{GPUs: 8, Driver: "535.104.05"}},
 		{JobSpec: domain.JobSpec{GPUs: 8, Driver: "535.0"}},
+		{JobSpec: domain.JobSpec{GPUs: 8, Pool: "p"}},
+		{JobSpec: domain.JobSpec{GPUs: 8, Pool: "p", GPUModel: "A100-80GB"}},
+		{JobSpec: domain.JobSpec{GPUs: 8, Pool: "p", Driver: "535.0"}},
+		{JobSpec: domain.JobSpec{GPUs: 8, Pool: "far"}},
+		{JobSpec: domain.JobSpec{GPUs: 8, Pool: "gone"}},
 	}
 	models := []string{"GPUs", "H100-80GB GPUs", "MIG-capable GPUs"}
 	for seed := uint64(1); seed <= 20; seed++ {

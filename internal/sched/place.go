@@ -59,9 +59,13 @@ type statics struct {
 	// packCount is pack's count by group ID, all 0 between calls.
 	packCount  []int32
 	exhaustive bool
-	lastJ      *domain.Job
-	lastT      *domain.Tenant
-	last       *staticSet
+	// pools are the snapshot's server pools; poolIn their membership by
+	// server index, worked out when a job first names one (pool).
+	pools  map[string]*domain.ServerPool
+	poolIn map[string][]bool
+	lastJ  *domain.Job
+	lastT  *domain.Tenant
+	last   *staticSet
 }
 
 type staticSet struct {
@@ -74,11 +78,15 @@ func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
 		return m.last
 	}
 	key := j.GPUModel + "|" + j.MinDriver + "|" + j.Driver + "|" + strings.Join(t.Sites, ",")
+	if j.Pool != "" {
+		key += "|pool=" + j.Pool // sites are names: no '|' in them
+	}
 	set, ok := m.byKey[key]
 	if !ok {
 		set = &staticSet{ok: make([]bool, len(c.servers))}
+		pool := m.pool(c, j.Pool)
 		for i, v := range c.servers {
-			if v.staticEligible(j, t, c.nodes) {
+			if v.staticEligible(j, t, c.nodes, pool) {
 				set.ok[i] = true
 				set.size = max(set.size, len(v.free))
 			}
@@ -89,9 +97,39 @@ func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
 	return set
 }
 
-// staticEligible is eligible without who holds the server now.
-func (v *server) staticEligible(j *domain.Job, t *domain.Tenant, nodes map[string]domain.NodeCondition) bool {
+// pool is the membership of server pool name by server index, worked out
+// once per cycle; nil when the pool does not exist (or name is "").
+func (m *statics) pool(c *cluster, name string) []bool {
+	if name == "" {
+		return nil
+	}
+	if in, ok := m.poolIn[name]; ok {
+		return in
+	}
+	var in []bool
+	if p := m.pools[name]; p != nil {
+		in = make([]bool, len(c.servers))
+		for _, s := range p.Servers {
+			if i, ok := c.byName[s]; ok && i < len(in) {
+				in[i] = true // servers the inventory lacks are never placed on
+			}
+		}
+	}
+	if m.poolIn == nil {
+		m.poolIn = map[string][]bool{}
+	}
+	m.poolIn[name] = in
+	return in
+}
+
+// staticEligible is eligible without who holds the server now. pool is
+// the membership of j's pool (statics.pool): a job that names a pool runs
+// only on its servers, none when the pool does not exist.
+func (v *server) staticEligible(j *domain.Job, t *domain.Tenant, nodes map[string]domain.NodeCondition, pool []bool) bool {
 	if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {
+		return false
+	}
+	if j.Pool != "" && (v.idx >= len(pool) || !pool[v.idx]) {
 		return false
 	}
 	if cond, ok := nodes[v.s.Name]; ok && !cond.Schedulable() {
@@ -209,11 +247,24 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	case j.MIGProfile != "":
 		return c.placeMIG(j, t)
 	case j.Share > 0:
-		return c.placeShare(j, t)
+		return c.poolReason(j, t, "GPUs")(c.placeShare(j, t))
 	case j.CPUOnly():
-		return c.placeCPU(j, t)
+		return c.poolReason(j, t, "CPUs")(c.placeCPU(j, t))
 	}
 	return c.placeGang(j, t)
+}
+
+// poolReason gives a share or CPU-only job of a pool that has no server
+// it may ever use noServer's reason (the pool does not exist, none of its
+// servers is schedulable...) in place of its path's own, which speaks of
+// free capacity.
+func (c *cluster) poolReason(j *domain.Job, t *domain.Tenant, what string) func([]domain.Placement, string, domain.Reason) ([]domain.Placement, string, domain.Reason) {
+	return func(pl []domain.Placement, level string, r domain.Reason) ([]domain.Placement, string, domain.Reason) {
+		if pl == nil && j.Pool != "" && !slices.Contains(c.statics.of(c, j, t).ok, true) {
+			r.Message = c.noServer(j, t, what)
+		}
+		return pl, level, r
+	}
 }
 
 // noWholeRoom reports, from the base cluster's free-GPU histogram, that
@@ -811,7 +862,7 @@ func (c *cluster) noServer(j *domain.Job, t *domain.Tenant, model string) string
 // length-prefixed (no two inputs share a key).
 func noServerKey(j *domain.Job, t *domain.Tenant, model string) string {
 	b := make([]byte, 0, 64)
-	for _, f := range append([]string{j.GPUModel, j.MinDriver, j.Driver, model, string(t.Isolation)}, t.Sites...) {
+	for _, f := range append([]string{j.GPUModel, j.MinDriver, j.Driver, model, string(t.Isolation), j.Pool}, t.Sites...) {
 		b = strconv.AppendInt(b, int64(len(f)), 10)
 		b = append(b, ':')
 		b = append(b, f...)
@@ -821,8 +872,19 @@ func noServerKey(j *domain.Job, t *domain.Tenant, model string) string {
 
 // noServerScan is noServer, worked out from every server.
 func (c *cluster) noServerScan(j *domain.Job, t *domain.Tenant, model string) string {
-	var withModel, schedulable, inSite, withDriver int
+	var inPool, withModel, schedulable, inSite, withDriver int
+	pool, of := c.statics.pool(c, j.Pool), ""
+	if j.Pool != "" {
+		if pool == nil {
+			return fmt.Sprintf("pool %s does not exist (its runtime or an admin deleted it): the job waits until it does", j.Pool)
+		}
+		of = " of pool " + j.Pool
+	}
 	for _, v := range c.servers {
+		if j.Pool != "" && !pool[v.idx] {
+			continue
+		}
+		inPool++
 		if j.GPUModel != "" && v.s.GPUModel != j.GPUModel {
 			continue
 		}
@@ -848,17 +910,19 @@ func (c *cluster) noServerScan(j *domain.Job, t *domain.Tenant, model string) st
 		withDriver++
 	}
 	switch {
+	case inPool == 0:
+		return fmt.Sprintf("no server of pool %s is in the inventory", j.Pool)
 	case withModel == 0:
-		return fmt.Sprintf("no server has %s", model)
+		return fmt.Sprintf("no server%s has %s", of, model)
 	case schedulable == 0:
-		return fmt.Sprintf("every server with %s is cordoned, draining or unhealthy", model)
+		return fmt.Sprintf("every server%s with %s is cordoned, draining or unhealthy", of, model)
 	case inSite == 0:
-		return fmt.Sprintf("no schedulable server with %s is in the tenant's sites %v", model, t.Sites)
+		return fmt.Sprintf("no schedulable server%s with %s is in the tenant's sites %v", of, model, t.Sites)
 	case withDriver == 0:
 		if j.Driver != "" {
-			return fmt.Sprintf("no schedulable server with %s has driver %s (exactly)", model, j.Driver)
+			return fmt.Sprintf("no schedulable server%s with %s has driver %s (exactly)", of, model, j.Driver)
 		}
-		return fmt.Sprintf("no schedulable server with %s has driver %s or newer", model, j.MinDriver)
+		return fmt.Sprintf("no schedulable server%s with %s has driver %s or newer", of, model, j.MinDriver)
 	}
-	return fmt.Sprintf("no server with %s is free of other tenants (isolation %s)", model, t.Isolation)
+	return fmt.Sprintf("no server%s with %s is free of other tenants (isolation %s)", of, model, t.Isolation)
 }

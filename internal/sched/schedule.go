@@ -475,7 +475,7 @@ func (st *cycle) releaseNote() (string, bool) {
 }
 
 // shapeKey identifies what decides whether a job can be placed: its tenant
-// (isolation, sites), and its request.
+// (isolation, sites), its request, and its pool.
 // It is what fmt's "%s|%d|%d|%s|%d|%g|%s|%v|%s" made of those fields,
 // built without fmt: it is asked for thousands of jobs a cycle.
 func shapeKey(j *domain.Job) string {
@@ -509,6 +509,12 @@ func shapeKey(j *domain.Job) string {
 		b = append(b, t.Level...)
 		b = append(b, '|')
 		b = strconv.AppendBool(b, t.Required)
+	}
+	if j.Pool != "" {
+		// After every other part, only when set: the keys of jobs
+		// without a pool are as they were.
+		b = append(b, "|pool="...)
+		b = append(b, j.Pool...)
 	}
 	return string(b)
 }

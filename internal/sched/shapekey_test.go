@@ -17,6 +17,9 @@ func TestShapeKeyAsFmt(t *testing.T) {
 		if t := j.Topology; t != nil {
 			k += fmt.Sprintf("|%s|%t", t.Level, t.Required)
 		}
+		if j.Pool != "" {
+			k += "|pool=" + j.Pool
+		}
 		return k
 	}
 	specs := []domain.JobSpec{
@@ -32,6 +35,8 @@ func TestShapeKeyAsFmt(t *testing.T) {
 		{Tenant: "t", GPUModels: []string{}},
 		{Tenant: "t", GPUs: 16, Topology: &domain.TopologyRequirement{Level: domain.TopologyStripe, Required: true}},
 		{Tenant: "t", Topology: &domain.TopologyRequirement{}},
+		{Tenant: "t", GPUs: 8, Pool: "slurm:c1:a100"},
+		{Tenant: "t", GPUs: 8, Topology: &domain.TopologyRequirement{Level: domain.TopologyLeaf}, Pool: "p"},
 	}
 	for _, spec := range specs {
 		j := &domain.Job{JobSpec: spec}

@@ -25,6 +25,10 @@ type Snapshot struct {
 	// Nodes holds the conditions of servers that are not plainly
 	// schedulable (cordoned, draining, unhealthy).
 	Nodes map[string]domain.NodeCondition
+	// Pools are the server pools by name: a job that names one is placed
+	// on its servers only. Shared with the source, not copied: a pool is
+	// replaced whole, never changed in place.
+	Pools map[string]*domain.ServerPool
 	// History holds recently ended jobs: their usage still counts, decayed,
 	// in fair share.
 	History []*domain.Job
@@ -406,7 +410,7 @@ func buildCluster(s *Snapshot) *cluster {
 // buildClusterWith is buildCluster, its scorer weighed on cr's sums when
 // cr is not nil (synced to s).
 func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
-	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}, exhaustive: s.exhaustive}, exhaustive: s.exhaustive}
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)

@@ -21,6 +21,9 @@ type Source interface {
 	Workspaces() iter.Seq[*domain.Workspace]
 	// Nodes are the conditions of servers that are not plainly schedulable.
 	Nodes() iter.Seq[*domain.NodeCondition]
+	// ServerPools are the server pools (replaced whole, never changed in
+	// place: the snapshot shares them).
+	ServerPools() iter.Seq[*domain.ServerPool]
 	// LiveJobs are the non-terminal jobs, by ID.
 	LiveJobs() iter.Seq[*domain.Job]
 	// EndedSince are the terminal jobs that ended after since.
@@ -293,6 +296,12 @@ func buildSnapshot(src Source, since time.Time, c *jobCopier) *Snapshot {
 	}
 	for n := range src.Nodes() {
 		s.Nodes[n.Server] = *n
+	}
+	for p := range src.ServerPools() {
+		if s.Pools == nil {
+			s.Pools = map[string]*domain.ServerPool{}
+		}
+		s.Pools[p.Name] = p
 	}
 	if n := len(c.prevLive); n > 0 {
 		s.Jobs = make([]*domain.Job, 0, n+n/8) // about as many as last time

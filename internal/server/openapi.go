@@ -75,6 +75,7 @@ var pathDocs = map[string]string{
 	"workspace":  "workspace name within the tenant",
 	"name":       "server (node) name as in the topology",
 	"externalId": "a workload runtime's id of the job, such as slurm:4242",
+	"pool":       "server pool name, such as slurm:CLUSTER:PARTITION",
 }
 
 // apiTags are the resources operations are grouped by, in document order.
@@ -90,6 +91,7 @@ var apiTags = []struct{ name, doc string }{
 	{"events", "The audit trail"},
 	{"usage", "GPU-hours per tenant, workspace, job and token, guaranteed and borrowed"},
 	{"nodes", "Servers' scheduling condition (cordon, drain, unhealthy)"},
+	{"pools", "Server pools: where a workload runtime can run a job (a Slurm partition)"},
 	{"hosts", "Node agents: facts, heartbeats, GPU baselines and the host policy"},
 	{"fabric", "Fabric revisions, rendered configurations, deploys and verification"},
 	{"telemetry", "Fabric, NIC and GPU counters scraped from exporters or pushed"},

@@ -374,7 +374,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	registerRaftAdmission(s.metrics, st)
 	s.fwd = newForwarder(peerTLS)
 	s.guard = newGuard(s, cfg.Admission)
-	s.routes = append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
+	s.routes = append(append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.poolRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.routes = append(s.routes, s.telemetryRoutes()...)
 	s.routes = append(s.routes, s.healthRoutes()...)
 	s.routes = append(s.routes, s.usageRoutes()...)

@@ -2,6 +2,7 @@ package slurm_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -161,7 +162,9 @@ func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 // BenchmarkReadNodes is what the node check adds to each bridge pass:
 // sinfo over 2,048 nodes (16 of them down, with reasons; grouped, as the
 // bridge asks, and a line per node, its fallback) and parsing its output,
-// against slurmctld with no jobs.
+// against slurmctld with no jobs; then grouped again with 8 more
+// partitions of 256 nodes each (every node in two partitions: what the
+// pools read).
 func BenchmarkReadNodes(b *testing.B) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 32, ServersPerStripe: 64, GPUsPerServer: 8})
 	if err != nil {
@@ -177,10 +180,17 @@ func BenchmarkReadNodes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, tc := range []struct{ name, flag string }{{"grouped", "-h"}, {"per-node", "-hN"}} {
+	for _, tc := range []struct{ name, flag string }{{"grouped", "-h"}, {"per-node", "-hN"}, {"grouped-8-partitions", "-h"}} {
+		if tc.name == "grouped-8-partitions" {
+			for i := range 8 {
+				if _, err := sc.Command(b.Context(), "scontrol", "create", fmt.Sprintf("PartitionName=p%d", i), "Nodes="+export.Hostlist(names[i*256:(i+1)*256])); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				out, err := sc.Command(b.Context(), "sinfo", tc.flag, "-o", "%N|%T|%E")
+				out, err := sc.Command(b.Context(), "sinfo", tc.flag, "-o", "%R|%N|%T|%E")
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -69,6 +69,11 @@ type API interface {
 	// ReportRuntimeNodes tells jobfabric which servers Slurm can and
 	// cannot use (POST /v1/nodes/runtime).
 	ReportRuntimeNodes(ctx context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error)
+	// Pools, SetPool and DeletePool keep a pool per Slurm partition
+	// (pools.go).
+	Pools(ctx context.Context) ([]api.Pool, error)
+	SetPool(ctx context.Context, name string, servers []string) (*api.Pool, error)
+	DeletePool(ctx context.Context, name string) (*api.Pool, error)
 }
 
 // Config is what a Bridge needs.
@@ -120,6 +125,8 @@ type Bridge struct {
 	suspect    map[string]suspect
 	lastNodes  map[string]string
 	lastUsable []string
+	// pools are the cluster's pools in jobfabric (pools.go).
+	pools pools
 }
 
 // Stats count what one pass did.
@@ -233,6 +240,8 @@ type pass struct {
 	nodes  *nodeView
 	stuck  map[string]stuck
 	reject []rejection
+	// pools: jobfabric has this pass's partition pools; jobs name them.
+	pools bool
 }
 
 // Sync makes one pass over the Slurm queue. An error on one job is logged
@@ -287,6 +296,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		}
 	}
 	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}, nodes: b.readNodes(ctx), stuck: map[string]stuck{}}
+	p.pools = b.syncPools(ctx, p.nodes, jobs)
 	for ext := range byExt {
 		p.next[ext] = true
 	}
@@ -685,6 +695,10 @@ func (b *Bridge) spec(ctx context.Context, p *pass, j *Job, ext string) (domain.
 		p.workspaces[ref] = ws
 	}
 	spec.Preemptible = ws == nil || ws.Requeues()
+	// Placed only where slurmctld can start it: its partitions' nodes.
+	if spec.Pool, why = b.poolOf(p, j); why != "" {
+		return spec, why, nil
+	}
 	nodes := max(j.Nodes, 1)
 	perNode, err := GPUCount(j.TresPerNode)
 	if err != nil {

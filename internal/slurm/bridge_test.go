@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +80,12 @@ type refusing struct {
 	reports   []string // "ID state"
 	messages  []string // the reports' messages
 	nodes     []api.RuntimeNodesRequest
+	// pools are jobfabric's pools; poolCalls the bridge's writes ("set
+	// NAME a,b", "delete NAME"); oldRules refuses them as a cluster below
+	// apply rules 5 does.
+	pools     map[string][]string
+	poolCalls []string
+	oldRules  bool
 }
 
 func (a *refusing) Jobs(context.Context, client.JobQuery) ([]domain.Job, error) { return a.live, nil }
@@ -110,6 +117,33 @@ func (a *refusing) Report(_ context.Context, id uint64, state, msg string) (*dom
 func (a *refusing) ReportRuntimeNodes(_ context.Context, req api.RuntimeNodesRequest) ([]domain.NodeCondition, error) {
 	a.nodes = append(a.nodes, req)
 	return nil, nil
+}
+
+func (a *refusing) Pools(context.Context) ([]api.Pool, error) {
+	out := []api.Pool{}
+	for _, n := range slices.Sorted(maps.Keys(a.pools)) {
+		out = append(out, api.Pool{Name: n, Servers: a.pools[n]})
+	}
+	return out, nil
+}
+func (a *refusing) SetPool(_ context.Context, name string, servers []string) (*api.Pool, error) {
+	if a.oldRules {
+		return nil, domain.Errorf(domain.CodeFailedPrecondition, "the cluster applies rules 4: server pools need 5")
+	}
+	if a.pools == nil {
+		a.pools = map[string][]string{}
+	}
+	a.pools[name] = slices.Sorted(slices.Values(servers))
+	a.poolCalls = append(a.poolCalls, "set "+name+" "+strings.Join(a.pools[name], ","))
+	return &api.Pool{Name: name, Servers: a.pools[name]}, nil
+}
+func (a *refusing) DeletePool(_ context.Context, name string) (*api.Pool, error) {
+	if _, ok := a.pools[name]; !ok {
+		return nil, domain.NotFound("pool", name)
+	}
+	delete(a.pools, name)
+	a.poolCalls = append(a.poolCalls, "delete "+name)
+	return &api.Pool{Name: name}, nil
 }
 
 func newRecorded() *recorded {

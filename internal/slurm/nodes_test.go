@@ -32,10 +32,11 @@ func TestParseSinfoRecorded(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("nodes %q, want %q", got, want)
 	}
-	if nodes, err := ParseSinfo("n[1-2]|idle|none\nn2|down|x\n"); err != nil || len(nodes) != 2 {
-		t.Errorf("a node listed twice: %+v, %v", nodes, err)
+	if nodes, err := ParseSinfo("p|n[1-2]|idle|none\nq|n2|down|x\nempty||n/a|none\n"); err != nil || len(nodes) != 2 ||
+		fmt.Sprint(nodes[0].Partitions, nodes[1].Partitions) != "[p] [p q]" || nodes[1].State != "idle" {
+		t.Errorf("a node listed twice, in two partitions: %+v, %v", nodes, err)
 	}
-	for _, bad := range []string{"gpu0 idle\n", "|idle|none\n", "n[1-2]x[3]|idle|none\n"} {
+	for _, bad := range []string{"gpu0 idle\n", "|n1|idle|none\n", "p|n[1-2]x[3]|idle|none\n", "n1|idle|none\n"} {
 		if _, err := ParseSinfo(bad); err == nil {
 			t.Errorf("%q was read", bad)
 		}

@@ -77,6 +77,9 @@ func (f *FSM) checkSubmit(s *domain.JobSpec, rules int) *domain.Error {
 	if err := f.checkExternalID(s, rules); err != nil {
 		return err
 	}
+	if err := f.checkPool(s, rules); err != nil {
+		return err
+	}
 	return f.checkFits(s, w)
 }
 

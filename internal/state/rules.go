@@ -50,8 +50,13 @@ const (
 	// existed: node.runtime was an unknown command type and "rejected" an
 	// unknown report state, refused.
 	RulesRuntimeNodes = 4
+	// RulesPools: server pools (pool.set) and jobs that name one
+	// (JobSpec.Pool: placed on the pool's servers only). Before, pool.set
+	// was an unknown command type, and a submit naming a pool is refused
+	// (a member without pools would place it anywhere).
+	RulesPools = 5
 	// RulesLatest is the highest version this binary applies.
-	RulesLatest = RulesRuntimeNodes
+	RulesLatest = RulesPools
 )
 
 // rules is the version c was proposed under: 1 for entries written before

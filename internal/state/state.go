@@ -41,6 +41,9 @@ type data struct {
 	// Usage is the usage archive: the runs of ended jobs retention removed,
 	// by end time (retain.go). Snapshots from before it load with none.
 	Usage []domain.UsageRecord `json:"usageArchive,omitempty"`
+	// Pools are the server pools by name (pools.go); none before rules 5,
+	// and then no key: the digest of a state without pools is unchanged.
+	Pools map[string]*domain.ServerPool `json:"pools,omitempty"`
 	// Rules is the highest apply-rules version of an entry applied to
 	// this state (rules.go): what a binary must apply to read it. A
 	// snapshot carries it, so a binary older than the state it is given
@@ -375,6 +378,7 @@ var handlers = map[CommandType]handler{
 	CmdHostPolicy:      (*FSM).applyHostPolicy,
 	CmdJobsPathHealth:  (*FSM).applyJobsPathHealth,
 	CmdRetain:          (*FSM).applyRetain,
+	CmdPoolSet:         (*FSM).applyPoolSet,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {

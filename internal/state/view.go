@@ -75,6 +75,12 @@ func (v locked) Nodes() iter.Seq[*domain.NodeCondition] {
 	return seqOf(v.f.d.Nodes)
 }
 
+// ServerPools are the state's own pools: applyPoolSet replaces a pool
+// whole, so a snapshot may share them.
+func (v locked) ServerPools() iter.Seq[*domain.ServerPool] {
+	return seqOf(v.f.d.Pools)
+}
+
 // seqOf yields a map's values in key order: a View's iterations are
 // deterministic.
 func seqOf[K string, V any](m map[K]V) iter.Seq[V] {

@@ -89,6 +89,7 @@ func (b *JobBuilder[T]) Models(m ...string) *JobBuilder[T]   { b.s.GPUModels = m
 func (b *JobBuilder[T]) Driver(v string) *JobBuilder[T]      { b.s.Driver = v; return b }
 func (b *JobBuilder[T]) MinDriver(v string) *JobBuilder[T]   { b.s.MinDriver = v; return b }
 func (b *JobBuilder[T]) ExternalID(id string) *JobBuilder[T] { b.s.ExternalID = id; return b }
+func (b *JobBuilder[T]) Pool(p string) *JobBuilder[T]        { b.s.Pool = p; return b }
 func (b *JobBuilder[T]) TimeLimit(secs int64) *JobBuilder[T] { b.s.TimeLimitSeconds = secs; return b }
 func (b *JobBuilder[T]) MinRuntime(secs int64) *JobBuilder[T] {
 	b.s.MinRuntimeSeconds = secs

@@ -48,6 +48,9 @@ type Options struct {
 	// Plugins the configuration needs (topology_block, for instance):
 	// the test skips when one is not installed.
 	Plugins []string
+	// Partitions, when set, are the PartitionName lines of slurm.conf in
+	// place of the one partition gpu of every node.
+	Partitions string
 }
 
 // PluginInstalled reports whether a Slurm plugin (job_submit_lua,
@@ -185,6 +188,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		topo += "JobSubmitPlugins=lua\n"
 	}
 	state := filepath.Join(dir, "state")
+	if o.Partitions == "" {
+		o.Partitions = "PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE"
+	}
 	if o.GPUsPerNode > 0 {
 		gres = "GresTypes=gpu\n"
 		nodeGres = fmt.Sprintf(" Gres=gpu:%d", o.GPUsPerNode)
@@ -227,10 +233,10 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 PrivateData=cloud
 NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
-PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE
+%s
 %s
 `, o.Cluster, host, freePort(t), sock, state, filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
-		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Extra), 0o644)
+		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Partitions, o.Extra), 0o644)
 	c.Env = []string{"SLURM_CONF=" + conf}
 	c.ctld, c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
 	c.up(t)

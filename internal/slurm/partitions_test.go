@@ -1,0 +1,130 @@
+package slurm_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/slurm"
+	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
+	"github.com/jobfabric/jobfabric/internal/topology"
+	"github.com/jobfabric/jobfabric/internal/topology/export"
+)
+
+// TestBridgeKeepsJobsInTheirPartition runs the bridge over Debian's
+// slurmctld with two partitions, a (the default: the first two nodes) and
+// b (the last two). Three one-node jobs of partition b: jobfabric places
+// two, on b's nodes only, and Slurm starts them there; the third waits
+// (b is full) though a's nodes are free. Without pools jobfabric placed
+// the three on any free servers, so at least one on a node of a, where
+// slurmctld refuses to start it. A partition change (b gains a node of
+// a) moves the waiting job: it is placed and started on the node b
+// gained.
+func TestBridgeKeepsJobsInTheirPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range topo.Servers() {
+		names = append(names, s.Name)
+	}
+	a, b := names[:2], names[2:]
+	parts := fmt.Sprintf("PartitionName=a Nodes=%s Default=YES State=UP MaxTime=INFINITE\nPartitionName=b Nodes=%s State=UP MaxTime=INFINITE",
+		export.Hostlist(a), export.Hostlist(b))
+	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
+	sc := p.sc
+	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		out, err := sc.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true", "-A", "acme", "-p", "b", "-N", "1", "--gres=gpu:8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, strings.TrimSpace(string(out)))
+	}
+	// allocated is where Slurm runs the job ("" while it has no nodes).
+	allocated := func(id string) string {
+		out, err := sc.Command(ctx, "squeue", "-h", "-j", id, "-o", "%N")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	placed := func(id string) *domain.Job {
+		j, err := p.admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	var total slurm.Stats
+	sc.Poll(t, "the bridge did not release the two jobs partition b has room for", func() (bool, string) {
+		st, err := br.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Released += st.Released
+		return total.Released >= 2, fmt.Sprintf("%+v", total)
+	})
+	var on []string
+	for _, id := range ids {
+		j := placed(id)
+		if len(j.Placement) == 0 {
+			continue
+		}
+		srv := j.Placement[0].Server
+		if !slices.Contains(b, srv) {
+			t.Errorf("slurm job %s (partition b) placed on %s, a node of partition a; b is %v", id, srv, b)
+		}
+		if j.Pool != "slurm:"+sc.Name+":b" {
+			t.Errorf("slurm job %s submitted with pool %q", id, j.Pool)
+		}
+		on = append(on, srv)
+	}
+	if len(on) != 2 {
+		t.Fatalf("%d of the 3 jobs of partition b placed, want 2 (b has 2 nodes): on %v", len(on), on)
+	}
+	for _, id := range ids {
+		if j := placed(id); len(j.Placement) > 0 {
+			srv := j.Placement[0].Server
+			sc.Poll(t, "slurm job "+id+" was not allocated on its placement", func() (bool, string) {
+				got := allocated(id)
+				return got == srv, got
+			})
+		}
+	}
+	var waiting string
+	for _, id := range ids {
+		if j := placed(id); j.State == domain.JobPending {
+			waiting = id
+		}
+	}
+	if waiting == "" {
+		t.Fatal("no job of partition b waits")
+	}
+
+	// b gains a's first node: the waiting job follows the partition.
+	if _, err := sc.Command(ctx, "scontrol", "update", "PartitionName=b", "Nodes="+export.Hostlist(append([]string{a[0]}, b...))); err != nil {
+		t.Fatal(err)
+	}
+	sc.Poll(t, "the waiting job did not move to the node partition b gained", func() (bool, string) {
+		if _, err := br.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := allocated(waiting)
+		return got == a[0], fmt.Sprintf("allocated %q, jobfabric %s", got, placed(waiting).State)
+	})
+}
