@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -186,4 +187,17 @@ func secretCA(secret []byte) (*x509.Certificate, ed25519.PrivateKey, error) {
 		return nil, nil, fmt.Errorf("store: parse cluster CA: %w", err)
 	}
 	return ca, caKey, nil
+}
+
+// SecretFingerprint names a secret without revealing it: the first 8
+// bytes, in hex, of the SHA-256 of the public key of the CA it derives.
+// Members holding the same secret show the same fingerprint; HKDF and
+// the public key are one-way, so it tells nothing of the secret.
+func SecretFingerprint(secret []byte) string {
+	ca, _, err := secretCA(secret)
+	if err != nil {
+		return "invalid"
+	}
+	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:8])
 }

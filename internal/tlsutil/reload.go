@@ -80,16 +80,26 @@ func Load(f Files, now time.Time) (*Bundle, error) {
 	return parse(f, certPEM, keyPEM, caPEM, now)
 }
 
+// FileError is Load's refusal: which of the files (Kind "cert", "key" or
+// "ca") and why, so that a caller can name its flag.
+type FileError struct {
+	Kind, Path string
+	Err        error
+}
+
+func (e *FileError) Error() string { return e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
 func readFiles(f Files) (certPEM, keyPEM, caPEM []byte, err error) {
 	if certPEM, err = os.ReadFile(f.Cert); err != nil {
-		return nil, nil, nil, fmt.Errorf("tlsutil: read certificate: %w", err)
+		return nil, nil, nil, &FileError{"cert", f.Cert, fmt.Errorf("tlsutil: read certificate: %w", err)}
 	}
 	if keyPEM, err = os.ReadFile(f.Key); err != nil {
-		return nil, nil, nil, fmt.Errorf("tlsutil: read key: %w", err)
+		return nil, nil, nil, &FileError{"key", f.Key, fmt.Errorf("tlsutil: read key: %w", err)}
 	}
 	if f.CA != "" {
 		if caPEM, err = os.ReadFile(f.CA); err != nil {
-			return nil, nil, nil, fmt.Errorf("tlsutil: read CA file: %w", err)
+			return nil, nil, nil, &FileError{"ca", f.CA, fmt.Errorf("tlsutil: read CA file: %w", err)}
 		}
 	}
 	return certPEM, keyPEM, caPEM, nil
@@ -109,20 +119,20 @@ func sum(certPEM, keyPEM, caPEM []byte) [sha256.Size]byte {
 func parse(f Files, certPEM, keyPEM, caPEM []byte, now time.Time) (*Bundle, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("tlsutil: load key pair %s, %s (the key must match the certificate): %w", f.Cert, f.Key, err)
+		return nil, &FileError{"cert", f.Cert, fmt.Errorf("tlsutil: load key pair %s, %s (the key must match the certificate): %w", f.Cert, f.Key, err)}
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("tlsutil: certificate %s: %w", f.Cert, err)
+			return nil, &FileError{"cert", f.Cert, fmt.Errorf("tlsutil: certificate %s: %w", f.Cert, err)}
 		}
 		cert.Leaf = leaf
 	}
 	if now.Before(leaf.NotBefore) {
-		return nil, fmt.Errorf("tlsutil: certificate %s (serial %x) is not valid before %s: not yet valid at %s", f.Cert, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return nil, &FileError{"cert", f.Cert, fmt.Errorf("tlsutil: certificate %s (serial %x) is not valid before %s: not yet valid at %s", f.Cert, leaf.SerialNumber, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
 	}
 	if now.After(leaf.NotAfter) {
-		return nil, fmt.Errorf("tlsutil: certificate %s (serial %x) expired at %s", f.Cert, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return nil, &FileError{"cert", f.Cert, fmt.Errorf("tlsutil: certificate %s (serial %x) expired at %s", f.Cert, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339))}
 	}
 	b := &Bundle{
 		Cert: cert,
@@ -137,7 +147,7 @@ func parse(f Files, certPEM, keyPEM, caPEM []byte, now time.Time) (*Bundle, erro
 	}
 	if f.CA != "" {
 		if b.Pool, b.Info.CAs, err = parsePool(f.CA, caPEM); err != nil {
-			return nil, err
+			return nil, &FileError{"ca", f.CA, err}
 		}
 	}
 	return b, nil
