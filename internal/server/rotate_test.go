@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,15 +58,22 @@ func tlsStatus(t *testing.T, c *client.Client) api.TLSStatus {
 // served to the next client without a restart (by the poll, and by Reload
 // as SIGHUP calls it); a connection open before goes on; a bad file is
 // refused, the old certificate kept, and /v1/cluster/tls and /metrics say
-// so, to an admin only.
+// so, to an admin only. With and without the handshake limits, which wrap
+// the configuration each handshake gets.
 func TestAPICertificateRotation(t *testing.T) {
+	for name, adm := range map[string]server.Admission{"no limits": {}, "the CLI's limits": server.DefaultAdmission()} {
+		t.Run(name, func(t *testing.T) { testAPICertificateRotation(t, adm) })
+	}
+}
+
+func testAPICertificateRotation(t *testing.T, adm server.Admission) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t)
 	caFile := ca.Write(t, filepath.Join(dir, "ca.pem"))
 	certFile, keyFile := ca.Issue(t, dir, tlstest.Leaf{})
 	logs := &syncBuffer{}
 	s, err := startServer(t, server.Config{DataDir: filepath.Join(dir, "data"), TLSCert: certFile, TLSKey: keyFile, TLSCA: caFile,
-		ReloadInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		ReloadInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)), Admission: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,5 +455,64 @@ func TestMutualTLSCARotation(t *testing.T) {
 		if st := s.TLSStatus(); st.API.CAs != 1 || st.RaftSerial != st.API.Serial {
 			t.Errorf("%s: status %+v, want one CA and raft presenting the API certificate", s.NodeID(), st)
 		}
+	}
+}
+
+// TestRotationFlagsRefused: bad TLS and secret files, and bad
+// combinations, fail Start as invalid_argument naming the flag, the file
+// and the rule.
+func TestRotationFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t)
+	expDir := filepath.Join(dir, "expired")
+	if err := os.MkdirAll(expDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	expCert, expKey := ca.Issue(t, expDir, tlstest.Leaf{NotBefore: time.Now().Add(-72 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	cert, key := ca.Issue(t, dir, tlstest.Leaf{})
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	emptyCA := write("empty-ca.pem", "no certificate here\n")
+	good := newSecret(t)
+	weakSecond := write("weak2.secret", good+"\npassword-password-password-password\n")
+	comments := write("comments.secret", "# only a comment\n\n")
+
+	for _, tc := range []struct {
+		name  string
+		cfg   server.Config
+		field string
+		want  []string
+	}{
+		{"expired certificate", server.Config{TLSCert: expCert, TLSKey: expKey}, "tls-cert", []string{expCert, "expired at"}},
+		{"key of another certificate", server.Config{TLSCert: cert, TLSKey: expKey}, "tls-cert", []string{"key must match"}},
+		{"CA without a certificate", server.Config{TLSCert: cert, TLSKey: key, TLSCA: emptyCA}, "ca", []string{emptyCA, "no PEM certificate"}},
+		{"missing key", server.Config{TLSCert: cert, TLSKey: filepath.Join(dir, "nope.pem")}, "tls-key", []string{"nope.pem"}},
+		{"weak second secret", server.Config{ClusterSecretFile: weakSecond, Bootstrap: true, RaftAddr: "127.0.0.1:0"}, "cluster-secret-file", []string{weakSecond, "line 2", "too weak"}},
+		{"no secret in the file", server.Config{ClusterSecretFile: comments, Bootstrap: true, RaftAddr: "127.0.0.1:0"}, "cluster-secret-file", []string{comments, "holds no secret"}},
+		{"secret twice", server.Config{ClusterSecretFile: write("ok.secret", good), ClusterSecret: []byte(good)}, "cluster-secret-file", []string{"give one"}},
+		{"negative reload interval", server.Config{ReloadInterval: -time.Second}, "reload-interval", []string{"negative"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.DataDir = filepath.Join(t.TempDir(), "data")
+			s, err := startServer(t, tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("started")
+			}
+			var de *domain.Error
+			if !errors.As(err, &de) || de.Code != domain.CodeInvalidArgument || de.Field != tc.field {
+				t.Fatalf("err %v, want invalid_argument on field %s", err, tc.field)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(de.Message, w) {
+					t.Errorf("message %q does not say %q", de.Message, w)
+				}
+			}
+		})
 	}
 }
