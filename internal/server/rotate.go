@@ -38,9 +38,11 @@ type rotation struct {
 	log        *slog.Logger
 	clock      Clock
 
-	mu        sync.Mutex // serialises secret reloads; guards the fields below
-	secretSum [sha256.Size]byte
-	secret    api.SecretStatus
+	mu sync.Mutex // serialises secret reloads; guards the fields below
+	// secretTried is the content last tried, secretInUse the content in
+	// use: the same refused file is not tried (nor logged) again.
+	secretTried, secretInUse [sha256.Size]byte
+	secret                   api.SecretStatus
 }
 
 // atomicForwarder holds the forwarder of the CA in use.
@@ -155,11 +157,16 @@ func (s *Server) reloadSecret() error {
 	sec, raw, err := readSecrets(r.secretPath)
 	if err == nil {
 		sum := sha256.Sum256(raw)
-		if sum == r.secretSum {
+		if sum == r.secretTried {
 			return nil
 		}
-		r.secretSum = sum
+		r.secretTried = sum
+		if sum == r.secretInUse {
+			r.secret.LastError, r.secret.LastErrorAt = "", time.Time{}
+			return nil
+		}
 		if err = s.store.SetClusterSecrets(sec.issue, sec.accept); err == nil {
+			r.secretInUse = sum
 			st := secretStatus(sec)
 			st.Reloads, st.Errors, st.LoadedAt = r.secret.Reloads+1, r.secret.Errors, r.clock.Now()
 			r.secret = st
@@ -169,7 +176,7 @@ func (s *Server) reloadSecret() error {
 	} else if r.secret.LastError == err.Error() {
 		return err // said so already
 	} else {
-		r.secretSum = [sha256.Size]byte{}
+		r.secretTried = [sha256.Size]byte{} // readable again later: try it
 	}
 	r.secret.LastError, r.secret.LastErrorAt = err.Error(), r.clock.Now()
 	r.secret.Errors++

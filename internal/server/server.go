@@ -351,7 +351,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if sec, raw, err = readSecrets(cfg.ClusterSecretFile); err != nil {
 			return nil, err
 		}
-		s.rot.secretPath, s.rot.secretSum = cfg.ClusterSecretFile, sha256.Sum256(raw)
+		s.rot.secretPath, s.rot.secretInUse = cfg.ClusterSecretFile, sha256.Sum256(raw)
+		s.rot.secretTried = s.rot.secretInUse
 		s.rot.secret = secretStatus(sec)
 		s.rot.secret.LoadedAt = cfg.Clock.Now()
 		if fi, err := os.Stat(cfg.ClusterSecretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {

@@ -284,6 +284,11 @@ func (r *Reloader) Reload() (bool, error) {
 			return false, nil
 		}
 		r.tried = s
+		if s == r.cur.Load().b.sum {
+			// Back to the files in use (after a read error, say).
+			r.status.LastError, r.status.LastErrorAt = "", time.Time{}
+			return false, nil
+		}
 		var b *Bundle
 		if b, err = parse(r.files, certPEM, keyPEM, caPEM, r.clock.Now()); err == nil {
 			r.cur.Store(newGeneration(b))

@@ -278,3 +278,41 @@ func TestReloaderRunPolls(t *testing.T) {
 		t.Fatal("the poll did not load the changed files")
 	}
 }
+
+// TestReloaderFileGoneAndBack: a file missing for a moment (a rewrite that
+// is not a rename) is refused once and logged once; the same content back
+// is no new certificate, and clears the error.
+func TestReloaderFileGoneAndBack(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t)
+	certFile, keyFile := ca.Issue(t, dir, tlstest.Leaf{})
+	var logs bytes.Buffer
+	r, err := tlsutil.NewReloader(tlsutil.Files{Cert: certFile, Key: keyFile}, tstime.NewFake(time.Now()), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(certFile); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reload(); err == nil || !strings.Contains(err.Error(), certFile) {
+			t.Fatalf("missing certificate: err %v", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "TLS reload refused"); n != 1 || r.Status().Errors != 1 {
+		t.Fatalf("the same refusal logged %d times, counted %d", n, r.Status().Errors)
+	}
+	if err := os.WriteFile(certFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := r.Reload(); changed || err != nil {
+		t.Fatalf("same files back: changed %v err %v", changed, err)
+	}
+	if st := r.Status(); st.LastError != "" || st.Reloads != 0 {
+		t.Fatalf("status with the files in use back: %+v", st)
+	}
+}
