@@ -191,7 +191,8 @@ func newSecret(t *testing.T) string {
 // documented steps (docs/operations.md: accept the new on every member,
 // issue under it everywhere, drop the old), each member by rewriting its
 // --cluster-secret-file and SIGHUP (Reload), while a client keeps
-// writing through a follower: every step keeps writes acknowledged. From
+// writing through a follower: every step keeps writes acknowledged, and a
+// member restarted between two steps rejoins. From
 // the attacker's side, a raft peer holding only the old secret is answered
 // during the overlap and refused everywhere after.
 func TestClusterSecretRotation(t *testing.T) {
@@ -257,6 +258,18 @@ func TestClusterSecretRotation(t *testing.T) {
 		t.Fatalf("status after a refused secret: %+v", st)
 	}
 	step("issue-new", newSecret, oldSecret)
+	// A member restarted mid-rotation starts with both secrets, the new
+	// one issuing, and rejoins.
+	other := 3 - follower - c.Leader()
+	if other == follower || other < 0 || other > 2 {
+		t.Fatalf("no third member: leader %d, follower %d", c.Leader(), follower)
+	}
+	if err := c.Stop(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctxT(t), other); err != nil {
+		t.Fatalf("restart %d mid-rotation: %v", other, err)
+	}
 	step("drop-old", newSecret)
 	acks, errs := w.stop()
 	gap, n := longestAPIGap(acks, start, time.Now())
