@@ -347,7 +347,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	case cfg.ClusterSecretFile != "" && cfg.ClusterSecret != nil:
 		return nil, domain.Invalid("cluster-secret-file", "a cluster secret is given both as bytes and as --cluster-secret-file: give one")
 	case cfg.ClusterSecretFile != "":
-		raw, err := []byte(nil), error(nil)
+		var raw []byte
 		if sec, raw, err = readSecrets(cfg.ClusterSecretFile); err != nil {
 			return nil, err
 		}
