@@ -125,6 +125,13 @@ multi-server cluster.`,
 				go drv.WatchEVPN(cmd.Context(), labdeploy.WatchInterval)
 				cfg.Driver = drv
 			}
+			// SIGHUP reloads the certificate, key, CA and cluster secret
+			// files at once (they are also polled: --reload-interval).
+			// Caught from before the start line, so that a SIGHUP sent once
+			// it is printed never takes the default action (exit).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -138,11 +145,6 @@ multi-server cluster.`,
 			if tok := s.AdminToken(); tok != "" {
 				fmt.Fprintf(g.stdout, "bootstrap admin token (shown once; also in %s):\n  %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 			}
-			// SIGHUP reloads the certificate, key, CA and cluster secret
-			// files at once (they are also polled: --reload-interval).
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
 			for {
 				select {
 				case <-hup:
