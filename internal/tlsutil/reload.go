@@ -207,6 +207,7 @@ type Reloader struct {
 	tried    [sha256.Size]byte
 	onChange []func(*Bundle)
 	status   Status
+	warned   time.Time // the last expiry warning (see warnExpiry)
 
 	cur atomic.Pointer[generation]
 }
@@ -277,6 +278,7 @@ func (r *Reloader) ServerConfig() *tls.Config {
 func (r *Reloader) Reload() (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.warnExpiry()
 	certPEM, keyPEM, caPEM, err := readFiles(r.files)
 	if err == nil {
 		s := sum(certPEM, keyPEM, caPEM)
@@ -311,6 +313,29 @@ func (r *Reloader) Reload() (bool, error) {
 	r.log.Error("TLS reload refused; the certificate in use is kept", "err", err,
 		"serial_in_use", r.status.Info.Serial, "not_after_in_use", r.status.Info.NotAfter)
 	return false, err
+}
+
+// ExpiryWarning is how long before its end the certificate in use is
+// logged as expiring (once a day): a renewal that keeps failing, or none
+// configured, shows in the log as well as in the metrics.
+const ExpiryWarning = 14 * 24 * time.Hour
+
+// warnExpiry logs the certificate in use when it ends within
+// ExpiryWarning, or has ended, at most once a day; r.mu is held.
+func (r *Reloader) warnExpiry() {
+	now := r.clock.Now()
+	info := r.cur.Load().b.Info
+	if now.Before(info.NotAfter.Add(-ExpiryWarning)) || (!r.warned.IsZero() && now.Sub(r.warned) < 24*time.Hour) {
+		return
+	}
+	r.warned = now
+	if now.After(info.NotAfter) {
+		r.log.Error("TLS certificate in use has expired: clients and peers refuse it; put a renewed one in its files",
+			"cert", r.files.Cert, "serial", info.Serial, "not_after", info.NotAfter)
+		return
+	}
+	r.log.Warn("TLS certificate in use expires soon; put a renewed one in its files",
+		"cert", r.files.Cert, "serial", info.Serial, "not_after", info.NotAfter, "left", info.NotAfter.Sub(now).Round(time.Hour))
 }
 
 // Run reloads every interval until ctx ends.

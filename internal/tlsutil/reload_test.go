@@ -316,3 +316,41 @@ func TestReloaderFileGoneAndBack(t *testing.T) {
 		t.Fatalf("status with the files in use back: %+v", st)
 	}
 }
+
+// TestReloaderWarnsBeforeExpiry: the certificate in use is logged as
+// expiring from ExpiryWarning before its end, once a day, and as expired
+// after it.
+func TestReloaderWarnsBeforeExpiry(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t)
+	start := time.Now()
+	certFile, keyFile := ca.Issue(t, dir, tlstest.Leaf{NotBefore: start.Add(-time.Hour), NotAfter: start.Add(20 * 24 * time.Hour)})
+	clock := tstime.NewFake(start)
+	var logs bytes.Buffer
+	r, err := tlsutil.NewReloader(tlsutil.Files{Cert: certFile, Key: keyFile}, clock, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() (soon, expired int) {
+		return strings.Count(logs.String(), "expires soon"), strings.Count(logs.String(), "has expired")
+	}
+	steps := []struct {
+		advance       time.Duration
+		soon, expired int
+	}{
+		{0, 0, 0},
+		{5 * 24 * time.Hour, 0, 0},  // 15 days left
+		{2 * 24 * time.Hour, 1, 0},  // 13 days left
+		{time.Hour, 1, 0},           // the same day
+		{24 * time.Hour, 2, 0},      // a day later
+		{13 * 24 * time.Hour, 2, 1}, // past its end
+		{time.Hour, 2, 1},           // the same day
+	}
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		r.Reload()
+		if soon, expired := count(); soon != st.soon || expired != st.expired {
+			t.Fatalf("step %d: %d warnings, %d expired lines; want %d, %d\n%s", i, soon, expired, st.soon, st.expired, logs.String())
+		}
+	}
+}
