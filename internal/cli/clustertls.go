@@ -16,9 +16,10 @@ import (
 // member (docs/operations.md).
 func newClusterTLSCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "tls",
-		Short: "The certificates and cluster secret the member answering uses now, and its last refused reload (admin); ask each member",
-		Args:  cobra.NoArgs,
+		Use:     "tls",
+		Short:   "The certificates and cluster secret the member answering uses now, and its last refused reload (admin); ask each member",
+		Example: "  jobfabric --server https://10.0.0.2:7070 cluster tls\n  jobfabric cluster tls -o json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
