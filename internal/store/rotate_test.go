@@ -2,7 +2,9 @@ package store
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -188,5 +190,78 @@ func TestTLSRotation(t *testing.T) {
 	}
 	if err := nodes[0].s.SetTLS(&tls.Config{Certificates: only.Certificates}, nil); err == nil {
 		t.Error("a rotation to a configuration without a client CA was taken")
+	}
+}
+
+// TestSetTLSKeepsTrustedConnections: a renewed certificate under the same
+// secret leaves open connections alone; dropping the secret their peer
+// presented closes them, and only them.
+func TestSetTLSKeepsTrustedConnections(t *testing.T) {
+	srv, _, err := SecretsTLS(testSecret, otherSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := newStreamLayer(ln, ln.Addr(), srv, nil)
+	defer layer.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b := make([]byte, 1)
+				if _, err := c.Read(b); err == nil { // the handshake, then one byte
+					accepted <- c
+				}
+			}()
+		}
+	}()
+	dial := func(secret []byte) *tls.Conn {
+		t.Helper()
+		_, cfg, err := SecretTLS(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.InsecureSkipVerify = true // the server's trust is not what this checks
+		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		<-accepted
+		return c
+	}
+	oldPeer, newPeer := dial(testSecret), dial(otherSecret)
+
+	renewed, _, err := SecretsTLS(testSecret, otherSecret) // a fresh leaf, the same secrets
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := layer.setTLS(renewed, nil, time.Now()); n != 0 {
+		t.Fatalf("a renewal closed %d connections", n)
+	}
+	onlyNew, _, err := SecretTLS(otherSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := layer.setTLS(onlyNew, nil, time.Now()); n != 1 {
+		t.Fatalf("dropping a secret closed %d connections, want the one of its peer", n)
+	}
+	oldPeer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := oldPeer.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the peer of the dropped secret: read %v, want its connection closed", err)
+	}
+	newPeer.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := newPeer.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the peer of the kept secret: read %v, want its connection open", err)
 	}
 }
