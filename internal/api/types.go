@@ -12,8 +12,9 @@ import (
 // GET /v1/fabric/hotspots; 15: GET /v1/queue, the queue in scheduling
 // order and workspaces' quota use; a node's leaves by rail; 16: a
 // workspace's preemption, requeue or cancel; 17: apply rules in health,
-// the cluster's members and a join).
-const Revision = 17
+// the cluster's members and a join; 18: GET /v1/cluster/tls, the
+// certificates and cluster secret in use).
+const Revision = 18
 
 type (
 	// Health is the answer of GET /v1/health.

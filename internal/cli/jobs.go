@@ -621,7 +621,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 			return g.emit(clusterSecret{Secret: s}, func(w io.Writer) { fmt.Fprintln(w, s) })
 		},
 	}
-	cmd.AddCommand(status, remove, secret)
+	cmd.AddCommand(status, remove, secret, newClusterTLSCmd(g))
 	return cmd
 }
 

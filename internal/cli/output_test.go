@@ -235,6 +235,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"cluster status", outCase{json: args("cluster", "status"), header: true}},
 		{"cluster remove", outCase{json: args("cluster", "remove", "gone-1"), plain: args("cluster", "remove", "gone-2")}},
 		{"cluster secret", outCase{json: args("cluster", "secret")}},
+		{"cluster tls", outCase{json: args("cluster", "tls")}},
 		{"node list", outCase{json: args("node", "list"), header: true}},
 		{"node cordon", outCase{json: args("node", "cordon", other)}},
 		{"node uncordon", outCase{json: args("node", "uncordon", other)}},

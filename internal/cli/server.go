@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
@@ -11,9 +10,11 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,11 +98,7 @@ multi-server cluster.`,
 				return err
 			}
 			cfg.Logger, cfg.JoinToken, cfg.TLSCA, cfg.Bootstrap = log, g.bearer(), firstOf(g.ca, os.Getenv("JOBFABRIC_CA")), bootstrap
-			if secretFile != "" {
-				if cfg.ClusterSecret, err = readClusterSecret(secretFile, log); err != nil {
-					return err
-				}
-			}
+			cfg.ClusterSecretFile = secretFile
 			if cfg.Telemetry, err = loadTelemetryConfig(telemetryFile); err != nil {
 				return err
 			}
@@ -128,6 +125,13 @@ multi-server cluster.`,
 				go drv.WatchEVPN(cmd.Context(), labdeploy.WatchInterval)
 				cfg.Driver = drv
 			}
+			// SIGHUP reloads the certificate, key, CA and cluster secret
+			// files at once (they are also polled: --reload-interval).
+			// Caught from before the start line, so that a SIGHUP sent once
+			// it is printed never takes the default action (exit).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			s, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -141,9 +145,17 @@ multi-server cluster.`,
 			if tok := s.AdminToken(); tok != "" {
 				fmt.Fprintf(g.stdout, "bootstrap admin token (shown once; also in %s):\n  %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 			}
-			<-cmd.Context().Done()
-			fmt.Fprintln(g.stdout, "shutting down")
-			return nil
+			for {
+				select {
+				case <-hup:
+					if err := s.Reload(); err == nil {
+						log.Info("SIGHUP: TLS and cluster secret files read; those that changed are in use")
+					} // a refusal is logged by the server
+				case <-cmd.Context().Done():
+					fmt.Fprintln(g.stdout, "shutting down")
+					return nil
+				}
+			}
 		},
 	}
 	f := cmd.Flags()
@@ -154,7 +166,8 @@ multi-server cluster.`,
 	f.StringVar(&cfg.NodeID, "node-id", "", "member ID (default: generated once, kept in DATA_DIR/node-id)")
 	f.StringVar(&cfg.Join, "join", "", "API URL of a member of an existing cluster to join")
 	f.BoolVar(&bootstrap, "bootstrap", false, "form a cluster others will join: raft listens (with peer authentication) from the start; also grows an existing single server")
-	f.StringVar(&secretFile, "cluster-secret-file", "", "file holding the cluster secret every member shares (at least 32 random bytes; 'jobfabric cluster secret' makes one): raft peers authenticate with it over TLS 1.3")
+	f.StringVar(&secretFile, "cluster-secret-file", "", "file holding the cluster secret every member shares (at least 32 random bytes; 'jobfabric cluster secret' makes one): raft peers authenticate with it over TLS 1.3. One secret a line during a rotation: the first issues this member's certificate, every line is accepted from peers (docs/operations.md)")
+	f.DurationVar(&cfg.ReloadInterval, "reload-interval", 5*time.Second, "how often --tls-cert, --tls-key, --ca and --cluster-secret-file are read for a change, taken without a restart (SIGHUP reads them at once)")
 	f.BoolVar(&cfg.InsecurePeers, "insecure-peers", false, "allow raft to listen without peer authentication: anyone who reaches the raft port can stop writes and rewrite the state (trusted lab networks only)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the API and raft over TLS with this certificate")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key of --tls-cert")
@@ -256,27 +269,6 @@ func (d *days) Set(s string) error {
 }
 
 func (*days) Type() string { return "duration" }
-
-// readClusterSecret reads --cluster-secret-file: its content without
-// surrounding whitespace, which must be long and random enough.
-func readClusterSecret(path string, log *slog.Logger) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v", err)
-	}
-	b = bytes.TrimSpace(b)
-	if err := store.ValidateSecret(b); err != nil {
-		return nil, domain.Invalid("cluster-secret-file", "--cluster-secret-file %s: %v; generate one with `jobfabric cluster secret > FILE`", path, err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("cluster secret file is readable by others than its owner; whoever reads it can join raft", "file", path, "mode", fi.Mode().Perm())
-	}
-	return b, nil
-}
 
 // newClusterSecret returns 32 random bytes in base64.
 func newClusterSecret() (string, error) {

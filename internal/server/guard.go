@@ -262,7 +262,10 @@ func (c *guardedConn) endHandshake() {
 // connection closes. base is not changed (raft shares it).
 //
 // The configuration a ClientHello gets offers h2 and http/1.1, as ServeTLS
-// would; a server that must not speak HTTP/2 sets base.NextProtos.
+// would; a server that must not speak HTTP/2 sets base.NextProtos. A base
+// with GetConfigForClient (a certificate that is reloaded, see
+// tlsutil.Reloader) gives the configuration of each handshake; the limits
+// wrap it.
 func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
 	if base == nil || (g.lim.Handshakes <= 0 && g.lim.SourceHandshakes <= 0 && g.lim.HandshakeRate <= 0) {
 		return base
@@ -273,11 +276,15 @@ func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
 		// GetConfigForClient is used as it is.
 		per.NextProtos = []string{"h2", "http/1.1"}
 	}
+	perFor := func(*tls.ClientHelloInfo) (*tls.Config, error) { return per, nil }
+	if base.GetConfigForClient != nil {
+		perFor = base.GetConfigForClient
+	}
 	cfg := base.Clone()
 	cfg.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
 		c, ok := hi.Conn.(*guardedConn)
 		if !ok || c.trusted {
-			return per, nil
+			return perFor(hi)
 		}
 		end, why := g.tab.BeginHandshake(c.src)
 		if why != "" {
@@ -299,7 +306,12 @@ func (g *guard) tlsConfig(base *tls.Config) *tls.Config {
 			g.refused(c.src, reasonHandshakeRate)
 			return nil, errHandshakesBusy
 		}
-		one := per.Clone()
+		base, err := perFor(hi)
+		if err != nil || base == nil {
+			c.endHandshake()
+			return base, err
+		}
+		one := base.Clone()
 		prev := one.VerifyConnection
 		one.VerifyConnection = func(cs tls.ConnectionState) error {
 			c.endHandshake()

@@ -24,6 +24,7 @@ func (s *Server) buildRoutes() []route {
 		{method: "GET", path: "/v1/openapi.json", summary: "This API's OpenAPI 3 document", access: public, local: true, resp: map[string]any{}, h: s.openapi},
 		{method: "GET", path: "/v1/whoami", summary: "The calling token", access: authed, resp: domain.Token{}, h: s.whoami},
 		{method: "GET", path: "/v1/cluster", summary: "Control-plane members and leader (admin)", access: authed, resp: api.ClusterView{}, h: s.cluster},
+		{method: "GET", path: "/v1/cluster/tls", summary: "The certificates and cluster secret this member uses now (serial, expiry, secret fingerprints) and the last refused reload of each; each member answers for itself (admin)", access: authed, local: true, resp: api.TLSStatus{}, h: s.tlsStatus},
 		{method: "POST", path: "/v1/cluster/members", summary: "Add a server to the cluster as a voter (admin)", access: authed, body: api.JoinRequest{}, resp: api.ClusterView{}, h: s.joinMember},
 		{method: "DELETE", path: "/v1/cluster/members/{id}", summary: "Remove a server from the cluster (admin)", access: authed, resp: api.ClusterView{}, h: s.removeMember},
 		{method: "GET", path: "/v1/topology", summary: "The applied topology with its revision and summary (admin)", access: authed, resp: domain.TopologyView{}, h: s.getTopology},

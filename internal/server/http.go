@@ -127,7 +127,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(w, err)
 				return
 			}
-			s.fwd.forward(w, r, u, s.nodeID)
+			s.fwd.Load().forward(w, r, u, s.nodeID)
 			if rec.status == http.StatusUnauthorized {
 				// The leader trusts this member: the follower counts its
 				// clients' failures.

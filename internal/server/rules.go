@@ -88,7 +88,7 @@ func (s *Server) learnRules(ctx context.Context) {
 		if id == s.nodeID || !ok || m.APIAddr == "" || m.MaxRules() >= s.fsm.MaxRules() {
 			continue
 		}
-		h, err := s.fwd.health(ctx, m.APIAddr)
+		h, err := s.fwd.Load().health(ctx, m.APIAddr)
 		if err != nil || h.Node != id || h.ApplyRules <= m.MaxRules() {
 			continue
 		}

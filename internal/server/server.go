@@ -1,8 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -55,6 +57,15 @@ type Config struct {
 	// takes precedence over TLSCert/TLSCA for raft; those still serve the
 	// API.
 	ClusterSecret []byte
+	// ClusterSecretFile is ClusterSecret read from a file, one secret a
+	// line: the first issues this member's raft certificate, every one is
+	// accepted from peers (a rotation's overlap). The file is reloaded like
+	// the TLS files. Exclusive with ClusterSecret.
+	ClusterSecretFile string
+	// ReloadInterval is how often TLSCert, TLSKey, TLSCA and
+	// ClusterSecretFile are read for a change (0: 5s); Reload (SIGHUP)
+	// reads them at once.
+	ReloadInterval time.Duration
 	// InsecurePeers allows a raft listener that authenticates nobody: any
 	// process that reaches the port can stop writes and rewrite the state.
 	InsecurePeers bool
@@ -165,8 +176,9 @@ type Server struct {
 	ln      net.Listener
 	url     string
 	nodeID  string
-	fwd     *forwarder
-	guard   *guard // Admission, at accept and at authentication
+	fwd     atomicForwarder // replaced when the CA file changes
+	rot     rotation        // the TLS and secret files, reloaded (rotate.go)
+	guard   *guard          // Admission, at accept and at authentication
 	routes  []route
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -313,17 +325,41 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", cfg.FabricDriver)
 	}
 
-	var serverTLS, peerTLS *tls.Config
+	if cfg.ReloadInterval < 0 {
+		return nil, domain.Invalid("reload-interval", "--reload-interval %s is negative", cfg.ReloadInterval)
+	}
+	s.rot.log, s.rot.clock = s.log.With("component", "tls"), cfg.Clock
+	var serverTLS, peerTLS, apiTLS *tls.Config
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		if cfg.TLSCert == "" || cfg.TLSKey == "" {
 			return nil, domain.Invalid("tls-cert", "--tls-cert and --tls-key must be given together")
 		}
-		if serverTLS, err = tlsutil.ServerConfig(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA); err != nil {
-			return nil, fmt.Errorf("load TLS: %w", err)
+		r, err := tlsutil.NewReloader(tlsutil.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, CA: cfg.TLSCA}, cfg.Clock, s.rot.log)
+		if err != nil {
+			return nil, domain.Invalid(tlsFlag(err), "--%s: %v", tlsFlag(err), err)
 		}
-		if peerTLS, err = tlsutil.ClientConfig(cfg.TLSCA, ""); err != nil {
-			return nil, fmt.Errorf("load TLS CA: %w", err)
+		s.rot.tls = r
+		serverTLS, peerTLS = r.Current().ServerTLS(), r.Current().ClientTLS("")
+		apiTLS = r.ServerConfig() // each handshake takes the certificate in use
+	}
+	var sec secrets
+	switch {
+	case cfg.ClusterSecretFile != "" && cfg.ClusterSecret != nil:
+		return nil, domain.Invalid("cluster-secret-file", "a cluster secret is given both as bytes and as --cluster-secret-file: give one")
+	case cfg.ClusterSecretFile != "":
+		var raw []byte
+		if sec, raw, err = readSecrets(cfg.ClusterSecretFile); err != nil {
+			return nil, err
 		}
+		s.rot.secretPath, s.rot.secretInUse = cfg.ClusterSecretFile, sha256.Sum256(raw)
+		s.rot.secretTried = s.rot.secretInUse
+		s.rot.secret = secretStatus(sec)
+		s.rot.secret.LoadedAt = cfg.Clock.Now()
+		if fi, err := os.Stat(cfg.ClusterSecretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			s.log.Warn("cluster secret file is readable by others than its owner; whoever reads it can join raft", "file", cfg.ClusterSecretFile, "mode", fi.Mode().Perm())
+		}
+	case cfg.ClusterSecret != nil:
+		sec.issue = cfg.ClusterSecret
 	}
 
 	listen := cfg.Listen
@@ -360,8 +396,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		HeartbeatTimeout: cfg.RaftTimeout, ElectionTimeout: cfg.RaftTimeout, LeaderLeaseTimeout: cfg.RaftTimeout / 2,
 		Admission: raftAdmission(cfg.RaftAdmission, cfg.Clock, s.metrics.RaftConnsRefused),
 	}
-	if cfg.ClusterSecret != nil {
-		scfg.ClusterSecret = cfg.ClusterSecret
+	if sec.issue != nil {
+		scfg.ClusterSecret, scfg.AcceptSecrets = sec.issue, sec.accept
 	} else {
 		scfg.TLS = serverTLS // PeerTLS defaults to the server certificate: raft peers use mTLS
 	}
@@ -372,7 +408,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.store = st
 	registerRaftAdmission(s.metrics, st)
-	s.fwd = newForwarder(peerTLS)
+	s.fwd.Store(newForwarder(peerTLS))
+	if s.rot.tls != nil {
+		s.rot.tls.OnChange(s.tlsChanged)
+	}
+	s.metrics.MustRegister(tlsCollector{s})
 	s.guard = newGuard(s, cfg.Admission)
 	s.routes = append(append(append(append(s.buildRoutes(), s.nodeRoutes()...), s.poolRoutes()...), s.fabricRoutes()...), s.hostRoutes()...)
 	s.routes = append(s.routes, s.telemetryRoutes()...)
@@ -392,7 +432,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ReadTimeout:       2 * time.Minute,
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
-		TLSConfig:         s.guard.tlsConfig(serverTLS),
+		TLSConfig:         s.guard.tlsConfig(apiTLS),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.http.ConnState = s.fresh.track
@@ -434,6 +474,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go func() { defer s.wg.Done(); s.telemetryLoop(runCtx) }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.pathHealthLoop(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.reloadLoop(runCtx, cmp.Or(cfg.ReloadInterval, defaultReloadInterval)) }()
 
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
@@ -771,7 +813,7 @@ func (s *Server) join(ctx context.Context) error {
 	defer cancel()
 	var last error
 	for {
-		last = s.fwd.post(jctx, strings.TrimRight(s.cfg.Join, "/")+"/v1/cluster/members", s.cfg.JoinToken, body)
+		last = s.fwd.Load().post(jctx, strings.TrimRight(s.cfg.Join, "/")+"/v1/cluster/members", s.cfg.JoinToken, body)
 		if last == nil {
 			s.log.Info("joined cluster", "via", s.cfg.Join)
 			return nil

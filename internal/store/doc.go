@@ -15,7 +15,10 @@
 // anyone who connects, so Config.Admission (admission.go, on
 // internal/srclimit) limits sources that are not members at accept, before
 // any TLS byte; the members' addresses, read from the configuration, are
-// never limited.
+// never limited. The secrets or certificates of a running member are
+// rotated with SetClusterSecrets and SetTLS: the next handshakes use the new
+// ones, and open connections whose peer is no longer trusted are closed
+// (Config.AcceptSecrets and SecretsTLS make a rotation's overlap).
 //
 // Everything the cluster agrees on goes through Store.Apply. Writes are only
 // accepted by the leader; elsewhere Apply returns *NotLeaderError naming the

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -75,41 +76,38 @@ func entropyBits(b []byte) float64 {
 // TLS 1.3 and a required client certificate: the stream is encrypted and
 // integrity-protected, not only authenticated at the handshake. Go's TLS
 // has no external pre-shared keys; a derived CA gives the same property
-// with the standard handshake. The leaf key is new on every start and
+// with the standard handshake. The leaf key is new on every call and
 // never stored.
 //
 // It is exported for tests that play a member holding some secret.
 func SecretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
-	if err := ValidateSecret(secret); err != nil {
+	return SecretsTLS(secret)
+}
+
+// SecretsTLS is SecretTLS for a rotation: the leaf is issued under the CA
+// of issue, and peers are accepted (as clients and as servers) under the
+// CA of issue or of any secret in accept. A member that holds the new
+// secret in accept verifies a peer that already issues under it, and one
+// that still issues under the old; see docs/operations.md.
+func SecretsTLS(issue []byte, accept ...[]byte) (serverTLS, dialTLS *tls.Config, err error) {
+	if err := ValidateSecret(issue); err != nil {
 		return nil, nil, err
 	}
-	seed, err := hkdf.Key(sha256.New, secret, []byte(hkdfSalt), "ed25519 CA key", ed25519.SeedSize)
+	ca, caKey, err := secretCA(issue)
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: derive cluster CA: %w", err)
+		return nil, nil, err
 	}
-	caKey := ed25519.NewKeyFromSeed(seed)
-	// Fixed fields, so that every member builds the same certificate
-	// (ed25519 signatures are deterministic). The validity is wide: the
-	// secret, not the calendar, is what a rotation changes.
-	notBefore := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-	notAfter := time.Date(2120, 1, 1, 0, 0, 0, 0, time.UTC)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "jobfabric raft cluster CA"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(nil, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: create cluster CA: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: parse cluster CA: %w", err)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for i, sec := range accept {
+		if err := ValidateSecret(sec); err != nil {
+			return nil, nil, fmt.Errorf("accepted secret %d: %w", i+2, err)
+		}
+		c, _, err := secretCA(sec)
+		if err != nil {
+			return nil, nil, err
+		}
+		pool.AddCert(c)
 	}
 
 	leafPub, leafKey, err := ed25519.GenerateKey(rand.Reader)
@@ -124,9 +122,11 @@ func SecretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: "jobfabric raft member"},
 		DNSNames:     []string{peerServerName},
-		// The CA's window: members with skewed clocks still agree.
-		NotBefore:   notBefore,
-		NotAfter:    notAfter,
+		// The CA's window: members with skewed clocks still agree, and a
+		// member running for years never sees its certificate expire (it
+		// ends in 2120). A rotation changes the secret, not the calendar.
+		NotBefore:   secretNotBefore,
+		NotAfter:    secretNotAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
@@ -134,9 +134,11 @@ func SecretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: issue raft certificate: %w", err)
 	}
-	cert := tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	leaf, err := x509.ParseCertificate(leafDER)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: parse raft certificate: %w", err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey, Leaf: leaf}
 	serverTLS = &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
@@ -150,4 +152,52 @@ func SecretTLS(secret []byte) (serverTLS, dialTLS *tls.Config, err error) {
 		ServerName:   peerServerName,
 	}
 	return serverTLS, dialTLS, nil
+}
+
+// The secret-derived certificates' validity: fixed, so that every member
+// builds the same CA certificate (ed25519 signatures are deterministic).
+var (
+	secretNotBefore = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	secretNotAfter  = time.Date(2120, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// secretCA derives the cluster CA of one secret.
+func secretCA(secret []byte) (*x509.Certificate, ed25519.PrivateKey, error) {
+	seed, err := hkdf.Key(sha256.New, secret, []byte(hkdfSalt), "ed25519 CA key", ed25519.SeedSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: derive cluster CA: %w", err)
+	}
+	caKey := ed25519.NewKeyFromSeed(seed)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "jobfabric raft cluster CA"},
+		NotBefore:             secretNotBefore,
+		NotAfter:              secretNotAfter,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	caDER, err := x509.CreateCertificate(nil, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: create cluster CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: parse cluster CA: %w", err)
+	}
+	return ca, caKey, nil
+}
+
+// SecretFingerprint names a secret without revealing it: the first 8
+// bytes, in hex, of the SHA-256 of the public key of the CA it derives.
+// Members holding the same secret show the same fingerprint; HKDF and
+// the public key are one-way, so it tells nothing of the secret.
+func SecretFingerprint(secret []byte) string {
+	ca, _, err := secretCA(secret)
+	if err != nil {
+		return "invalid"
+	}
+	sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:8])
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateSecret(t *testing.T) {
@@ -84,4 +85,51 @@ func verifyLeaf(der []byte, srv *tls.Config) error {
 	}
 	_, err = cert.Verify(x509.VerifyOptions{Roots: srv.ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return err
+}
+
+// TestSecretsOverlap: a member issuing under one secret and accepting
+// another verifies members of either, and is verified by those that accept
+// its issuing secret only; its certificate outlives any member (a member
+// running for years never needs a renewal for time), and fingerprints name
+// the secret.
+func TestSecretsOverlap(t *testing.T) {
+	srvBoth, dialBoth, err := SecretsTLS(otherSecret, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOld, dialOld, err := SecretTLS(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvNew, dialNew, err := SecretTLS(otherSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		leaf *tls.Config
+		srv  *tls.Config
+		want bool
+	}{
+		"old member by overlap":  {dialOld, srvBoth, true},
+		"new member by overlap":  {dialNew, srvBoth, true},
+		"overlap by new member":  {dialBoth, srvNew, true},
+		"overlap by old member":  {dialBoth, srvOld, false}, // issues under the new secret
+		"new member by old only": {dialNew, srvOld, false},
+	} {
+		err := verifyLeaf(c.leaf.Certificates[0].Certificate[0], c.srv)
+		if (err == nil) != c.want {
+			t.Errorf("%s: verify err %v, want accepted %v", name, err, c.want)
+		}
+	}
+	leaf := dialBoth.Certificates[0].Leaf
+	if leaf == nil || leaf.NotAfter.Year() < 2120 || leaf.NotBefore.After(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("secret-derived certificate valid %v to %v: a member must never see it expire", leaf.NotBefore, leaf.NotAfter)
+	}
+	if _, _, err := SecretsTLS(otherSecret, []byte("short")); err == nil || !strings.Contains(err.Error(), "accepted secret 2") {
+		t.Errorf("weak accepted secret: err %v", err)
+	}
+	a, b := SecretFingerprint(testSecret), SecretFingerprint(otherSecret)
+	if a == b || a != SecretFingerprint(testSecret) || len(a) != 16 || strings.Contains(string(testSecret), a) {
+		t.Errorf("fingerprints %s, %s", a, b)
+	}
 }

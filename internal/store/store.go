@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/jobfabric/jobfabric/internal/fileutil"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
 const (
@@ -98,6 +100,10 @@ type Config struct {
 	Listen bool
 	// ClusterSecret authenticates peers: see SecretTLS. Exclusive with TLS.
 	ClusterSecret []byte
+	// AcceptSecrets are further secrets whose peers are accepted while
+	// this member's certificate is issued under ClusterSecret: the
+	// overlap of a rotation (SecretsTLS). Requires ClusterSecret.
+	AcceptSecrets [][]byte
 	// InsecurePeers allows a listening transport with neither ClusterSecret
 	// nor a TLS client CA: anyone who reaches the port takes part in
 	// replication. Tests of that hole and trusted lab networks only.
@@ -151,10 +157,13 @@ type Member struct {
 
 // Store is a raft server with durable state. It is safe for concurrent use.
 type Store struct {
-	id        string
-	addr      string
-	logger    *slog.Logger
-	peerAuth  string
+	id       string
+	addr     string
+	logger   *slog.Logger
+	peerAuth string
+	clock    tstime.Clock // for the validity checks of a rotation
+	// peerMu serialises SetClusterSecrets and SetTLS.
+	peerMu    sync.Mutex
 	raft      *raft.Raft
 	transport raft.Transport
 	layer     *streamLayer // nil: in-memory transport, nothing listens
@@ -340,6 +349,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		id:         cfg.NodeID,
 		addr:       advertise,
 		peerAuth:   peerAuth,
+		clock:      clockOf(cfg.Admission),
 		logger:     logger,
 		raft:       r,
 		transport:  transport,
@@ -381,6 +391,8 @@ func validate(cfg Config) error {
 		return errors.New("store: config: PeerTLS requires TLS: peers dial each other the way they serve")
 	case cfg.ClusterSecret != nil && cfg.TLS != nil:
 		return errors.New("store: config: ClusterSecret and TLS both authenticate peers: give one")
+	case len(cfg.AcceptSecrets) > 0 && cfg.ClusterSecret == nil:
+		return errors.New("store: config: AcceptSecrets requires ClusterSecret, the secret this member issues under")
 	}
 	if err := cfg.Admission.Check(); err != nil {
 		return fmt.Errorf("store: config: admission: %w", err)
@@ -440,7 +452,7 @@ var ErrUnauthenticatedPeers = errors.New("store: raft peers would not be authent
 func peerSecurity(cfg Config) (auth string, serverTLS, dialTLS *tls.Config, err error) {
 	switch {
 	case cfg.ClusterSecret != nil:
-		serverTLS, dialTLS, err = SecretTLS(cfg.ClusterSecret)
+		serverTLS, dialTLS, err = SecretsTLS(cfg.ClusterSecret, cfg.AcceptSecrets...)
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("store: cluster secret: %w", err)
 		}
@@ -460,6 +472,87 @@ func peerSecurity(cfg Config) (auth string, serverTLS, dialTLS *tls.Config, err 
 	default:
 		return PeerAuthInsecure, nil, nil, nil
 	}
+}
+
+func clockOf(a Admission) tstime.Clock {
+	if a.Clock != nil {
+		return a.Clock
+	}
+	return tstime.Std{}
+}
+
+// ErrWrongPeerAuth is returned by SetClusterSecrets and SetTLS when the
+// store authenticates its peers the other way: a rotation does not switch
+// between a cluster secret and mutual TLS (that needs a restart).
+var ErrWrongPeerAuth = errors.New("store: peers are authenticated another way")
+
+// SetClusterSecrets rotates the cluster secret of a running member: the
+// next handshakes present a new certificate issued under issue and accept
+// peers under issue or any of accept (SecretsTLS). Open connections go on,
+// except those whose peer is no longer accepted (its secret dropped). A
+// store that does not listen has nothing to change.
+func (s *Store) SetClusterSecrets(issue []byte, accept [][]byte) error {
+	if s.layer == nil {
+		return nil
+	}
+	if s.peerAuth != PeerAuthSecret {
+		return fmt.Errorf("%w: by %s, not a cluster secret", ErrWrongPeerAuth, s.peerAuth)
+	}
+	serverTLS, dialTLS, err := SecretsTLS(issue, accept...)
+	if err != nil {
+		return fmt.Errorf("store: cluster secret: %w", err)
+	}
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	dropped := s.layer.setTLS(serverTLS, dialTLS, s.clock.Now())
+	s.logger.Info("raft cluster secret rotated", "accepted_secrets", 1+len(accept), "connections_closed", dropped)
+	return nil
+}
+
+// SetTLS rotates the certificate and CAs of a member whose peers use
+// mutual TLS (or TLS with insecure peers): cfg and peer as Config.TLS and
+// Config.PeerTLS. Open connections go on, except those whose peer the new
+// CAs no longer verify.
+func (s *Store) SetTLS(cfg, peer *tls.Config) error {
+	if s.layer == nil {
+		return nil
+	}
+	if cur := s.layer.tls.Load(); s.peerAuth != PeerAuthMTLS && (s.peerAuth != PeerAuthInsecure || cur.server == nil) {
+		return fmt.Errorf("%w: by %s, not TLS certificates", ErrWrongPeerAuth, s.peerAuth)
+	}
+	if s.peerAuth == PeerAuthMTLS && (cfg == nil || cfg.ClientCAs == nil) {
+		return errors.New("store: a rotation must keep a client CA: peers would no longer be authenticated")
+	}
+	serverTLS, dialTLS, err := transportTLS(cfg, peer)
+	if err != nil {
+		return err
+	}
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	dropped := s.layer.setTLS(serverTLS, dialTLS, s.clock.Now())
+	s.logger.Info("raft TLS rotated", "connections_closed", dropped)
+	return nil
+}
+
+// PeerCertificate is the certificate this member presents to its peers
+// now; nil when raft does not listen or runs without TLS.
+func (s *Store) PeerCertificate() *x509.Certificate {
+	if s.layer == nil {
+		return nil
+	}
+	cfg := s.layer.tls.Load().server
+	if cfg == nil || len(cfg.Certificates) == 0 {
+		return nil
+	}
+	c := cfg.Certificates[0]
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
 
 // transportTLS derives the listener and dialer configs; see Config.TLS and

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,8 +25,9 @@ const handshakeTimeout = 10 * time.Second
 type streamLayer struct {
 	ln        net.Listener // raw TCP
 	advertise net.Addr
-	serverTLS *tls.Config // nil: plain TCP
-	dialTLS   *tls.Config
+	// tls is what the next accept serves and the next dial presents;
+	// setTLS swaps it (a rotation). Nil inside: plain TCP.
+	tls atomic.Pointer[layerTLS]
 	// handshakeTimeout bounds an inbound TLS handshake.
 	handshakeTimeout time.Duration
 	// guard refuses connections over the admission limits at accept;
@@ -38,16 +41,81 @@ type streamLayer struct {
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
+// layerTLS is one generation of the layer's TLS configurations.
+type layerTLS struct {
+	server, dial *tls.Config
+}
+
 func newStreamLayer(ln net.Listener, advertise net.Addr, serverTLS, dialTLS *tls.Config) *streamLayer {
-	return &streamLayer{
+	s := &streamLayer{
 		ln:        ln,
 		advertise: advertise,
-		serverTLS: serverTLS,
-		dialTLS:   dialTLS,
 		conns:     make(map[*trackedConn]struct{}),
 
 		handshakeTimeout: handshakeTimeout,
 	}
+	s.tls.Store(&layerTLS{server: serverTLS, dial: dialTLS})
+	return s
+}
+
+// setTLS makes the next handshakes, accepted and dialled, use serverTLS
+// and dialTLS. Connections open go on, except those whose peer's
+// certificate the new configuration no longer verifies (a CA or secret
+// dropped: the peer it let in is no longer a member); it returns how many
+// it closed.
+func (s *streamLayer) setTLS(serverTLS, dialTLS *tls.Config, now time.Time) int {
+	s.tls.Store(&layerTLS{server: serverTLS, dial: dialTLS})
+	s.mu.Lock()
+	var drop []*trackedConn
+	for c := range s.conns {
+		chain := c.peer.Load()
+		if chain == nil {
+			continue
+		}
+		if c.outbound && !verifiesServer(dialTLS, *chain, now) || !c.outbound && !verifiesClient(serverTLS, *chain, now) {
+			drop = append(drop, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
+	}
+	return len(drop)
+}
+
+// verifiesClient reports whether cfg, as a server requiring client
+// certificates, would accept chain now.
+func verifiesClient(cfg *tls.Config, chain []*x509.Certificate, now time.Time) bool {
+	if cfg == nil || cfg.ClientCAs == nil || len(chain) == 0 {
+		return true // nothing verifies clients: nothing to drop for
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{
+		Roots: cfg.ClientCAs, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return err == nil
+}
+
+// verifiesServer reports whether cfg, dialling, would trust chain now.
+// Names are not checked again: the question is whether the issuer is
+// still trusted.
+func verifiesServer(cfg *tls.Config, chain []*x509.Certificate, now time.Time) bool {
+	if cfg == nil || cfg.InsecureSkipVerify || len(chain) == 0 {
+		return true
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{
+		Roots: cfg.RootCAs, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	return err == nil
 }
 
 // Accept returns the next inbound connection the guard admits; it resets
@@ -76,8 +144,8 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	}
 	s.conns[tc] = struct{}{}
 	s.mu.Unlock()
-	if s.serverTLS != nil {
-		return &serverConn{Conn: tls.Server(tc, s.serverTLS), raw: c, timeout: s.handshakeTimeout}, nil
+	if cfg := s.tls.Load().server; cfg != nil {
+		return &serverConn{Conn: tls.Server(tc, cfg), raw: c, tracked: tc, timeout: s.handshakeTimeout}, nil
 	}
 	return tc, nil
 }
@@ -90,6 +158,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 type serverConn struct {
 	*tls.Conn
 	raw     net.Conn // gives back its guard's handshake slot
+	tracked *trackedConn
 	timeout time.Duration
 	once    sync.Once
 	err     error
@@ -101,6 +170,10 @@ func (c *serverConn) Read(b []byte) (int, error) {
 		c.err = c.Conn.Handshake()
 		handshakeDone(c.raw)
 		if c.err == nil {
+			// Kept so that a rotation can tell whether the peer is
+			// still trusted (setTLS).
+			chain := c.Conn.ConnectionState().PeerCertificates
+			c.tracked.peer.Store(&chain)
 			c.err = c.Conn.SetDeadline(time.Time{})
 		}
 	})
@@ -139,11 +212,29 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if s.dialTLS == nil {
+	cfg := s.tls.Load().dial
+	if cfg == nil {
 		return nd.DialContext(ctx, "tcp", string(address))
 	}
-	d := &tls.Dialer{NetDialer: nd, Config: s.dialTLS}
-	return d.DialContext(ctx, "tcp", string(address))
+	d := &tls.Dialer{NetDialer: nd, Config: cfg}
+	c, err := d.DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	// Tracked so that a rotation can tell whether the peer is still
+	// trusted (setTLS) and Close ends it.
+	tc := &trackedConn{Conn: c, layer: s, outbound: true}
+	chain := c.(*tls.Conn).ConnectionState().PeerCertificates
+	tc.peer.Store(&chain)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns[tc] = struct{}{}
+	s.mu.Unlock()
+	return tc, nil
 }
 
 // probe dials addr as raft would, TLS handshake included, so that a peer
@@ -161,6 +252,10 @@ func (s *streamLayer) probe(addr string, timeout time.Duration) error {
 type trackedConn struct {
 	net.Conn
 	layer *streamLayer
+	// peer is the certificate chain a TLS peer presented, once its
+	// handshake completed; outbound: this side dialled it.
+	peer     atomic.Pointer[[]*x509.Certificate]
+	outbound bool
 }
 
 func (c *trackedConn) Close() error {

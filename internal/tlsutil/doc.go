@@ -6,4 +6,10 @@
 // when a client presents one: the HTTP API must keep accepting token-only
 // clients, while the Raft transport (internal/store) upgrades the requirement
 // to a verified certificate so that only cluster members can replicate.
+//
+// Reloader keeps a certificate, its key and the CA bundle current with
+// their files without a restart: each handshake takes the bundle in use,
+// and a set of files that fails Load (unreadable, key not matching,
+// expired, not yet valid, an empty CA file) is refused, logged, and the
+// one in use kept. tlstest issues throwaway CAs and certificates for tests.
 package tlsutil

@@ -3,9 +3,9 @@ package tlsutil
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // ServerConfig returns a TLS 1.2+ configuration serving the key pair in
@@ -18,27 +18,11 @@ import (
 // without a certificate set ClientAuth to tls.RequireAndVerifyClientCert, as
 // internal/store does for the Raft port.
 func ServerConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
-	if certFile == "" || keyFile == "" {
-		return nil, errors.New("tlsutil: server config needs both a certificate and a key file")
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	b, err := Load(Files{Cert: certFile, Key: keyFile, CA: caFile}, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("tlsutil: load key pair %s, %s: %w", certFile, keyFile, err)
+		return nil, err
 	}
-	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-	}
-	if caFile != "" {
-		pool, err := loadPool(caFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ClientCAs = pool
-		cfg.RootCAs = pool
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
+	return b.ServerTLS(), nil
 }
 
 // ClientConfig returns a TLS 1.2+ client configuration that verifies servers
@@ -66,13 +50,10 @@ func ClientConfig(caFile string, serverName string) (*tls.Config, error) {
 // loadPool reads a PEM bundle. An empty pool is an error: it would silently
 // reject every peer, which is harder to diagnose than a startup failure.
 func loadPool(caFile string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(caFile)
+	data, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("tlsutil: read CA file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tlsutil: CA file %s holds no PEM certificate", caFile)
-	}
-	return pool, nil
+	pool, _, err := parsePool(caFile, data)
+	return pool, err
 }

@@ -26,7 +26,9 @@ import (
 // that one file pair can serve and dial, as Raft peers do with mutual TLS.
 func Generate(t testing.TB, dir string, hosts ...string) (certFile, keyFile, caFile string) {
 	t.Helper()
-	return generate(t, dir, func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }, hosts)
+	ca := NewCA(t)
+	certFile, keyFile = ca.Issue(t, dir, Leaf{Hosts: hosts})
+	return certFile, keyFile, ca.Write(t, filepath.Join(dir, "ca.pem"))
 }
 
 // GenerateRSA is Generate with an RSA key of bits for the certificate (the
@@ -34,19 +36,26 @@ func Generate(t testing.TB, dir string, hosts ...string) (certFile, keyFile, caF
 // handshake expensive for the server (a signature of 1-10 ms).
 func GenerateRSA(t testing.TB, dir string, bits int, hosts ...string) (certFile, keyFile, caFile string) {
 	t.Helper()
-	return generate(t, dir, func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, bits) }, hosts)
+	ca := NewCA(t)
+	certFile, keyFile = ca.Issue(t, dir, Leaf{Hosts: hosts, Key: func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, bits) }})
+	return certFile, keyFile, ca.Write(t, filepath.Join(dir, "ca.pem"))
 }
 
-func generate(t testing.TB, dir string, newKey func() (crypto.Signer, error), hosts []string) (certFile, keyFile, caFile string) {
+// CA is a throwaway certificate authority that can issue several leaves:
+// what a rotation test needs (a renewed certificate under the same CA, or
+// one under a new CA).
+type CA struct {
+	Cert *x509.Certificate
+	key  crypto.Signer
+	der  []byte
+}
+
+// NewCA creates a CA valid from an hour ago for 48 hours.
+func NewCA(t testing.TB) *CA {
 	t.Helper()
-	if len(hosts) == 0 {
-		hosts = []string{"127.0.0.1", "::1", "localhost"}
-	}
 	// Backdate so that small clock differences between test processes and
 	// certificate checks never make a fresh certificate "not yet valid".
 	notBefore := time.Now().Add(-time.Hour)
-	notAfter := notBefore.Add(48 * time.Hour)
-
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatalf("tlstest: generate CA key: %v", err)
@@ -55,7 +64,7 @@ func generate(t testing.TB, dir string, newKey func() (crypto.Signer, error), ho
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: "jobfabric test CA", Organization: []string{"jobfabric"}},
 		NotBefore:             notBefore,
-		NotAfter:              notAfter,
+		NotAfter:              notBefore.Add(48 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
@@ -69,27 +78,77 @@ func generate(t testing.TB, dir string, newKey func() (crypto.Signer, error), ho
 	if err != nil {
 		t.Fatalf("tlstest: parse CA certificate: %v", err)
 	}
+	return &CA{Cert: caCert, key: caKey, der: caDER}
+}
 
-	key, err := newKey()
+// PEM is the CA certificate in PEM.
+func (ca *CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})
+}
+
+// Write writes the CA certificate to path and returns path.
+func (ca *CA) Write(t testing.TB, path string) string {
+	t.Helper()
+	writeFile(t, path, ca.PEM(), 0o644)
+	return path
+}
+
+// Leaf describes a certificate to issue; the zero value is an ECDSA P-256
+// server and client certificate for 127.0.0.1, ::1 and localhost, valid
+// from an hour ago for 48 hours.
+type Leaf struct {
+	Hosts               []string
+	NotBefore, NotAfter time.Time
+	Key                 func() (crypto.Signer, error)
+}
+
+// Issue creates a certificate signed by ca and writes it to dir as cert.pem
+// and key.pem (replacing them: a rotation on disk).
+func (ca *CA) Issue(t testing.TB, dir string, l Leaf) (certFile, keyFile string) {
+	t.Helper()
+	cert, key := ca.IssuePEM(t, l)
+	certFile = filepath.Join(dir, "cert.pem")
+	keyFile = filepath.Join(dir, "key.pem")
+	writeFile(t, certFile, cert, 0o644)
+	writeFile(t, keyFile, key, 0o600)
+	return certFile, keyFile
+}
+
+// IssuePEM is Issue returning the PEM blocks instead of writing them.
+func (ca *CA) IssuePEM(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
+	t.Helper()
+	if len(l.Hosts) == 0 {
+		l.Hosts = []string{"127.0.0.1", "::1", "localhost"}
+	}
+	if l.NotBefore.IsZero() {
+		l.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if l.NotAfter.IsZero() {
+		l.NotAfter = l.NotBefore.Add(48 * time.Hour)
+	}
+	if l.Key == nil {
+		l.Key = func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
+	}
+	key, err := l.Key()
 	if err != nil {
 		t.Fatalf("tlstest: generate key: %v", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"jobfabric"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
+		Subject:      pkix.Name{CommonName: "jobfabric test", Organization: []string{"jobfabric"}},
+		NotBefore:    l.NotBefore,
+		NotAfter:     l.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	for _, h := range hosts {
+	for _, h := range l.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
 	if err != nil {
 		t.Fatalf("tlstest: create certificate: %v", err)
 	}
@@ -97,14 +156,8 @@ func generate(t testing.TB, dir string, newKey func() (crypto.Signer, error), ho
 	if err != nil {
 		t.Fatalf("tlstest: marshal key: %v", err)
 	}
-
-	certFile = filepath.Join(dir, "cert.pem")
-	keyFile = filepath.Join(dir, "key.pem")
-	caFile = filepath.Join(dir, "ca.pem")
-	writePEM(t, certFile, "CERTIFICATE", der, 0o644)
-	writePEM(t, keyFile, "PRIVATE KEY", keyDER, 0o600)
-	writePEM(t, caFile, "CERTIFICATE", caDER, 0o644)
-	return certFile, keyFile, caFile
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
 func serial(t testing.TB) *big.Int {
@@ -116,9 +169,8 @@ func serial(t testing.TB) *big.Int {
 	return n
 }
 
-func writePEM(t testing.TB, path, typ string, der []byte, mode os.FileMode) {
+func writeFile(t testing.TB, path string, data []byte, mode os.FileMode) {
 	t.Helper()
-	data := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 	if err := os.WriteFile(path, data, mode); err != nil {
 		t.Fatalf("tlstest: write %s: %v", path, err)
 	}
