@@ -139,8 +139,10 @@ type walStore struct {
 }
 
 func (w *walStore) Close() error {
-	err := w.WAL.Close() // waits for writes in flight
-	return errors.Join(err, w.meta.Close(), w.lock.Close()) // closing releases the flock
+	// WAL.Close waits for writes in flight; closing the lock file releases
+	// the flock.
+	err := w.WAL.Close()
+	return errors.Join(err, w.meta.Close(), w.lock.Close())
 }
 
 // lockDir takes an exclusive lock on dir/LOCK, without waiting.
