@@ -149,6 +149,7 @@ multi-server cluster.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and node identity (required)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "API listen address")
+	f.StringVar(&cfg.LogStore, "log-store", "", "raft log store of a new data directory: wal (raft-wal, one fsync a commit; the default) or bolt (raft-boltdb); a data directory keeps the one it holds, and naming the other fails (docs/operations.md)")
 	f.StringVar(&cfg.RaftAddr, "raft-addr", "", "listen for raft peers here (default with --bootstrap or --join: API port + 1000)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "API URL other members use to reach this one (default from --listen)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "member ID (default: generated once, kept in DATA_DIR/node-id)")

@@ -11,8 +11,13 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
+
+	"github.com/jobfabric/jobfabric/internal/fileutil"
 )
 
 // Log store kinds: Config.LogStore and Store.LogStore.
@@ -121,13 +126,36 @@ func openLogStore(kind, dir string, hl hclog.Logger) (logStore, error) {
 	// WAL.Close leaves the meta DB open (and locked): pass our own to
 	// close it, or a restart in the same process would wait for ever.
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(wd, wal.WithLogger(hl), wal.WithMetaStore(meta))
+	w, err := wal.Open(wd, wal.WithLogger(hl), wal.WithMetaStore(meta),
+		wal.WithSegmentFiler(segment.NewFiler(wd, privateFS{walfs.New()})))
 	if err != nil {
 		meta.Close()
 		lock.Close()
 		return nil, fmt.Errorf("store: open wal: %w", err)
 	}
-	return &walStore{WAL: w, meta: meta, lock: lock}, nil
+	ws := &walStore{WAL: w, meta: meta, lock: lock}
+	// The meta DB is created 0644 by raft-wal; the log holds the state.
+	if err := fileutil.Private(wd); err != nil {
+		ws.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return ws, nil
+}
+
+// privateFS creates the WAL's segment files owner-only: raft-wal's own
+// file system makes them 0644, and they hold every command.
+type privateFS struct{ *walfs.FS }
+
+func (p privateFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := p.FS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(filepath.Join(dir, name), fileutil.PrivateFile); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // walStore is the WAL with its meta DB and the directory lock it holds
