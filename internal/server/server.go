@@ -482,6 +482,9 @@ func (s *Server) ListenAddr() string { return s.ln.Addr().String() }
 // RaftAddr is the raft transport address; see RaftListening.
 func (s *Server) RaftAddr() string { return s.store.Addr() }
 
+// LogStore is the raft log store this server runs: "wal" or "bolt".
+func (s *Server) LogStore() string { return s.store.LogStore() }
+
 // RaftListening reports whether raft listens on the network; a single
 // server's raft runs in memory.
 func (s *Server) RaftListening() bool { return s.store.Listening() }

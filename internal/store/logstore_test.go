@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
 )
 
 // TestLogStoreChoice: a new data directory gets the WAL unless told
@@ -290,4 +291,23 @@ func testCrashKeepsAcknowledged(t *testing.T, kind string) {
 		t.Errorf("%d of %d acknowledged writes lost or doubled", missing, len(acked))
 	}
 	t.Logf("%s: %d acknowledged before the kill, %d in the log after the restart", kind, len(acked), len(got))
+}
+
+// TestWALSegmentsPrivate: segment files the WAL creates later (a rotation)
+// are owner-only like everything in the data dir; raft-wal's own file
+// system creates them 0644.
+func TestWALSegmentsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	f, err := privateFS{walfs.New()}.Create(dir, "00000000000000000002-0000000000000001.wal", 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := os.Stat(filepath.Join(dir, "00000000000000000002-0000000000000001.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("segment created %o, want 600", fi.Mode().Perm())
+	}
 }
