@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -8,7 +9,7 @@ import (
 // TestMigrateLogStoreCommand: a server made with --log-store bolt, stopped,
 // migrated with `server migrate-log-store --to wal`, starts again on the
 // WAL without the flag; a second migration to the same store and a store
-// that does not exist fail naming --to.
+// that does not exist fail naming --to; -o json says what was moved.
 func TestMigrateLogStoreCommand(t *testing.T) {
 	dir := t.TempDir()
 	serve := func(extra ...string) string {
@@ -24,8 +25,22 @@ func TestMigrateLogStoreCommand(t *testing.T) {
 	if out := serve(); !strings.Contains(out, "log store wal") {
 		t.Fatalf("server after the migration printed:\n%s", out)
 	}
+	// And back, as JSON.
+	var m struct {
+		From, To, Kept string
+		First, Last    uint64
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, nil, "server", "migrate-log-store", "--data-dir", dir, "--to", "bolt", "-o", "json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.From != "wal" || m.To != "bolt" || m.First != 1 || m.Last < 3 || !strings.HasSuffix(m.Kept, "wal.migrated") {
+		t.Errorf("migrate-log-store -o json = %+v", m)
+	}
+	if out := serve(); !strings.Contains(out, "log store bolt") {
+		t.Fatalf("server after the migration back printed:\n%s", out)
+	}
 	for _, tc := range []struct{ to, says string }{
-		{"wal", "already runs wal"},
+		{"bolt", "already runs bolt"},
 		{"rocks", `--to "rocks" is not one of wal, bolt`},
 	} {
 		_, errs, code := run(t, nil, "server", "migrate-log-store", "--data-dir", dir, "--to", tc.to)
