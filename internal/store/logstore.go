@@ -188,3 +188,51 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// LogInfo describes a stopped server's raft log: see InspectLog.
+type LogInfo struct {
+	Kind        string // LogStoreWAL or LogStoreBolt
+	First, Last uint64 // index range held; both 0 for an empty log
+	Bytes       int64  // size of the store's files (the WAL's segments are preallocated)
+}
+
+// InspectLog opens the log store of a stopped server's data directory,
+// reads its range and size, and closes it. A running server holds the
+// store's lock: it fails rather than wait.
+func InspectLog(dataDir string) (LogInfo, error) {
+	dir := filepath.Join(dataDir, "raft")
+	kind, err := chooseLogStore(dir, "")
+	if err != nil {
+		return LogInfo{}, err
+	}
+	path := filepath.Join(dir, storeName(kind))
+	if ok, err := exists(path); err != nil || !ok {
+		return LogInfo{}, errors.Join(err, fmt.Errorf("%w: %s holds no raft log store", ErrLogStore, dir))
+	}
+	info := LogInfo{Kind: kind}
+	err = filepath.WalkDir(path, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			info.Bytes += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return info, fmt.Errorf("store: %w", err)
+	}
+	s, err := openLogStore(kind, dir, hclog.NewNullLogger())
+	if err != nil {
+		return info, err
+	}
+	defer s.Close()
+	if info.First, err = s.FirstIndex(); err != nil {
+		return info, fmt.Errorf("store: %w", err)
+	}
+	if info.Last, err = s.LastIndex(); err != nil {
+		return info, fmt.Errorf("store: %w", err)
+	}
+	return info, nil
+}

@@ -65,6 +65,11 @@ func TestMigrateLogStore(t *testing.T) {
 				t.Errorf("the old store was not kept aside: %v", err)
 			}
 
+			info, err := InspectLog(n.cfg.DataDir)
+			if err != nil || info.Kind != tc.to || info.First != first || info.Last != last || info.Bytes == 0 {
+				t.Errorf("InspectLog = %+v, %v; want %s holding %d to %d", info, err, tc.to, first, last)
+			}
+
 			n.cfg.LogStore = "" // the data dir says which
 			n.start(t)
 			if n.s.LogStore() != tc.to {
