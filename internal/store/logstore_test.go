@@ -311,3 +311,42 @@ func TestWALSegmentsPrivate(t *testing.T) {
 		t.Errorf("segment created %o, want 600", fi.Mode().Perm())
 	}
 }
+
+// TestMixedLogStores: members on different log stores replicate one log,
+// as in a cluster migrated one member at a time: a bolt leader, two WAL
+// followers, a failover to a WAL member, and the bolt member catching up
+// after its restart.
+func TestMixedLogStores(t *testing.T) {
+	logger := testLogger(t)
+	n1 := newNode(t, logger, "n1", true, withLogStore(LogStoreBolt, withSecret(testSecret)))
+	waitFor(t, 5*time.Second, func() (bool, string) { return n1.s.IsLeader(), "n1 not leader" })
+	n2 := newNode(t, logger, "n2", false, withLogStore(LogStoreWAL, withSecret(testSecret)))
+	n3 := newNode(t, logger, "n3", false, withLogStore(LogStoreWAL, withSecret(testSecret)))
+	for _, n := range []*node{n2, n3} {
+		if err := n1.s.AddVoter(ctxT(t, 10*time.Second), n.cfg.NodeID, n.s.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprint("a", i))
+		mustApply(t, n1.s, want[i])
+	}
+	waitConverged(t, want, n1, n2, n3)
+
+	n1.stop(t)
+	var leader *node
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		leader = leaderOf(n2, n3)
+		return leader != nil, "no leader among the WAL members"
+	})
+	for i := range 20 {
+		want = append(want, fmt.Sprint("b", i))
+		mustApply(t, leader.s, want[len(want)-1])
+	}
+	n1.start(t)
+	if n1.s.LogStore() != LogStoreBolt || leader.s.LogStore() != LogStoreWAL {
+		t.Fatalf("stores: n1 %s, leader %s", n1.s.LogStore(), leader.s.LogStore())
+	}
+	waitConverged(t, want, n1, n2, n3)
+}
