@@ -33,9 +33,9 @@ const migrateBatchBytes = 4 << 20
 // MigrateLogStore moves the raft log and stable keys (term, vote) of the
 // data dir to the log store to, offline: a server running on dataDir
 // holds the store's lock, and the migration fails rather than wait. The
-// copy is made beside the old store, compared entry by entry at both ends,
-// and put in place by rename; the old store is renamed to *.migrated, so
-// that the next start finds only the new one. Snapshots are not touched.
+// copy is made beside the old store, its first and last entries compared
+// with the original's, and put in place by rename; the old store is then
+// renamed to *.migrated, so that the next start finds only the new one. Snapshots are not touched.
 func MigrateLogStore(ctx context.Context, dataDir, to string, logger *slog.Logger) (Migration, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -90,16 +90,20 @@ func MigrateLogStore(ctx context.Context, dataDir, to string, logger *slog.Logge
 	}
 	src = nil
 
-	// Swap: the old store aside first, so that no moment has both (Open
-	// would refuse) and a crash in between leaves the copy to redo.
+	// Swap: the copy in first, then the old store aside. A crash in between
+	// leaves both, which Open refuses to choose between (never an empty
+	// log): the operator names the one to run, and the copy is complete.
 	m.Kept = filepath.Join(dir, storeName(from)+".migrated")
 	if err := os.RemoveAll(m.Kept); err != nil {
 		return m, fmt.Errorf("store: migrate: %w", err)
 	}
-	if err := os.Rename(filepath.Join(dir, storeName(from)), m.Kept); err != nil {
+	if err := os.Rename(filepath.Join(tmp, storeName(to)), filepath.Join(dir, storeName(to))); err != nil {
 		return m, fmt.Errorf("store: migrate: %w", err)
 	}
-	if err := os.Rename(filepath.Join(tmp, storeName(to)), filepath.Join(dir, storeName(to))); err != nil {
+	if err := syncDir(dir); err != nil {
+		return m, err
+	}
+	if err := os.Rename(filepath.Join(dir, storeName(from)), m.Kept); err != nil {
 		return m, fmt.Errorf("store: migrate: %w", err)
 	}
 	if err := os.RemoveAll(tmp); err != nil {
