@@ -45,6 +45,10 @@ type (
 		// raft does not listen), "mtls", "secret" (cluster secret) or
 		// "insecure" (--insecure-peers: anyone reaching the raft port).
 		PeerAuth string `json:"peerAuth"`
+		// LogStore is the raft log store of the answering server (the
+		// leader): "wal" (raft-wal, one fsync a commit) or "bolt"
+		// (raft-boltdb, a data directory made before raft-wal).
+		LogStore string `json:"logStore"`
 		// ApplyRules is the apply-rules version the leader proposes
 		// commands at now: the highest every member applies.
 		ApplyRules int `json:"applyRules"`

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/trace"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type SubmitOptions struct {
 	// measured): the state then holds them, pending behind the 4 placed.
 	Preload int
 	Dir     string // data directory (default: a temporary one)
+	// LogStore is every server's raft log store, "wal" or "bolt" (empty:
+	// the server's default).
+	LogStore string
 	// Trace, when set, receives a Go execution trace of the measured
 	// window (runtime/trace: where each request waited, for a P, a lock,
 	// the disk or the network; `go tool trace`).
@@ -52,7 +56,10 @@ type SubmitOptions struct {
 
 // SubmitResult is one run's figures.
 type SubmitResult struct {
-	Servers     int     `json:"servers"`
+	Servers int `json:"servers"`
+	// LogStore is the raft log store the leader ran, as it reports in
+	// GET /v1/cluster.
+	LogStore    string  `json:"logStore"`
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`
 	ViaFollower bool    `json:"viaFollower"`
@@ -99,7 +106,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	c, err := devcluster.Start(ctx, dir, o.Servers, devcluster.Options{})
+	c, err := devcluster.Start(ctx, dir, o.Servers, devcluster.Options{LogStore: o.LogStore})
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +115,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaderAt := target
 	leader := c.Servers[target]
 	if o.ViaFollower {
 		target = (target + 1) % o.Servers
@@ -115,6 +123,10 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	cl := c.Client(target)
 	if err := seed(ctx, cl); err != nil {
 		return nil, err
+	}
+	view, err := c.Client(leaderAt).Cluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster view: %w", err)
 	}
 	spec := domain.JobSpec{Tenant: "bench", Workspace: "load", GPUs: 8, GPUsPerNode: 8}
 	if err := preload(ctx, cl, spec, o.Preload); err != nil {
@@ -203,7 +215,7 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	return &SubmitResult{
-		Servers: o.Servers, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
+		Servers: o.Servers, LogStore: view.LogStore, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
 		Cycles: int(after.count - before.count), CycleShare: (after.sum - before.sum) / secs,
@@ -298,4 +310,58 @@ func seed(ctx context.Context, c *client.Client) error {
 		return fmt.Errorf("create workspace: %w", err)
 	}
 	return nil
+}
+
+// LogStoreFigures sums up the runs of one log store in a side-by-side
+// comparison: the median of each run's percentiles, and their range.
+type LogStoreFigures struct {
+	LogStore string  `json:"logStore"`
+	Runs     int     `json:"runs"`
+	P50ms    float64 `json:"p50ms"`
+	P90ms    float64 `json:"p90ms"`
+	P99ms    float64 `json:"p99ms"`
+	P99Minms float64 `json:"p99MinMs"`
+	P99Maxms float64 `json:"p99MaxMs"`
+	// P99Ratios is, run by run, this store's p99 over the first store's
+	// in the same round (the runs of a round follow each other, so the
+	// machine's load hits them alike); RatioMedian is their median.
+	P99Ratios   []float64 `json:"p99Ratios,omitempty"`
+	RatioMedian float64   `json:"p99RatioMedian,omitempty"`
+}
+
+// CompareLogStores sums up rounds of runs, one run of each store in
+// stores a round (rounds[i][j] is store j's run in round i).
+func CompareLogStores(stores []string, rounds [][]*SubmitResult) []LogStoreFigures {
+	out := make([]LogStoreFigures, len(stores))
+	for j, kind := range stores {
+		var p50, p90, p99, ratios []float64
+		for _, round := range rounds {
+			r := round[j]
+			p50, p90, p99 = append(p50, r.P50ms), append(p90, r.P90ms), append(p99, r.P99ms)
+			if j > 0 && round[0].P99ms > 0 {
+				ratios = append(ratios, r.P99ms/round[0].P99ms)
+			}
+		}
+		f := LogStoreFigures{LogStore: kind, Runs: len(p99), P50ms: median(p50), P90ms: median(p90), P99ms: median(p99), P99Ratios: ratios}
+		if len(p99) > 0 {
+			f.P99Minms, f.P99Maxms = slices.Min(p99), slices.Max(p99)
+		}
+		if len(ratios) > 0 {
+			f.RatioMedian = median(ratios)
+		}
+		out[j] = f
+	}
+	return out
+}
+
+// median of xs (the mean of the middle two for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ func TestSubmitSmoke(t *testing.T) {
 		"closed loop":  {Servers: 1, Concurrency: 4, Duration: 300 * time.Millisecond},
 		"open loop":    {Servers: 1, Concurrency: 4, Duration: 300 * time.Millisecond, Rate: 100},
 		"via follower": {Servers: 3, Concurrency: 2, Duration: 300 * time.Millisecond, ViaFollower: true},
+		"bolt":         {Servers: 1, Concurrency: 2, Duration: 300 * time.Millisecond, LogStore: "bolt"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.Dir = t.TempDir()
@@ -35,6 +38,10 @@ func TestSubmitSmoke(t *testing.T) {
 			}
 			if r.Submits == 0 || r.Errors != 0 {
 				t.Fatalf("result %+v: want submits and no errors", r)
+			}
+			// The store the leader reports, not the one asked for.
+			if want := cmp.Or(o.LogStore, "wal"); r.LogStore != want {
+				t.Errorf("the leader ran log store %q, want %q", r.LogStore, want)
 			}
 			if !(r.P50ms <= r.P90ms && r.P90ms <= r.P99ms && r.P99ms <= r.Maxms) {
 				t.Fatalf("percentiles out of order: %+v", r)
@@ -150,5 +157,32 @@ func TestReadSoakCSVRefusesBadNumbers(t *testing.T) {
 	_, err := ReadSoakCSV(path)
 	if err == nil || !strings.Contains(err.Error(), "restart_ms") || !strings.Contains(err.Error(), "12x") {
 		t.Fatalf("ReadSoakCSV of a bad number = %v, want an error naming the column and the value", err)
+	}
+}
+
+// TestCompareLogStores: medians per store, the p99 range, and each
+// round's p99 over the first store's of the same round.
+func TestCompareLogStores(t *testing.T) {
+	r := func(p50, p90, p99 float64) *SubmitResult { return &SubmitResult{P50ms: p50, P90ms: p90, P99ms: p99} }
+	got := CompareLogStores([]string{"wal", "bolt"}, [][]*SubmitResult{
+		{r(1, 2, 10), r(2, 4, 30)},
+		{r(3, 4, 20), r(1, 2, 10)},
+		{r(2, 3, 5), r(4, 5, 20)},
+	})
+	if len(got) != 2 {
+		t.Fatalf("%d stores, want 2", len(got))
+	}
+	w, b := got[0], got[1]
+	if w.LogStore != "wal" || w.Runs != 3 || w.P50ms != 2 || w.P90ms != 3 || w.P99ms != 10 || w.P99Minms != 5 || w.P99Maxms != 20 || w.P99Ratios != nil {
+		t.Errorf("wal: %+v", w)
+	}
+	if b.LogStore != "bolt" || b.P50ms != 2 || b.P99ms != 20 || b.P99Minms != 10 || b.P99Maxms != 30 {
+		t.Errorf("bolt: %+v", b)
+	}
+	if want := []float64{3, 0.5, 4}; !slices.Equal(b.P99Ratios, want) || b.RatioMedian != 3 {
+		t.Errorf("bolt ratios %v median %g, want %v median 3", b.P99Ratios, b.RatioMedian, want)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of an even count = %g, want 2.5", m)
 	}
 }

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,10 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"go.etcd.io/bbolt"
 
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/store"
 )
 
 // RestartPhases splits one restart's wall time (ms from the stop's start)
@@ -163,30 +161,12 @@ func restart(ctx context.Context, c *devcluster.Cluster, raftDir string, log *ph
 }
 
 // logExtent reads, from a stopped server's raft directory, how many entries
-// raft.db holds and how many of them follow the newest snapshot. Zeros
+// its log holds and how many of them follow the newest snapshot. Zeros
 // when it cannot tell.
 func logExtent(raftDir string) (entries, replay uint64) {
-	db, err := bbolt.Open(filepath.Join(raftDir, "raft.db"), 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return 0, 0
-	}
-	defer db.Close()
-	var first, last uint64
-	_ = db.View(func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("logs")) // raft-boltdb's bucket, keys big-endian indexes
-		if b == nil {
-			return errors.New("no logs bucket")
-		}
-		cur := b.Cursor()
-		if k, _ := cur.First(); len(k) == 8 {
-			first = binary.BigEndian.Uint64(k)
-		}
-		if k, _ := cur.Last(); len(k) == 8 {
-			last = binary.BigEndian.Uint64(k)
-		}
-		return nil
-	})
-	if last == 0 {
+	info, err := store.InspectLog(filepath.Dir(raftDir))
+	first, last := info.First, info.Last
+	if err != nil || last == 0 {
 		return 0, 0
 	}
 	entries = last - first + 1

@@ -67,7 +67,7 @@ type SoakSample struct {
 	JobsPerSec  float64 `json:"jobsPerSec"`  // since the previous sample
 	RSSMiB      float64 `json:"rssMiB"`      // the process's resident set (server and load)
 	HeapMiB     float64 `json:"heapMiB"`     // live Go heap after a GC
-	RaftDBMiB   float64 `json:"raftDBMiB"`   // raft/raft.db
+	RaftDBMiB   float64 `json:"raftDBMiB"`   // the raft log: raft/wal/ (segments preallocated 64 MiB) or raft/raft.db
 	SnapshotMiB float64 `json:"snapshotMiB"` // the newest raft snapshot (0: none yet)
 	RestartMs   float64 `json:"restartMs"`   // stop, start, leader, first answer
 	// Restart splits RestartMs into phases and gives its CPU time.
@@ -287,7 +287,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		runtime.ReadMemStats(&ms)
 		s.HeapMiB = mib(int64(ms.HeapAlloc))
 		s.RSSMiB = rssMiB()
-		s.RaftDBMiB = mib(fileSize(filepath.Join(dataDir, "raft", "raft.db")))
+		s.RaftDBMiB = mib(logBytes(dataDir))
 		s.SnapshotMiB = mib(newestSnapshot(filepath.Join(dataDir, "raft", "snapshots")))
 		s.Restart, err = restart(ctx, c, filepath.Join(dataDir, "raft"), plog)
 		s.RestartMs = s.Restart.AnswerMs
@@ -337,6 +337,22 @@ func soakSeed(ctx context.Context, cl *client.Client, o SoakOptions) error {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// logBytes is the size of a server's raft log store, read while it runs
+// (InspectLog's range needs the store's lock; its size does not).
+func logBytes(dataDir string) int64 {
+	if n := fileSize(filepath.Join(dataDir, "raft", "raft.db")); n > 0 {
+		return n
+	}
+	var n int64
+	entries, _ := os.ReadDir(filepath.Join(dataDir, "raft", "wal"))
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && !e.IsDir() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
 
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,16 +15,18 @@ import (
 	"github.com/jobfabric/jobfabric/internal/bench"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
+	"github.com/jobfabric/jobfabric/internal/store"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure the control plane (figures of docs/benchmarks.md)"}
 	var o bench.SubmitOptions
 	var runs int
+	var logStores []string
 	var cpuprofile, tracePath string
 	submit := &cobra.Command{
 		Use:   "submit",
-		Short: "Job submits over the API against fresh in-process servers (Raft + bbolt with fsync, HTTP on loopback)",
+		Short: "Job submits over the API against fresh in-process servers (Raft with fsync, HTTP on loopback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(); err != nil {
@@ -48,24 +51,63 @@ func newBenchCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				o.Trace = f
 			}
-			var results []*bench.SubmitResult
-			for i := 0; i < runs; i++ {
-				r, err := bench.Submit(cmd.Context(), o)
-				o.Trace = nil // the first run's only: one trace a file
-				if err != nil {
-					return err
-				}
-				results = append(results, r)
+			kinds, err := logStoreList(logStores)
+			if err != nil {
+				return err
 			}
-			return g.emit(results, func(w io.Writer) {
-				header(w, "RUN", "SERVERS", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE")
+			// Rounds of one run per store, the order reversed every other
+			// round (A B B A ...): a drift of the machine's load hits the
+			// stores alike.
+			var results []*bench.SubmitResult
+			rounds := make([][]*bench.SubmitResult, runs)
+			for i := 0; i < runs; i++ {
+				rounds[i] = make([]*bench.SubmitResult, len(kinds))
+				for k := range kinds {
+					j := k
+					if i%2 == 1 {
+						j = len(kinds) - 1 - k
+					}
+					o.LogStore = kinds[j]
+					r, err := bench.Submit(cmd.Context(), o)
+					o.Trace = nil // the first run's only: one trace a file
+					if err != nil {
+						return err
+					}
+					rounds[i][j] = r
+					results = append(results, r)
+				}
+			}
+			table := func(w io.Writer) {
+				header(w, "RUN", "SERVERS", "LOG-STORE", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE")
 				for i, r := range results {
 					via := "leader"
 					if r.ViaFollower {
 						via = "follower"
 					}
-					row(w, i+1, r.Servers, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
+					row(w, i+1, r.Servers, r.LogStore, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
 						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms), r.Cycles, fmt.Sprintf("%.2f", r.CycleShare))
+				}
+			}
+			if len(kinds) == 1 {
+				return g.emit(results, table)
+			}
+			cmp := bench.CompareLogStores(kinds, rounds)
+			return g.emit(logStoreReport{Runs: results, Compare: cmp}, func(w io.Writer) {
+				table(w)
+				fmt.Fprintln(w)
+				header(w, "LOG-STORE", "RUNS", "P50-MS", "P90-MS", "P99-MS", "P99-RANGE", "P99/"+strings.ToUpper(kinds[0]), "PER-ROUND")
+				for _, f := range cmp {
+					ratio, per := "-", "-"
+					if len(f.P99Ratios) > 0 {
+						ratio = fmt.Sprintf("%.2f", f.RatioMedian)
+						var ps []string
+						for _, x := range f.P99Ratios {
+							ps = append(ps, fmt.Sprintf("%.2f", x))
+						}
+						per = strings.Join(ps, " ")
+					}
+					row(w, f.LogStore, f.Runs, fmt.Sprintf("%.2f", f.P50ms), fmt.Sprintf("%.2f", f.P90ms), fmt.Sprintf("%.2f", f.P99ms),
+						fmt.Sprintf("%.2f-%.2f", f.P99Minms, f.P99Maxms), ratio, per)
 				}
 			})
 		},
@@ -81,6 +123,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
+	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
 	var so bench.SchedOptions
 	var schedProfile string
 	schedCmd := &cobra.Command{
@@ -296,4 +339,30 @@ func rate(r float64) string {
 		return "closed"
 	}
 	return fmt.Sprintf("%.0f/s", r)
+}
+
+// logStoreReport is `bench submit`'s JSON output when it compares log
+// stores.
+type logStoreReport struct {
+	Runs    []*bench.SubmitResult   `json:"runs"`
+	Compare []bench.LogStoreFigures `json:"compare"`
+}
+
+// logStoreList checks --log-store: known kinds, each once; none is the
+// server's default.
+func logStoreList(kinds []string) ([]string, error) {
+	if len(kinds) == 0 {
+		return []string{""}, nil
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if k != store.LogStoreWAL && k != store.LogStoreBolt {
+			return nil, domain.Invalid("log-store", "--log-store %q is not one of %s, %s", k, store.LogStoreWAL, store.LogStoreBolt)
+		}
+		if seen[k] {
+			return nil, domain.Invalid("log-store", "--log-store names %q twice", k)
+		}
+		seen[k] = true
+	}
+	return kinds, nil
 }

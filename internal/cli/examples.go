@@ -25,6 +25,8 @@ jobfabric --context prod node list -o wide`,
 	"bench soak-plot":   "jobfabric bench soak-plot docs/scale/soak1m --jobs 1000000",
 	"bench submit":      "jobfabric bench submit --servers 1 --runs 3\njobfabric bench submit --servers 3 --via-follower --concurrency 64",
 
+	"server migrate-log-store": "jobfabric server migrate-log-store --data-dir /var/lib/jobfabric --to wal",
+
 	"cluster":        "jobfabric cluster status\njobfabric cluster remove jf3",
 	"cluster remove": "jobfabric cluster remove jf3",
 	"cluster secret": "jobfabric cluster secret > /etc/jobfabric/cluster.secret",

@@ -588,6 +588,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 			}
 			return g.emit(v, func(w io.Writer) {
 				title(w, "raft peer authentication: %s\n", v.PeerAuth)
+				title(w, "raft log store (the answering leader's): %s\n", v.LogStore)
 				title(w, "apply rules in effect: %d (the highest every member applies)\n", v.ApplyRules)
 				header(w, "ID", "RAFT", "API", "SUFFRAGE", "LEADER", "RULES")
 				for _, m := range v.Members {

@@ -274,6 +274,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		}}},
 
 		{"server", outCase{skip: long}},
+		{"server migrate-log-store", outCase{skip: "needs a stopped server's data dir: TestMigrateLogStoreCommand checks its -o json"}},
 		{"demo", outCase{skip: long}},
 		{"bench submit", outCase{skip: "a measurement of minutes (docs/benchmarks.md); prints through the same emit"}},
 		{"bench sched", outCase{skip: "a measurement of minutes"}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -141,7 +142,7 @@ multi-server cluster.`,
 			if s.RaftListening() {
 				raft = fmt.Sprintf("%s (peers: %s)", s.RaftAddr(), s.PeerAuth())
 			}
-			fmt.Fprintf(g.stdout, "jobfabric server %s: API %s, raft %s\n", s.NodeID(), s.URL(), raft)
+			fmt.Fprintf(g.stdout, "jobfabric server %s: API %s, raft %s, log store %s\n", s.NodeID(), s.URL(), raft, s.LogStore())
 			if tok := s.AdminToken(); tok != "" {
 				fmt.Fprintf(g.stdout, "bootstrap admin token (shown once; also in %s):\n  %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 			}
@@ -161,6 +162,7 @@ multi-server cluster.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and node identity (required)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "API listen address")
+	f.StringVar(&cfg.LogStore, "log-store", "", "raft log store of a new data directory: wal (raft-wal, one fsync a commit; the default) or bolt (raft-boltdb); a data directory keeps the one it holds, and naming the other fails (docs/operations.md)")
 	f.StringVar(&cfg.RaftAddr, "raft-addr", "", "listen for raft peers here (default with --bootstrap or --join: API port + 1000)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "API URL other members use to reach this one (default from --listen)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "member ID (default: generated once, kept in DATA_DIR/node-id)")
@@ -213,6 +215,7 @@ multi-server cluster.`,
 	f.BoolVar(&cfg.RaftAdmission.MembersOnly, "raft-members-only", false, "reset at accept every Raft connection from an address that is neither a member's (the Raft configuration's, names resolved) nor in --raft-trusted-sources; off by default: a member behind NAT or sending from another address than it advertises would be cut off")
 	f.StringSliceVar(&raftTrusted, "raft-trusted-sources", nil, "addresses or CIDR prefixes the Raft port never limits (members behind NAT, multi-homed members whose source address is not their advertised Raft address); members' advertised addresses always are")
 	_ = cmd.MarkFlagRequired("data-dir")
+	cmd.AddCommand(newMigrateLogStoreCmd(g))
 	return cmd
 }
 
@@ -553,4 +556,45 @@ func parseSources(flag string, in []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil
+}
+
+func newMigrateLogStoreCmd(g *globals) *cobra.Command {
+	var dir, to string
+	cmd := &cobra.Command{
+		Use:   "migrate-log-store",
+		Short: "Move a stopped server's raft log and vote to the other log store (wal or bolt), keeping the old one aside",
+		Long: `Copy the raft log and stable keys (term, vote) of a stopped server's data
+directory into the log store --to names, check the copy, and swap it in:
+raft/raft.db (bolt) or raft/wal/ (wal) becomes the new one and the old one is
+renamed *.migrated (remove it once the server runs). Snapshots stay. A running
+server holds the store's lock: the command fails instead of waiting. A member
+of a cluster is migrated the same way, one member at a time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			if dir == "" {
+				return domain.Invalid("data-dir", "--data-dir is required")
+			}
+			if to != store.LogStoreWAL && to != store.LogStoreBolt {
+				return domain.Invalid("to", "--to %q is not one of %s, %s", to, store.LogStoreWAL, store.LogStoreBolt)
+			}
+			log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			m, err := store.MigrateLogStore(cmd.Context(), dir, to, log)
+			if errors.Is(err, store.ErrLogStore) {
+				return domain.Invalid("to", "%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			return g.emit(m, func(w io.Writer) {
+				fmt.Fprintf(w, "migrated %s to %s: log entries %d to %d; the old store is at %s\n", m.From, m.To, m.First, m.Last, m.Kept)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "data-dir", "", "data directory of the stopped server (required)")
+	f.StringVar(&to, "to", store.LogStoreWAL, "log store to move to: wal or bolt")
+	return cmd
 }

@@ -32,12 +32,13 @@ type Options struct {
 	// Tune, when set, adjusts every server's configuration (scheduler
 	// policy, intervals) before it starts.
 	Tune func(*server.Config)
-	// Clock, FabricDriver, Retention and RetainEvery set those of every
+	// Clock, FabricDriver, LogStore, Retention and RetainEvery set those of every
 	// server's configuration (server.Config) when not zero, for callers
 	// that may not link the server package (internal/bench: only front
 	// ends do).
 	Clock        tstime.Clock
 	FabricDriver string
+	LogStore     string
 	Retention    state.Retention
 	RetainEvery  time.Duration
 }
@@ -86,6 +87,9 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		}
 		if o.FabricDriver != "" {
 			cfg.FabricDriver = o.FabricDriver
+		}
+		if o.LogStore != "" {
+			cfg.LogStore = o.LogStore
 		}
 		if o.Retention.Enabled() {
 			cfg.Retention = o.Retention

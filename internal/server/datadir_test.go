@@ -20,7 +20,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(c.Dir, "node1")
-	checkPrivate(t, dir, "snapshots", "fabric", "admin.token", "node-id", "raft.db", "state.bin", "meta.json")
+	checkPrivate(t, dir, "snapshots", "fabric", "admin.token", "node-id", "wal-meta.db", "00000000000000000001-0000000000000000.wal", "state.bin", "meta.json")
 
 	// An older version's modes: tightened when the server starts again.
 	for _, p := range []string{"raft/snapshots", "fabric"} {

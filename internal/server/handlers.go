@@ -75,7 +75,7 @@ func (s *Server) clusterView() (api.ClusterView, error) {
 		return api.ClusterView{}, domain.Errorf(domain.CodeUnavailable, "read raft configuration: %v", err)
 	}
 	leader, _ := s.store.Leader()
-	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}, PeerAuth: s.store.PeerAuth()}
+	v := api.ClusterView{Leader: leader, Members: []api.ClusterMember{}, PeerAuth: s.store.PeerAuth(), LogStore: s.store.LogStore()}
 	for _, m := range ms {
 		cm := api.ClusterMember{ID: m.ID, RaftAddr: m.Addr, Suffrage: m.Suffrage, Leader: m.Leader, ApplyRules: state.RulesGlobalExternalID}
 		if sm, ok := s.fsm.Member(m.ID); ok {

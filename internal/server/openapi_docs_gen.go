@@ -16,6 +16,7 @@ var docs = map[string]string{
 	"internal/api.ClusterMember.ApplyRules":              "ApplyRules is the highest apply-rules version the member's binary applies, as recorded in the state (1 for a member that recorded none: a binary older than versions).",
 	"internal/api.ClusterView":                           "ClusterView lists the control-plane members.",
 	"internal/api.ClusterView.ApplyRules":                "ApplyRules is the apply-rules version the leader proposes commands at now: the highest every member applies.",
+	"internal/api.ClusterView.LogStore":                  "LogStore is the raft log store of the answering server (the leader): \"wal\" (raft-wal, one fsync a commit) or \"bolt\" (raft-boltdb, a data directory made before raft-wal).",
 	"internal/api.ClusterView.PeerAuth":                  "PeerAuth is how the answering server (the leader, since requests are forwarded) authenticates raft peers: \"none\" (a single server: raft does not listen), \"mtls\", \"secret\" (cluster secret) or \"insecure\" (--insecure-peers: anyone reaching the raft port).",
 	"internal/api.DeviceDiff":                            "DeviceDiff is one device's changes as a person reads them (Junos: delete/set lines; others: unified hunks named by their section).",
 	"internal/api.DeviceState":                           "DeviceState is what the state knows of one switch.",

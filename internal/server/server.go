@@ -90,6 +90,11 @@ type Config struct {
 	// binary cannot apply (a state.UnappliableError); nil logs and exits
 	// with ExitUnappliable. Tests record it instead.
 	Halt func(error)
+	// LogStore is the raft log store of a new data directory: "wal"
+	// (store.LogStoreWAL, the default) or "bolt" (store.LogStoreBolt). A
+	// data directory keeps the one it holds; naming the other fails Start
+	// (docs/operations.md says how to move a member).
+	LogStore string
 	// Raft tuning, for tests and benchmarks; zero keeps the store's defaults.
 	RaftTimeout time.Duration
 	// ScheduleInterval is the leader's scheduling tick (changes also
@@ -263,6 +268,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, domain.Invalid("data-dir", "a data directory is required")
 	}
+	switch cfg.LogStore {
+	case "", store.LogStoreWAL, store.LogStoreBolt:
+	default:
+		return nil, domain.Invalid("log-store", "--log-store %q is not one of %s, %s", cfg.LogStore, store.LogStoreWAL, store.LogStoreBolt)
+	}
 	if err := checkDuty("scheduler-duty", cfg.SchedulerDuty); err != nil {
 		return nil, err
 	}
@@ -390,7 +400,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	scfg := store.Config{
-		NodeID: nodeID, DataDir: cfg.DataDir, RaftAddr: raftAddr, Listen: raftListen,
+		NodeID: nodeID, DataDir: cfg.DataDir, LogStore: cfg.LogStore, RaftAddr: raftAddr, Listen: raftListen,
 		Bootstrap: cfg.Join == "", InsecurePeers: cfg.InsecurePeers,
 		FSM: s.fsm, Logger: s.log.With("component", "raft"),
 		HeartbeatTimeout: cfg.RaftTimeout, ElectionTimeout: cfg.RaftTimeout, LeaderLeaseTimeout: cfg.RaftTimeout / 2,
@@ -495,6 +505,8 @@ func storeOpenError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrWeakSecret):
 		return domain.Invalid("cluster-secret-file", "--cluster-secret-file: %v (generate one with `jobfabric cluster secret`)", err)
+	case errors.Is(err, store.ErrLogStore):
+		return domain.Invalid("log-store", "--log-store: %v", err)
 	case errors.Is(err, store.ErrUnauthenticatedPeers):
 		return domain.Invalid("cluster-secret-file", "this server listens for raft peers (--bootstrap, --join, --raft-addr, or a member of a cluster), "+
 			"so it must authenticate them: give every member the same --cluster-secret-file (generate one with `jobfabric cluster secret`), "+
@@ -511,6 +523,9 @@ func (s *Server) ListenAddr() string { return s.ln.Addr().String() }
 
 // RaftAddr is the raft transport address; see RaftListening.
 func (s *Server) RaftAddr() string { return s.store.Addr() }
+
+// LogStore is the raft log store this server runs: "wal" or "bolt".
+func (s *Server) LogStore() string { return s.store.LogStore() }
 
 // RaftListening reports whether raft listens on the network; a single
 // server's raft runs in memory.

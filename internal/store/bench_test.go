@@ -16,35 +16,43 @@ var benchCmd = []byte(`{"type":"job.submit","at":"2026-01-01T00:00:00Z","actor":
 // fsync on, from many concurrent callers (RunParallel runs parallelism ×
 // GOMAXPROCS goroutines), and reports latency percentiles next to ns/op.
 func BenchmarkApply(b *testing.B) {
-	for _, par := range []int{1, 8, 32} {
-		b.Run(fmt.Sprintf("callers=%dxGOMAXPROCS", par), func(b *testing.B) {
-			n := newNode(b, testLogger(b), "bench", true, nil)
-			waitLeader(b, n)
-			runApplyBench(b, n.s, par)
-		})
+	for _, kind := range logStores {
+		for _, par := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("store=%s/callers=%dxGOMAXPROCS", kind, par), func(b *testing.B) {
+				n := newNode(b, testLogger(b), "bench", true, withLogStore(kind, nil))
+				waitLeader(b, n)
+				runApplyBench(b, n.s, par)
+			})
+		}
 	}
 }
 
 // BenchmarkApplyCluster3 is the same over a three-node cluster on
 // loopback: every commit waits for a follower's fsync as well.
 func BenchmarkApplyCluster3(b *testing.B) {
-	for _, par := range []int{8, 32} {
-		b.Run(fmt.Sprintf("callers=%dxGOMAXPROCS", par), func(b *testing.B) {
-			logger := testLogger(b)
-			n1 := newNode(b, logger, "n1", true, withSecret(testSecret))
-			waitLeader(b, n1)
-			for _, id := range []string{"n2", "n3"} {
-				n := newNode(b, logger, id, false, withSecret(testSecret))
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := n1.s.AddVoter(ctx, id, n.s.Addr())
-				cancel()
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			runApplyBench(b, n1.s, par)
-		})
+	for _, kind := range logStores {
+		for _, par := range []int{8, 32} {
+			b.Run(fmt.Sprintf("store=%s/callers=%dxGOMAXPROCS", kind, par), func(b *testing.B) {
+				benchCluster3(b, kind, par)
+			})
+		}
 	}
+}
+
+func benchCluster3(b *testing.B, kind string, par int) {
+	logger := testLogger(b)
+	n1 := newNode(b, logger, "n1", true, withLogStore(kind, withSecret(testSecret)))
+	waitLeader(b, n1)
+	for _, id := range []string{"n2", "n3"} {
+		n := newNode(b, logger, id, false, withLogStore(kind, withSecret(testSecret)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := n1.s.AddVoter(ctx, id, n.s.Addr())
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	runApplyBench(b, n1.s, par)
 }
 
 func waitLeader(b *testing.B, n *node) {

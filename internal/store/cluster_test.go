@@ -34,9 +34,11 @@ func startCluster(t *testing.T, logger *slog.Logger, p peers) []*node {
 	return []*node{n1, n2, n3}
 }
 
-func TestCluster(t *testing.T) {
+func TestCluster(t *testing.T) { forEachLogStore(t, testCluster) }
+
+func testCluster(t *testing.T, kind string) {
 	logger := testLogger(t)
-	nodes := startCluster(t, logger, withSecret(testSecret))
+	nodes := startCluster(t, logger, withLogStore(kind, withSecret(testSecret)))
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 
 	// Joining twice is a no-op; a second ID at a known address is refused.

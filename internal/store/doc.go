@@ -1,7 +1,16 @@
 // Package store wires jobfabric's state machine into hashicorp/raft: durable
-// log and stable storage (raft-boltdb v2, fsync on every batch), file
-// snapshots, a transport, and a small API for proposing commands and
-// managing membership.
+// log and stable storage (fsync on every batch), file snapshots, a
+// transport, and a small API for proposing commands and managing
+// membership.
+//
+// The log store (logstore.go) is one of two. hashicorp/raft-wal appends a
+// batch to a segment file with one fsync and keeps the stable keys (term,
+// vote) in a small bbolt file beside it; raft-boltdb v2 keeps both in one
+// bbolt file and a batch costs two fsyncs (data pages, then the meta
+// page). A new data directory gets Config.LogStore, the WAL by default; a
+// data directory runs the store it holds, and naming the other is refused
+// rather than started with an empty log. MigrateLogStore (migrate.go)
+// moves a stopped server's log and vote across.
 //
 // Whoever takes part in raft can rewrite the state, so the transport never
 // trusts a peer it has not authenticated. A single server runs raft over an
@@ -28,7 +37,8 @@
 //
 // On disk, under Config.DataDir:
 //
-//	raft/raft.db       log and stable store (bbolt)
+//	raft/wal/          log (segment files) and stable store (wal-meta.db): LogStoreWAL
+//	raft/raft.db       log and stable store in one bbolt file: LogStoreBolt
 //	raft/snapshots/    FSM snapshots, the two newest retained
 //
 // After a restart the FSM is restored from the newest snapshot at once, but

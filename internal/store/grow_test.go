@@ -42,9 +42,11 @@ func TestSingleServerHasNoListener(t *testing.T) {
 // three-member cluster whose members can reach it: after it stops and
 // restarts (listening because its configuration has peers, without being
 // told), the new leader replicates to it.
-func TestGrowSingleServer(t *testing.T) {
+func TestGrowSingleServer(t *testing.T) { forEachLogStore(t, testGrowSingleServer) }
+
+func testGrowSingleServer(t *testing.T, kind string) {
 	logger := testLogger(t)
-	n1 := newNode(t, logger, "n1", true, nil)
+	n1 := newNode(t, logger, "n1", true, withLogStore(kind, nil))
 	waitFor(t, 5*time.Second, func() (bool, string) { return n1.s.IsLeader(), "not leader" })
 	mustApply(t, n1.s, "alone")
 	n1.stop(t)
@@ -68,8 +70,8 @@ func TestGrowSingleServer(t *testing.T) {
 		t.Fatalf("AddVoter of a member with another secret = %v, want ErrPeerUnreachable", err)
 	}
 
-	n2 := newNode(t, logger, "n2", false, withSecret(testSecret))
-	n3 := newNode(t, logger, "n3", false, withSecret(testSecret))
+	n2 := newNode(t, logger, "n2", false, withLogStore(kind, withSecret(testSecret)))
+	n3 := newNode(t, logger, "n3", false, withLogStore(kind, withSecret(testSecret)))
 	for _, n := range []*node{n2, n3} {
 		if err := n1.s.AddVoter(ctxT(t, 10*time.Second), n.cfg.NodeID, n.s.Addr()); err != nil {
 			t.Fatalf("add %s: %v", n.cfg.NodeID, err)

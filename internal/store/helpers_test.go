@@ -252,3 +252,24 @@ func mustApply(t testing.TB, s *Store, cmd string) any {
 	}
 	return resp
 }
+
+// logStores are the log stores every test about the log runs over.
+var logStores = []string{LogStoreWAL, LogStoreBolt}
+
+// forEachLogStore runs test once per log store, as a subtest named after it.
+func forEachLogStore(t *testing.T, test func(t *testing.T, kind string)) {
+	t.Helper()
+	for _, kind := range logStores {
+		t.Run(kind, func(t *testing.T) { test(t, kind) })
+	}
+}
+
+// withLogStore sets the log store, then applies p (nil: none).
+func withLogStore(kind string, p peers) peers {
+	return func(c *Config) {
+		c.LogStore = kind
+		if p != nil {
+			p(c)
+		}
+	}
+}

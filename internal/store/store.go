@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/jobfabric/jobfabric/internal/fileutil"
 	"github.com/jobfabric/jobfabric/internal/tstime"
@@ -30,7 +28,7 @@ const (
 	// of our small JSON commands well under a megabyte. Raft allows 1024.
 	maxAppendEntries = 256
 	// logCacheSize keeps the newest entries in memory so that replication to
-	// followers that are only slightly behind never reads bolt.
+	// followers that are only slightly behind never reads the disk.
 	logCacheSize = 512
 	// snapshotsRetained: the newest snapshot plus one to fall back on.
 	snapshotsRetained = 2
@@ -86,9 +84,14 @@ type Config struct {
 	// NodeID is the stable identity of this server; it must survive
 	// restarts, the address may change.
 	NodeID string
-	// DataDir holds raft state in DataDir/raft: raft.db (log and stable
-	// store) and snapshots/.
+	// DataDir holds raft state in DataDir/raft: the log and stable store
+	// (wal/ or raft.db, see LogStore) and snapshots/.
 	DataDir string
+	// LogStore chooses the log and stable store of a new data directory:
+	// LogStoreWAL (the default) or LogStoreBolt. A data directory that
+	// holds one already runs that one; naming the other is refused
+	// (ErrLogStore), since raft would start with an empty log.
+	LogStore string
 	// RaftAddr is the host:port the transport binds when it listens. With
 	// port 0 the port the kernel picked is used, and advertised unless
 	// AdvertiseAddr is set.
@@ -145,6 +148,9 @@ type Config struct {
 	CommitTimeout      time.Duration
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
+	// TrailingLogs is how many log entries a snapshot leaves behind for
+	// followers that lag (0: raft's 10,240); tests of compaction lower it.
+	TrailingLogs uint64
 }
 
 // Member is one server of the raft configuration.
@@ -167,7 +173,8 @@ type Store struct {
 	raft      *raft.Raft
 	transport raft.Transport
 	layer     *streamLayer // nil: in-memory transport, nothing listens
-	bolt      *raftboltdb.BoltStore
+	durable   logStore
+	logKind   string // LogStoreWAL or LogStoreBolt
 
 	raftNotify chan bool     // raft's NotifyCh, drained by forwardLeadership
 	leaderCh   chan bool     // what LeaderCh hands out
@@ -227,18 +234,16 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create raft dir: %w", err)
 	}
-	boltOpts := *bbolt.DefaultOptions
-	boltOpts.Timeout = boltOpenTimeout
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &boltOpts,
-		NoSync:      false, // durability of acknowledged writes depends on it
-	})
+	kind, err := chooseLogStore(dir, cfg.LogStore)
 	if err != nil {
-		return nil, fmt.Errorf("store: open raft.db: %w", err)
+		return nil, err
 	}
-	cleanup = append(cleanup, func() { bolt.Close() })
-	logs, err := raft.NewLogCache(logCacheSize, bolt)
+	durable, err := openLogStore(kind, dir, hl.Named(kind))
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { durable.Close() })
+	logs, err := raft.NewLogCache(logCacheSize, durable)
 	if err != nil {
 		return nil, fmt.Errorf("store: log cache: %w", err)
 	}
@@ -254,7 +259,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 
 	listen := cfg.Listen
 	if !listen {
-		stored, err := storedConfiguration(bolt, snaps)
+		stored, err := storedConfiguration(durable, snaps)
 		if err != nil {
 			return nil, err
 		}
@@ -320,14 +325,14 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		}
 	}
 
-	existing, err := raft.HasExistingState(logs, bolt, snaps)
+	existing, err := raft.HasExistingState(logs, durable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("store: inspect raft state: %w", err)
 	}
 
 	raftNotify := make(chan bool, 16)
 	rc.NotifyCh = raftNotify
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, bolt, snaps, transport)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, durable, snaps, transport)
 	if err != nil {
 		return nil, fmt.Errorf("store: start raft: %w", err)
 	}
@@ -354,7 +359,8 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		raft:       r,
 		transport:  transport,
 		layer:      layer,
-		bolt:       bolt,
+		durable:    durable,
+		logKind:    kind,
 		raftNotify: raftNotify,
 		leaderCh:   make(chan bool, 1),
 		stop:       make(chan struct{}),
@@ -373,7 +379,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 		}
 	}()
 	go s.snapshotAfterReplay(rc.SnapshotThreshold)
-	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "peer_auth", peerAuth)
+	logger.Info("raft store opened", "addr", advertise, "existing_state", existing, "peer_auth", peerAuth, "log_store", kind)
 	return s, nil
 }
 
@@ -393,6 +399,11 @@ func validate(cfg Config) error {
 		return errors.New("store: config: ClusterSecret and TLS both authenticate peers: give one")
 	case len(cfg.AcceptSecrets) > 0 && cfg.ClusterSecret == nil:
 		return errors.New("store: config: AcceptSecrets requires ClusterSecret, the secret this member issues under")
+	}
+	switch cfg.LogStore {
+	case "", LogStoreWAL, LogStoreBolt:
+	default:
+		return fmt.Errorf("%w: %q is not one of %s, %s", ErrLogStore, cfg.LogStore, LogStoreWAL, LogStoreBolt)
 	}
 	if err := cfg.Admission.Check(); err != nil {
 		return fmt.Errorf("store: config: admission: %w", err)
@@ -436,6 +447,9 @@ func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
 	}
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
 	}
 	rc.SnapshotInterval = snapshotInterval
 	if cfg.SnapshotInterval > 0 {
@@ -999,18 +1013,22 @@ func (s *Store) Listening() bool { return s.layer != nil }
 // PeerAuthMTLS, PeerAuthSecret or PeerAuthInsecure.
 func (s *Store) PeerAuth() string { return s.peerAuth }
 
+// LogStore reports the log store this server runs: LogStoreWAL or
+// LogStoreBolt.
+func (s *Store) LogStore() string { return s.logKind }
+
 // ID returns this server's node ID.
 func (s *Store) ID() string { return s.id }
 
 // Shutdown stops raft, closes the transport with its connections and the
-// bolt store. It does not leave the cluster: a restarted server resumes its
+// log store. It does not leave the cluster: a restarted server resumes its
 // membership. Safe to call more than once; later calls return the first
 // call's result.
 func (s *Store) Shutdown() error {
 	s.shutdownOnce.Do(func() {
 		var errs []error
 		// raft.Shutdown waits for raft's goroutines, FSM and snapshots
-		// included, so nothing touches bolt or the FSM afterwards.
+		// included, so nothing touches the log store or the FSM afterwards.
 		if err := s.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}
@@ -1031,8 +1049,8 @@ func (s *Store) Shutdown() error {
 		<-s.done
 		<-s.catchUp
 		<-s.trustDone
-		if err := s.bolt.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("bolt: %w", err))
+		if err := s.durable.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s log store: %w", s.logKind, err))
 		}
 		if err := errors.Join(errs...); err != nil {
 			s.shutdownErr = fmt.Errorf("store: shutdown: %w", err)

@@ -16,7 +16,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-func TestSingleNodeRestart(t *testing.T) {
+func TestSingleNodeRestart(t *testing.T) { forEachLogStore(t, testSingleNodeRestart) }
+
+func testSingleNodeRestart(t *testing.T, kind string) {
 	for _, tc := range []struct {
 		name         string
 		snapshotAt   int // force a snapshot after this many commands; 0: never
@@ -27,7 +29,7 @@ func TestSingleNodeRestart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logger := testLogger(t)
-			n := newNode(t, logger, "n1", true, nil)
+			n := newNode(t, logger, "n1", true, withLogStore(kind, nil))
 			if err := n.s.WaitForLeader(ctxT(t, 5*time.Second)); err != nil {
 				t.Fatal(err)
 			}
@@ -97,10 +99,12 @@ func TestSingleNodeRestart(t *testing.T) {
 	}
 }
 
-func TestSnapshotThreshold(t *testing.T) {
+func TestSnapshotThreshold(t *testing.T) { forEachLogStore(t, testSnapshotThreshold) }
+
+func testSnapshotThreshold(t *testing.T, kind string) {
 	logger := testLogger(t)
 	n := &node{cfg: fastTimings(Config{
-		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true, Logger: logger,
+		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true, Logger: logger, LogStore: kind,
 		SnapshotThreshold: 20, SnapshotInterval: 50 * time.Millisecond,
 	})}
 	n.start(t)
@@ -124,7 +128,9 @@ func TestSnapshotThreshold(t *testing.T) {
 // SnapshotThreshold entries or more; with less it leaves the log alone.
 // Before, every restart reset the timer, and a server restarted more often
 // than SnapshotInterval replayed its whole history at each start.
-func TestRestartSnapshotsLongLog(t *testing.T) {
+func TestRestartSnapshotsLongLog(t *testing.T) { forEachLogStore(t, testRestartSnapshotsLongLog) }
+
+func testRestartSnapshotsLongLog(t *testing.T, kind string) {
 	for _, tc := range []struct {
 		entries  int
 		snapshot bool
@@ -132,7 +138,7 @@ func TestRestartSnapshotsLongLog(t *testing.T) {
 		t.Run(fmt.Sprint(tc.entries), func(t *testing.T) {
 			logger := testLogger(t)
 			n := &node{cfg: fastTimings(Config{
-				NodeID: "n1", DataDir: t.TempDir(), Bootstrap: true, Logger: logger,
+				NodeID: "n1", DataDir: t.TempDir(), Bootstrap: true, Logger: logger, LogStore: kind,
 				SnapshotThreshold: 20, SnapshotInterval: time.Hour,
 			})}
 			n.start(t)
@@ -247,9 +253,11 @@ func TestApplyContext(t *testing.T) {
 	}
 }
 
-func TestShutdown(t *testing.T) {
+func TestShutdown(t *testing.T) { forEachLogStore(t, testShutdown) }
+
+func testShutdown(t *testing.T, kind string) {
 	logger := testLogger(t)
-	n := newNode(t, logger, "n1", true, nil)
+	n := newNode(t, logger, "n1", true, withLogStore(kind, nil))
 	if err := n.s.WaitForLeader(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +285,7 @@ func TestShutdown(t *testing.T) {
 	if !slices.Equal(got, []bool{false}) {
 		t.Errorf("LeaderCh after Shutdown delivered %v, want [false]", got)
 	}
-	// The port is free again: the listener and bolt's file lock are released.
+	// The port is free again: the listener and the log store's file lock are released.
 	n.start(t)
 	if err := n.s.WaitForLeader(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
@@ -309,6 +317,7 @@ func TestOpenErrors(t *testing.T) {
 		"bind in use":     {func(c *Config) { c.RaftAddr = busyAddr(t) }, "listen", false},
 		"admission rate":  {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.ConnRate = -1 }, "connection rate -1 is negative", true},
 		"admission burst": {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.ConnRate = 5 }, "connection burst 0", true},
+		"log store":       {func(c *Config) { c.DataDir = t.TempDir(); c.LogStore = "rocksdb" }, `log store: "rocksdb" is not one of wal, bolt`, true},
 		"handshake burst": {func(c *Config) { c.DataDir = t.TempDir(); c.Admission.HandshakeRate = 5 }, "handshake burst 0", true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -356,9 +365,11 @@ func TestOpenErrors(t *testing.T) {
 	})
 }
 
-func TestDataDirLocked(t *testing.T) {
+func TestDataDirLocked(t *testing.T) { forEachLogStore(t, testDataDirLocked) }
+
+func testDataDirLocked(t *testing.T, kind string) {
 	logger := testLogger(t)
-	n := newNode(t, logger, "n1", true, nil)
+	n := newNode(t, logger, "n1", true, withLogStore(kind, nil))
 	cfg := n.cfg
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.FSM = &listFSM{}
