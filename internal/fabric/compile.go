@@ -974,6 +974,7 @@ func (c *compiler) port(l *link) Port {
 	if ts.t.Network == domain.NetworkVLANAware {
 		p.VLAN, p.L2VNI, p.Gateway4, p.Gateway6 = l.ids.VLAN, l.ids.L2VNI, l.gw4, l.gw6
 	}
+	p.Sources = p.OwnSources()
 	if ts.t.JobSegmentation {
 		p.ACL = &ACL{Allow: []netip.Prefix{}}
 		if l.group != nil {

@@ -315,6 +315,16 @@ type Port struct {
 	// VRF nothing but ICMP (which then meets the port's group policy like
 	// traffic to the server behind that address). Set on every port.
 	Guarded bool `json:"guarded,omitempty"`
+	// Sources are the only source addresses the port's ingress accepts
+	// (source-address validation, BCP 38): the server's own addresses on
+	// the link, a /32 and a /128 on a pure type-5 port (never the leaf's
+	// end of the cable), the gateway subnets of a vlan-aware one. IPv6
+	// link-local sources (fe80::/10, neighbour discovery) pass besides.
+	// Without it a server could send as another tenant's or job's server,
+	// or a switch: the reply goes to the victim, but the peer logs, trusts
+	// and answers the victim. Set on every assigned port; empty: any
+	// source passes.
+	Sources []netip.Prefix `json:"sources,omitempty"`
 	// ACL is the fallback form of the group policy for switches without
 	// group policy: the destinations traffic entering this port may reach
 	// (everything else is dropped). Set on every port of a segmented VRF; a
@@ -363,6 +373,21 @@ func (p *Port) ServerAddrs() []netip.Prefix {
 		if l.IsValid() {
 			out = append(out, netip.PrefixFrom(l.Addr().Next(), l.Bits()))
 		}
+	}
+	return out
+}
+
+// OwnSources are the source addresses the port's server may send from
+// (what Sources should hold): the second address of each link prefix, as a
+// host prefix, on a pure type-5 port; the gateway subnets on a vlan-aware
+// one.
+func (p *Port) OwnSources() []netip.Prefix {
+	if p.VLANAware() {
+		return p.Prefixes()
+	}
+	var out []netip.Prefix
+	for _, a := range p.ServerAddrs() {
+		out = append(out, netip.PrefixFrom(a.Addr(), a.Addr().BitLen()))
 	}
 	return out
 }

@@ -332,7 +332,8 @@ func (e *e2e) report(step string, attackers []attacker, got map[string]*findings
 // server, try the leaf's link-local addresses, BGP on every switch
 // address they can name, and crafted VXLAN-GBP packets with every L3VNI
 // and every group to every VTEP, and raw packets (rawAttack: spoofed
-// BGP OPENs, low TTLs, spoofed-source VXLAN-GBP). Nothing may get through.
+// BGP OPENs, low TTLs, spoofed-source VXLAN-GBP and echoes from other
+// servers' addresses). Nothing may get through.
 func TestLabAdversarial(t *testing.T) {
 	e, _ := startE2E(t, 4*time.Minute)
 	e.createTenants()
@@ -405,6 +406,25 @@ func TestLabAdversarial(t *testing.T) {
 	clean = e.report("restored", u, e.attack(u))
 	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
 		t.Errorf("restored: something got through")
+	}
+
+	// Source-address validation: tenant-a/job-100's spoofed-source echoes
+	// die at its leaf's port. Without the check, those to the victims it
+	// may reach anyway arrive (the detector sees them), none elsewhere
+	// (the group policy classifies by port); restored, none arrive.
+	ta := attackers[2:3]
+	restore := e.dropSourceCheck(ta[0].ep)
+	r = e.rawAttack(ta, nil)[ta[0].ep.Name()]
+	e.rawReport("source check of "+ta[0].ep.Leaf+"/"+ta[0].ep.Port+" removed", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
+	if r.allowed == 0 {
+		t.Errorf("without the source check on %s/%s, no spoofed-source echo arrives: the detector is blind", ta[0].ep.Leaf, ta[0].ep.Port)
+	}
+	if n := len(r.spoofedSrc) - r.allowed; n > 0 {
+		t.Errorf("without the source check, %d spoofed-source echoes reach victims the attacker may not reach", n)
+	}
+	restore()
+	if !e.rawReport("source check restored", ta, e.rawAttack(ta, nil)) {
+		t.Errorf("source check restored: something got through")
 	}
 
 	// ICMP errors inside a segmented job, across leaves.

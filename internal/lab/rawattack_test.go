@@ -31,9 +31,10 @@ type rawFindings struct {
 	caught    map[string][]lab.Catch // by vector: seen on a switch beyond the server ports
 	delivered []lab.Delivery         // spoofed VXLAN-GBP echoes that reached a victim
 	// spoofedSrc are echoes with another endpoint's source address that
-	// reached a victim the attacker may not reach.
+	// reached a victim: none may, since every server port accepts only its
+	// server's own sources (the leaf's source-address validation).
 	spoofedSrc []lab.Delivery
-	allowed    int            // spoofed-source echoes delivered to victims it may reach (no finding)
+	allowed    int            // of those, delivered to victims the attacker may reach anyway
 	sent       map[string]int // packets built, by vector
 }
 
@@ -96,7 +97,7 @@ func (f *rawFindings) String() string {
 	if len(src) > 8 {
 		src = append(src[:8], fmt.Sprintf("... %d more", len(src)-8))
 	}
-	fmt.Fprintf(&b, "spoofed-src: %d sent, %d delivered where the attacker may reach anyway, %d where it may not %v", f.sent["spoofed-src"], f.allowed, len(f.spoofedSrc), src)
+	fmt.Fprintf(&b, "spoofed-src: %d sent, %d delivered (%d where the attacker may reach anyway, %d where it may not) %v", f.sent["spoofed-src"], len(f.spoofedSrc), f.allowed, len(f.spoofedSrc)-f.allowed, src)
 	return b.String()
 }
 
@@ -162,8 +163,10 @@ func (ff fabricFacts) samePod(a, b string) bool {
 //     which the leaves carry in VXLAN (across the super-spines): no spine
 //     or super-spine may answer it (the tunnel does not inherit the TTL);
 //   - spoofed-src: an echo request to every victim from the address of
-//     every other endpoint: none may arrive where the attacker itself may
-//     not reach (the group policy classifies by port, not by source).
+//     every other endpoint: none may arrive, the attacker's leaf drops
+//     them on ingress (source-address validation); were it gone, none
+//     would still arrive where the attacker itself may not reach (the
+//     group policy classifies by port, not by source).
 func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map[string]*rawFindings {
 	e.t.Helper()
 	ff := e.facts()
@@ -296,9 +299,8 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 		case d.Probe.VTEP.IsUnspecified(): // spoofed-src
 			if want[lab.Pair{From: a.ep.Name(), To: d.Victim}] {
 				f.allowed++
-			} else {
-				f.spoofedSrc = append(f.spoofedSrc, d)
 			}
+			f.spoofedSrc = append(f.spoofedSrc, d)
 		default:
 			f.delivered = append(f.delivered, d)
 		}
@@ -387,4 +389,27 @@ func (e *e2e) linkLocals() map[string][]netip.Addr {
 		}
 	}
 	return out
+}
+
+// dropSourceCheck deletes the source-address validation of an endpoint's
+// leaf port (the guardsrc chain of the VRF's guard, guard-<vrf>.nft, in
+// the VRF's namespace) and returns what loads the rendered guard again.
+func (e *e2e) dropSourceCheck(ep lab.Endpoint) (restore func()) {
+	e.t.Helper()
+	p, err := e.l.LeafPort(e.ctx, &ep)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	vrf := strings.TrimPrefix(p.Netns, e.l.Device(ep.Leaf).VRFNetnsPrefix())
+	guard := e.renderedFile(ep.Leaf, "guard-"+vrf+".nft")
+	if !strings.Contains(guard, fmt.Sprintf("iifname %q ip saddr != {", ep.Port)) {
+		e.t.Fatalf("the rendered guard-%s.nft of %s validates no source on %s:\n%s", vrf, ep.Leaf, ep.Port, guard)
+	}
+	e.sh("ip", "netns", "exec", p.Netns, "nft", "delete", "chain", "inet", "jobfabric_guard", "guardsrc")
+	return func() { e.shIn(guard, "ip", "netns", "exec", p.Netns, "nft", "-f", "-") }
+}
+
+// spoofedTo says whether a spoofed-source echo reached victim.
+func (f *rawFindings) spoofedTo(victim string) bool {
+	return slices.ContainsFunc(f.spoofedSrc, func(d lab.Delivery) bool { return d.Victim == victim })
 }

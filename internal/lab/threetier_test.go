@@ -1,7 +1,6 @@
 package lab_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,12 +162,23 @@ func (e *e2e) threeTierAttack() {
 		t.Errorf("with the tunnel's TTL at 2, no super-spine answers a tenant's tunnelled packets: the detector is blind")
 	}
 
-	// Source spoofing: the group of a packet is its server port's,
-	// whatever source address it carries. With the group policy of
-	// tenant A's VRF on s2-leaf0 deleted, job-100's spoofed echoes reach
-	// job-101's s2-gpu002/nic0 there, in the other pod: the detector
-	// counts them.
+	// Source spoofing. Job-100's leaf port accepts only its server's
+	// own source (source-address validation): with that check removed,
+	// its spoofed echoes reach the victims it may reach anyway (across
+	// the pods) and no other: the group of a packet is its server
+	// port's, whatever source it carries. With the group policy of
+	// tenant A's VRF on s2-leaf0 deleted too, they reach job-101's
+	// s2-gpu002/nic0 there, in the other pod: the detector counts them.
 	victim := ep("s2-gpu002/nic0")
+	restore := e.dropSourceCheck(ta[0].ep)
+	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
+	e.rawReport("source check of "+ta[0].ep.Leaf+"/"+ta[0].ep.Port+" removed", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
+	if r.allowed == 0 {
+		t.Errorf("without the source check on %s/%s, no spoofed-source echo arrives: the detector is blind", ta[0].ep.Leaf, ta[0].ep.Port)
+	}
+	if n := len(r.spoofedSrc) - r.allowed; n > 0 {
+		t.Errorf("without the source check, %d spoofed-source echoes reach victims the attacker may not reach", n)
+	}
 	vp, err := e.l.LeafPort(e.ctx, &victim)
 	if err != nil {
 		t.Fatal(err)
@@ -178,9 +188,13 @@ func (e *e2e) threeTierAttack() {
 	e.sh("ip", "netns", "exec", vp.Netns, "nft", "delete", "table", "inet", "jobfabric_gbp")
 	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
 	e.shIn(gbp, "ip", "netns", "exec", vp.Netns, "nft", "-f", "-")
-	e.rawReport("group policy of "+vrf+" on "+victim.Leaf+" deleted", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
-	if !slices.ContainsFunc(r.spoofedSrc, func(d lab.Delivery) bool { return d.Victim == victim.Name() }) {
-		t.Errorf("with the group policy deleted on %s, no spoofed-source echo from %s reaches %s: the detector is blind", victim.Leaf, ta[0].ep.Name(), victim.Name())
+	restore()
+	e.rawReport("source check removed, group policy of "+vrf+" on "+victim.Leaf+" deleted", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
+	if !r.spoofedTo(victim.Name()) {
+		t.Errorf("with the source check and the group policy deleted on %s, no spoofed-source echo from %s reaches %s: the detector is blind", victim.Leaf, ta[0].ep.Name(), victim.Name())
+	}
+	if !e.rawReport("source check and group policy restored", ta, e.rawAttack(ta, peers)) {
+		t.Errorf("source check and group policy restored: something got through")
 	}
 	t.Logf("three-tier attack and mutations took %s", time.Since(start).Round(time.Millisecond))
 }

@@ -91,7 +91,7 @@ func mentionsJob(l, port string) bool {
 		return true
 	}
 	// Fields of a JSON object or stanza lines whose key the hunk names.
-	for _, s := range []string{`"PACKET_ACTION"`, `"PRIORITY"`, `"IP_TYPE"`, `"IP_PROTOCOL"`, `"DST_IP`, `"policy_desc"`, `"stage"`, `"type"`, `"ports"`, `"vrf_name"`,
+	for _, s := range []string{`"PACKET_ACTION"`, `"PRIORITY"`, `"IP_TYPE"`, `"IP_PROTOCOL"`, `"DST_IP`, `"SRC_IP`, `"policy_desc"`, `"stage"`, `"type"`, `"ports"`, `"vrf_name"`,
 		"description ", `"description"`, `"admin_status"`, "shutdown", "mtu ", "no switchport", "vrf member globex", "vrf globex", "ip address", "ipv6 address", "ipv6 enable", "permit ", "deny ", "access-group", "match connected-endpoints"} {
 		if strings.Contains(l, s) {
 			return true

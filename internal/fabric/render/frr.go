@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/fabric"
 )
@@ -392,8 +393,58 @@ func nftVRFGuard(d *fabric.Device, v *fabric.VRF) string {
 	w.tab(2, "icmpv6 type { echo-request, echo-reply, destination-unreachable, packet-too-big, time-exceeded, parameter-problem, nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept")
 	w.tab(2, "counter drop")
 	w.tab(1, "}")
+	nftSourceGuard(&w, d, v)
 	w.tab(0, "}")
 	return w.String()
+}
+
+// nftSourceGuard is the source-address validation of a VRF's server ports
+// (Port.Sources, BCP 38): before anything else sees a packet (prerouting,
+// raw priority: before conntrack and the group policy's mark), a port's
+// packets pass only from its server's own addresses and, IPv6, link-local
+// ones (neighbour discovery). DAD probes (from ::) are dropped: on a
+// point-to-point link nothing could answer them. Vlan-aware links are
+// matched on their SVI, where routed traffic enters the VRF. The chain
+// has a name of its own so a test can delete just it.
+func nftSourceGuard(w *lines, d *fabric.Device, v *fabric.VRF) {
+	var rules []string
+	for _, p := range vrfPorts(d, v.Name) {
+		if len(p.Sources) == 0 {
+			continue
+		}
+		ifn := p.Name
+		if p.VLANAware() {
+			ifn = sviName(p)
+		}
+		var s4 []string
+		s6 := []string{"fe80::/10"}
+		for _, s := range p.Sources {
+			a := s.String()
+			if s.IsSingleIP() {
+				a = s.Addr().String()
+			}
+			if s.Addr().Is4() {
+				s4 = append(s4, a)
+			} else {
+				s6 = append(s6, a)
+			}
+		}
+		if len(s4) == 0 {
+			rules = append(rules, fmt.Sprintf("iifname %q meta nfproto ipv4 counter drop", ifn))
+		} else {
+			rules = append(rules, fmt.Sprintf("iifname %q ip saddr != { %s } counter drop", ifn, strings.Join(s4, ", ")))
+		}
+		rules = append(rules, fmt.Sprintf("iifname %q ip6 saddr != { %s } counter drop", ifn, strings.Join(s6, ", ")))
+	}
+	if len(rules) == 0 {
+		return
+	}
+	w.tab(1, "chain guardsrc {")
+	w.tab(2, "type filter hook prerouting priority raw; policy accept;")
+	for _, r := range rules {
+		w.tab(2, "%s", r)
+	}
+	w.tab(1, "}")
 }
 
 // nftElements writes one element per line (trailing commas are fine in

@@ -309,8 +309,16 @@ func junosFilters(set func(string, ...any), d *fabric.Device, p *fabric.Port, l3
 		for i := 0; i < len(entries); {
 			e := entries[i]
 			term := e.kind
+			// Entries of one kind share their sources (portACL), so
+			// the term's source and destination lists (matched as any
+			// of each) say the same as the entries.
+			for _, s := range e.src {
+				set(fl+"term %s from source-address %s", term, s)
+			}
 			for ; i < len(entries) && entries[i].kind == e.kind; i++ {
-				set(fl+"term %s from destination-address %s", term, entries[i].dst)
+				if entries[i].dst.IsValid() {
+					set(fl+"term %s from destination-address %s", term, entries[i].dst)
+				}
 			}
 			if e.icmp {
 				set(fl+"term %s from %s", term, fam.icmp)

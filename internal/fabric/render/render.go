@@ -283,11 +283,14 @@ func physicalPorts(d *fabric.Device) []physical {
 // render the guard (and segmentation) as ACLs: permit or deny traffic to
 // dst, of any protocol or only ICMP (ICMPv6 in an IPv6 list).
 type aclEntry struct {
-	// kind groups entries: underlay, switch-icmp, switch, allow.
+	// kind groups entries: underlay, switch-icmp, switch, allow, source.
 	kind   string
 	permit bool
 	icmp   bool
-	dst    netip.Prefix
+	// dst is the destination; invalid: any.
+	dst netip.Prefix
+	// src are the sources the entry matches (any of them); nil: any.
+	src []netip.Prefix
 }
 
 // portACL is the ingress ACL of an assigned server port in one family, in
@@ -298,10 +301,55 @@ type aclEntry struct {
 //     and multicast destinations) permit ICMP where the port may reach the
 //     link behind that address, then deny everything else;
 //  2. the job segmentation (withAllow, a port with an allow-list): permit
-//     its destinations, deny the rest; without it, permit the rest.
+//     its destinations, deny the rest; without it, permit the rest;
+//  3. source-address validation (a port with Sources): every permit entry
+//     matches only the server's own sources (and IPv6 link-local, for
+//     neighbour discovery), the rest is permitted from them only; a
+//     packet from any other source meets the final deny.
+//
+// Why an ACL and not strict uRPF (NX-OS and EOS `ip verify unicast source
+// reachable-via rx`, Junos `rpf-check`): uRPF accepts any source the
+// route back to goes through the port, and the connected /31 (and /127)
+// holds the leaf's own end of the cable as well as the server's; it also
+// costs FIB capacity or is switch-wide on some platforms (Cisco, "Configuring
+// Unicast RPF":
+// https://developer.cisco.com/docs/nx-os-n3k-n9k-api-ref-7-x/configuring-unicast-rpf-urpf ;
+// Juniper, rpf-check on EX applies to all ingress interfaces:
+// https://juniper.net/documentation/en_US/junos12.3/topics/reference/configuration-statement/rpf-check-edit-interfaces-unicast-rpf-ex-series.html).
+// The port's ingress ACL is there anyway and can name the exact address.
 //
 // ok is false when the port needs no ACL at all.
 func portACL(d *fabric.Device, p *fabric.Port, v6, withAllow bool) (entries []aclEntry, permitRest, ok bool) {
+	entries, permitRest, ok = portACLDest(d, p, v6, withAllow)
+	if !ok && len(p.Sources) > 0 && p.Assigned() {
+		// Source validation alone still needs a list.
+		entries, permitRest, ok = nil, true, true
+	}
+	if !ok || len(p.Sources) == 0 {
+		return entries, permitRest, ok
+	}
+	var src []netip.Prefix
+	for _, s := range p.Sources {
+		if s.Addr().Is6() == v6 {
+			src = append(src, s)
+		}
+	}
+	if v6 {
+		src = append(src, netip.MustParsePrefix("fe80::/10"))
+	}
+	for i := range entries {
+		if entries[i].permit {
+			entries[i].src = src
+		}
+	}
+	if permitRest {
+		entries = append(entries, aclEntry{kind: "source", permit: true, src: src})
+	}
+	return entries, false, true
+}
+
+// portACLDest is portACL by destination only (steps 1 and 2).
+func portACLDest(d *fabric.Device, p *fabric.Port, v6, withAllow bool) (entries []aclEntry, permitRest, ok bool) {
 	seg := withAllow && p.ACL != nil
 	if !p.Assigned() || (!p.Guarded && !seg) {
 		return nil, false, false
@@ -389,9 +437,31 @@ func numberedACL(w *lines, indent int, kw, name, proto, icmp string, entries []a
 		if e.icmp {
 			pr = icmp
 		}
-		w.add(indent, "%d %s %s any %s", seq, action[e.permit], pr, e.dst)
-		seq += 10
+		for _, src := range aclSources(e) {
+			w.add(indent, "%d %s %s %s %s", seq, action[e.permit], pr, src, aclAddr(e.dst))
+			seq += 10
+		}
 	}
 	w.add(indent, "%d %s %s any any", seq, action[permitRest], proto)
 	w.add(0, "!")
+}
+
+// aclAddr writes a prefix of an ACL entry, "any" when invalid.
+func aclAddr(p netip.Prefix) string {
+	if !p.IsValid() {
+		return "any"
+	}
+	return p.String()
+}
+
+// aclSources are an entry's sources as ACL words: "any", or each source.
+func aclSources(e aclEntry) []string {
+	if len(e.src) == 0 {
+		return []string{"any"}
+	}
+	out := make([]string, len(e.src))
+	for i, s := range e.src {
+		out[i] = s.String()
+	}
+	return out
 }

@@ -114,24 +114,29 @@ func TestRenderFacts(t *testing.T) {
 			"set firewall family inet filter jf-et-0-0-0-0-in term switch-icmp from destination-address 10.0.0.0/32\n",
 			"set firewall family inet filter jf-et-0-0-0-0-in term switch-icmp from protocol icmp\n",
 			"set firewall family inet filter jf-et-0-0-0-0-in term switch then discard\n",
-			"set firewall family inet filter jf-et-0-0-0-0-in term rest then accept\n",
+			// Source-address validation: permits only from the server's address.
+			"set firewall family inet filter jf-et-0-0-0-0-in term switch-icmp from source-address 10.0.0.1/32\n",
+			"set firewall family inet filter jf-et-0-0-0-0-in term source from source-address 10.0.0.1/32\nset firewall family inet filter jf-et-0-0-0-0-in term source then accept\nset firewall family inet filter jf-et-0-0-0-0-in term rest then discard\n",
+			"set firewall family inet6 filter jf-et-0-0-0-0-in6 term source from source-address fd00:0:0:1::1/128\nset firewall family inet6 filter jf-et-0-0-0-0-in6 term source from source-address fe80::/10\n",
 			"set firewall family inet6 filter jf-et-0-0-0-0-in6 term switch-icmp from next-header icmp6\n",
 			"set interfaces et-0/0/0 unit 0 family inet filter input jf-et-0-0-0-0-in\n",
 		}, []string{"set interfaces et-0/0/0 disable"}},
 		"nxos quarantine and guard": {"nxos", fabrictest.PureRT5, "s1-leaf0", "nxos.cfg", []string{
 			"interface Ethernet1/3\n  description s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown\n",
-			"  70 permit icmp any 10.0.0.0/32\n  80 permit icmp any 224.0.0.0/4\n  90 deny ip any 10.0.0.0/32\n  100 deny ip any 224.0.0.0/4\n  110 permit ip any any\n",
+			"  70 permit icmp 10.0.0.1/32 10.0.0.0/32\n  80 permit icmp 10.0.0.1/32 224.0.0.0/4\n  90 deny ip any 10.0.0.0/32\n  100 deny ip any 224.0.0.0/4\n  110 permit ip 10.0.0.1/32 any\n  120 deny ip any any\n",
+			"  100 permit ipv6 fd00:0:0:1::1/128 any\n  110 permit ipv6 fe80::/10 any\n  120 deny ipv6 any any\n",
 			"  ip access-group JF-Ethernet1-1-IN in\n  ipv6 traffic-filter JF-Ethernet1-1-IN6 in\n",
 		}, nil},
 		"eos quarantine and guard": {"eos", fabrictest.PureRT5, "s1-leaf0", "eos.cfg", []string{
 			"   description s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown\n",
-			" permit icmpv6 any fe80::/10\n",
+			" permit icmpv6 fe80::/10 fe80::/10\n",
 			"   ip access-group JF-Ethernet1-1-IN in\n",
 		}, nil},
 		"sonic quarantine and guard": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
 			`"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`,
-			`"JF_Ethernet0_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD"`,
-			`"JF_Ethernet0_V4|PERMIT_ALL": {`,
+			`"JF_Ethernet0_V4|SWITCH_ICMP_1": {` + "\n" + `            "DST_IP": "10.0.0.0/32",` + "\n" + `            "IP_PROTOCOL": "1",` + "\n" + `            "PACKET_ACTION": "FORWARD",` + "\n" + `            "PRIORITY": "8995",` + "\n" + `            "SRC_IP": "10.0.0.1/32"`,
+			`"JF_Ethernet0_V4|SOURCE_1": {` + "\n" + `            "IP_TYPE": "IPV4ANY",` + "\n" + `            "PACKET_ACTION": "FORWARD",` + "\n" + `            "PRIORITY": "8991",` + "\n" + `            "SRC_IP": "10.0.0.1/32"`,
+			`"JF_Ethernet0_V4|DENY_ALL": {`,
 			`"JF_Ethernet0_V6|SWITCH_ICMP_1": {` + "\n" + `            "DST_IPV6": "fd00:0:0:1::/128",` + "\n" + `            "IP_PROTOCOL": "58",`,
 		}, nil},
 		"frr quarantine": {"frr", fabrictest.PureRT5, "s1-leaf0", "frr.conf", []string{
@@ -145,6 +150,8 @@ func TestRenderFacts(t *testing.T) {
 		"frr VRF guard": {"frr", fabrictest.PureRT5, "s1-leaf0", "guard-acme.nft", []string{
 			"type filter hook input priority filter - 10; policy drop;\n\t\tiifname \"lo\" accept\n",
 			"nd-neighbor-solicit",
+			// Source-address validation, before conntrack and the group mark.
+			"chain guardsrc {\n\t\ttype filter hook prerouting priority raw; policy accept;\n\t\tiifname \"swp1\" ip saddr != { 10.0.0.1 } counter drop\n\t\tiifname \"swp1\" ip6 saddr != { fe80::/10, fd00:0:0:1::1 } counter drop\n\t}\n",
 		}, []string{"tcp"}},
 		"frr switch group": {"frr", fabrictest.Segmented, "s1-leaf0", "gbp-globex.nft", []string{
 			"\t\tmeta mark 65535 accept\n\t\tmeta mark . oifname != @allowed counter drop\n",
@@ -186,7 +193,7 @@ func TestRenderFacts(t *testing.T) {
 		"eos ACL fallback says so": {"eos", fabrictest.Segmented, "s1-leaf0", "eos.cfg", []string{
 			"! Job segmentation: EOS here has no VXLAN group policy",
 			"ip access-list JF-Ethernet2-1-IN\n   10 deny ip any 10.253.0.0/28\n   20 deny ip any 10.254.0.1/32\n",
-			"   70 permit icmp any 10.0.0.4/32\n   80 permit icmp any 224.0.0.0/4\n   90 deny ip any 10.0.0.4/32\n   100 deny ip any 224.0.0.0/4\n   110 permit ip any 10.0.0.4/31\n   120 deny ip any any\n",
+			"   70 permit icmp 10.0.0.5/32 10.0.0.4/32\n   80 permit icmp 10.0.0.5/32 224.0.0.0/4\n   90 deny ip any 10.0.0.4/32\n   100 deny ip any 224.0.0.0/4\n   110 permit ip 10.0.0.5/32 10.0.0.4/31\n   120 deny ip any any\n",
 			"   ip access-group JF-Ethernet2-1-IN in\n",
 		}, nil},
 		"sonic tables": {"sonic", fabrictest.PureRT5, "s1-leaf0", "config_db.json", []string{
@@ -302,33 +309,48 @@ func TestRenderersFollowTheIntent(t *testing.T) {
 		guarded    string
 		quarantine string // what quarantining the unassigned port renders
 		guard      string // what guarding the other port renders
+		srcFile    string // the file of the guarded port's source-address validation
+		source     string // what it renders
 	}{
-		{"junos", "junos.set", "et-0/0/2", "et-0/0/0", "set interfaces et-0/0/2 disable", "jf-et-0-0-0-0-in"},
-		{"nxos", "nxos.cfg", "Ethernet1/3", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown", "JF-Ethernet1-1-IN"},
-		{"eos", "eos.cfg", "Ethernet3/1", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-1-IN"},
-		{"sonic", "config_db.json", "Ethernet16", "Ethernet0", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet0_V4"},
-		{"frr", "frr.conf", "swp3", "swp1", "s1-gpu003 nic0 (unassigned)\n shutdown", ""},
+		{"junos", "junos.set", "et-0/0/2", "et-0/0/0", "set interfaces et-0/0/2 disable", "jf-et-0-0-0-0-in",
+			"junos.set", "jf-et-0-0-0-0-in term source from source-address 10.0.0.1/32"},
+		{"nxos", "nxos.cfg", "Ethernet1/3", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n  no switchport\n  shutdown", "JF-Ethernet1-1-IN",
+			"nxos.cfg", "permit ip 10.0.0.1/32 any"},
+		{"eos", "eos.cfg", "Ethernet3/1", "Ethernet1/1", "s1-gpu003 nic0 (unassigned)\n   no switchport\n   shutdown", "JF-Ethernet1-1-IN",
+			"eos.cfg", "permit ip 10.0.0.1/32 any"},
+		{"sonic", "config_db.json", "Ethernet16", "Ethernet0", `"admin_status": "down",` + "\n" + `            "description": "s1-gpu003 nic0 (unassigned)"`, "JF_Ethernet0_V4",
+			"config_db.json", `"SRC_IP": "10.0.0.1/32"`},
+		{"frr", "frr.conf", "swp3", "swp1", "s1-gpu003 nic0 (unassigned)\n shutdown", "",
+			"guard-acme.nft", `iifname "swp1" ip saddr != { 10.0.0.1 } counter drop`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.nos, func(t *testing.T) {
-			content := func(it *fabric.Intent) string {
+			file := func(it *fabric.Intent, name string) string {
 				files, err := render.Render(it.Device("s1-leaf0"), "")
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, f := range files {
-					if f.Name == tc.file {
+					if f.Name == name {
 						return f.Content
 					}
 				}
-				t.Fatalf("no %s", tc.file)
+				t.Fatalf("no %s", name)
 				return ""
 			}
+			content := func(it *fabric.Intent) string { return file(it, tc.file) }
 			it := compile(t, tc.nos, fabrictest.PureRT5)
 			if c := content(it); !strings.Contains(c, tc.quarantine) || tc.guard != "" && !strings.Contains(c, tc.guard) {
 				t.Fatalf("the compiled intent renders without quarantine %q or guard %q", tc.quarantine, tc.guard)
 			}
+			if c := file(it, tc.srcFile); !strings.Contains(c, tc.source) {
+				t.Fatalf("the compiled intent renders without source-address validation %q", tc.source)
+			}
 			d := it.Device("s1-leaf0")
+			d.Port(tc.guarded).Sources = nil
+			if c := file(it, tc.srcFile); strings.Contains(c, tc.source) {
+				t.Errorf("a port without Sources still renders its source check %q", tc.source)
+			}
 			d.Port(tc.port).Quarantined = false
 			d.Port(tc.guarded).Guarded = false
 			c := content(it)

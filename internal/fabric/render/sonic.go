@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -154,11 +155,11 @@ func sonicLeaf(db configDB, d *fabric.Device) {
 // rules in priority order.
 func sonicACL(db configDB, d *fabric.Device, p *fabric.Port) {
 	for _, fam := range []struct {
-		suffix, typ, field, ipType, icmp string
-		v6                               bool
+		suffix, typ, field, srcField, ipType, icmp string
+		v6                                         bool
 	}{
-		{"V4", "L3", "DST_IP", "IPV4ANY", "1", false},
-		{"V6", "L3V6", "DST_IPV6", "IPV6ANY", "58", true},
+		{"V4", "L3", "DST_IP", "SRC_IP", "IPV4ANY", "1", false},
+		{"V6", "L3V6", "DST_IPV6", "SRC_IPV6", "IPV6ANY", "58", true},
 	} {
 		entries, permitRest, ok := portACL(d, p, fam.v6, true)
 		if !ok {
@@ -171,13 +172,29 @@ func sonicACL(db configDB, d *fabric.Device, p *fabric.Port) {
 		}
 		db.set("ACL_TABLE", table, obj{"type": fam.typ, "stage": "ingress", "ports": []string{p.Name}, "policy_desc": desc})
 		n := map[string]int{} // rules are numbered per kind, so a job's change stays in its kind
-		for i, e := range entries {
-			r := obj{"PRIORITY": strconv.Itoa(9000 - i), "PACKET_ACTION": map[bool]string{true: "FORWARD", false: "DROP"}[e.permit], fam.field: e.dst.String()}
-			if e.icmp {
-				r["IP_PROTOCOL"] = fam.icmp
+		prio := 9000
+		for _, e := range entries {
+			srcs := e.src
+			if len(srcs) == 0 {
+				srcs = []netip.Prefix{{}} // any source
 			}
-			n[e.kind]++
-			db.set("ACL_RULE", fmt.Sprintf("%s|%s_%d", table, strings.ToUpper(strings.ReplaceAll(e.kind, "-", "_")), n[e.kind]), r)
+			for _, src := range srcs {
+				r := obj{"PRIORITY": strconv.Itoa(prio), "PACKET_ACTION": map[bool]string{true: "FORWARD", false: "DROP"}[e.permit]}
+				if e.dst.IsValid() {
+					r[fam.field] = e.dst.String()
+				} else {
+					r["IP_TYPE"] = fam.ipType
+				}
+				if src.IsValid() {
+					r[fam.srcField] = src.String()
+				}
+				if e.icmp {
+					r["IP_PROTOCOL"] = fam.icmp
+				}
+				prio--
+				n[e.kind]++
+				db.set("ACL_RULE", fmt.Sprintf("%s|%s_%d", table, strings.ToUpper(strings.ReplaceAll(e.kind, "-", "_")), n[e.kind]), r)
+			}
 		}
 		rest := "DENY_ALL"
 		if permitRest {

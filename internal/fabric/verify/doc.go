@@ -22,7 +22,9 @@
 //   - job-isolation: within a segmented tenant, no endpoint reaches an
 //     endpoint of another job unless the input's contracts allow it, under
 //     group policy and under the ACL fallback alike;
-//   - server-ports: every port in no VRF is quarantined, every port guarded;
+//   - server-ports: every port in no VRF is quarantined, every port guarded,
+//     and every port in a VRF accepts only its server's own source
+//     addresses (the attacker behind it sends from any source);
 //   - underlay-isolation: every server port, assigned or not, taken as an
 //     attacker, reaches no underlay address (loopback, VTEP, uplink, BGP
 //     peer, listed from the devices themselves) and no switch control

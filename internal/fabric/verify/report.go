@@ -59,6 +59,7 @@ const (
 	// server-ports
 	RulePortQuarantine = "port-quarantine" // a port in no VRF is not quarantined (or one in a VRF is)
 	RulePortGuard      = "port-guard"      // a server port lacks the ingress guard
+	RulePortSource     = "port-source"     // an assigned port accepts sources that are not its server's own
 	// underlay-isolation: a server port as an attacker
 	RuleReachUnderlay     = "reach-underlay"      // reaches a loopback/VTEP, uplink or BGP peer address
 	RuleReachControlPlane = "reach-control-plane" // reaches its leaf's control plane (bgpd on TCP 179, link-local services)

@@ -20,11 +20,14 @@ import (
 // --- server ports -----------------------------------------------------------
 
 func (v *verifier) serverPorts() Check {
-	cb := newCheck(CheckServerPorts, "every server port in no tenant VRF is quarantined (admin-down), every server port carries the ingress guard")
+	cb := newCheck(CheckServerPorts, "every server port in no tenant VRF is quarantined (admin-down), every server port carries the ingress guard, every assigned port accepts only its server's own source addresses")
 	m := v.m
 	for ei := range m.eps {
 		e := &m.eps[ei]
 		for _, p := range e.ports {
+			if p.Assigned() {
+				v.portSources(cb, int32(ei), p)
+			}
 			switch {
 			case p.VRF == "" && !p.Quarantined:
 				cb.fail(RulePortQuarantine, e.ref.Leaf, e.ref.Port, "is in no VRF but not quarantined: it is up in the default table")
@@ -37,6 +40,58 @@ func (v *verifier) serverPorts() Check {
 		}
 	}
 	return cb.done()
+}
+
+// portSources checks a bound port's source-address validation. The
+// attacker behind a port sends from any source it likes; what the port
+// accepts must be its server's own addresses (Port.OwnSources, derived
+// here from the link's prefixes), or the peer it reaches sees packets
+// "from" another server or a switch: IP-based trust, logs and telemetry
+// blame the victim, and replies reflect to it.
+func (v *verifier) portSources(cb *checkBuilder, ei int32, p *fabric.Port) {
+	e := &v.m.eps[ei]
+	if len(p.Sources) == 0 {
+		cb.fail(RulePortSource, e.ref.Leaf, e.ref.Port, "(%s) accepts any source address: its server can send as another tenant's or job's server, or as a switch", describeOwner(v.ownerName(ei)))
+		return
+	}
+	own := p.OwnSources()
+	for _, s := range p.Sources {
+		if slices.ContainsFunc(own, func(o netip.Prefix) bool { return s.Bits() >= o.Bits() && o.Contains(s.Addr()) }) {
+			continue
+		}
+		cb.fail(RulePortSource, e.ref.Leaf, e.ref.Port, "(%s) accepts source %s, beyond its server's own %s%s", describeOwner(v.ownerName(ei)), s, joinPrefixes(own), v.spoofable(ei, s))
+	}
+}
+
+// spoofable names what a source prefix covers besides the port's server:
+// another endpoint's link, or a switch's own address.
+func (v *verifier) spoofable(ei int32, s netip.Prefix) string {
+	for oi := range v.m.eps {
+		o := &v.m.eps[oi]
+		if int32(oi) == ei {
+			continue
+		}
+		if slices.ContainsFunc(o.prefixes, func(q netip.Prefix) bool { return q.Overlaps(s) }) {
+			return fmt.Sprintf(": the server of %s (%s) included", o.ref.Leaf+"/"+o.ref.Port, describeOwner(v.ownerName(int32(oi))))
+		}
+	}
+	for _, t := range v.m.underlayTargets() {
+		if s.Contains(t.addr) {
+			return fmt.Sprintf(": %s (%s) included", t.addr, t.what())
+		}
+	}
+	return ""
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	if len(out) == 0 {
+		return "(none)"
+	}
+	return strings.Join(out, ", ")
 }
 
 // --- underlay ---------------------------------------------------------------

@@ -284,6 +284,30 @@ func TestMutations(t *testing.T) {
 			},
 			want: []string{verify.RulePortGuard},
 		},
+		"drop the source-address validation from a port": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				port(t, it, "s1-leaf0", "swp2").Sources = nil
+			},
+			want: []string{verify.RulePortSource},
+		},
+		"let a port send as another tenant's server": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				p := port(t, it, "s1-leaf0", "swp2")
+				other := port(t, it, "s1-leaf0", "swp1")
+				if other.Tenant == p.Tenant {
+					t.Fatalf("fixture: %s and %s are both tenant %s's", p.Name, other.Name, p.Tenant)
+				}
+				p.Sources = append(slices.Clone(p.Sources), other.OwnSources()[0])
+			},
+			want: []string{verify.RulePortSource},
+		},
+		"let a port send from its whole link, the leaf's end included": {
+			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
+				p := port(t, it, "s1-leaf0", "swp2")
+				p.Sources = p.Prefixes()
+			},
+			want: []string{verify.RulePortSource},
+		},
 		"drop the underlay list of a device": {
 			mutate: func(t *testing.T, in *fabric.Input, it *fabric.Intent) {
 				it.Device("s1-leaf0").Underlay = nil
