@@ -241,6 +241,9 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"node uncordon", outCase{json: args("node", "uncordon", other)}},
 		{"node unhealthy", outCase{json: args("node", "unhealthy", other)}},
 		{"node healthy", outCase{json: args("node", "healthy", other)}},
+		{"pool set", outCase{json: args("pool", "set", "p1", other), plain: args("pool", "set", "p2", other, "gone-1")}},
+		{"pool list", outCase{json: args("pool", "list"), header: true}},
+		{"pool delete", outCase{json: args("pool", "delete", "p1"), plain: args("pool", "delete", "p2")}},
 		{"fabric status", outCase{json: args("fabric", "status"), header: true}},
 		{"fabric hotspots", outCase{json: args("fabric", "hotspots"), header: true}},
 		{"fabric revisions", outCase{json: args("fabric", "revisions"), header: true}},
@@ -311,7 +314,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 	}
 
 	// Groups print their help (and refuse an unknown subcommand): nothing to format.
-	for _, grp := range []string{"jobfabric", "bench", "cluster", "completion", "config", "fabric", "host", "job", "lab", "node", "sim", "slurm", "tenant", "token", "topology", "workspace"} {
+	for _, grp := range []string{"jobfabric", "bench", "cluster", "completion", "config", "fabric", "host", "job", "lab", "node", "pool", "sim", "slurm", "tenant", "token", "topology", "workspace"} {
 		cases = append(cases, struct {
 			path string
 			outCase
