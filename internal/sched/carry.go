@@ -49,7 +49,10 @@ type Carry struct {
 	// over).
 	topo   *domain.Topology
 	static *Static
-	used   map[[2]string]pairUse
+	// used is each tenant/workspace pair's held units, by the table's
+	// pair number (a slice, not a map by the pair's names: two string
+	// hashes per changed job were a tenth of the patch after a fill).
+	used   []pairUse
 	shapes map[shapeTallyKey]*shapeTally
 	// Per server, by Static's numbering: GPU milli taken per GPU (one
 	// backing array, gpuOff[i] the server's first), CPU and memory.
@@ -84,6 +87,8 @@ type Carry struct {
 	// orderKeys and orderWS are the order's buffers, reused.
 	orderKeys []orderKey
 	orderWS   []int32
+	// srvBuf backs the servers of one changed job's placements.
+	srvBuf []int32
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int
@@ -134,6 +139,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	type change struct {
 		old, cur *domain.Job
 		at       int // old's row in rows
+		k        int // cur's place in jobs (and next)
 	}
 	var changes []change
 	var last uint64
@@ -173,7 +179,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			changes = append(changes, change{old: prev[i], at: i}) // gone
 			i++
 		}
-		c := change{cur: j}
+		c := change{cur: j, k: k}
 		if i < len(prev) && rows[i].id == id {
 			c.old, c.at = prev[i], i
 			i++
@@ -191,23 +197,35 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 		cr.spare = next
 		return false
 	}
+	// The rows of the new and changed jobs first: the sums read them
+	// (the pair's number, the one server, the units held). A changed
+	// job's copy keeps its old row's pair when it names the same one.
 	for _, c := range changes {
+		if c.cur == nil {
+			continue
+		}
+		if c.old != nil && c.old.Tenant == c.cur.Tenant && c.old.Workspace == c.cur.Workspace {
+			next[c.k] = cr.rowIn(c.cur, rows[c.at].pair)
+		} else {
+			next[c.k] = cr.rowOf(c.cur)
+		}
+	}
+	for _, c := range changes {
+		// A copy asking for the same shape as the old one (a job placed,
+		// stopped or requeued) leaves the tally of shapes as it was.
+		same := c.old != nil && c.cur != nil && sameShape(c.old, c.cur)
 		if c.old != nil {
-			cr.add(c.old, -1)
-			if cr.view != nil {
-				cr.view.remove(c.old)
+			cr.addUse(c.old, &rows[c.at], -1)
+			if !same {
+				cr.addShape(c.old, -1)
 			}
 		}
 		if c.cur != nil {
-			cr.add(c.cur, 1)
-			if cr.view != nil {
-				cr.view.add(c.cur)
+			cr.addUse(c.cur, &next[c.k], 1)
+			if !same {
+				cr.addShape(c.cur, 1)
 			}
 		}
-	}
-	// The rows of the new and changed jobs.
-	for _, k := range fresh {
-		next[k] = cr.rowOf(jobs[k])
 	}
 	if cr.pendOK {
 		for _, c := range changes {
@@ -230,7 +248,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 // resum sums every job of s again and makes every row.
 func (cr *Carry) resum(s *Snapshot, st *Static) {
 	cr.static = st
-	cr.used = map[[2]string]pairUse{}
+	cr.used = cr.used[:0]
 	cr.shapes = map[shapeTallyKey]*shapeTally{}
 	cr.odd = 0
 	n := len(st.servers)
@@ -241,46 +259,85 @@ func (cr *Carry) resum(s *Snapshot, st *Static) {
 	cr.gpu = make([]int, cr.gpuOff[n])
 	cr.cpu = make([]int64, n)
 	cr.mem = make([]int64, n)
-	for _, j := range s.Jobs {
-		cr.add(j, 1)
-	}
+	cr.view = nil
 	cr.tbl = jobTable{pairID: map[[2]string]int32{}, jobs: slices.Clone(s.Jobs), rows: make([]jobRow, 0, len(s.Jobs))}
 	for _, j := range s.Jobs {
 		cr.tbl.rows = append(cr.tbl.rows, cr.rowOf(j))
 	}
+	for k, j := range s.Jobs {
+		cr.addUse(j, &cr.tbl.rows[k], 1)
+		cr.addShape(j, 1)
+	}
 	cr.spare = nil
-	cr.view = nil
 	cr.listPending()
 	cr.resums++
 }
 
-// add adds j's part to the sums (sign 1) or takes it away (-1).
-func (cr *Carry) add(j *domain.Job, sign int) {
-	if len(j.Placement) > 0 {
-		k := [2]string{j.Tenant, j.Workspace}
-		u := cr.used[k]
-		u.units += sign * held(j)
-		u.jobs += sign
-		if u.jobs == 0 {
-			delete(cr.used, k)
-		} else {
-			cr.used[k] = u
+// addUse adds placed job j's part (its row r) to the units held, the
+// per-server sums and the carried view (sign 1), or takes it away (-1).
+func (cr *Carry) addUse(j *domain.Job, r *jobRow, sign int) {
+	if len(j.Placement) == 0 {
+		return
+	}
+	for int(r.pair) >= len(cr.used) {
+		cr.used = append(cr.used, pairUse{})
+	}
+	u := &cr.used[r.pair]
+	u.units += sign * r.held
+	u.jobs += sign
+	srvs := cr.serversOf(j, r)
+	for k, p := range j.Placement {
+		i := int(srvs[k])
+		if i < 0 {
+			continue
 		}
+		cr.cpu[i] += int64(sign) * j.CPUMilli
+		cr.mem[i] += int64(sign) * j.MemoryMiB
+		gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
+		eachGPUTaken(p, func(g, milli int) {
+			if g >= 0 && g < len(gs) {
+				gs[g] += sign * milli
+			}
+		})
+	}
+	if cr.view != nil {
+		if sign > 0 {
+			cr.view.add(j, srvs)
+		} else {
+			cr.view.remove(j, srvs)
+		}
+	}
+}
+
+// serversOf is the servers of j's placements by Static's numbering (-1:
+// unknown), in cr's buffer: a one-server job's from its row r, looked up
+// once for the sums and the view.
+func (cr *Carry) serversOf(j *domain.Job, r *jobRow) []int32 {
+	b := cr.srvBuf[:0]
+	if len(j.Placement) == 1 {
+		b = append(b, r.srv)
+	} else {
 		for _, p := range j.Placement {
 			i, ok := cr.static.byName[p.Server]
 			if !ok {
-				continue
+				i = -1
 			}
-			cr.cpu[i] += int64(sign) * j.CPUMilli
-			cr.mem[i] += int64(sign) * j.MemoryMiB
-			gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
-			eachGPUTaken(p, func(g, milli int) {
-				if g >= 0 && g < len(gs) {
-					gs[g] += sign * milli
-				}
-			})
+			b = append(b, int32(i))
 		}
 	}
+	cr.srvBuf = b
+	return b
+}
+
+// sameShape reports whether a and b ask for the same shape as ShapesOf
+// tallies it (shapeOfJob's fields and the memory).
+func sameShape(a, b *domain.Job) bool {
+	return a.CPUMilli == b.CPUMilli && a.MemoryMiB == b.MemoryMiB && a.MIGProfile == b.MIGProfile && a.MIGCount == b.MIGCount &&
+		a.Share == b.Share && a.GPUs == b.GPUs && a.GPUsPerNode == b.GPUsPerNode && a.GPUModel == b.GPUModel && slices.Equal(a.GPUModels, b.GPUModels)
+}
+
+// addShape adds j to ShapesOf's tally (sign 1) or takes it away (-1).
+func (cr *Carry) addShape(j *domain.Job, sign int) {
 	// ShapesOf's tally, key by key.
 	k, n, ok := shapeOfJob(j)
 	if !ok {
@@ -308,7 +365,11 @@ func (cr *Carry) add(j *domain.Job, sign int) {
 // usageInto adds the held units to u, as usageOn's pass over the jobs
 // does.
 func (cr *Carry) usageInto(u *usage) {
-	for k, pu := range cr.used {
+	for p, pu := range cr.used {
+		if pu.jobs == 0 {
+			continue
+		}
+		k := cr.tbl.pairs[p]
 		i, t := u.ix.of(k[0], k[1])
 		if i >= 0 {
 			u.used[i] += pu.units
@@ -408,7 +469,12 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 
 // rowOf is j's row with the server of its one placement numbered.
 func (cr *Carry) rowOf(j *domain.Job) jobRow {
-	r := cr.tbl.rowOf(j)
+	return cr.rowIn(j, cr.tbl.intern(j.Tenant, j.Workspace))
+}
+
+// rowIn is rowOf, j's tenant/workspace pair numbered pair already.
+func (cr *Carry) rowIn(j *domain.Job, pair int32) jobRow {
+	r := cr.tbl.rowIn(j, pair)
 	if len(j.Placement) == 1 {
 		if i, ok := cr.static.byName[j.Placement[0].Server]; ok {
 			r.srv = int32(i)

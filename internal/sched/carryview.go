@@ -54,10 +54,12 @@ type carriedView struct {
 	shared   []bool
 }
 
-// onRef is placement p of job j.
+// onRef is placement p of job j (its ID id: the lists are kept by ID
+// without loading each job).
 type onRef struct {
-	j *domain.Job
-	p int
+	j  *domain.Job
+	id uint64
+	p  int
 }
 
 // newCarriedView is the view of jobs (live ones, in snapshot order) on
@@ -97,7 +99,7 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	for _, j := range jobs {
 		for k, p := range j.Placement {
 			if i, ok := st.byName[p.Server]; ok {
-				cv.on[i] = append(cv.on[i], onRef{j, k})
+				cv.on[i] = append(cv.on[i], onRef{j, j.ID, k})
 			}
 		}
 	}
@@ -105,33 +107,32 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	return cv
 }
 
-// add lists j's placements on their servers, after the jobs of lower ID
-// (a Carry patches only lists by ID), and marks the servers to load.
-func (cv *carriedView) add(j *domain.Job) {
-	for k, p := range j.Placement {
-		i, ok := cv.st.byName[p.Server]
-		if !ok {
+// add lists j's placements on their servers srvs (Static's numbers, -1:
+// unknown), after the jobs of lower ID (a Carry patches only lists by
+// ID), and marks the servers to load.
+func (cv *carriedView) add(j *domain.Job, srvs []int32) {
+	for k, i := range srvs {
+		if i < 0 {
 			continue
 		}
 		l := cv.on[i]
 		at := len(l)
-		for at > 0 && l[at-1].j.ID > j.ID {
+		for at > 0 && l[at-1].id > j.ID {
 			at--
 		}
-		cv.on[i] = slices.Insert(l, at, onRef{j, k})
-		cv.mark(i)
+		cv.on[i] = slices.Insert(l, at, onRef{j, j.ID, k})
+		cv.mark(int(i))
 	}
 }
 
-// remove takes j's (this copy's) placements off their servers' lists.
-func (cv *carriedView) remove(j *domain.Job) {
-	for k, p := range j.Placement {
-		i, ok := cv.st.byName[p.Server]
-		if !ok || slices.ContainsFunc(j.Placement[:k], func(q domain.Placement) bool { return q.Server == p.Server }) {
+// remove takes j's (this copy's) placements off their servers srvs.
+func (cv *carriedView) remove(j *domain.Job, srvs []int32) {
+	for k, i := range srvs {
+		if i < 0 || slices.Contains(srvs[:k], i) {
 			continue // once per server
 		}
 		cv.on[i] = slices.DeleteFunc(cv.on[i], func(e onRef) bool { return e.j == j })
-		cv.mark(i)
+		cv.mark(int(i))
 	}
 }
 

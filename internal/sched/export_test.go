@@ -35,8 +35,10 @@ func CarrySums(cr *Carry, s *Snapshot) (shapes []Shape, ok bool, hosts []Host, u
 		hosts = append(hosts, cp)
 	}
 	used = map[[2]string]int{}
-	for k, u := range cr.used {
-		used[k] = u.units
+	for p, u := range cr.used {
+		if u.jobs > 0 {
+			used[cr.tbl.pairs[p]] = u.units
+		}
 	}
 	return shapes, ok, hosts, used
 }
