@@ -156,7 +156,20 @@ func (cv *carriedView) load(i int) {
 	for _, e := range cv.on[i] {
 		j := e.j
 		v.take(j.Placement[e.p], j.Tenant)
-		v.hold(j.Tenant, cv.excl[j.Tenant])
+		// A tenant holding the server already was looked up in excl
+		// when it came (a map look-up per placement was a third of
+		// loading).
+		ex, held := false, false
+		for h := range v.holders {
+			if v.holders[h].tenant == j.Tenant {
+				ex, held = v.holders[h].exclusive, true
+				break
+			}
+		}
+		if !held && len(cv.excl) > 0 {
+			ex = cv.excl[j.Tenant]
+		}
+		v.hold(j.Tenant, ex)
 		v.ver++ // account's count, with no scorer tally
 		v.cpuUsed += j.CPUMilli
 		v.memUsed += j.MemoryMiB

@@ -726,6 +726,8 @@ func orderRuns(jobs []*domain.Job, ks []orderKey, byWS []int32, wss []*queueWS) 
 	})
 	out := make([]queued, 0, len(ks))
 	var merge []int32
+	var packed []uint64
+	var wide bool
 	for a := 0; a < len(runs); {
 		b := a + 1
 		for b < len(runs) && sameClass(&runs[a], &runs[b]) == 0 {
@@ -737,17 +739,36 @@ func orderRuns(jobs []*domain.Job, ks []orderKey, byWS []int32, wss []*queueWS) 
 				jobs[len(out)-1] = ks[i].j
 			}
 		} else {
-			// Workspaces of one share: their runs merged by ID.
-			merge = merge[:0]
+			// Workspaces of one share: their runs merged by ID (then
+			// place). IDs under 2^32 sort as one integer with the
+			// place, without a comparison function reading each key
+			// (tens of thousands of borrowing jobs of idle workspaces
+			// are one group: its sort was most of ordering).
+			merge, wide = merge[:0], false
+			packed = packed[:0]
 			for _, r := range runs[a:b] {
-				merge = append(merge, byWS[r.start:r.end]...)
-			}
-			slices.SortFunc(merge, func(x, y int32) int {
-				if c := cmp.Compare(ks[x].id, ks[y].id); c != 0 {
-					return c
+				for _, i := range byWS[r.start:r.end] {
+					id := ks[i].id
+					wide = wide || id >= 1<<32
+					packed = append(packed, id<<32|uint64(i))
 				}
-				return cmp.Compare(x, y)
-			})
+			}
+			if !wide {
+				slices.Sort(packed)
+				for _, p := range packed {
+					merge = append(merge, int32(uint32(p)))
+				}
+			} else {
+				for _, r := range runs[a:b] {
+					merge = append(merge, byWS[r.start:r.end]...)
+				}
+				slices.SortFunc(merge, func(x, y int32) int {
+					if c := cmp.Compare(ks[x].id, ks[y].id); c != 0 {
+						return c
+					}
+					return cmp.Compare(x, y)
+				})
+			}
 			for _, i := range merge {
 				out = append(out, queued{ws: ks[i].ws, within: ks[i].within, id: ks[i].id, prio: ks[i].prio})
 				jobs[len(out)-1] = ks[i].j
