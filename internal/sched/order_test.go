@@ -87,7 +87,7 @@ func TestOrderAsBefore(t *testing.T) {
 		for i := range idx {
 			idx[i] = int32(i)
 		}
-		qa := order(a, idx, tbl, s, u, stopping, freeingFor)
+		qa := order(a, idx, tbl, s, u, tbl.pairIndex(u.ix), stopping, freeingFor)
 		wa := map[uint64]bool{}
 		for i, q := range qa {
 			if q.within {
