@@ -625,10 +625,10 @@ type queueWSs struct {
 	// its usage read by number, not looked up by ref.
 	pairWS []int32
 	byPair []*queueWS // by the table's pair number
-	buf      []queueWS
-	slotOf   []int32 // a ref number's slot + 1 (0: none yet)
-	nslots   int32
-	list     []*queueWS // in the order made
+	buf    []queueWS
+	slotOf []int32 // a ref number's slot + 1 (0: none yet)
+	nslots int32
+	list   []*queueWS // in the order made
 }
 
 func newQueueWSs(tbl *jobTable, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int) *queueWSs {
