@@ -281,8 +281,12 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// Left to right: a run's rows land at or before where they were,
 	// past the rows of the runs before it (copy moves overlapping rows
 	// as memmove does), then the new rows fill the places between.
+	// A run in place already (none before it moved) is left as it is:
+	// after a fill, every row of an unchanged job.
 	for _, r := range runs {
-		copy(next[r.k:r.k+r.n], rows[r.at:r.at+r.n])
+		if !inPlace || r.k != r.at {
+			copy(next[r.k:r.k+r.n], rows[r.at:r.at+r.n])
+		}
 	}
 	for _, c := range changes {
 		if c.cur != nil {
@@ -293,8 +297,26 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// pointers).
 	clear(next[len(jobs):])
 	next = next[:len(jobs)]
-	cr.tbl.jobs = append(cr.tbl.jobs[:0], jobs...)
 	cr.tbl.rows = next
+	// The jobs likewise, from the list: a run in place holds them.
+	tj := cr.tbl.jobs
+	if cap(tj) < len(jobs) {
+		tj = append(tj[:0], jobs...)
+	} else {
+		tj = tj[:max(len(jobs), len(tj))]
+		for _, r := range runs {
+			if r.k != r.at {
+				copy(tj[r.k:r.k+r.n], jobs[r.k:r.k+r.n])
+			}
+		}
+		for _, c := range changes {
+			if c.cur != nil {
+				tj[c.k] = c.cur
+			}
+		}
+		clear(tj[len(jobs):])
+	}
+	cr.tbl.jobs = tj[:len(jobs)]
 	if len(changes) > 0 {
 		cr.syncs++
 	}
