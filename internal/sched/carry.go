@@ -371,12 +371,22 @@ func (cr *Carry) addUse(j *domain.Job, r *jobRow, sign int) {
 		}
 		cr.cpu[i] += int64(sign) * j.CPUMilli
 		cr.mem[i] += int64(sign) * j.MemoryMiB
+		// eachGPUTaken's parts, without a call per GPU.
 		gs := cr.gpu[cr.gpuOff[i]:cr.gpuOff[i+1]]
-		eachGPUTaken(p, func(g, milli int) {
+		milli := 1000
+		if p.Share > 0 && len(p.MIG) == 0 {
+			milli = domain.ShareUnits(p.Share) / Milli
+		}
+		for _, g := range p.GPUs {
 			if g >= 0 && g < len(gs) {
 				gs[g] += sign * milli
 			}
-		})
+		}
+		for _, m := range p.MIG {
+			if g := m.GPU; g >= 0 && g < len(gs) {
+				gs[g] += sign * 1000
+			}
+		}
 	}
 	if cr.view != nil {
 		if sign > 0 {

@@ -94,6 +94,14 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 		cv.total += g * unit
 	}
 	slices.Sort(cv.modelNames)
+	// Each server's list starts with room for 8 placements, from one
+	// array: grown one insertion at a time, the lists of the cycle after
+	// a fill (every server's, from empty) were a call to the allocator
+	// per placement.
+	room := make([]onRef, 8*n)
+	for i := range cv.on {
+		cv.on[i] = room[8*i : 8*i : 8*i+8]
+	}
 	// In the snapshot's order, as buildCluster loads them (by ID when
 	// the Carry patches; any order when it sums every job).
 	for _, j := range jobs {
