@@ -1,9 +1,11 @@
 package sched
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +22,8 @@ import (
 // the placed jobs' new copies and its view of their servers loaded
 // again. Each op goes one way: to the committed snapshot, or back to the
 // one before (the same jobs, pending again), so each patches the same
-// jobs. The jobs are made as `bench sched` makes them.
+// jobs. The jobs are made as `bench sched` makes them; each way is
+// labelled ("way": fill, back) for a profile.
 func BenchmarkCarryAfterFill(b *testing.B) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 125, ServersPerStripe: 100, GPUsPerServer: 8})
 	if err != nil {
@@ -89,9 +92,15 @@ func BenchmarkCarryAfterFill(b *testing.B) {
 		if i%2 == 1 {
 			to = s
 		}
+		way := "fill"
+		if i%2 == 1 {
+			way = "back"
+		}
 		c0 := threadCPU()
-		cr.sync(to)
-		buildClusterWith(to, &cr)
+		pprof.Do(context.Background(), pprof.Labels("way", way), func(context.Context) {
+			cr.sync(to)
+			buildClusterWith(to, &cr)
+		})
 		if d := threadCPU() - c0; i%2 == 0 {
 			fill += d
 		} else {
