@@ -70,6 +70,9 @@ type Carry struct {
 	// ixTenant is each workspace's Tenant field it was numbered with.
 	ix       *usageIndex
 	ixTenant []string
+	// ixRefs and ixNames are the index's refs and tenant names by
+	// number.
+	ixRefs, ixNames []string
 	ixKept   int // cycles that kept it (tests)
 	// view is the cluster view kept for the cycles (carryview.go), made
 	// on first use after a sum.
@@ -524,16 +527,22 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 	if old := cr.ix; old != nil && len(old.ws) == len(s.Workspaces) && len(old.byRef) == len(old.ws) && len(old.tenants) == len(s.Tenants) {
 		ix := &usageIndex{ws: make([]*domain.Workspace, len(old.ws)), wsTenant: old.wsTenant, byRef: old.byRef,
 			tenants: make([]*domain.Tenant, len(old.tenants)), byTenant: old.byTenant, byPair: old.byPair}
+		// By number, from the refs and names kept in slices (ranging
+		// over the maps and building each w.Ref() to compare were most
+		// of this).
 		same := true
-		for ref, i := range old.byRef {
+		for i, ref := range cr.ixRefs {
 			w := s.Workspaces[ref]
-			if w == nil || w.Tenant != cr.ixTenant[i] || w.Ref() != ref {
+			if w == nil || w.Tenant != cr.ixTenant[i] || !isRef(ref, w) {
 				same = false
 				break
 			}
 			ix.ws[i] = w
 		}
-		for name, i := range old.byTenant {
+		for i, name := range cr.ixNames {
+			if !same {
+				break
+			}
 			t, ok := s.Tenants[name]
 			if !ok {
 				same = false
@@ -552,7 +561,21 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 	for i, w := range ix.ws {
 		cr.ixTenant[i] = w.Tenant
 	}
+	cr.ixRefs = make([]string, len(ix.ws))
+	for ref, i := range ix.byRef {
+		cr.ixRefs[i] = ref
+	}
+	cr.ixNames = make([]string, len(ix.tenants))
+	for name, i := range ix.byTenant {
+		cr.ixNames[i] = name
+	}
 	return ix
+}
+
+// isRef reports whether ref is w.Ref(), without making it.
+func isRef(ref string, w *domain.Workspace) bool {
+	n := len(w.Tenant)
+	return len(ref) == n+1+len(w.Name) && ref[:n] == w.Tenant && ref[n] == '/' && ref[n+1:] == w.Name
 }
 
 // rowOf is j's row with the server of its one placement numbered.

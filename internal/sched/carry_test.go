@@ -54,6 +54,7 @@ func TestCarryDecidesAlike(t *testing.T) {
 		submit(400)
 		var carry sched.Carry
 		var held []*domain.Job
+		var renamed *domain.Workspace
 		for cycle := 0; cycle < 40; cycle++ {
 			switch cycle {
 			case 15:
@@ -85,6 +86,16 @@ func TestCarryDecidesAlike(t *testing.T) {
 				// A tenant renamed, the same number of tenants.
 				delete(s.Tenants, "late")
 				s.Tenants["later"] = &domain.Tenant{Name: "later", Isolation: domain.IsolationServer}
+			case 21:
+				// A workspace renamed under its old key for a cycle: the
+				// same refs as map keys, not as the workspaces name
+				// themselves.
+				renamed = s.Workspaces[refs[4]]
+				w := *renamed
+				w.Name += "x"
+				s.Workspaces[refs[4]] = &w
+			case 22:
+				s.Workspaces[refs[4]] = renamed
 			case 25:
 				// A new topology, the same servers: every sum starts over.
 				next := gen("H100-80GB")
