@@ -73,7 +73,7 @@ type Carry struct {
 	// ixRefs and ixNames are the index's refs and tenant names by
 	// number.
 	ixRefs, ixNames []string
-	ixKept   int // cycles that kept it (tests)
+	ixKept          int // cycles that kept it (tests)
 	// view is the cluster view kept for the cycles (carryview.go), made
 	// on first use after a sum.
 	view *carriedView
