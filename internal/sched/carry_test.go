@@ -1,8 +1,10 @@
 package sched_test
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +53,8 @@ func TestCarryDecidesAlike(t *testing.T) {
 		submit := func(n int) { s.Jobs = append(s.Jobs, mixedJobs(rng, s, refs, &id, n, now)...) }
 		submit(400)
 		var carry sched.Carry
+		var held []*domain.Job
+		var renamed *domain.Workspace
 		for cycle := 0; cycle < 40; cycle++ {
 			switch cycle {
 			case 15:
@@ -82,10 +86,23 @@ func TestCarryDecidesAlike(t *testing.T) {
 				// A tenant renamed, the same number of tenants.
 				delete(s.Tenants, "late")
 				s.Tenants["later"] = &domain.Tenant{Name: "later", Isolation: domain.IsolationServer}
+			case 21:
+				// A workspace renamed under its old key for a cycle: the
+				// same refs as map keys, not as the workspaces name
+				// themselves.
+				renamed = s.Workspaces[refs[4]]
+				w := *renamed
+				w.Name += "x"
+				s.Workspaces[refs[4]] = &w
+			case 22:
+				s.Workspaces[refs[4]] = renamed
 			case 25:
 				// A new topology, the same servers: every sum starts over.
 				next := gen("H100-80GB")
 				s.Topology, s.Static = next, sched.NewStatic(next)
+			}
+			if d := sched.CarryTable(&carry, s); d != "" {
+				t.Fatalf("seed %d cycle %d: the Carry's table: %s", seed, cycle, d)
 			}
 			shapes, ok, hosts, used := sched.CarrySums(&carry, s)
 			wShapes, wHosts, wUsed := sched.WholeSums(s)
@@ -105,6 +122,7 @@ func TestCarryDecidesAlike(t *testing.T) {
 			placements += len(plan.Placements)
 			preemptions += len(plan.Preemptions)
 			commitByCopy(s, plan, now, rng)
+			holdBack(s, &held, rng)
 			submit(5 + rng.IntN(25))
 			now = now.Add(time.Duration(10+rng.IntN(60)) * time.Second)
 		}
@@ -135,13 +153,21 @@ func TestCarryDecidesAlike(t *testing.T) {
 // commitByCopy applies plan to s as the state machine does, each changed
 // job a new copy (the snapshot the plan was made from keeps its own):
 // releases requeue, preemptions start the grace period, placements run,
-// and some running jobs end.
+// and some running jobs end. As a state may, it commits some plans only
+// in part (a placement left out), some placements differently from the
+// plan (a copy of its slice, GPUs in another order), and changes some
+// placed jobs otherwise in the same commit (priority, memory, workspace):
+// nothing the Carry keeps may count on a plan being committed as made.
 func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.Rand) {
 	placed, released, stopping := plan.ByJob()
 	var live []*domain.Job
 	for _, j := range s.Jobs {
 		_, stops := stopping[j.ID]
 		_, places := placed[j.ID]
+		if places && rng.IntN(12) == 0 {
+			places = false // left out of the commit
+			delete(placed, j.ID)
+		}
 		r, reasoned := plan.Pending[j.ID]
 		reasoned = reasoned && !j.Reason.Equal(r)
 		ends := j.State == domain.JobRunning && !places && rng.IntN(8) == 0
@@ -163,13 +189,62 @@ func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.
 		}
 		if pl, ok := placed[j.ID]; ok {
 			at := now
+			if rng.IntN(6) == 0 {
+				// Committed as another slice, GPUs in another order.
+				cp := make([]domain.Placement, len(pl))
+				for x, p := range pl {
+					p.GPUs = slices.Clone(p.GPUs)
+					slices.Reverse(p.GPUs)
+					cp[x] = p
+				}
+				pl = cp
+			}
 			j.State, j.Placement, j.PlacedAt, j.Reason = domain.JobRunning, pl, &at, nil
+			switch rng.IntN(16) {
+			case 0:
+				j.Priority++
+			case 1:
+				j.MemoryMiB += 1024
+			case 2:
+				// Moved to another workspace of its tenant (or one the
+				// snapshot does not know).
+				for _, w := range s.Workspaces {
+					if w.Tenant == j.Tenant && w.Name != j.Workspace {
+						j.Workspace = w.Name
+						break
+					}
+				}
+			}
 		} else if reasoned {
 			r := r
 			j.Reason = &r
 		}
 		live = append(live, j)
 	}
+	s.Jobs = live
+}
+
+// holdBack takes a few pending jobs next to each other out of s for a
+// cycle, every other cycle, and puts back those it held the cycle before,
+// in ID order: jobs of lower IDs come back among the others, as from a
+// source that missed them once (the rows after them then move right).
+func holdBack(s *sched.Snapshot, held *[]*domain.Job, rng *rand.Rand) {
+	back := *held
+	*held = nil
+	var live []*domain.Job
+	from := len(s.Jobs)
+	if rng.IntN(2) == 0 {
+		from = rng.IntN(len(s.Jobs) + 1)
+	}
+	for k, j := range s.Jobs {
+		if k >= from && len(*held) < 4 && j.State == domain.JobPending {
+			*held = append(*held, j)
+			continue
+		}
+		live = append(live, j)
+	}
+	live = append(live, back...)
+	slices.SortFunc(live, func(a, b *domain.Job) int { return cmp.Compare(a.ID, b.ID) })
 	s.Jobs = live
 }
 

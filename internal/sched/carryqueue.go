@@ -85,8 +85,8 @@ func (cr *Carry) repend(j *domain.Job, r *jobRow) {
 // for) is read as order reads it. jobs are the cycle's pending jobs (the
 // same set); false when the lists do not hold as many (never, but then
 // order decides).
-func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, stopping map[string]int, freeingFor map[uint64]freeing) ([]queued, bool) {
-	qw := newQueueWSs(&cr.tbl, s, u, stopping)
+func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int, freeingFor map[uint64]freeing) ([]queued, bool) {
+	qw := newQueueWSs(&cr.tbl, s, u, pairWS, stopping)
 	// The keys' buffers are the Carry's, reused: the cycle before's
 	// are dead once its plan is made (3.7 MB of keys a cycle at 67,000
 	// pending jobs).

@@ -54,10 +54,12 @@ type carriedView struct {
 	shared   []bool
 }
 
-// onRef is placement p of job j.
+// onRef is placement p of job j (its ID id: the lists are kept by ID
+// without loading each job).
 type onRef struct {
-	j *domain.Job
-	p int
+	j  *domain.Job
+	id uint64
+	p  int
 }
 
 // newCarriedView is the view of jobs (live ones, in snapshot order) on
@@ -92,12 +94,20 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 		cv.total += g * unit
 	}
 	slices.Sort(cv.modelNames)
+	// Each server's list starts with room for 8 placements, from one
+	// array: grown one insertion at a time, the lists of the cycle after
+	// a fill (every server's, from empty) were a call to the allocator
+	// per placement.
+	room := make([]onRef, 8*n)
+	for i := range cv.on {
+		cv.on[i] = room[8*i : 8*i : 8*i+8]
+	}
 	// In the snapshot's order, as buildCluster loads them (by ID when
 	// the Carry patches; any order when it sums every job).
 	for _, j := range jobs {
 		for k, p := range j.Placement {
 			if i, ok := st.byName[p.Server]; ok {
-				cv.on[i] = append(cv.on[i], onRef{j, k})
+				cv.on[i] = append(cv.on[i], onRef{j, j.ID, k})
 			}
 		}
 	}
@@ -105,33 +115,32 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	return cv
 }
 
-// add lists j's placements on their servers, after the jobs of lower ID
-// (a Carry patches only lists by ID), and marks the servers to load.
-func (cv *carriedView) add(j *domain.Job) {
-	for k, p := range j.Placement {
-		i, ok := cv.st.byName[p.Server]
-		if !ok {
+// add lists j's placements on their servers srvs (Static's numbers, -1:
+// unknown), after the jobs of lower ID (a Carry patches only lists by
+// ID), and marks the servers to load.
+func (cv *carriedView) add(j *domain.Job, srvs []int32) {
+	for k, i := range srvs {
+		if i < 0 {
 			continue
 		}
 		l := cv.on[i]
 		at := len(l)
-		for at > 0 && l[at-1].j.ID > j.ID {
+		for at > 0 && l[at-1].id > j.ID {
 			at--
 		}
-		cv.on[i] = slices.Insert(l, at, onRef{j, k})
-		cv.mark(i)
+		cv.on[i] = slices.Insert(l, at, onRef{j, j.ID, k})
+		cv.mark(int(i))
 	}
 }
 
-// remove takes j's (this copy's) placements off their servers' lists.
-func (cv *carriedView) remove(j *domain.Job) {
-	for k, p := range j.Placement {
-		i, ok := cv.st.byName[p.Server]
-		if !ok || slices.ContainsFunc(j.Placement[:k], func(q domain.Placement) bool { return q.Server == p.Server }) {
+// remove takes j's (this copy's) placements off their servers srvs.
+func (cv *carriedView) remove(j *domain.Job, srvs []int32) {
+	for k, i := range srvs {
+		if i < 0 || slices.Contains(srvs[:k], i) {
 			continue // once per server
 		}
 		cv.on[i] = slices.DeleteFunc(cv.on[i], func(e onRef) bool { return e.j == j })
-		cv.mark(i)
+		cv.mark(int(i))
 	}
 }
 
@@ -155,7 +164,20 @@ func (cv *carriedView) load(i int) {
 	for _, e := range cv.on[i] {
 		j := e.j
 		v.take(j.Placement[e.p], j.Tenant)
-		v.hold(j.Tenant, cv.excl[j.Tenant])
+		// A tenant holding the server already was looked up in excl
+		// when it came (a map look-up per placement was a third of
+		// loading).
+		ex, held := false, false
+		for h := range v.holders {
+			if v.holders[h].tenant == j.Tenant {
+				ex, held = v.holders[h].exclusive, true
+				break
+			}
+		}
+		if !held && len(cv.excl) > 0 {
+			ex = cv.excl[j.Tenant]
+		}
+		v.hold(j.Tenant, ex)
 		v.ver++ // account's count, with no scorer tally
 		v.cpuUsed += j.CPUMilli
 		v.memUsed += j.MemoryMiB

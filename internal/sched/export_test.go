@@ -35,8 +35,10 @@ func CarrySums(cr *Carry, s *Snapshot) (shapes []Shape, ok bool, hosts []Host, u
 		hosts = append(hosts, cp)
 	}
 	used = map[[2]string]int{}
-	for k, u := range cr.used {
-		used[k] = u.units
+	for p, u := range cr.used {
+		if u.jobs > 0 {
+			used[cr.tbl.pairs[p]] = u.units
+		}
 	}
 	return shapes, ok, hosts, used
 }
@@ -80,4 +82,49 @@ func viewOf(c *cluster) string {
 			i, v.s.Name, v.idx, v.free, v.nfree, v.mig, v.share, v.shareTenant, v.holders, v.exclusive, v.cpuUsed, v.memUsed, v.ver, v.cpuCap, v.memCap, v.model, v.sigID)
 	}
 	return b.String()
+}
+
+// CarryTable brings cr to s's jobs and reports the first way its table
+// or its lists of pending jobs differ from those made afresh from s's
+// jobs ("" when none): each row as rowOf makes it (the Carry's pair
+// numbers), each pair's pending jobs in the workspace's own order.
+func CarryTable(cr *Carry, s *Snapshot) string {
+	cr.sync(s)
+	t := &cr.tbl
+	if len(t.jobs) != len(s.Jobs) || len(t.rows) != len(s.Jobs) {
+		return fmt.Sprintf("%d jobs and %d rows for %d jobs", len(t.jobs), len(t.rows), len(s.Jobs))
+	}
+	for k, j := range s.Jobs {
+		if t.jobs[k] != j {
+			return fmt.Sprintf("job %d at %d is not the snapshot's copy", j.ID, k)
+		}
+		if want := cr.rowOf(j); t.rows[k] != want {
+			return fmt.Sprintf("job %d's row %+v, made afresh %+v", j.ID, t.rows[k], want)
+		}
+	}
+	if !cr.pendOK {
+		return ""
+	}
+	kept := cr.pend
+	cr.listPending()
+	fresh := cr.pend
+	cr.pend = kept
+	for p := range max(len(kept), len(fresh)) {
+		var a, b []pendJob
+		if p < len(kept) {
+			a = kept[p]
+		}
+		if p < len(fresh) {
+			b = fresh[p]
+		}
+		if len(a) != len(b) {
+			return fmt.Sprintf("pair %v lists %d pending jobs, made afresh %d", t.pairs[p], len(a), len(b))
+		}
+		for x := range a {
+			if a[x] != b[x] {
+				return fmt.Sprintf("pair %v's pending job %d is %+v, made afresh %+v", t.pairs[p], x, a[x], b[x])
+			}
+		}
+	}
+	return ""
 }

@@ -98,8 +98,13 @@ func (t *jobTable) intern(tenant, workspace string) int32 {
 }
 
 func (t *jobTable) rowOf(j *domain.Job) jobRow {
+	return t.rowIn(j, t.intern(j.Tenant, j.Workspace))
+}
+
+// rowIn is rowOf, j's tenant/workspace pair numbered pair already.
+func (t *jobTable) rowIn(j *domain.Job, pair int32) jobRow {
 	r := jobRow{id: j.ID, srv: -1, preemptedFor: j.PreemptedFor, expected: j.ExpectedDurationSeconds, timeLimit: j.TimeLimitSeconds,
-		prio: j.Priority, demand: demand(j), held: held(j), pair: t.intern(j.Tenant, j.Workspace),
+		prio: j.Priority, demand: demand(j), held: held(j), pair: pair,
 		placed: len(j.Placement) > 0, hasPlacedAt: j.PlacedAt != nil, ended: j.EndedAt != nil,
 		reclaimWait: j.Reason != nil && j.Reason.Code == ReasonReclaim, stoppable: j.State.Stoppable()}
 	if j.PlacedAt != nil {

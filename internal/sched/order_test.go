@@ -19,7 +19,8 @@ import (
 // change in it. Random queues: tenants whose names order differently as
 // pairs and as refs, workspaces with and without weights, guarantees and
 // priorities, unknown workspaces, jobs stopping, being freed for, or
-// waiting on a reclaim, running jobs for the decayed usage.
+// waiting on a reclaim, running jobs for the decayed usage, IDs on both
+// sides of 2^32.
 func TestOrderAsBefore(t *testing.T) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 8, GPUsPerServer: 8})
 	if err != nil {
@@ -44,9 +45,16 @@ func TestOrderAsBefore(t *testing.T) {
 		stopping := map[string]int{}
 		freeingFor := map[uint64]freeing{}
 		var pending []*domain.Job
+		// Every third seed's IDs cross 2^32: the merge of runs of one
+		// share sorts IDs under it packed with their place, the others
+		// by comparison.
+		base := uint64(0)
+		if seed%3 == 0 {
+			base = 1<<32 - 70
+		}
 		for id := 1; id <= 60+rng.IntN(80); id++ {
 			r := refs[rng.IntN(len(refs))]
-			j := &domain.Job{ID: uint64(id), JobSpec: domain.JobSpec{Tenant: r[0], Workspace: r[1], GPUs: 1 << rng.IntN(4), Priority: rng.IntN(3)}, State: domain.JobPending}
+			j := &domain.Job{ID: base + uint64(id), JobSpec: domain.JobSpec{Tenant: r[0], Workspace: r[1], GPUs: 1 << rng.IntN(4), Priority: rng.IntN(3)}, State: domain.JobPending}
 			switch rng.IntN(6) {
 			case 0:
 				if j.GPUs <= 8 && free >= j.GPUs*4 {
@@ -79,7 +87,7 @@ func TestOrderAsBefore(t *testing.T) {
 		for i := range idx {
 			idx[i] = int32(i)
 		}
-		qa := order(a, idx, tbl, s, u, stopping, freeingFor)
+		qa := order(a, idx, tbl, s, u, tbl.pairIndex(u.ix), stopping, freeingFor)
 		wa := map[uint64]bool{}
 		for i, q := range qa {
 			if q.within {

@@ -304,6 +304,26 @@ func (u *usage) protectedFrom(w *domain.Workspace) int {
 	return total
 }
 
+// decayWeights remembers decayedUsage's weights 2^-(now-t)/h by t (the
+// whole time.Time, monotonic reading included: the same value gives the
+// same weight), a few slots chosen by the time's seconds.
+type decayWeights struct {
+	t  [64]time.Time
+	w  [64]float64
+	ok [64]bool
+}
+
+// of is 2^-(now-t)/hs as decayedUsage works it out.
+func (c *decayWeights) of(t, now time.Time, hs float64) float64 {
+	x := uint(t.Unix()^int64(t.Nanosecond())) % 64
+	if c.ok[x] && c.t[x] == t {
+		return c.w[x]
+	}
+	w := math.Exp2(-now.Sub(t).Seconds() / hs)
+	c.t[x], c.w[x], c.ok[x] = t, w, true
+	return w
+}
+
 // decayedUsage is amount x the integral over [start, end] of 2^-(now-t)/h.
 func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float64 {
 	if !end.After(start) {
@@ -318,17 +338,26 @@ func decayedUsage(amount int, start, end, now time.Time, h time.Duration) float6
 // is s's jobs; pairWS maps its pairs to u's workspaces): the same terms,
 // summed in the same order.
 func (u *usage) addDecayRows(s *Snapshot, tbl *jobTable, pairWS []int32, now time.Time, h time.Duration) {
+	var wc decayWeights
 	for k := range tbl.rows {
 		r := &tbl.rows[k]
 		if !r.hasPlacedAt {
 			continue
 		}
-		end := now
-		if r.ended {
-			end = *tbl.jobs[k].EndedAt
+		i := pairWS[r.pair]
+		if i < 0 {
+			continue
 		}
-		if i := pairWS[r.pair]; i >= 0 {
-			u.decayed[i] += decayedUsage(r.held, r.placedAt, end, now, h) / unit
+		if r.ended {
+			u.decayed[i] += decayedUsage(r.held, r.placedAt, *tbl.jobs[k].EndedAt, now, h) / unit
+			continue
+		}
+		// decayedUsage(r.held, r.placedAt, now, now, h), its weights
+		// remembered by time: the jobs placed by one plan share their
+		// PlacedAt, and an Exp2 apiece was most of this pass.
+		if now.After(r.placedAt) {
+			hs := h.Seconds()
+			u.decayed[i] += float64(r.held) * hs / math.Ln2 * (wc.of(now, now, hs) - wc.of(r.placedAt, now, hs)) / unit
 		}
 	}
 	for _, j := range s.History {
