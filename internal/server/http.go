@@ -127,12 +127,15 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(w, err)
 				return
 			}
-			s.fwd.Load().forward(w, r, u, s.nodeID)
-			if rec.status == http.StatusUnauthorized {
-				// The leader trusts this member: the follower counts its
-				// clients' failures.
-				s.guard.authFailed(r)
+			// The leader trusts this member: the follower counts its
+			// clients' failures, before the 401 reaches the client (its
+			// next request must find it counted).
+			rec.onStatus = func(code int) {
+				if code == http.StatusUnauthorized {
+					s.guard.authFailed(r)
+				}
 			}
+			s.fwd.Load().forward(w, r, u, s.nodeID)
 			return
 		}
 		var p *principal

@@ -19,6 +19,9 @@ type requestRecord struct {
 	status  int
 	start   time.Time
 	tokenID string // the principal's token ID (never its secret), once known
+	// onStatus, when set, learns the status before any of the answer
+	// reaches the client (a follower counts the leader's 401s so).
+	onStatus func(code int)
 }
 
 func (s *Server) track(w http.ResponseWriter, r *http.Request, route string) *requestRecord {
@@ -26,17 +29,24 @@ func (s *Server) track(w http.ResponseWriter, r *http.Request, route string) *re
 }
 
 func (rec *requestRecord) WriteHeader(code int) {
-	if rec.status == 0 {
-		rec.status = code
-	}
+	rec.noteStatus(code)
 	rec.ResponseWriter.WriteHeader(code)
 }
 
 func (rec *requestRecord) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
+	rec.noteStatus(http.StatusOK)
 	return rec.ResponseWriter.Write(b)
+}
+
+// noteStatus records the answer's status, the first one given.
+func (rec *requestRecord) noteStatus(code int) {
+	if rec.status != 0 {
+		return
+	}
+	rec.status = code
+	if rec.onStatus != nil {
+		rec.onStatus(code)
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection (streams flush
