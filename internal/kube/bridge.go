@@ -114,9 +114,11 @@ type Config struct {
 	Runtime RuntimeAPI
 	// Inventory, when set, syncs servers to Nodes; nil leaves Nodes alone.
 	Inventory InventoryAPI
-	// Pools, when set, keeps a server pool of the Nodes a gang's
-	// nodeSelector matches, and the gang is placed on them only (pools.go);
-	// nil refuses a gang whose nodeSelector leaves out some Node.
+	// Pools, when set, keeps a server pool of the Nodes a gang's pods may
+	// run on (nodeSelector, required node affinity, tolerated taints), and
+	// the gang is placed on them only, and collects those pools when no
+	// job names them (pools.go); nil refuses a gang that some Node does
+	// not admit.
 	Pools PoolsAPI
 	// Tenants, when set, are the only tenants a namespace may name: with
 	// an admin token, whoever labels namespaces otherwise picks who pays.
@@ -150,8 +152,10 @@ type Bridge struct {
 	reported map[string]map[string]bool // pod UID -> events written
 	waiting  map[string]domain.JobState // group -> state last logged
 	settled  map[uint64]bool            // ended jobs whose pods were dealt with
-	pools    map[string][]string        // nodeSelector pools as last set (pools.go)
-	orphans  map[uint64]time.Time       // live jobs without a pod, since
+	pools    map[string][]string        // node pools as last set (pools.go)
+	// poolAsked is when a gang last asked for each pool (pools.go).
+	poolAsked map[string]time.Time
+	orphans   map[uint64]time.Time // live jobs without a pod, since
 	// evicted are jobs whose pods the bridge evicted: their deletion is no
 	// cancel (the job is requeued or ends Preempted).
 	evicted map[uint64]bool
@@ -181,7 +185,7 @@ func New(cfg Config) *Bridge {
 	}
 	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
 		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{},
-		settled: map[uint64]bool{}, pools: map[string][]string{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
+		settled: map[uint64]bool{}, pools: map[string][]string{}, poolAsked: map[string]time.Time{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
 }
 
 // Run watches pods, namespaces and nodes and reconciles until ctx ends.
@@ -318,6 +322,9 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		}
 	}
 	b.withoutPods(ctx, live, seen)
+	if err := b.collectPools(ctx); err != nil {
+		b.cfg.Logger.Warn("kube bridge: collect pools", "err", err)
+	}
 	names := make(map[string]bool, len(groups))
 	for _, g := range groups {
 		names[g.namespace+"/"+g.name] = true
