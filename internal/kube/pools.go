@@ -105,7 +105,7 @@ func (c constraint) key() string {
 	}
 	var k struct {
 		Selector    []string `json:"s,omitempty"`
-		Terms       []string `json:"a,omitempty"`
+		Terms       []string `json:"a"` // null: no affinity; []: no Node
 		Tolerations []string `json:"t,omitempty"`
 	}
 	for _, l := range slices.Sorted(maps.Keys(c.selector)) {
