@@ -120,6 +120,9 @@ type Config struct {
 	// job names them (pools.go); nil refuses a gang that some Node does
 	// not admit.
 	Pools PoolsAPI
+	// PoolGrace is how long a pool no live job names is kept after a gang
+	// last asked for it (default DefaultPoolGrace).
+	PoolGrace time.Duration
 	// Tenants, when set, are the only tenants a namespace may name: with
 	// an admin token, whoever labels namespaces otherwise picks who pays.
 	Tenants []string
@@ -179,6 +182,9 @@ func New(cfg Config) *Bridge {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PoolGrace <= 0 {
+		cfg.PoolGrace = DefaultPoolGrace
 	}
 	if cfg.GPUDeviceClass == "" {
 		cfg.GPUDeviceClass = DefaultGPUDeviceClass

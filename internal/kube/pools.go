@@ -33,9 +33,10 @@ type PoolsAPI interface {
 	Jobs(ctx context.Context, q client.JobQuery) ([]domain.Job, error)
 }
 
-// poolGrace is how long a pool no live job names is kept after a gang
-// last asked for it: the gang may be between setting it and submitting.
-const poolGrace = time.Minute
+// DefaultPoolGrace is how long a pool no live job names is kept after a
+// gang last asked for it: the gang may be between setting it and
+// submitting, or its job between ending and being submitted again.
+const DefaultPoolGrace = time.Minute
 
 // constraint is where a pod's kubelet admits it and kube-scheduler would
 // place it: its nodeSelector, its required node affinity, and its
@@ -248,7 +249,7 @@ func (b *Bridge) ownPool(name string) bool {
 }
 
 // collectPools deletes this bridge's pools that no live job of any tenant
-// names and that no gang asked for within poolGrace: one pool per
+// names and that no gang asked for within Config.PoolGrace: one pool per
 // distinct constraint would otherwise pile up. Only names of the bridge's
 // form are collected: another cluster's pools (another prefix) and an
 // admin's (any other name) are left alone.
@@ -271,7 +272,7 @@ func (b *Bridge) collectPools(ctx context.Context) error {
 			// First seen (a restarted bridge): the grace starts now.
 			b.poolAsked[p.Name] = now
 		}
-		if now.Sub(b.poolAsked[p.Name]) >= poolGrace {
+		if now.Sub(b.poolAsked[p.Name]) >= b.cfg.PoolGrace {
 			stale = append(stale, p.Name)
 		}
 	}
