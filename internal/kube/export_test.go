@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"context"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -15,3 +17,13 @@ func Admits(p *corev1.Pod, n *corev1.Node) (bool, error) {
 // ConstraintKey is the canonical form of p's node constraint, which its
 // pool's name hashes.
 func ConstraintKey(p *corev1.Pod) string { return constraintOf(p).key() }
+
+// CollectPools runs one collection of b's pools, as each pass does.
+func CollectPools(ctx context.Context, b *Bridge) error { return b.collectPools(ctx) }
+
+// AskPool records that a gang asked for pool now, as nodePool does.
+func AskPool(b *Bridge, pool string) {
+	b.mu.Lock()
+	b.poolAsked[pool] = b.cfg.Clock.Now()
+	b.mu.Unlock()
+}
