@@ -263,6 +263,22 @@ func (b *Bridge) collectPools(ctx context.Context) error {
 	}
 	now := b.cfg.Clock.Now()
 	b.mu.Lock()
+	// A pool deleted or changed by someone else is set again when a gang
+	// next asks for it, rather than taken as set.
+	listed := make(map[string][]string, len(ps))
+	for _, p := range ps {
+		listed[p.Name] = p.Servers
+	}
+	for name, servers := range b.pools {
+		if got, ok := listed[name]; !ok || !slices.Equal(got, servers) {
+			delete(b.pools, name)
+		}
+	}
+	for name, at := range b.poolAsked {
+		if _, ok := listed[name]; !ok && now.Sub(at) >= b.cfg.PoolGrace {
+			delete(b.poolAsked, name)
+		}
+	}
 	var stale []string
 	for _, p := range ps {
 		if !b.ownPool(p.Name) {
