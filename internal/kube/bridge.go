@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,7 +159,12 @@ type Bridge struct {
 	pools    map[string][]string        // node pools as last set (pools.go)
 	// poolAsked is when a gang last asked for each pool (pools.go).
 	poolAsked map[string]time.Time
-	orphans   map[uint64]time.Time // live jobs without a pod, since
+	// poolDone is, for each pool a waiting job names, the constraint and
+	// Node generation (nodeGen) it was last computed for: a waiting gang's
+	// pool is computed again only when either changed.
+	poolDone map[string]string
+	nodeGen  atomic.Uint64
+	orphans  map[uint64]time.Time // live jobs without a pod, since
 	// evicted are jobs whose pods the bridge evicted: their deletion is no
 	// cancel (the job is requeued or ends Preempted).
 	evicted map[uint64]bool
@@ -191,7 +197,7 @@ func New(cfg Config) *Bridge {
 	}
 	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
 		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{},
-		settled: map[uint64]bool{}, pools: map[string][]string{}, poolAsked: map[string]time.Time{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
+		settled: map[uint64]bool{}, pools: map[string][]string{}, poolAsked: map[string]time.Time{}, poolDone: map[string]string{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
 }
 
 // Run watches pods, namespaces and nodes and reconciles until ctx ends.
@@ -228,7 +234,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if _, err := jobInf.Informer().AddEventHandler(kick); err != nil {
 		return fmt.Errorf("kube bridge: watch jobs: %w", err)
 	}
-	nodeInf.Informer() // registered before Start, so the factory runs it
+	// Pools are recomputed only when a Node changed (pools.go).
+	countNodes := func(any) { b.nodeGen.Add(1) }
+	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: countNodes, UpdateFunc: func(_, n any) { countNodes(n) }, DeleteFunc: countNodes,
+	}); err != nil {
+		return fmt.Errorf("kube bridge: watch nodes: %w", err)
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {

@@ -1,6 +1,8 @@
 package kube_test
 
 import (
+	"fmt"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,4 +155,46 @@ func TestConstraintKey(t *testing.T) {
 		}
 		seen[k] = name
 	}
+}
+
+// BenchmarkPoolOfNodes: the pool of a gang with a nodeSelector, two
+// required affinity terms and three tolerations, over 4,096 Nodes with
+// topology-sized labels and a taint on one in eight; one op is one pool
+// (each gang's submission, and each pass while it waits).
+func BenchmarkPoolOfNodes(b *testing.B) {
+	nodes := make([]*corev1.Node, 4096)
+	for i := range nodes {
+		lbl := map[string]string{"site": "dc1", "zone": string(rune('a' + i%4)), "rack": strconv.Itoa(i / 32),
+			"gpu": []string{"h100", "h200"}[i%2], "kubernetes.io/hostname": fmt.Sprintf("s%d-gpu%03d", i/256, i%256)}
+		for r := range 8 {
+			lbl[fmt.Sprintf("network.jobfabric.io/rail%d-leaf", r)] = fmt.Sprintf("leaf-%d-%d", i/64, r)
+		}
+		var taints []corev1.Taint
+		if i%8 == 0 {
+			taints = append(taints, taint("dedicated", "infer", corev1.TaintEffectNoSchedule))
+		}
+		nodes[i] = node(fmt.Sprintf("n%04d", i), lbl, taints...)
+	}
+	p := podWith{selector: map[string]string{"site": "dc1"},
+		terms: []corev1.NodeSelectorTerm{
+			term(expr("zone", corev1.NodeSelectorOpIn, "a", "b"), expr("gpu", corev1.NodeSelectorOpNotIn, "h200")),
+			term(expr("rack", corev1.NodeSelectorOpGt, "100"), expr("spot", corev1.NodeSelectorOpDoesNotExist)),
+		},
+		tolerations: []corev1.Toleration{
+			{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			{Key: "maintenance", Operator: corev1.TolerationOpExists},
+		}}.pod()
+	want := -1
+	for b.Loop() {
+		got, err := kube.Admitted(p, nodes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if want >= 0 && len(got) != want {
+			b.Fatalf("%d nodes, then %d", want, len(got))
+		}
+		want = len(got)
+	}
+	b.ReportMetric(float64(want), "nodes/pool")
 }

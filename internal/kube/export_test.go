@@ -11,7 +11,7 @@ import (
 // required node affinity and tolerations (of the taints a pool heeds)
 // all admit it.
 func Admits(p *corev1.Pod, n *corev1.Node) (bool, error) {
-	return constraintOf(p).admits(logr.Discard(), n)
+	return constraintOf(p).matcher(logr.Discard()).admits(n)
 }
 
 // ConstraintKey is the canonical form of p's node constraint, which its
@@ -26,4 +26,9 @@ func AskPool(b *Bridge, pool string) {
 	b.mu.Lock()
 	b.poolAsked[pool] = b.cfg.Clock.Now()
 	b.mu.Unlock()
+}
+
+// Admitted is the names of the nodes the pool of p's gang holds, sorted.
+func Admitted(p *corev1.Pod, nodes []*corev1.Node) ([]string, error) {
+	return constraintOf(p).matcher(logr.Discard()).admitted(nodes)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,19 +67,45 @@ func poolTaint(t *corev1.Taint) bool {
 		t.Key != TaintUnschedulable && !strings.HasPrefix(t.Key, "node.kubernetes.io/")
 }
 
-// admits reports whether the pods of c may run on n, as kube-scheduler's
-// NodeAffinity and TaintToleration filters decide; why names the first
-// taint not tolerated.
-func (c constraint) admits(log logr.Logger, n *corev1.Node) (bool, error) {
-	ok, err := nodeaffinity.NewRequiredNodeAffinity(c.selector, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: c.affinity}}).Match(n)
+// matcher decides c's Nodes, its affinity parsed once for them all.
+type matcher struct {
+	affinity    nodeaffinity.RequiredNodeAffinity
+	tolerations []corev1.Toleration
+	log         logr.Logger
+}
+
+func (c constraint) matcher(log logr.Logger) matcher {
+	return matcher{affinity: nodeaffinity.NewRequiredNodeAffinity(c.selector, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: c.affinity}}), tolerations: c.tolerations, log: log}
+}
+
+// admits reports whether the pods may run on n, as kube-scheduler's
+// NodeAffinity and TaintToleration filters decide.
+func (m matcher) admits(n *corev1.Node) (bool, error) {
+	ok, err := m.affinity.Match(n)
 	if err != nil || !ok {
 		return false, err
 	}
 	// Comparison operators (Gt, Lt) are only on tolerations the API server
 	// accepted, so honouring them agrees with its scheduler.
-	_, untolerated := schedcorev1.FindMatchingUntoleratedTaint(log, n.Spec.Taints, c.tolerations, poolTaint, true)
+	_, untolerated := schedcorev1.FindMatchingUntoleratedTaint(m.log, n.Spec.Taints, m.tolerations, poolTaint, true)
 	return !untolerated, nil
+}
+
+// admitted is the names of the nodes m admits, sorted.
+func (m matcher) admitted(nodes []*corev1.Node) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		ok, err := m.admits(n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // key is c's canonical form: the same for constraints that admit the
@@ -173,20 +200,24 @@ func (b *Bridge) nodePool(ctx context.Context, g *group, name string) (pool, why
 			return "", fmt.Sprintf("pod group %s: pods %s and %s may run on different nodes (%s and %s: nodeSelector, required node affinity or tolerations differ); a gang's pods must be alike", g.name, g.pods[0].Name, p.Name, c, o), nil
 		}
 	}
+	// Read before the Nodes: a change after it is computed again.
+	done := key + "@" + strconv.FormatUint(b.nodeGen.Load(), 10)
+	if name != "" {
+		b.mu.Lock()
+		b.poolAsked[name] = b.cfg.Clock.Now()
+		same := b.poolDone[name] == done && b.pools[name] != nil
+		b.mu.Unlock()
+		if same {
+			return name, "", nil
+		}
+	}
 	all, err := b.nodes.List(labels.Everything())
 	if err != nil {
 		return "", "", err
 	}
-	log := logr.FromSlogHandler(b.cfg.Logger.Handler())
-	var servers []string
-	for _, n := range all {
-		ok, err := c.admits(log, n)
-		if err != nil {
-			return "", fmt.Sprintf("pod group %s: its required node affinity cannot be matched: %v", g.name, err), nil
-		}
-		if ok {
-			servers = append(servers, n.Name)
-		}
+	servers, err := c.matcher(logr.FromSlogHandler(b.cfg.Logger.Handler())).admitted(all)
+	if err != nil {
+		return "", fmt.Sprintf("pod group %s: its required node affinity cannot be matched: %v", g.name, err), nil
 	}
 	switch {
 	case len(servers) == 0:
@@ -196,7 +227,6 @@ func (b *Bridge) nodePool(ctx context.Context, g *group, name string) (pool, why
 	case b.cfg.Pools == nil:
 		return "", fmt.Sprintf("pod group %s: its pods (%s) may run on %d of %d nodes, and this bridge sets no server pools (it needs an admin or platform runtime token for them)", g.name, c, len(servers), len(all)), nil
 	}
-	slices.Sort(servers)
 	pool = name
 	if pool == "" {
 		pool = b.poolName(key)
@@ -204,6 +234,9 @@ func (b *Bridge) nodePool(ctx context.Context, g *group, name string) (pool, why
 	b.mu.Lock()
 	b.poolAsked[pool] = b.cfg.Clock.Now()
 	same := slices.Equal(b.pools[pool], servers)
+	if same && name != "" {
+		b.poolDone[pool] = done
+	}
 	b.mu.Unlock()
 	if same {
 		return pool, "", nil
@@ -216,6 +249,9 @@ func (b *Bridge) nodePool(ctx context.Context, g *group, name string) (pool, why
 	}
 	b.mu.Lock()
 	b.pools[pool] = servers
+	if name != "" {
+		b.poolDone[pool] = done
+	}
 	b.mu.Unlock()
 	b.cfg.Logger.Info("kube bridge: pool set", "pool", pool, "constraint", c.String(), "servers", len(servers))
 	return pool, "", nil
@@ -272,6 +308,7 @@ func (b *Bridge) collectPools(ctx context.Context) error {
 	for name, servers := range b.pools {
 		if got, ok := listed[name]; !ok || !slices.Equal(got, servers) {
 			delete(b.pools, name)
+			delete(b.poolDone, name)
 		}
 	}
 	for name, at := range b.poolAsked {
@@ -315,6 +352,7 @@ func (b *Bridge) collectPools(ctx context.Context) error {
 		b.mu.Lock()
 		delete(b.pools, name)
 		delete(b.poolAsked, name)
+		delete(b.poolDone, name)
 		b.mu.Unlock()
 		b.cfg.Logger.Info("kube bridge: pool collected", "pool", name)
 	}
