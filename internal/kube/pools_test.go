@@ -148,12 +148,13 @@ func TestNodeSelectorIsAPool(t *testing.T) {
 // TestNodeAffinityAndTaintsArePools: the pool of a gang is the Nodes its
 // pods' required node affinity admits and whose NoSchedule and NoExecute
 // taints they tolerate. Labels ib on s1-gpu001..003 and spot=true on
-// s1-gpu001: a gang of two asking for ib Exists and spot NotIn [true] is
-// placed on s1-gpu002 and s1-gpu003 (before, jobfabric chose any two).
-// s1-gpu001 tainted NoExecute and s1-gpu004 NoSchedule: a pod tolerating
-// neither waits though both are free (before, it was bound on one, where
-// the kubelet evicts it or the admins said no); one tolerating
-// s1-gpu004's taint runs there. When the gang's pods are deleted its pool
+// s1-gpu001, taints NoExecute on s1-gpu001 and NoSchedule on s1-gpu004: a
+// gang of two tolerating every taint and asking for ib Exists and spot
+// NotIn [true] is placed on s1-gpu002 and s1-gpu003 (before, jobfabric
+// chose any two). Then a pod tolerating no taint waits in the pool of
+// those two though s1-gpu001 and s1-gpu004 are free (before, it was bound
+// on one, where the kubelet evicts it or the admins said no); one
+// tolerating s1-gpu004's taint runs there. When the gang's pods are deleted its pool
 // is collected, while the pool a waiting job names, an admin's pool and
 // another cluster's stay.
 func TestNodeAffinityAndTaintsArePools(t *testing.T) {
