@@ -154,7 +154,8 @@ func TestNodeSelectorIsAPool(t *testing.T) {
 // chose any two). Then a pod tolerating no taint waits in the pool of
 // those two though s1-gpu001 and s1-gpu004 are free (before, it was bound
 // on one, where the kubelet evicts it or the admins said no); one
-// tolerating s1-gpu004's taint runs there. When the gang's pods are deleted its pool
+// tolerating s1-gpu004's taint runs there. The waiting job's pool, deleted
+// by someone else, is set again. When the gang's pods are deleted its pool
 // is collected, while the pool a waiting job names, an admin's pool and
 // another cluster's stay.
 func TestNodeAffinityAndTaintsArePools(t *testing.T) {
@@ -293,6 +294,23 @@ func TestNodeAffinityAndTaintsArePools(t *testing.T) {
 			t.Fatalf("pool %s of the pod tolerating nothing: %v, want the untainted s1-gpu002 and s1-gpu003", p.Name, p.Servers)
 		}
 	}
+
+	// Someone deletes the waiting job's pool: the bridge sets it again.
+	if _, err := e.admin.DeletePool(ctx, tol.Pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the waiting job's pool set again", func() (bool, string) {
+		ps, err := e.admin.Pools(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range ps {
+			if p.Name == tol.Pool {
+				return slices.Equal(p.Servers, []string{"s1-gpu002", "s1-gpu003"}), fmt.Sprintf("%v", p.Servers)
+			}
+		}
+		return false, "no pool " + tol.Pool
+	})
 
 	// The affinity gang ends: its pool is collected; tol takes its GPUs.
 	zero := int64(0)
