@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,10 +115,15 @@ type Config struct {
 	Runtime RuntimeAPI
 	// Inventory, when set, syncs servers to Nodes; nil leaves Nodes alone.
 	Inventory InventoryAPI
-	// Pools, when set, keeps a server pool of the Nodes a gang's
-	// nodeSelector matches, and the gang is placed on them only (pools.go);
-	// nil refuses a gang whose nodeSelector leaves out some Node.
+	// Pools, when set, keeps a server pool of the Nodes a gang's pods may
+	// run on (nodeSelector, required node affinity, tolerated taints), and
+	// the gang is placed on them only, and collects those pools when no
+	// job names them (pools.go); nil refuses a gang that some Node does
+	// not admit.
 	Pools PoolsAPI
+	// PoolGrace is how long a pool no live job names is kept after a gang
+	// last asked for it (default DefaultPoolGrace).
+	PoolGrace time.Duration
 	// Tenants, when set, are the only tenants a namespace may name: with
 	// an admin token, whoever labels namespaces otherwise picks who pays.
 	Tenants []string
@@ -150,8 +156,15 @@ type Bridge struct {
 	reported map[string]map[string]bool // pod UID -> events written
 	waiting  map[string]domain.JobState // group -> state last logged
 	settled  map[uint64]bool            // ended jobs whose pods were dealt with
-	pools    map[string][]string        // nodeSelector pools as last set (pools.go)
-	orphans  map[uint64]time.Time       // live jobs without a pod, since
+	pools    map[string][]string        // node pools as last set (pools.go)
+	// poolAsked is when a gang last asked for each pool (pools.go).
+	poolAsked map[string]time.Time
+	// poolDone is, for each pool a waiting job names, the constraint and
+	// Node generation (nodeGen) it was last computed for: a waiting gang's
+	// pool is computed again only when either changed.
+	poolDone map[string]string
+	nodeGen  atomic.Uint64
+	orphans  map[uint64]time.Time // live jobs without a pod, since
 	// evicted are jobs whose pods the bridge evicted: their deletion is no
 	// cancel (the job is requeued or ends Preempted).
 	evicted map[uint64]bool
@@ -176,12 +189,15 @@ func New(cfg Config) *Bridge {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.PoolGrace <= 0 {
+		cfg.PoolGrace = DefaultPoolGrace
+	}
 	if cfg.GPUDeviceClass == "" {
 		cfg.GPUDeviceClass = DefaultGPUDeviceClass
 	}
 	return &Bridge{cfg: cfg, kick: make(chan struct{}, 1), cancels: map[uint64]bool{},
 		reported: map[string]map[string]bool{}, waiting: map[string]domain.JobState{},
-		settled: map[uint64]bool{}, pools: map[string][]string{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
+		settled: map[uint64]bool{}, pools: map[string][]string{}, poolAsked: map[string]time.Time{}, poolDone: map[string]string{}, orphans: map[uint64]time.Time{}, evicted: map[uint64]bool{}}
 }
 
 // Run watches pods, namespaces and nodes and reconciles until ctx ends.
@@ -218,7 +234,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if _, err := jobInf.Informer().AddEventHandler(kick); err != nil {
 		return fmt.Errorf("kube bridge: watch jobs: %w", err)
 	}
-	nodeInf.Informer() // registered before Start, so the factory runs it
+	// Pools are recomputed only when a Node changed (pools.go).
+	countNodes := func(any) { b.nodeGen.Add(1) }
+	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: countNodes, UpdateFunc: func(_, n any) { countNodes(n) }, DeleteFunc: countNodes,
+	}); err != nil {
+		return fmt.Errorf("kube bridge: watch nodes: %w", err)
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -318,6 +340,9 @@ func (b *Bridge) reconcile(ctx context.Context) {
 		}
 	}
 	b.withoutPods(ctx, live, seen)
+	if err := b.collectPools(ctx); err != nil {
+		b.cfg.Logger.Warn("kube bridge: collect pools", "err", err)
+	}
 	names := make(map[string]bool, len(groups))
 	for _, g := range groups {
 		names[g.namespace+"/"+g.name] = true

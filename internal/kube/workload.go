@@ -176,9 +176,12 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 		return b.phases(ctx, g, job)
 	default:
 		if job.State == domain.JobPending && job.Pool != "" {
-			// Nodes relabelled: the waiting gang follows its selector.
-			if _, why, err := b.selectorPool(ctx, g); err != nil || why != "" {
-				b.cfg.Logger.Warn("kube bridge: the pool of a waiting gang's nodeSelector", "group", g.name, "why", why, "err", err)
+			// Nodes relabelled or tainted: the waiting gang follows its
+			// pods' constraint, in the pool its job names.
+			if b.ownPool(job.Pool) {
+				if _, why, err := b.nodePool(ctx, g, job.Pool); err != nil || why != "" {
+					b.cfg.Logger.Warn("kube bridge: the pool of a waiting gang", "group", g.name, "pool", job.Pool, "why", why, "err", err)
+				}
 			}
 		}
 		b.logWaiting(g, job)
@@ -239,9 +242,9 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 	if why := jobOptions(s, g); why != "" {
 		return nil, why, nil
 	}
-	// Placed only on the Nodes its pods select: a kubelet refuses a pod
-	// bound off its nodeSelector.
-	pool, why, err := b.selectorPool(ctx, g)
+	// Placed only on the Nodes its pods may run on: a kubelet refuses a
+	// pod bound off its nodeSelector or required node affinity.
+	pool, why, err := b.nodePool(ctx, g, "")
 	if err != nil || why != "" {
 		return nil, why, err
 	}

@@ -1,0 +1,34 @@
+package kube
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Admits reports whether the pool of p's gang holds n: p's nodeSelector,
+// required node affinity and tolerations (of the taints a pool heeds)
+// all admit it.
+func Admits(p *corev1.Pod, n *corev1.Node) (bool, error) {
+	return constraintOf(p).matcher(logr.Discard()).admits(n)
+}
+
+// ConstraintKey is the canonical form of p's node constraint, which its
+// pool's name hashes.
+func ConstraintKey(p *corev1.Pod) string { return constraintOf(p).key() }
+
+// CollectPools runs one collection of b's pools, as each pass does.
+func CollectPools(ctx context.Context, b *Bridge) error { return b.collectPools(ctx) }
+
+// AskPool records that a gang asked for pool now, as nodePool does.
+func AskPool(b *Bridge, pool string) {
+	b.mu.Lock()
+	b.poolAsked[pool] = b.cfg.Clock.Now()
+	b.mu.Unlock()
+}
+
+// Admitted is the names of the nodes the pool of p's gang holds, sorted.
+func Admitted(p *corev1.Pod, nodes []*corev1.Node) ([]string, error) {
+	return constraintOf(p).matcher(logr.Discard()).admitted(nodes)
+}
