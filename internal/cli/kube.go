@@ -126,14 +126,15 @@ drift as Node conditions.
 			default:
 				log.Info("kube bridge: no admin token, Nodes are not synced from the inventory", "role", who.Role, "tenant", who.Tenant)
 			}
-			// The pools of nodeSelectors: an admin's or a platform runtime's.
+			// The pools of node constraints (nodeSelector, required node
+			// affinity, taints): an admin's or a platform runtime's.
 			switch {
 			case inv != nil:
 				cfg.Pools = inv
 			case who.Role == domain.RoleRuntime && who.Tenant == "" && who.Node == "":
 				cfg.Pools = jobs
 			default:
-				log.Info("kube bridge: no admin or platform runtime token, so no server pools: a gang whose nodeSelector leaves out some Node is refused", "role", who.Role, "tenant", who.Tenant)
+				log.Info("kube bridge: no admin or platform runtime token, so no server pools: a gang whose node constraint (nodeSelector, required node affinity, taints) leaves out some Node is refused", "role", who.Role, "tenant", who.Tenant)
 			}
 			return kube.New(cfg).Run(cmd.Context())
 		},
