@@ -171,9 +171,19 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 	if bi >= 0 {
 		best, bestScore, bestGPU = c.servers[bi], tr.score[bi], int(tr.gpu[bi])
 	}
-	var row []scoreEntry // the job's own: a share's counts its tenant's GPUs
+	// The job's own row: a share's counts its tenant's GPUs, so it is its
+	// tenant's, and a row of every server for the few servers of one
+	// tenant was most of a share's placement in a burst cycle (a hundred
+	// tenants' rows, 300 KB each): a share rates them afresh unless its
+	// tenant's row exists (its scan made it), as rateIn without a row
+	// rates (the row only keeps what it rated).
+	var row []scoreEntry
 	if len(extra) > 0 {
-		row = sc.rowOf(sc.shapeID(j, models))
+		if j.Share > 0 {
+			row = sc.rowIfAny(sc.shapeID(j, models))
+		} else {
+			row = sc.rowOf(sc.shapeID(j, models))
+		}
 	}
 	for _, i := range extra {
 		v := c.servers[i]
@@ -406,6 +416,14 @@ func (sc *scoring) rowOf(id int) []scoreEntry {
 		sc.cache[id] = make([]scoreEntry, sc.servers)
 	}
 	return sc.cache[id]
+}
+
+// rowIfAny is the score cache's row of shape id if one was made, else nil.
+func (sc *scoring) rowIfAny(id int) []scoreEntry {
+	if id < len(sc.cache) {
+		return sc.cache[id]
+	}
+	return nil
 }
 
 // rateIn is server v's rating for j (request r) and the GPU the scorer

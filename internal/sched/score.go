@@ -348,16 +348,19 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		c.reweigh()
 	}
 	r := request(j)
-	var row []scoreEntry
-	if sc.cached && !c.cow {
-		row = sc.rowOf(sc.shapeID(j, models))
-	}
 	var best *server
 	var bestGPU int
 	// The base cluster keeps the servers ranked per shape (ranked.go).
 	if v, gpu, ok := c.ranked(j, jm, t, models, r); ok {
 		best, bestGPU = v, gpu
 	} else {
+		// The score row only where the scan reads it: a share's is its
+		// tenant's (shapeID), a row of every server made for each tenant
+		// with a share placed in the cycle, and the trees read their own.
+		var row []scoreEntry
+		if sc.cached && !c.cow {
+			row = sc.rowOf(sc.shapeID(j, models))
+		}
 		best, bestGPU = c.scanScored(j, jm, t, models, r, row)
 	}
 	if best == nil {
