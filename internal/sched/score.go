@@ -282,12 +282,16 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	h := &c.sc.host
 	h.Name, h.Model = v.s.Name, v.s.GPUModel
 	h.Free = h.Free[:0]
+	// Without time-sliced GPUs a GPU not wholly free is not usable: the
+	// maps are not asked (two look-ups per busy GPU were half of rating a
+	// full server).
+	shared := len(v.share) > 0
 	for g := range v.free {
 		f := 0
 		switch {
 		case v.free[g]:
 			f = 1000
-		case v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
+		case shared && v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
 			// A share sees only its tenant's time-sliced GPUs; a job of
 			// whole GPUs cannot use any of them, and rates a server by
 			// what is left of them to whoever may.
