@@ -73,12 +73,7 @@ func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
 	if j == m.lastJ && t == m.lastT && m.last != nil {
 		return m.last
 	}
-	// The same key, not built for a job that names no model, driver or
-	// site (most jobs; every refused gang of a cycle asks).
-	key := "|||"
-	if j.GPUModel != "" || j.MinDriver != "" || j.Driver != "" || len(t.Sites) > 0 {
-		key = j.GPUModel + "|" + j.MinDriver + "|" + j.Driver + "|" + strings.Join(t.Sites, ",")
-	}
+	key := j.GPUModel + "|" + j.MinDriver + "|" + j.Driver + "|" + strings.Join(t.Sites, ",")
 	set, ok := m.byKey[key]
 	if !ok {
 		set = &staticSet{ok: make([]bool, len(c.servers))}
