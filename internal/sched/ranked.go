@@ -90,12 +90,17 @@ func (c *cluster) rankingOf() *ranking {
 	return c.rank
 }
 
-// note records that server i may change (cluster.touched).
+// note records that server i may change (cluster.touched): it is called
+// before the change is made, so the log is compacted first, i left out of
+// what the compaction reads. Compacted after i was logged, the index of
+// servers by share tenant read server i as it was, and never again (a
+// tenant's first share placed by that change went unlisted, its next
+// share rated on the tree's row: TestRankedSharesAcrossCompaction).
 func (rk *ranking) note(c *cluster, i int) {
-	rk.log = append(rk.log, i)
 	if len(rk.log) > 1024 && len(rk.log) > 4*len(rk.stamp) {
 		rk.compact(c)
 	}
+	rk.log = append(rk.log, i)
 }
 
 // compact drops the log every reader has read (the index reads it all
