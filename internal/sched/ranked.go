@@ -138,24 +138,10 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 		neutral = &cp
 	}
 	key := rankKey{shape: sc.shapeID(neutral, models), set: c.statics.of(c, jm, t), alone: t.Isolation == domain.IsolationServer}
-	if (c.rank == nil || c.rank.trees[key] == nil) && j.Share > 0 {
-		// A tree costs about a scan to build and pays from the second
-		// question on: a share's key asked once in a cycle is scanned.
-		// A job of whole GPUs builds its tree on the first question: at
-		// 100,000 GPUs nearly every key of a cycle is asked again (5 to
-		// 10 keys a cycle, at most 2 asked once), and the first
-		// question's scan rated every server with room once more. (A
-		// share's tree built on its first question answered one openb
-		// replay decision differently from the scan: its key is left as
-		// it was.)
-		if c.asked == nil {
-			c.asked = map[rankKey]bool{}
-		}
-		if !c.asked[key] {
-			c.asked[key] = true
-			return nil, 0, false
-		}
-	}
+	// The tree is built at the key's first question: at 100,000 GPUs
+	// nearly every key of a cycle is asked again (5 to 10 keys a cycle, at
+	// most 2 asked once), and a scan at the first question, as was done,
+	// rated every server with room once more.
 	rk := c.rankingOf()
 	tr := rk.trees[key]
 	if tr == nil {
