@@ -11,12 +11,14 @@ import (
 )
 
 // TestOwnerIndexAsScan compares the servers ownedBy lists for each tenant
-// with a scan of every server's ownerOf, on an index built over servers
-// held in runs of one tenant, a tenant's runs apart, single servers and
-// unheld ones, then after each of many holds and releases (the index
-// kept up to date server by server). It fails if the build loses a run
-// (the last, or a tenant's earlier one when a later run of it starts) or
-// a position (pos) no longer names its server.
+// with a scan of every server (its first holder if server-isolated, else
+// with no holder its exclusive tenant), on an index built over servers
+// held in runs of one tenant (server-isolated or not), a tenant's runs
+// apart, single servers and unheld ones, then after each of many holds
+// and releases (the index kept up to date server by server). It fails if
+// the build loses a run (the last, or a tenant's earlier one when a later
+// run of it starts), a position (pos) no longer names its server, or a
+// server whose first holder is not server-isolated is indexed.
 func TestOwnerIndexAsScan(t *testing.T) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 32, GPUsPerServer: 8})
 	if err != nil {
@@ -35,10 +37,15 @@ func TestOwnerIndexAsScan(t *testing.T) {
 		for i := 0; i < len(c.servers); {
 			n := 1 + rng.IntN(5)
 			tn := tenants[rng.IntN(len(tenants))]
-			hold := rng.IntN(4) > 0
+			// Held by a server-isolated tenant (indexed), a GPU-isolated
+			// one (not), or none.
+			hold := rng.IntN(4)
 			for ; n > 0 && i < len(c.servers); n, i = n-1, i+1 {
-				if hold {
+				switch hold {
+				case 1:
 					c.hold(c.servers[i], tn, nil)
+				case 2, 3:
+					c.hold(c.servers[i], tn, iso)
 				}
 			}
 		}
@@ -47,7 +54,17 @@ func TestOwnerIndexAsScan(t *testing.T) {
 			for _, tn := range append(tenants, "") {
 				var want []int
 				for i, v := range c.servers {
-					if ownerOf(v) == tn && tn != "" {
+					// The servers tn could be alone on if server-isolated:
+					// its first hold server-isolated, or no holder and tn
+					// the exclusive tenant.
+					first := v.exclusive
+					if len(v.holders) > 0 {
+						first = ""
+						if v.holders[0].exclusive {
+							first = v.holders[0].tenant
+						}
+					}
+					if first == tn && tn != "" {
 						want = append(want, i)
 					}
 				}

@@ -335,11 +335,12 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 	// mode, so only if one has room for an instance of the profile; the
 	// others are passed over (tried counts nothing on the base cluster:
 	// migCandidates does, below).
-	var room []uint64
+	var room, skip []uint64
 	if sc != nil && j.MIGCount >= 1 {
 		room = c.migRoom(j.MIGProfile)
+		skip = c.heldByOthers(j, t)
 	}
-	for v := range c.migServers(room) {
+	for v := range c.migServers(room, skip) {
 		// A server with neither a free GPU nor a GPU in MIG mode has no
 		// GPU to try (on a full cluster, nearly all): the base cluster
 		// counts what it would have tried only when it has to explain.

@@ -90,12 +90,17 @@ func (c *cluster) rankingOf() *ranking {
 	return c.rank
 }
 
-// note records that server i may change (cluster.touched).
+// note records that server i may change (cluster.touched): it is called
+// before the change is made, so the log is compacted first, i left out of
+// what the compaction reads. Compacted after i was logged, the index of
+// servers by share tenant read server i as it was, and never again (a
+// tenant's first share placed by that change went unlisted, its next
+// share rated on the tree's row: TestRankedSharesAcrossCompaction).
 func (rk *ranking) note(c *cluster, i int) {
-	rk.log = append(rk.log, i)
 	if len(rk.log) > 1024 && len(rk.log) > 4*len(rk.stamp) {
 		rk.compact(c)
 	}
+	rk.log = append(rk.log, i)
 }
 
 // compact drops the log every reader has read (the index reads it all
@@ -133,17 +138,10 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 		neutral = &cp
 	}
 	key := rankKey{shape: sc.shapeID(neutral, models), set: c.statics.of(c, jm, t), alone: t.Isolation == domain.IsolationServer}
-	if c.rank == nil || c.rank.trees[key] == nil {
-		// A tree costs about a scan to build and pays from the second
-		// question on: a key asked once in a cycle is scanned.
-		if c.asked == nil {
-			c.asked = map[rankKey]bool{}
-		}
-		if !c.asked[key] {
-			c.asked[key] = true
-			return nil, 0, false
-		}
-	}
+	// The tree is built at the key's first question: at 100,000 GPUs
+	// nearly every key of a cycle is asked again (5 to 10 keys a cycle, at
+	// most 2 asked once), and a scan at the first question, as was done,
+	// rated every server with room once more.
 	rk := c.rankingOf()
 	tr := rk.trees[key]
 	if tr == nil {
@@ -171,9 +169,19 @@ func (c *cluster) ranked(j, jm *domain.Job, t *domain.Tenant, models []string, r
 	if bi >= 0 {
 		best, bestScore, bestGPU = c.servers[bi], tr.score[bi], int(tr.gpu[bi])
 	}
-	var row []scoreEntry // the job's own: a share's counts its tenant's GPUs
+	// The job's own row: a share's counts its tenant's GPUs, so it is its
+	// tenant's, and a row of every server for the few servers of one
+	// tenant was most of a share's placement in a burst cycle (a hundred
+	// tenants' rows, 300 KB each): a share rates them afresh unless its
+	// tenant's row exists (its scan made it), as rateIn without a row
+	// rates (the row only keeps what it rated).
+	var row []scoreEntry
 	if len(extra) > 0 {
-		row = sc.rowOf(sc.shapeID(j, models))
+		if j.Share > 0 {
+			row = sc.rowIfAny(sc.shapeID(j, models))
+		} else {
+			row = sc.rowOf(sc.shapeID(j, models))
+		}
 	}
 	for _, i := range extra {
 		v := c.servers[i]
@@ -406,6 +414,14 @@ func (sc *scoring) rowOf(id int) []scoreEntry {
 		sc.cache[id] = make([]scoreEntry, sc.servers)
 	}
 	return sc.cache[id]
+}
+
+// rowIfAny is the score cache's row of shape id if one was made, else nil.
+func (sc *scoring) rowIfAny(id int) []scoreEntry {
+	if id < len(sc.cache) {
+		return sc.cache[id]
+	}
+	return nil
 }
 
 // rateIn is server v's rating for j (request r) and the GPU the scorer

@@ -146,6 +146,96 @@ func (c *cluster) migFull(i, g int, profile string, note bool) bool {
 type migRooms struct {
 	log []int
 	by  map[string]*migRoomSet
+	// held is the servers a server-isolated tenant holds, kept from the
+	// same log (heldBy), nil until asked.
+	held *heldSet
+}
+
+// heldSet is the servers held by a server-isolated tenant (exclusive
+// set): a bit per server, each one's tenant, and how many each such
+// tenant holds.
+type heldSet struct {
+	bits []uint64
+	of   []string
+	n    map[string]int
+	at   int // log[:at] is counted
+}
+
+// heldByOthers is the set of servers j may not use because a
+// server-isolated tenant other than j's holds them, or nil when that
+// set is not kept for j: a server-isolated tenant's job (which the
+// servers others merely share are closed to as well), or a tenant that
+// itself holds a server exclusively (none that is not server-isolated
+// does: hold marks a server exclusive for a server-isolated tenant only).
+// Eligible is false on every server in it. In a burst cycle placeMIG's
+// walk met about 400 such servers per MIG job before one it could use
+// (GPU-isolated tenants' jobs past server-isolated tenants' servers with
+// MIG room or a few free GPUs): most of a MIG placement.
+func (c *cluster) heldByOthers(j *domain.Job, t *domain.Tenant) []uint64 {
+	if t.Isolation == domain.IsolationServer {
+		return nil
+	}
+	r := c.mrooms
+	if r == nil {
+		r = &migRooms{by: map[string]*migRoomSet{}}
+		c.mrooms = r
+	}
+	h := r.held
+	if h == nil {
+		h = &heldSet{bits: make([]uint64, (len(c.servers)+63)/64), of: make([]string, len(c.servers)), n: map[string]int{}, at: len(r.log)}
+		for i, v := range c.servers {
+			h.set(i, v.exclusive)
+		}
+		r.held = h
+	}
+	for _, i := range r.log[h.at:] {
+		h.set(i, c.servers[i].exclusive)
+	}
+	h.at = len(r.log)
+	r.restart()
+	if h.n[j.Tenant] > 0 {
+		return nil
+	}
+	return h.bits
+}
+
+// set records that server i is held exclusively by tenant ("": none).
+func (h *heldSet) set(i int, tenant string) {
+	old := h.of[i]
+	if old == tenant {
+		return
+	}
+	if old != "" {
+		if h.n[old]--; h.n[old] == 0 {
+			delete(h.n, old)
+		}
+	}
+	h.of[i] = tenant
+	if tenant == "" {
+		h.bits[i>>6] &^= 1 << (i & 63)
+		return
+	}
+	h.n[tenant]++
+	h.bits[i>>6] |= 1 << (i & 63)
+}
+
+// restart empties the log once every set has read it.
+func (r *migRooms) restart() {
+	for _, o := range r.by {
+		if o.at != len(r.log) {
+			return
+		}
+	}
+	if r.held != nil {
+		if r.held.at != len(r.log) {
+			return
+		}
+		r.held.at = 0
+	}
+	r.log = r.log[:0]
+	for _, o := range r.by {
+		o.at = 0
+	}
 }
 
 type migRoomSet struct {
@@ -180,15 +270,7 @@ func (c *cluster) migRoom(profile string) []uint64 {
 	}
 	set.at = len(r.log)
 	// Once every set has read the log, it starts again.
-	for _, o := range r.by {
-		if o.at != len(r.log) {
-			return set.bits
-		}
-	}
-	r.log = r.log[:0]
-	for _, o := range r.by {
-		o.at = 0
-	}
+	r.restart()
 	return set.bits
 }
 
@@ -443,9 +525,13 @@ func (c *cluster) isolatedFree(j *domain.Job, t *domain.Tenant, set *staticSet, 
 	return f
 }
 
-// ownerIndex lists, by tenant, the servers only that tenant could be
-// alone on: its first holder's, or, with no holder, the exclusive
-// tenant's. Kept up to date server by server, as freeHist is.
+// ownerIndex lists, by server-isolated tenant, the servers only that
+// tenant could be alone on: its first holder's, or, with no holder, the
+// exclusive tenant's. Kept up to date server by server, as freeHist is.
+// Only a server-isolated tenant is ever asked (isolatedFree, ranked), so a
+// server whose first holder is not server-isolated (holder.exclusive) is
+// indexed under no one: at 100,000 GPUs most held servers, whose runs of
+// map operations were most of building the index.
 type ownerIndex struct {
 	key   []string // key[i]: server i's tenant as indexed ("" none)
 	pos   []int    // pos[i]: i's position in by[key[i]]
@@ -456,6 +542,9 @@ type ownerIndex struct {
 // ownerOf is the tenant server v is indexed under.
 func ownerOf(v *server) string {
 	if len(v.holders) > 0 {
+		if !v.holders[0].exclusive {
+			return ""
+		}
 		return v.holders[0].tenant
 	}
 	return v.exclusive
@@ -531,9 +620,9 @@ func (o *ownerIndex) remove(i int) {
 // with a free GPU or GPUs in MIG mode, from the free-GPU sets, without
 // sorting or visiting the others (on a full cluster, nearly all; the sort
 // was redone after every placement), and of those with no free GPU only
-// the ones in room when room is not nil (migRoom's set); other views
-// yield bestFit's order.
-func (c *cluster) migServers(room []uint64) iter.Seq[*server] {
+// the ones in room when room is not nil (migRoom's set), and none of skip
+// (nil: none); other views yield bestFit's order.
+func (c *cluster) migServers(room, skip []uint64) iter.Seq[*server] {
 	return func(yield func(*server) bool) {
 		if c.scans() == nil || len(c.freeHistNow().room) < 2 {
 			for _, v := range c.bestFit() {
@@ -548,6 +637,9 @@ func (c *cluster) migServers(room []uint64) iter.Seq[*server] {
 		// those, only the ones in and, if any) in index order.
 		bits := func(set, not, and []uint64) bool {
 			for w, m := range set {
+				if skip != nil {
+					m &^= skip[w]
+				}
 				if not != nil {
 					m &^= not[w]
 				}

@@ -282,12 +282,16 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	h := &c.sc.host
 	h.Name, h.Model = v.s.Name, v.s.GPUModel
 	h.Free = h.Free[:0]
+	// Without time-sliced GPUs a GPU not wholly free is not usable: the
+	// maps are not asked (two look-ups per busy GPU were half of rating a
+	// full server).
+	shared := len(v.share) > 0
 	for g := range v.free {
 		f := 0
 		switch {
 		case v.free[g]:
 			f = 1000
-		case v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
+		case shared && v.share[g] > 0 && len(v.mig[g]) == 0 && (j.Share == 0 || v.shareTenant[g] == j.Tenant):
 			// A share sees only its tenant's time-sliced GPUs; a job of
 			// whole GPUs cannot use any of them, and rates a server by
 			// what is left of them to whoever may.
@@ -348,16 +352,19 @@ func (c *cluster) placeScored(j *domain.Job, t *domain.Tenant, models []string) 
 		c.reweigh()
 	}
 	r := request(j)
-	var row []scoreEntry
-	if sc.cached && !c.cow {
-		row = sc.rowOf(sc.shapeID(j, models))
-	}
 	var best *server
 	var bestGPU int
 	// The base cluster keeps the servers ranked per shape (ranked.go).
 	if v, gpu, ok := c.ranked(j, jm, t, models, r); ok {
 		best, bestGPU = v, gpu
 	} else {
+		// The score row only where the scan reads it: a share's is its
+		// tenant's (shapeID), a row of every server made for each tenant
+		// with a share placed in the cycle, and the trees read their own.
+		var row []scoreEntry
+		if sc.cached && !c.cow {
+			row = sc.rowOf(sc.shapeID(j, models))
+		}
 		best, bestGPU = c.scanScored(j, jm, t, models, r, row)
 	}
 	if best == nil {

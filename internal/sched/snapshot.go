@@ -331,10 +331,9 @@ type cluster struct {
 	// the servers changed since from changed (scans.go).
 	sums    map[sumsKey]*freeSums
 	changed []int
-	// rank keeps the servers ranked by score per request shape, asked
-	// the keys asked for once (ranked.go).
-	rank  *ranking
-	asked map[rankKey]bool
+	// rank keeps the servers ranked by score per request shape
+	// (ranked.go).
+	rank *ranking
 }
 
 // Static is what the scheduler derives from the topology alone. The caller
