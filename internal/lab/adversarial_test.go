@@ -142,16 +142,7 @@ func (e *e2e) arm(a attacker, port *lab.PortInfo) {
 func (e *e2e) attack(attackers []attacker) map[string]*findings {
 	e.t.Helper()
 	vnis, groups, vteps := e.fabricIDs()
-	var victims []lab.Endpoint
-	for _, ep := range e.l.Endpoints {
-		if !slices.ContainsFunc(attackers, func(a attacker) bool { return a.ep.Name() == ep.Name() }) {
-			victims = append(victims, ep)
-		}
-	}
-	ln, err := lab.Listen(victims)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	ln, victims := e.listenVictims(attackers)
 	defer ln.Close()
 
 	var loopbacks []netip.Addr
@@ -370,43 +361,15 @@ func TestLabAdversarial(t *testing.T) {
 	}
 
 	// Mutations: the detector must see a port whose protection is gone.
-	// Each of the quarantine (the port is down) and the guard (nftables
-	// in the leaf's underlay namespace) alone keeps the attacker out;
-	// without both, its packets get through; restored, they do not.
-	u := attackers[:1]
-	leaf := e.l.Device(u[0].ep.Leaf)
-	guard := e.renderedFile(leaf.Name, "guard.nft")
 	ff := e.facts()
-	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
-	clean = e.report("port up, guard kept", u, e.attack(u))
-	if !e.rawReport("port up, guard kept", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
-	}
-	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
-	if e.report("port up, guard removed", u, e.attack(u)) {
-		t.Errorf("the attack finds nothing on a port without quarantine or guard: the detector is blind")
-	}
-	r := e.rawAttack(u, nil)[u[0].ep.Name()]
-	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
-	for what, found := range map[string]bool{
-		"a spoofed BGP OPEN reaching a spine": r.reached(ff, "spoofed-bgp", "spine"),
-		"a TTL running out at a spine":        r.expired(ff, "ttl", "spine"),
-		"a spoofed VXLAN-GBP echo delivered":  len(r.delivered) > 0,
-	} {
-		if !found {
-			t.Errorf("without quarantine and guard, the raw attack finds no %s: the detector is blind", what)
+	e.guardMutations(attackers[:1], func(f *findings, r *rawFindings) map[string]bool {
+		return map[string]bool{
+			"the kernel sockets' probes (attack)": !f.empty(false),
+			"a spoofed BGP OPEN reaching a spine": r.reached(ff, "spoofed-bgp", "spine"),
+			"a TTL running out at a spine":        r.expired(ff, "ttl", "spine"),
+			"a spoofed VXLAN-GBP echo delivered":  len(r.delivered) > 0,
 		}
-	}
-	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
-	clean = e.report("port down, guard removed", u, e.attack(u))
-	if !e.rawReport("port down, guard removed", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("a quarantined (down) port lets packets through without the guard")
-	}
-	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
-	clean = e.report("restored", u, e.attack(u))
-	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("restored: something got through")
-	}
+	})
 
 	// Source-address validation: tenant-a/job-100's spoofed-source echoes
 	// die at its leaf's port. Without the check, those to the victims it
@@ -414,7 +377,7 @@ func TestLabAdversarial(t *testing.T) {
 	// (the group policy classifies by port); restored, none arrive.
 	ta := attackers[2:3]
 	restore := e.dropSourceCheck(ta[0].ep)
-	r = e.rawAttack(ta, nil)[ta[0].ep.Name()]
+	r := e.rawAttack(ta, nil)[ta[0].ep.Name()]
 	e.rawReport("source check of "+ta[0].ep.Leaf+"/"+ta[0].ep.Port+" removed", ta, map[string]*rawFindings{ta[0].ep.Name(): r})
 	if r.allowed == 0 {
 		t.Errorf("without the source check on %s/%s, no spoofed-source echo arrives: the detector is blind", ta[0].ep.Leaf, ta[0].ep.Port)
@@ -684,5 +647,60 @@ func (e *e2e) shIn(stdin string, args ...string) {
 	cmd.Stdin = strings.NewReader(stdin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		e.t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// listenVictims listens on every endpoint that is not an attacker's (the
+// victims, returned too): what arrives there got through.
+func (e *e2e) listenVictims(attackers []attacker) (*lab.Listener, []lab.Endpoint) {
+	e.t.Helper()
+	var victims []lab.Endpoint
+	for _, ep := range e.l.Endpoints {
+		if !slices.ContainsFunc(attackers, func(a attacker) bool { return a.ep.Name() == ep.Name() }) {
+			victims = append(victims, ep)
+		}
+	}
+	ln, err := lab.Listen(victims)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ln, victims
+}
+
+// guardMutations shows the attacks are not blind, on u's one unassigned
+// port: each of the quarantine (the port down) and the guard (nftables in
+// the leaf's underlay namespace) alone keeps the attacker out; with the
+// port up and the guard deleted, every vector blind names must find
+// something (from the kernel-socket findings f and the raw ones r);
+// restored, nothing gets through.
+func (e *e2e) guardMutations(u []attacker, blind func(f *findings, r *rawFindings) map[string]bool) {
+	e.t.Helper()
+	leaf := e.l.Device(u[0].ep.Leaf)
+	guard := e.renderedFile(leaf.Name, "guard.nft")
+	both := func(step string) bool {
+		clean := e.report(step, u, e.attack(u))
+		return e.rawReport(step, u, e.rawAttack(u, nil)) && clean
+	}
+	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
+	if !both("port up, guard kept") {
+		e.t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
+	}
+	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
+	f := e.attack(u)[u[0].ep.Name()]
+	e.report("port up, guard removed", u, map[string]*findings{u[0].ep.Name(): f})
+	r := e.rawAttack(u, nil)[u[0].ep.Name()]
+	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
+	for what, found := range blind(f, r) {
+		if !found {
+			e.t.Errorf("without quarantine and guard, the attack finds no %s: the detector is blind", what)
+		}
+	}
+	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
+	if !both("port down, guard removed") {
+		e.t.Errorf("a quarantined (down) port lets packets through without the guard")
+	}
+	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
+	if !both("restored") {
+		e.t.Errorf("restored: something got through")
 	}
 }

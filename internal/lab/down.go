@@ -12,16 +12,6 @@ import (
 	"time"
 )
 
-// Down removes the lab that is up in state directory dir ("" for the
-// default).
-func Down(ctx context.Context, dir string) error {
-	l, err := Load(dir)
-	if err != nil {
-		return err
-	}
-	return l.Down(ctx)
-}
-
 // Down stops the lab's daemons by PID (pid files and the mount namespace
 // holders, each checked to live in one of the lab's namespaces), deletes
 // every namespace whose name starts with the lab's prefix, and removes the

@@ -111,11 +111,6 @@ func (l *Lab) FirstReply(ctx context.Context, src *Endpoint, dst string, interva
 	return time.Time{}, fmt.Errorf("ping %s from %s: no reply within %s (%s)", dst, src.Name(), deadline, last)
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
 // PingRun is a continuous ping (`ping -D -i INTERVAL`) whose replies are
 // timestamped as they come.
 type PingRun struct {

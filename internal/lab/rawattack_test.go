@@ -181,16 +181,7 @@ func (e *e2e) rawAttack(attackers []attacker, peers map[string]lab.Endpoint) map
 		e.t.Fatal(err)
 	}
 	defer tap.Close()
-	var victims []lab.Endpoint
-	for _, ep := range e.l.Endpoints {
-		if !slices.ContainsFunc(attackers, func(a attacker) bool { return a.ep.Name() == ep.Name() }) {
-			victims = append(victims, ep)
-		}
-	}
-	ln, err := lab.Listen(victims)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	ln, victims := e.listenVictims(attackers)
 	defer ln.Close()
 
 	names := slices.Sorted(func(yield func(string) bool) {

@@ -105,44 +105,19 @@ func (e *e2e) threeTierAttack() {
 	// Mutations: the pod-2 unassigned port, up, then without its leaf's
 	// guard: every vector must get through (the test is not blind),
 	// across the super-spines; restored, nothing does.
-	u := attackers[1:2]
-	leaf := e.l.Device(u[0].ep.Leaf)
-	guard := e.renderedFile(leaf.Name, "guard.nft")
 	ff := e.facts()
-	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "up")
-	clean = e.report("port up, guard kept", u, e.attack(u))
-	if !e.rawReport("port up, guard kept", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("with the guard in place, an unassigned port that is up lets packets through")
-	}
-	e.sh("ip", "netns", "exec", leaf.Netns, "nft", "delete", "table", "inet", "jobfabric_guard")
-	f := e.attack(u)[u[0].ep.Name()]
-	e.report("port up, guard removed", u, map[string]*findings{u[0].ep.Name(): f})
-	r := e.rawAttack(u, nil)[u[0].ep.Name()]
-	e.rawReport("port up, guard removed", u, map[string]*rawFindings{u[0].ep.Name(): r})
-	for what, found := range map[string]bool{
-		"the kernel sockets' probes (attack)":                           !f.empty(false),
-		"a spoofed BGP OPEN reaching a super-spine":                     r.reached(ff, "spoofed-bgp", "super-spine"),
-		"a spoofed BGP OPEN reaching a spine":                           r.reached(ff, "spoofed-bgp", "spine"),
-		"a super-spine answering a spoofed SYN (to the spoofed switch)": r.answeredBy(ff, "spoofed-bgp", "super-spine"),
-		"a TTL running out at a spine":                                  r.expired(ff, "ttl", "spine"),
-		"a TTL running out at a super-spine":                            r.expired(ff, "ttl", "super-spine"),
-		"a spoofed VXLAN-GBP echo delivered in the other pod":           e.deliveredAcross(ff, u[0].ep, r),
-		"a spoofed VXLAN-GBP packet crossing a super-spine":             r.caughtAt(ff, "spoofed-vxlan", "super-spine"),
-	} {
-		if !found {
-			t.Errorf("without quarantine and guard, the attack finds no %s: the detector is blind", what)
+	e.guardMutations(attackers[1:2], func(f *findings, r *rawFindings) map[string]bool {
+		return map[string]bool{
+			"the kernel sockets' probes (attack)":                           !f.empty(false),
+			"a spoofed BGP OPEN reaching a super-spine":                     r.reached(ff, "spoofed-bgp", "super-spine"),
+			"a spoofed BGP OPEN reaching a spine":                           r.reached(ff, "spoofed-bgp", "spine"),
+			"a super-spine answering a spoofed SYN (to the spoofed switch)": r.answeredBy(ff, "spoofed-bgp", "super-spine"),
+			"a TTL running out at a spine":                                  r.expired(ff, "ttl", "spine"),
+			"a TTL running out at a super-spine":                            r.expired(ff, "ttl", "super-spine"),
+			"a spoofed VXLAN-GBP echo delivered in the other pod":           e.deliveredAcross(ff, attackers[1].ep, r),
+			"a spoofed VXLAN-GBP packet crossing a super-spine":             r.caughtAt(ff, "spoofed-vxlan", "super-spine"),
 		}
-	}
-	e.sh("ip", "-n", leaf.Netns, "link", "set", u[0].ep.Port, "down")
-	clean = e.report("port down, guard removed", u, e.attack(u))
-	if !e.rawReport("port down, guard removed", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("a quarantined (down) port lets packets through without the guard")
-	}
-	e.shIn(guard, "ip", "netns", "exec", leaf.Netns, "nft", "-f", "-")
-	clean = e.report("restored", u, e.attack(u))
-	if !e.rawReport("restored", u, e.rawAttack(u, nil)) || !clean {
-		t.Errorf("restored: something got through")
-	}
+	})
 
 	// The tunnel's TTL: a tenant's low-TTL packets to its peer in the
 	// other pod run out at a leaf (its own, or the far one in the VRF),
@@ -155,7 +130,7 @@ func (e *e2e) threeTierAttack() {
 	tleaf := e.l.Device(ta[0].ep.Leaf)
 	e.shIn("table ip jobfabric_labtest_ttl {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n\t\tudp dport 4789 ip ttl set 2\n\t}\n}\n",
 		"ip", "netns", "exec", tleaf.Netns, "nft", "-f", "-")
-	r = e.rawAttack(ta, peers)[ta[0].ep.Name()]
+	r := e.rawAttack(ta, peers)[ta[0].ep.Name()]
 	e.sh("ip", "netns", "exec", tleaf.Netns, "nft", "delete", "table", "ip", "jobfabric_labtest_ttl")
 	e.rawReport("tunnel TTL 2 on "+tleaf.Name, ta, map[string]*rawFindings{ta[0].ep.Name(): r})
 	if !r.answeredBy(ff, "tunnel-ttl", "super-spine") {

@@ -78,15 +78,6 @@ func (p *Placer) Release(j *domain.Job) {
 	p.c.release(j)
 }
 
-// FreeGPUs is the capacity no job holds, in GPUs (fractions count).
-func (p *Placer) FreeGPUs() float64 {
-	used := 0
-	for _, v := range p.c.servers {
-		used += v.usedUnits()
-	}
-	return float64(p.c.total-used) / unit
-}
-
 // Hosts calls fn with every server as a job of tenant would see it (the
 // Host is reused between calls).
 func (p *Placer) Hosts(tenant string, fn func(*Host)) {

@@ -279,14 +279,6 @@ func (u *usage) anyAbove(ref string) bool {
 	return false
 }
 
-// protected is the idle guarantee of w that others may not borrow.
-func (u *usage) protected(w *domain.Workspace) int {
-	if i, ok := u.ix.byRef[w.Ref()]; ok {
-		return u.prot[i]
-	}
-	return 0
-}
-
 // protectedFrom counts the GPUs a job of workspace w may not take: the
 // protected idle guarantees of the other workspaces of its tenant, and of
 // every other tenant the larger of its workspaces' and (with a tenant
