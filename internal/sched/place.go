@@ -247,24 +247,24 @@ func (c *cluster) place(j *domain.Job, t *domain.Tenant) ([]domain.Placement, st
 	case j.MIGProfile != "":
 		return c.placeMIG(j, t)
 	case j.Share > 0:
-		return c.poolReason(j, t, "GPUs")(c.placeShare(j, t))
+		pl, level, r := c.placeShare(j, t)
+		return pl, level, c.poolReason(j, t, "GPUs", pl, r)
 	case j.CPUOnly():
-		return c.poolReason(j, t, "CPUs")(c.placeCPU(j, t))
+		pl, level, r := c.placeCPU(j, t)
+		return pl, level, c.poolReason(j, t, "CPUs", pl, r)
 	}
 	return c.placeGang(j, t)
 }
 
-// poolReason gives a share or CPU-only job of a pool that has no server
-// it may ever use noServer's reason (the pool does not exist, none of its
-// servers is schedulable...) in place of its path's own, which speaks of
-// free capacity.
-func (c *cluster) poolReason(j *domain.Job, t *domain.Tenant, what string) func([]domain.Placement, string, domain.Reason) ([]domain.Placement, string, domain.Reason) {
-	return func(pl []domain.Placement, level string, r domain.Reason) ([]domain.Placement, string, domain.Reason) {
-		if pl == nil && j.Pool != "" && !slices.Contains(c.statics.of(c, j, t).ok, true) {
-			r.Message = c.noServer(j, t, what)
-		}
-		return pl, level, r
+// poolReason is the reason of a share or CPU-only job left unplaced
+// (pl nil): when its pool has no server it may ever use, noServer's
+// (the pool does not exist, none of its servers is schedulable...) in
+// place of its path's own r, which speaks of free capacity.
+func (c *cluster) poolReason(j *domain.Job, t *domain.Tenant, what string, pl []domain.Placement, r domain.Reason) domain.Reason {
+	if pl == nil && j.Pool != "" && !slices.Contains(c.statics.of(c, j, t).ok, true) {
+		r.Message = c.noServer(j, t, what)
 	}
+	return r
 }
 
 // noWholeRoom reports, from the base cluster's free-GPU histogram, that
