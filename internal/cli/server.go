@@ -149,9 +149,13 @@ multi-server cluster.`,
 			for {
 				select {
 				case <-hup:
-					if err := s.Reload(); err == nil {
+					// The server logs a refusal once; a SIGHUP that meets
+					// the same refused file says so again.
+					if err := s.Reload(); err != nil {
+						log.Warn("SIGHUP: a file was refused; the ones in use are kept", "err", err)
+					} else {
 						log.Info("SIGHUP: TLS and cluster secret files read; those that changed are in use")
-					} // a refusal is logged by the server
+					}
 				case <-cmd.Context().Done():
 					fmt.Fprintln(g.stdout, "shutting down")
 					return nil

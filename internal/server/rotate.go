@@ -40,8 +40,11 @@ type rotation struct {
 
 	mu sync.Mutex // serialises secret reloads; guards the fields below
 	// secretTried is the content last tried, secretInUse the content in
-	// use: the same refused file is not tried (nor logged) again.
+	// use: the same refused file is not tried (nor logged) again, but
+	// secretRefused, its refusal, is returned again (a SIGHUP meeting it
+	// is no success).
 	secretTried, secretInUse [sha256.Size]byte
+	secretRefused            error
 	secret                   api.SecretStatus
 }
 
@@ -158,9 +161,9 @@ func (s *Server) reloadSecret() error {
 	if err == nil {
 		sum := sha256.Sum256(raw)
 		if sum == r.secretTried {
-			return nil
+			return r.secretRefused // the same content: said so already
 		}
-		r.secretTried = sum
+		r.secretTried, r.secretRefused = sum, nil
 		if sum == r.secretInUse {
 			r.secret.LastError, r.secret.LastErrorAt = "", time.Time{}
 			return nil
@@ -178,6 +181,7 @@ func (s *Server) reloadSecret() error {
 	} else {
 		r.secretTried = [sha256.Size]byte{} // readable again later: try it
 	}
+	r.secretRefused = err
 	r.secret.LastError, r.secret.LastErrorAt = err.Error(), r.clock.Now()
 	r.secret.Errors++
 	r.log.Error("cluster secret reload refused; the secrets in use are kept", "file", r.secretPath, "err", err, "issuing_in_use", r.secret.Issuing)

@@ -254,8 +254,15 @@ func TestClusterSecretRotation(t *testing.T) {
 	if err := c.Servers[0].Reload(); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("a weak secret line: reload err %v", err)
 	}
-	if st := c.Servers[0].TLSStatus().Secret; !strings.Contains(st.LastError, files[0]) || len(st.Accepted) != 1 {
+	if st := c.Servers[0].TLSStatus().Secret; !strings.Contains(st.LastError, files[0]) || len(st.Accepted) != 1 || st.Errors != 1 {
 		t.Fatalf("status after a refused secret: %+v", st)
+	}
+	// Met again (a second SIGHUP): still refused, counted once.
+	if err := c.Servers[0].Reload(); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("the same weak secret again: reload err %v", err)
+	}
+	if st := c.Servers[0].TLSStatus().Secret; st.Errors != 1 {
+		t.Fatalf("the same refusal counted again: %+v", st)
 	}
 	step("issue-new", newSecret, oldSecret)
 	// A member restarted mid-rotation starts with both secrets, the new

@@ -205,6 +205,7 @@ type Reloader struct {
 
 	mu       sync.Mutex // serialises reloads and guards the fields below
 	tried    [sha256.Size]byte
+	refused  error // why the content r.tried was refused; nil if it was not
 	onChange []func(*Bundle)
 	status   Status
 	warned   time.Time // the last expiry warning (see warnExpiry)
@@ -274,7 +275,8 @@ func (r *Reloader) ServerConfig() *tls.Config {
 // Reload loads the files if their content changed since the last attempt;
 // it reports whether a new bundle is in use. A refusal is logged, kept in
 // Status and returned; the bundle in use stays. The same refused content
-// is not tried (nor logged) again until it changes.
+// is not tried, logged or counted again until it changes, but its refusal
+// is returned again: a SIGHUP that meets it must not read as a success.
 func (r *Reloader) Reload() (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -283,9 +285,9 @@ func (r *Reloader) Reload() (bool, error) {
 	if err == nil {
 		s := sum(certPEM, keyPEM, caPEM)
 		if s == r.tried {
-			return false, nil
+			return false, r.refused
 		}
-		r.tried = s
+		r.tried, r.refused = s, nil
 		if s == r.cur.Load().b.sum {
 			// Back to the files in use (after a read error, say).
 			r.status.LastError, r.status.LastErrorAt = "", time.Time{}
@@ -308,6 +310,7 @@ func (r *Reloader) Reload() (bool, error) {
 	} else {
 		r.tried = [sha256.Size]byte{} // readable again later: try it
 	}
+	r.refused = err
 	r.status.LastError, r.status.LastErrorAt = err.Error(), r.clock.Now()
 	r.status.Errors++
 	r.log.Error("TLS reload refused; the certificate in use is kept", "err", err,
