@@ -60,6 +60,20 @@ const (
 	AnnotationPriority    = "jobfabric.io/priority"
 	AnnotationPreemptible = "jobfabric.io/preemptible"
 	AnnotationTimeLimit   = "jobfabric.io/time-limit"
+	// AnnotationMinRuntime, AnnotationExpectedDuration (Go durations),
+	// AnnotationTopology (LEVEL[:required|:preferred]), AnnotationGPUModel
+	// (one model, or several by preference, comma-separated),
+	// AnnotationMinDriver and AnnotationDriver set the JobSpec fields of
+	// jobfabric job submit's flags of the same names; a gang's pods agree.
+	AnnotationMinRuntime       = "jobfabric.io/min-runtime"
+	AnnotationExpectedDuration = "jobfabric.io/expected-duration"
+	AnnotationTopology         = "jobfabric.io/topology"
+	AnnotationGPUModel         = "jobfabric.io/gpu-model"
+	AnnotationMinDriver        = "jobfabric.io/min-driver"
+	AnnotationDriver           = "jobfabric.io/driver"
+	// ReasonPreferenceIgnored is the event on a pod whose preferred node
+	// affinity jobfabric does not weigh.
+	ReasonPreferenceIgnored = "PreferenceIgnored"
 	// AnnotationEnv holds the pod's binding as export lines (for a
 	// downward API file to source); EnvAnnotationPrefix + NAME holds each
 	// variable (for an env var's fieldRef).

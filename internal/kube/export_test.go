@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // Admits reports whether the pool of p's gang holds n: p's nodeSelector,
@@ -31,4 +33,10 @@ func AskPool(b *Bridge, pool string) {
 // Admitted is the names of the nodes the pool of p's gang holds, sorted.
 func Admitted(p *corev1.Pod, nodes []*corev1.Node) ([]string, error) {
 	return constraintOf(p).matcher(logr.Discard()).admitted(nodes)
+}
+
+// JobOptions sets spec's fields from the annotations of a gang of pods
+// (named group) as jobSpec does, or says why the gang is refused.
+func JobOptions(spec *domain.JobSpec, name string, pods []*corev1.Pod) string {
+	return jobOptions(spec, &group{name: name, pods: pods})
 }
