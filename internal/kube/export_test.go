@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -40,3 +41,12 @@ func Admitted(p *corev1.Pod, nodes []*corev1.Node) ([]string, error) {
 func JobOptions(spec *domain.JobSpec, name string, pods []*corev1.Pod) string {
 	return jobOptions(spec, &group{name: name, pods: pods})
 }
+
+// FollowAPIServer runs b's kube-apiserver follower on probe until ctx ends.
+func FollowAPIServer(ctx context.Context, b *Bridge, probe func(context.Context) error, back chan<- struct{}) {
+	b.followAPIServer(ctx, probe, back)
+}
+
+// APIRetry is the wait before the probe after failed failed probes, for a
+// jitter draw r in [0, 1).
+func APIRetry(failed int, r float64) time.Duration { return apiRetry(failed, r) }
