@@ -189,6 +189,21 @@ func TestGangsFromOwners(t *testing.T) {
 		if j.GPUs != 4 || j.GPUsPerNode != 2 {
 			t.Fatalf("job %+v, want 4 GPUs, 2 per node", j.JobSpec)
 		}
+		// A leader asking for fewer GPUs than its worker: a JobSpec has
+		// no shape for it (GPUs spread evenly), so it is refused, saying so.
+		var last *corev1.Pod
+		for i, gpus := range []int{1, 2} {
+			p := podSpec("team-a", "mixed-0-"+strconv.Itoa(i), gpus)
+			p.Labels[kube.LabelLWSName] = "mixed"
+			p.Labels[kube.LabelLWSGroupIndex] = "0"
+			p.Labels[kube.LabelLWSGroupKey] = "5e1f00aa"
+			p.Annotations[kube.AnnotationLWSSize] = "2"
+			last = create(t, e, p)
+		}
+		refused(t, e, last, "a LeaderWorkerSet's leader asks for as many GPUs as each worker")
+		if js := jobsWith(t, e.admin, "k8s:lws-5e1f00aa"); len(js) != 0 {
+			t.Fatalf("mixed gang submitted: %+v", js)
+		}
 	})
 
 	t.Run("DRAClaim", func(t *testing.T) {

@@ -248,7 +248,13 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 			return nil, why, err
 		}
 		if i > 0 && r != per {
-			return nil, fmt.Sprintf("pod group %s: pods ask for different GPUs (%s and %s); a gang's pods must be alike", g.name, per, r), nil
+			why := fmt.Sprintf("pod group %s: pods ask for different GPUs (%s and %s); a gang's pods must be alike", g.name, per, r)
+			if g.kind == kindLWS {
+				// A jobfabric job spreads its GPUs evenly (gpusPerNode):
+				// it has no shape for a smaller leader.
+				why += ": jobfabric places a gang as equal shares, one per server, so a LeaderWorkerSet's leader asks for as many GPUs as each worker"
+			}
+			return nil, why, nil
 		}
 		per = r
 	}
