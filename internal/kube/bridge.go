@@ -60,6 +60,20 @@ const (
 	AnnotationPriority    = "jobfabric.io/priority"
 	AnnotationPreemptible = "jobfabric.io/preemptible"
 	AnnotationTimeLimit   = "jobfabric.io/time-limit"
+	// AnnotationMinRuntime, AnnotationExpectedDuration (Go durations),
+	// AnnotationTopology (LEVEL[:required|:preferred]), AnnotationGPUModel
+	// (one model, or several by preference, comma-separated),
+	// AnnotationMinDriver and AnnotationDriver set the JobSpec fields of
+	// jobfabric job submit's flags of the same names; a gang's pods agree.
+	AnnotationMinRuntime       = "jobfabric.io/min-runtime"
+	AnnotationExpectedDuration = "jobfabric.io/expected-duration"
+	AnnotationTopology         = "jobfabric.io/topology"
+	AnnotationGPUModel         = "jobfabric.io/gpu-model"
+	AnnotationMinDriver        = "jobfabric.io/min-driver"
+	AnnotationDriver           = "jobfabric.io/driver"
+	// ReasonPreferenceIgnored is the event on a pod whose preferred node
+	// affinity jobfabric does not weigh.
+	ReasonPreferenceIgnored = "PreferenceIgnored"
 	// AnnotationEnv holds the pod's binding as export lines (for a
 	// downward API file to source); EnvAnnotationPrefix + NAME holds each
 	// variable (for an env var's fieldRef).
@@ -205,49 +219,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.cfg.Kube == nil || b.cfg.Jobs == nil {
 		return errors.New("kube bridge: a Kubernetes client and a jobfabric client are required")
 	}
-	f := informers.NewSharedInformerFactory(b.cfg.Kube, 0)
-	podInf, nsInf, nodeInf, jobInf := f.Core().V1().Pods(), f.Core().V1().Namespaces(), f.Core().V1().Nodes(), f.Batch().V1().Jobs()
-	b.pods, b.namespaces, b.nodes, b.jobs = podInf.Lister(), nsInf.Lister(), nodeInf.Lister(), jobInf.Lister()
-	kick := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { b.poke() },
-		UpdateFunc: func(any, any) { b.poke() },
-		DeleteFunc: func(any) { b.poke() },
+	back := make(chan struct{}, 1)
+	if rc := b.cfg.Kube.Discovery().RESTClient(); rc != nil { // nil: a fake clientset
+		go b.followAPIServer(ctx, b.readyz, back)
 	}
-	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { b.poke() },
-		UpdateFunc: func(_, obj any) {
-			// A bound pod is deleted gracefully: it lingers with a
-			// deletion timestamp until its kubelet lets go.
-			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
-				b.podDeleted(p)
-				return
-			}
-			b.poke()
-		},
-		DeleteFunc: b.podDeleted,
-	}); err != nil {
-		return fmt.Errorf("kube bridge: watch pods: %w", err)
+	stop, err := b.watch(ctx, nil)
+	if err != nil {
+		return err
 	}
-	if _, err := nsInf.Informer().AddEventHandler(kick); err != nil {
-		return fmt.Errorf("kube bridge: watch namespaces: %w", err)
-	}
-	if _, err := jobInf.Informer().AddEventHandler(kick); err != nil {
-		return fmt.Errorf("kube bridge: watch jobs: %w", err)
-	}
-	// Pools are recomputed only when a Node changed (pools.go).
-	countNodes := func(any) { b.nodeGen.Add(1) }
-	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: countNodes, UpdateFunc: func(_, n any) { countNodes(n) }, DeleteFunc: countNodes,
-	}); err != nil {
-		return fmt.Errorf("kube bridge: watch nodes: %w", err)
-	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("kube bridge: %v cache did not sync: %w", typ, context.Cause(ctx))
+	defer func() {
+		if stop != nil {
+			stop()
 		}
-	}
+	}()
 	b.cfg.Logger.Info("kube bridge running", "interval", b.cfg.Interval, "inventory", b.cfg.Inventory != nil)
 	t, tick := b.cfg.Clock.NewTicker(b.cfg.Interval)
 	defer t.Stop()
@@ -267,8 +251,105 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return nil
 		case <-b.kick:
 		case <-tick:
+		case <-back:
+			// kube-apiserver is back after an outage: new informers list
+			// now, where the old ones might wait a minute (apiserver.go).
+			stop()
+			for stop = nil; stop == nil; {
+				if stop, err = b.watch(ctx, back); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					b.cfg.Logger.Warn("kube bridge: watch again", "err", err)
+				}
+			}
 		}
 	}
+}
+
+// watch starts informers on pods, namespaces, batch Jobs and Nodes, points
+// the bridge's listers at them and waits until they have listed. It gives
+// up (an error) when ctx ends, or when abort fires first (the API server
+// went away and came back while they listed: the next informers list at
+// once, these ones back off). stop ends them.
+func (b *Bridge) watch(ctx context.Context, abort <-chan struct{}) (stop func(), err error) {
+	ictx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactory(b.cfg.Kube, 0)
+	stop = func() {
+		cancel()
+		f.Shutdown()
+	}
+	podInf, nsInf, nodeInf, jobInf := f.Core().V1().Pods(), f.Core().V1().Namespaces(), f.Core().V1().Nodes(), f.Batch().V1().Jobs()
+	b.pods, b.namespaces, b.nodes, b.jobs = podInf.Lister(), nsInf.Lister(), nodeInf.Lister(), jobInf.Lister()
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { b.poke() },
+		UpdateFunc: func(any, any) { b.poke() },
+		DeleteFunc: func(any) { b.poke() },
+	}
+	// A bound pod is deleted gracefully: it lingers with a deletion
+	// timestamp until its kubelet lets go. New informers (after an
+	// outage) see such a pod as added.
+	deleting := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+			b.podDeleted(p)
+			return
+		}
+		b.poke()
+	}
+	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    deleting,
+		UpdateFunc: func(_, obj any) { deleting(obj) },
+		DeleteFunc: b.podDeleted,
+	}); err != nil {
+		stop()
+		return nil, fmt.Errorf("kube bridge: watch pods: %w", err)
+	}
+	if _, err := nsInf.Informer().AddEventHandler(kick); err != nil {
+		stop()
+		return nil, fmt.Errorf("kube bridge: watch namespaces: %w", err)
+	}
+	if _, err := jobInf.Informer().AddEventHandler(kick); err != nil {
+		stop()
+		return nil, fmt.Errorf("kube bridge: watch jobs: %w", err)
+	}
+	// Pools are recomputed only when a Node changed (pools.go).
+	countNodes := func(any) { b.nodeGen.Add(1) }
+	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: countNodes, UpdateFunc: func(_, n any) { countNodes(n) }, DeleteFunc: countNodes,
+	}); err != nil {
+		stop()
+		return nil, fmt.Errorf("kube bridge: watch nodes: %w", err)
+	}
+	f.Start(ictx.Done())
+	var mu sync.Mutex
+	synced := false
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-abort: // nil: never
+			mu.Lock()
+			if !synced { // else the signal came too late to matter: these informers are new
+				cancel()
+			}
+			mu.Unlock()
+		case <-done:
+		}
+	}()
+	for typ, ok := range f.WaitForCacheSync(ictx.Done()) {
+		if !ok {
+			stop()
+			return nil, fmt.Errorf("kube bridge: %v cache did not sync: %w", typ, context.Cause(ictx))
+		}
+	}
+	mu.Lock()
+	synced = true
+	mu.Unlock()
+	if err := ictx.Err(); err != nil { // aborted as the last cache synced
+		stop()
+		return nil, fmt.Errorf("kube bridge: informers: %w", err)
+	}
+	return stop, nil
 }
 
 func (b *Bridge) poke() {

@@ -26,6 +26,10 @@
 // spec.unschedulable and a NoSchedule taint, an unhealthy server or drifted
 // facts a Node condition.
 //
+// It follows kube-apiserver itself (apiserver.go): after an outage it
+// watches anew within seconds of the server's return, where client-go's
+// informers' backoff could wait a minute.
+//
 // The bridge keeps no state of its own: the pods' annotations and the
 // jobs' ExternalIDs are its memory, so a restarted bridge adopts the jobs
 // it submitted before, and cancels those whose pods went while it was down.

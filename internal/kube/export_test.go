@@ -2,9 +2,12 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // Admits reports whether the pool of p's gang holds n: p's nodeSelector,
@@ -32,3 +35,18 @@ func AskPool(b *Bridge, pool string) {
 func Admitted(p *corev1.Pod, nodes []*corev1.Node) ([]string, error) {
 	return constraintOf(p).matcher(logr.Discard()).admitted(nodes)
 }
+
+// JobOptions sets spec's fields from the annotations of a gang of pods
+// (named group) as jobSpec does, or says why the gang is refused.
+func JobOptions(spec *domain.JobSpec, name string, pods []*corev1.Pod) string {
+	return jobOptions(spec, &group{name: name, pods: pods})
+}
+
+// FollowAPIServer runs b's kube-apiserver follower on probe until ctx ends.
+func FollowAPIServer(ctx context.Context, b *Bridge, probe func(context.Context) error, back chan<- struct{}) {
+	b.followAPIServer(ctx, probe, back)
+}
+
+// APIRetry is the wait before the probe after failed failed probes, for a
+// jitter draw r in [0, 1).
+func APIRetry(failed int, r float64) time.Duration { return apiRetry(failed, r) }

@@ -60,7 +60,13 @@ func podsOf(t *testing.T, e *env, ns, group string) []corev1.Pod {
 
 func allPods(t *testing.T, e *env, ns, group string, what string, ok func(p corev1.Pod) bool) {
 	t.Helper()
-	eventually(t, group+": "+what, func() (bool, string) {
+	allPodsWithin(t, e, 30*time.Second, ns, group, what, ok)
+}
+
+// allPodsWithin is allPods for at most d.
+func allPodsWithin(t *testing.T, e *env, d time.Duration, ns, group string, what string, ok func(p corev1.Pod) bool) {
+	t.Helper()
+	eventuallyWithin(t, d, group+": "+what, func() (bool, string) {
 		ps := podsOf(t, e, ns, group)
 		for _, p := range ps {
 			if !ok(p) {
@@ -322,19 +328,35 @@ func TestAPIServerRestart(t *testing.T) {
 	gang(t, e, "team-a", "before", 2, 8)
 	first := waitState(t, e, "k8s:team-a/before", domain.JobRunning)
 	gang(t, e, "team-a", "racing", 2, 8)
+	down := time.Now()
 	e.kc.StopAPIServer(t)
 	if _, err := e.acme.CancelJob(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
+	// The outage lasts: client-go's reflectors back off from 0.8s,
+	// doubling to 30s, jittered up to twice that, so after a long outage
+	// their next try may come a minute after the server is back. The
+	// wait is the outage's length, the condition under test, not a wait
+	// for a result.
+	<-time.After(outageHold)
 	e.kc.StartAPIServer(t)
+	back := time.Now()
+	t.Logf("kube-apiserver down (stopped until ready again) %.1fs", back.Sub(down).Seconds())
 	// The bridge deletes the pods its informer already holds: no list
 	// needed.
 	allPods(t, e, "team-a", "before", "deleted after the restart", func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
-	// Running needs the test kubelet's informer and the bridge's to list
-	// and watch again: see afterOutage.
-	waitStateWithin(t, e, afterOutage, "k8s:team-a/racing", domain.JobRunning)
+	// A gang made after the restart is seen only once the bridge watches
+	// pods again: its gate lifted is the bridge acting again (no kubelet
+	// involved). Progress is asserted, the time only logged.
 	gang(t, e, "team-a", "after", 2, 8)
+	allPodsWithin(t, e, afterOutage, "team-a", "after", "released after the restart", func(p corev1.Pod) bool {
+		return !slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == kube.Gate })
+	})
+	t.Logf("the bridge released a gang made after kube-apiserver was ready %.1fs later", time.Since(back).Seconds())
+	// Running needs the test kubelet's informer too.
+	waitStateWithin(t, e, afterOutage, "k8s:team-a/racing", domain.JobRunning)
 	waitStateWithin(t, e, afterOutage, "k8s:team-a/after", domain.JobRunning)
+	t.Logf("both gangs Running %.1fs after kube-apiserver was ready", time.Since(back).Seconds())
 	for _, g := range []string{"before", "racing", "after"} {
 		js := jobsWith(t, e.admin, "k8s:team-a/"+g)
 		if len(js) != 1 {
@@ -357,12 +379,14 @@ func TestAPIServerRestart(t *testing.T) {
 
 func clientQueryAll() client.JobQuery { return client.JobQuery{} }
 
-// afterOutage bounds what follows a kube-apiserver restart. client-go's
-// reflectors retry a refused list or watch after 0.8 s, doubling up to
-// 30 s, each wait jittered up to twice as long
-// (k8s.io/client-go/tools/cache NewReflectorWithOptions): they list again
-// up to a minute after the server is back, the later the longer it was
-// down, and it starts slowly under load. Held down 20 s longer here,
-// racing was Running 15-17 s after the restart, once past 30 s (the old
-// limit, and the test's failure under load). 30 s more for the work.
+// outageHold is how long kube-apiserver stays stopped in
+// TestAPIServerRestart, besides the time it takes to stop and start.
+const outageHold = 30 * time.Second
+
+// afterOutage bounds what follows a kube-apiserver restart: generous, as
+// the test asserts progress, not speed (the time is logged). The bridge
+// probes /readyz within 2s of the server's return and watches anew
+// (apiserver.go); before, its informers' client-go backoff (0.8s doubling
+// to 30s, jittered up to twice) made it act again up to a minute later:
+// 23.0, 48.9 and 48.7s after a 43s outage here (docs/benchmarks.md).
 const afterOutage = 90 * time.Second

@@ -61,17 +61,23 @@ func oneJob(t *testing.T, e *env, ext string) domain.Job {
 // refused waits for a Refused event on p saying want.
 func refused(t *testing.T, e *env, p *corev1.Pod, want string) {
 	t.Helper()
-	eventually(t, p.Name+": refused", func() (bool, string) {
+	eventOn(t, e, p, "Refused", want)
+}
+
+// eventOn waits for an event of reason on p saying want.
+func eventOn(t *testing.T, e *env, p *corev1.Pod, reason, want string) {
+	t.Helper()
+	eventually(t, p.Name+": "+reason, func() (bool, string) {
 		evs, err := e.kube.CoreV1().Events(p.Namespace).List(ctxT(t), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID)})
 		if err != nil {
 			return false, err.Error()
 		}
 		var got []string
 		for _, ev := range evs.Items {
-			if ev.Reason == "Refused" && strings.Contains(ev.Message, want) {
+			if ev.Reason == reason && strings.Contains(ev.Message, want) {
 				return true, ""
 			}
-			got = append(got, ev.Message)
+			got = append(got, ev.Reason+": "+ev.Message)
 		}
 		return false, fmt.Sprintf("events %q, none says %q", got, want)
 	})
@@ -183,6 +189,21 @@ func TestGangsFromOwners(t *testing.T) {
 		if j.GPUs != 4 || j.GPUsPerNode != 2 {
 			t.Fatalf("job %+v, want 4 GPUs, 2 per node", j.JobSpec)
 		}
+		// A leader asking for fewer GPUs than its worker: a JobSpec has
+		// no shape for it (GPUs spread evenly), so it is refused, saying so.
+		var last *corev1.Pod
+		for i, gpus := range []int{1, 2} {
+			p := podSpec("team-a", "mixed-0-"+strconv.Itoa(i), gpus)
+			p.Labels[kube.LabelLWSName] = "mixed"
+			p.Labels[kube.LabelLWSGroupIndex] = "0"
+			p.Labels[kube.LabelLWSGroupKey] = "5e1f00aa"
+			p.Annotations[kube.AnnotationLWSSize] = "2"
+			last = create(t, e, p)
+		}
+		refused(t, e, last, "a LeaderWorkerSet's leader asks for as many GPUs as each worker")
+		if js := jobsWith(t, e.admin, "k8s:lws-5e1f00aa"); len(js) != 0 {
+			t.Fatalf("mixed gang submitted: %+v", js)
+		}
 	})
 
 	t.Run("DRAClaim", func(t *testing.T) {
@@ -244,6 +265,11 @@ func TestGangsFromOwners(t *testing.T) {
 			p.Annotations[kube.AnnotationPriority] = "5"
 			p.Annotations[kube.AnnotationPreemptible] = "true"
 			p.Annotations[kube.AnnotationTimeLimit] = "2h"
+			p.Annotations[kube.AnnotationMinRuntime] = "10m"
+			p.Annotations[kube.AnnotationExpectedDuration] = "90m"
+			p.Annotations[kube.AnnotationTopology] = "leaf:required"
+			p.Annotations[kube.AnnotationGPUModel] = "H100-80GB"
+			p.Annotations[kube.AnnotationMinDriver] = "535.104"
 			create(t, e, p)
 		}
 		var j domain.Job
@@ -263,6 +289,22 @@ func TestGangsFromOwners(t *testing.T) {
 		if len(j.ExternalID) > 128 || j.Priority != 5 || !j.Preemptible || j.TimeLimitSeconds != 7200 {
 			t.Fatalf("job %+v: want ExternalID within 128 characters, priority 5, preemptible, 2h limit", j.JobSpec)
 		}
+		if j.MinRuntimeSeconds != 600 || j.ExpectedDurationSeconds != 5400 || j.Topology == nil || *j.Topology != (domain.TopologyRequirement{Level: domain.TopologyLeaf, Required: true}) ||
+			j.GPUModel != "H100-80GB" || j.MinDriver != "535.104" {
+			t.Fatalf("job %+v: want min runtime 10m, expected 90m, leaf required, H100-80GB, driver 535.104 or newer", j.JobSpec)
+		}
+		for _, tc := range []struct{ name, key, val, want string }{
+			{"bad-topology", kube.AnnotationTopology, "rack:required", `jobfabric.io/topology "rack:required": topology level "rack" is not one of`},
+			{"bad-model", kube.AnnotationGPUModel, "H100", `jobfabric.io/gpu-model "H100": gpuModel "H100" is unknown`},
+		} {
+			p := podSpec("team-a", tc.name, 1)
+			p.Annotations[tc.key] = tc.val
+			p = create(t, e, p)
+			refused(t, e, p, tc.want)
+			if js := jobsWith(t, e.admin, "k8s:"+string(p.UID)); len(js) != 0 {
+				t.Fatalf("%s: submitted %+v", tc.name, js)
+			}
+		}
 		for i, v := range []string{"true", "false"} {
 			p := podSpec("team-a", fmt.Sprintf("disagree-%d", i), 1)
 			p.Labels[kube.LabelPodGroup], p.Labels[kube.KeyPodGroupSize] = "disagree", "2"
@@ -270,6 +312,28 @@ func TestGangsFromOwners(t *testing.T) {
 			p = create(t, e, p)
 			if i == 1 {
 				refused(t, e, p, `disagree on jobfabric.io/preemptible ("true" and "false")`)
+			}
+		}
+	})
+
+	t.Run("PreferredNodeAffinitySaidIgnored", func(t *testing.T) {
+		// Before: placed with no word that the preference was not weighed.
+		p := podSpec("team-a", "prefers", 1)
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 50, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
+		}}}}
+		p = create(t, e, p)
+		eventOn(t, e, p, kube.ReasonPreferenceIgnored, "does not weigh preferredDuringSchedulingIgnoredDuringExecution node affinity")
+		oneJob(t, e, "k8s:"+string(p.UID)) // placed all the same
+		plain := create(t, e, podSpec("team-a", "no-preference", 1))
+		oneJob(t, e, "k8s:"+string(plain.UID))
+		evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(plain.UID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == kube.ReasonPreferenceIgnored {
+				t.Fatalf("a pod without preferences told: %s", ev.Message)
 			}
 		}
 	})

@@ -116,6 +116,7 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 		if len(open) == 0 {
 			return nil
 		}
+		b.preferencesIgnored(ctx, open)
 		spec, why, err := b.jobSpec(ctx, g)
 		if err != nil {
 			return err
@@ -191,6 +192,23 @@ func (b *Bridge) syncGroup(ctx context.Context, g *group, live *liveJobs) error 
 	}
 }
 
+// preferencesIgnored says on each pod with preferred node affinity that
+// jobfabric does not weigh it: the scheduler ranks servers by topology and
+// fragmentation, and a job has no notion of a preferred server (only of
+// GPU models and a topology level it prefers), so a preference cannot
+// steer placement; the event spares users wondering why it was not met.
+func (b *Bridge) preferencesIgnored(ctx context.Context, pods []*corev1.Pod) {
+	var with []*corev1.Pod
+	for _, p := range pods {
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+			with = append(with, p)
+		}
+	}
+	b.event(ctx, with, corev1.EventTypeNormal, ReasonPreferenceIgnored, "jobfabric places the gang by its own topology and packing rules and does not weigh "+
+		"preferredDuringSchedulingIgnoredDuringExecution node affinity; required node affinity, nodeSelector and tolerations are honoured, "+
+		"and the annotations "+AnnotationGPUModel+" (models by preference) and "+AnnotationTopology+" (LEVEL:preferred) state preferences jobfabric weighs")
+}
+
 func message(err error) string {
 	var de *domain.Error
 	if errors.As(err, &de) && de.Message != "" {
@@ -230,7 +248,13 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 			return nil, why, err
 		}
 		if i > 0 && r != per {
-			return nil, fmt.Sprintf("pod group %s: pods ask for different GPUs (%s and %s); a gang's pods must be alike", g.name, per, r), nil
+			why := fmt.Sprintf("pod group %s: pods ask for different GPUs (%s and %s); a gang's pods must be alike", g.name, per, r)
+			if g.kind == kindLWS {
+				// A jobfabric job spreads its GPUs evenly (gpusPerNode):
+				// it has no shape for a smaller leader.
+				why += ": jobfabric places a gang as equal shares, one per server, so a LeaderWorkerSet's leader asks for as many GPUs as each worker"
+			}
+			return nil, why, nil
 		}
 		per = r
 	}
@@ -257,37 +281,108 @@ func (b *Bridge) jobSpec(ctx context.Context, g *group) (*domain.JobSpec, string
 	return s, "", nil
 }
 
-// jobOptions sets the job's priority, preemptible and time limit from
-// the gang's annotations; the pods must agree. The server checks ranges.
+// jobOption is a pod annotation that sets JobSpec fields: set parses
+// the raw value; fields are the JobSpec fields (as domain.ValidateJobSpec
+// names them) whose rules the value must also meet.
+type jobOption struct {
+	key    string
+	fields []string
+	set    func(s *domain.JobSpec, raw string) error
+}
+
+var jobOptionList = []jobOption{
+	{AnnotationPriority, []string{"priority"}, func(s *domain.JobSpec, raw string) (err error) {
+		s.Priority, err = strconv.Atoi(raw)
+		return err
+	}},
+	{AnnotationPreemptible, nil, func(s *domain.JobSpec, raw string) (err error) {
+		s.Preemptible, err = strconv.ParseBool(raw)
+		return err
+	}},
+	{AnnotationTimeLimit, []string{"timeLimitSeconds"}, durationOption(func(s *domain.JobSpec) *int64 { return &s.TimeLimitSeconds })},
+	{AnnotationMinRuntime, []string{"minRuntimeSeconds"}, durationOption(func(s *domain.JobSpec) *int64 { return &s.MinRuntimeSeconds })},
+	{AnnotationExpectedDuration, []string{"expectedDurationSeconds"}, durationOption(func(s *domain.JobSpec) *int64 { return &s.ExpectedDurationSeconds })},
+	{AnnotationTopology, []string{"topology", "topology.level"}, func(s *domain.JobSpec, raw string) error {
+		// LEVEL[:required|:preferred], as jobfabric job submit --topology.
+		level, mode, _ := strings.Cut(raw, ":")
+		s.Topology = &domain.TopologyRequirement{Level: level}
+		switch mode {
+		case "", "preferred":
+		case "required":
+			s.Topology.Required = true
+		default:
+			return fmt.Errorf("the mode after ':' is required or preferred, not %q", mode)
+		}
+		return nil
+	}},
+	{AnnotationGPUModel, []string{"gpuModel", "gpuModels"}, func(s *domain.JobSpec, raw string) error {
+		// One model, or several in order of preference (gpuModels).
+		models := strings.Split(raw, ",")
+		for i := range models {
+			models[i] = strings.TrimSpace(models[i])
+		}
+		if len(models) == 1 {
+			s.GPUModel = models[0]
+		} else {
+			s.GPUModels = models
+		}
+		return nil
+	}},
+	{AnnotationMinDriver, []string{"minDriver"}, func(s *domain.JobSpec, raw string) error { s.MinDriver = raw; return nil }},
+	{AnnotationDriver, []string{"driver"}, func(s *domain.JobSpec, raw string) error { s.Driver = raw; return nil }},
+}
+
+// durationOption reads a Go duration (12h, 90m) of whole seconds into
+// the seconds field f points to.
+func durationOption(f func(*domain.JobSpec) *int64) func(*domain.JobSpec, string) error {
+	return func(s *domain.JobSpec, raw string) error {
+		d, err := time.ParseDuration(raw)
+		switch {
+		case err != nil:
+			return errors.New("not a duration such as 90m or 12h")
+		case d < time.Second:
+			return errors.New("below 1s")
+		case d%time.Second != 0:
+			return errors.New("not a whole number of seconds")
+		}
+		*f(s) = int64(d / time.Second)
+		return nil
+	}
+}
+
+// jobOptions sets the job's priority, preemptible, time limit, minimum
+// runtime, expected duration, topology, GPU models and drivers from the
+// gang's annotations; the pods must agree. Values are checked against
+// jobfabric's own rules (domain.ValidateJobSpec) here, so the refusal
+// names the annotation rather than the API field.
 func jobOptions(s *domain.JobSpec, g *group) string {
-	for _, key := range []string{AnnotationPriority, AnnotationPreemptible, AnnotationTimeLimit} {
-		raw := g.pods[0].Annotations[key]
+	owner := map[string]jobOption{} // JobSpec field -> the annotation that set it
+	for _, o := range jobOptionList {
+		raw := g.pods[0].Annotations[o.key]
 		for _, p := range g.pods[1:] {
-			if p.Annotations[key] != raw {
-				return fmt.Sprintf("pod group %s: pods %s and %s disagree on %s (%q and %q)", g.name, g.pods[0].Name, p.Name, key, raw, p.Annotations[key])
+			if p.Annotations[o.key] != raw {
+				return fmt.Sprintf("pod group %s: pods %s and %s disagree on %s (%q and %q)", g.name, g.pods[0].Name, p.Name, o.key, raw, p.Annotations[o.key])
 			}
 		}
 		if raw == "" {
 			continue
 		}
-		var err error
-		switch key {
-		case AnnotationPriority:
-			s.Priority, err = strconv.Atoi(raw)
-		case AnnotationPreemptible:
-			s.Preemptible, err = strconv.ParseBool(raw)
-		case AnnotationTimeLimit:
-			var d time.Duration
-			if d, err = time.ParseDuration(raw); err == nil && d < time.Second {
-				err = errors.New("below 1s")
-			}
-			s.TimeLimitSeconds = int64(d / time.Second)
+		if err := o.set(s, raw); err != nil {
+			return fmt.Sprintf("pod %s: %s %q: %v", g.pods[0].Name, o.key, raw, err)
 		}
-		if err != nil {
-			return fmt.Sprintf("pod %s: %s %q: %v", g.pods[0].Name, key, raw, err)
+		for _, f := range o.fields {
+			owner[f] = o
 		}
 	}
-	return ""
+	err := domain.ValidateJobSpec(s)
+	if err == nil {
+		return ""
+	}
+	field, _, _ := strings.Cut(err.Field, "[") // gpuModels[1]
+	if o, ok := owner[field]; ok {
+		return fmt.Sprintf("pod %s: %s %q: %s", g.pods[0].Name, o.key, g.pods[0].Annotations[o.key], err.Message)
+	}
+	return "" // not the annotations': the server's answer says it
 }
 
 // submit finds the live job a previous run (or a bridge that crashed

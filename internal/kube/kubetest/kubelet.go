@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -43,18 +43,31 @@ func StartKubelet(t testing.TB, c kubernetes.Interface) *Kubelet {
 	t.Helper()
 	k := &Kubelet{t: t, client: c, kick: make(chan struct{}, 1), finish: map[string]corev1.PodPhase{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := informers.NewSharedInformerFactory(c, 0)
-	inf := f.Core().V1().Pods()
-	poke := func(any) { k.poke() }
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke}); err != nil {
-		t.Fatal(err)
-	}
+	// A reflector rather than an informer: its backoff can be bounded, so
+	// after kube-apiserver restarts (TestAPIServerRestart) the test
+	// kubelet lists again within a second, as the bridge does, instead of
+	// client-go's default of up to a minute.
+	store := &pokeStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), poke: k.poke, listed: make(chan struct{})}
+	lw := cache.NewListWatchFromClient(c.CoreV1().RESTClient(), "pods", metav1.NamespaceAll, fields.Everything())
+	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, store, cache.ReflectorOptions{Name: "test kubelet",
+		Backoff: &wait.Backoff{Duration: 100 * time.Millisecond, Cap: time.Second, Factor: 2, Jitter: 0.5, Steps: 100}})
 	k.lister = func() []*corev1.Pod {
-		ps, _ := inf.Lister().List(labels.Everything())
+		var ps []*corev1.Pod
+		for _, o := range store.List() {
+			ps = append(ps, o.(*corev1.Pod))
+		}
 		return ps
 	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		r.RunWithContext(ctx)
+	}()
+	select {
+	case <-store.listed:
+	case <-time.After(time.Minute):
+		t.Fatal("test kubelet: pods not listed within a minute")
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -63,7 +76,7 @@ func StartKubelet(t testing.TB, c kubernetes.Interface) *Kubelet {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		f.Shutdown()
+		<-listed
 	})
 	return k
 }
@@ -173,4 +186,22 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) error {
 		return err
 	}
 	return nil
+}
+
+// pokeStore wakes the kubelet on every change and says when the first
+// list is in.
+type pokeStore struct {
+	cache.Store
+	poke   func()
+	listed chan struct{}
+	once   sync.Once
+}
+
+func (s *pokeStore) Add(o any) error    { defer s.poke(); return s.Store.Add(o) }
+func (s *pokeStore) Update(o any) error { defer s.poke(); return s.Store.Update(o) }
+func (s *pokeStore) Delete(o any) error { defer s.poke(); return s.Store.Delete(o) }
+func (s *pokeStore) Replace(list []any, rv string) error {
+	defer s.poke()
+	defer s.once.Do(func() { close(s.listed) })
+	return s.Store.Replace(list, rv)
 }
