@@ -247,7 +247,7 @@ type pass struct {
 // Sync makes one pass over the Slurm queue. An error on one job is logged
 // and the pass goes on; only an unreadable queue or jobfabric fails it.
 func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
-	out, err := b.cfg.Slurm.Command(ctx, "squeue", "-h", "-t", "all", "-o", squeueFormat)
+	out, err := b.cfg.Slurm.Command(ctx, "squeue", squeueArgs...)
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: read the queue: %w", err)
 	}

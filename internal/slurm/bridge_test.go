@@ -148,7 +148,7 @@ func (a *refusing) DeletePool(_ context.Context, name string) (*api.Pool, error)
 
 func newRecorded() *recorded {
 	return &recorded{files: map[string]string{
-		"squeue -h -t all -o " + squeueFormat:                                 "squeue.txt",
+		"squeue " + strings.Join(squeueArgs, " "):                             "squeue.txt",
 		"scontrol show job -o 3":                                              "show-job-3.txt",
 		"scontrol update JobId=2 Comment=jobfabric: tenant \"zzz\" not found": "",
 	}}
@@ -343,7 +343,7 @@ func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
 		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:5", Preemptible: true},
 		State:   domain.JobPending, Requeues: 1, SubmittedBy: "runtime:bridge"}}}
 	run := newRecorded()
-	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
+	run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-released.txt"
 	run.files["scontrol hold 5"] = ""
 	st := syncOnce(t, run, jf)
 	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {

@@ -21,6 +21,15 @@ import (
 // no second call: sinfo reports by partition either way.
 const sinfoFormat = "%R|%N|%T|%E"
 
+// sinfoArgs read every partition: -a includes hidden ones (Hidden=YES)
+// and those the bridge's user may not use, which sinfo leaves out for
+// any user but root and SlurmUser; their jobs would stay held ("has no
+// node sinfo shows"). sinfoPerNodeArgs: a line per node (-N).
+var (
+	sinfoArgs        = []string{"-h", "-a", "-o", sinfoFormat}
+	sinfoPerNodeArgs = []string{"-h", "-a", "-N", "-o", sinfoFormat}
+)
+
 // Node is one Slurm node as sinfo -N shows it.
 type Node struct {
 	Name string
@@ -108,7 +117,7 @@ type nodeView struct {
 // readNodes reads Slurm's nodes. An empty list (no partition) is no
 // view: every placement would be "missing".
 func (b *Bridge) readNodes(ctx context.Context) *nodeView {
-	out, err := b.cfg.Slurm.Command(ctx, "sinfo", "-h", "-o", sinfoFormat)
+	out, err := b.cfg.Slurm.Command(ctx, "sinfo", sinfoArgs...)
 	if err != nil {
 		b.cfg.Logger.Warn("slurm bridge: read the nodes (sinfo); node states not checked this pass", "err", err)
 		return nil
@@ -116,7 +125,7 @@ func (b *Bridge) readNodes(ctx context.Context) *nodeView {
 	nodes, err := ParseSinfo(string(out))
 	if err != nil {
 		// A hostlist ExpandHostlist cannot read: a line per node.
-		if out, err = b.cfg.Slurm.Command(ctx, "sinfo", "-h", "-N", "-o", sinfoFormat); err == nil {
+		if out, err = b.cfg.Slurm.Command(ctx, "sinfo", sinfoPerNodeArgs...); err == nil {
 			nodes, err = ParseSinfo(string(out))
 		}
 	}

@@ -128,3 +128,63 @@ func TestBridgeKeepsJobsInTheirPartition(t *testing.T) {
 		return got == a[0], fmt.Sprintf("allocated %q, jobfabric %s", got, placed(waiting).State)
 	})
 }
+
+// TestBridgeSeesHiddenPartitions: a partition configured Hidden=YES is
+// left out of sinfo and its jobs out of squeue for any user but root and
+// SlurmUser, unless asked with -a. The bridge runs as such a user here
+// (nobody, on jobs nobody submitted: a user may update and release its
+// own held jobs): the held job of the hidden partition is submitted with
+// that partition's pool, placed on one of its nodes and started there.
+// Without -a the bridge never saw the job (squeue showed the queue
+// empty) and, with it, would have kept it held ("partition hidden has
+// no node sinfo shows").
+func TestBridgeSeesHiddenPartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range topo.Servers() {
+		names = append(names, s.Name)
+	}
+	open, hidden := names[:2], names[2:]
+	parts := fmt.Sprintf("PartitionName=a Nodes=%s Default=YES State=UP MaxTime=INFINITE\nPartitionName=hidden Nodes=%s Hidden=YES State=UP MaxTime=INFINITE",
+		export.Hostlist(open), export.Hostlist(hidden))
+	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts, OpenToUsers: true}, nil)
+	user := p.sc.As(65534, 65534) // nobody
+	if out, err := user.Command(ctx, "sinfo", "-h", "-o", "%R"); err != nil || strings.Contains(string(out), "hidden") {
+		t.Fatalf("sinfo without -a as nobody: %q, %v; want the hidden partition left out (the case this test is about)", out, err)
+	}
+	out, err := user.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true", "-A", "acme", "-p", "hidden", "-N", "1", "--gres=gpu:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	br, err := slurm.New(slurm.Config{Cluster: p.sc.Name, Slurm: user, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.sc.Poll(t, "the job of the hidden partition was not released", func() (bool, string) {
+		st, err := br.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := p.sc.Command(ctx, "squeue", "-h", "-a", "-t", "all", "-j", id, "-o", "%T|%r|%N|%k")
+		return st.Released == 1, fmt.Sprintf("%+v; slurm: %s", st, out)
+	})
+	j, err := p.admin.JobByExternalID(ctx, slurm.ExternalID(p.sc.Name, id), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Pool != "slurm:"+p.sc.Name+":hidden" || len(j.Placement) == 0 || !slices.Contains(hidden, j.Placement[0].Server) {
+		t.Fatalf("job %d: pool %q, placement %v; want pool slurm:%s:hidden on one of %v", j.ID, j.Pool, j.Placement, p.sc.Name, hidden)
+	}
+	p.sc.Poll(t, "slurm did not allocate the job on its placement", func() (bool, string) {
+		out, _ := p.sc.Command(ctx, "squeue", "-h", "-a", "-j", id, "-o", "%N")
+		got := strings.TrimSpace(string(out))
+		return got == j.Placement[0].Server, got
+	})
+}

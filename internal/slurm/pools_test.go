@@ -15,8 +15,8 @@ import (
 func poolBridge(t *testing.T, jf API) (*Bridge, *recorded) {
 	t.Helper()
 	run := &recorded{files: map[string]string{
-		"squeue -h -t all -o " + squeueFormat: "squeue-partitions.txt",
-		"sinfo -h -o " + sinfoFormat:          "sinfo-partitions.txt",
+		"squeue " + strings.Join(squeueArgs, " "):                                               "squeue-partitions.txt",
+		"sinfo " + strings.Join(sinfoArgs, " "):                                                 "sinfo-partitions.txt",
 		"scontrol update JobId=8 Comment=jobfabric: partition nodeless has no node sinfo shows": "",
 	}}
 	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Mapping: Mapping{DefaultWorkspace: "gpu"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -66,7 +66,7 @@ func TestSyncSetsAPoolPerPartition(t *testing.T) {
 		t.Errorf("a pass over the same partitions wrote %q", jf.poolCalls)
 	}
 	// b moves to gpu3: its pool and the union follow.
-	run.files["sinfo -h -o "+sinfoFormat] = "sinfo-partitions-moved.txt"
+	run.files["sinfo "+strings.Join(sinfoArgs, " ")] = "sinfo-partitions-moved.txt"
 	if _, err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	// Partitions, when set, are the PartitionName lines of slurm.conf in
 	// place of the one partition gpu of every node.
 	Partitions string
+	// OpenToUsers lets other users than root run the Slurm commands (As):
+	// the cluster's directory (slurm.conf) and munge's socket are opened
+	// to them (munge's key is not).
+	OpenToUsers bool
 }
 
 // PluginInstalled reports whether a Slurm plugin (job_submit_lua,
@@ -160,6 +164,13 @@ func Start(t testing.TB, o Options) *Cluster {
 	md := filepath.Join(dir, "munge")
 	if err := os.Mkdir(md, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	if o.OpenToUsers {
+		for _, d := range []string{dir, md} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	key := bytes.Repeat([]byte("jobfabric-test-munge-key"), 50)
 	if err := os.WriteFile(filepath.Join(md, "munge.key"), key, 0o400); err != nil {
@@ -335,12 +346,43 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) ([]b
 
 // Pipe runs a Slurm command with stdin as its standard input.
 func (c *Cluster) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	return c.pipe(ctx, nil, stdin, name, args...)
+}
+
+// User runs the Slurm commands as a user who is neither root nor
+// SlurmUser: what slurmctld shows and allows such a user (hidden
+// partitions are hidden from it, for one). It is a bridge's command
+// runner too.
+type User struct {
+	c        *Cluster
+	UID, GID uint32
+}
+
+// As is a runner of the Slurm commands as uid and gid; the cluster must
+// have been started with OpenToUsers.
+func (c *Cluster) As(uid, gid uint32) User { return User{c: c, UID: uid, GID: gid} }
+
+// Command runs a Slurm command as the user.
+func (u User) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return u.Pipe(ctx, "", name, args...)
+}
+
+// Pipe runs a Slurm command as the user with stdin as its standard input.
+func (u User) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	return u.c.pipe(ctx, &syscall.Credential{Uid: u.UID, Gid: u.GID}, stdin, name, args...)
+}
+
+func (c *Cluster) pipe(ctx context.Context, cred *syscall.Credential, stdin string, name string, args ...string) ([]byte, error) {
 	bin, ok := c.bins[name]
 	if !ok {
 		return nil, fmt.Errorf("slurmtest: %s is not a command this cluster runs", name)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Dir = "/" // the test's directory may be closed to the user
+	}
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
