@@ -249,6 +249,10 @@ type pass struct {
 	reject []rejection
 	// pools: jobfabric has this pass's partition pools; jobs name them.
 	pools bool
+	// resv are slurmctld's reservations, once read this pass (resvRead;
+	// resvOK: read without error).
+	resv             []Reservation
+	resvRead, resvOK bool
 }
 
 // Sync makes one pass over the Slurm queue. An error on one job is logged
@@ -304,6 +308,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	}
 	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}, nodes: b.readNodes(ctx), stuck: map[string]stuck{}}
 	p.pools = b.syncPools(ctx, p.nodes, jobs)
+	b.followReservations(ctx, p)
 	for ext := range byExt {
 		p.next[ext] = true
 	}

@@ -250,10 +250,13 @@ type stuck struct {
 	since time.Time
 }
 
-// suspect is a node a job stayed pending for, kept cordoned until until.
+// suspect is a node a job stayed pending for, kept cordoned until until:
+// the end of the reservations resv that hold it (reservations.go), or a
+// fixed while when none does.
 type suspect struct {
 	why   string
 	until time.Time
+	resv  []string
 }
 
 // suspectFor is how many StuckAfter a node a job stayed pending for is
@@ -307,9 +310,20 @@ func (b *Bridge) unstick(ctx context.Context, p *pass, j *Job, ext string, jf *d
 			suspects = named
 		}
 	}
+	// A reservation holding a node keeps it cordoned until it ends.
+	rs, read := b.reservations(ctx, p)
 	for _, n := range suspects {
-		b.suspect[n] = suspect{why: clip(fmt.Sprintf("slurm %s: slurm job %s stayed pending %s for its nodes: %s", b.cfg.Cluster, j.ID, waited.Round(time.Second), j.Reason), 256),
-			until: now.Add(suspectFor * b.cfg.StuckAfter)}
+		why := fmt.Sprintf("slurm %s: slurm job %s stayed pending %s for its nodes: %s", b.cfg.Cluster, j.ID, waited.Round(time.Second), j.Reason)
+		s := suspect{until: now.Add(suspectFor * b.cfg.StuckAfter)}
+		if read {
+			if names, end := holding(rs, n, now, j.TimeLimit); len(names) > 0 {
+				s.resv, s.until = names, end
+				why = fmt.Sprintf("slurm %s: node %s is reserved (%s) until %s: slurm job %s stayed pending %s for it: %s",
+					b.cfg.Cluster, n, strings.Join(names, ","), end.Format(time.RFC3339), j.ID, waited.Round(time.Second), j.Reason)
+			}
+		}
+		s.why = clip(why, 256)
+		b.suspect[n] = s
 	}
 	p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, why: clip(why, 1024)})
 	return nil
