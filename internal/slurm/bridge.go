@@ -74,6 +74,9 @@ type API interface {
 	Pools(ctx context.Context) ([]api.Pool, error)
 	SetPool(ctx context.Context, name string, servers []string) (*api.Pool, error)
 	DeletePool(ctx context.Context, name string) (*api.Pool, error)
+	// SetJobPool moves a job that has not started to another pool: a
+	// user moved its Slurm job to another partition (pools.go).
+	SetJobPool(ctx context.Context, id uint64, pool string) (*domain.Job, error)
 }
 
 // Config is what a Bridge needs.
@@ -159,6 +162,9 @@ type Stats struct {
 	// Signalled counts running Slurm jobs sent SIGTERM at the start of
 	// their preemption's grace period.
 	Signalled int `json:"signalled"`
+	// Moved counts jobfabric jobs moved to the pool of the partition a
+	// user moved their Slurm job to.
+	Moved int `json:"moved"`
 }
 
 func (s *Stats) add(o Stats) {
@@ -171,6 +177,7 @@ func (s *Stats) add(o Stats) {
 	s.Misplaced += o.Misplaced
 	s.Rejected += o.Rejected
 	s.Signalled += o.Signalled
+	s.Moved += o.Moved
 }
 
 // New checks cfg and returns a Bridge.
@@ -218,7 +225,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.cfg.Logger.Warn("slurm bridge pass failed", "err", err)
 		} else if st != (Stats{}) {
 			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held,
-				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced, "rejected", st.Rejected, "signalled", st.Signalled)
+				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced, "rejected", st.Rejected, "signalled", st.Signalled, "moved", st.Moved)
 		}
 		select {
 		case <-ctx.Done():
@@ -459,6 +466,10 @@ func (b *Bridge) held(ctx context.Context, p *pass, j *Job, ext string, jf *doma
 		}
 	}
 	if jf != nil {
+		jf, skip, err := b.repartition(ctx, p, j, jf)
+		if skip || err != nil {
+			return err
+		}
 		return b.placed(ctx, p, j, jf)
 	}
 	if _, why := b.cfg.Mapping.tenant(j); why != "" {
@@ -625,7 +636,12 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		b.cfg.Logger.Warn("slurm bridge: slurm job allocated off jobfabric's placement", "slurm_job", j.ID, "job", jf.ID,
 			"state", jf.State, "nodes", j.NodeList, "placed", strings.Join(PlacedNodes(jf), ","), "how", how)
 	case j.State == "PENDING" && jf.State == domain.JobReady:
-		// Released on its placement; Slurm has not started it.
+		// Released on its placement; Slurm has not started it (a user
+		// may have moved it to another partition meanwhile).
+		jf, skip, err := b.repartition(ctx, p, j, jf)
+		if skip || err != nil {
+			return err
+		}
 		return b.unstick(ctx, p, j, ext, jf)
 	case j.State == "RUNNING" && jf.State == domain.JobReady:
 		if _, err := b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err != nil {

@@ -137,6 +137,16 @@ func (a *refusing) SetPool(_ context.Context, name string, servers []string) (*a
 	a.poolCalls = append(a.poolCalls, "set "+name+" "+strings.Join(a.pools[name], ","))
 	return &api.Pool{Name: name, Servers: a.pools[name]}, nil
 }
+func (a *refusing) SetJobPool(_ context.Context, id uint64, pool string) (*domain.Job, error) {
+	a.poolCalls = append(a.poolCalls, fmt.Sprintf("job %d %s", id, pool))
+	for i := range a.live {
+		if a.live[i].ID == id {
+			a.live[i].Pool = pool
+			return &a.live[i], nil
+		}
+	}
+	return nil, domain.NotFound("job", fmt.Sprint(id))
+}
 func (a *refusing) DeletePool(_ context.Context, name string) (*api.Pool, error) {
 	if _, ok := a.pools[name]; !ok {
 		return nil, domain.NotFound("pool", name)

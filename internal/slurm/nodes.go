@@ -272,6 +272,9 @@ type rejection struct {
 	slurmID string
 	job     uint64
 	why     string
+	// pool, when set, is the pool the job moves to once handed back (its
+	// Slurm job moved to another partition).
+	pool *string
 }
 
 // unstick handles a released Slurm job still PENDING on its placement:
@@ -353,6 +356,15 @@ func (b *Bridge) rejectAll(ctx context.Context, p *pass, cordoned bool) {
 		}
 		p.st.Rejected++
 		b.cfg.Logger.Warn("slurm bridge: slurm cannot start the job on its placement; jobfabric places it again", "slurm_job", r.slurmID, "job", r.job, "why", r.why)
+		if r.pool != nil {
+			// Pending now: moved before the next cycle places it (or the
+			// next pass moves it, finding it in the old pool).
+			if _, err := b.cfg.API.SetJobPool(ctx, r.job, *r.pool); err != nil {
+				b.cfg.Logger.Warn("slurm bridge: move a handed-back job to its new partition's pool", "slurm_job", r.slurmID, "job", r.job, "pool", *r.pool, "err", err)
+				continue
+			}
+			p.st.Moved++
+		}
 	}
 }
 
