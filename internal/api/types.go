@@ -155,6 +155,19 @@ type JobReportRequest struct {
 	Message string `json:"message,omitempty"`
 }
 
+// JobPoolRequest is the body of POST /v1/jobs/{id}/pool: move a job that
+// has not started (Pending, Placed, Ready) to another server pool, as its
+// runtime now allows it to run there (the Slurm bridge, when a user moves
+// a held job to another partition). A job already placed keeps its
+// placement only if the new pool holds every server of it; otherwise the
+// move is refused (failed_precondition) and the runtime hands the job
+// back first (a rejected report).
+type JobPoolRequest struct {
+	// Pool is the server pool the job may be placed on from now on; empty:
+	// any server.
+	Pool string `json:"pool,omitempty"`
+}
+
 // FabricDiff is the per-device difference between two fabric revisions.
 type FabricDiff struct {
 	From    uint64       `json:"from"`

@@ -110,7 +110,7 @@ docs/slurm.md.`,
 					return err
 				}
 				return g.emit(st, func(w io.Writer) {
-					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d, preempted %d, rejected %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported, st.Preempted, st.Rejected)
+					fmt.Fprintf(w, "submitted %d, released %d, kept held %d, cancelled %d, reported %d, preempted %d, rejected %d, signalled %d, moved %d\n", st.Submitted, st.Released, st.Held, st.Cancelled, st.Reported, st.Preempted, st.Rejected, st.Signalled, st.Moved)
 				})
 			}
 			err = b.Run(cmd.Context())

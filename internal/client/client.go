@@ -305,6 +305,13 @@ func (c *Client) CancelJob(ctx context.Context, id uint64) (*domain.Job, error) 
 	return &j, c.Do(ctx, "POST", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &j)
 }
 
+// SetJobPool moves a job that has not started to another server pool
+// ("": any server).
+func (c *Client) SetJobPool(ctx context.Context, id uint64, pool string) (*domain.Job, error) {
+	var j domain.Job
+	return &j, c.Do(ctx, "POST", "/v1/jobs/"+strconv.FormatUint(id, 10)+"/pool", api.JobPoolRequest{Pool: pool}, &j)
+}
+
 // Report sends a runtime's word on a job: state is running (also a
 // heartbeat), succeeded, failed or stopped; message is optional.
 func (c *Client) Report(ctx context.Context, id uint64, state, message string) (*domain.Job, error) {

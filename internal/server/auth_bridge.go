@@ -9,9 +9,10 @@ import (
 // A runtime bridge (jobfabric slurm bridge) mirrors the jobs users hand
 // to a workload runtime: it submits each as a jobfabric job carrying the
 // runtime's id for it (externalId) and cancels it when the user cancels it
-// there. These are the only two things it may do beyond a runtime's
-// reading and reporting, and only with a runtime token that is not a node
-// agent's; what it sees and submits to stays what seesWorkspace allows (a
+// there, and moves it to another pool before it starts when the user
+// moves it to another partition (setJobPool, with mirrorsCancel's rule).
+// These are the only things it may do beyond a runtime's reading and
+// reporting, and only with a runtime token that is not a node agent's; what it sees and submits to stays what seesWorkspace allows (a
 // tenant's runtime token: its tenant only). A runtime still cannot add
 // work of its own (a job without an externalId) or cancel a job a user
 // submitted.

@@ -51,6 +51,8 @@ func (s *Server) buildRoutes() []route {
 			query: []param{{"dryRun", "boolean", "place against the current state without submitting (answers a DryRun)"}}, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
 		{method: "GET", path: "/v1/jobs/{id}", summary: "One job", access: authed, resp: domain.Job{}, h: s.getJob},
 		{method: "POST", path: "/v1/jobs/{id}/cancel", summary: "Cancel a job", access: authed, resp: domain.Job{}, h: s.cancelJob},
+		{method: "POST", path: "/v1/jobs/{id}/pool", summary: "Move a job that has not started to another server pool (admin, or a runtime for a job a runtime submitted: the Slurm bridge when a user moves a held job to another partition)", access: authed,
+			body: api.JobPoolRequest{}, resp: domain.Job{}, h: s.setJobPool},
 		{method: "POST", path: "/v1/jobs/{id}/report", summary: "Report a job's progress as its runtime (runtime or admin): running (also a heartbeat), succeeded, failed, or stopped (a Preempting job has let its GPUs go)", access: authed,
 			body: api.JobReportRequest{}, resp: domain.Job{}, h: s.reportJob},
 		{method: "GET", path: "/v1/jobs/{id}/watch", summary: "Stream a job as Server-Sent Events: `event: job` with the job as `data` now and after every change, until it ends (Succeeded, Failed, Cancelled, Preempted); a `: heartbeat` comment every 15s", access: authed,
@@ -601,6 +603,30 @@ func (s *Server) cancelJob(r *http.Request, p *principal) (any, error) {
 		return nil, p.denied("cancel jobs a runtime did not submit (report the job failed instead)")
 	}
 	return s.propose(r.Context(), state.CmdJobCancel, p.actor(), state.JobCancel{ID: j.ID})
+}
+
+// setJobPool moves a job that has not started to another pool: an
+// admin's, or a runtime bridge's for the mirrors runtimes submitted (a
+// tenant's runtime token: its own tenant's; another tenant's job is 404,
+// as everywhere).
+func (s *Server) setJobPool(r *http.Request, p *principal) (any, error) {
+	j, err := s.visibleJob(r, p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.admin() && !p.mirrorsCancel(j) {
+		return nil, p.denied("move a job to another pool: an admin's, or a runtime's for a job a runtime submitted")
+	}
+	var req api.JobPoolRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Pool != "" {
+		if err := domain.ValidatePoolName("pool", req.Pool); err != nil {
+			return nil, err
+		}
+	}
+	return s.propose(r.Context(), state.CmdJobPool, p.actor(), state.JobPool{ID: j.ID, Pool: req.Pool})
 }
 
 func (s *Server) reportJob(r *http.Request, p *principal) (any, error) {

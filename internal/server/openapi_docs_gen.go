@@ -56,6 +56,8 @@ var docs = map[string]string{
 	"internal/api.JobHealth.Message":                     "Message names the worst signal and where.",
 	"internal/api.JobHealth.Shared":                      "Shared lists the job's hot links (hops whose verdict is a fault) that carry other jobs too.",
 	"internal/api.JobHealth.Verdict":                     "Verdict is the worst hop's verdict now (not debounced); Committed is the debounced one the job carries (job get, job watch, events).",
+	"internal/api.JobPoolRequest":                        "JobPoolRequest is the body of POST /v1/jobs/{id}/pool: move a job that has not started (Pending, Placed, Ready) to another server pool, as its runtime now allows it to run there (the Slurm bridge, when a user moves a held job to another partition). A job already placed keeps its placement only if the new pool holds every server of it; otherwise the move is refused (failed_precondition) and the runtime hands the job back first (a rejected report).",
+	"internal/api.JobPoolRequest.Pool":                   "Pool is the server pool the job may be placed on from now on; empty: any server.",
 	"internal/api.JobRef":                                "JobRef names a job the caller may see.",
 	"internal/api.JobReportRequest":                      "JobReportRequest is the body of POST /v1/jobs/{id}/report: a runtime's word on a job. State is running (also a heartbeat), succeeded, failed, stopped (a Preempting job has stopped; its GPUs may go) or rejected (the runtime cannot start a Ready job on its placement, a Slurm node down for instance: the job is requeued and placed again, not failed; Message, required, says why).",
 	"internal/api.JoinRequest":                           "JoinRequest is the body of POST /v1/cluster/members.",

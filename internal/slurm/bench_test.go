@@ -164,7 +164,8 @@ func benchFill(b *testing.B, servers, jobs int, shape func(i int) []string) {
 // bridge asks, and a line per node, its fallback) and parsing its output,
 // against slurmctld with no jobs; then grouped again with 8 more
 // partitions of 256 nodes each (every node in two partitions: what the
-// pools read).
+// pools read); with -a (the bridge's: hidden partitions too) on one
+// partition and on the 8 and a hidden ninth.
 func BenchmarkReadNodes(b *testing.B) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 32, ServersPerStripe: 64, GPUsPerServer: 8})
 	if err != nil {
@@ -180,12 +181,19 @@ func BenchmarkReadNodes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, tc := range []struct{ name, flag string }{{"grouped", "-h"}, {"per-node", "-hN"}, {"grouped-8-partitions", "-h"}} {
-		if tc.name == "grouped-8-partitions" {
+	// -ha is what the bridge runs (every partition, hidden ones too): on
+	// one partition, then with the 8 and a hidden ninth.
+	for _, tc := range []struct{ name, flag string }{{"grouped", "-h"}, {"grouped-a", "-ha"}, {"per-node", "-hN"}, {"grouped-8-partitions", "-h"}, {"grouped-8-partitions-hidden-a", "-ha"}} {
+		switch tc.name {
+		case "grouped-8-partitions":
 			for i := range 8 {
 				if _, err := sc.Command(b.Context(), "scontrol", "create", fmt.Sprintf("PartitionName=p%d", i), "Nodes="+export.Hostlist(names[i*256:(i+1)*256])); err != nil {
 					b.Fatal(err)
 				}
+			}
+		case "grouped-8-partitions-hidden-a":
+			if _, err := sc.Command(b.Context(), "scontrol", "create", "PartitionName=hidden", "Hidden=YES", "Nodes="+export.Hostlist(names[:256])); err != nil {
+				b.Fatal(err)
 			}
 		}
 		b.Run(tc.name, func(b *testing.B) {

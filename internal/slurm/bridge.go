@@ -74,6 +74,9 @@ type API interface {
 	Pools(ctx context.Context) ([]api.Pool, error)
 	SetPool(ctx context.Context, name string, servers []string) (*api.Pool, error)
 	DeletePool(ctx context.Context, name string) (*api.Pool, error)
+	// SetJobPool moves a job that has not started to another pool: a
+	// user moved its Slurm job to another partition (pools.go).
+	SetJobPool(ctx context.Context, id uint64, pool string) (*domain.Job, error)
 }
 
 // Config is what a Bridge needs.
@@ -127,6 +130,9 @@ type Bridge struct {
 	lastUsable []string
 	// pools are the cluster's pools in jobfabric (pools.go).
 	pools pools
+	// termed are the Slurm jobs (external id @ run) signalled for their
+	// preemption and still Preempting at the last pass.
+	termed map[string]bool
 }
 
 // Stats count what one pass did.
@@ -153,6 +159,12 @@ type Stats struct {
 	// pending for its nodes longer than StuckAfter): jobfabric places
 	// them again.
 	Rejected int `json:"rejected"`
+	// Signalled counts running Slurm jobs sent SIGTERM at the start of
+	// their preemption's grace period.
+	Signalled int `json:"signalled"`
+	// Moved counts jobfabric jobs moved to the pool of the partition a
+	// user moved their Slurm job to.
+	Moved int `json:"moved"`
 }
 
 func (s *Stats) add(o Stats) {
@@ -164,6 +176,8 @@ func (s *Stats) add(o Stats) {
 	s.Preempted += o.Preempted
 	s.Misplaced += o.Misplaced
 	s.Rejected += o.Rejected
+	s.Signalled += o.Signalled
+	s.Moved += o.Moved
 }
 
 // New checks cfg and returns a Bridge.
@@ -192,7 +206,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}, stuck: map[string]stuck{}, missing: map[string]bool{}, suspect: map[string]suspect{}}, nil
+	return &Bridge{cfg: cfg, settled: map[string]bool{}, known: map[string]bool{}, stuck: map[string]stuck{}, missing: map[string]bool{}, suspect: map[string]suspect{}, termed: map[string]bool{}}, nil
 }
 
 // ExternalID is the jobfabric external id of a Slurm job.
@@ -211,7 +225,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.cfg.Logger.Warn("slurm bridge pass failed", "err", err)
 		} else if st != (Stats{}) {
 			b.cfg.Logger.Info("slurm bridge pass", "submitted", st.Submitted, "released", st.Released, "held", st.Held,
-				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced, "rejected", st.Rejected)
+				"cancelled", st.Cancelled, "reported", st.Reported, "preempted", st.Preempted, "misplaced", st.Misplaced, "rejected", st.Rejected, "signalled", st.Signalled, "moved", st.Moved)
 		}
 		select {
 		case <-ctx.Done():
@@ -242,12 +256,16 @@ type pass struct {
 	reject []rejection
 	// pools: jobfabric has this pass's partition pools; jobs name them.
 	pools bool
+	// resv are slurmctld's reservations, once read this pass (resvRead;
+	// resvOK: read without error).
+	resv             []Reservation
+	resvRead, resvOK bool
 }
 
 // Sync makes one pass over the Slurm queue. An error on one job is logged
 // and the pass goes on; only an unreadable queue or jobfabric fails it.
 func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
-	out, err := b.cfg.Slurm.Command(ctx, "squeue", "-h", "-t", "all", "-o", squeueFormat)
+	out, err := b.cfg.Slurm.Command(ctx, "squeue", squeueArgs...)
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: read the queue: %w", err)
 	}
@@ -297,6 +315,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	}
 	p := &pass{next: make(map[string]bool, len(byExt)), workspaces: map[string]*domain.Workspace{}, nodes: b.readNodes(ctx), stuck: map[string]stuck{}}
 	p.pools = b.syncPools(ctx, p.nodes, jobs)
+	b.followReservations(ctx, p)
 	for ext := range byExt {
 		p.next[ext] = true
 	}
@@ -349,6 +368,17 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 		return interrupted()
 	}
 	b.known, b.stuck = p.next, p.stuck
+	preempting := map[string]bool{}
+	for i := range live {
+		if live[i].State == domain.JobPreempting {
+			preempting[fmt.Sprintf("%s@%d", live[i].ExternalID, live[i].Requeues)] = true
+		}
+	}
+	for key := range b.termed { // preempted and stopped since: forgotten
+		if !preempting[key] {
+			delete(b.termed, key)
+		}
+	}
 	shown := make(map[string]bool, len(jobs))
 	for i := range jobs {
 		shown[ExternalID(b.cfg.Cluster, jobs[i].ID)] = true
@@ -436,6 +466,10 @@ func (b *Bridge) held(ctx context.Context, p *pass, j *Job, ext string, jf *doma
 		}
 	}
 	if jf != nil {
+		jf, skip, err := b.repartition(ctx, p, j, jf)
+		if skip || err != nil {
+			return err
+		}
 		return b.placed(ctx, p, j, jf)
 	}
 	if _, why := b.cfg.Mapping.tenant(j); why != "" {
@@ -576,7 +610,9 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		b.cfg.Logger.Info("slurm bridge: cancelled the slurm job", "slurm_job", j.ID, "job", jf.ID, "state", jf.State)
 	case jf.State == domain.JobPreempting:
 		if jf.StopDeadline == nil || b.cfg.Clock.Now().Before(*jf.StopDeadline) {
-			return nil // the grace period: the job may checkpoint
+			// The grace period: the job may checkpoint, told as Slurm's
+			// own preemption tells it.
+			return b.terminate(ctx, p, j, ext, jf)
 		}
 		return b.preempt(ctx, p, j, jf)
 	case releasedRun(j) >= 0 && releasedRun(j) != jf.Requeues:
@@ -600,7 +636,12 @@ func (b *Bridge) active(ctx context.Context, p *pass, j *Job, ext string, jf *do
 		b.cfg.Logger.Warn("slurm bridge: slurm job allocated off jobfabric's placement", "slurm_job", j.ID, "job", jf.ID,
 			"state", jf.State, "nodes", j.NodeList, "placed", strings.Join(PlacedNodes(jf), ","), "how", how)
 	case j.State == "PENDING" && jf.State == domain.JobReady:
-		// Released on its placement; Slurm has not started it.
+		// Released on its placement; Slurm has not started it (a user
+		// may have moved it to another partition meanwhile).
+		jf, skip, err := b.repartition(ctx, p, j, jf)
+		if skip || err != nil {
+			return err
+		}
 		return b.unstick(ctx, p, j, ext, jf)
 	case j.State == "RUNNING" && jf.State == domain.JobReady:
 		if _, err := b.cfg.API.Report(ctx, jf.ID, "running", "slurm job "+j.ID+" runs"); err != nil {
@@ -628,6 +669,41 @@ func misplaced(j *Job, jf *domain.Job) bool {
 	slices.Sort(nodes)
 	slices.Sort(want)
 	return !slices.Equal(nodes, want)
+}
+
+// termSuffix ends the comment of a released job sent SIGTERM for its
+// placement's preemption: a restarted bridge does not send it again.
+const termSuffix = "_term"
+
+// terminate sends SIGTERM to a running Slurm job whose jobfabric job is
+// Preempting, once per placement, as Slurm's own preemption does at the
+// start of GraceTime: the batch script, its children and its steps
+// (scancel --full; --batch would signal the shell alone, which cannot
+// handle it while a child runs). The job learns it is preempted without
+// asking jobfabric, and may checkpoint before the deadline, when the
+// bridge requeues or cancels it. A job not yet RUNNING (CONFIGURING: its
+// nodes boot) has no processes to tell: it is signalled when it runs, if
+// the grace period lasts. The mark is the job's Comment (its run with
+// termSuffix), and the bridge's memory in case that update fails.
+func (b *Bridge) terminate(ctx context.Context, p *pass, j *Job, ext string, jf *domain.Job) error {
+	run := releasedRun(j)
+	if j.State != "RUNNING" || run != jf.Requeues || strings.HasSuffix(j.Comment, termSuffix) {
+		return nil
+	}
+	key := fmt.Sprintf("%s@%d", ext, run)
+	if b.termed[key] {
+		return nil
+	}
+	if _, err := b.cfg.Slurm.Command(ctx, "scancel", "--signal=TERM", "--full", j.ID); err != nil {
+		return fmt.Errorf("signal slurm job %s at the start of its grace period: %w", j.ID, err)
+	}
+	b.termed[key] = true
+	p.st.Signalled++
+	b.cfg.Logger.Info("slurm bridge: preempted job signalled (SIGTERM) at the start of its grace period", "slurm_job", j.ID, "job", jf.ID, "deadline", jf.StopDeadline)
+	if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "update", "JobId="+j.ID, "Comment="+releasedComment(jf.ID, run)+termSuffix); err != nil {
+		b.cfg.Logger.Warn("slurm bridge: mark a signalled job (a restarted bridge would signal it again)", "slurm_job", j.ID, "err", err)
+	}
+	return nil
 }
 
 // preempt stops a Slurm job whose jobfabric job was preempted, as its

@@ -137,6 +137,16 @@ func (a *refusing) SetPool(_ context.Context, name string, servers []string) (*a
 	a.poolCalls = append(a.poolCalls, "set "+name+" "+strings.Join(a.pools[name], ","))
 	return &api.Pool{Name: name, Servers: a.pools[name]}, nil
 }
+func (a *refusing) SetJobPool(_ context.Context, id uint64, pool string) (*domain.Job, error) {
+	a.poolCalls = append(a.poolCalls, fmt.Sprintf("job %d %s", id, pool))
+	for i := range a.live {
+		if a.live[i].ID == id {
+			a.live[i].Pool = pool
+			return &a.live[i], nil
+		}
+	}
+	return nil, domain.NotFound("job", fmt.Sprint(id))
+}
 func (a *refusing) DeletePool(_ context.Context, name string) (*api.Pool, error) {
 	if _, ok := a.pools[name]; !ok {
 		return nil, domain.NotFound("pool", name)
@@ -148,7 +158,7 @@ func (a *refusing) DeletePool(_ context.Context, name string) (*api.Pool, error)
 
 func newRecorded() *recorded {
 	return &recorded{files: map[string]string{
-		"squeue -h -t all -o " + squeueFormat:                                 "squeue.txt",
+		"squeue " + strings.Join(squeueArgs, " "):                             "squeue.txt",
 		"scontrol show job -o 3":                                              "show-job-3.txt",
 		"scontrol update JobId=2 Comment=jobfabric: tenant \"zzz\" not found": "",
 	}}
@@ -334,6 +344,66 @@ func TestSyncPreemptsAtTheDeadline(t *testing.T) {
 	}
 }
 
+// TestSyncSignalsAtTheStartOfTheGracePeriod: a running Slurm job whose
+// jobfabric job is Preempting is sent SIGTERM (scancel --signal=TERM
+// --full: the batch script, its children and steps) at once, as Slurm's
+// own preemption does, and marked (its comment); not again in the next
+// pass even when the mark did not take, nor by a restarted bridge that
+// reads the mark; at the deadline it is requeued held as before. A job
+// still CONFIGURING has no processes: it is not signalled. Before, the
+// bridge sent nothing until the deadline.
+func TestSyncSignalsAtTheStartOfTheGracePeriod(t *testing.T) {
+	clock := tstime.NewFake(time.Unix(1000, 0))
+	deadline := clock.Now().Add(30 * time.Second)
+	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{{ID: 9,
+		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 16, ExternalID: "slurm:jftest:1", Preemptible: true},
+		State:   domain.JobPreempting, SubmittedBy: "runtime:bridge",
+		Placement: []domain.Placement{{Server: "n1"}, {Server: "n3"}}, StopDeadline: &deadline}}}
+	squeue := "squeue " + strings.Join(squeueArgs, " ")
+	const signal, mark = "scancel --signal=TERM --full 1", "scontrol update JobId=1 Comment=jobfabric_job_9_run_0_term"
+	newBridge := func(run Runner) *Bridge {
+		b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// CONFIGURING (squeue.txt): nothing to signal yet.
+	run := newRecorded()
+	b := newBridge(run)
+	if st, err := b.Sync(t.Context()); err != nil || st.Signalled != 0 || run.count("scancel") != 0 {
+		t.Fatalf("configuring job: %+v, %v, commands %q; want no signal", st, err, run.calls)
+	}
+	// RUNNING: signalled once; the mark fails (no recorded answer), and
+	// the next pass does not signal again.
+	run.files[squeue] = "squeue-running.txt"
+	run.files[signal] = ""
+	for pass := range 2 {
+		st, err := b.Sync(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 1 - pass; st.Signalled != want || run.count(signal) != 1 || st.Preempted != 0 {
+			t.Fatalf("pass %d in the grace period: %+v, commands %q; want the signal once, no requeue", pass, st, run.calls)
+		}
+	}
+	if run.count(mark) != 1 {
+		t.Errorf("the signalled job was not marked: %q", run.calls)
+	}
+	// A restarted bridge reads the mark.
+	run2 := newRecorded()
+	run2.files[squeue] = "squeue-running-term.txt"
+	run2.files["scontrol requeuehold 1"] = ""
+	b2 := newBridge(run2)
+	if st, err := b2.Sync(t.Context()); err != nil || st.Signalled != 0 || run2.count("scancel") != 0 {
+		t.Fatalf("restarted bridge: %+v, %v, commands %q; want no second signal", st, err, run2.calls)
+	}
+	clock.Advance(30 * time.Second)
+	if st, err := b2.Sync(t.Context()); err != nil || st.Preempted != 1 || run2.count("scontrol requeuehold 1") != 1 || run2.count("scancel") != 0 {
+		t.Fatalf("at the deadline: %+v, %v, commands %q; want one requeuehold", st, err, run2.calls)
+	}
+}
+
 // TestSyncHoldsAReleasedJobRequeuedFirst: jobfabric requeued a job (run 1)
 // whose Slurm job was released for run 0 but not yet allocated: the
 // bridge holds it again (scontrol hold; requeuehold is for allocated
@@ -343,7 +413,7 @@ func TestSyncHoldsAReleasedJobRequeuedFirst(t *testing.T) {
 		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:5", Preemptible: true},
 		State:   domain.JobPending, Requeues: 1, SubmittedBy: "runtime:bridge"}}}
 	run := newRecorded()
-	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-released.txt"
+	run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-released.txt"
 	run.files["scontrol hold 5"] = ""
 	st := syncOnce(t, run, jf)
 	if st.Preempted != 1 || run.count("scontrol hold 5") != 1 || len(jf.reports) != 0 || len(jf.submitted) != 0 {

@@ -21,6 +21,15 @@ import (
 // no second call: sinfo reports by partition either way.
 const sinfoFormat = "%R|%N|%T|%E"
 
+// sinfoArgs read every partition: -a includes hidden ones (Hidden=YES)
+// and those the bridge's user may not use, which sinfo leaves out for
+// any user but root and SlurmUser; their jobs would stay held ("has no
+// node sinfo shows"). sinfoPerNodeArgs: a line per node (-N).
+var (
+	sinfoArgs        = []string{"-h", "-a", "-o", sinfoFormat}
+	sinfoPerNodeArgs = []string{"-h", "-a", "-N", "-o", sinfoFormat}
+)
+
 // Node is one Slurm node as sinfo -N shows it.
 type Node struct {
 	Name string
@@ -108,7 +117,7 @@ type nodeView struct {
 // readNodes reads Slurm's nodes. An empty list (no partition) is no
 // view: every placement would be "missing".
 func (b *Bridge) readNodes(ctx context.Context) *nodeView {
-	out, err := b.cfg.Slurm.Command(ctx, "sinfo", "-h", "-o", sinfoFormat)
+	out, err := b.cfg.Slurm.Command(ctx, "sinfo", sinfoArgs...)
 	if err != nil {
 		b.cfg.Logger.Warn("slurm bridge: read the nodes (sinfo); node states not checked this pass", "err", err)
 		return nil
@@ -116,7 +125,7 @@ func (b *Bridge) readNodes(ctx context.Context) *nodeView {
 	nodes, err := ParseSinfo(string(out))
 	if err != nil {
 		// A hostlist ExpandHostlist cannot read: a line per node.
-		if out, err = b.cfg.Slurm.Command(ctx, "sinfo", "-h", "-N", "-o", sinfoFormat); err == nil {
+		if out, err = b.cfg.Slurm.Command(ctx, "sinfo", sinfoPerNodeArgs...); err == nil {
 			nodes, err = ParseSinfo(string(out))
 		}
 	}
@@ -241,10 +250,13 @@ type stuck struct {
 	since time.Time
 }
 
-// suspect is a node a job stayed pending for, kept cordoned until until.
+// suspect is a node a job stayed pending for, kept cordoned until until:
+// the end of the reservations resv that hold it (reservations.go), or a
+// fixed while when none does.
 type suspect struct {
 	why   string
 	until time.Time
+	resv  []string
 }
 
 // suspectFor is how many StuckAfter a node a job stayed pending for is
@@ -260,6 +272,9 @@ type rejection struct {
 	slurmID string
 	job     uint64
 	why     string
+	// pool, when set, is the pool the job moves to once handed back (its
+	// Slurm job moved to another partition).
+	pool *string
 }
 
 // unstick handles a released Slurm job still PENDING on its placement:
@@ -298,9 +313,20 @@ func (b *Bridge) unstick(ctx context.Context, p *pass, j *Job, ext string, jf *d
 			suspects = named
 		}
 	}
+	// A reservation holding a node keeps it cordoned until it ends.
+	rs, read := b.reservations(ctx, p)
 	for _, n := range suspects {
-		b.suspect[n] = suspect{why: clip(fmt.Sprintf("slurm %s: slurm job %s stayed pending %s for its nodes: %s", b.cfg.Cluster, j.ID, waited.Round(time.Second), j.Reason), 256),
-			until: now.Add(suspectFor * b.cfg.StuckAfter)}
+		why := fmt.Sprintf("slurm %s: slurm job %s stayed pending %s for its nodes: %s", b.cfg.Cluster, j.ID, waited.Round(time.Second), j.Reason)
+		s := suspect{until: now.Add(suspectFor * b.cfg.StuckAfter)}
+		if read {
+			if names, end := holding(rs, n, now, j.TimeLimit); len(names) > 0 {
+				s.resv, s.until = names, end
+				why = fmt.Sprintf("slurm %s: node %s is reserved (%s) until %s: slurm job %s stayed pending %s for it: %s",
+					b.cfg.Cluster, n, strings.Join(names, ","), end.Format(time.RFC3339), j.ID, waited.Round(time.Second), j.Reason)
+			}
+		}
+		s.why = clip(why, 256)
+		b.suspect[n] = s
 	}
 	p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, why: clip(why, 1024)})
 	return nil
@@ -330,6 +356,15 @@ func (b *Bridge) rejectAll(ctx context.Context, p *pass, cordoned bool) {
 		}
 		p.st.Rejected++
 		b.cfg.Logger.Warn("slurm bridge: slurm cannot start the job on its placement; jobfabric places it again", "slurm_job", r.slurmID, "job", r.job, "why", r.why)
+		if r.pool != nil {
+			// Pending now: moved before the next cycle places it (or the
+			// next pass moves it, finding it in the old pool).
+			if _, err := b.cfg.API.SetJobPool(ctx, r.job, *r.pool); err != nil {
+				b.cfg.Logger.Warn("slurm bridge: move a handed-back job to its new partition's pool", "slurm_job", r.slurmID, "job", r.job, "pool", *r.pool, "err", err)
+				continue
+			}
+			p.st.Moved++
+		}
 	}
 }
 

@@ -60,7 +60,7 @@ func TestNodeUnusable(t *testing.T) {
 // with Slurm's nodes as recorded (gpu1 down, gpu2 drained).
 func nodeBridge(t *testing.T, run *recorded, jf API) (*Bridge, *tstime.Fake) {
 	t.Helper()
-	run.files["sinfo -h -o "+sinfoFormat] = "sinfo.txt"
+	run.files["sinfo "+strings.Join(sinfoArgs, " ")] = "sinfo.txt"
 	clock := tstime.NewFake(time.Unix(1000, 0))
 	b, err := New(Config{Cluster: "jftest", Slurm: run, API: jf, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -89,7 +89,7 @@ func TestSyncReportsSlurmsNodes(t *testing.T) {
 		t.Errorf("report %+v, want %+v", jf.nodes[0], want)
 	}
 	// gpu1 resumed: reported usable.
-	run.files["sinfo -h -o "+sinfoFormat] = "sinfo-resumed.txt"
+	run.files["sinfo "+strings.Join(sinfoArgs, " ")] = "sinfo-resumed.txt"
 	if _, err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestSyncReportsSlurmsNodes(t *testing.T) {
 		t.Errorf("after gpu1 resumed: reports %+v", jf.nodes)
 	}
 	// sinfo fails: no report, the pass goes on.
-	delete(run.files, "sinfo -h -o "+sinfoFormat)
+	delete(run.files, "sinfo "+strings.Join(sinfoArgs, " "))
 	if _, err := b.Sync(t.Context()); err != nil || len(jf.nodes) != 2 {
 		t.Errorf("a pass without sinfo: %v, %d reports", err, len(jf.nodes))
 	}
@@ -174,7 +174,7 @@ func TestSyncHandsBackAJobStuckOnItsNodes(t *testing.T) {
 	}
 	jf := &refusing{tenants: map[string]bool{"acme": true}, live: []domain.Job{onGPU1(9, "slurm:jftest:7"), onGPU1(10, "slurm:jftest:8")}}
 	run := newRecorded()
-	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-stuck.txt"
+	run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-stuck.txt"
 	run.files["scontrol hold 7"] = ""
 	b, clock := nodeBridge(t, run, jf)
 	pass := func() Stats {
@@ -218,7 +218,7 @@ func TestSyncCordonsANodeAJobStayedPendingFor(t *testing.T) {
 		JobSpec: domain.JobSpec{Tenant: "acme", Workspace: "gpu", GPUs: 8, ExternalID: "slurm:jftest:1"}, State: domain.JobReady,
 		SubmittedBy: "runtime:bridge", Placement: []domain.Placement{{Server: "gpu0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}}
 	run := newRecorded()
-	run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved.txt"
+	run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-reserved.txt"
 	run.files["scontrol hold 1"] = ""
 	b, clock := nodeBridge(t, run, jf)
 	unusable := func() string {
@@ -241,7 +241,7 @@ func TestSyncCordonsANodeAJobStayedPendingFor(t *testing.T) {
 	if got := unusable(); !strings.Contains(got, "gpu0: slurm jftest: slurm job 1 stayed pending 1m0s for its nodes: ReqNodeNotAvail, May be reserved for other job") {
 		t.Errorf("unusable %q: want gpu0 with the job's reason", got)
 	}
-	run.files["squeue -h -t all -o "+squeueFormat] = "" // the job started elsewhere and ended
+	run.files["squeue "+strings.Join(squeueArgs, " ")] = "" // the job started elsewhere and ended
 	clock.Advance(10 * time.Minute)
 	if _, err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -256,8 +256,8 @@ func TestSyncCordonsANodeAJobStayedPendingFor(t *testing.T) {
 // per node.
 func TestReadNodesFallsBackToALinePerNode(t *testing.T) {
 	run := newRecorded()
-	run.files["sinfo -h -o "+sinfoFormat] = "sinfo-grid.txt"
-	run.files["sinfo -h -N -o "+sinfoFormat] = "sinfo-grid-n.txt"
+	run.files["sinfo "+strings.Join(sinfoArgs, " ")] = "sinfo-grid.txt"
+	run.files["sinfo "+strings.Join(sinfoPerNodeArgs, " ")] = "sinfo-grid-n.txt"
 	b, err := New(Config{Cluster: "c", Slurm: run, API: &refusing{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func TestSyncHandsBackOnlyOnceTheNodesAreCordoned(t *testing.T) {
 	t.Run("down node", func(t *testing.T) {
 		jf := onNode("gpu1")
 		run := newRecorded()
-		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved-held.txt"
+		run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-reserved-held.txt"
 		b, _ := nodeBridge(t, run, jf)
 		st, err := b.Sync(t.Context())
 		if err != nil {
@@ -317,7 +317,7 @@ func TestSyncHandsBackOnlyOnceTheNodesAreCordoned(t *testing.T) {
 		// gpu0 is usable in sinfo, but job 1 stayed pending for it.
 		jf := onNode("gpu0")
 		run := newRecorded()
-		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved.txt"
+		run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-reserved.txt"
 		run.files["scontrol hold 1"] = ""
 		b, clock := nodeBridge(t, run, jf)
 		for _, step := range []time.Duration{0, time.Minute} {
@@ -330,7 +330,7 @@ func TestSyncHandsBackOnlyOnceTheNodesAreCordoned(t *testing.T) {
 			t.Fatalf("report failed: reports %v, commands %q: want job 1 held and not handed back", jf.reports, run.calls)
 		}
 		// Slurm now shows it held; jobfabric still has it Ready on gpu0.
-		run.files["squeue -h -t all -o "+squeueFormat] = "squeue-reserved-held.txt"
+		run.files["squeue "+strings.Join(squeueArgs, " ")] = "squeue-reserved-held.txt"
 		clock.Advance(time.Minute)
 		if _, err := b.Sync(t.Context()); err != nil {
 			t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/slurm"
+	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
 // nodeStatePair is a real slurmctld and jobfabric on 4 servers x 8 GPUs
@@ -219,4 +221,133 @@ func TestBridgeMovesAJobStuckOnItsNode(t *testing.T) {
 			t.Errorf("%s, the node the job stayed pending for, is %+v: want cordoned a while", first, n.Condition)
 		}
 	}
+}
+
+// TestBridgeCordonsANodeWhileItsReservationLasts: as in
+// TestBridgeMovesAJobStuckOnItsNode, a maintenance reservation keeps a
+// released job pending on its node and the bridge moves it; the node is
+// cordoned with the reservation's name and end, and stays cordoned past
+// the fixed 10 x StuckAfter while the reservation lasts (the bridge's
+// clock is a fake one, moved on); deleted in Slurm, the reservation's
+// cordon ends at the next pass. scontrol show reservation is read only in
+// passes with a stuck job or a reserved node, at most once each. (The
+// bridge before it ended the cordon after 10 x StuckAfter whatever the
+// reservation did, and never read it.)
+func TestBridgeCordonsANodeWhileItsReservationLasts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const stuckAfter = 3 * time.Second
+	p := startPair(t, ctx, 1, 4, "gpu", 32, "SchedulerParameters=sched_interval=2")
+	clock := tstime.NewFake(time.Now())
+	run := &countingRunner{Runner: p.sc}
+	b, err := slurm.New(slurm.Config{Cluster: p.sc.Name, Slurm: run, API: p.runtime, StuckAfter: stuckAfter, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func() slurm.Stats {
+		t.Helper()
+		before := run.count("scontrol show reservation")
+		st, err := b.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := run.count("scontrol show reservation") - before; n > 1 {
+			t.Fatalf("a pass read the reservations %d times", n)
+		}
+		return st
+	}
+	condition := func(server string) domain.NodeCondition {
+		ns, err := p.admin.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if n.Name == server {
+				return n.Condition
+			}
+		}
+		t.Fatalf("no server %s", server)
+		return domain.NodeCondition{}
+	}
+	if err := p.sbatchHeld(ctx, 1, func(int) []string { return []string{"-N", "1", "--gres=gpu:8"} }); err != nil {
+		t.Fatal(err)
+	}
+	job := func() *domain.Job {
+		j, err := p.admin.JobByExternalID(ctx, slurm.ExternalID(p.sc.Name, "1"), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	var first string
+	p.sc.Poll(t, "the job was not placed", func() (bool, string) {
+		pass()
+		if j := job(); j.State == domain.JobReady {
+			first = slurm.PlacedNodes(j)[0]
+		}
+		return first != "", string(job().State)
+	})
+	if _, err := p.sc.Command(ctx, "scontrol", "create", "reservation", "reservationname=maint", "starttime=now", "duration=60", "nodes="+first, "flags=maint,ignore_jobs", "users=root"); err != nil {
+		t.Fatal(err)
+	}
+	rejected := 0
+	p.sc.Poll(t, "the stuck job was not handed back", func() (bool, string) {
+		rejected += pass().Rejected
+		clock.Advance(time.Second)
+		return rejected == 1, fmt.Sprintf("job %s on %v", job().State, slurm.PlacedNodes(job()))
+	})
+	if n := run.count("scontrol show reservation"); n == 0 {
+		t.Fatal("the bridge never read the reservations")
+	}
+	if c := condition(first); c.Schedulable() || !strings.Contains(c.Reason, "reserved (maint) until") {
+		t.Fatalf("%s is %+v: want cordoned, naming the reservation", first, c)
+	}
+	clock.Advance(suspectFor * stuckAfter)
+	pass()
+	if c := condition(first); c.Schedulable() {
+		t.Fatalf("%s uncordoned after 10 x StuckAfter though its reservation lasts: %+v", first, c)
+	}
+	if _, err := p.sc.Command(ctx, "scontrol", "delete", "reservationname=maint"); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if c := condition(first); !c.Schedulable() {
+		t.Errorf("the reservation is deleted, yet %s is %+v", first, c)
+	}
+	// Nothing stuck, nothing reserved: the reservations are not read.
+	before := run.count("scontrol show reservation")
+	pass()
+	if n := run.count("scontrol show reservation") - before; n != 0 {
+		t.Errorf("a quiet pass read the reservations %d times", n)
+	}
+}
+
+// suspectFor mirrors the bridge's fixed cordon (10 x StuckAfter).
+const suspectFor = 10
+
+// countingRunner counts the Slurm commands a bridge runs.
+type countingRunner struct {
+	slurm.Runner
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *countingRunner) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, name+" "+strings.Join(args, " "))
+	r.mu.Unlock()
+	return r.Runner.Command(ctx, name, args...)
+}
+
+func (r *countingRunner) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package slurm_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -54,6 +55,9 @@ func startPairWith(tb testing.TB, ctx context.Context, stripes, perStripe int, w
 		names = append(names, s.Name)
 	}
 	so.Nodes, so.GPUsPerNode = export.Hostlist(names), 8
+	if so.Slurmd {
+		so.Nodes = strings.Join(names, ",") // a slurmd per name
+	}
 	sc := slurmtest.Start(tb, so)
 	jf, err := devcluster.Start(ctx, tb.TempDir(), 1, devcluster.Options{Tune: func(c *server.Config) {
 		c.FabricDriver = "none"

@@ -13,6 +13,12 @@ import (
 // in it does not shift the other fields.
 const squeueFormat = "%i|%T|%r|%a|%P|%q|%D|%b|%l|%N|%k"
 
+// squeueArgs read every job of every state, in every partition: -a shows
+// the jobs of hidden partitions (Hidden=YES) and of partitions the
+// bridge's user is not allowed in, which squeue leaves out otherwise (a
+// bridge not run as root or SlurmUser would never see them).
+var squeueArgs = []string{"-h", "-a", "-t", "all", "-o", squeueFormat}
+
 // Job is one Slurm job as squeue shows it.
 type Job struct {
 	ID        string

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -163,4 +164,71 @@ func (b *Bridge) poolOf(p *pass, j *Job) (pool, why string) {
 		return "", "jobfabric has no pool " + name + " yet (the bridge sets it from sinfo)"
 	}
 	return name, ""
+}
+
+// repartition keeps a Slurm job that has not started in its partitions'
+// pool: a user may move a held (or released, still pending) job to
+// another partition (scontrol update JobId=N Partition=b) after the
+// bridge submitted it, and slurmctld starts it only on the new
+// partition's nodes. The jobfabric job is moved (job.pool: its id and
+// queue place kept) while it is Pending, or placed on servers the new
+// pool holds; a Ready job placed outside it is held (if released) and
+// handed back (rejected), then moved once Pending; a Placed one waits to
+// be Ready. It returns the job as jobfabric has it now, and skip: the
+// pass leaves the job alone (handed back, or waiting). A running job's
+// partition does not change: Slurm refuses it.
+func (b *Bridge) repartition(ctx context.Context, p *pass, j *Job, jf *domain.Job) (_ *domain.Job, skip bool, _ error) {
+	if !p.pools || j.Partition == "" {
+		return jf, false, nil
+	}
+	switch jf.State {
+	case domain.JobPending, domain.JobPlaced, domain.JobReady:
+	default:
+		return jf, false, nil
+	}
+	want, why := b.poolOf(p, j)
+	if why != "" || want == jf.Pool {
+		return jf, false, nil // no pool to move to yet: the next pass sees
+	}
+	if out := b.outside(jf, want); out != "" {
+		if jf.State != domain.JobReady {
+			return jf, true, nil // Placed: handed back once Ready
+		}
+		if !j.Held() {
+			if _, err := b.cfg.Slurm.Command(ctx, "scontrol", "hold", j.ID); err != nil {
+				return jf, true, fmt.Errorf("hold slurm job %s moved to partition %s: %w", j.ID, j.Partition, err)
+			}
+		}
+		p.reject = append(p.reject, rejection{slurmID: j.ID, job: jf.ID, pool: &want,
+			why: clip(fmt.Sprintf("slurm job %s moved to partition %s: placed on %s, which is not in it", j.ID, j.Partition, out), 1024)})
+		return jf, true, nil
+	}
+	moved, err := b.cfg.API.SetJobPool(ctx, jf.ID, want)
+	if err != nil {
+		if domain.CodeOf(err) == domain.CodeFailedPrecondition {
+			// Apply rules below 6, or the job moved on since the list:
+			// it stays in its pool this pass.
+			b.cfg.Logger.Warn("slurm bridge: move a job to its new partition's pool", "slurm_job", j.ID, "job", jf.ID, "pool", want, "err", err)
+			return jf, false, nil
+		}
+		return jf, false, fmt.Errorf("move job %d to pool %q: %w", jf.ID, want, err)
+	}
+	p.st.Moved++
+	b.cfg.Logger.Info("slurm bridge: job moved to its new partition's pool", "slurm_job", j.ID, "job", jf.ID, "partition", j.Partition, "from", jf.Pool, "pool", want)
+	return moved, false, nil
+}
+
+// outside is the first server of jf's placement not in pool (as jobfabric
+// has it); "" when there is none ("" pool: any server).
+func (b *Bridge) outside(jf *domain.Job, pool string) string {
+	if pool == "" {
+		return ""
+	}
+	servers := b.pools.set[pool]
+	for _, n := range PlacedNodes(jf) {
+		if !slices.Contains(servers, n) {
+			return n
+		}
+	}
+	return ""
 }

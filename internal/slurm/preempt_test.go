@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/slurm"
+	"github.com/jobfabric/jobfabric/internal/slurm/slurmtest"
 )
 
 // TestBridgeReclaimRequeuesBorrower: on 4 servers x 8 GPUs two Slurm jobs
@@ -251,5 +254,90 @@ func TestBridgeTakesBackAJobReleasedElsewhere(t *testing.T) {
 	})
 	if total.Misplaced != 1 {
 		t.Errorf("the bridge took back a job it released itself: %+v", total)
+	}
+}
+
+// TestBridgeSignalsAPreemptedJob runs real jobs (a slurmd per node): a
+// Slurm job whose script traps SIGTERM runs on its placement; jobfabric
+// drains its server with a minute's grace, so the job is Preempting. The
+// bridge sends SIGTERM at once (scancel --signal=TERM --full), as
+// Slurm's own preemption does at the start of GraceTime: the script gets
+// it exactly once over several passes, runs on (a signal, not a cancel)
+// and its comment carries the mark a restarted bridge reads. Before, the
+// job heard nothing from Slurm until the deadline's requeue.
+func TestBridgeSignalsAPreemptedJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := startPairWith(t, ctx, 1, 2, "training", 16, slurmtest.Options{Slurmd: true}, nil)
+	sc := p.sc
+	got := filepath.Join(t.TempDir(), "signals")
+	out, err := sc.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "-A", "acme", "-N", "1", "--gres=gpu:8",
+		"--wrap", fmt.Sprintf("trap 'echo TERM >> %[1]s' TERM; trap 'echo USR1 >> %[1]s' USR1; while true; do sleep 1; done", got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total slurm.Stats
+	pass := func() {
+		t.Helper()
+		st, err := b.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Signalled += st.Signalled
+		total.Preempted += st.Preempted
+	}
+	jobOf := func() *domain.Job {
+		t.Helper()
+		j, err := p.admin.JobByExternalID(ctx, slurm.ExternalID(sc.Name, id), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	slurmState := func() string {
+		out, _ := sc.Command(ctx, "squeue", "-h", "-t", "all", "-j", id, "-o", "%T|%N|%k")
+		return strings.TrimSpace(string(out))
+	}
+	sc.Poll(t, "the job did not run", func() (bool, string) {
+		pass()
+		return jobOf().State == domain.JobRunning, string(jobOf().State) + " " + slurmState()
+	})
+	server := jobOf().Placement[0].Server
+	drain := true
+	if err := p.admin.Do(ctx, "PATCH", "/v1/nodes/"+server, api.NodeUpdateRequest{Draining: &drain, Reason: "test", GraceSeconds: 60}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc.Poll(t, "the preempted job's script was not sent SIGTERM", func() (bool, string) {
+		pass()
+		b, _ := os.ReadFile(got)
+		return strings.Contains(string(b), "TERM"), fmt.Sprintf("%+v; jobfabric %s; slurm %s", total, jobOf().State, slurmState())
+	})
+	for range 3 {
+		pass()
+	}
+	// A signal of the test's own, after the passes: once the script has
+	// trapped it, it has trapped every SIGTERM the passes sent.
+	if _, err := sc.Command(ctx, "scancel", "--signal=USR1", "--full", id); err != nil {
+		t.Fatal(err)
+	}
+	sc.Poll(t, "the script did not trap the test's SIGUSR1", func() (bool, string) {
+		b, _ := os.ReadFile(got)
+		return strings.Contains(string(b), "USR1"), string(b)
+	})
+	if b, _ := os.ReadFile(got); string(b) != "TERM\nUSR1\n" || total.Signalled != 1 {
+		t.Errorf("the script got %q, the bridge signalled %d times; want one SIGTERM, then the test's SIGUSR1", b, total.Signalled)
+	}
+	j := jobOf()
+	if j.State != domain.JobPreempting || total.Preempted != 0 {
+		t.Errorf("jobfabric job %s, preempted %d: want Preempting until the deadline", j.State, total.Preempted)
+	}
+	if st := slurmState(); !strings.HasPrefix(st, "RUNNING|"+server+"|") || !strings.HasSuffix(st, fmt.Sprintf("jobfabric_job_%d_run_0_term", j.ID)) {
+		t.Errorf("slurm job %s: %s; want RUNNING on %s with the signal's mark", id, st, server)
 	}
 }

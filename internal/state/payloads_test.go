@@ -26,7 +26,7 @@ var payloadOf = map[CommandType]any{
 	CmdFabricDeployed: FabricDeployedCmd{}, CmdFabricOptions: FabricOptionsSet{}, CmdFabricOverride: FabricOverrideCmd{},
 	CmdHostReport: HostReport{}, CmdHostHeartbeat: HostHeartbeat{}, CmdHostAccept: HostAccept{},
 	CmdHostPolicy: HostPolicySet{}, CmdJobsPathHealth: JobsPathHealth{}, CmdRetain: Retain{}, CmdNodeRuntime: NodeRuntime{},
-	CmdPoolSet: PoolSet{},
+	CmdPoolSet: PoolSet{}, CmdJobPool: JobPool{},
 }
 
 // TestPayloadFieldsAreVersioned pins the JSON fields of every command

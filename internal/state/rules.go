@@ -55,8 +55,12 @@ const (
 	// was an unknown command type, and a submit naming a pool is refused
 	// (a member without pools would place it anywhere).
 	RulesPools = 5
+	// RulesJobPool: a job that has not started moves to another pool
+	// (job.pool: the Slurm bridge, when a user moves a held job to
+	// another partition). Before, job.pool was an unknown command type.
+	RulesJobPool = 6
 	// RulesLatest is the highest version this binary applies.
-	RulesLatest = RulesPools
+	RulesLatest = RulesJobPool
 )
 
 // rules is the version c was proposed under: 1 for entries written before

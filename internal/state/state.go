@@ -379,6 +379,7 @@ var handlers = map[CommandType]handler{
 	CmdJobsPathHealth:  (*FSM).applyJobsPathHealth,
 	CmdRetain:          (*FSM).applyRetain,
 	CmdPoolSet:         (*FSM).applyPoolSet,
+	CmdJobPool:         (*FSM).applyJobPool,
 }
 
 func decode[T any](c *Command) (*T, *domain.Error) {

@@ -51,6 +51,16 @@ type Options struct {
 	// Partitions, when set, are the PartitionName lines of slurm.conf in
 	// place of the one partition gpu of every node.
 	Partitions string
+	// OpenToUsers lets other users than root run the Slurm commands (As):
+	// the cluster's directory (slurm.conf) and munge's socket are opened
+	// to them (munge's key is not).
+	OpenToUsers bool
+	// Slurmd runs a real slurmd per node (slurmd -N NODE, each on a port
+	// of its own), so that jobs run here: their scripts start, and
+	// signals reach them. Nodes is then a comma-separated list of names
+	// (no brackets), declared as ordinary nodes, not CLOUD ones. The test
+	// skips when slurmd is not installed.
+	Slurmd bool
 }
 
 // PluginInstalled reports whether a Slurm plugin (job_submit_lua,
@@ -111,6 +121,16 @@ func Start(t testing.TB, o Options) *Cluster {
 			t.Skipf("Slurm plugin %s is not installed (this slurmctld build lacks it)", p)
 		}
 	}
+	if o.Slurmd {
+		p, err := exec.LookPath("slurmd")
+		if err != nil {
+			p = "/usr/sbin/slurmd"
+			if _, serr := os.Stat(p); serr != nil {
+				t.Skip("slurmd not found (Debian package slurmd): cannot run jobs")
+			}
+		}
+		bins["slurmd"] = p
+	}
 	if o.CPUs == 0 {
 		o.CPUs = 8
 	}
@@ -161,6 +181,13 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err := os.Mkdir(md, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if o.OpenToUsers {
+		for _, d := range []string{dir, md} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	key := bytes.Repeat([]byte("jobfabric-test-munge-key"), 50)
 	if err := os.WriteFile(filepath.Join(md, "munge.key"), key, 0o400); err != nil {
 		t.Fatal(err)
@@ -188,13 +215,39 @@ func Start(t testing.TB, o Options) *Cluster {
 		topo += "JobSubmitPlugins=lua\n"
 	}
 	state := filepath.Join(dir, "state")
-	if o.Partitions == "" {
-		o.Partitions = "PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE"
-	}
 	if o.GPUsPerNode > 0 {
 		gres = "GresTypes=gpu\n"
 		nodeGres = fmt.Sprintf(" Gres=gpu:%d", o.GPUsPerNode)
-		write("gres.conf", fmt.Sprintf("NodeName=%s Name=gpu Count=%d\n", o.Nodes, o.GPUsPerNode), 0o644)
+		gresConf := fmt.Sprintf("NodeName=%s Name=gpu Count=%d\n", o.Nodes, o.GPUsPerNode)
+		if o.Slurmd {
+			// slurmd reports no GPU it has no device file for: plain
+			// files stand in for them (no cgroup confines devices here).
+			for i := range o.GPUsPerNode {
+				write(fmt.Sprintf("gpu%d", i), "", 0o644)
+			}
+			gresConf = fmt.Sprintf("NodeName=%s Name=gpu File=%s/gpu[0-%d]\n", o.Nodes, dir, o.GPUsPerNode-1)
+		}
+		write("gres.conf", gresConf, 0o644)
+	}
+	nodeLines := fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s", o.Nodes, o.CPUs, nodeGres)
+	var slurmds []string
+	if o.Slurmd {
+		// The configured CPUs and memory stand over what slurmd finds
+		// (config_overrides): the nodes are not drained as smaller than
+		// declared. No cgroups: processes are tracked by parent.
+		var lines []string
+		for _, n := range strings.Split(o.Nodes, ",") {
+			lines = append(lines, fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=1000%s", n, freePort(t), o.CPUs, nodeGres))
+			slurmds = append(slurmds, n)
+			if err := os.Mkdir(filepath.Join(dir, "slurmd-"+n), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodeLines = strings.Join(lines, "\n") + fmt.Sprintf("\nSlurmdSpoolDir=%s\nSlurmdPidFile=%s\nSlurmdLogFile=%s\nSlurmdParameters=config_overrides\nReturnToService=2\nKillWait=1\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none",
+			filepath.Join(dir, "slurmd-%n"), filepath.Join(dir, "slurmd-%n.pid"), filepath.Join(dir, "slurmd-%n.log"))
+	}
+	if o.Partitions == "" {
+		o.Partitions = "PartitionName=gpu Nodes=ALL Default=YES State=UP MaxTime=INFINITE"
 	}
 	// Power saving is configured (the programs) but off (SuspendTime=-1):
 	// slurmctld allocates the CLOUD nodes as they are, POWERED_DOWN, their
@@ -232,14 +285,43 @@ ProctrackType=proctrack/linuxproc
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 PrivateData=cloud
-NodeName=%s NodeAddr=127.0.0.1 State=CLOUD CPUs=%d RealMemory=1000%s
+%s
 %s
 %s
 `, o.Cluster, host, freePort(t), sock, state, filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmctld.log"),
-		topo, gres, noop, noop, o.Nodes, o.CPUs, nodeGres, o.Partitions, o.Extra), 0o644)
+		topo, gres, noop, noop, nodeLines, o.Partitions, o.Extra), 0o644)
 	c.Env = []string{"SLURM_CONF=" + conf}
 	c.ctld, c.done = start("slurmctld", c.Env, "-D", "-c", "-f", conf)
 	c.up(t)
+	for _, n := range slurmds {
+		_, _ = start("slurmd", c.Env, "-D", "-N", n, "-f", conf)
+	}
+	if len(slurmds) > 0 {
+		// The jobs' processes (slurmstepd and the scripts) outlive
+		// slurmd: they are cancelled, and awaited, while it still runs.
+		t.Cleanup(func() {
+			_, _ = c.Run("scancel", "--full", "--state=RUNNING")
+			_, _ = c.Run("scancel", "--state=PENDING")
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				out, err := c.Run("squeue", "-h", "-a", "-t", "RUNNING,COMPLETING,CONFIGURING", "-o", "%i")
+				if err != nil || strings.TrimSpace(out) == "" {
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			t.Logf("slurmtest: jobs still running at the end of the test")
+		})
+		c.Poll(t, "the slurmd nodes did not register", func() (bool, string) {
+			out, _ := c.Run("sinfo", "-h", "-a", "-N", "-o", "%N %T")
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if f := strings.Fields(line); len(f) != 2 || f[1] != "idle" {
+					return false, out
+				}
+			}
+			return true, out
+		})
+	}
 	c.restart = func() {
 		// -R: recover the jobs saved in StateSaveLocation (-c, the first
 		// start's flag, would discard them).
@@ -335,12 +417,43 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) ([]b
 
 // Pipe runs a Slurm command with stdin as its standard input.
 func (c *Cluster) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	return c.pipe(ctx, nil, stdin, name, args...)
+}
+
+// User runs the Slurm commands as a user who is neither root nor
+// SlurmUser: what slurmctld shows and allows such a user (hidden
+// partitions are hidden from it, for one). It is a bridge's command
+// runner too.
+type User struct {
+	c        *Cluster
+	UID, GID uint32
+}
+
+// As is a runner of the Slurm commands as uid and gid; the cluster must
+// have been started with OpenToUsers.
+func (c *Cluster) As(uid, gid uint32) User { return User{c: c, UID: uid, GID: gid} }
+
+// Command runs a Slurm command as the user.
+func (u User) Command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return u.Pipe(ctx, "", name, args...)
+}
+
+// Pipe runs a Slurm command as the user with stdin as its standard input.
+func (u User) Pipe(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	return u.c.pipe(ctx, &syscall.Credential{Uid: u.UID, Gid: u.GID}, stdin, name, args...)
+}
+
+func (c *Cluster) pipe(ctx context.Context, cred *syscall.Credential, stdin string, name string, args ...string) ([]byte, error) {
 	bin, ok := c.bins[name]
 	if !ok {
 		return nil, fmt.Errorf("slurmtest: %s is not a command this cluster runs", name)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Dir = "/" // the test's directory may be closed to the user
+	}
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
