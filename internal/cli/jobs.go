@@ -186,6 +186,30 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 			return jobDo(cmd, g, args[0], true)
 		},
 	}
+	var movePool string
+	move := &cobra.Command{
+		Use:   "move ID --pool POOL",
+		Short: "Move a job that has not started to another server pool (admin, or the runtime that submitted it); --pool '' lets it run on any server",
+		Long: `Move a job that has not started (pending, placed or ready) to another server pool, keeping
+its ID and its place in the queue: what a runtime does when a user moves a job to another
+partition. A placed job keeps its placement only when the new pool holds every server of it;
+otherwise the move is refused and the job must be handed back first. A running job is never
+moved.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("pool") {
+				return domain.Invalid("pool", "name the pool to move the job to (--pool NAME; --pool '' for any server)")
+			}
+			return g.onJob(args[0], func(c *client.Client, id uint64) error {
+				j, err := c.SetJobPool(cmd.Context(), id, movePool)
+				if err != nil {
+					return err
+				}
+				return g.emit(j, func(w io.Writer) { g.jobDetail(w, j) })
+			})
+		},
+	}
+	move.Flags().StringVar(&movePool, "pool", "", "the server pool the job may run on from now on ('' for any server)")
 	explain := &cobra.Command{
 		Use: "explain ID", Short: "Why a job is where it is: its reason, or where it was placed", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -210,7 +234,7 @@ without becoming Ready (exit 6), or --timeout passes (exit 7).`,
 			})
 		},
 	}
-	cmd.AddCommand(submit, list, show, explain, cancel, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g), newJobHealthCmd(g))
+	cmd.AddCommand(submit, list, show, explain, cancel, move, newJobReportCmd(g), newJobWatchCmd(g), newJobEnvCmd(g), newJobHealthCmd(g))
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,9 @@ type outCase struct {
 	header      bool
 	check       func(t *testing.T, out string)
 	skip        string // why the command is not run here
+	// argsAt, when set, makes json and plain when the case runs (for a
+	// command on an object the earlier cases must not see).
+	argsAt func() (json, plain []string)
 }
 
 // headerLine is a table's header: two or more upper-case column names.
@@ -189,6 +193,16 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		other = "s1-gpu003"
 	}
 	args := func(a ...string) []string { return a }
+	// held submits a job to a pool of a server the inventory does not
+	// hold: it waits, so it can be moved.
+	held := func() string {
+		mustRun(t, env, "pool", "set", "nowhere", "gone-9")
+		var j domain.Job
+		if err := json.Unmarshal([]byte(mustRun(t, env, "job", "submit", "--workspace", "acme/research", "--gpus", "1", "--pool", "nowhere", "-o", "json")), &j); err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatUint(j.ID, 10)
+	}
 	cfgEnv := map[string]string{"JOBFABRIC_CONFIG": filepath.Join(t.TempDir(), "config.yaml")}
 	long := "long-running; prints a log, not a result"
 
@@ -243,6 +257,9 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"node healthy", outCase{json: args("node", "healthy", other)}},
 		{"pool set", outCase{json: args("pool", "set", "p1", other), plain: args("pool", "set", "p2", other, "gone-1")}},
 		{"pool list", outCase{json: args("pool", "list"), header: true}},
+		{"job move", outCase{argsAt: func() ([]string, []string) {
+			return args("job", "move", held(), "--pool", "p1"), args("job", "move", held(), "--pool", "")
+		}}},
 		{"pool delete", outCase{json: args("pool", "delete", "p1"), plain: args("pool", "delete", "p2")}},
 		{"fabric status", outCase{json: args("fabric", "status"), header: true}},
 		{"fabric hotspots", outCase{json: args("fabric", "hotspots"), header: true}},
@@ -340,6 +357,9 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 	for _, c := range cases {
 		if c.skip != "" {
 			continue
+		}
+		if c.argsAt != nil {
+			c.json, c.plain = c.argsAt()
 		}
 		e := map[string]string{}
 		for k, v := range env {
