@@ -87,6 +87,10 @@ type Carry struct {
 	pend     [][]pendJob
 	pendOK   bool
 	pendMiss int
+	// cut marks the pairs whose lists hold entries unpend marked to
+	// leave, cutPairs lists them.
+	cut      []bool
+	cutPairs []int32
 	// orderKeys and orderWS are the order's buffers, reused.
 	orderKeys []orderKey
 	orderWS   []int32
@@ -239,6 +243,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			cr.unpend(c.old, &rows[c.at])
 		}
 	}
+	cr.dropUnpended()
 	for _, c := range changes {
 		if c.cur == nil {
 			continue

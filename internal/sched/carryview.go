@@ -163,21 +163,35 @@ func (cv *carriedView) load(i int) {
 	v.cpuUsed, v.memUsed, v.ver = 0, 0, 0
 	for _, e := range cv.on[i] {
 		j := e.j
-		v.take(j.Placement[e.p], j.Tenant)
-		// A tenant holding the server already was looked up in excl
-		// when it came (a map look-up per placement was a third of
-		// loading).
-		ex, held := false, false
-		for h := range v.holders {
-			if v.holders[h].tenant == j.Tenant {
-				ex, held = v.holders[h].exclusive, true
-				break
+		p := &j.Placement[e.p]
+		if p.Share > 0 || len(p.MIG) > 0 {
+			v.take(*p, j.Tenant)
+		} else {
+			// Whole GPUs, as take marks them (most placements; the
+			// call and its switch per GPU were a third of loading).
+			for _, g := range p.GPUs {
+				if g >= 0 && g < len(v.free) && v.free[g] {
+					v.free[g] = false
+					v.nfree--
+				}
 			}
 		}
-		if !held && len(cv.excl) > 0 {
-			ex = cv.excl[j.Tenant]
+		// hold's effect, the holder found once: a tenant holding the
+		// server already was looked up in excl when it came (a map
+		// look-up per placement was a third of loading).
+		h := 0
+		for h < len(v.holders) && v.holders[h].tenant != j.Tenant {
+			h++
 		}
-		v.hold(j.Tenant, ex)
+		if h < len(v.holders) {
+			v.holders[h].n++
+			if v.holders[h].exclusive {
+				v.exclusive = j.Tenant
+			}
+		} else {
+			ex := len(cv.excl) > 0 && cv.excl[j.Tenant]
+			v.hold(j.Tenant, ex)
+		}
 		v.ver++ // account's count, with no scorer tally
 		v.cpuUsed += j.CPUMilli
 		v.memUsed += j.MemoryMiB
