@@ -94,6 +94,7 @@ type Carry struct {
 	// orderKeys and orderWS are the order's buffers, reused.
 	orderKeys []orderKey
 	orderWS   []int32
+	orderBufs orderBufs
 	// changes, runs and fresh are patch's buffers, reused.
 	changes []carryChange
 	runs    []keptRun

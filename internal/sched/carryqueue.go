@@ -132,7 +132,7 @@ func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, pairWS []int32
 	if len(ks) != len(jobs) {
 		return nil, false
 	}
-	return orderRuns(jobs, ks, byWS, qw.list), true
+	return orderRuns(jobs, ks, byWS, qw.list, &cr.orderBufs), true
 }
 
 // reuse is buf emptied with room for n, its old entries cleared (they
