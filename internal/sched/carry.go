@@ -541,7 +541,7 @@ func (cr *Carry) hosts(s *Snapshot) func(yield func(*Host) bool) {
 func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 	if old := cr.ix; old != nil && len(old.ws) == len(s.Workspaces) && len(old.byRef) == len(old.ws) && len(old.tenants) == len(s.Tenants) {
 		ix := &usageIndex{ws: make([]*domain.Workspace, len(old.ws)), wsTenant: old.wsTenant, byRef: old.byRef,
-			tenants: make([]*domain.Tenant, len(old.tenants)), byTenant: old.byTenant, byPair: old.byPair}
+			tenants: make([]*domain.Tenant, len(old.tenants)), byTenant: old.byTenant, byPair: old.byPair, numbered: old.numbered}
 		// By number, from the refs and names kept in slices (ranging
 		// over the maps and building each w.Ref() to compare were most
 		// of this).

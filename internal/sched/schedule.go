@@ -676,6 +676,11 @@ func (qw *queueWSs) of(pair int32) *queueWS {
 			used = u.used[i]
 		}
 		wk.left = w.Guaranteed*unit - used + qw.stopping[wk.ref]
+		// Where step reads its usage, from the pair's numbers (the
+		// table's look-ups, of's answers).
+		if ts := qw.tbl.pairTenants(); qw.tbl.ixFor == u.ix.numbered && int(pair) < len(ts) {
+			wk.at, wk.atOK = u.ix.atFrom(int(i), int(ts[pair]), p[0], p[1], w), true
+		}
 	}
 	wk.t = s.Tenants[p[0]]
 	rid := tbl.refOf[pair]
@@ -899,6 +904,11 @@ type wsAt struct{ ref, i, wt, jt int }
 // the workspace the pair names.
 func (ix *usageIndex) at(tenant, workspace string, w *domain.Workspace) wsAt {
 	ri, ti := ix.of(tenant, workspace)
+	return ix.atFrom(ri, ti, tenant, workspace, w)
+}
+
+// atFrom is at, given of's answers for tenant and workspace.
+func (ix *usageIndex) atFrom(ri, ti int, tenant, workspace string, w *domain.Workspace) wsAt {
 	at := wsAt{ref: ri, i: ri, wt: ti, jt: ti}
 	if w.Tenant != tenant {
 		at.wt = -1
