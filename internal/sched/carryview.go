@@ -95,24 +95,13 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	n := len(st.servers)
 	cv := &carriedView{st: st, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
 		work: make([]server, n), ptrs: make([]*server, n), shared: make([]bool, n), totalModel: map[string]int{}}
-	gpus := 0
-	for i := range st.servers {
-		gpus += st.servers[i].s.GPUs
-	}
-	cv.free, cv.workFree = make([]bool, gpus), make([]bool, gpus)
+	cv.free, cv.workFree = make([]bool, st.gpus), make([]bool, st.gpus)
 	off := 0
-	sigs := map[idleSig]int32{}
 	for i := range st.servers {
 		ss := st.servers[i].s
 		g := ss.GPUs
-		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, g}
-		id, ok := sigs[sig]
-		if !ok {
-			id = int32(len(sigs))
-			sigs[sig] = id
-		}
 		cv.views[i] = server{static: &st.servers[i], free: cv.free[off : off+g : off+g], idx: i,
-			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: id}
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: st.servers[i].sigID}
 		off += g
 		if _, ok := cv.totalModel[ss.GPUModel]; !ok {
 			cv.modelNames = append(cv.modelNames, ss.GPUModel)
