@@ -124,3 +124,25 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// BenchmarkEmptyCluster is the view of the empty cluster the horizon
+// reservation builds once a cycle (backfill.go) at issue 18's scale:
+// 12,500 servers of 8 GPUs, no job. CPU time of the benchmark's thread
+// per op (cpu-us).
+func BenchmarkEmptyCluster(b *testing.B) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 125, ServersPerStripe: 100, GPUsPerServer: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &Snapshot{Topology: topo, Static: NewStatic(topo), Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	c0 := threadCPU()
+	for range b.N {
+		if c := buildCluster(s); len(c.servers) != 12_500 {
+			b.Fatalf("%d servers", len(c.servers))
+		}
+	}
+	b.ReportMetric(float64((threadCPU()-c0).Microseconds())/float64(b.N), "cpu-us")
+}

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"maps"
+	"math/bits"
 	"slices"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -55,11 +56,37 @@ type carriedView struct {
 }
 
 // onRef is placement p of job j (its ID id: the lists are kept by ID
-// without loading each job).
+// without loading each job), with what a server's load reads of it: a
+// load after a fill or a burst read the job, its placements and their
+// GPUs for each placement, three loads from far apart in memory.
 type onRef struct {
-	j  *domain.Job
-	id uint64
-	p  int
+	j        *domain.Job
+	id       uint64
+	tenant   string
+	cpu, mem int64
+	// gpus marks the placement's GPUs when whole is set: whole GPUs
+	// only, each under 64 (else load reads the placement).
+	gpus  uint64
+	p     int32
+	whole bool
+}
+
+// refOf is j's placement k as a server's list holds it.
+func refOf(j *domain.Job, k int) onRef {
+	e := onRef{j: j, id: j.ID, tenant: j.Tenant, cpu: j.CPUMilli, mem: j.MemoryMiB, p: int32(k)}
+	p := &j.Placement[k]
+	if p.Share > 0 || len(p.MIG) > 0 {
+		return e
+	}
+	for _, g := range p.GPUs {
+		if g < 0 || g >= 64 {
+			e.gpus = 0
+			return e
+		}
+		e.gpus |= 1 << g
+	}
+	e.whole = true
+	return e
 }
 
 // newCarriedView is the view of jobs (live ones, in snapshot order) on
@@ -68,24 +95,13 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	n := len(st.servers)
 	cv := &carriedView{st: st, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
 		work: make([]server, n), ptrs: make([]*server, n), shared: make([]bool, n), totalModel: map[string]int{}}
-	gpus := 0
-	for i := range st.servers {
-		gpus += st.servers[i].s.GPUs
-	}
-	cv.free, cv.workFree = make([]bool, gpus), make([]bool, gpus)
+	cv.free, cv.workFree = make([]bool, st.gpus), make([]bool, st.gpus)
 	off := 0
-	sigs := map[idleSig]int32{}
 	for i := range st.servers {
 		ss := st.servers[i].s
 		g := ss.GPUs
-		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, g}
-		id, ok := sigs[sig]
-		if !ok {
-			id = int32(len(sigs))
-			sigs[sig] = id
-		}
 		cv.views[i] = server{static: &st.servers[i], free: cv.free[off : off+g : off+g], idx: i,
-			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: id}
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: st.servers[i].sigID}
 		off += g
 		if _, ok := cv.totalModel[ss.GPUModel]; !ok {
 			cv.modelNames = append(cv.modelNames, ss.GPUModel)
@@ -107,7 +123,7 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	for _, j := range jobs {
 		for k, p := range j.Placement {
 			if i, ok := st.byName[p.Server]; ok {
-				cv.on[i] = append(cv.on[i], onRef{j, j.ID, k})
+				cv.on[i] = append(cv.on[i], refOf(j, k))
 			}
 		}
 	}
@@ -128,7 +144,7 @@ func (cv *carriedView) add(j *domain.Job, srvs []int32) {
 		for at > 0 && l[at-1].id > j.ID {
 			at--
 		}
-		cv.on[i] = slices.Insert(l, at, onRef{j, j.ID, k})
+		cv.on[i] = slices.Insert(l, at, refOf(j, k))
 		cv.mark(int(i))
 	}
 }
@@ -161,26 +177,38 @@ func (cv *carriedView) load(i int) {
 	v.mig, v.share, v.shareTenant = nil, nil, nil
 	v.holders, v.exclusive = nil, ""
 	v.cpuUsed, v.memUsed, v.ver = 0, 0, 0
-	for _, e := range cv.on[i] {
-		j := e.j
-		v.take(j.Placement[e.p], j.Tenant)
-		// A tenant holding the server already was looked up in excl
-		// when it came (a map look-up per placement was a third of
-		// loading).
-		ex, held := false, false
-		for h := range v.holders {
-			if v.holders[h].tenant == j.Tenant {
-				ex, held = v.holders[h].exclusive, true
-				break
+	for x := range cv.on[i] {
+		e := &cv.on[i][x]
+		if e.whole {
+			// As take marks whole GPUs.
+			for m := e.gpus; m != 0; m &= m - 1 {
+				if g := bits.TrailingZeros64(m); g < len(v.free) && v.free[g] {
+					v.free[g] = false
+					v.nfree--
+				}
 			}
+		} else {
+			v.take(e.j.Placement[e.p], e.tenant)
 		}
-		if !held && len(cv.excl) > 0 {
-			ex = cv.excl[j.Tenant]
+		// hold's effect, the holder found once: a tenant holding the
+		// server already was looked up in excl when it came (a map
+		// look-up per placement was a third of loading).
+		h := 0
+		for h < len(v.holders) && v.holders[h].tenant != e.tenant {
+			h++
 		}
-		v.hold(j.Tenant, ex)
+		if h < len(v.holders) {
+			v.holders[h].n++
+			if v.holders[h].exclusive {
+				v.exclusive = e.tenant
+			}
+		} else {
+			ex := len(cv.excl) > 0 && cv.excl[e.tenant]
+			v.hold(e.tenant, ex)
+		}
 		v.ver++ // account's count, with no scorer tally
-		v.cpuUsed += j.CPUMilli
-		v.memUsed += j.MemoryMiB
+		v.cpuUsed += e.cpu
+		v.memUsed += e.mem
 	}
 }
 

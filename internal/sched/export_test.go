@@ -102,6 +102,23 @@ func CarryTable(cr *Carry, s *Snapshot) string {
 			return fmt.Sprintf("job %d's row %+v, made afresh %+v", j.ID, t.rows[k], want)
 		}
 	}
+	// The pairs' places in the usage index the table kept, against
+	// the index's own maps (of without its memo).
+	if cr.ix != nil && t.ixFor == cr.ix.numbered {
+		for i := range t.ixWS {
+			p := t.pairs[i]
+			wi, ti := -1, -1
+			if x, ok := cr.ix.byRef[p[0]+"/"+p[1]]; ok {
+				wi = x
+			}
+			if x, ok := cr.ix.byTenant[p[0]]; ok {
+				ti = x
+			}
+			if int(t.ixWS[i]) != wi || int(t.ixT[i]) != ti {
+				return fmt.Sprintf("pair %v kept at workspace %d, tenant %d; the index has %d, %d", p, t.ixWS[i], t.ixT[i], wi, ti)
+			}
+		}
+	}
 	if !cr.pendOK {
 		return ""
 	}

@@ -25,6 +25,15 @@ type jobTable struct {
 	refs  []string
 	refOf []int32
 	refID map[string]int32
+	// ixFor is the numbering of the usage index pairIndex last answered
+	// for; ixWS and ixT are its answers, each pair's workspace and tenant
+	// there. A Carry keeps its table and, while the workspaces and
+	// tenants stay, its usage index's numbering: pairs are only ever
+	// added, so the answers stand and only new pairs are looked up
+	// (5,000 look-ups by two names a cycle, and as many again when step
+	// read each workspace's usage).
+	ixFor     *numbering
+	ixWS, ixT []int32
 }
 
 // jobRow is one job's fields as the passes over every job read them.
@@ -131,12 +140,20 @@ func (t *jobTable) rowIn(j *domain.Job, pair int32) jobRow {
 }
 
 // pairIndex maps the table's pairs to the usage index's workspaces (-1:
-// unknown), looked up once per pair and cycle.
+// unknown), looked up once per pair and usage index (pairTenants has the
+// tenants). The answer is the table's: read, not changed.
 func (t *jobTable) pairIndex(ix *usageIndex) []int32 {
-	out := make([]int32, len(t.pairs))
-	for i, p := range t.pairs {
-		wi, _ := ix.of(p[0], p[1])
-		out[i] = int32(wi)
+	if t.ixFor != ix.numbered {
+		t.ixFor, t.ixWS, t.ixT = ix.numbered, t.ixWS[:0], t.ixT[:0]
 	}
-	return out
+	for i := len(t.ixWS); i < len(t.pairs); i++ {
+		p := t.pairs[i]
+		wi, ti := ix.of(p[0], p[1])
+		t.ixWS, t.ixT = append(t.ixWS, int32(wi)), append(t.ixT, int32(ti))
+	}
+	return t.ixWS
 }
+
+// pairTenants is each pair's tenant in the usage index pairIndex last
+// answered for (-1: unknown).
+func (t *jobTable) pairTenants() []int32 { return t.ixT }

@@ -459,9 +459,35 @@ type idleSig struct {
 // wholeGPUs picks n free GPUs of v: the first aligned or contiguous set
 // (rails and NVLink stay aligned), else the lowest-indexed free GPUs.
 func wholeGPUs(v *server, n int) []int {
-	for _, set := range indexSets(len(v.free), n) {
-		if hasAll(v, set) {
-			return set
+	// indexSets' windows in its order (aligned starts, then the others),
+	// tried in place: listing them all, with a map of the starts seen,
+	// was a dozen allocations per placement.
+	size := len(v.free)
+	window := func(start int) bool {
+		for g := start; g < start+n; g++ {
+			if !v.free[g] {
+				return false
+			}
+		}
+		return true
+	}
+	pick := func(start int) []int {
+		set := make([]int, n)
+		for i := range set {
+			set[i] = start + i
+		}
+		return set
+	}
+	if n > 0 {
+		for start := 0; start+n <= size; start += n {
+			if window(start) {
+				return pick(start)
+			}
+		}
+		for start := 0; start+n <= size; start++ {
+			if start%n != 0 && window(start) {
+				return pick(start)
+			}
 		}
 	}
 	out := make([]int, 0, n)

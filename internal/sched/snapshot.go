@@ -343,6 +343,8 @@ type Static struct {
 	topo    *domain.Topology
 	servers []static
 	byName  map[string]int
+	// gpus counts the servers' GPUs.
+	gpus int
 }
 
 // static is one server's fixed facts.
@@ -355,6 +357,10 @@ type static struct {
 	// Packing group keys, built once: they are compared for every gang.
 	// Packing group ids (dense per Static), compared for every gang.
 	domainID, stripeID, fabricID int
+	// sigID numbers the server's idleSig (server.sigID), once: a view
+	// built each cycle (the horizon reservation's empty cluster) looked
+	// each server's up in a map by its model's name.
+	sigID int32
 	// leafOf[i] is the leaf GPU i's NIC is cabled to ("" if none).
 	leafOf []string
 }
@@ -399,6 +405,19 @@ func NewStatic(t *domain.Topology) *Static {
 			}
 		}
 	}
+	// In server order, as the views numbered them.
+	sigs := map[idleSig]int32{}
+	for i := range st.servers {
+		ss := st.servers[i].s
+		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, ss.GPUs}
+		id, ok := sigs[sig]
+		if !ok {
+			id = int32(len(sigs))
+			sigs[sig] = id
+		}
+		st.servers[i].sigID = id
+		st.gpus += ss.GPUs
+	}
 	return st
 }
 
@@ -434,35 +453,24 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 	}
 	c.byName = st.byName
 	c.sc = s.scoring(len(st.servers), cr)
-	gpus := 0
-	for i := range st.servers {
-		gpus += st.servers[i].s.GPUs
-	}
 	// One backing array per field for the whole cluster: a few allocations
 	// instead of several per server.
-	free := make([]bool, gpus)
+	free := make([]bool, st.gpus)
 	views := make([]server, len(st.servers))
 	c.servers = make([]*server, len(st.servers))
 	// One holder slot per server from one array: most servers have at
 	// most one holder; a second one grows that server's slice alone.
 	slots := make([]holder, len(st.servers))
 	off := 0
-	sigs := map[idleSig]int32{}
+	for g := range free {
+		free[g] = true
+	}
 	for i := range st.servers {
 		n := st.servers[i].s.GPUs
 		v := &views[i]
 		ss := st.servers[i].s
-		sig := idleSig{ss.GPUModel, ss.CPUMilli, ss.MemoryMiB, n}
-		id, ok := sigs[sig]
-		if !ok {
-			id = int32(len(sigs))
-			sigs[sig] = id
-		}
 		*v = server{static: &st.servers[i], free: free[off : off+n : off+n], nfree: n, holders: slots[i : i : i+1],
-			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: id}
-		for g := range v.free {
-			v.free[g] = true
-		}
+			cpuCap: ss.CPUMilli, memCap: ss.MemoryMiB, model: ss.GPUModel, sigID: st.servers[i].sigID}
 		off += n
 		v.idx = i
 		c.servers[i] = v
@@ -515,17 +523,33 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 		}
 	}
 	c.totalModel = map[string]int{}
+	// Summed by runs of one model (servers come grouped by model): a
+	// map update per server was most of building an empty view.
+	model, sum, started := "", 0, false
+	flush := func() {
+		if !started {
+			return
+		}
+		if _, ok := c.totalModel[model]; !ok {
+			c.modelNames = append(c.modelNames, model)
+		}
+		c.totalModel[model] += sum
+	}
 	for _, v := range c.servers {
 		n := len(v.free) * unit
-		if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
-			n = v.usedUnits()
+		if len(c.nodes) > 0 {
+			if cond, ok := c.nodes[v.s.Name]; ok && !cond.Schedulable() {
+				n = v.usedUnits()
+			}
 		}
 		c.total += n
-		if _, ok := c.totalModel[v.s.GPUModel]; !ok {
-			c.modelNames = append(c.modelNames, v.s.GPUModel)
+		if !started || v.s.GPUModel != model {
+			flush()
+			model, sum, started = v.s.GPUModel, 0, true
 		}
-		c.totalModel[v.s.GPUModel] += n
+		sum += n
 	}
+	flush()
 	slices.Sort(c.modelNames)
 	return c
 }

@@ -47,7 +47,15 @@ type usageIndex struct {
 	// a tenth of a later cycle at 100,000 GPUs. Filled as asked (the only
 	// change after buildUsage).
 	byPair map[[2]string][2]int32
+	// numbered is the numbering's identity: an index a Carry keeps
+	// for the next cycle is a new one with the same numbering (of
+	// answers alike), and shares it.
+	numbered *numbering
 }
+
+// numbering identifies a usage index's numbering (of size 1: distinct
+// ones are never one pointer).
+type numbering struct{ _ byte }
 
 // of is the index of the workspace a job of tenant and workspace names
 // (byRef of "tenant/workspace"), and of the tenant (byTenant); -1 when
@@ -75,7 +83,7 @@ func buildUsage(s *Snapshot, c *cluster) *usage {
 // newUsageIndex numbers the snapshot's workspaces and tenants.
 func newUsageIndex(s *Snapshot) *usageIndex {
 	ws, refs := sortedWorkspaceRefs(s)
-	ix := &usageIndex{ws: ws, byRef: make(map[string]int, len(ws)), byTenant: make(map[string]int, len(s.Tenants)), byPair: make(map[[2]string][2]int32, len(ws))}
+	ix := &usageIndex{ws: ws, byRef: make(map[string]int, len(ws)), byTenant: make(map[string]int, len(s.Tenants)), byPair: make(map[[2]string][2]int32, len(ws)), numbered: &numbering{}}
 	names := make([]string, 0, len(s.Tenants))
 	for n := range s.Tenants {
 		names = append(names, n)
