@@ -217,15 +217,15 @@ func knownHostsCheck(device string, t SSHTarget) (ssh.HostKeyCallback, []string,
 		var re *knownhosts.RevokedError
 		switch {
 		case errors.As(err, &re):
-			return fmt.Errorf("%w: device %s at %s presented %s, revoked in %s", ErrHostKey, device, hostname, seen, t.KnownHosts)
+			return fmt.Errorf("%w: device %s: %s presented %s, revoked in %s", ErrHostKey, device, hostname, seen, t.KnownHosts)
 		case errors.As(err, &ke) && len(ke.Want) > 0:
 			var want []string
 			for _, k := range ke.Want {
 				want = append(want, k.Key.Type()+" "+ssh.FingerprintSHA256(k.Key))
 			}
-			return fmt.Errorf("%w: device %s at %s presented %s, but %s lists %s: the host key changed (a new switch, or someone between us and it)", ErrHostKey, device, hostname, seen, t.KnownHosts, strings.Join(want, ", "))
+			return fmt.Errorf("%w: device %s: %s presented %s, but %s lists %s: the host key changed (a new switch, or someone between us and it)", ErrHostKey, device, hostname, seen, t.KnownHosts, strings.Join(want, ", "))
 		}
-		return fmt.Errorf("%w: device %s at %s presented %s, unknown to %s: %v", ErrHostKey, device, hostname, seen, t.KnownHosts, err)
+		return fmt.Errorf("%w: device %s: %s presented %s, unknown to %s: %v", ErrHostKey, device, hostname, seen, t.KnownHosts, err)
 	}
 	return check, slices.Compact(algos), nil
 }
@@ -234,7 +234,7 @@ func knownHostsCheck(device string, t SSHTarget) (ssh.HostKeyCallback, []string,
 func pinnedCheck(device string, fp string) ssh.HostKeyCallback {
 	return func(hostname string, _ net.Addr, key ssh.PublicKey) error {
 		if seen := ssh.FingerprintSHA256(key); seen != fp {
-			return fmt.Errorf("%w: device %s at %s presented %s %s, but its pinned hostKey is %s", ErrHostKey, device, hostname, key.Type(), seen, fp)
+			return fmt.Errorf("%w: device %s: %s presented %s %s, but its pinned hostKey is %s", ErrHostKey, device, hostname, key.Type(), seen, fp)
 		}
 		return nil
 	}
@@ -335,28 +335,66 @@ func (h *sshHost) drop(c *ssh.Client) {
 	c.Close()
 }
 
-func (h *sshHost) conn(ctx context.Context) (*ssh.Client, error) {
+// conn returns the client in use, dialling one if there is none; fresh
+// says it was just dialled.
+func (h *sshHost) conn(ctx context.Context) (c *ssh.Client, fresh bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.client != nil {
-		return h.client, nil
+		return h.client, false, nil
 	}
-	c, err := h.dial(ctx)
+	c, err = h.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	h.client = c
 	go func() {
 		c.Wait() // the connection ended: the next command dials again
 		h.drop(c)
 	}()
-	return c, nil
+	return c, true, nil
+}
+
+// session opens a session, on a new connection if the one kept broke
+// since the last deploy (nothing has run yet: trying again is safe).
+func (h *sshHost) session(ctx context.Context) (*ssh.Client, *ssh.Session, error) {
+	for {
+		c, fresh, err := h.conn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		// NewSession waits for the peer: a dead peer whose TCP connection
+		// still looks open must not hold the caller past ctx.
+		type opened struct {
+			s   *ssh.Session
+			err error
+		}
+		ch := make(chan opened, 1)
+		go func() {
+			s, err := c.NewSession()
+			ch <- opened{s, err}
+		}()
+		var o opened
+		select {
+		case o = <-ch:
+		case <-ctx.Done():
+			h.drop(c)
+			return nil, nil, fmt.Errorf("open a session: %w", ctx.Err())
+		}
+		if o.err == nil {
+			return c, o.s, nil
+		}
+		h.drop(c)
+		if fresh {
+			return nil, nil, fmt.Errorf("open a session: %w: %v", ErrHostLost, o.err)
+		}
+	}
 }
 
 func (h *sshHost) dial(ctx context.Context) (*ssh.Client, error) {
 	signer, err := loadPrivateKey(h.t.PrivateKey)
 	if err != nil {
-		return nil, fmt.Errorf("device %s: privateKey: %w", h.device, err)
+		return nil, fmt.Errorf("privateKey: %w", err)
 	}
 	cfg := &ssh.ClientConfig{User: h.t.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
 	if h.t.HostKey != "" {
@@ -366,7 +404,7 @@ func (h *sshHost) dial(ctx context.Context) (*ssh.Client, error) {
 		// without a restart.
 		cb, algos, err := knownHostsCheck(h.device, h.t)
 		if err != nil {
-			return nil, fmt.Errorf("%w: device %s: %v", ErrHostKey, h.device, err)
+			return nil, fmt.Errorf("%w: %v", ErrHostKey, err)
 		}
 		cfg.HostKeyCallback, cfg.HostKeyAlgorithms = cb, algos
 	}
@@ -379,7 +417,7 @@ func (h *sshHost) dial(ctx context.Context) (*ssh.Client, error) {
 	addr := h.t.dialAddress()
 	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("device %s: dial %s: %w", h.device, addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	// The handshake is bounded too: a peer that accepts and says nothing
 	// does not hold the deploy.
@@ -390,7 +428,7 @@ func (h *sshHost) dial(ctx context.Context) (*ssh.Client, error) {
 	stop()
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("device %s: ssh %s@%s: %w", h.device, h.t.User, addr, err)
+		return nil, fmt.Errorf("ssh %s@%s: %w", h.t.User, addr, err)
 	}
 	nc.SetDeadline(time.Time{})
 	return ssh.NewClient(cc, chans, reqs), nil
@@ -423,14 +461,9 @@ func (h *sshHost) commandLine(argv []string) string {
 // status arrived returns an error wrapping ErrHostLost. ctx ending
 // closes the session (the caller bounds what must not be cut).
 func (h *sshHost) run(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
-	c, err := h.conn(ctx)
+	c, sess, err := h.session(ctx)
 	if err != nil {
 		return nil, err
-	}
-	sess, err := c.NewSession()
-	if err != nil {
-		h.drop(c)
-		return nil, fmt.Errorf("device %s: open a session: %w: %v", h.device, ErrHostLost, err)
 	}
 	defer sess.Close()
 	var out bytes.Buffer
@@ -440,7 +473,7 @@ func (h *sshHost) run(ctx context.Context, stdin []byte, argv ...string) ([]byte
 	}
 	done := make(chan error, 1)
 	if err := sess.Start(h.commandLine(argv)); err != nil {
-		return nil, fmt.Errorf("device %s: start %s: %w: %v", h.device, argv[0], ErrHostLost, err)
+		return nil, fmt.Errorf("start %s: %w: %v", argv[0], ErrHostLost, err)
 	}
 	go func() { done <- sess.Wait() }()
 	select {
@@ -448,17 +481,17 @@ func (h *sshHost) run(ctx context.Context, stdin []byte, argv ...string) ([]byte
 	case <-ctx.Done():
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		return nil, fmt.Errorf("device %s: %s: %w", h.device, argv[0], ctx.Err())
+		return nil, fmt.Errorf("%s: %w", argv[0], ctx.Err())
 	}
 	var exit *ssh.ExitError
 	switch {
 	case err == nil:
 		return out.Bytes(), nil
 	case errors.As(err, &exit):
-		return out.Bytes(), fmt.Errorf("on %s: %w", h.device, err)
+		return out.Bytes(), err
 	}
 	h.drop(c)
-	return out.Bytes(), fmt.Errorf("device %s: %s: %w: %v", h.device, argv[0], ErrHostLost, err)
+	return out.Bytes(), fmt.Errorf("%s: %w: %v", argv[0], ErrHostLost, err)
 }
 
 // Run implements Host.
