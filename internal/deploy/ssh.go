@@ -466,7 +466,7 @@ func (h *sshHost) run(ctx context.Context, stdin []byte, argv ...string) ([]byte
 		return nil, err
 	}
 	defer sess.Close()
-	var out bytes.Buffer
+	var out lockedBuffer
 	sess.Stdout, sess.Stderr = &out, &out
 	if stdin != nil {
 		sess.Stdin = bytes.NewReader(stdin)
@@ -494,6 +494,27 @@ func (h *sshHost) run(ctx context.Context, stdin []byte, argv ...string) ([]byte
 	return out.Bytes(), fmt.Errorf("%s: %w: %v", argv[0], ErrHostLost, err)
 }
 
+// lockedBuffer takes stdout and stderr together. It is not a
+// bytes.Buffer: io.Copy would use its ReadFrom from both streams at once,
+// and one stream's ReadFrom cuts the buffer back to its own length,
+// dropping what the other wrote meanwhile.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
 // Run implements Host.
 func (h *sshHost) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return h.run(ctx, nil, append([]string{name}, args...)...)
@@ -511,7 +532,7 @@ func (h *sshHost) WriteFile(ctx context.Context, path string, data []byte) error
 		return fmt.Errorf("write %s: %w: %s", path, err, lastLines(out, 3))
 	}
 	if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n != len(data) {
-		return fmt.Errorf("write %s: %d bytes on the device, %d sent", path, n, len(data))
+		return fmt.Errorf("write %s: %d bytes on the device, %d sent (stat: %q)", path, n, len(data), out)
 	}
 	return nil
 }
