@@ -77,15 +77,26 @@ func TestFileDriverSwapsWholeDevices(t *testing.T) {
 }
 
 // fakeFRR records commands; fail makes the command whose line contains
-// the key fail.
+// the key fail. Like frr-reload.py, a --reload of a file other than
+// CONFDIR/frr.conf writes the running config there (vtysh write), even
+// when it fails; reloaded holds the content of each file reloaded.
 type fakeFRR struct {
-	calls []string
-	fail  map[string]bool
+	calls    []string
+	fail     map[string]bool
+	reloaded []string
 }
 
 func (r *fakeFRR) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	line := name + " " + strings.Join(args, " ")
 	r.calls = append(r.calls, line)
+	if slices.Contains(args, "--reload") {
+		file := args[len(args)-1]
+		b, _ := os.ReadFile(file)
+		r.reloaded = append(r.reloaded, string(b))
+		if filepath.Base(file) != "frr.conf" {
+			os.WriteFile(filepath.Join(filepath.Dir(file), "frr.conf"), []byte("half-applied"), 0o644)
+		}
+	}
 	for k := range r.fail {
 		if strings.Contains(line, k) {
 			return []byte("line 3: % Unknown command"), errors.New("exit status 1")
@@ -100,10 +111,12 @@ func TestFRRDriver(t *testing.T) {
 		wantErr   string
 		wantCalls []string // substrings, in order
 		wantConf  string   // frr.conf after
+		reloaded  []string // the configs given to --reload, in order
 	}{
 		"applied": {
 			wantCalls: []string{"--test", "--reload", "netns exec lab-leaf1-a nft -f"},
 			wantConf:  "new",
+			reloaded:  []string{"new"},
 		},
 		"refused by the check": {
 			fail:      map[string]bool{"--test": true},
@@ -116,6 +129,9 @@ func TestFRRDriver(t *testing.T) {
 			wantErr:   "previous config restored",
 			wantCalls: []string{"--test", "--reload", "--reload"},
 			wantConf:  "old",
+			// The restore reloads the previous config, not the frr.conf
+			// the failed reload wrote.
+			reloaded: []string{"new", "old"},
 		},
 	}
 	for name, tc := range cases {
@@ -145,6 +161,9 @@ func TestFRRDriver(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(filepath.Join(conf, "frr.conf")); string(b) != tc.wantConf {
 				t.Fatalf("frr.conf = %q, want %q", b, tc.wantConf)
+			}
+			if !slices.Equal(r.reloaded, tc.reloaded) {
+				t.Fatalf("reloaded %q, want %q", r.reloaded, tc.reloaded)
 			}
 		})
 	}

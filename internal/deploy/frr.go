@@ -108,6 +108,8 @@ type Host interface {
 	Exists(ctx context.Context, path string) (bool, error)
 	// Rename renames from to to, atomically (same directory).
 	Rename(ctx context.Context, from, to string) error
+	// Copy copies from to to (mode 0644) and syncs it.
+	Copy(ctx context.Context, from, to string) error
 	// Run runs a command and returns its combined output.
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
 }
@@ -133,6 +135,14 @@ func (h localHost) Exists(_ context.Context, path string) (bool, error) {
 }
 
 func (h localHost) Rename(_ context.Context, from, to string) error { return os.Rename(from, to) }
+
+func (h localHost) Copy(_ context.Context, from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return writeSynced(to, b, 0o644)
+}
 
 func (h localHost) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return h.run(ctx, name, args...)
@@ -221,6 +231,19 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 	if err := reload(ctx, "--test", next); err != nil {
 		return fmt.Errorf("device %s: the new config was refused, nothing applied: %w", d.Name, err)
 	}
+	// frr-reload --reload of a file other than CONFDIR/frr.conf ends with
+	// vtysh write, also when some lines failed: frr.conf then holds the
+	// half-applied config. The previous one is restored from a copy.
+	prev := filepath.Join(t.ConfDir, "frr.conf.prev")
+	hasPrev, err := h.Exists(ctx, current)
+	if err != nil {
+		return fmt.Errorf("device %s: nothing applied: %w", d.Name, err)
+	}
+	if hasPrev {
+		if err := h.Copy(ctx, current, prev); err != nil {
+			return fmt.Errorf("device %s: keeping the previous config, nothing applied: %w", d.Name, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("device %s: checked but not reloaded, nothing applied: %w", d.Name, err)
 	}
@@ -235,15 +258,17 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 		if errors.Is(err, ErrHostLost) {
 			return stateUnknown(d.Name, err)
 		}
-		if ok, statErr := h.Exists(ctx, current); statErr == nil && ok {
-			if rerr := reload(ctx, "--reload", current); rerr != nil {
-				if errors.Is(rerr, ErrHostLost) {
-					return stateUnknown(d.Name, fmt.Errorf("%w; then restoring the previous config: %w", err, rerr))
-				}
+		if hasPrev {
+			rerr := reload(ctx, "--reload", prev)
+			if rerr == nil {
+				rerr = h.Rename(ctx, prev, current)
+			}
+			if errors.Is(rerr, ErrHostLost) {
+				return stateUnknown(d.Name, fmt.Errorf("%w; then restoring the previous config: %w", err, rerr))
+			}
+			if rerr != nil {
 				return fmt.Errorf("device %s: %w; restoring the previous config failed too: %v", d.Name, err, rerr)
 			}
-		} else if errors.Is(statErr, ErrHostLost) {
-			return stateUnknown(d.Name, fmt.Errorf("%w; then looking for the previous config: %w", err, statErr))
 		}
 		return fmt.Errorf("device %s: %w (previous config restored)", d.Name, err)
 	}

@@ -550,6 +550,14 @@ func (h *sshHost) Exists(ctx context.Context, path string) (bool, error) {
 	return true, nil
 }
 
+// Copy implements Host.
+func (h *sshHost) Copy(ctx context.Context, from, to string) error {
+	if out, err := h.run(ctx, nil, "dd", "if="+from, "of="+to, "conv=fsync", "status=none"); err != nil {
+		return fmt.Errorf("copy %s to %s: %w: %s", from, to, err, lastLines(out, 3))
+	}
+	return nil
+}
+
 // Rename implements Host (mv in one directory is a rename(2)).
 func (h *sshHost) Rename(ctx context.Context, from, to string) error {
 	if out, err := h.run(ctx, nil, "mv", "-f", "--", from, to); err != nil {

@@ -345,6 +345,32 @@ func TestSSHDriverRealFRR(t *testing.T) {
 		}
 	})
 
+	t.Run("a failed reload restores the previous config", func(t *testing.T) {
+		// A reload that applies the new config, then fails (as one cut
+		// by a daemon's error half-way): the driver must reload the
+		// previous frr.conf with the real frr-reload.
+		script := filepath.Join(r.dir, "frr-reload-fails.py")
+		os.WriteFile(script, []byte(`import os, subprocess, sys
+real = ["python3", "/usr/lib/frr/frr-reload.py"] + sys.argv[1:]
+rc = subprocess.call(real)
+if "--reload" in sys.argv and sys.argv[-1].endswith("frr.conf.next"):
+    sys.exit(1)
+sys.exit(rc)
+`), 0o755)
+		fs := NewSSH(map[string]SSHTarget{"leaf1": r.target(r.addr)}, script, 0)
+		defer fs.Close()
+		err := fs.Apply(ctx, dev("leaf1", "h2", "frr.conf", sshConfV2))
+		if err == nil || !strings.Contains(err.Error(), "(previous config restored)") {
+			t.Fatalf("err = %v, want the previous config restored", err)
+		}
+		if run := r.running(); !strings.Contains(run, "neighbor 10.251.0.1 remote-as 65000") || strings.Contains(run, "10.251.0.5") {
+			t.Fatalf("running config after a restore:\n%s", run)
+		}
+		if got := r.file("frr.conf"); got != sshConfV1 {
+			t.Fatalf("frr.conf after a restore = %q", got)
+		}
+	})
+
 	t.Run("hostile arguments reach the switch literally", func(t *testing.T) {
 		h, err := s.Host("leaf1")
 		if err != nil {
