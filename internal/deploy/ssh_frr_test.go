@@ -229,6 +229,34 @@ func (r *sshRig) stopSSHD() {
 	cmd.Wait()
 }
 
+// sessions lists sshd's children: one a connection.
+func (r *sshRig) sessions() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sshd == nil {
+		return nil
+	}
+	return children(r.sshd.Process.Pid)
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			p, _ := strconv.Atoi(e.Name())
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // descendants lists the processes below pid, from /proc.
 func descendants(pid int) []int {
 	children := map[int][]int{}
@@ -368,6 +396,19 @@ sys.exit(rc)
 		}
 		if got := r.file("frr.conf"); got != sshConfV1 {
 			t.Fatalf("frr.conf after a restore = %q", got)
+		}
+	})
+
+	t.Run("closed on shutdown", func(t *testing.T) {
+		cs := NewSSH(map[string]SSHTarget{"leaf1": r.target(r.addr)}, "", 0)
+		if err := cs.Apply(ctx, dev("leaf1", "h1", "frr.conf", sshConfV1)); err != nil {
+			t.Fatal(err)
+		}
+		// Each connection is a process below sshd: Close ends one.
+		before := len(r.sessions())
+		cs.Close()
+		if err := r.until(10*time.Second, func() bool { return len(r.sessions()) < before }); err != nil {
+			t.Fatalf("sshd still serves %d connections after Close, as before it", before)
 		}
 	})
 

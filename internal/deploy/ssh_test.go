@@ -192,3 +192,39 @@ func TestSSHUnreachableAppliesNothing(t *testing.T) {
 		t.Fatal("a device without a target was applied")
 	}
 }
+
+// TestDocsSSHTargetsExample: the targets file shown in docs/fabric.md is
+// read by the loader's decoder and its names pass the loader's rules (its
+// key files are the reader's, so only the fields are checked).
+func TestDocsSSHTargetsExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/fabric.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "The ssh targets file is")
+	if !ok {
+		t.Fatal("docs/fabric.md lost its ssh targets section")
+	}
+	_, rest, _ = strings.Cut(rest, "```json\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("no json block in the ssh targets section")
+	}
+	dec := json.NewDecoder(strings.NewReader(block))
+	dec.DisallowUnknownFields()
+	var ts map[string]SSHTarget
+	if err := dec.Decode(&ts); err != nil || len(ts) == 0 {
+		t.Fatalf("the example does not decode: %v", err)
+	}
+	for name, tg := range ts {
+		if !plainName.MatchString(name) || !plainName.MatchString(tg.User) || !plainPath.MatchString(tg.ConfDir) || !plainPath.MatchString(tg.VtySocket) {
+			t.Errorf("%s: a name of the example breaks the rules: %+v", name, tg)
+		}
+		if _, _, err := splitAddress(tg.Address); err != nil {
+			t.Errorf("%s: address: %v", name, err)
+		}
+		if (tg.KnownHosts == "") == (tg.HostKey == "") || tg.HostKey != "" && !sha256FP.MatchString(tg.HostKey) {
+			t.Errorf("%s: host key fields: %q %q", name, tg.KnownHosts, tg.HostKey)
+		}
+	}
+}
