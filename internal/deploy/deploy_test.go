@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
@@ -242,5 +243,30 @@ func TestFRRDriverLoadsGuards(t *testing.T) {
 	err := f.Apply(context.Background(), dev("leaf1", "h2", "frr.conf", "newer", "guard-b.nft", "table inet jobfabric_guard {}"))
 	if err == nil || !strings.Contains(err.Error(), "vrf b has no network namespace") || len(r.calls) != 0 {
 		t.Fatalf("a VRF guard without a namespace: %v after %q, want a refusal before anything runs", err, r.calls)
+	}
+}
+
+// TestFRRReloadTimeoutStateUnknown: a reload cut by ReloadTimeout is
+// reported as the device's state unknown, with no restore tried on the
+// spent context, never as applied nor as restored.
+func TestFRRReloadTimeoutStateUnknown(t *testing.T) {
+	conf := t.TempDir()
+	os.WriteFile(filepath.Join(conf, "frr.conf"), []byte("old"), 0o644)
+	var calls []string
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		if slices.Contains(args, "--reload") {
+			<-ctx.Done() // a reload that outlives its bound
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	}
+	f := &FRR{Run: run, ReloadTimeout: time.Millisecond, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf}}}
+	err := f.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "new"))
+	if err == nil || !strings.Contains(err.Error(), "device leaf1: state unknown") || strings.Contains(err.Error(), "restored") {
+		t.Fatalf("err = %v, want state unknown", err)
+	}
+	if n := len(calls); n != 2 {
+		t.Fatalf("calls %q, want --test and one --reload", calls)
 	}
 }

@@ -255,7 +255,9 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := reload(ctx, "--reload", next); err != nil {
-		if errors.Is(err, ErrHostLost) {
+		if errors.Is(err, ErrHostLost) || ctx.Err() != nil {
+			// Cut by ReloadTimeout or a lost connection: how far it got
+			// is not known, and no restore can run on a spent context.
 			return stateUnknown(d.Name, err)
 		}
 		if hasPrev {
