@@ -25,7 +25,7 @@ import (
 // test created, reached over a veth pair, running Debian's sshd and FRR's
 // zebra and bgpd with a vty socket directory of their own.
 type sshRig struct {
-	t                    *testing.T
+	t                    testing.TB
 	ns, dir, addr        string
 	userKey              string
 	hostA, hostB         ssh.Signer
@@ -38,7 +38,7 @@ type sshRig struct {
 	accepted int // "Accepted publickey" lines of the sshd running: one a connection
 }
 
-func newSSHRig(t *testing.T) *sshRig {
+func newSSHRig(t testing.TB) *sshRig {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a network namespace, sshd, FRR daemons)")

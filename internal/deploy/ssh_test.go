@@ -22,7 +22,7 @@ import (
 
 // newKey writes a fresh ed25519 private key (OpenSSH format) to path with
 // mode and returns its signer.
-func newKey(t *testing.T, path string, mode os.FileMode) ssh.Signer {
+func newKey(t testing.TB, path string, mode os.FileMode) ssh.Signer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -46,7 +46,7 @@ func newKey(t *testing.T, path string, mode os.FileMode) ssh.Signer {
 }
 
 // writeKnownHosts writes a known_hosts file listing key for addresses.
-func writeKnownHosts(t *testing.T, path string, key ssh.PublicKey, addrs ...string) {
+func writeKnownHosts(t testing.TB, path string, key ssh.PublicKey, addrs ...string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(knownhosts.Line(addrs, key)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
