@@ -171,6 +171,14 @@ func TestFRRDriver(t *testing.T) {
 	if err := (&FRR{Run: (&fakeFRR{}).run}).Apply(context.Background(), dev("nope", "h", "frr.conf", "x")); err == nil {
 		t.Fatal("a device without a target was applied")
 	}
+	// A device's first deploy fails: nothing to restore, and no claim of it.
+	conf := t.TempDir()
+	r := &fakeFRR{fail: map[string]bool{"--reload --vty_socket": true}}
+	f := &FRR{Run: r.run, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf}}}
+	err := f.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "new"))
+	if err == nil || strings.Contains(err.Error(), "restored") || !strings.Contains(err.Error(), "no frr.conf to restore") || len(r.reloaded) != 1 {
+		t.Fatalf("first deploy failing: %v after reloads %q, want no restore claimed", err, r.reloaded)
+	}
 }
 
 // TestFRRReloadNotCutOff: a caller whose context ends during the reload

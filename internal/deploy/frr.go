@@ -65,8 +65,8 @@ func ExecRunner(ctx context.Context, name string, args ...string) ([]byte, error
 // FRR applies frr.conf to running FRR daemons with frr-reload.py (which
 // computes and applies the difference to the running config) and loads
 // the nftables rulesets of segmented VRFs. The whole new config is checked
-// first (frr-reload --test); if the reload fails, the previous frr.conf is
-// reloaded again.
+// first (frr-reload --test); if the reload fails, the previous frr.conf
+// (kept as frr.conf.prev before the reload) is reloaded again.
 //
 // A reload is never cut off half-way: Apply's context is honoured up to
 // the reload (the underlay guard, writing frr.conf.next, the --test
@@ -271,8 +271,9 @@ func (f *FRR) Apply(ctx context.Context, d Device) error {
 			if rerr != nil {
 				return fmt.Errorf("device %s: %w; restoring the previous config failed too: %v", d.Name, err, rerr)
 			}
+			return fmt.Errorf("device %s: %w (previous config restored)", d.Name, err)
 		}
-		return fmt.Errorf("device %s: %w (previous config restored)", d.Name, err)
+		return fmt.Errorf("device %s: %w (the device had no frr.conf to restore: its state is what the failed reload left)", d.Name, err)
 	}
 	if err := h.Rename(ctx, next, current); err != nil {
 		if errors.Is(err, ErrHostLost) {
