@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -226,5 +227,41 @@ func TestDocsSSHTargetsExample(t *testing.T) {
 		if (tg.KnownHosts == "") == (tg.HostKey == "") || tg.HostKey != "" && !sha256FP.MatchString(tg.HostKey) {
 			t.Errorf("%s: host key fields: %q %q", name, tg.KnownHosts, tg.HostKey)
 		}
+	}
+}
+
+// TestSSHHandshakeBounded: a peer that accepts the TCP connection and
+// never speaks SSH does not hold the deploy past the dial timeout.
+func TestSSHHandshakeBounded(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id")
+	newKey(t, key, 0o600)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, never answered
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	s := NewSSH(map[string]SSHTarget{"leaf1": {Address: ln.Addr().String(), User: "frr", PrivateKey: key, HostKey: "SHA256:Kx1mVtH0cZkqQ6Q1l6yP5nI3b9dK8m2v0w4f7g9hJkE",
+		FRRTarget: FRRTarget{VtySocket: "/run/frr", ConfDir: "/etc/frr"}}}, "", 0)
+	s.DialTimeout = 50 * time.Millisecond
+	defer s.Close()
+	err = s.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "x"))
+	if err == nil || !strings.Contains(err.Error(), "device leaf1") || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("err = %v, want the handshake cut at the dial timeout", err)
 	}
 }
