@@ -265,3 +265,32 @@ func TestSSHHandshakeBounded(t *testing.T) {
 		t.Fatalf("err = %v, want the handshake cut at the dial timeout", err)
 	}
 }
+
+// TestNoHostKeyBypass: no code of the module accepts any host key; the
+// ssh driver's trust rules (docs/security.md) hold only while nothing
+// builds a client config around them.
+func TestNoHostKeyBypass(t *testing.T) {
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "InsecureIgnoreHostKey") || strings.Contains(string(b), "FixedHostKey") {
+			t.Errorf("%s builds an SSH client that does not verify host keys against known_hosts or a pinned fingerprint", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
