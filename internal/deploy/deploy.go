@@ -37,7 +37,8 @@ type Driver interface {
 }
 
 // New returns the driver called name: "file" writes into dir; "frr" reads
-// its targets from targetsFile (see FRRTargets). Other drivers (the lab's,
+// its targets from targetsFile (see LoadFRRTargets), "ssh" too (see
+// LoadSSHTargets; the driver is an io.Closer: its connections). Other drivers (the lab's,
 // internal/lab/labdeploy) are built by their owner and handed to the
 // server as a Driver.
 func New(name, dir, targetsFile string) (Driver, error) {
@@ -53,8 +54,14 @@ func New(name, dir, targetsFile string) (Driver, error) {
 			return nil, err
 		}
 		return &FRR{Targets: ts, Run: ExecRunner}, nil
+	case "ssh":
+		ts, err := LoadSSHTargets(targetsFile)
+		if err != nil {
+			return nil, err
+		}
+		return NewSSH(ts, "", 0), nil
 	}
-	return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", name)
+	return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, ssh, none", name)
 }
 
 // File writes each device's files into Dir/<device>/, a symlink to

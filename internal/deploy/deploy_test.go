@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobfabric/jobfabric/internal/fabric/render"
 )
@@ -77,15 +78,26 @@ func TestFileDriverSwapsWholeDevices(t *testing.T) {
 }
 
 // fakeFRR records commands; fail makes the command whose line contains
-// the key fail.
+// the key fail. Like frr-reload.py, a --reload of a file other than
+// CONFDIR/frr.conf writes the running config there (vtysh write), even
+// when it fails; reloaded holds the content of each file reloaded.
 type fakeFRR struct {
-	calls []string
-	fail  map[string]bool
+	calls    []string
+	fail     map[string]bool
+	reloaded []string
 }
 
 func (r *fakeFRR) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	line := name + " " + strings.Join(args, " ")
 	r.calls = append(r.calls, line)
+	if slices.Contains(args, "--reload") {
+		file := args[len(args)-1]
+		b, _ := os.ReadFile(file)
+		r.reloaded = append(r.reloaded, string(b))
+		if filepath.Base(file) != "frr.conf" {
+			os.WriteFile(filepath.Join(filepath.Dir(file), "frr.conf"), []byte("half-applied"), 0o644)
+		}
+	}
 	for k := range r.fail {
 		if strings.Contains(line, k) {
 			return []byte("line 3: % Unknown command"), errors.New("exit status 1")
@@ -100,10 +112,12 @@ func TestFRRDriver(t *testing.T) {
 		wantErr   string
 		wantCalls []string // substrings, in order
 		wantConf  string   // frr.conf after
+		reloaded  []string // the configs given to --reload, in order
 	}{
 		"applied": {
 			wantCalls: []string{"--test", "--reload", "netns exec lab-leaf1-a nft -f"},
 			wantConf:  "new",
+			reloaded:  []string{"new"},
 		},
 		"refused by the check": {
 			fail:      map[string]bool{"--test": true},
@@ -116,6 +130,9 @@ func TestFRRDriver(t *testing.T) {
 			wantErr:   "previous config restored",
 			wantCalls: []string{"--test", "--reload", "--reload"},
 			wantConf:  "old",
+			// The restore reloads the previous config, not the frr.conf
+			// the failed reload wrote.
+			reloaded: []string{"new", "old"},
 		},
 	}
 	for name, tc := range cases {
@@ -146,10 +163,21 @@ func TestFRRDriver(t *testing.T) {
 			if b, _ := os.ReadFile(filepath.Join(conf, "frr.conf")); string(b) != tc.wantConf {
 				t.Fatalf("frr.conf = %q, want %q", b, tc.wantConf)
 			}
+			if !slices.Equal(r.reloaded, tc.reloaded) {
+				t.Fatalf("reloaded %q, want %q", r.reloaded, tc.reloaded)
+			}
 		})
 	}
 	if err := (&FRR{Run: (&fakeFRR{}).run}).Apply(context.Background(), dev("nope", "h", "frr.conf", "x")); err == nil {
 		t.Fatal("a device without a target was applied")
+	}
+	// A device's first deploy fails: nothing to restore, and no claim of it.
+	conf := t.TempDir()
+	r := &fakeFRR{fail: map[string]bool{"--reload --vty_socket": true}}
+	f := &FRR{Run: r.run, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf}}}
+	err := f.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "new"))
+	if err == nil || strings.Contains(err.Error(), "restored") || !strings.Contains(err.Error(), "no frr.conf to restore") || len(r.reloaded) != 1 {
+		t.Fatalf("first deploy failing: %v after reloads %q, want no restore claimed", err, r.reloaded)
 	}
 }
 
@@ -223,5 +251,30 @@ func TestFRRDriverLoadsGuards(t *testing.T) {
 	err := f.Apply(context.Background(), dev("leaf1", "h2", "frr.conf", "newer", "guard-b.nft", "table inet jobfabric_guard {}"))
 	if err == nil || !strings.Contains(err.Error(), "vrf b has no network namespace") || len(r.calls) != 0 {
 		t.Fatalf("a VRF guard without a namespace: %v after %q, want a refusal before anything runs", err, r.calls)
+	}
+}
+
+// TestFRRReloadTimeoutStateUnknown: a reload cut by ReloadTimeout is
+// reported as the device's state unknown, with no restore tried on the
+// spent context, never as applied nor as restored.
+func TestFRRReloadTimeoutStateUnknown(t *testing.T) {
+	conf := t.TempDir()
+	os.WriteFile(filepath.Join(conf, "frr.conf"), []byte("old"), 0o644)
+	var calls []string
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		if slices.Contains(args, "--reload") {
+			<-ctx.Done() // a reload that outlives its bound
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	}
+	f := &FRR{Run: run, ReloadTimeout: time.Millisecond, Targets: map[string]FRRTarget{"leaf1": {VtySocket: "/s", ConfDir: conf}}}
+	err := f.Apply(context.Background(), dev("leaf1", "h", "frr.conf", "new"))
+	if err == nil || !strings.Contains(err.Error(), "device leaf1: state unknown") || strings.Contains(err.Error(), "restored") {
+		t.Fatalf("err = %v, want state unknown", err)
+	}
+	if n := len(calls); n != 2 {
+		t.Fatalf("calls %q, want --test and one --reload", calls)
 	}
 }

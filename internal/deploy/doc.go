@@ -1,10 +1,14 @@
 // Package deploy applies rendered device configurations through drivers:
 // file (each device's files written atomically into a directory, for
-// review or for a config-management system to pick up) and frr (running
+// review or for a config-management system to pick up), frr (running
 // FRR daemons reloaded with frr-reload.py, nftables rulesets loaded into
-// the device's VRF namespaces). A device is applied whole or not at all:
-// the file driver swaps a symlink, the frr driver checks the whole config
-// first and restores the previous one if the reload fails.
+// the device's VRF namespaces) and ssh (the frr driver's steps run on a
+// remote Linux switch over SSH, through the same Host interface, the
+// host key always verified). A device is applied whole or not at all:
+// the file driver swaps a symlink, the frr and ssh drivers check the
+// whole config first and restore the previous one if the reload fails;
+// a connection lost during a reload is reported as the device's state
+// unknown, never as applied.
 //
 // Every deploy goes through Checked first: the device's configuration is
 // linted (internal/fabric/lint) and, where the driver can ask the switch

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -117,11 +118,13 @@ type Config struct {
 	PreemptionGrace, ReclaimBackoff, FairShareHalfLife time.Duration
 	// FabricDriver deploys device configurations: "file" (default: into
 	// FabricDir, default DATA_DIR/fabric), "frr" (FRRTargets names the
-	// running daemons) or "none" (no deploy, and no network gate: placed
-	// jobs are Ready at once).
+	// running daemons), "ssh" (SSHTargets names remote FRR switches) or
+	// "none" (no deploy, and no network gate: placed jobs are Ready at
+	// once).
 	FabricDriver string
 	FabricDir    string
 	FRRTargets   string
+	SSHTargets   string
 	// Driver, when set, is used instead of FabricDriver: a driver the
 	// server does not build itself (the lab's, internal/lab/labdeploy,
 	// injected by the CLI for --fabric-driver lab) or a test's.
@@ -317,6 +320,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	case cfg.Driver != nil:
 		s.driver = cfg.Driver
 	case cfg.FabricDriver == "none":
+	case cfg.FabricDriver == "ssh":
+		if s.driver, err = deploy.New("ssh", "", cfg.SSHTargets); err != nil {
+			return nil, err
+		}
 	case cfg.FabricDriver == "" || cfg.FabricDriver == "file" || cfg.FabricDriver == "frr":
 		name, dir := cfg.FabricDriver, cfg.FabricDir
 		if name == "" {
@@ -332,7 +339,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			fd.Private = true
 		}
 	default:
-		return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, none", cfg.FabricDriver)
+		return nil, domain.Invalid("fabric-driver", "fabric driver %q is not one of file, frr, ssh, none", cfg.FabricDriver)
 	}
 
 	if cfg.ReloadInterval < 0 {
@@ -579,6 +586,11 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	// Deploys in flight end at their own timeout, and are recorded.
 	s.deploys.wg.Wait()
+	if c, ok := s.driver.(io.Closer); ok && s.cfg.Driver == nil {
+		// A driver the server built holds connections (ssh); one handed
+		// to it is closed by its owner.
+		err = errors.Join(err, c.Close())
+	}
 	return errors.Join(err, s.store.Shutdown())
 }
 
