@@ -102,6 +102,8 @@ type futureView struct {
 	byCost      []victim
 	byWorkspace map[int][]victim
 	sortedIn    map[int]bool
+	// byPool is victimOrder per server pool (victimsOn).
+	byPool map[string][]victim
 	// lowPrio is the lowest priority of a job that may be told to stop
 	// (lowestStoppable), once lowKnown.
 	lowPrio  int

@@ -1,0 +1,68 @@
+package sched
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+)
+
+// twoPools is two 8-GPU servers, one per pool (px: s1-gpu001, py:
+// s1-gpu002), both full: workspace b/w (guarantee 8) runs an 8-GPU job on
+// each, the one on py placed more recently (cheaper to stop); a/w
+// (guarantee 8) holds nothing and waits with an 8-GPU job of pool px.
+func twoPools(t *testing.T) *Snapshot {
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 2)).
+		Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).
+		Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(8)).
+		Workspace(domaintest.MakeWorkspace("b", "w").Guaranteed(8).Borrow(16)).
+		Running(domaintest.MakeJob("b/w", 8).Preemptible().Pool("py"), domaintest.On("s1-gpu002", domaintest.Seq(0, 8)...)).
+		Running(domaintest.MakeJob("b/w", 8).Preemptible().Pool("px"), domaintest.On("s1-gpu001", domaintest.Seq(0, 8)...)).
+		PlacedAgo(1, time.Minute).
+		PlacedAgo(2, time.Hour).
+		Pending(domaintest.MakeJob("a/w", 8).Pool("px"))
+	s := snapshotOf(w)
+	s.Pools = map[string]*domain.ServerPool{
+		"px": {Name: "px", Servers: []string{"s1-gpu001"}},
+		"py": {Name: "py", Servers: []string{"s1-gpu002"}},
+	}
+	return s
+}
+
+// TestReclaimForAPoolTakesBorrowersOnItsServers: a guaranteed job of pool
+// px reclaims the borrower on px's server. On main the borrower on py came
+// first (cheaper), used up what b/w borrowed, and the job waited with
+// "frees no room of its shape" while b/w borrowed on px.
+func TestReclaimForAPoolTakesBorrowersOnItsServers(t *testing.T) {
+	s := twoPools(t)
+	plan := Schedule(s, domaintest.Now)
+	if len(plan.Preemptions) != 1 || plan.Preemptions[0].JobID != 2 || plan.Preemptions[0].ForJob != 3 {
+		t.Fatalf("preemptions %+v, want job 2 (on px) stopped for job 3; job 3 waits with %q", plan.Preemptions, plan.Pending[3].Message)
+	}
+	if r := plan.Pending[3]; r.Code != ReasonReclaim {
+		t.Errorf("job 3 waits with %s %q, want %s", r.Code, r.Message, ReasonReclaim)
+	}
+}
+
+// TestReclaimForAPoolWithNoBorrowerOnIt: the job on px is c/w's, within
+// its guarantee; b/w (guarantee 0) borrows on py only. Reclaim for a job
+// of px finds no victim on px, and the reason names the pool (on main:
+// "frees no room of its shape", after a search of py's borrower).
+func TestReclaimForAPoolWithNoBorrowerOnIt(t *testing.T) {
+	s := twoPools(t)
+	s.Tenants["c"] = &domain.Tenant{Name: "c", Isolation: domain.IsolationGPU}
+	s.Workspaces["c/w"] = &domain.Workspace{Tenant: "c", Name: "w", Guaranteed: 8}
+	s.Workspaces["b/w"].Guaranteed = 0
+	s.Jobs[1].Tenant, s.Jobs[1].Workspace = "c", "w"
+	plan := Schedule(s, domaintest.Now)
+	if len(plan.Preemptions) != 0 {
+		t.Fatalf("preemptions %+v, want none (only c/w's guaranteed job runs on px)", plan.Preemptions)
+	}
+	want := "reclaim cannot serve it: no other workspace's job above its guarantee runs on the servers of pool px"
+	if r := plan.Pending[3]; !strings.Contains(r.Message, want) {
+		t.Errorf("job 3 waits with %q, want it to say %q", r.Message, want)
+	}
+}
