@@ -256,8 +256,14 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 // be placed on in this cycle.
 func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
 	w := st.whatIf(nil)
+	// Servers outside a pool job's static set are never placed on: their
+	// free GPUs need no hiding (each hidden copies a server).
+	var set []bool
+	if j.Pool != "" && !st.s.exhaustive { // exhaustive: the equivalence tests' reference
+		set = st.c.statics.of(st.c, j, st.s.Tenants[j.Tenant]).ok
+	}
 	for i, base := range st.c.servers {
-		if base.nfree == 0 {
+		if base.nfree == 0 || (set != nil && !set[i]) {
 			continue
 		}
 		v := w.c.servers[i]
