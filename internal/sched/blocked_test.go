@@ -66,3 +66,49 @@ func TestReclaimForAPoolWithNoBorrowerOnIt(t *testing.T) {
 		t.Errorf("job 3 waits with %q, want it to say %q", r.Message, want)
 	}
 }
+
+// TestPoolFullReasonNamesThePool: a job of pool px waits while px's
+// server is full and the cluster has room elsewhere; its reason says how
+// full px is, counts only (the jobs on it are another tenant's). On main
+// it spoke of "eligible servers" and the cluster, never of the pool.
+func TestPoolFullReasonNamesThePool(t *testing.T) {
+	for name, tc := range map[string]struct {
+		job  *domaintest.JobBuilder[domain.JobSpec]
+		want string
+	}{
+		"one server": {domaintest.MakeJob("a/w", 8).Pool("px"),
+			"pool px: 1 of its 16 GPUs free; needs 1 servers with 8 free GPUs each"},
+		"a gang": {domaintest.MakeJob("a/w", 16).PerNode(8).Pool("px"),
+			"pool px: 1 of its 16 GPUs free; needs 2 servers with 8 free GPUs each"},
+		"a share": {domaintest.MakeJob("a/w", 0).Share(0.5).Pool("px"),
+			"pool px: 0 of its 16 GPUs free; "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := domaintest.NewWorld(t, domaintest.DGX(1, 4)).
+				Tenant(domaintest.MakeTenant("a").Isolation(domain.IsolationGPU)).
+				Tenant(domaintest.MakeTenant("b").Isolation(domain.IsolationGPU)).
+				Workspace(domaintest.MakeWorkspace("a", "w").Guaranteed(0).Borrow(64)).
+				Workspace(domaintest.MakeWorkspace("b", "w").Guaranteed(0).Borrow(64)).
+				Running(domaintest.MakeJob("b/w", 8).Pool("px"), domaintest.On("s1-gpu001", domaintest.Seq(0, 8)...)).
+				Running(domaintest.MakeJob("b/w", 7).Pool("px"), domaintest.On("s1-gpu002", domaintest.Seq(0, 7)...))
+			if name == "a share" {
+				w.Running(domaintest.MakeJob("b/w", 1).Pool("px"), domaintest.On("s1-gpu002", 7))
+			}
+			w.Pending(tc.job)
+			s := snapshotOf(w)
+			s.Pools = map[string]*domain.ServerPool{"px": {Name: "px", Servers: []string{"s1-gpu001", "s1-gpu002"}}}
+			plan := Schedule(s, domaintest.Now)
+			id := w.Next - 1
+			r, ok := plan.Pending[id]
+			if !ok {
+				t.Fatalf("job %d placed: %+v", id, plan.Placements)
+			}
+			if !strings.HasPrefix(r.Message, tc.want) {
+				t.Errorf("job %d waits with %q, want it to start %q", id, r.Message, tc.want)
+			}
+			if strings.Contains(r.Message, "b/w") || strings.Contains(r.Message, "job 1") {
+				t.Errorf("the reason names the other tenant's work: %q", r.Message)
+			}
+		})
+	}
+}

@@ -62,6 +62,8 @@ type cycle struct {
 	// and backfill each key a refused job by it.
 	shaped *domain.Job
 	shape  string
+	// poolFill is poolNote's counts by static set.
+	poolFill map[*staticSet]poolFill
 }
 
 // shapeOf is shapeKey(j), made once for the job being decided.
@@ -370,6 +372,11 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	if pl != nil {
 		return outcome{pl: pl, level: level}
 	}
+	if j.Pool != "" && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
+		// The cluster's free GPUs may be elsewhere: say how full the
+		// job's pool is.
+		r.Message = st.poolNote(j, t) + r.Message
+	}
 	plain := r // a reservation says more than when GPUs start to free up
 	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
 		if note, ok := st.releaseNote(); ok {
@@ -406,6 +413,37 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		}
 	}
 	return outcome{reason: r, blocks: blocks}
+}
+
+// poolFill is the GPUs of the servers a pool job may use, and how many
+// of them are free, at a version of the cycle's view.
+type poolFill struct {
+	ver         uint64
+	free, total int
+}
+
+// poolNote is what a pool job's capacity reason starts with: "pool X: F
+// of its N GPUs free; ", counted over the pool's servers the job may use
+// (its static set), kept per set while the view is unchanged: the
+// blocked jobs of a full pool come one after another.
+func (st *cycle) poolNote(j *domain.Job, t *domain.Tenant) string {
+	set := st.c.statics.of(st.c, j, t)
+	f, ok := st.poolFill[set]
+	if !ok || f.ver != st.c.ver || st.s.exhaustive {
+		f = poolFill{ver: st.c.ver}
+		for i, in := range set.ok {
+			if in {
+				v := st.c.servers[i]
+				f.free += v.nfree
+				f.total += len(v.free)
+			}
+		}
+		if st.poolFill == nil {
+			st.poolFill = map[*staticSet]poolFill{}
+		}
+		st.poolFill[set] = f
+	}
+	return "pool " + j.Pool + ": " + strconv.Itoa(f.free) + " of its " + strconv.Itoa(f.total) + " GPUs free; "
 }
 
 // reservable: a job pending for want of GPUs may get a reservation; one
