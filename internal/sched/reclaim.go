@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -239,7 +240,7 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 	if !st.fv.freed || (!withinGuarantee && f.units == 0) {
 		return domain.Reason{}, false
 	}
-	pl := st.fitsWithout(j, nil)
+	pl := st.freeingFits(j)
 	if pl == nil {
 		return domain.Reason{}, false
 	}
@@ -249,6 +250,34 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 		msg = fmt.Sprintf("waiting for %s GPUs being freed for it (released by %s at the latest)", gpus(f.units), f.deadline.UTC().Format(time.RFC3339))
 	}
 	return domain.Reason{Code: ReasonReclaim, Message: msg}, true
+}
+
+// freeingFits is fitsWithout(j, nil), with the shapes found to have no
+// room kept until the future view gains GPUs (issue, giveBack): it only
+// loses them otherwise (bookings), as the cycle's view does (noFit). The
+// quota is checked every time: a booking in one workspace can leave
+// another more of the cluster (protected guarantees shrink). Every
+// blocked job within its guarantee asks, once anything is being freed:
+// at 100,000 GPUs in 8 pools, 600 what-if placements in one cycle, most
+// for shapes that had just found no room.
+func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
+	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
+	models, _, ok := admit(j, w, st.s, st.fv.u, st.fv.c)
+	if !ok {
+		return nil
+	}
+	key := st.shapeOf(j) + "|" + strings.Join(models, ",")
+	if g, ok := st.fv.noRoom[key]; ok && g == st.fv.gained && !st.s.exhaustive {
+		return nil
+	}
+	pl := st.whatIf(nil).fits(st, j)
+	if pl == nil {
+		if st.fv.noRoom == nil {
+			st.fv.noRoom = map[string]int{}
+		}
+		st.fv.noRoom[key] = st.fv.gained
+	}
+	return pl
 }
 
 // futureOnly is j's placement in the future view on GPUs that are not
@@ -423,6 +452,7 @@ func (st *cycle) prune(j *domain.Job, chosen []*domain.Job, pl []domain.Placemen
 func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen []*domain.Job, pl []domain.Placement) domain.Reason {
 	deadline := st.now.Add(st.policy.Grace)
 	freed := 0
+	st.fv.gained++
 	for _, v := range chosen {
 		st.victim[v.ID] = true
 		st.fv.freed = true

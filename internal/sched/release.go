@@ -71,6 +71,7 @@ func (st *cycle) giveBack(id uint64) {
 	}
 	st.givenBack[id] = true
 	if st.fv.c != nil {
+		st.fv.gained++ // freeingFits' answers no longer hold
 		for _, v := range st.fv.heldFor[id] {
 			st.fv.c.release(v)
 		}
