@@ -253,13 +253,15 @@ func (st *cycle) awaitFreeing(j *domain.Job, t *domain.Tenant, withinGuarantee b
 }
 
 // freeingFits is fitsWithout(j, nil), with the shapes found to have no
-// room kept until the future view gains GPUs (issue, giveBack): it only
-// loses them otherwise (bookings), as the cycle's view does (noFit). The
-// quota is checked every time: a booking in one workspace can leave
-// another more of the cluster (protected guarantees shrink). Every
-// blocked job within its guarantee asks, once anything is being freed:
-// at 100,000 GPUs in 8 pools, 600 what-if placements in one cycle, most
-// for shapes that had just found no room.
+// room kept until a server of their static set gains GPUs in the future
+// view (issue, giveBack: gainIn): it only loses them otherwise
+// (bookings), as the cycle's view does (noFit), and a placement reads
+// only the servers of its static set. The quota is checked every time: a
+// booking in one workspace can leave another more of the cluster
+// (protected guarantees shrink). Every blocked job within its guarantee
+// asks once anything is being freed: at 100,000 GPUs in 8 pools, 600
+// what-if placements in one cycle, most for shapes of pools nothing had
+// been freed in since they found no room.
 func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
 	w := st.s.Workspaces[j.Tenant+"/"+j.Workspace]
 	models, _, ok := admit(j, w, st.s, st.fv.u, st.fv.c)
@@ -267,17 +269,42 @@ func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
 		return nil
 	}
 	key := st.shapeOf(j) + "|" + strings.Join(models, ",")
-	if g, ok := st.fv.noRoom[key]; ok && g == st.fv.gained && !st.s.exhaustive {
+	set := st.c.statics.of(st.c, j, st.s.Tenants[j.Tenant])
+	if at, ok := st.fv.noRoom[key]; ok && at.set == set && at.gen == st.fv.setGen[set] && !st.s.exhaustive {
 		return nil
 	}
 	pl := st.whatIf(nil).fits(st, j)
 	if pl == nil {
 		if st.fv.noRoom == nil {
-			st.fv.noRoom = map[string]int{}
+			st.fv.noRoom = map[string]noRoom{}
 		}
-		st.fv.noRoom[key] = st.fv.gained
+		st.fv.noRoom[key] = noRoom{set: set, gen: st.fv.setGen[set]}
 	}
 	return pl
+}
+
+// noRoom is when freeingFits found no room for a shape: its static set,
+// and the set's count of gains then.
+type noRoom struct {
+	set *staticSet
+	gen int
+}
+
+// gainIn counts v's release into the future view in every static set of
+// the cycle with a server v runs on (a handful of sets: models, sites,
+// pools).
+func (st *cycle) gainIn(v *domain.Job) {
+	for _, set := range st.c.statics.byKey {
+		for _, p := range v.Placement {
+			if k, ok := st.c.byName[p.Server]; ok && k < len(set.ok) && set.ok[k] {
+				if st.fv.setGen == nil {
+					st.fv.setGen = map[*staticSet]int{}
+				}
+				st.fv.setGen[set]++
+				break
+			}
+		}
+	}
 }
 
 // futureOnly is j's placement in the future view on GPUs that are not
@@ -452,11 +479,11 @@ func (st *cycle) prune(j *domain.Job, chosen []*domain.Job, pl []domain.Placemen
 func (st *cycle) issue(j *domain.Job, t *domain.Tenant, kind preemptKind, chosen []*domain.Job, pl []domain.Placement) domain.Reason {
 	deadline := st.now.Add(st.policy.Grace)
 	freed := 0
-	st.fv.gained++
 	for _, v := range chosen {
 		st.victim[v.ID] = true
 		st.fv.freed = true
 		st.fv.c.release(v)
+		st.gainIn(v)
 		st.fv.u.addJob(v, v.Placement, -1)
 		freed += held(v)
 		p := Preemption{JobID: v.ID, ForJob: j.ID, Deadline: deadline, Reason: kind.reason(j.ID, "", deadline)}

@@ -71,9 +71,9 @@ func (st *cycle) giveBack(id uint64) {
 	}
 	st.givenBack[id] = true
 	if st.fv.c != nil {
-		st.fv.gained++ // freeingFits' answers no longer hold
 		for _, v := range st.fv.heldFor[id] {
 			st.fv.c.release(v)
+			st.gainIn(v) // freeingFits' answers for its servers no longer hold
 		}
 		delete(st.fv.heldFor, id)
 	}

@@ -106,10 +106,11 @@ type futureView struct {
 	sortedIn    map[int]bool
 	// byPool is victimOrder per server pool (victimsOn).
 	byPool map[string][]victim
-	// gained counts the releases into the future view; noRoom is the
-	// shapes freeingFits found no room for, with gained then.
-	gained int
-	noRoom map[string]int
+	// setGen counts the releases into the future view on the servers of
+	// each static set (gainIn); noRoom is the shapes freeingFits found no
+	// room for.
+	setGen map[*staticSet]int
+	noRoom map[string]noRoom
 	// lowPrio is the lowest priority of a job that may be told to stop
 	// (lowestStoppable), once lowKnown.
 	lowPrio  int
