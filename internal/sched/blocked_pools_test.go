@@ -40,7 +40,12 @@ func TestPoolJobsAroundReservationsDecideAlike(t *testing.T) {
 	reserved, around, waits, stops := 0, 0, 0, 0
 	for seed := uint64(1); seed <= 4; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1818))
-		s, refs := drainSnapshot(topo, 40, 30, func(int) domain.Isolation { return domain.IsolationGPU }, func(i int, w *domain.Workspace) {
+		s, refs := drainSnapshot(topo, 40, 30, func(i int) domain.Isolation {
+			if i%5 == 0 {
+				return domain.IsolationServer
+			}
+			return domain.IsolationGPU
+		}, func(i int, w *domain.Workspace) {
 			w.Guaranteed, w.BorrowLimit, w.LendLimit, w.Weight = 4, 128, 2, 1+i%3
 		})
 		s.Pools = pools

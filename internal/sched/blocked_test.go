@@ -153,3 +153,34 @@ func TestLeftoversServeTheNextJobOfAShape(t *testing.T) {
 		t.Error("the plan differs from the one decided exhaustively")
 	}
 }
+
+// TestNoRoomOfOneTenantIsNotAServerIsolatedTenants: s1-gpu001 is
+// server-isolated tenant s's (a job running, another stopping: 4 GPUs
+// being freed there); job 4 of GPU-isolated g/w finds no room in them,
+// job 5 of s/w waits for them. freeingFits keeps "no room" for a shape of
+// whole GPUs whichever GPU-isolated tenant asks, never for a
+// server-isolated one, whose room is the servers it holds.
+func TestNoRoomOfOneTenantIsNotAServerIsolatedTenants(t *testing.T) {
+	by := domaintest.Now.Add(20 * time.Second)
+	w := domaintest.NewWorld(t, domaintest.DGX(1, 2)).
+		Tenant(domaintest.MakeTenant("g").Isolation(domain.IsolationGPU)).
+		Tenant(domaintest.MakeTenant("s").Isolation(domain.IsolationServer)).
+		Tenant(domaintest.MakeTenant("d").Isolation(domain.IsolationGPU)).
+		Workspace(domaintest.MakeWorkspace("g", "w").Guaranteed(4).Lend(4)).
+		Workspace(domaintest.MakeWorkspace("s", "w").Guaranteed(8).Lend(8)).
+		Workspace(domaintest.MakeWorkspace("d", "w").Guaranteed(8)).
+		Running(domaintest.MakeJob("s/w", 4), domaintest.On("s1-gpu001", domaintest.Seq(0, 4)...)).
+		Running(domaintest.MakeJob("s/w", 4), domaintest.On("s1-gpu001", domaintest.Seq(4, 8)...)).
+		Running(domaintest.MakeJob("d/w", 8), domaintest.On("s1-gpu002", domaintest.Seq(0, 8)...)).
+		PlacedAgo(1, time.Hour).PlacedAgo(2, time.Hour).PlacedAgo(3, time.Hour).
+		With(2, func(j *domain.Job) { j.State, j.StopDeadline = domain.JobPreempting, &by }).
+		Pending(domaintest.MakeJob("g/w", 4)).
+		Pending(domaintest.MakeJob("s/w", 4))
+	plan := Schedule(snapshotOf(w), domaintest.Now)
+	if r := plan.Pending[4]; r.Code == ReasonReclaim {
+		t.Errorf("job 4 (g/w) waits with %q: it may not use s's server", r.Message)
+	}
+	if r := plan.Pending[5]; r.Code != ReasonReclaim || !strings.Contains(r.Message, "being freed by other jobs' preemption") {
+		t.Errorf("job 5 (s/w) waits with %s %q, want it to wait for the 4 GPUs of its server being freed", r.Code, r.Message)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -268,8 +269,9 @@ func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
 	if !ok {
 		return nil
 	}
-	key := st.shapeOf(j) + "|" + strings.Join(models, ",")
-	set := st.c.statics.of(st.c, j, st.s.Tenants[j.Tenant])
+	t := st.s.Tenants[j.Tenant]
+	key := roomKey(j, t, st.shapeOf(j)) + "|" + strings.Join(models, ",")
+	set := st.c.statics.of(st.c, j, t)
 	if at, ok := st.fv.noRoom[key]; ok && at.set == set && at.gen == st.fv.setGen[set] && !st.s.exhaustive {
 		return nil
 	}
@@ -281,6 +283,21 @@ func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
 		st.fv.noRoom[key] = noRoom{set: set, gen: st.fv.setGen[set]}
 	}
 	return pl
+}
+
+// roomKey is what decides whether j fits a view, given its static set:
+// its shape (shapeKey), its CPU and memory, and its tenant only where
+// the placement reads it. Whole GPUs of a tenant that is not
+// server-isolated go on any server of the set no server-isolated tenant
+// holds, whoever asks (a share is placed by its tenant's shares; a
+// server-isolated tenant by who else is on the server): their shapes are
+// kept for every such tenant (5,000 tenants made every key new).
+func roomKey(j *domain.Job, t *domain.Tenant, shape string) string {
+	key := shape + "|" + strconv.FormatInt(j.CPUMilli, 10) + "|" + strconv.FormatInt(j.MemoryMiB, 10)
+	if t != nil && t.Isolation != domain.IsolationServer && j.GPUs > 0 && j.Share == 0 && j.MIGProfile == "" {
+		return key[len(j.Tenant):] // shapeKey starts with the tenant
+	}
+	return key
 }
 
 // noRoom is when freeingFits found no room for a shape: its static set,
