@@ -943,6 +943,7 @@ func (st *cycle) reserve(j *domain.Job, t *domain.Tenant, pl []domain.Placement)
 // counts as holding the servers, for isolation.
 func (st *cycle) book(j *domain.Job, t *domain.Tenant, pl []domain.Placement) {
 	st.reserve(j, t, pl)
+	st.freeVer++
 	for _, p := range pl {
 		if p.Share > 0 || len(p.MIG) > 0 {
 			continue

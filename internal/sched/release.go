@@ -60,6 +60,7 @@ func (st *cycle) release(v *domain.Job) {
 		return
 	}
 	st.c.release(v)
+	st.freeVer++
 }
 
 // giveBack releases the GPUs kept for job id, at its turn: into the
@@ -79,6 +80,7 @@ func (st *cycle) giveBack(id uint64) {
 	}
 	for _, v := range st.heldFor[id] {
 		st.c.release(v)
+		st.freeVer++
 	}
 	delete(st.heldFor, id)
 }

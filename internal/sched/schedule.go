@@ -62,8 +62,11 @@ type cycle struct {
 	// and backfill each key a refused job by it.
 	shaped *domain.Job
 	shape  string
-	// poolFill is poolNote's counts by static set.
+	// poolFill is poolNote's counts by static set; freeVer counts the
+	// changes of free GPUs in c that last (placements, bookings,
+	// releases), not the GPUs placeAround hides for one placement.
 	poolFill map[*staticSet]poolFill
+	freeVer  uint64
 }
 
 // shapeOf is shapeKey(j), made once for the job being decided.
@@ -279,6 +282,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 			st.reserve(j, t, o.pl)
 		}
 		st.c.commit(j, t, o.pl)
+		st.freeVer++
 		st.u.addJob(j, o.pl, 1)
 		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
@@ -421,7 +425,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 }
 
 // poolFill is the GPUs of the servers a pool job may use, and how many
-// of them are free, at a version of the cycle's view.
+// of them are free, at a version of the cycle's free GPUs (freeVer).
 type poolFill struct {
 	ver         uint64
 	free, total int
@@ -434,8 +438,8 @@ type poolFill struct {
 func (st *cycle) poolNote(j *domain.Job, t *domain.Tenant) string {
 	set := st.c.statics.of(st.c, j, t)
 	f, ok := st.poolFill[set]
-	if !ok || f.ver != st.c.ver || st.s.exhaustive {
-		f = poolFill{ver: st.c.ver}
+	if !ok || f.ver != st.freeVer || st.s.exhaustive {
+		f = poolFill{ver: st.freeVer}
 		for i, in := range set.ok {
 			if in {
 				v := st.c.servers[i]
