@@ -329,14 +329,14 @@ func (st *cycle) gainIn(v *domain.Job) {
 // be placed on in this cycle.
 func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
 	w := st.whatIf(nil)
-	// Servers outside a pool job's static set are never placed on: their
-	// free GPUs need no hiding (each hidden copies a server).
+	// Servers outside a pool job's pool are never placed on: their free
+	// GPUs need no hiding (each hidden copies a server).
 	var set []bool
 	if j.Pool != "" && !st.s.exhaustive { // exhaustive: the equivalence tests' reference
-		set = st.c.statics.of(st.c, j, st.s.Tenants[j.Tenant]).ok
+		set = st.c.statics.pool(st.c, j.Pool)
 	}
 	for i, base := range st.c.servers {
-		if base.nfree == 0 || (set != nil && !set[i]) {
+		if base.nfree == 0 || (set != nil && (i >= len(set) || !set[i])) {
 			continue
 		}
 		v := w.c.servers[i]

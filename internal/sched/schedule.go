@@ -62,10 +62,10 @@ type cycle struct {
 	// and backfill each key a refused job by it.
 	shaped *domain.Job
 	shape  string
-	// poolFill is poolNote's counts by static set; freeVer counts the
+	// poolFill is poolNote's counts by pool; freeVer counts the
 	// changes of free GPUs in c that last (placements, bookings,
 	// releases), not the GPUs placeAround hides for one placement.
-	poolFill map[*staticSet]poolFill
+	poolFill map[string]poolFill
 	freeVer  uint64
 }
 
@@ -384,7 +384,7 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	if j.Pool != "" && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
 		// The cluster's free GPUs may be elsewhere: say how full the
 		// job's pool is.
-		r.Message = st.poolNote(j, t) + r.Message
+		r.Message = st.poolNote(j) + r.Message
 	}
 	plain := r // a reservation says more than when GPUs start to free up
 	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
@@ -424,35 +424,37 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	return outcome{reason: r, blocks: blocks}
 }
 
-// poolFill is the GPUs of the servers a pool job may use, and how many
-// of them are free, at a version of the cycle's free GPUs (freeVer).
+// poolFill is the GPUs of a pool's servers and how many of them are
+// free, at a version of the cycle's free GPUs (freeVer), and poolNote's
+// wording of them.
 type poolFill struct {
 	ver         uint64
 	free, total int
+	note        string
 }
 
 // poolNote is what a pool job's capacity reason starts with: "pool X: F
-// of its N GPUs free; ", counted over the pool's servers the job may use
-// (its static set), kept per set while the view is unchanged: the
-// blocked jobs of a full pool come one after another.
-func (st *cycle) poolNote(j *domain.Job, t *domain.Tenant) string {
-	set := st.c.statics.of(st.c, j, t)
-	f, ok := st.poolFill[set]
+// of its N GPUs free; ", counted over the pool's servers in the
+// inventory, kept per pool while the free GPUs are unchanged: the blocked
+// jobs of a full pool come one after another.
+func (st *cycle) poolNote(j *domain.Job) string {
+	f, ok := st.poolFill[j.Pool]
 	if !ok || f.ver != st.freeVer || st.s.exhaustive {
 		f = poolFill{ver: st.freeVer}
-		for i, in := range set.ok {
+		for i, in := range st.c.statics.pool(st.c, j.Pool) {
 			if in {
 				v := st.c.servers[i]
 				f.free += v.nfree
 				f.total += len(v.free)
 			}
 		}
+		f.note = "pool " + j.Pool + ": " + strconv.Itoa(f.free) + " of its " + strconv.Itoa(f.total) + " GPUs free; "
 		if st.poolFill == nil {
-			st.poolFill = map[*staticSet]poolFill{}
+			st.poolFill = map[string]poolFill{}
 		}
-		st.poolFill[set] = f
+		st.poolFill[j.Pool] = f
 	}
-	return "pool " + j.Pool + ": " + strconv.Itoa(f.free) + " of its " + strconv.Itoa(f.total) + " GPUs free; "
+	return f.note
 }
 
 // reservable: a job pending for want of GPUs may get a reservation; one
