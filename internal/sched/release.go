@@ -60,6 +60,7 @@ func (st *cycle) release(v *domain.Job) {
 		return
 	}
 	st.c.release(v)
+	st.freeVer++
 }
 
 // giveBack releases the GPUs kept for job id, at its turn: into the
@@ -73,11 +74,13 @@ func (st *cycle) giveBack(id uint64) {
 	if st.fv.c != nil {
 		for _, v := range st.fv.heldFor[id] {
 			st.fv.c.release(v)
+			st.gainIn(v) // freeingFits' answers for its servers no longer hold
 		}
 		delete(st.fv.heldFor, id)
 	}
 	for _, v := range st.heldFor[id] {
 		st.c.release(v)
+		st.freeVer++
 	}
 	delete(st.heldFor, id)
 }

@@ -62,6 +62,11 @@ type cycle struct {
 	// and backfill each key a refused job by it.
 	shaped *domain.Job
 	shape  string
+	// poolFill is poolNote's counts by pool; freeVer counts the
+	// changes of free GPUs in c that last (placements, bookings,
+	// releases), not the GPUs placeAround hides for one placement.
+	poolFill map[string]poolFill
+	freeVer  uint64
 }
 
 // shapeOf is shapeKey(j), made once for the job being decided.
@@ -102,6 +107,13 @@ type futureView struct {
 	byCost      []victim
 	byWorkspace map[int][]victim
 	sortedIn    map[int]bool
+	// byPool is victimOrder per server pool (victimsOn).
+	byPool map[string][]victim
+	// setGen counts the releases into the future view on the servers of
+	// each static set (gainIn); noRoom is the shapes freeingFits found no
+	// room for.
+	setGen map[*staticSet]int
+	noRoom map[string]noRoom
 	// lowPrio is the lowest priority of a job that may be told to stop
 	// (lowestStoppable), once lowKnown.
 	lowPrio  int
@@ -270,6 +282,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 			st.reserve(j, t, o.pl)
 		}
 		st.c.commit(j, t, o.pl)
+		st.freeVer++
 		st.u.addJob(j, o.pl, 1)
 		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
@@ -368,6 +381,11 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	if pl != nil {
 		return outcome{pl: pl, level: level}
 	}
+	if j.Pool != "" && (r.Code == ReasonCapacity || r.Code == ReasonTopology) {
+		// The cluster's free GPUs may be elsewhere: say how full the
+		// job's pool is.
+		r.Message = st.poolNote(j) + r.Message
+	}
 	plain := r // a reservation says more than when GPUs start to free up
 	if r.Code == ReasonCapacity || r.Code == ReasonTopology {
 		if note, ok := st.releaseNote(); ok {
@@ -404,6 +422,39 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 		}
 	}
 	return outcome{reason: r, blocks: blocks}
+}
+
+// poolFill is the GPUs of a pool's servers and how many of them are
+// free, at a version of the cycle's free GPUs (freeVer), and poolNote's
+// wording of them.
+type poolFill struct {
+	ver         uint64
+	free, total int
+	note        string
+}
+
+// poolNote is what a pool job's capacity reason starts with: "pool X: F
+// of its N GPUs free; ", counted over the pool's servers in the
+// inventory, kept per pool while the free GPUs are unchanged: the blocked
+// jobs of a full pool come one after another.
+func (st *cycle) poolNote(j *domain.Job) string {
+	f, ok := st.poolFill[j.Pool]
+	if !ok || f.ver != st.freeVer || st.s.exhaustive {
+		f = poolFill{ver: st.freeVer}
+		for i, in := range st.c.statics.pool(st.c, j.Pool) {
+			if in {
+				v := st.c.servers[i]
+				f.free += v.nfree
+				f.total += len(v.free)
+			}
+		}
+		f.note = "pool " + j.Pool + ": " + strconv.Itoa(f.free) + " of its " + strconv.Itoa(f.total) + " GPUs free; "
+		if st.poolFill == nil {
+			st.poolFill = map[string]poolFill{}
+		}
+		st.poolFill[j.Pool] = f
+	}
+	return f.note
 }
 
 // reservable: a job pending for want of GPUs may get a reservation; one
