@@ -148,16 +148,34 @@ func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 	return out, more
 }
 
-// jobsFor yields, by ID and without sorting, the jobs a filter may keep:
-// the live ones when it keeps only live states, else every job after
-// AfterID (IDs are handed out in order, so walking them is the order, and
-// a page stops at its limit).
+// jobsFor yields, by ID and without sorting, the jobs a filter may keep,
+// from the narrowest list the read index has for it (readindex.go): a
+// tenant's or a workspace's jobs (live ones only when the filter keeps
+// only live states), the live jobs in the one state it names, or, with
+// no tenant and no state, every job after AfterID (IDs are handed out in
+// order, so walking them is the order, and a page stops at its limit).
+// The filter still decides: the list only spares the walk.
 func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
-	live := q.State != "" || len(q.States) > 0
-	for _, s := range append([]domain.JobState{q.State}, q.States...) {
+	states := q.States
+	if q.State != "" {
+		states = append([]domain.JobState{q.State}, states...)
+	}
+	live := len(states) > 0
+	for _, s := range states {
 		live = live && !s.Terminal()
 	}
-	if live {
+	switch {
+	case q.Tenant != "" && q.Workspace != "" && live:
+		return f.listed(listKey{listWsLive, domain.Ref(q.Tenant, q.Workspace)}, q.AfterID)
+	case q.Tenant != "" && q.Workspace != "":
+		return f.listed(listKey{listWorkspace, domain.Ref(q.Tenant, q.Workspace)}, q.AfterID)
+	case q.Tenant != "" && live:
+		return f.listed(listKey{listTenantLive, q.Tenant}, q.AfterID)
+	case q.Tenant != "":
+		return f.listed(listKey{listTenant, q.Tenant}, q.AfterID)
+	case live && len(slices.Compact(slices.Clone(states))) == 1:
+		return f.listed(listKey{listState, string(states[0])}, q.AfterID)
+	case live:
 		return f.jobs.liveJobs()
 	}
 	return func(yield func(*domain.Job) bool) {

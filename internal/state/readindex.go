@@ -1,0 +1,323 @@
+package state
+
+import (
+	"iter"
+	"maps"
+	"slices"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
+)
+
+// readIndex keeps what the API's reads would otherwise walk every job for
+// under the read lock (issue 18): while a reader walks, every apply waits,
+// and a Go RWMutex makes new readers wait behind the waiting writer, so
+// one walk of 100,000 live jobs stalled the whole API. It holds
+//
+//   - lists of jobs by ID: every job of a tenant and of a workspace, the
+//     live ones of a tenant, of a workspace, in a state, and holding GPUs
+//     on a server, so a filtered page starts where it is and reads what
+//     it answers (JobsPage, LiveJobsOf, LiveJobsOn);
+//   - each workspace's live tally (LiveTally): pending and placed counts,
+//     GPU units held, pending reasons, path verdicts, the pools its jobs
+//     name: what the queue, the metrics and a tenant's pool list sum up.
+//
+// It is derived like jobIndex and never persisted: after every applied
+// command the jobs the change log names (jobVersions: every change to a
+// job touches it) are filed again, and a restore rebuilds it. Filing
+// after the command, not at each change, keeps it out of the handlers:
+// a handler that forgets a hook cannot leave it stale, only one that
+// forgets to touch, which the raft snapshot would miss too.
+type readIndex struct {
+	gen   uint64            // the change log's generation filed up to
+	filed map[uint64]filing // every job in the state, as last filed
+	lists map[listKey]*jobList
+	tally map[string]*WorkspaceTally // by workspace ref, only those with live jobs
+	dirty map[listKey]bool           // lists with entries left since the last compaction
+}
+
+// filing is what the index filed a job under: its lists and its share of
+// its workspace's tally.
+type filing struct {
+	tenant, ws string
+	live       bool
+	state      domain.JobState
+	placed     bool // a live job with a placement
+	held       int  // its placement's GPU units (sched.Held)
+	reason     string
+	verdict    domain.PathVerdict
+	pool       string
+	servers    []string // where a live job holds GPUs
+}
+
+type listKind byte
+
+const (
+	listTenant     listKind = 'T' // every job of a tenant
+	listWorkspace  listKind = 'W' // every job of a workspace (ref)
+	listTenantLive listKind = 't'
+	listWsLive     listKind = 'w'
+	listState      listKind = 's' // live jobs in a state
+	listServer     listKind = 'n' // live jobs holding GPUs on a server
+)
+
+type listKey struct {
+	kind listKind
+	name string
+}
+
+// jobList is a list of jobs by ID. A job that leaves stays as an entry
+// until half the list has left (gone counts them): taking one out of
+// 100,000 moved half the list under the write lock. Readers skip the
+// entries whose job no longer belongs (FSM.member); a job that comes back
+// finds its entry.
+type jobList struct {
+	jobs []*domain.Job
+	gone int
+}
+
+func (l *jobList) join(j *domain.Job) {
+	if n := len(l.jobs); n == 0 || l.jobs[n-1].ID < j.ID {
+		l.jobs = append(l.jobs, j)
+		return
+	}
+	i, found := slices.BinarySearchFunc(l.jobs, j, byID)
+	if found {
+		l.jobs[i] = j
+		l.gone--
+		return
+	}
+	l.jobs = slices.Insert(l.jobs, i, j)
+}
+
+// from is the index of the first entry with an ID above after.
+func (l *jobList) from(after uint64) int {
+	i, _ := slices.BinarySearchFunc(l.jobs, after+1, func(j *domain.Job, id uint64) int {
+		switch {
+		case j.ID < id:
+			return -1
+		case j.ID > id:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
+func (f *filing) keys(yield func(listKey)) {
+	yield(listKey{listTenant, f.tenant})
+	yield(listKey{listWorkspace, domain.Ref(f.tenant, f.ws)})
+	if !f.live {
+		return
+	}
+	yield(listKey{listTenantLive, f.tenant})
+	yield(listKey{listWsLive, domain.Ref(f.tenant, f.ws)})
+	yield(listKey{listState, string(f.state)})
+	for _, s := range f.servers {
+		yield(listKey{listServer, s})
+	}
+}
+
+func (f *filing) hasKey(k listKey) bool {
+	found := false
+	f.keys(func(x listKey) { found = found || x == k })
+	return found
+}
+
+func fileOf(j *domain.Job) filing {
+	fl := filing{tenant: j.Tenant, ws: j.Workspace, live: !j.State.Terminal(), state: j.State}
+	if !fl.live {
+		return fl
+	}
+	fl.pool = j.Pool
+	if len(j.Placement) > 0 {
+		fl.held = sched.Held(j.Placement)
+		fl.placed = j.State != domain.JobPending
+	}
+	if j.State == domain.JobPending {
+		fl.reason = ""
+		if j.Reason != nil {
+			fl.reason = j.Reason.Code
+		}
+	}
+	if j.PathHealth != nil {
+		fl.verdict = j.PathHealth.Verdict
+	}
+	if j.State.HoldsGPUs() {
+		for _, p := range j.Placement {
+			if !slices.Contains(fl.servers, p.Server) {
+				fl.servers = append(fl.servers, p.Server)
+			}
+		}
+	}
+	return fl
+}
+
+// member reports whether j belongs in the list under key now: readers
+// (after apply filed every change) skip the entries for which it does not.
+func (f *FSM) member(k listKey, j *domain.Job) bool {
+	switch k.kind {
+	case listTenant, listWorkspace:
+		return f.d.Jobs[j.ID] == j
+	case listTenantLive, listWsLive:
+		return !j.State.Terminal()
+	case listState:
+		return !j.State.Terminal() && string(j.State) == k.name
+	case listServer:
+		return !j.State.Terminal() && j.State.HoldsGPUs() && slices.ContainsFunc(j.Placement, func(p domain.Placement) bool { return p.Server == k.name })
+	}
+	return false
+}
+
+// WorkspaceTally sums up a workspace's live jobs (readIndex).
+type WorkspaceTally struct {
+	Tenant, Workspace string
+	// Live counts the workspace's live jobs; Pending those pending;
+	// Placed the others with a placement.
+	Live, Pending, Placed int
+	// Held is the GPU units the placements of its live jobs hold
+	// (sched.Held; domain.UnitsPerGPU a GPU).
+	Held int
+	// PendingBy counts its pending jobs by their reason's code ("" for
+	// none yet).
+	PendingBy map[string]int
+	// Paths counts its live jobs with a committed path verdict, by it;
+	// Faulty names those whose verdict is a fault.
+	Paths  map[domain.PathVerdict]int
+	Faulty map[uint64]domain.PathVerdict
+	// Pools counts its live jobs naming a server pool, by pool.
+	Pools map[string]int
+}
+
+func (fl *filing) count(ix *readIndex, id uint64, sign int) {
+	if !fl.live {
+		return
+	}
+	ref := domain.Ref(fl.tenant, fl.ws)
+	t := ix.tally[ref]
+	if t == nil {
+		t = &WorkspaceTally{Tenant: fl.tenant, Workspace: fl.ws}
+		ix.tally[ref] = t
+	}
+	t.Live += sign
+	t.Held += sign * fl.held
+	if fl.state == domain.JobPending {
+		t.Pending += sign
+		addCount(&t.PendingBy, fl.reason, sign)
+	} else if fl.placed {
+		t.Placed += sign
+	}
+	if fl.verdict != "" {
+		addCount(&t.Paths, fl.verdict, sign)
+		if fl.verdict.Faulty() {
+			if sign > 0 {
+				if t.Faulty == nil {
+					t.Faulty = map[uint64]domain.PathVerdict{}
+				}
+				t.Faulty[id] = fl.verdict
+			} else {
+				delete(t.Faulty, id)
+			}
+		}
+	}
+	if fl.pool != "" {
+		addCount(&t.Pools, fl.pool, sign)
+	}
+	if t.Live == 0 {
+		delete(ix.tally, ref)
+	}
+}
+
+// addCount adds n to (*m)[k], dropping the key at zero: a tally lists
+// only what is there.
+func addCount[K comparable](m *map[K]int, k K, n int) {
+	if *m == nil {
+		*m = map[K]int{}
+	}
+	if (*m)[k] += n; (*m)[k] == 0 {
+		delete(*m, k)
+	}
+}
+
+func newReadIndex(jobs map[uint64]*domain.Job, gen uint64) readIndex {
+	ix := readIndex{gen: gen, filed: make(map[uint64]filing, len(jobs)), lists: map[listKey]*jobList{}, tally: map[string]*WorkspaceTally{}, dirty: map[listKey]bool{}}
+	for _, id := range slices.Sorted(maps.Keys(jobs)) { // by ID: every list appends
+		ix.file(id, jobs[id])
+	}
+	return ix
+}
+
+// file files job id (j, or nil when it left the state) afresh.
+func (ix *readIndex) file(id uint64, j *domain.Job) {
+	old, had := ix.filed[id]
+	var now filing
+	if j != nil {
+		now = fileOf(j)
+	}
+	if had {
+		old.count(ix, id, -1)
+		old.keys(func(k listKey) {
+			if j == nil || !now.hasKey(k) {
+				ix.lists[k].gone++
+				ix.dirty[k] = true
+			}
+		})
+	}
+	if j == nil {
+		delete(ix.filed, id)
+		return
+	}
+	now.keys(func(k listKey) {
+		if !had || !old.hasKey(k) {
+			l := ix.lists[k]
+			if l == nil {
+				l = &jobList{}
+				ix.lists[k] = l
+			}
+			l.join(j)
+		}
+	})
+	now.count(ix, id, +1)
+	ix.filed[id] = now
+}
+
+// refile files the jobs changed since the last apply, and compacts the
+// lists half gone. Apply calls it after every command.
+func (f *FSM) refile() {
+	ix := &f.reads
+	changed, ok := f.jobs.vers.since(ix.gen)
+	if !ok {
+		*ix = newReadIndex(f.d.Jobs, f.jobs.vers.gen)
+		return
+	}
+	for _, id := range changed {
+		ix.file(id, f.d.Jobs[id])
+	}
+	ix.gen = f.jobs.vers.gen
+	for k := range ix.dirty {
+		l := ix.lists[k]
+		if l.gone > len(l.jobs)/2 {
+			l.jobs = slices.DeleteFunc(l.jobs, func(j *domain.Job) bool { return !f.member(k, j) })
+			l.gone = 0
+			if len(l.jobs) == 0 {
+				delete(ix.lists, k)
+			}
+		}
+		delete(ix.dirty, k)
+	}
+}
+
+// listed yields the jobs of a list with an ID above after, by ID.
+func (f *FSM) listed(k listKey, after uint64) iter.Seq[*domain.Job] {
+	return func(yield func(*domain.Job) bool) {
+		l := f.reads.lists[k]
+		if l == nil {
+			return
+		}
+		for _, j := range l.jobs[l.from(after):] {
+			if f.member(k, j) && !yield(j) {
+				return
+			}
+		}
+	}
+}
