@@ -61,7 +61,7 @@ func bindingInputOf(v state.View, jobID uint64, node string) (binding.Input, *do
 	if r, ok := v.Host(node); ok {
 		in.Host = state.CopyHost(r)
 	}
-	for o := range v.LiveJobs() {
+	for o := range v.LiveJobsOn(node) { // the jobs holding GPUs there, not every live job
 		if o.ID != j.ID && o.State.HoldsGPUs() && slices.ContainsFunc(o.Placement, func(p domain.Placement) bool { return p.Server == node }) {
 			in.Others = append(in.Others, *state.CopyJob(o))
 		}

@@ -16,7 +16,7 @@ import (
 //
 //   - lists of jobs by ID: every job of a tenant and of a workspace, the
 //     live ones of a tenant, of a workspace, in a state, and holding GPUs
-//     on a server, so a filtered page starts where it is and reads what
+//     (on a server), so a filtered page starts where it is and reads what
 //     it answers (JobsPage, LiveJobsOf, LiveJobsOn);
 //   - each workspace's live tally (LiveTally): pending and placed counts,
 //     GPU units held, pending reasons, path verdicts, the pools its jobs
@@ -47,7 +47,8 @@ type filing struct {
 	reason     string
 	verdict    domain.PathVerdict
 	pool       string
-	servers    []string // where a live job holds GPUs
+	holds      bool     // a live job holding GPUs (HoldsGPUs, a placement)
+	servers    []string // where it holds them
 }
 
 type listKind byte
@@ -59,6 +60,7 @@ const (
 	listWsLive     listKind = 'w'
 	listState      listKind = 's' // live jobs in a state
 	listServer     listKind = 'n' // live jobs holding GPUs on a server
+	listHolding    listKind = 'g' // live jobs holding GPUs (name "")
 )
 
 type listKey struct {
@@ -113,6 +115,9 @@ func (f *filing) keys(yield func(listKey)) {
 	yield(listKey{listTenantLive, f.tenant})
 	yield(listKey{listWsLive, domain.Ref(f.tenant, f.ws)})
 	yield(listKey{listState, string(f.state)})
+	if f.holds {
+		yield(listKey{listHolding, ""})
+	}
 	for _, s := range f.servers {
 		yield(listKey{listServer, s})
 	}
@@ -144,6 +149,7 @@ func fileOf(j *domain.Job) filing {
 		fl.verdict = j.PathHealth.Verdict
 	}
 	if j.State.HoldsGPUs() {
+		fl.holds = len(j.Placement) > 0
 		for _, p := range j.Placement {
 			if !slices.Contains(fl.servers, p.Server) {
 				fl.servers = append(fl.servers, p.Server)
@@ -163,6 +169,8 @@ func (f *FSM) member(k listKey, j *domain.Job) bool {
 		return !j.State.Terminal()
 	case listState:
 		return !j.State.Terminal() && string(j.State) == k.name
+	case listHolding:
+		return !j.State.Terminal() && j.State.HoldsGPUs() && len(j.Placement) > 0
 	case listServer:
 		return !j.State.Terminal() && j.State.HoldsGPUs() && slices.ContainsFunc(j.Placement, func(p domain.Placement) bool { return p.Server == k.name })
 	}

@@ -34,6 +34,9 @@ func checkReadIndex(t *testing.T, f *FSM) {
 		add(listTenantLive, j.Tenant)
 		add(listWsLive, ref)
 		add(listState, string(j.State))
+		if j.State.HoldsGPUs() && len(j.Placement) > 0 {
+			add(listHolding, "")
+		}
 		seen := map[string]bool{}
 		for _, p := range j.Placement {
 			if j.State.HoldsGPUs() && !seen[p.Server] {

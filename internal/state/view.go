@@ -50,6 +50,8 @@ type View interface {
 	// they yield, not a walk of every live job.
 	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
 	LiveJobsOn(server string) iter.Seq[*domain.Job]
+	// HoldingJobs yields the live jobs holding GPUs (a placement), by ID.
+	HoldingJobs() iter.Seq[*domain.Job]
 	// Tallies yields, by workspace ref, the tally of each workspace with
 	// live jobs, as apply keeps it: the state's own, valid inside Read.
 	Tallies() iter.Seq[*WorkspaceTally]
@@ -116,6 +118,10 @@ func (v locked) LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job] {
 
 func (v locked) LiveJobsOn(server string) iter.Seq[*domain.Job] {
 	return v.f.listed(listKey{listServer, server}, 0)
+}
+
+func (v locked) HoldingJobs() iter.Seq[*domain.Job] {
+	return v.f.listed(listKey{listHolding, ""}, 0)
 }
 
 func (v locked) Tallies() iter.Seq[*WorkspaceTally] { return seqOf(v.f.reads.tally) }

@@ -24,6 +24,13 @@ type Source interface {
 	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
 }
 
+// scopedSource is a Source that lists a tenant's (or a workspace's) live
+// jobs apart (state.View): a tenant's report then reads its own live
+// jobs, not every tenant's, under the state's read lock (issue 18).
+type scopedSource interface {
+	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
+}
+
 // By is what the figures are grouped by.
 type By string
 
@@ -181,7 +188,11 @@ func Compute(src Source, q Query) (*Report, error) {
 		}
 		rep.Rows[i].add(f)
 	}
-	for j := range src.LiveJobs() {
+	live := src.LiveJobs()
+	if s, ok := src.(scopedSource); ok && q.Tenant != "" {
+		live = s.LiveJobsOf(q.Tenant, q.Workspace)
+	}
+	for j := range live {
 		count(jobKey(j), j.Runs, j.RunsArchived > 0)
 	}
 	for j := range src.EndedSince(since) {
