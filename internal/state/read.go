@@ -149,12 +149,13 @@ func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 }
 
 // jobsFor yields, by ID and without sorting, the jobs a filter may keep,
-// from the narrowest list the read index has for it (readindex.go): a
-// tenant's or a workspace's jobs (live ones only when the filter keeps
-// only live states), the live jobs in the one state it names, or, with
-// no tenant and no state, every job after AfterID (IDs are handed out in
-// order, so walking them is the order, and a page stops at its limit).
-// The filter still decides: the list only spares the walk.
+// from the shortest of the lists the read index has for it
+// (readindex.go): a tenant's or a workspace's jobs (its live ones when
+// the filter keeps only live states), or the live jobs in the states it
+// names, merged. With no tenant and a terminal state (or none) it walks
+// every job after AfterID (IDs are handed out in order, so walking them
+// is the order, and a page stops at its limit). The filter still decides
+// what is kept: a list only spares the walk.
 func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
 	states := q.States
 	if q.State != "" {
@@ -164,19 +165,33 @@ func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
 	for _, s := range states {
 		live = live && !s.Terminal()
 	}
-	switch {
-	case q.Tenant != "" && q.Workspace != "" && live:
-		return f.listed(listKey{listWsLive, domain.Ref(q.Tenant, q.Workspace)}, q.AfterID)
+	var scoped []listKey
+	switch kind := listWorkspace; {
 	case q.Tenant != "" && q.Workspace != "":
-		return f.listed(listKey{listWorkspace, domain.Ref(q.Tenant, q.Workspace)}, q.AfterID)
-	case q.Tenant != "" && live:
-		return f.listed(listKey{listTenantLive, q.Tenant}, q.AfterID)
+		if live {
+			kind = listWsLive
+		}
+		scoped = []listKey{{kind, domain.Ref(q.Tenant, q.Workspace)}}
 	case q.Tenant != "":
-		return f.listed(listKey{listTenant, q.Tenant}, q.AfterID)
-	case live && len(slices.Compact(slices.Clone(states))) == 1:
-		return f.listed(listKey{listState, string(states[0])}, q.AfterID)
-	case live:
-		return f.jobs.liveJobs()
+		kind = listTenant
+		if live {
+			kind = listTenantLive
+		}
+		scoped = []listKey{{kind, q.Tenant}}
+	}
+	if live {
+		var byState []listKey
+		for _, s := range states {
+			if k := (listKey{listState, string(s)}); !slices.Contains(byState, k) {
+				byState = append(byState, k)
+			}
+		}
+		if scoped == nil || f.reads.entries(byState) < f.reads.entries(scoped) {
+			scoped = byState
+		}
+	}
+	if scoped != nil {
+		return f.listedUnion(scoped, q.AfterID)
 	}
 	return func(yield func(*domain.Job) bool) {
 		for id := q.AfterID + 1; id < f.d.NextJobID; id++ {

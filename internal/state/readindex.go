@@ -329,3 +329,56 @@ func (f *FSM) listed(k listKey, after uint64) iter.Seq[*domain.Job] {
 		}
 	}
 }
+
+// entries counts the entries of lists (those gone included: what a
+// walk of them reads).
+func (ix *readIndex) entries(keys []listKey) int {
+	n := 0
+	for _, k := range keys {
+		if l := ix.lists[k]; l != nil {
+			n += len(l.jobs)
+		}
+	}
+	return n
+}
+
+// listedUnion yields the jobs of several lists with an ID above after, by
+// ID, each once: a merge of the lists (a job in two of them, as in a
+// state's list and a tenant's, is yielded once).
+func (f *FSM) listedUnion(keys []listKey, after uint64) iter.Seq[*domain.Job] {
+	if len(keys) == 1 {
+		return f.listed(keys[0], after)
+	}
+	return func(yield func(*domain.Job) bool) {
+		type cursor struct {
+			k    listKey
+			jobs []*domain.Job
+		}
+		var cs []cursor
+		for _, k := range keys {
+			if l := f.reads.lists[k]; l != nil {
+				cs = append(cs, cursor{k, l.jobs[l.from(after):]})
+			}
+		}
+		last := after
+		for {
+			best := -1
+			for i := range cs {
+				for len(cs[i].jobs) > 0 && (cs[i].jobs[0].ID <= last || !f.member(cs[i].k, cs[i].jobs[0])) {
+					cs[i].jobs = cs[i].jobs[1:]
+				}
+				if len(cs[i].jobs) > 0 && (best < 0 || cs[i].jobs[0].ID < cs[best].jobs[0].ID) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return
+			}
+			j := cs[best].jobs[0]
+			last = j.ID
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}
