@@ -15,8 +15,8 @@ import (
 // one walk of 100,000 live jobs stalled the whole API. It holds
 //
 //   - lists of jobs by ID: every job of a tenant and of a workspace, the
-//     live ones of a tenant, of a workspace, in a state, and holding GPUs
-//     (on a server), so a filtered page starts where it is and reads what
+//     live ones of a tenant, of a workspace, in a state, and with a
+//     placement (on a server), so a filtered page starts where it is and reads what
 //     it answers (JobsPage, LiveJobsOf, LiveJobsOn);
 //   - each workspace's live tally (LiveTally): pending and placed counts,
 //     GPU units held, pending reasons, path verdicts, the pools its jobs
@@ -47,8 +47,8 @@ type filing struct {
 	reason     string
 	verdict    domain.PathVerdict
 	pool       string
-	holds      bool     // a live job holding GPUs (HoldsGPUs, a placement)
-	servers    []string // where it holds them
+	holds      bool     // a live job with a placement (its state may not hold GPUs: readers check)
+	servers    []string // the servers of its placement
 }
 
 type listKind byte
@@ -59,8 +59,8 @@ const (
 	listTenantLive listKind = 't'
 	listWsLive     listKind = 'w'
 	listState      listKind = 's' // live jobs in a state
-	listServer     listKind = 'n' // live jobs holding GPUs on a server
-	listHolding    listKind = 'g' // live jobs holding GPUs (name "")
+	listServer     listKind = 'n' // live jobs with a placement on a server
+	listHolding    listKind = 'g' // live jobs with a placement (name "")
 )
 
 type listKey struct {
@@ -148,12 +148,10 @@ func fileOf(j *domain.Job) filing {
 	if j.PathHealth != nil {
 		fl.verdict = j.PathHealth.Verdict
 	}
-	if j.State.HoldsGPUs() {
-		fl.holds = len(j.Placement) > 0
-		for _, p := range j.Placement {
-			if !slices.Contains(fl.servers, p.Server) {
-				fl.servers = append(fl.servers, p.Server)
-			}
+	fl.holds = len(j.Placement) > 0
+	for _, p := range j.Placement {
+		if !slices.Contains(fl.servers, p.Server) {
+			fl.servers = append(fl.servers, p.Server)
 		}
 	}
 	return fl
@@ -170,9 +168,9 @@ func (f *FSM) member(k listKey, j *domain.Job) bool {
 	case listState:
 		return !j.State.Terminal() && string(j.State) == k.name
 	case listHolding:
-		return !j.State.Terminal() && j.State.HoldsGPUs() && len(j.Placement) > 0
+		return !j.State.Terminal() && len(j.Placement) > 0
 	case listServer:
-		return !j.State.Terminal() && j.State.HoldsGPUs() && slices.ContainsFunc(j.Placement, func(p domain.Placement) bool { return p.Server == k.name })
+		return !j.State.Terminal() && slices.ContainsFunc(j.Placement, func(p domain.Placement) bool { return p.Server == k.name })
 	}
 	return false
 }

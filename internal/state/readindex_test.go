@@ -34,12 +34,12 @@ func checkReadIndex(t *testing.T, f *FSM) {
 		add(listTenantLive, j.Tenant)
 		add(listWsLive, ref)
 		add(listState, string(j.State))
-		if j.State.HoldsGPUs() && len(j.Placement) > 0 {
+		if len(j.Placement) > 0 {
 			add(listHolding, "")
 		}
 		seen := map[string]bool{}
 		for _, p := range j.Placement {
-			if j.State.HoldsGPUs() && !seen[p.Server] {
+			if !seen[p.Server] {
 				seen[p.Server] = true
 				add(listServer, p.Server)
 			}

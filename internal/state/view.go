@@ -46,11 +46,13 @@ type View interface {
 	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
 	// LiveJobsOf yields a tenant's live jobs (of one workspace when
 	// workspace is set) by ID, and LiveJobsOn those holding GPUs on a
-	// server: read from the read index (readindex.go), they cost what
+	// server (any with a placement there: the caller checks the state):
+	// read from the read index (readindex.go), they cost what
 	// they yield, not a walk of every live job.
 	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
 	LiveJobsOn(server string) iter.Seq[*domain.Job]
-	// HoldingJobs yields the live jobs holding GPUs (a placement), by ID.
+	// HoldingJobs yields the live jobs with a placement, by ID (the
+	// caller checks the state: HoldsGPUs).
 	HoldingJobs() iter.Seq[*domain.Job]
 	// Tallies yields, by workspace ref, the tally of each workspace with
 	// live jobs, as apply keeps it: the state's own, valid inside Read.
