@@ -212,6 +212,9 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					// sometimes dropping old usage records too.
 					p := Retain{JobsPerTenant: 3 + rng.IntN(5)}
 					if rng.IntN(2) == 0 {
+						p.EventsPerTenant = 5 + rng.IntN(20) // a tenant's events thinned: positions move
+					}
+					if rng.IntN(2) == 0 {
 						p.UsageBefore = h.at.Add(-time.Duration(rng.IntN(300)) * time.Second)
 					}
 					h.apply(CmdRetain, p)
@@ -231,6 +234,7 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				checkJobsPage(t, h.f, rng)
 				checkReadIndex(t, h.f)
 				checkScopedPages(t, h.f, rng)
+				checkEventsPage(t, h.f, rng)
 				for _, w := range h.f.reads.tally {
 					pooled = pooled || len(w.Pools) > 0
 					faulty = faulty || len(w.Faulty) > 0

@@ -34,6 +34,30 @@ type readIndex struct {
 	lists map[listKey]*jobList
 	tally map[string]*WorkspaceTally // by workspace ref, only those with live jobs
 	dirty map[listKey]bool           // lists with entries left since the last compaction
+	// events are the positions in data.Events of each tenant's events.
+	events eventIndex
+}
+
+// eventIndex holds the positions in data.Events of each tenant's events,
+// in order: a tenant's event page reads its own. Apply only appends
+// events but for retention, which marks the index stale (removeEvents):
+// refile then rebuilds it, else indexes the events appended since.
+type eventIndex struct {
+	of    map[string][]int32
+	n     int // the events indexed: data.Events[:n]
+	stale bool
+}
+
+func (ix *eventIndex) sync(evs []domain.Event) {
+	if ix.stale || ix.of == nil || ix.n > len(evs) {
+		*ix = eventIndex{of: map[string][]int32{}}
+	}
+	for i := ix.n; i < len(evs); i++ {
+		if t := evs[i].Tenant; t != "" {
+			ix.of[t] = append(ix.of[t], int32(i))
+		}
+	}
+	ix.n = len(evs)
 }
 
 // filing is what the index filed a job under: its lists and its share of
@@ -291,9 +315,12 @@ func (ix *readIndex) file(id uint64, j *domain.Job) {
 // lists half gone. Apply calls it after every command.
 func (f *FSM) refile() {
 	ix := &f.reads
+	ix.events.sync(f.d.Events)
 	changed, ok := f.jobs.vers.since(ix.gen)
 	if !ok {
+		ev := ix.events
 		*ix = newReadIndex(f.d.Jobs, f.jobs.vers.gen)
+		ix.events = ev
 		return
 	}
 	for _, id := range changed {

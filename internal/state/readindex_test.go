@@ -172,3 +172,51 @@ func checkScopedPages(t *testing.T, f *FSM, rng *rand.Rand) {
 		}
 	}
 }
+
+// checkEventsPage compares random pages of events (a tenant's from the
+// read index's positions, or every tenant's) with a filter of every event
+// in order, the newest Limit of them.
+func checkEventsPage(t *testing.T, f *FSM, rng *rand.Rand) {
+	t.Helper()
+	f.mu.RLock()
+	evs := slices.Clone(f.d.Events)
+	f.mu.RUnlock()
+	if len(evs) == 0 {
+		return
+	}
+	seq := func() uint64 { return evs[rng.IntN(len(evs))].Seq }
+	for _, tenant := range []string{"", "acme", "globex", "nobody"} {
+		q := EventFilter{Tenant: tenant, Limit: rng.IntN(6), TenantsOnly: rng.IntN(3) == 0}
+		if rng.IntN(2) == 0 {
+			q.AfterSeq = seq()
+		}
+		if rng.IntN(3) == 0 {
+			q.BeforeSeq = seq()
+		}
+		if rng.IntN(3) == 0 {
+			q.Workspace = []string{"research", "lab"}[rng.IntN(2)]
+		}
+		if rng.IntN(3) == 0 {
+			q.Since = evs[rng.IntN(len(evs))].At
+		}
+		var want []uint64
+		for _, e := range evs {
+			if e.Seq > q.AfterSeq && (q.BeforeSeq == 0 || e.Seq < q.BeforeSeq) && (q.Tenant == "" || e.Tenant == q.Tenant) &&
+				(!q.TenantsOnly || e.Tenant != "") && (q.Workspace == "" || e.Workspace == q.Workspace) && !e.At.Before(q.Since) {
+				want = append(want, e.Seq)
+			}
+		}
+		wantMore := q.Limit > 0 && len(want) > q.Limit
+		if wantMore {
+			want = want[len(want)-q.Limit:]
+		}
+		got, more := f.EventsPage(q)
+		var gotSeqs []uint64
+		for _, e := range got {
+			gotSeqs = append(gotSeqs, e.Seq)
+		}
+		if !slices.Equal(gotSeqs, want) || more != wantMore || got == nil {
+			t.Fatalf("events %+v: %v more=%t, want %v more=%t", q, gotSeqs, more, want, wantMore)
+		}
+	}
+}

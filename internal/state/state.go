@@ -131,6 +131,7 @@ func (f *FSM) reset(d data) {
 	f.jobs = newJobIndex(d.Jobs)
 	f.jobs.vers = vers
 	f.reads = newReadIndex(d.Jobs, vers.gen)
+	f.reads.events.sync(d.Events)
 }
 func deriveCapacity(t *domain.Topology) capacity {
 	c := capacityOf(t)
