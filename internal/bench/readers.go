@@ -37,6 +37,8 @@ var ReadRoutes = map[string]readRoute{
 	"pools": {path: "/v1/pools", tenant: true},
 	// A tenant's usage over the last hour.
 	"usage": {path: "/v1/usage?since=1h", tenant: true},
+	// A tenant's latest events.
+	"events": {path: "/v1/events?limit=100", tenant: true},
 	// A Prometheus scrape of the leader (admin).
 	"metrics": {path: "/metrics"},
 }

@@ -9,7 +9,7 @@ import (
 // BenchmarkReadsAmongLive is what the API's reads hold the read lock for
 // (every apply waits meanwhile) in a state of 100,000 live jobs (2,048
 // placed) of acme/research and 8 pending of globex/lab: globex's page of
-// jobs, of pending jobs, its pools, every workspace's tally (the queue's
+// jobs, of pending jobs, of events (among 100,000 of acme's), its pools, every workspace's tally (the queue's
 // counts and the metrics' sums), the nodes' use. Before the read index
 // each walked every live job (or every job) whatever it answered.
 func BenchmarkReadsAmongLive(b *testing.B) {
@@ -23,6 +23,7 @@ func BenchmarkReadsAmongLive(b *testing.B) {
 		apply(CmdJobSubmit, s)
 	}
 	globex := func(tenant, _ string) bool { return tenant == "globex" }
+	globexEvents := len(h.f.Events(EventFilter{Tenant: "globex"}))
 	for _, c := range []struct {
 		name string
 		read func() int
@@ -33,6 +34,7 @@ func BenchmarkReadsAmongLive(b *testing.B) {
 			js, _ := h.f.JobsPage(JobFilter{Tenant: "globex", State: domain.JobPending})
 			return len(js)
 		}, 8},
+		{"tenant-events", func() int { return len(h.f.Events(EventFilter{Tenant: "globex", Limit: 100})) }, globexEvents},
 		{"tenant-pools", func() int { return len(h.f.PoolsNamed(globex)) }, 0},
 		{"tallies", func() (n int) {
 			h.f.Read(func(v View) {
