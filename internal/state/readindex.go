@@ -16,11 +16,13 @@ import (
 //
 //   - lists of jobs by ID: every job of a tenant and of a workspace, the
 //     live ones of a tenant, of a workspace, in a state, and with a
-//     placement (on a server), so a filtered page starts where it is and reads what
-//     it answers (JobsPage, LiveJobsOf, LiveJobsOn);
-//   - each workspace's live tally (LiveTally): pending and placed counts,
-//     GPU units held, pending reasons, path verdicts, the pools its jobs
-//     name: what the queue, the metrics and a tenant's pool list sum up.
+//     placement (on a server), so a filtered page starts where it is and
+//     reads what it answers (JobsPage, LiveJobsOf, LiveJobsOn);
+//   - each workspace's live tally (WorkspaceTally): pending and placed
+//     counts, GPU units held, pending reasons, path verdicts, the pools
+//     its jobs name: what the queue, the metrics and a tenant's pool list
+//     sum up;
+//   - the positions of each tenant's events (eventIndex).
 //
 // It is derived like jobIndex and never persisted: after every applied
 // command the jobs the change log names (jobVersions: every change to a
@@ -163,11 +165,8 @@ func fileOf(j *domain.Job) filing {
 		fl.held = sched.Held(j.Placement)
 		fl.placed = j.State != domain.JobPending
 	}
-	if j.State == domain.JobPending {
-		fl.reason = ""
-		if j.Reason != nil {
-			fl.reason = j.Reason.Code
-		}
+	if j.State == domain.JobPending && j.Reason != nil {
+		fl.reason = j.Reason.Code
 	}
 	if j.PathHealth != nil {
 		fl.verdict = j.PathHealth.Verdict
