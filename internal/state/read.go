@@ -151,11 +151,11 @@ func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 // jobsFor yields, by ID and without sorting, the jobs a filter may keep,
 // from the shortest of the lists the read index has for it
 // (readindex.go): a tenant's or a workspace's jobs (its live ones when
-// the filter keeps only live states), or the live jobs in the states it
-// names, merged. With no tenant and a terminal state (or none) it walks
-// every job after AfterID (IDs are handed out in order, so walking them
-// is the order, and a page stops at its limit). The filter still decides
-// what is kept: a list only spares the walk.
+// the filter keeps only live states), or the jobs in the states it names,
+// merged. With neither a tenant nor a state it walks every job after
+// AfterID (IDs are handed out in order, so walking them is the order, and
+// a page stops at its limit). The filter still decides what is kept: a
+// list only spares the walk.
 func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
 	states := q.States
 	if q.State != "" {
@@ -179,7 +179,7 @@ func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
 		}
 		scoped = []listKey{{kind, q.Tenant}}
 	}
-	if live {
+	if len(states) > 0 {
 		var byState []listKey
 		for _, s := range states {
 			if k := (listKey{listState, string(s)}); !slices.Contains(byState, k) {

@@ -15,8 +15,8 @@ import (
 // one walk of 100,000 live jobs stalled the whole API. It holds
 //
 //   - lists of jobs by ID: every job of a tenant and of a workspace, the
-//     live ones of a tenant, of a workspace, in a state, and with a
-//     placement (on a server), so a filtered page starts where it is and
+//     live ones of a tenant and of a workspace, every job in a state,
+//     the live ones with a placement (on a server), so a filtered page starts where it is and
 //     reads what it answers (JobsPage, LiveJobsOf, LiveJobsOn);
 //   - each workspace's live tally (WorkspaceTally): pending and placed
 //     counts, GPU units held, pending reasons, path verdicts, the pools
@@ -84,7 +84,7 @@ const (
 	listWorkspace  listKind = 'W' // every job of a workspace (ref)
 	listTenantLive listKind = 't'
 	listWsLive     listKind = 'w'
-	listState      listKind = 's' // live jobs in a state
+	listState      listKind = 's' // every job in a state
 	listServer     listKind = 'n' // live jobs with a placement on a server
 	listHolding    listKind = 'g' // live jobs with a placement (name "")
 )
@@ -135,12 +135,12 @@ func (l *jobList) from(after uint64) int {
 func (f *filing) keys(yield func(listKey)) {
 	yield(listKey{listTenant, f.tenant})
 	yield(listKey{listWorkspace, domain.Ref(f.tenant, f.ws)})
+	yield(listKey{listState, string(f.state)})
 	if !f.live {
 		return
 	}
 	yield(listKey{listTenantLive, f.tenant})
 	yield(listKey{listWsLive, domain.Ref(f.tenant, f.ws)})
-	yield(listKey{listState, string(f.state)})
 	if f.holds {
 		yield(listKey{listHolding, ""})
 	}
@@ -189,7 +189,7 @@ func (f *FSM) member(k listKey, j *domain.Job) bool {
 	case listTenantLive, listWsLive:
 		return !j.State.Terminal()
 	case listState:
-		return !j.State.Terminal() && string(j.State) == k.name
+		return string(j.State) == k.name && f.d.Jobs[j.ID] == j
 	case listHolding:
 		return !j.State.Terminal() && len(j.Placement) > 0
 	case listServer:

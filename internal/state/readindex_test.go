@@ -28,12 +28,12 @@ func checkReadIndex(t *testing.T, f *FSM) {
 		add := func(kind listKind, name string) { want[listKey{kind, name}] = append(want[listKey{kind, name}], id) }
 		add(listTenant, j.Tenant)
 		add(listWorkspace, ref)
+		add(listState, string(j.State))
 		if j.State.Terminal() {
 			continue
 		}
 		add(listTenantLive, j.Tenant)
 		add(listWsLive, ref)
-		add(listState, string(j.State))
 		if len(j.Placement) > 0 {
 			add(listHolding, "")
 		}
