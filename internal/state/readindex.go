@@ -73,6 +73,7 @@ type filing struct {
 	reason     string
 	verdict    domain.PathVerdict
 	pool       string
+	ran        bool     // a live job with runs (usage counts only those)
 	holds      bool     // a live job with a placement (its state may not hold GPUs: readers check)
 	servers    []string // the servers of its placement
 }
@@ -87,6 +88,7 @@ const (
 	listState      listKind = 's' // every job in a state
 	listServer     listKind = 'n' // live jobs with a placement on a server
 	listHolding    listKind = 'g' // live jobs with a placement (name "")
+	listRan        listKind = 'r' // live jobs that have held GPUs: runs (name "")
 )
 
 type listKey struct {
@@ -144,6 +146,9 @@ func (f *filing) keys(yield func(listKey)) {
 	if f.holds {
 		yield(listKey{listHolding, ""})
 	}
+	if f.ran {
+		yield(listKey{listRan, ""})
+	}
 	for _, s := range f.servers {
 		yield(listKey{listServer, s})
 	}
@@ -171,7 +176,7 @@ func fileOf(j *domain.Job) filing {
 	if j.PathHealth != nil {
 		fl.verdict = j.PathHealth.Verdict
 	}
-	fl.holds = len(j.Placement) > 0
+	fl.holds, fl.ran = len(j.Placement) > 0, len(j.Runs) > 0
 	for _, p := range j.Placement {
 		if !slices.Contains(fl.servers, p.Server) {
 			fl.servers = append(fl.servers, p.Server)
@@ -192,6 +197,8 @@ func (f *FSM) member(k listKey, j *domain.Job) bool {
 		return string(j.State) == k.name && f.d.Jobs[j.ID] == j
 	case listHolding:
 		return !j.State.Terminal() && len(j.Placement) > 0
+	case listRan:
+		return !j.State.Terminal() && len(j.Runs) > 0
 	case listServer:
 		return !j.State.Terminal() && slices.ContainsFunc(j.Placement, func(p domain.Placement) bool { return p.Server == k.name })
 	}

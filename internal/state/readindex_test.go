@@ -37,6 +37,9 @@ func checkReadIndex(t *testing.T, f *FSM) {
 		if len(j.Placement) > 0 {
 			add(listHolding, "")
 		}
+		if len(j.Runs) > 0 {
+			add(listRan, "")
+		}
 		seen := map[string]bool{}
 		for _, p := range j.Placement {
 			if !seen[p.Server] {

@@ -51,6 +51,9 @@ type View interface {
 	// they yield, not a walk of every live job.
 	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
 	LiveJobsOn(server string) iter.Seq[*domain.Job]
+	// LiveJobsRan yields the live jobs that have held GPUs (runs), by
+	// ID: the live jobs a usage report counts.
+	LiveJobsRan() iter.Seq[*domain.Job]
 	// HoldingJobs yields the live jobs with a placement, by ID (the
 	// caller checks the state: HoldsGPUs).
 	HoldingJobs() iter.Seq[*domain.Job]
@@ -120,6 +123,10 @@ func (v locked) LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job] {
 
 func (v locked) LiveJobsOn(server string) iter.Seq[*domain.Job] {
 	return v.f.listed(listKey{listServer, server}, 0)
+}
+
+func (v locked) LiveJobsRan() iter.Seq[*domain.Job] {
+	return v.f.listed(listKey{listRan, ""}, 0)
 }
 
 func (v locked) HoldingJobs() iter.Seq[*domain.Job] {

@@ -25,10 +25,12 @@ type Source interface {
 }
 
 // scopedSource is a Source that lists a tenant's (or a workspace's) live
-// jobs apart (state.View): a tenant's report then reads its own live
-// jobs, not every tenant's, under the state's read lock (issue 18).
+// jobs apart, and the live jobs that ran (state.View): a report then
+// reads those, not every live job, under the state's read lock (issue
+// 18). A job that never held GPUs counts nothing.
 type scopedSource interface {
 	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
+	LiveJobsRan() iter.Seq[*domain.Job]
 }
 
 // By is what the figures are grouped by.
@@ -189,8 +191,11 @@ func Compute(src Source, q Query) (*Report, error) {
 		rep.Rows[i].add(f)
 	}
 	live := src.LiveJobs()
-	if s, ok := src.(scopedSource); ok && q.Tenant != "" {
-		live = s.LiveJobsOf(q.Tenant, q.Workspace)
+	if s, ok := src.(scopedSource); ok {
+		live = s.LiveJobsRan()
+		if q.Tenant != "" {
+			live = s.LiveJobsOf(q.Tenant, q.Workspace)
+		}
 	}
 	for j := range live {
 		count(jobKey(j), j.Runs, j.RunsArchived > 0)
