@@ -411,7 +411,8 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 		return nil, err
 	}
 	now := s.clock.Now()
-	snap := schedSnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
+	snap, done := s.drySnapshot(now.Add(-s.policy().HistoryHorizon()))
+	defer done()
 	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {

@@ -36,6 +36,15 @@ func (s *Server) cycleSnapshot(since time.Time) (snap *sched.Snapshot) {
 	return snap
 }
 
+// drySnapshot is cycleSnapshot for dry runs, with their own Snapshotter;
+// done releases it once the caller no longer reads the snapshot (its job
+// copies are shared with the next dry run's).
+func (s *Server) drySnapshot(since time.Time) (snap *sched.Snapshot, done func()) {
+	s.drySnaps.mu.Lock()
+	s.fsm.Read(func(v state.View) { snap = s.drySnaps.Of(v, since) })
+	return snap, s.drySnaps.mu.Unlock
+}
+
 // bindingInput gathers what the binder needs for a job on a node: the
 // job, the node as declared and as reported, the other jobs holding GPUs
 // there, and the job's fabric identity (the ids the pools gave its tenant
