@@ -63,11 +63,10 @@ func TestReservationInDryRunAndExplain(t *testing.T) {
 	check("pending job", j.Reason)
 }
 
-// TestDryRunSeesEachChange: dry runs build their snapshots incrementally
-// (their own sched.Snapshotter, copying only the jobs changed since the
-// last dry run), so each must still see the state as it is: a 16-GPU dry
-// run lands on an empty cluster, waits once three of the four servers are
-// taken, and lands again once one of them is freed.
+// TestDryRunSeesEachChange: a dry run's snapshot copies only the jobs
+// with a placement (drySnapshot), and must still see every one of them:
+// a 16-GPU dry run lands on an empty cluster, waits once three of the
+// four servers are taken, and lands again once one of them is freed.
 func TestDryRunSeesEachChange(t *testing.T) {
 	c := startCluster(t, 1)
 	admin := c.Client(0)

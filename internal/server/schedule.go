@@ -411,8 +411,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 		return nil, err
 	}
 	now := s.clock.Now()
-	snap, done := s.drySnapshot(now.Add(-s.policy().HistoryHorizon()))
-	defer done()
+	snap := drySnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {

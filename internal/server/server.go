@@ -237,14 +237,6 @@ type Server struct {
 	// snaps builds the scheduling loop's snapshots, copying only the jobs
 	// changed since its previous cycle (stateview.go); only the loop uses it.
 	snaps sched.Snapshotter
-	// drySnaps builds the dry runs' snapshots the same way (stateview.go):
-	// a tenant's dry run then holds the read lock for the jobs changed
-	// since the last dry run, not a deep copy of every live job. Its own
-	// Snapshotter, under its own lock: the loop's is not safe to share.
-	drySnaps struct {
-		mu sync.Mutex
-		sched.Snapshotter
-	}
 	// carry keeps the cycle's sums over the jobs from one cycle to the
 	// next (sched.Carry): the snapshots share unchanged job copies, so it
 	// reads only the jobs that changed; only the loop uses it.
@@ -309,7 +301,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
 	s.snaps.Clone = state.CopyJob
-	s.drySnaps.Clone = state.CopyJob
 	s.metrics.MustRegister(stateCollector{s.fsm})
 	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
 	s.paths.cfg = health.DefaultConfig()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -36,14 +37,19 @@ func (s *Server) cycleSnapshot(since time.Time) (snap *sched.Snapshot) {
 	return snap
 }
 
-// drySnapshot is cycleSnapshot for dry runs, with their own Snapshotter;
-// done releases it once the caller no longer reads the snapshot (its job
-// copies are shared with the next dry run's).
-func (s *Server) drySnapshot(since time.Time) (snap *sched.Snapshot, done func()) {
-	s.drySnaps.mu.Lock()
-	s.fsm.Read(func(v state.View) { snap = s.drySnaps.Of(v, since) })
-	return snap, s.drySnaps.mu.Unlock
+// drySnapshot is the scheduler's snapshot a dry run needs: the jobs
+// holding GPUs, not the pending ones (a dry run places its job as if it
+// were the only one pending), so a tenant's dry run holds the read lock
+// for a copy of the placed jobs, not of every live job.
+func drySnapshot(fsm *state.FSM, since time.Time) (s *sched.Snapshot) {
+	fsm.Read(func(v state.View) { s = sched.SnapshotOf(placedView{v}, since, state.CopyJob) })
+	return s
 }
+
+// placedView is a View whose live jobs are those with a placement.
+type placedView struct{ state.View }
+
+func (v placedView) LiveJobs() iter.Seq[*domain.Job] { return v.HoldingJobs() }
 
 // bindingInput gathers what the binder needs for a job on a node: the
 // job, the node as declared and as reported, the other jobs holding GPUs
