@@ -48,6 +48,11 @@ type SubmitOptions struct {
 	// LogStore is every server's raft log store, "wal" or "bolt" (empty:
 	// the server's default).
 	LogStore string
+	// Readers, when > 0, poll ReadRoutes (names of bench.ReadRoutes)
+	// on the leader during the run, each reader closed-loop, round-robin
+	// over the routes: what clients reading cost the submits (issue 18).
+	Readers    int
+	ReadRoutes []string
 	// Trace, when set, receives a Go execution trace of the measured
 	// window (runtime/trace: where each request waited, for a P, a lock,
 	// the disk or the network; `go tool trace`).
@@ -77,6 +82,11 @@ type SubmitResult struct {
 	// whether the scheduler kept pace while submits were answered.
 	Cycles     int     `json:"cycles"`
 	CycleShare float64 `json:"cycleShare"`
+	// Preload is how many jobs the state held before the run; Readers
+	// and Reads the readers polling meanwhile and their latency by route.
+	Preload int           `json:"preload,omitempty"`
+	Readers int           `json:"readers,omitempty"`
+	Reads   []ReadFigures `json:"reads,omitempty"`
 }
 
 // Submit runs the benchmark: a fresh cluster, one tenant and workspace, and
@@ -93,6 +103,9 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	}
 	if o.Duration <= 0 {
 		return nil, domain.Invalid("duration", "duration must be positive")
+	}
+	if err := checkReaders(&o); err != nil {
+		return nil, err
 	}
 	if o.ViaFollower && o.Servers < 2 {
 		return nil, domain.Invalid("via-follower", "a follower needs at least 2 servers")
@@ -128,6 +141,12 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster view: %w", err)
 	}
+	var watchTok string
+	if o.Readers > 0 {
+		if watchTok, err = seedWatch(ctx, cl); err != nil {
+			return nil, err
+		}
+	}
 	spec := domain.JobSpec{Tenant: "bench", Workspace: "load", GPUs: 8, GPUsPerNode: 8}
 	if err := preload(ctx, cl, spec, o.Preload); err != nil {
 		return nil, err
@@ -162,6 +181,15 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 			}
 			time.Sleep(time.Until(end))
 			trace.Stop()
+		}()
+	}
+	reads := &readLoop{base: leader.URL(), adminTok: c.AdminToken, tenantTok: watchTok, routes: o.ReadRoutes,
+		http: readClient(), lat: map[string][]time.Duration{}, errs: map[string]int{}}
+	for i := range o.Readers {
+		scrapes.Add(1)
+		go func() {
+			defer scrapes.Done()
+			reads.run(ctx, i, measureFrom, end)
 		}()
 	}
 	for i := 0; i < o.Concurrency; i++ {
@@ -219,7 +247,15 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
 		Cycles: int(after.count - before.count), CycleShare: (after.sum - before.sum) / secs,
+		Preload: o.Preload, Readers: o.Readers, Reads: readsIf(o.Readers, reads),
 	}, firstErrIf(errs, firstErr)
+}
+
+func readsIf(n int, l *readLoop) []ReadFigures {
+	if n == 0 {
+		return nil
+	}
+	return l.figures()
 }
 
 // cycleStats is the leader's cycle-duration histogram's count and sum.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,6 +62,41 @@ func TestSubmitSmoke(t *testing.T) {
 	}
 	if _, err := Submit(ctx, SubmitOptions{Servers: 1, Concurrency: 1, Duration: time.Second, ViaFollower: true}); err == nil {
 		t.Fatal("a follower of a 1-server cluster was accepted")
+	}
+}
+
+// TestSubmitReaders runs the benchmark with readers polling every route
+// (a tenant's pages, queue, pools and usage as its admin, the metrics as
+// the admin): each is read, answered 200, and timed; a route the
+// benchmark does not know is refused by name.
+func TestSubmitReaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	routes := slices.Sorted(maps.Keys(ReadRoutes))
+	r, err := Submit(ctx, SubmitOptions{Servers: 1, Concurrency: 2, Duration: 500 * time.Millisecond, Rate: 50, Preload: 20,
+		Readers: 2, ReadRoutes: routes, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Readers != 2 || r.Preload != 20 || len(r.Reads) != len(routes) {
+		t.Fatalf("result %+v: want 2 readers, a preload of 20 and a row per route %v", r, routes)
+	}
+	for i, f := range r.Reads {
+		if f.Route != routes[i] || f.Reads == 0 || f.Errors != 0 || !(f.P50ms <= f.P99ms && f.P99ms <= f.Maxms) {
+			t.Errorf("route %s: %+v: want reads, no errors, ordered percentiles", routes[i], f)
+		}
+	}
+	for _, o := range []SubmitOptions{
+		{Servers: 1, Concurrency: 1, Duration: time.Second, Readers: 1, ReadRoutes: []string{"jobs-everyone"}},
+		{Servers: 1, Concurrency: 1, Duration: time.Second, Readers: 1},
+		{Servers: 1, Concurrency: 1, Duration: time.Second, Readers: -1},
+	} {
+		if _, err := Submit(ctx, o); err == nil || !strings.Contains(err.Error(), "read") {
+			t.Errorf("readers %d routes %v: err %v, want a refusal naming the readers or routes", o.Readers, o.ReadRoutes, err)
+		}
 	}
 }
 

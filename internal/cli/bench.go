@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +91,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 				}
 			}
 			if len(kinds) == 1 {
-				return g.emit(results, table)
+				return g.emit(results, func(w io.Writer) {
+					table(w)
+					readsTable(w, results)
+				})
 			}
 			cmp := bench.CompareLogStores(kinds, rounds)
 			return g.emit(logStoreReport{Runs: results, Compare: cmp}, func(w io.Writer) {
@@ -120,6 +125,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.Float64Var(&o.Rate, "rate", 0, "open loop: submits per second, latency counted from each one's due time (0: closed loop, as fast as answered)")
 	f.BoolVar(&o.ViaFollower, "via-follower", false, "send to a follower (forwarded to the leader)")
 	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
+	f.IntVar(&o.Readers, "readers", 0, "clients polling the leader during each run, closed loop, round-robin over --read-routes (their latency is reported by route)")
+	f.StringSliceVar(&o.ReadRoutes, "read-routes", []string{"jobs-tenant", "queue", "metrics"}, "what the readers poll: "+strings.Join(slices.Sorted(maps.Keys(bench.ReadRoutes)), ", ")+" (all but metrics as a second tenant's admin token; metrics as the admin)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
@@ -339,6 +346,20 @@ func rate(r float64) string {
 		return "closed"
 	}
 	return fmt.Sprintf("%.0f/s", r)
+}
+
+// readsTable lists the readers' latency by route, one row a run and route.
+func readsTable(w io.Writer, results []*bench.SubmitResult) {
+	if len(results) == 0 || results[0].Readers == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	header(w, "RUN", "READERS", "ROUTE", "READS", "ERRORS", "P50-MS", "P99-MS", "MAX-MS")
+	for i, r := range results {
+		for _, f := range r.Reads {
+			row(w, i+1, r.Readers, f.Route, f.Reads, f.Errors, fmt.Sprintf("%.2f", f.P50ms), fmt.Sprintf("%.2f", f.P99ms), fmt.Sprintf("%.2f", f.Maxms))
+		}
+	}
 }
 
 // logStoreReport is `bench submit`'s JSON output when it compares log

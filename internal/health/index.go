@@ -18,6 +18,13 @@ type Source interface {
 	Host(node string) (*domain.HostStatus, bool)
 }
 
+// holdingSource is a Source that lists the live jobs holding GPUs apart
+// (state.View): Build then reads those, not every live job, under the
+// state's read lock (issue 18).
+type holdingSource interface {
+	HoldingJobs() iter.Seq[*domain.Job]
+}
+
 // Hop kinds.
 const (
 	HopGPU    = "gpu"
@@ -90,7 +97,11 @@ func Build(src Source, prev *Index) *Index {
 		tp = newTopo(t)
 	}
 	ix := &Index{topo: tp, paths: map[uint64]*Path{}, byPort: make([][]uint64, len(tp.ports))}
-	for j := range src.LiveJobs() {
+	jobs := src.LiveJobs()
+	if h, ok := src.(holdingSource); ok {
+		jobs = h.HoldingJobs()
+	}
+	for j := range jobs {
 		if !j.State.HoldsGPUs() || len(j.Placement) == 0 {
 			continue
 		}

@@ -109,6 +109,10 @@ func TestCrossTenantMatrix(t *testing.T) {
 		{"dry-run own workspace", call{"POST", "/v1/jobs?dryRun=true", `{"tenant":"acme","workspace":"research","gpus":1}`}, roles(200, 200, 200, 404, 200, 200)},
 		{"list jobs of own tenant", call{"GET", "/v1/jobs?tenant=acme", ""}, roles(200, 200, 200, 404, 200, 200)},
 		{"list jobs of other tenant", call{"GET", "/v1/jobs?tenant=globex", ""}, roles(200, 404, 404, 200, 404, 200)},
+		// The read index's lists (a tenant's live jobs, a workspace's):
+		// a filter by state or a page names the tenant no differently.
+		{"list pending jobs of other tenant", call{"GET", "/v1/jobs?tenant=globex&state=pending&limit=1", ""}, roles(200, 404, 404, 200, 404, 200)},
+		{"list jobs of other workspace", call{"GET", "/v1/jobs?tenant=globex&workspace=infer&state=pending,running", ""}, roles(200, 404, 404, 200, 404, 200)},
 		{"events of own tenant", call{"GET", "/v1/events?tenant=acme", ""}, roles(200, 200, 200, 404, 200, 200)},
 		{"events of other tenant", call{"GET", "/v1/events?tenant=globex", ""}, roles(200, 404, 404, 200, 404, 200)},
 		{"usage of own tenant", call{"GET", "/v1/usage?tenant=acme&since=1h", ""}, roles(200, 200, 200, 404, 200, 200)},
@@ -161,7 +165,8 @@ func TestCrossTenantMatrix(t *testing.T) {
 
 	// Lists are filtered, not refused: a tenant sees only its own objects.
 	for role, tenant := range map[string]string{"acme-admin": "acme", "globex-admin": "globex", "acme-member": "acme", "acme-runtime": "acme"} {
-		for _, path := range []string{"/v1/tenants", "/v1/jobs", "/v1/events", "/v1/tokens", "/v1/usage?since=1h&by=job", "/v1/usage?since=1h&by=token", "/v1/queue"} {
+		for _, path := range []string{"/v1/tenants", "/v1/jobs", "/v1/events", "/v1/tokens", "/v1/usage?since=1h&by=job", "/v1/usage?since=1h&by=token", "/v1/queue",
+			"/v1/jobs?state=pending", "/v1/jobs?state=pending,running&limit=1", "/v1/jobs?limit=1", "/v1/pools"} {
 			_, body := do(t, c.Servers[0].URL(), tokens[role], "GET", path, "")
 			other := map[string]string{"acme": "globex", "globex": "acme"}[tenant]
 			if strings.Contains(body, `"`+other+`"`) {
@@ -169,10 +174,13 @@ func TestCrossTenantMatrix(t *testing.T) {
 			}
 		}
 	}
-	_, body := do(t, c.Servers[0].URL(), tokens["acme-member"], "GET", "/v1/jobs", "")
-	if strings.Contains(body, `"prod"`) {
-		t.Errorf("member of acme/research sees acme/prod jobs: %s", body)
+	for _, path := range []string{"/v1/jobs", "/v1/jobs?state=pending", "/v1/jobs?tenant=acme&state=pending,running", "/v1/queue"} {
+		_, body := do(t, c.Servers[0].URL(), tokens["acme-member"], "GET", path, "")
+		if strings.Contains(body, `"prod"`) {
+			t.Errorf("member of acme/research sees acme/prod jobs in GET %s: %s", path, body)
+		}
 	}
+	_, body := do(t, c.Servers[0].URL(), tokens["acme-member"], "GET", "/v1/jobs", "")
 	// A runtime sees all its tenant's jobs, and of the tokens only itself.
 	_, body = do(t, c.Servers[0].URL(), tokens["acme-runtime"], "GET", "/v1/jobs", "")
 	if !strings.Contains(body, `"prod"`) || !strings.Contains(body, `"research"`) {

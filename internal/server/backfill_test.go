@@ -62,3 +62,40 @@ func TestReservationInDryRunAndExplain(t *testing.T) {
 	j = waitJob(t, admin, j.ID, "reserved", func(j *domain.Job) bool { return j.Reason != nil && j.Reason.Reservation != nil })
 	check("pending job", j.Reason)
 }
+
+// TestDryRunSeesEachChange: a dry run's snapshot copies only the jobs
+// with a placement (drySnapshot), and must still see every one of them:
+// a 16-GPU dry run lands on an empty cluster, waits once three of the
+// four servers are taken, and lands again once one of them is freed.
+func TestDryRunSeesEachChange(t *testing.T) {
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	ctx := ctxT(t)
+	spec := domain.JobSpec{Tenant: "globex", Workspace: "infer", GPUs: 16}
+	dry := func(what string, placed bool) {
+		t.Helper()
+		d, err := admin.DryRun(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(d.Placement) > 0; got != placed {
+			t.Fatalf("%s: dry run placed %t (%+v, reason %+v), want %t", what, got, d.Placement, d.Reason, placed)
+		}
+	}
+	dry("empty cluster", true)
+	var fill []*domain.Job
+	for _, ws := range []string{"prod", "research", "research"} {
+		j, err := admin.SubmitJob(ctx, domain.JobSpec{Tenant: "acme", Workspace: ws, GPUs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, waitJob(t, admin, j.ID, "Ready", isReady))
+	}
+	dry("three servers taken", false)
+	if _, err := admin.CancelJob(ctx, fill[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, admin, fill[1].ID, "ended", func(j *domain.Job) bool { return j.State.Terminal() })
+	dry("one freed", true)
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/metrics"
-	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/state"
 )
 
@@ -197,18 +196,19 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // pathHealthOf counts live jobs by their committed path verdict and lists
-// the faulty ones (tenant, workspace, job ID, verdict).
+// the faulty ones (tenant, workspace, job ID, verdict), from the tallies
+// apply keeps (state.WorkspaceTally): what the scrape holds the read lock
+// for is the workspaces with live jobs and the faulty jobs, not a walk of
+// every live job.
 func pathHealthOf(v state.View) (map[[3]string]int, [][4]string) {
 	counts := map[[3]string]int{}
 	var faulty [][4]string
-	for j := range v.LiveJobs() {
-		if j.PathHealth == nil {
-			continue
+	for t := range v.Tallies() {
+		for verdict, n := range t.Paths {
+			counts[[3]string{t.Tenant, t.Workspace, string(verdict)}] = n
 		}
-		verdict := string(j.PathHealth.Verdict)
-		counts[[3]string{j.Tenant, j.Workspace, verdict}]++
-		if j.PathHealth.Verdict.Faulty() {
-			faulty = append(faulty, [4]string{j.Tenant, j.Workspace, strconv.FormatUint(j.ID, 10), verdict})
+		for id, verdict := range t.Faulty {
+			faulty = append(faulty, [4]string{t.Tenant, t.Workspace, strconv.FormatUint(id, 10), string(verdict)})
 		}
 	}
 	return counts, faulty
@@ -217,15 +217,10 @@ func pathHealthOf(v state.View) (map[[3]string]int, [][4]string) {
 // pendingByReason counts pending jobs by tenant, workspace and reason.
 func pendingByReason(v state.View) map[[3]string]int {
 	out := map[[3]string]int{}
-	for j := range v.LiveJobs() {
-		if j.State != domain.JobPending {
-			continue
+	for t := range v.Tallies() {
+		for code, n := range t.PendingBy {
+			out[[3]string{t.Tenant, t.Workspace, metrics.PendingReason(code)}] += n
 		}
-		code := ""
-		if j.Reason != nil {
-			code = j.Reason.Code
-		}
-		out[[3]string{j.Tenant, j.Workspace, metrics.PendingReason(code)}]++
 	}
 	return out
 }
@@ -243,10 +238,8 @@ type workspaceUse struct {
 // each may lend. It is an account of now, not the scheduler's decision.
 func quotaUse(v state.View) []workspaceUse {
 	held := map[string]int{}
-	for j := range v.LiveJobs() {
-		if len(j.Placement) > 0 {
-			held[j.Tenant+"/"+j.Workspace] += sched.Held(j.Placement)
-		}
+	for t := range v.Tallies() {
+		held[domain.Ref(t.Tenant, t.Workspace)] = t.Held
 	}
 	capacity := 0
 	if t := v.Topology(); t != nil {

@@ -7,21 +7,50 @@ import (
 	"testing"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 	"github.com/jobfabric/jobfabric/internal/state"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
 
-// quotaView is the part of state.View quotaUse reads.
+// quotaView is the part of state.View quotaUse and pendingByReason read:
+// the tallies are summed from jobs once (tally), as apply keeps them.
 type quotaView struct {
 	state.View
-	topo *domain.Topology
-	ws   []*domain.Workspace
-	jobs []*domain.Job
+	topo    *domain.Topology
+	ws      []*domain.Workspace
+	jobs    []*domain.Job
+	tallies []*state.WorkspaceTally
 }
 
-func (v quotaView) Topology() *domain.Topology              { return v.topo }
-func (v quotaView) Workspaces() iter.Seq[*domain.Workspace] { return slices.Values(v.ws) }
-func (v quotaView) LiveJobs() iter.Seq[*domain.Job]         { return slices.Values(v.jobs) }
+func (v quotaView) Topology() *domain.Topology               { return v.topo }
+func (v quotaView) Workspaces() iter.Seq[*domain.Workspace]  { return slices.Values(v.ws) }
+func (v quotaView) Tallies() iter.Seq[*state.WorkspaceTally] { return slices.Values(v.tallies) }
+
+// tally sums the jobs up by workspace, the part of state.WorkspaceTally
+// these tests read.
+func (v quotaView) tally() quotaView {
+	by := map[string]*state.WorkspaceTally{}
+	v.tallies = nil
+	for _, j := range v.jobs {
+		t := by[j.Tenant+"/"+j.Workspace]
+		if t == nil {
+			t = &state.WorkspaceTally{Tenant: j.Tenant, Workspace: j.Workspace, PendingBy: map[string]int{}}
+			by[j.Tenant+"/"+j.Workspace] = t
+			v.tallies = append(v.tallies, t)
+		}
+		t.Live++
+		t.Held += sched.Held(j.Placement)
+		if j.State == domain.JobPending {
+			code := ""
+			if j.Reason != nil {
+				code = j.Reason.Code
+			}
+			t.Pending++
+			t.PendingBy[code]++
+		}
+	}
+	return v
+}
 
 // TestQuotaUseLent: 16 GPUs, 12 guaranteed; b/borrower holds 12 on a
 // guarantee of 4, so it borrows 8: 4 from the unreserved GPUs and 4 from
@@ -42,7 +71,7 @@ func TestQuotaUseLent(t *testing.T) {
 			Placement: []domain.Placement{{Server: srv[0].Name, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Server: srv[1].Name, GPUs: []int{0, 1, 2, 3}}}}},
 	}
 	got := map[string][3]float64{}
-	for _, u := range quotaUse(v) {
+	for _, u := range quotaUse(v.tally()) {
 		got[u.w.Ref()] = [3]float64{u.guaranteed, u.borrowed, u.lent}
 	}
 	want := map[string][3]float64{"a/lender": {0, 0, 4}, "b/borrower": {4, 8, 0}, "c/keeper": {0, 0, 0}}
@@ -55,7 +84,8 @@ func TestQuotaUseLent(t *testing.T) {
 
 // BenchmarkScrapeStateRead is what a /metrics scrape does under the state's
 // read lock (applies wait meanwhile): pending jobs by workspace and reason,
-// and quota use, at 1,000 workspaces and 20,000 live jobs (half placed).
+// and quota use, at 1,000 workspaces and 20,000 live jobs (half placed),
+// read from the tallies apply keeps (summed once here, outside the loop).
 func BenchmarkScrapeStateRead(b *testing.B) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 16, ServersPerStripe: 32, GPUsPerServer: 8})
 	if err != nil {
@@ -77,6 +107,7 @@ func BenchmarkScrapeStateRead(b *testing.B) {
 		}
 		v.jobs = append(v.jobs, j)
 	}
+	v = v.tally()
 	b.ReportAllocs()
 	for b.Loop() {
 		if len(pendingByReason(v)) == 0 || len(quotaUse(v)) != 1000 {

@@ -66,15 +66,11 @@ func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 		return cmp.Compare(a.ID, b.ID)
 	})
 	s.fsm.Read(func(v state.View) {
+		// The counts apply keeps (state.WorkspaceTally), not a walk of
+		// every live job under the lock.
 		counts := map[string][2]int{}
-		for j := range v.LiveJobs() {
-			c := counts[j.Tenant+"/"+j.Workspace]
-			if j.State == domain.JobPending {
-				c[0]++
-			} else if len(j.Placement) > 0 {
-				c[1]++
-			}
-			counts[j.Tenant+"/"+j.Workspace] = c
+		for t := range v.Tallies() {
+			counts[domain.Ref(t.Tenant, t.Workspace)] = [2]int{t.Pending, t.Placed}
 		}
 		for _, u := range quotaUse(v) {
 			w := u.w

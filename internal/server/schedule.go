@@ -411,7 +411,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 		return nil, err
 	}
 	now := s.clock.Now()
-	snap := schedSnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
+	snap := drySnapshot(s.fsm, now.Add(-s.policy().HistoryHorizon()))
 	snap.Policy = s.policy()
 	var held []*domain.Job
 	for _, j := range snap.Jobs {

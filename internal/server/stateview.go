@@ -1,6 +1,7 @@
 package server
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -36,6 +37,20 @@ func (s *Server) cycleSnapshot(since time.Time) (snap *sched.Snapshot) {
 	return snap
 }
 
+// drySnapshot is the scheduler's snapshot a dry run needs: the jobs
+// holding GPUs, not the pending ones (a dry run places its job as if it
+// were the only one pending), so a tenant's dry run holds the read lock
+// for a copy of the placed jobs, not of every live job.
+func drySnapshot(fsm *state.FSM, since time.Time) (s *sched.Snapshot) {
+	fsm.Read(func(v state.View) { s = sched.SnapshotOf(placedView{v}, since, state.CopyJob) })
+	return s
+}
+
+// placedView is a View whose live jobs are those with a placement.
+type placedView struct{ state.View }
+
+func (v placedView) LiveJobs() iter.Seq[*domain.Job] { return v.HoldingJobs() }
+
 // bindingInput gathers what the binder needs for a job on a node: the
 // job, the node as declared and as reported, the other jobs holding GPUs
 // there, and the job's fabric identity (the ids the pools gave its tenant
@@ -61,7 +76,7 @@ func bindingInputOf(v state.View, jobID uint64, node string) (binding.Input, *do
 	if r, ok := v.Host(node); ok {
 		in.Host = state.CopyHost(r)
 	}
-	for o := range v.LiveJobs() {
+	for o := range v.LiveJobsOn(node) { // the jobs holding GPUs there, not every live job
 		if o.ID != j.ID && o.State.HoldsGPUs() && slices.ContainsFunc(o.Placement, func(p domain.Placement) bool { return p.Server == node }) {
 			in.Others = append(in.Others, *state.CopyJob(o))
 		}

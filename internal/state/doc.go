@@ -14,7 +14,10 @@
 // the host binder's input) is built outside the state machine from View, a
 // read-only view handed out under the read lock (FSM.Read): the package
 // keeps what its apply needs. Jobs are indexed (jobindex.go): the live ones
-// by ID, the ended ones by end time, so no read sorts every job ever run.
+// by ID, the ended ones by end time, so no read sorts every job ever run;
+// the read index (readindex.go) lists them by tenant, workspace, state and
+// server and keeps each workspace's tally, filed after every command, so
+// an API read under the lock costs what it answers, not the state's size.
 // Retention (retain.go) removes ended jobs and events past an age or a
 // per-tenant count, keeping removed jobs' runs in a usage archive.
 package state

@@ -957,7 +957,7 @@ func (f *FSM) JobsAwaitingNetwork() []uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []uint64
-	for j := range f.jobs.liveJobs() {
+	for j := range f.listed(listKey{listState, string(domain.JobPlaced)}, 0) { // not every live job (readindex.go)
 		if j.State == domain.JobPlaced && j.NetworkRev == 0 {
 			out = append(out, j.ID)
 		}

@@ -134,7 +134,7 @@ func (f *FSM) L3VLANWaiters(leaf string, held []uint64) []uint64 {
 	}
 	ps := f.pools()
 	var on, off []uint64
-	for j := range f.jobs.liveJobs() {
+	for j := range f.listed(listKey{listState, string(domain.JobPlaced)}, 0) { // not every live job (readindex.go)
 		if j.State != domain.JobPlaced || j.NetworkRev != 0 || !holdsGPUs(j) || slices.Contains(held, j.ID) {
 			continue
 		}

@@ -146,6 +146,8 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 			// tenant's ids are its own.
 			h.must(CmdTenantCreate, TenantCreate{Tenant: MakeTenant("globex").Obj()})
 			h.must(CmdWorkspaceCreate, WorkspaceCreate{Workspace: MakeWorkspace("globex", "lab").Guaranteed(4).Borrow(4).Obj()})
+			h.must(CmdPoolSet, PoolSet{Name: "p1", Servers: []string{h.server(0), h.server(1)}})
+			pooled, faulty := false, false
 			cuts := func() []time.Time {
 				return []time.Time{time.Time{}, h.at, h.at.Add(-time.Duration(rng.IntN(120)) * time.Second)}
 			}
@@ -160,6 +162,9 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					s := j.Obj()
 					if rng.IntN(3) == 0 {
 						s.Spec.Tenant, s.Spec.Workspace = "globex", "lab"
+					}
+					if rng.IntN(4) == 0 {
+						s.Spec.Pool = "p1"
 					}
 					if rng.IntN(3) == 0 {
 						s.Spec.TimeLimitSeconds = int64(5 + rng.IntN(20))
@@ -186,6 +191,19 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 						st := []string{ReportRunning, ReportSucceeded, ReportFailed, ReportStopped}[rng.IntN(4)]
 						h.apply(CmdJobReport, JobReport{ID: j.ID, State: st})
 					}
+				case op < 9 && rng.IntN(2) == 0:
+					// Path verdicts on jobs holding GPUs (the read
+					// index's tallies count them, by workspace).
+					var up []JobPathHealth
+					for _, j := range h.f.Jobs(JobFilter{}) {
+						if j.State.HoldsGPUs() && rng.IntN(2) == 0 {
+							v := domain.PathVerdicts[rng.IntN(len(domain.PathVerdicts))]
+							up = append(up, JobPathHealth{ID: j.ID, Health: domain.PathHealth{Verdict: v, Since: h.at}})
+						}
+					}
+					if len(up) > 0 {
+						h.must(CmdJobsPathHealth, JobsPathHealth{Jobs: up})
+					}
 				case op < 9:
 					// A new leader's clock may be behind the old one's.
 					h.at = h.at.Add(-time.Duration(rng.IntN(30)) * time.Second)
@@ -193,6 +211,9 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 					// Retention by count (so ended jobs remain to test),
 					// sometimes dropping old usage records too.
 					p := Retain{JobsPerTenant: 3 + rng.IntN(5)}
+					if rng.IntN(2) == 0 {
+						p.EventsPerTenant = 5 + rng.IntN(20) // a tenant's events thinned: positions move
+					}
 					if rng.IntN(2) == 0 {
 						p.UsageBefore = h.at.Add(-time.Duration(rng.IntN(300)) * time.Second)
 					}
@@ -211,9 +232,19 @@ func TestJobIndexMatchesTheJobs(t *testing.T) {
 				checkIndex(t, h.f, cuts()...)
 				checkByExternalID(t, h.f)
 				checkJobsPage(t, h.f, rng)
+				checkReadIndex(t, h.f)
+				checkScopedPages(t, h.f, rng)
+				checkEventsPage(t, h.f, rng)
+				for _, w := range h.f.reads.tally {
+					pooled = pooled || len(w.Pools) > 0
+					faulty = faulty || len(w.Faulty) > 0
+				}
 				if step == 299 {
 					ended = len(h.f.jobs.ended)
 				}
+			}
+			if !pooled || !faulty {
+				t.Fatalf("pools named %t, faulty paths %t: the sequence tests too little", pooled, faulty)
 			}
 			if ended == 0 || h.f.jobs.liveCount() == 0 {
 				t.Fatalf("%d ended, %d live: the sequence tests too little", ended, h.f.jobs.liveCount())

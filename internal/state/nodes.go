@@ -134,7 +134,8 @@ func (f *FSM) Nodes() []domain.NodeView {
 	defer f.mu.RUnlock()
 	used := map[string]int{}
 	tenants := map[string]map[string]bool{}
-	for j := range f.jobs.liveJobs() {
+	// The live jobs with a placement (readindex.go), not every live job.
+	for j := range f.listed(listKey{listHolding, ""}, 0) {
 		for _, p := range j.Placement {
 			used[p.Server] += len(p.GPUs)
 			if tenants[p.Server] == nil {

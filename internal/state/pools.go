@@ -128,9 +128,12 @@ func (f *FSM) PoolsNamed(sees func(tenant, workspace string) bool) map[string]bo
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := map[string]bool{}
-	for j := range f.jobs.liveJobs() {
-		if j.Pool != "" && !out[j.Pool] && sees(j.Tenant, j.Workspace) {
-			out[j.Pool] = true
+	for _, t := range f.reads.tally { // the workspaces with live jobs (readindex.go)
+		if len(t.Pools) == 0 || !sees(t.Tenant, t.Workspace) {
+			continue
+		}
+		for p := range t.Pools {
+			out[p] = true
 		}
 	}
 	return out

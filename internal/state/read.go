@@ -148,17 +148,50 @@ func (f *FSM) JobsPage(q JobFilter) (out []domain.Job, more bool) {
 	return out, more
 }
 
-// jobsFor yields, by ID and without sorting, the jobs a filter may keep:
-// the live ones when it keeps only live states, else every job after
+// jobsFor yields, by ID and without sorting, the jobs a filter may keep,
+// from the shortest of the lists the read index has for it
+// (readindex.go): a tenant's or a workspace's jobs (its live ones when
+// the filter keeps only live states), or the jobs in the states it names,
+// merged. With neither a tenant nor a state it walks every job after
 // AfterID (IDs are handed out in order, so walking them is the order, and
-// a page stops at its limit).
+// a page stops at its limit). The filter still decides what is kept: a
+// list only spares the walk.
 func (f *FSM) jobsFor(q *JobFilter) iter.Seq[*domain.Job] {
-	live := q.State != "" || len(q.States) > 0
-	for _, s := range append([]domain.JobState{q.State}, q.States...) {
+	states := q.States
+	if q.State != "" {
+		states = append([]domain.JobState{q.State}, states...)
+	}
+	live := len(states) > 0
+	for _, s := range states {
 		live = live && !s.Terminal()
 	}
-	if live {
-		return f.jobs.liveJobs()
+	var scoped []listKey
+	switch kind := listWorkspace; {
+	case q.Tenant != "" && q.Workspace != "":
+		if live {
+			kind = listWsLive
+		}
+		scoped = []listKey{{kind, domain.Ref(q.Tenant, q.Workspace)}}
+	case q.Tenant != "":
+		kind = listTenant
+		if live {
+			kind = listTenantLive
+		}
+		scoped = []listKey{{kind, q.Tenant}}
+	}
+	if len(states) > 0 {
+		var byState []listKey
+		for _, s := range states {
+			if k := (listKey{listState, string(s)}); !slices.Contains(byState, k) {
+				byState = append(byState, k)
+			}
+		}
+		if scoped == nil || f.reads.entries(byState) < f.reads.entries(scoped) {
+			scoped = byState
+		}
+	}
+	if scoped != nil {
+		return f.listedUnion(scoped, q.AfterID)
 	}
 	return func(yield func(*domain.Job) bool) {
 		for id := q.AfterID + 1; id < f.d.NextJobID; id++ {
@@ -252,32 +285,50 @@ func (f *FSM) Events(q EventFilter) []domain.Event {
 }
 
 // EventsPage is Events, also reporting whether a Limit left older matching
-// events out.
+// events out. A tenant's events come from the read index's positions of
+// them (readindex.go), not a walk of every tenant's; with a Limit the walk
+// starts from the newest and stops once it has found one more than Limit.
 func (f *FSM) EventsPage(q EventFilter) (out []domain.Event, more bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out = []domain.Event{}
+	evs := f.d.Events
 	// Events are appended in seq order; skip by seq with a binary search.
-	start := sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq > q.AfterSeq })
-	end := len(f.d.Events)
+	start := sort.Search(len(evs), func(i int) bool { return evs[i].Seq > q.AfterSeq })
+	end := len(evs)
 	if q.BeforeSeq > 0 {
-		end = sort.Search(len(f.d.Events), func(i int) bool { return f.d.Events[i].Seq >= q.BeforeSeq })
+		end = sort.Search(len(evs), func(i int) bool { return evs[i].Seq >= q.BeforeSeq })
 	}
-	for _, e := range f.d.Events[start:max(start, end)] {
-		if (q.Tenant != "" && e.Tenant != q.Tenant) || (q.TenantsOnly && e.Tenant == "") {
-			continue
-		}
-		if q.Workspace != "" && e.Workspace != q.Workspace {
-			continue
-		}
-		if !q.Since.IsZero() && e.At.Before(q.Since) {
-			continue
-		}
-		out = append(out, e)
+	end = max(start, end)
+	n, at := end-start, func(i int) *domain.Event { return &evs[start+i] }
+	if q.Tenant != "" {
+		ps := f.reads.events.of[q.Tenant]
+		lo := sort.Search(len(ps), func(i int) bool { return int(ps[i]) >= start })
+		hi := sort.Search(len(ps), func(i int) bool { return int(ps[i]) >= end })
+		ps = ps[lo:max(lo, hi)]
+		n, at = len(ps), func(i int) *domain.Event { return &evs[ps[i]] }
 	}
-	if q.Limit > 0 && len(out) > q.Limit {
-		out, more = out[len(out)-q.Limit:], true
+	keep := func(e *domain.Event) bool {
+		return (q.Tenant == "" || e.Tenant == q.Tenant) && (!q.TenantsOnly || e.Tenant != "") &&
+			(q.Workspace == "" || e.Workspace == q.Workspace) && (q.Since.IsZero() || !e.At.Before(q.Since))
 	}
+	out = []domain.Event{}
+	if q.Limit <= 0 {
+		for i := range n {
+			if e := at(i); keep(e) {
+				out = append(out, *e)
+			}
+		}
+		return out, false
+	}
+	for i := n - 1; i >= 0 && len(out) <= q.Limit; i-- {
+		if e := at(i); keep(e) {
+			out = append(out, *e)
+		}
+	}
+	if len(out) > q.Limit {
+		out, more = out[:q.Limit], true
+	}
+	slices.Reverse(out)
 	return out, more
 }
 

@@ -173,6 +173,7 @@ func (f *FSM) removeEvents(p *Retain) int {
 	}
 	n := len(f.d.Events) - len(kept)
 	f.d.Events = kept
+	f.reads.events.stale = true // positions moved (readindex.go)
 	return n
 }
 

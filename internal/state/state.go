@@ -72,6 +72,9 @@ type FSM struct {
 	// jobs orders data.Jobs for the reads (jobindex.go): derived, rebuilt
 	// by reset, maintained by apply.
 	jobs jobIndex
+	// reads keeps the lists and tallies the API's reads need
+	// (readindex.go): derived, filed after every apply, rebuilt by reset.
+	reads readIndex
 	// snapJobs keeps the jobs' copies and JSON between raft snapshots
 	// (snapshot.go), so a snapshot costs the apply loop the jobs changed
 	// since the last one, not the whole state.
@@ -127,6 +130,8 @@ func (f *FSM) reset(d data) {
 	vers := f.jobs.vers.restart()
 	f.jobs = newJobIndex(d.Jobs)
 	f.jobs.vers = vers
+	f.reads = newReadIndex(d.Jobs, vers.gen)
+	f.reads.events.sync(d.Events)
 }
 func deriveCapacity(t *domain.Topology) capacity {
 	c := capacityOf(t)
@@ -278,6 +283,7 @@ func (f *FSM) apply(b []byte) *Result {
 
 // applyDecoded applies a decoded command this binary can apply.
 func (f *FSM) applyDecoded(c Command, derr *domain.Error) *Result {
+	defer f.refile()
 	if derr != nil {
 		return &Result{Err: derr}
 	}

@@ -44,6 +44,22 @@ type View interface {
 	// ArchivedSince yields the usage archive's records (jobs retention
 	// removed) that ended after since, by end time.
 	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
+	// LiveJobsOf yields a tenant's live jobs (of one workspace when
+	// workspace is set) by ID, and LiveJobsOn those holding GPUs on a
+	// server (any with a placement there: the caller checks the state):
+	// read from the read index (readindex.go), they cost what
+	// they yield, not a walk of every live job.
+	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
+	LiveJobsOn(server string) iter.Seq[*domain.Job]
+	// LiveJobsRan yields the live jobs that have held GPUs (runs), by
+	// ID: the live jobs a usage report counts.
+	LiveJobsRan() iter.Seq[*domain.Job]
+	// HoldingJobs yields the live jobs with a placement, by ID (the
+	// caller checks the state: HoldsGPUs).
+	HoldingJobs() iter.Seq[*domain.Job]
+	// Tallies yields, by workspace ref, the tally of each workspace with
+	// live jobs, as apply keeps it: the state's own, valid inside Read.
+	Tallies() iter.Seq[*WorkspaceTally]
 }
 
 // Read calls fn with a view of the state under the read lock: applies wait
@@ -97,6 +113,27 @@ func (v locked) LiveJobs() iter.Seq[*domain.Job] { return v.f.jobs.liveJobs() }
 func (v locked) EndedSince(since time.Time) iter.Seq[*domain.Job] {
 	return v.f.jobs.endedSince(since)
 }
+
+func (v locked) LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job] {
+	if workspace != "" {
+		return v.f.listed(listKey{listWsLive, domain.Ref(tenant, workspace)}, 0)
+	}
+	return v.f.listed(listKey{listTenantLive, tenant}, 0)
+}
+
+func (v locked) LiveJobsOn(server string) iter.Seq[*domain.Job] {
+	return v.f.listed(listKey{listServer, server}, 0)
+}
+
+func (v locked) LiveJobsRan() iter.Seq[*domain.Job] {
+	return v.f.listed(listKey{listRan, ""}, 0)
+}
+
+func (v locked) HoldingJobs() iter.Seq[*domain.Job] {
+	return v.f.listed(listKey{listHolding, ""}, 0)
+}
+
+func (v locked) Tallies() iter.Seq[*WorkspaceTally] { return seqOf(v.f.reads.tally) }
 
 func (v locked) ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord] {
 	return v.f.archivedSince(since)

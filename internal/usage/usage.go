@@ -24,6 +24,15 @@ type Source interface {
 	ArchivedSince(since time.Time) iter.Seq[*domain.UsageRecord]
 }
 
+// scopedSource is a Source that lists a tenant's (or a workspace's) live
+// jobs apart, and the live jobs that ran (state.View): a report then
+// reads those, not every live job, under the state's read lock (issue
+// 18). A job that never held GPUs counts nothing.
+type scopedSource interface {
+	LiveJobsOf(tenant, workspace string) iter.Seq[*domain.Job]
+	LiveJobsRan() iter.Seq[*domain.Job]
+}
+
 // By is what the figures are grouped by.
 type By string
 
@@ -181,7 +190,14 @@ func Compute(src Source, q Query) (*Report, error) {
 		}
 		rep.Rows[i].add(f)
 	}
-	for j := range src.LiveJobs() {
+	live := src.LiveJobs()
+	if s, ok := src.(scopedSource); ok {
+		live = s.LiveJobsRan()
+		if q.Tenant != "" {
+			live = s.LiveJobsOf(q.Tenant, q.Workspace)
+		}
+	}
+	for j := range live {
 		count(jobKey(j), j.Runs, j.RunsArchived > 0)
 	}
 	for j := range src.EndedSince(since) {
