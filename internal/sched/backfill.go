@@ -370,7 +370,13 @@ func (st *cycle) reservationFor(j *domain.Job, t *domain.Tenant, w *domain.Works
 		st.bf.scratch = c.servers
 		u := st.u.clone()
 		if onlyFreed {
-			for _, v := range st.c.servers {
+			// A pool job's placement reads its pool's servers only: the
+			// others' free GPUs need no hiding (each hidden clones a server).
+			servers := st.c.servers
+			if in := st.c.poolServers(j); in != nil {
+				servers = in
+			}
+			for _, v := range servers {
 				if v.nfree == 0 {
 					continue
 				}

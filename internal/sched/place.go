@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,9 +64,11 @@ type statics struct {
 	// server index, worked out when a job first names one (pool).
 	pools  map[string]*domain.ServerPool
 	poolIn map[string][]bool
-	lastJ  *domain.Job
-	lastT  *domain.Tenant
-	last   *staticSet
+	// poolBits is poolIn as a bit per server (poolMask).
+	poolBits map[string][]uint64
+	lastJ    *domain.Job
+	lastT    *domain.Tenant
+	last     *staticSet
 }
 
 type staticSet struct {
@@ -120,6 +123,54 @@ func (m *statics) pool(c *cluster, name string) []bool {
 	}
 	m.poolIn[name] = in
 	return in
+}
+
+// poolMask is the servers of j's pool, a bit per server index, for the
+// scans to visit only those: a job of a pool is never placed elsewhere
+// (staticEligible), and what-if views, which have no free-GPU sets,
+// visited every server for it (issue 18: at 100,000 GPUs in 8 pools,
+// nine in ten). nil when j names no pool, the pool does not exist (every
+// server is ineligible: the scans say why), or the cycle is exhaustive
+// (the equivalence tests' reference).
+func (c *cluster) poolMask(j *domain.Job) []uint64 {
+	m := c.statics
+	if j.Pool == "" || m.exhaustive {
+		return nil
+	}
+	if b, ok := m.poolBits[j.Pool]; ok {
+		return b
+	}
+	var b []uint64
+	if in := m.pool(c, j.Pool); in != nil {
+		b = make([]uint64, (len(c.servers)+63)/64)
+		for i, ok := range in {
+			if ok {
+				b[i>>6] |= 1 << (i & 63)
+			}
+		}
+	}
+	if m.poolBits == nil {
+		m.poolBits = map[string][]uint64{}
+	}
+	m.poolBits[j.Pool] = b
+	return b
+}
+
+// poolServers is c's servers of j's pool in index order (poolMask), nil
+// when j may be placed on any.
+func (c *cluster) poolServers(j *domain.Job) []*server {
+	mask := c.poolMask(j)
+	if mask == nil {
+		return nil
+	}
+	out := make([]*server, 0, 64)
+	for w, m := range mask {
+		for m != 0 {
+			out = append(out, c.servers[w<<6+bits.TrailingZeros64(m)])
+			m &= m - 1
+		}
+	}
+	return out
 }
 
 // staticEligible is eligible without who holds the server now. pool is
@@ -283,9 +334,14 @@ func (c *cluster) noWholeRoom(j *domain.Job) bool {
 // GPUs), keeping topology order among equals: fractional work fills GPUs
 // already in use before it breaks a whole one. The base cluster sorts once
 // per change, not once per job; callers only read the order.
-func (c *cluster) bestFit() []*server {
+func (c *cluster) bestFit(j *domain.Job) []*server {
 	sc := c.scans()
 	if sc == nil {
+		// A view sorts for each job: a pool job's pool only (poolMask),
+		// in the same order among them.
+		if in := c.poolServers(j); in != nil {
+			return byFree(in)
+		}
 		return byFree(c.servers)
 	}
 	if sc.byFree == nil {
@@ -340,7 +396,7 @@ func (c *cluster) placeMIG(j *domain.Job, t *domain.Tenant) ([]domain.Placement,
 		room = c.migRoom(j.MIGProfile)
 		skip = c.heldByOthers(j, t)
 	}
-	for v := range c.migServers(room, skip) {
+	for v := range c.migServers(j, room, skip) {
 		// A server with neither a free GPU nor a GPU in MIG mode has no
 		// GPU to try (on a full cluster, nearly all): the base cluster
 		// counts what it would have tried only when it has to explain.
@@ -455,7 +511,7 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 		used int
 	}
 	var best *spot
-	for _, v := range c.bestFit() {
+	for _, v := range c.bestFit(j) {
 		if len(v.share) == 0 || !c.eligible(v, j, t) || !v.fitsHost(j) {
 			continue
 		}
@@ -470,7 +526,7 @@ func (c *cluster) placeShare(j *domain.Job, t *domain.Tenant) ([]domain.Placemen
 		}
 	}
 	if best == nil {
-		for _, v := range c.bestFit() {
+		for _, v := range c.bestFit(j) {
 			if v.nfree == 0 || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
@@ -531,7 +587,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		var bv *server
 		var bset []int
 		aligned := false
-		for v := range c.withRoom(per) {
+		for v := range c.withRoom(per, j) {
 			if v.nfree < per || (bv != nil && (v.nfree > bv.nfree || (v.nfree == bv.nfree && aligned))) || !c.eligible(v, j, t) || !v.fitsHost(j) {
 				continue
 			}
@@ -556,7 +612,7 @@ func (c *cluster) placeGang(j *domain.Job, t *domain.Tenant) ([]domain.Placement
 		}
 	}
 	if nodes > 1 {
-		for v := range c.withRoom(per) {
+		for v := range c.withRoom(per, j) {
 			if v.nfree >= per && c.eligible(v, j, t) && v.fitsHost(j) {
 				cands = append(cands, v)
 			}

@@ -275,7 +275,7 @@ func (st *cycle) freeingFits(j *domain.Job) []domain.Placement {
 	if at, ok := st.fv.noRoom[key]; ok && at.set == set && at.gen == st.fv.setGen[set] && !st.s.exhaustive {
 		return nil
 	}
-	pl := st.whatIf(nil).fits(st, j)
+	pl := st.futureView().fits(st, j)
 	if pl == nil {
 		if st.fv.noRoom == nil {
 			st.fv.noRoom = map[string]noRoom{}
@@ -328,7 +328,7 @@ func (st *cycle) gainIn(v *domain.Job) {
 // free now (nil if there is none): booking it takes nothing a job could
 // be placed on in this cycle.
 func (st *cycle) futureOnly(j *domain.Job) []domain.Placement {
-	w := st.whatIf(nil)
+	w := st.futureView()
 	// Servers outside a pool job's pool are never placed on: their free
 	// GPUs need no hiding (each hidden copies a server).
 	var set []bool
@@ -971,16 +971,32 @@ type whatIf struct {
 
 // whatIf builds a view of the future without the victims. Views share the
 // cycle's scratch buffers: one is used at a time.
+// The view owns its usage (drop changes it).
 func (st *cycle) whatIf(victims []*domain.Job) *whatIf {
+	u := st.fv.u.clone()
+	for _, v := range victims {
+		u.addJob(v, v.Placement, -1)
+	}
+	return st.whatIfWith(victims, u)
+}
+
+// futureView is whatIf(nil) for a view only placed in (fits), never
+// dropped from: it reads the future view's usage as it is, where a copy
+// per what-if placement was most of the cost of awaitFreeing's.
+func (st *cycle) futureView() *whatIf {
+	return st.whatIfWith(nil, st.fv.u)
+}
+
+// whatIfWith is whatIf with the usage already without the victims.
+func (st *cycle) whatIfWith(victims []*domain.Job, u *usage) *whatIf {
 	c := st.fv.c.shallow(st.fv.scratch)
 	st.fv.scratch = c.servers
 	clear(st.fv.cloned)
 	c.cloned = st.fv.cloned
-	w := &whatIf{c: c, u: st.fv.u.clone()}
 	for _, v := range victims {
-		w.drop(v)
+		c.release(v)
 	}
-	return w
+	return &whatIf{c: c, u: u}
 }
 
 // drop removes a job from the view.
@@ -1012,7 +1028,8 @@ func (st *cycle) fitsWithout(j *domain.Job, victims []*domain.Job) []domain.Plac
 	if _, _, ok := admit(j, w, st.s, u, st.fv.c); !ok {
 		return nil
 	}
-	return st.whatIf(victims).fits(st, j)
+	// The same usage serves the view: it was copied twice.
+	return st.whatIfWith(victims, u).fits(st, j)
 }
 
 // young: within its minimum runtime, a job may not be preempted.

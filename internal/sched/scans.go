@@ -363,10 +363,13 @@ func (c *cluster) atLeast(k int) int {
 // visited all 12,500 servers of a full cluster for each one-server job of
 // a GPU-isolated tenant whose only servers with room are held by
 // server-isolated tenants (30 to 600 us a job, hundreds a burst cycle).
-func (c *cluster) withRoom(k int) iter.Seq[*server] {
+//
+// A job of a pool visits only its pool's servers (poolMask), in the same
+// order: the others are never eligible for it.
+func (c *cluster) withRoom(k int, j *domain.Job) iter.Seq[*server] {
 	return func(yield func(*server) bool) {
-		room := c.roomFor(k)
-		if room == nil {
+		room, pool := c.roomFor(k), c.poolMask(j)
+		if room == nil && pool == nil {
 			for _, v := range c.servers {
 				if !yield(v) {
 					return
@@ -374,7 +377,13 @@ func (c *cluster) withRoom(k int) iter.Seq[*server] {
 			}
 			return
 		}
+		if room == nil {
+			room, pool = pool, nil
+		}
 		for w, m := range room {
+			if pool != nil {
+				m &= pool[w]
+			}
 			for m != 0 {
 				i := w<<6 + mbits.TrailingZeros64(m)
 				m &= m - 1
@@ -622,10 +631,10 @@ func (o *ownerIndex) remove(i int) {
 // was redone after every placement), and of those with no free GPU only
 // the ones in room when room is not nil (migRoom's set), and none of skip
 // (nil: none); other views yield bestFit's order.
-func (c *cluster) migServers(room, skip []uint64) iter.Seq[*server] {
+func (c *cluster) migServers(j *domain.Job, room, skip []uint64) iter.Seq[*server] {
 	return func(yield func(*server) bool) {
 		if c.scans() == nil || len(c.freeHistNow().room) < 2 {
-			for _, v := range c.bestFit() {
+			for _, v := range c.bestFit(j) {
 				if !yield(v) {
 					return
 				}
@@ -633,10 +642,14 @@ func (c *cluster) migServers(room, skip []uint64) iter.Seq[*server] {
 			return
 		}
 		h := c.freeHistNow()
+		pool := c.poolMask(j) // a pool job's servers only
 		// bits yields the servers of set (minus those of not, if any; of
 		// those, only the ones in and, if any) in index order.
 		bits := func(set, not, and []uint64) bool {
 			for w, m := range set {
+				if pool != nil {
+					m &= pool[w]
+				}
 				if skip != nil {
 					m &^= skip[w]
 				}

@@ -398,14 +398,23 @@ func (c *cluster) scanScored(j, jm *domain.Job, t *domain.Tenant, models []strin
 	idle := seen[:0] // the idle signatures rated (sigID)
 	// A job of whole GPUs visits only the servers with that many free
 	// (the base cluster's free-GPU sets), in the same order as the scan.
+	// A job of a pool visits only its pool's servers (poolMask).
 	var room []uint64
 	if r.Milli == 1000 {
 		room = c.roomFor(r.GPUs)
 	}
+	pool := c.poolMask(j)
+	if room == nil {
+		room, pool = pool, nil
+	}
 	for i := 0; i < len(c.servers); i++ {
 		if room != nil {
 			w := i >> 6
-			m := room[w] >> (i & 63)
+			m := room[w]
+			if pool != nil {
+				m &= pool[w]
+			}
+			m >>= i & 63
 			if m == 0 {
 				i = w<<6 + 63 // the next word
 				continue
