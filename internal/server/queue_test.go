@@ -48,6 +48,14 @@ func TestQueueOrderAndScope(t *testing.T) {
 	if len(q.Pending) != 2 || q.Pending[0].ID != newer.ID || q.Pending[1].ID != older.ID || q.OrderedAt.IsZero() {
 		t.Fatalf("admin queue: %+v, want job %d (priority 10) before %d", q.Pending, newer.ID, older.ID)
 	}
+	// A dry run places a probe against the state: it is no cycle, and
+	// leaves the queue's order as the last cycle made it.
+	if _, err := research.DryRun(ctxT(t), domain.JobSpec{Tenant: "acme", Workspace: "research", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := admin.Queue(ctxT(t), "", ""); err != nil || len(after.Pending) != 2 || after.Pending[0].ID != newer.ID || !after.OrderedAt.Equal(q.OrderedAt) {
+		t.Fatalf("queue after a dry run: %+v (%v), want job %d first, ordered at %v", after, err, newer.ID, q.OrderedAt)
+	}
 	use := map[string][2]float64{}
 	for _, w := range q.Workspaces {
 		use[w.Tenant+"/"+w.Workspace] = [2]float64{w.Used, w.Borrowed}

@@ -421,8 +421,7 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 	}
 	probe := &domain.Job{ID: 0, JobSpec: spec, State: domain.JobPending}
 	snap.Jobs = append(held, probe)
-	plan := sched.Schedule(snap, now)
-	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
+	plan := sched.Schedule(snap, now) // a probe's plan: the queue's order stays the last cycle's
 	for _, p := range plan.Placements {
 		if p.JobID == 0 {
 			return &api.DryRun{Placement: p.Placement, Level: p.Level}, nil
