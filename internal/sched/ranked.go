@@ -249,10 +249,20 @@ func (c *cluster) buildTree(k rankKey, j *domain.Job, models []string, r Request
 	if r.Milli == 1000 {
 		room = c.roomFor(r.GPUs)
 	}
+	// A pool job's tree holds its pool's servers only (the key's static
+	// set is within the pool): the others are not rated at all.
+	pool := c.poolMask(j)
+	if room == nil {
+		room, pool = pool, nil
+	}
 	for i := 0; i < n; i++ {
 		if room != nil {
 			w := i >> 6
-			m := room[w] >> (i & 63)
+			word := room[w]
+			if pool != nil {
+				word &= pool[w]
+			}
+			m := word >> (i & 63)
 			if m == 0 {
 				i = w<<6 + 63 // the next word
 				continue
@@ -286,7 +296,16 @@ func (c *cluster) catchUp(tr *rankTree, j *domain.Job, models []string, r Reques
 		}
 		rk.stamp[i] = rk.epoch
 		x := tr.size + i
-		if s, g, ok := c.leaf(tr.key, i, j, models, r); ok {
+		s, g, ok := c.leaf(tr.key, i, j, models, r)
+		// A leaf left as it was changes no node above it: most logged
+		// servers are out of the tree before and after (another pool's,
+		// no room for the shape), and walking to the root for each was
+		// most of a catch-up (issue 18, eleventh pass). A NaN rating is
+		// never equal to itself, so it is stored and the cycle scans.
+		if was := tr.best[x] >= 0; was == ok && (!ok || (tr.score[i] == s && tr.gpu[i] == g)) {
+			continue
+		}
+		if ok {
 			tr.score[i], tr.gpu[i], tr.best[x] = s, g, int32(i)
 		} else {
 			tr.best[x] = -1

@@ -16,7 +16,8 @@ import (
 // tenants, CPU and memory requests, GPU- and server-isolated tenants, GPUs
 // hidden and shown as placeAround hides reserved ones; under the default
 // policy and under BestFit, whose integer ratings tie often (the scan
-// keeps the first server of the best rating). The log of touched servers
+// keeps the first server of the best rating); jobs of two pools and of
+// none. The log of touched servers
 // is compacted many times over on the way.
 func TestRankedAsScan(t *testing.T) {
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 8, GPUsPerServer: 8})
@@ -26,7 +27,18 @@ func TestRankedAsScan(t *testing.T) {
 	for _, scorer := range []Scorer{nil, BestFit{}} {
 		for seed := uint64(1); seed <= 4; seed++ {
 			rng := rand.New(rand.NewPCG(seed, 11))
-			s := &Snapshot{Topology: topo, Scorer: scorer, Tenants: map[string]*domain.Tenant{}}
+			// Two pools: every third server, and the first stripe; a
+			// pool job's tree holds its pool's servers only.
+			pools := map[string]*domain.ServerPool{"thirds": {Name: "thirds"}, "first": {Name: "first"}}
+			for i, v := range topo.Servers() {
+				if i%3 == 1 {
+					pools["thirds"].Servers = append(pools["thirds"].Servers, v.Name)
+				}
+				if i < 8 {
+					pools["first"].Servers = append(pools["first"].Servers, v.Name)
+				}
+			}
+			s := &Snapshot{Topology: topo, Scorer: scorer, Tenants: map[string]*domain.Tenant{}, Pools: pools}
 			var tenants []*domain.Tenant
 			for i := 0; i < 6; i++ {
 				tn := &domain.Tenant{Name: fmt.Sprintf("t%d", i), Isolation: domain.IsolationGPU}
@@ -48,6 +60,7 @@ func TestRankedAsScan(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					j.CPUMilli = 1000
 				}
+				j.Pool = []string{"", "", "thirds", "first"}[rng.IntN(4)]
 				return j
 			}
 			// The policy weighs the shapes of the live jobs.
