@@ -45,7 +45,7 @@ func (c *cluster) eligible(v *server, j *domain.Job, t *domain.Tenant) bool {
 // on; the last job asked is remembered, as place asks for every server.
 // Views of a cycle share it: none of these change within a cycle.
 type statics struct {
-	byKey map[string]*staticSet
+	byKey map[staticKey]*staticSet
 	// noServer is noServer's answers, by noServerKey (none kept when the
 	// cycle is exhaustive).
 	noServer map[string]string
@@ -71,6 +71,13 @@ type statics struct {
 	last     *staticSet
 }
 
+// staticKey is what a job's static set depends on.
+type staticKey struct {
+	model, minDriver, driver string
+	sites                    string // the tenant's, comma-separated
+	pool                     string
+}
+
 type staticSet struct {
 	ok   []bool // by server index
 	size int    // GPUs of the largest such server
@@ -80,10 +87,9 @@ func (m *statics) of(c *cluster, j *domain.Job, t *domain.Tenant) *staticSet {
 	if j == m.lastJ && t == m.lastT && m.last != nil {
 		return m.last
 	}
-	key := j.GPUModel + "|" + j.MinDriver + "|" + j.Driver + "|" + strings.Join(t.Sites, ",")
-	if j.Pool != "" {
-		key += "|pool=" + j.Pool // sites are names: no '|' in them
-	}
+	// A struct, not a string built per job: place asks once per job and
+	// the concatenations were allocations (issue 18, eleventh pass).
+	key := staticKey{model: j.GPUModel, minDriver: j.MinDriver, driver: j.Driver, sites: strings.Join(t.Sites, ","), pool: j.Pool}
 	set, ok := m.byKey[key]
 	if !ok {
 		set = &staticSet{ok: make([]bool, len(c.servers))}

@@ -237,8 +237,10 @@ func (c *cluster) buildTree(k rankKey, j *domain.Job, models []string, r Request
 	for size < n {
 		size *= 2
 	}
-	tr := &rankTree{key: k, size: size, best: make([]int32, 2*size), score: make([]float64, n), gpu: make([]int16, n),
-		cursor: c.rank.base + len(c.rank.log)}
+	tr := c.spareTree(size, n)
+	tr.key, tr.cursor = k, c.rank.base+len(c.rank.log)
+	// A reused tree's scores and GPUs are stale but unread: a leaf's are
+	// read only while best names it, and every leaf is set below.
 	for i := range tr.best {
 		tr.best[i] = -1
 	}
@@ -280,6 +282,25 @@ func (c *cluster) buildTree(k rankKey, j *domain.Job, models []string, r Request
 		tr.best[x] = tr.pick(tr.best[2*x], tr.best[2*x+1])
 	}
 	return tr
+}
+
+// spareTree is a tree of size leaves over n servers, its arrays an
+// earlier cycle's when the Carry kept one of that size.
+func (c *cluster) spareTree(size, n int) *rankTree {
+	if c.spare != nil {
+		l := *c.spare
+		for len(l) > 0 {
+			tr := l[len(l)-1]
+			l[len(l)-1] = nil
+			l = l[:len(l)-1]
+			if tr.size == size && len(tr.score) == n {
+				*c.spare = l
+				return tr
+			}
+		}
+		*c.spare = l
+	}
+	return &rankTree{size: size, best: make([]int32, 2*size), score: make([]float64, n), gpu: make([]int16, n)}
 }
 
 // catchUp re-rates the servers touched since the tree last read the log.

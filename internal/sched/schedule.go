@@ -294,6 +294,11 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 			st.plan.Next = p.Deadline
 		}
 	}
+	if c := st.c; c.spare != nil && c.rank != nil {
+		for _, tr := range c.rank.trees {
+			*c.spare = append(*c.spare, tr)
+		}
+	}
 	return st.plan
 }
 

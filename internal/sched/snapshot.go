@@ -285,8 +285,11 @@ func (v *server) clone() *server {
 
 // cluster is phase 1's result.
 type cluster struct {
-	servers []*server      // in topology order
-	byName  map[string]int // server name -> index, from Static
+	servers []*server // in topology order
+	// spare is the Carry's ranked trees of earlier cycles, whose arrays a
+	// new tree reuses (nil: none kept).
+	spare  *[]*rankTree
+	byName map[string]int // server name -> index, from Static
 	// total counts the GPUs jobs may use: all GPUs of schedulable servers,
 	// and the busy ones of the others (free GPUs of a cordoned server are
 	// no capacity).
@@ -428,7 +431,7 @@ func buildCluster(s *Snapshot) *cluster {
 // buildClusterWith is buildCluster, its scorer weighed on cr's sums when
 // cr is not nil (synced to s).
 func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
-	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[string]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
+	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[staticKey]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
@@ -449,6 +452,7 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 			cr.viewWhole++
 		}
 		cr.view.into(c, s.Nodes)
+		c.spare = &cr.trees
 		return c
 	}
 	c.byName = st.byName
