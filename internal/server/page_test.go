@@ -77,22 +77,26 @@ func TestListsWithoutLimitAnswerAPage(t *testing.T) {
 		{"globex's admin", globex, "globex"},
 	} {
 		t.Run(tc.name+" jobs", func(t *testing.T) {
-			want := fsm.Jobs(state.JobFilter{Tenant: tc.tenant})
-			var got []domain.Job
-			path, pages := "/v1/jobs", 0
-			for {
-				var js []domain.Job
-				next := getPage(t, base, tc.token, path, &js)
-				pages++
-				if next != "" && len(js) != page {
-					t.Fatalf("page %d holds %d jobs and has a next page; a page without limit holds %d", pages, len(js), page)
+			var want, got []domain.Job
+			var pages int
+			unchanged(t, fsm, func() {
+				want = fsm.Jobs(state.JobFilter{Tenant: tc.tenant})
+				got, pages = nil, 0
+				path := "/v1/jobs"
+				for {
+					var js []domain.Job
+					next := getPage(t, base, tc.token, path, &js)
+					pages++
+					if next != "" && len(js) != page {
+						t.Fatalf("page %d holds %d jobs and has a next page; a page without limit holds %d", pages, len(js), page)
+					}
+					got = append(got, js...)
+					if next == "" {
+						break
+					}
+					path = "/v1/jobs?continue=" + url.QueryEscape(next)
 				}
-				got = append(got, js...)
-				if next == "" {
-					break
-				}
-				path = "/v1/jobs?continue=" + url.QueryEscape(next)
-			}
+			})
 			if pages < 2 {
 				t.Fatalf("%d jobs in %d page(s) of %d", len(got), pages, page)
 			}
@@ -106,21 +110,25 @@ func TestListsWithoutLimitAnswerAPage(t *testing.T) {
 			}
 		})
 		t.Run(tc.name+" events", func(t *testing.T) {
-			want := fsm.Events(state.EventFilter{Tenant: tc.tenant})
+			var want []domain.Event
 			var pages [][]domain.Event
-			path := "/v1/events"
-			for {
-				var es []domain.Event
-				next := getPage(t, base, tc.token, path, &es)
-				if next != "" && len(es) != page {
-					t.Fatalf("page %d holds %d events and has a next page; a page without limit holds %d", len(pages)+1, len(es), page)
+			unchanged(t, fsm, func() {
+				want = fsm.Events(state.EventFilter{Tenant: tc.tenant})
+				pages = nil
+				path := "/v1/events"
+				for {
+					var es []domain.Event
+					next := getPage(t, base, tc.token, path, &es)
+					if next != "" && len(es) != page {
+						t.Fatalf("page %d holds %d events and has a next page; a page without limit holds %d", len(pages)+1, len(es), page)
+					}
+					pages = append(pages, es)
+					if next == "" {
+						break
+					}
+					path = "/v1/events?continue=" + url.QueryEscape(next)
 				}
-				pages = append(pages, es)
-				if next == "" {
-					break
-				}
-				path = "/v1/events?continue=" + url.QueryEscape(next)
-			}
+			})
 			if len(pages) < 2 {
 				t.Fatalf("%d page(s) of events, want more than one", len(pages))
 			}
@@ -139,6 +147,22 @@ func TestListsWithoutLimitAnswerAPage(t *testing.T) {
 		})
 	}
 
+	// A continue token is a position, not a grant: globex's admin passing
+	// the admin's token for the middle of every job still reads only
+	// globex's jobs after it.
+	var first []domain.Job
+	mid := getPage(t, base, c.AdminToken, "/v1/jobs", &first)
+	var after []domain.Job
+	getPage(t, base, globex, "/v1/jobs?limit=100&continue="+url.QueryEscape(mid), &after)
+	if len(after) == 0 {
+		t.Fatal("globex's jobs after the admin's first page: none")
+	}
+	for _, j := range after {
+		if j.Tenant != "globex" || j.ID <= first[len(first)-1].ID {
+			t.Fatalf("globex with the admin's continue token reads job %d of %s", j.ID, j.Tenant)
+		}
+	}
+
 	// A limit above the most a page holds is taken as that most, not
 	// refused: a client built for a higher maximum still reads its pages.
 	var js []domain.Job
@@ -153,6 +177,23 @@ func TestListsWithoutLimitAnswerAPage(t *testing.T) {
 			t.Fatalf("client.Jobs with pages of %d: %d jobs (%v), want 10", size, len(all), err)
 		}
 	}
+}
+
+// unchanged runs read until the state applied nothing while it ran (the
+// scheduler places the jobs and writes events meanwhile), so that its
+// pages and the state's own list are of one state.
+func unchanged(t *testing.T, fsm *state.FSM, read func()) {
+	t.Helper()
+	for range 50 {
+		changed := fsm.Changed()
+		read()
+		select {
+		case <-changed:
+		default:
+			return
+		}
+	}
+	t.Fatal("the state changed during each of 50 reads")
 }
 
 func jobIDs(js []domain.Job) []uint64 {
