@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -35,6 +36,10 @@ type Client struct {
 	// RetryFor bounds how long a request answered "unavailable" (an election
 	// in progress) is retried; 0 disables retries.
 	RetryFor time.Duration
+	// PageSize is how many items a list request asks for when its query
+	// names no PageSize (0: DefaultPageSize). The lists read every page
+	// either way; tests of a bridge set it small to see it do so.
+	PageSize int
 }
 
 // maxDialRetries: a server that refuses connections is usually down, not
@@ -247,7 +252,8 @@ type JobQuery struct {
 	Limit, PageSize int
 }
 
-// DefaultPageSize is how many items a list request asks for at a time.
+// DefaultPageSize is how many items a list request asks for at a time
+// (the server's own page without limit; it answers at most 10,000).
 const DefaultPageSize = 500
 
 // ContinueHeader names the answer header with the next page's token
@@ -263,7 +269,7 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) ([]domain.Job, error) {
 	out := []domain.Job{}
 	token := ""
 	for {
-		size := pageSize(q.PageSize, q.Limit, len(out))
+		size := pageSize(cmp.Or(q.PageSize, c.PageSize), q.Limit, len(out))
 		path := withQuery("/v1/jobs", "tenant", q.Tenant, "workspace", q.Workspace, "state", strings.Join(states, ","), "limit", strconv.Itoa(size), "continue", token)
 		var page []domain.Job
 		var hdr http.Header
@@ -334,7 +340,7 @@ func (c *Client) Events(ctx context.Context, q EventQuery) ([]domain.Event, erro
 	n := 0
 	token := ""
 	for {
-		size := pageSize(q.PageSize, q.Limit, n)
+		size := pageSize(cmp.Or(q.PageSize, c.PageSize), q.Limit, n)
 		path := withQuery("/v1/events", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "limit", strconv.Itoa(size), "continue", token)
 		var page []domain.Event
 		var hdr http.Header

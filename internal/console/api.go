@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -46,20 +48,64 @@ func (c caller) get(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, path, nil, out)
 }
 
+// continueHeader is internal/server.ContinueHeader (the console does not
+// import the server: it is handed its handler).
+const continueHeader = "Jobfabric-Continue"
+
+// getAll reads every page of the paged list at path (GET /v1/jobs and
+// GET /v1/events answer one page without limit, issue 18) as one list in
+// the API's order. back says the pages go back in time (events: each
+// page is older than the one before, its items oldest first).
+func getAll[T any](ctx context.Context, c caller, path string, back bool) ([]T, error) {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	var pages [][]T
+	n, next := 0, path
+	for {
+		var page []T
+		hdr, err := c.send(ctx, http.MethodGet, next, nil, &page)
+		if err != nil {
+			return nil, err
+		}
+		pages, n = append(pages, page), n+len(page)
+		token := hdr.Get(continueHeader)
+		if token == "" {
+			break
+		}
+		next = path + sep + "continue=" + url.QueryEscape(token)
+	}
+	if back {
+		slices.Reverse(pages)
+	}
+	out := make([]T, 0, n)
+	for _, p := range pages {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
 // do sends a JSON body (nil: none) and decodes a JSON answer into out (nil:
 // discard). An error answer is returned as the API's *domain.Error.
 func (c caller) do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.send(ctx, method, path, body, out)
+	return err
+}
+
+// send is do, also returning the answer's headers.
+func (c caller) send(ctx context.Context, method, path string, body, out any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return nil, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://console.local"+path, rd)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.RemoteAddr = c.remote
 	if body != nil {
@@ -74,17 +120,17 @@ func (c caller) do(ctx context.Context, method, path string, body, out any) erro
 	if w.code >= 300 {
 		var de domain.Error
 		if json.Unmarshal(w.body.Bytes(), &de) == nil && de.Code != "" {
-			return &apiError{status: w.code, err: &de}
+			return nil, &apiError{status: w.code, err: &de}
 		}
-		return &apiError{status: w.code, err: &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %d: %s", method, path, w.code, strings.TrimSpace(w.body.String()))}}
+		return nil, &apiError{status: w.code, err: &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("%s %s answered %d: %s", method, path, w.code, strings.TrimSpace(w.body.String()))}}
 	}
 	if out == nil || w.code == http.StatusNoContent {
-		return nil
+		return w.hdr, nil
 	}
 	if err := json.Unmarshal(w.body.Bytes(), out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
-	return nil
+	return w.hdr, nil
 }
 
 // describe renders an API error as the CLI does: the message, each detail

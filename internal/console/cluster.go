@@ -149,8 +149,8 @@ func (c *Console) clusterData(r *http.Request, q *request) (string, any, error) 
 	if err := q.api.get(ctx, "/v1/tenants", &tenants); err != nil {
 		return "", nil, err
 	}
-	var jobs []domain.Job
-	if err := q.api.get(ctx, "/v1/jobs?state="+liveStates, &jobs); err != nil {
+	jobs, err := getAll[domain.Job](ctx, q.api, "/v1/jobs?state="+liveStates, false)
+	if err != nil {
 		return "", nil, err
 	}
 	col := colours(tenants)
@@ -163,7 +163,7 @@ func (c *Console) clusterData(r *http.Request, q *request) (string, any, error) 
 	// condition and leaves (GET /v1/nodes, not the whole topology: that
 	// document is megabytes for 2,048 servers).
 	var nodes []domain.NodeView
-	err := q.api.get(ctx, "/v1/nodes", &nodes)
+	err = q.api.get(ctx, "/v1/nodes", &nodes)
 	switch {
 	case err == nil && len(nodes) > 0:
 		v.Full = true

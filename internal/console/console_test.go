@@ -32,20 +32,25 @@ type fixture struct {
 	adminTok           string
 	acmeJob, globexJob *domain.Job
 	acmeTok, globexTok string
+	srv                *server.Server
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T) *fixture { t.Helper(); return startPaged(t, 0) }
+
+// startPaged is start with the API's lists answering page items a page
+// when asked without limit (0: the server's default).
+func startPaged(t *testing.T, page int) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	clk := tstime.NewFake(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))
 	c, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Logger: slog.New(slog.DiscardHandler), RaftTimeout: time.Second,
-		Tune: func(cfg *server.Config) { cfg.Clock = clk }})
+		Tune: func(cfg *server.Config) { cfg.Clock, cfg.ListPage = clk, page }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	f := &fixture{base: c.Servers[0].URL(), clk: clk, admin: c.Client(0), adminTok: c.AdminToken}
+	f := &fixture{srv: c.Servers[0], base: c.Servers[0].URL(), clk: clk, admin: c.Client(0), adminTok: c.AdminToken}
 	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 2, GPUsPerServer: 8})
 	if err != nil {
 		t.Fatal(err)

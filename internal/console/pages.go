@@ -144,8 +144,8 @@ func (c *Console) queueData(r *http.Request, q *request) (string, any, error) {
 	if err := q.api.get(ctx, "/v1/queue", &queue); err != nil {
 		return "", nil, err
 	}
-	var running []domain.Job
-	if err := q.api.get(ctx, "/v1/jobs?state="+liveStates, &running); err != nil {
+	running, err := getAll[domain.Job](ctx, q.api, "/v1/jobs?state="+liveStates, false)
+	if err != nil {
 		return "", nil, err
 	}
 	v := &queueView{OrderedAt: queue.OrderedAt, Pending: queue.Pending}
@@ -238,9 +238,9 @@ func (c *Console) jobData(r *http.Request, q *request) (string, any, error) {
 			v.Bindings = append(v.Bindings, b)
 		}
 	}
-	var evs []domain.Event
 	path := fmt.Sprintf("/v1/events?tenant=%s&workspace=%s&since=%s", url.QueryEscape(j.Tenant), url.QueryEscape(j.Workspace), url.QueryEscape(j.SubmittedAt.Add(-time.Second).UTC().Format(time.RFC3339)))
-	if err := q.api.get(ctx, path, &evs); err != nil {
+	evs, err := getAll[domain.Event](ctx, q.api, path, true)
+	if err != nil {
 		return "", nil, err
 	}
 	obj := fmt.Sprintf("job/%d", id)

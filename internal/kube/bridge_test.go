@@ -40,7 +40,8 @@ func logger() *slog.Logger {
 // env is a real API server, a real jobfabric server (1 stripe x 4 servers
 // x 8 GPUs, no fabric driver: placed jobs are Ready at once), tenants acme
 // (workspace research) and globex (workspace infer), and the bridge's
-// clients: jobs with acme's tenant-admin token, inventory as admin.
+// clients: jobs with acme's tenant-admin token (in pages of 1), inventory
+// as admin.
 type env struct {
 	kc      *kubetest.Cluster
 	kube    kubernetes.Interface
@@ -108,6 +109,9 @@ func setupWith(t *testing.T, tune func(*server.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The bridge reads its jobs one at a time: every test with more live
+	// jobs sees it follow the pages (GET /v1/jobs answers one, issue 18).
+	acme.PageSize = 1
 	return &env{kc: kc, kube: kc.Client, admin: admin, acme: acme, runtime: rt, url: jf.Servers[0].URL()}
 }
 

@@ -20,8 +20,8 @@ import (
 // needed), a bridge collects its own pools no live job names once a gang
 // last asked for them PoolGrace ago, and never sooner (a gang may be
 // between setting its pool and submitting); a pool a live job of any
-// tenant names, an admin's, another cluster's and one of a cluster named
-// like a hash are never collected.
+// tenant names (on any page of the job list), an admin's, another
+// cluster's and one of a cluster named like a hash are never collected.
 func TestPoolCollection(t *testing.T) {
 	ctx := ctxT(t)
 	jf, err := devcluster.Start(ctx, t.TempDir(), 1, devcluster.Options{Logger: logger(),
@@ -59,13 +59,25 @@ func TestPoolCollection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Live jobs with lower IDs, so that in pages of one job (below) the
+	// one naming a pool is on the third page the bridge reads.
+	for _, ext := range []string{"k8s:first", "k8s:second"} {
+		if _, err := admin.SubmitJob(ctx, domain.JobSpec{Tenant: "globex", Workspace: "infer", ExternalID: ext, GPUs: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Another tenant's live job, placed in the pool.
 	if _, err := admin.SubmitJob(ctx, domain.JobSpec{Tenant: "globex", Workspace: "infer", ExternalID: "k8s:other", Pool: named,
 		GPUs: 8, GPUsPerNode: 8}); err != nil {
 		t.Fatal(err)
 	}
 	clock := tstime.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	b := kube.New(kube.Config{Pools: admin, Clock: clock, PoolGrace: time.Minute})
+	// The bridge reads the jobs a page of one at a time: it must read
+	// every page (GET /v1/jobs answers one page, issue 18), or it collects
+	// a pool a job on a later page names.
+	paged := jf.Client(0)
+	paged.PageSize = 1
+	b := kube.New(kube.Config{Pools: paged, Clock: clock, PoolGrace: time.Minute})
 	pools := func() []string {
 		t.Helper()
 		ps, err := admin.Pools(ctx)

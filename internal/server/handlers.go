@@ -43,9 +43,9 @@ func (s *Server) buildRoutes() []route {
 		{method: "GET", path: "/v1/tokens", summary: "Tokens the caller can see (never their secrets)", access: authed, resp: []domain.Token{}, h: s.listTokens},
 		{method: "POST", path: "/v1/tokens", summary: "Create a token; the secret is returned once", access: authed, body: api.TokenCreateRequest{}, resp: api.TokenCreated{}, status: http.StatusCreated, h: s.createToken},
 		{method: "DELETE", path: "/v1/tokens/{id}", summary: "Revoke a token", access: authed, resp: domain.Token{}, h: s.deleteToken},
-		{method: "GET", path: "/v1/jobs", summary: "Jobs the caller can see", access: authed,
+		{method: "GET", path: "/v1/jobs", summary: "Jobs the caller can see, by ID, a page at a time: without limit the first " + strconv.Itoa(DefaultPage) + " and, when there are more, the " + ContinueHeader + " header to pass as continue for the next page", access: authed,
 			query: []param{tenantQ, wsQ, {"state", "string", "only jobs in these states: one or a comma-separated list, any case (pending,running); may repeat"},
-				{"limit", "integer", "at most this many, by ID; the " + ContinueHeader + " answer header then carries the token of the next page"},
+				{"limit", "integer", "at most this many, by ID (default " + strconv.Itoa(DefaultPage) + ", above " + strconv.Itoa(MaxPage) + " taken as " + strconv.Itoa(MaxPage) + "); the " + ContinueHeader + " answer header then carries the token of the next page"},
 				{"continue", "string", "the " + ContinueHeader + " header of the previous page"}}, resp: []domain.Job{}, h: s.listJobs},
 		{method: "POST", path: "/v1/jobs", summary: "Submit a job; with an Idempotency-Key header a retry returns the first attempt's job; with dryRun=true answer where it would land now, or why not, and change nothing", access: authed, dedup: true,
 			query: []param{{"dryRun", "boolean", "place against the current state without submitting (answers a DryRun)"}}, body: domain.JobSpec{}, resp: domain.Job{}, status: http.StatusCreated, h: s.submitJob},
@@ -57,8 +57,8 @@ func (s *Server) buildRoutes() []route {
 			body: api.JobReportRequest{}, resp: domain.Job{}, h: s.reportJob},
 		{method: "GET", path: "/v1/jobs/{id}/watch", summary: "Stream a job as Server-Sent Events: `event: job` with the job as `data` now and after every change, until it ends (Succeeded, Failed, Cancelled, Preempted); a `: heartbeat` comment every 15s", access: authed,
 			resp: domain.Job{}, sse: s.watchJob},
-		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when", access: authed,
-			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest; the " + ContinueHeader + " answer header then carries the token of the page before"},
+		{method: "GET", path: "/v1/events", summary: "The audit trail: who changed what, when, newest page first: without limit the newest " + strconv.Itoa(DefaultPage) + " and, when there are older ones, the " + ContinueHeader + " header to pass as continue for the page before", access: authed,
+			query: []param{tenantQ, wsQ, {"since", "string", "a duration (1h, 30m) back from now, or an RFC 3339 time"}, {"limit", "integer", "at most this many, newest (default " + strconv.Itoa(DefaultPage) + ", above " + strconv.Itoa(MaxPage) + " taken as " + strconv.Itoa(MaxPage) + "); the " + ContinueHeader + " answer header then carries the token of the page before"},
 				{"continue", "string", "the " + ContinueHeader + " header of the previous page"}}, resp: []domain.Event{}, h: s.events},
 	}
 }
@@ -459,11 +459,9 @@ func (s *Server) listJobs(r *http.Request, p *principal) (any, error) {
 	if f.Tenant, f.Workspace, err = scope(r, p); err != nil {
 		return nil, err
 	}
-	limit, err := queryInt(r, "limit", 1, maxPage)
-	if err != nil {
+	if f.Limit, err = s.pageLimit(r); err != nil {
 		return nil, err
 	}
-	f.Limit = int(limit)
 	if f.AfterID, err = readContinue(r, "jobs"); err != nil {
 		return nil, err
 	}
@@ -696,11 +694,9 @@ func (s *Server) events(r *http.Request, p *principal) (any, error) {
 			return nil, domain.Invalid("since", "since %q is neither a non-negative duration (1h, 30m) nor an RFC 3339 time", since)
 		}
 	}
-	limit, err := queryInt(r, "limit", 1, maxPage)
-	if err != nil {
+	if f.Limit, err = s.pageLimit(r); err != nil {
 		return nil, err
 	}
-	f.Limit = int(limit)
 	// Pages go back in time: the first is the newest limit events, each
 	// next one the limit before it.
 	if f.BeforeSeq, err = readContinue(r, "events"); err != nil {

@@ -14,8 +14,41 @@ import (
 // list itself, so a client that never pages reads it as before.
 const ContinueHeader = "Jobfabric-Continue"
 
-// maxPage bounds limit on paged lists.
-const maxPage = 100000
+// Pages bound what one answer copies under the state's read lock (issue
+// 18): a list request without limit gets DefaultPage items and the
+// continue header, and a limit above MaxPage is clamped to it (the header
+// then carries the rest), so no answer copies every job however many the
+// state holds. Clamping, not refusing: a client built when the maximum
+// was higher (the Slurm bridge asked 20,000) still reads every page.
+const (
+	DefaultPage = 500
+	MaxPage     = 10000
+)
+
+// pageLimit reads the limit query parameter of a paged list: absent,
+// the server's default page; above MaxPage, MaxPage; below 1 refused.
+func (s *Server) pageLimit(r *http.Request) (int, error) {
+	raw := r.URL.Query().Get("limit")
+	if raw == "" {
+		return s.defaultPage(), nil
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, domain.Invalid("limit", "query parameter limit=%q is not an integer", raw)
+	}
+	if v < 1 {
+		return 0, domain.Invalid("limit", "limit is %d; it must be at least 1 (above %d it is %d: a page holds at most that many)", v, MaxPage, MaxPage)
+	}
+	return int(min(v, MaxPage)), nil
+}
+
+// defaultPage is Config.ListPage, or DefaultPage when unset.
+func (s *Server) defaultPage() int {
+	if n := s.cfg.ListPage; n > 0 {
+		return min(n, MaxPage)
+	}
+	return DefaultPage
+}
 
 // paged is a handler's answer that has a next page.
 type paged struct {

@@ -155,6 +155,11 @@ type Config struct {
 	// are kept (internal/state retain.go; the --retain-* flags). Zero keeps
 	// everything forever.
 	Retention state.Retention
+	// ListPage is how many items a paged list (GET /v1/jobs, GET
+	// /v1/events) answers when the request names no limit; 0 is
+	// DefaultPage, more than MaxPage is MaxPage. Tests set it small to
+	// see clients follow the pages.
+	ListPage int
 	// RetainEvery is how often the leader runs a retention pass (0: 10m).
 	RetainEvery time.Duration
 	// Telemetry says what the leader scrapes and which push sources it

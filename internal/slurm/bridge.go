@@ -99,8 +99,11 @@ type Config struct {
 	// and time for a node's slurmd to register again after a restart, so
 	// a job that would start is not moved.
 	StuckAfter time.Duration
-	Clock      tstime.Clock
-	Logger     *slog.Logger
+	// PageSize is how many live jobs each request of a pass's list asks
+	// for (0: livePage); the pass reads every page. Tests set it small.
+	PageSize int
+	Clock    tstime.Clock
+	Logger   *slog.Logger
 }
 
 // Bridge submits held Slurm jobs to jobfabric and releases them where
@@ -236,8 +239,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // livePage is the page size of the list of live jobs: one request for
-// a queue of 10,000 instead of 20 of the default 500.
-const livePage = 20000
+// a queue of 10,000 instead of 20 of the default 500. It is the most a
+// server's page holds (a larger limit is taken as that many).
+const livePage = 10000
 
 // pass is what one Sync gathers as it walks the queue.
 type pass struct {
@@ -277,7 +281,7 @@ func (b *Bridge) Sync(ctx context.Context) (Stats, error) {
 	slices.SortStableFunc(jobs, func(a, b Job) int { return compareIDs(a.ID, b.ID) })
 	// One list of live jobs instead of a lookup per Slurm job.
 	live, err := b.cfg.API.Jobs(ctx, client.JobQuery{States: []domain.JobState{domain.JobPending, domain.JobPlaced, domain.JobReady, domain.JobRunning, domain.JobPreempting},
-		PageSize: livePage})
+		PageSize: cmp.Or(b.cfg.PageSize, livePage)})
 	if err != nil {
 		return Stats{}, fmt.Errorf("slurm bridge: list jobfabric jobs: %w", err)
 	}

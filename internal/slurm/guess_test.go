@@ -68,7 +68,9 @@ func TestBridgeNeverTakesAGuessedID(t *testing.T) {
 		t.Fatalf("slurmctld numbered the next job %s, not %s", got, next)
 	}
 
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Pages of one job: the squatters' jobs come first, so a pass that
+	// read only the first page would not see its own mirrors.
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

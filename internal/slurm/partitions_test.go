@@ -42,7 +42,7 @@ func TestBridgeKeepsJobsInTheirPartition(t *testing.T) {
 		export.Hostlist(a), export.Hostlist(b))
 	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
 	sc := p.sc
-	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestBridgeSeesHiddenPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(string(out))
-	br, err := slurm.New(slurm.Config{Cluster: p.sc.Name, Slurm: user, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+	br, err := slurm.New(slurm.Config{Cluster: p.sc.Name, Slurm: user, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestBridgeFollowsAJobMovedToAnotherPartition(t *testing.T) {
 		export.Hostlist(a), export.Hostlist(b))
 	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
 	sc := p.sc
-	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func TestBridgeReclaimRequeuesBorrower(t *testing.T) {
 	}
 
 	// No account map: the account is the tenant, the partition the workspace.
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestBridgeTakesBackAJobReleasedElsewhere(t *testing.T) {
 	defer cancel()
 	p := startPair(t, ctx, 1, 4, "gpu", 8, "") // room in jobfabric for one job
 	sc, admin := p.sc, p.admin
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestBridgeSignalsAPreemptedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(string(out))
-	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+	b, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

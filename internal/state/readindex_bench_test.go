@@ -8,7 +8,8 @@ import (
 
 // BenchmarkReadsAmongLive is what the API's reads hold the read lock for
 // (every apply waits meanwhile) in a state of 100,000 live jobs (2,048
-// placed) of acme/research and 8 pending of globex/lab: globex's page of
+// placed) of acme/research and 8 pending of globex/lab: the admin's every
+// job and first page, globex's page of
 // jobs, of pending jobs, of events (among 100,000 of acme's), its pools, every workspace's tally (the queue's
 // counts and the metrics' sums), the nodes' use. Before the read index
 // each walked every live job (or every job) whatever it answered.
@@ -29,6 +30,10 @@ func BenchmarkReadsAmongLive(b *testing.B) {
 		read func() int
 		want int
 	}{
+		// An admin's GET /v1/jobs without limit: every job before default
+		// pages, the first page (server.DefaultPage) now.
+		{"admin-all", func() int { js, _ := h.f.JobsPage(JobFilter{}); return len(js) }, 100_008},
+		{"admin-page", func() int { js, _ := h.f.JobsPage(JobFilter{Limit: 500}); return len(js) }, 500},
 		{"tenant-page", func() int { js, _ := h.f.JobsPage(JobFilter{Tenant: "globex", Limit: 100}); return len(js) }, 8},
 		{"tenant-pending", func() int {
 			js, _ := h.f.JobsPage(JobFilter{Tenant: "globex", State: domain.JobPending})
