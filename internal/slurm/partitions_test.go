@@ -29,24 +29,7 @@ import (
 func TestBridgeKeepsJobsInTheirPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range topo.Servers() {
-		names = append(names, s.Name)
-	}
-	a, b := names[:2], names[2:]
-	parts := fmt.Sprintf("PartitionName=a Nodes=%s Default=YES State=UP MaxTime=INFINITE\nPartitionName=b Nodes=%s State=UP MaxTime=INFINITE",
-		export.Hostlist(a), export.Hostlist(b))
-	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
-	sc := p.sc
-	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sc, br, a, b := twoPartitions(t, ctx)
 	var ids []string
 	for range 3 {
 		out, err := sc.Command(ctx, "sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true", "-A", "acme", "-p", "b", "-N", "1", "--gres=gpu:8")
@@ -203,24 +186,7 @@ func TestBridgeSeesHiddenPartitions(t *testing.T) {
 func TestBridgeFollowsAJobMovedToAnotherPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range topo.Servers() {
-		names = append(names, s.Name)
-	}
-	a, b := names[:2], names[2:]
-	parts := fmt.Sprintf("PartitionName=a Nodes=%s Default=YES State=UP MaxTime=INFINITE\nPartitionName=b Nodes=%s State=UP MaxTime=INFINITE",
-		export.Hostlist(a), export.Hostlist(b))
-	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
-	sc := p.sc
-	br, err := slurm.New(slurm.Config{Cluster: sc.Name, Slurm: sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sc, br, a, b := twoPartitions(t, ctx)
 	var total slurm.Stats
 	pass := func() {
 		t.Helper()
@@ -307,4 +273,29 @@ func TestBridgeFollowsAJobMovedToAnotherPartition(t *testing.T) {
 		t.Errorf("the Ready job moved is %d (was %d), requeues %d, pool %q; stats %+v: want the same job handed back once and moved to b's pool",
 			j.ID, ready.ID, j.Requeues, j.Pool, total)
 	}
+}
+
+// twoPartitions starts slurmctld with partitions a (the first two of four
+// servers, the default) and b (the other two), a jobfabric server, and a
+// bridge reading jobfabric's jobs a page of one at a time.
+func twoPartitions(t *testing.T, ctx context.Context) (pair, *slurmtest.Cluster, *slurm.Bridge, []string, []string) {
+	t.Helper()
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range topo.Servers() {
+		names = append(names, s.Name)
+	}
+	a, b := names[:2], names[2:]
+	parts := fmt.Sprintf("PartitionName=a Nodes=%s Default=YES State=UP MaxTime=INFINITE\nPartitionName=b Nodes=%s State=UP MaxTime=INFINITE",
+		export.Hostlist(a), export.Hostlist(b))
+	p := startPairWith(t, ctx, 1, 4, "training", 32, slurmtest.Options{Partitions: parts}, nil)
+	br, err := slurm.New(slurm.Config{Cluster: p.sc.Name, Slurm: p.sc, API: p.runtime, PageSize: 1, Mapping: slurm.Mapping{DefaultWorkspace: "training"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, p.sc, br, a, b
 }
