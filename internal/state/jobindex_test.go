@@ -262,6 +262,13 @@ func checkJobsPage(t *testing.T, f *FSM, rng *rand.Rand) {
 	if rng.IntN(3) == 0 {
 		q.States = []domain.JobState{domain.JobReady, domain.JobPreempting}
 	}
+	checkPageAsFilter(t, f, q)
+}
+
+// checkPageAsFilter compares the page q of the job list with a filter of
+// every job sorted by ID.
+func checkPageAsFilter(t *testing.T, f *FSM, q JobFilter) {
+	t.Helper()
 	got, more := f.JobsPage(q)
 	f.mu.RLock()
 	var want []uint64

@@ -152,27 +152,7 @@ func checkScopedPages(t *testing.T, f *FSM, rng *rand.Rand) {
 		if rng.IntN(3) == 0 {
 			q.States = []domain.JobState{domain.JobReady, domain.JobRunning}
 		}
-		got, more := f.JobsPage(q)
-		f.mu.RLock()
-		var want []uint64
-		for _, j := range f.d.Jobs {
-			if q.keeps(j) {
-				want = append(want, j.ID)
-			}
-		}
-		f.mu.RUnlock()
-		slices.Sort(want)
-		wantMore := q.Limit > 0 && len(want) > q.Limit
-		if wantMore {
-			want = want[:q.Limit]
-		}
-		var gotIDs []uint64
-		for _, j := range got {
-			gotIDs = append(gotIDs, j.ID)
-		}
-		if !slices.Equal(gotIDs, want) || more != wantMore {
-			t.Fatalf("jobs %+v: %v more=%t, want %v more=%t", q, gotIDs, more, want, wantMore)
-		}
+		checkPageAsFilter(t, f, q)
 	}
 }
 
