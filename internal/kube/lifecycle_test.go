@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,13 +292,19 @@ func TestReclaimEvictsWithinGrace(t *testing.T) {
 	})
 	// The workload exits on SIGTERM: the pods go before the deadline.
 	kl.ExitOnDelete(true)
-	evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=wide-0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool { return ev.Reason == "Preempted" }) {
-		t.Errorf("no Preempted event on wide-0: %+v", evs.Items)
-	}
+	// The bridge writes the event once every pod's eviction is sent: it
+	// may follow the last deletion the test saw.
+	eventually(t, "a Preempted event on wide-0", func() (bool, string) {
+		evs, err := e.kube.CoreV1().Events("team-a").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=wide-0"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		for _, ev := range evs.Items {
+			reasons = append(reasons, ev.Reason)
+		}
+		return slices.Contains(reasons, "Preempted"), strings.Join(reasons, ",")
+	})
 	end := waitState(t, e, "k8s:team-a/wide", domain.JobPreempted)
 	if len(podsOf(t, e, "team-a", "wide")) != 0 {
 		t.Fatalf("the job ended Preempted with pods left")
