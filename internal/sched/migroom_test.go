@@ -83,18 +83,7 @@ func TestMIGRoomAsScan(t *testing.T) {
 			} else {
 				pl, _, _ = full.placeIn(j, tn, nil)
 			}
-			if pl != nil && rng.IntN(5) != 0 {
-				fast.commit(j, tn, pl)
-				full.commit(j, tn, pl)
-				j.Placement = pl
-				live = append(live, j)
-			}
-			if len(live) > 0 && rng.IntN(3) == 0 {
-				k := rng.IntN(len(live))
-				fast.release(live[k])
-				full.release(live[k])
-				live = append(live[:k], live[k+1:]...)
-			}
+			live = commitAndRelease(rng, fast, full, live, j, tn, pl)
 		}
 	}
 	if passedOver < 100 || fullWithRoom < 100 {
@@ -196,22 +185,30 @@ func TestHeldByOthersAsScan(t *testing.T) {
 			} else {
 				pl, _, _ = full.placeIn(j, tn, nil)
 			}
-			if pl != nil && rng.IntN(5) != 0 {
-				fast.commit(j, tn, pl)
-				full.commit(j, tn, pl)
-				j.Placement = pl
-				live = append(live, j)
-			}
-			if len(live) > 0 && rng.IntN(3) == 0 {
-				k := rng.IntN(len(live))
-				fast.release(live[k])
-				full.release(live[k])
-				live = append(live[:k], live[k+1:]...)
-			}
+			live = commitAndRelease(rng, fast, full, live, j, tn, pl)
 		}
 	}
 	if passed < 1000 || ownKept < 20 {
 		t.Fatalf("%d MIG jobs asked; servers with room passed over %d times, a GPU-isolated ask of a tenant holding servers exclusively %d times: not the states this test is for", asked, passed, ownKept)
 	}
 	t.Logf("%d MIG jobs asked; servers with room passed over %d times; a GPU-isolated ask of a tenant holding servers exclusively %d times", asked, passed, ownKept)
+}
+
+// commitAndRelease commits pl (most of the time) to both clusters and
+// releases a random live job from both now and then: the kept sets and the
+// full scans see the same changes.
+func commitAndRelease(rng *rand.Rand, fast, full *cluster, live []*domain.Job, j *domain.Job, tn *domain.Tenant, pl []domain.Placement) []*domain.Job {
+	if pl != nil && rng.IntN(5) != 0 {
+		fast.commit(j, tn, pl)
+		full.commit(j, tn, pl)
+		j.Placement = pl
+		live = append(live, j)
+	}
+	if len(live) > 0 && rng.IntN(3) == 0 {
+		k := rng.IntN(len(live))
+		fast.release(live[k])
+		full.release(live[k])
+		live = append(live[:k], live[k+1:]...)
+	}
+	return live
 }
