@@ -137,6 +137,18 @@ type Report struct {
 
 // Compute sums the runs of the jobs q selects, clipped to its period.
 func Compute(src Source, q Query) (*Report, error) {
+	rep, err := Gather(src, q)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = sorted(rep.Rows)
+	return rep, nil
+}
+
+// Gather is Compute with its rows in no order: what must be read under
+// the state's lock. The API sorts the rows, or picks a page of them
+// (Compare), after the lock is released.
+func Gather(src Source, q Query) (*Report, error) {
 	by, err := ParseBy(string(q.By))
 	if err != nil {
 		return nil, err
@@ -208,8 +220,22 @@ func Compute(src Source, q Query) (*Report, error) {
 	for u := range src.ArchivedSince(since) {
 		count(Key{Tenant: u.Tenant, Workspace: u.Workspace, Job: u.Job, JobName: u.Name, Token: u.SubmittedBy}, u.Runs, u.Split)
 	}
-	rep.Rows = sorted(rep.Rows)
 	return rep, nil
+}
+
+// Compare orders keys as a report's rows are: by tenant, workspace, job,
+// token. Rows of one grouping have keys that differ.
+func Compare(a, b *Key) int {
+	if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Workspace, b.Workspace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Job, b.Job); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Token, b.Token)
 }
 
 // sorted orders rows by tenant, workspace, job, token. It sorts indices and
@@ -220,19 +246,7 @@ func sorted(rows []Row) []Row {
 	for i := range ix {
 		ix[i] = int32(i)
 	}
-	slices.SortFunc(ix, func(i, j int32) int {
-		a, b := &rows[i], &rows[j]
-		if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.Workspace, b.Workspace); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Job, b.Job); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Token, b.Token)
-	})
+	slices.SortFunc(ix, func(i, j int32) int { return Compare(&rows[i].Key, &rows[j].Key) })
 	out := make([]Row, len(rows))
 	for i, k := range ix {
 		out[i] = rows[k]
