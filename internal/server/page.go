@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,27 +61,98 @@ type paged struct {
 // continueToken is opaque to clients: the list it belongs to and the
 // position to resume from, so a token of one list is refused by another.
 func continueToken(list string, pos uint64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(list + ":" + strconv.FormatUint(pos, 10)))
+	return continueKey(list, strconv.FormatUint(pos, 10))
+}
+
+// continueKey is continueToken with a position of several parts (a
+// queue's order and place in it, a usage row's key), each escaped so a
+// part may hold any text.
+func continueKey(list string, parts ...string) string {
+	esc := make([]string, len(parts))
+	for i, p := range parts {
+		esc[i] = url.QueryEscape(p)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(list + ":" + strings.Join(esc, ":")))
 }
 
 // readContinue decodes the continue query parameter of list; 0 when absent.
 func readContinue(r *http.Request, list string) (uint64, error) {
-	raw := r.URL.Query().Get("continue")
-	if raw == "" {
-		return 0, nil
+	parts, err := readContinueKey(r, list, 1)
+	if err != nil || parts == nil {
+		return 0, err
 	}
-	bad := domain.Invalid("continue", "continue token %q is not one this server gave for %s: pass the %s header of the previous page as is", raw, list, ContinueHeader)
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil {
-		return 0, bad
-	}
-	kind, pos, ok := strings.Cut(string(b), ":")
-	if !ok || kind != list {
-		return 0, bad
-	}
-	n, err := strconv.ParseUint(pos, 10, 64)
+	n, err := strconv.ParseUint(parts[0], 10, 64)
 	if err != nil || n == 0 {
-		return 0, bad
+		return 0, badContinue(r, list)
 	}
 	return n, nil
+}
+
+// readContinueKey decodes the continue query parameter of list, n parts;
+// nil when absent.
+func readContinueKey(r *http.Request, list string, n int) ([]string, error) {
+	raw := r.URL.Query().Get("continue")
+	if raw == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, badContinue(r, list)
+	}
+	kind, rest, ok := strings.Cut(string(b), ":")
+	parts := strings.Split(rest, ":")
+	if !ok || kind != list || len(parts) != n {
+		return nil, badContinue(r, list)
+	}
+	for i, p := range parts {
+		if parts[i], err = url.QueryUnescape(p); err != nil {
+			return nil, badContinue(r, list)
+		}
+	}
+	return parts, nil
+}
+
+func badContinue(r *http.Request, list string) error {
+	return domain.Invalid("continue", "continue token %q is not one this server gave for %s: pass the %s header of the previous page as is", r.URL.Query().Get("continue"), list, ContinueHeader)
+}
+
+// smallest is the k smallest of xs by cmp, in order, and whether xs held
+// more: a page of a list the state does not keep in the page's order (the
+// queue's ranks, usage rows) without sorting the whole list for each page.
+// It reorders xs.
+func smallest[T any](xs []T, k int, cmp func(a, b T) int) ([]T, bool) {
+	if k >= len(xs) {
+		slices.SortFunc(xs, cmp)
+		return xs, false
+	}
+	// A max-heap of the k smallest so far in xs[:k]: each later x smaller
+	// than the largest replaces it.
+	h := xs[:k]
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= k {
+				return
+			}
+			if c+1 < k && cmp(h[c+1], h[c]) > 0 {
+				c++
+			}
+			if cmp(h[c], h[i]) <= 0 {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, x := range xs[k:] {
+		if k > 0 && cmp(x, h[0]) < 0 {
+			h[0] = x
+			down(0)
+		}
+	}
+	slices.SortFunc(h, cmp)
+	return h, true
 }
