@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -114,45 +113,4 @@ func readContinueKey(r *http.Request, list string, n int) ([]string, error) {
 
 func badContinue(r *http.Request, list string) error {
 	return domain.Invalid("continue", "continue token %q is not one this server gave for %s: pass the %s header of the previous page as is", r.URL.Query().Get("continue"), list, ContinueHeader)
-}
-
-// smallest is the k smallest of xs by cmp, in order, and whether xs held
-// more: a page of a list the state does not keep in the page's order (the
-// queue's ranks, usage rows) without sorting the whole list for each page.
-// It reorders xs.
-func smallest[T any](xs []T, k int, cmp func(a, b T) int) ([]T, bool) {
-	if k >= len(xs) {
-		slices.SortFunc(xs, cmp)
-		return xs, false
-	}
-	// A max-heap of the k smallest so far in xs[:k]: each later x smaller
-	// than the largest replaces it.
-	h := xs[:k]
-	down := func(i int) {
-		for {
-			c := 2*i + 1
-			if c >= k {
-				return
-			}
-			if c+1 < k && cmp(h[c+1], h[c]) > 0 {
-				c++
-			}
-			if cmp(h[c], h[i]) <= 0 {
-				return
-			}
-			h[i], h[c] = h[c], h[i]
-			i = c
-		}
-	}
-	for i := k/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	for _, x := range xs[k:] {
-		if k > 0 && cmp(x, h[0]) < 0 {
-			h[0] = x
-			down(0)
-		}
-	}
-	slices.SortFunc(h, cmp)
-	return h, true
 }

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"cmp"
 	"encoding/base64"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -47,29 +45,6 @@ func TestPageLimit(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%q (page %d): %d, %v; want %d", tc.query, tc.listPage, got, err, tc.want)
-		}
-	}
-}
-
-// TestSmallest: the k smallest in order, and whether more were left out,
-// against a sort of the whole list, for every k around the list's size.
-func TestSmallest(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 2, 7, 64, 333} {
-		xs := make([]int, n)
-		for i := range xs {
-			xs[i] = rng.IntN(50) // repeats, as ranks of unranked jobs are
-		}
-		want := slices.Sorted(slices.Values(xs))
-		for _, k := range []int{0, 1, 2, n / 2, n - 1, n, n + 1} {
-			if k < 0 {
-				continue
-			}
-			got, more := smallest(slices.Clone(xs), k, cmp.Compare[int])
-			w := want[:min(k, n)]
-			if !slices.Equal(got, w) || more != (k < n) {
-				t.Errorf("n=%d k=%d: %v more=%v, want %v more=%v", n, k, got, more, w, k < n)
-			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/topk"
 )
 
 func (s *Server) queueRoutes() []route {
@@ -139,7 +140,7 @@ func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 		}
 		keys = append(keys, k)
 	}
-	page, more := smallest(keys, skip+limit, queueKey.cmp)
+	page, more := topk.Smallest(keys, skip+limit, queueKey.cmp)
 	page = page[min(skip, len(page)):]
 	pageIDs := make([]uint64, len(page))
 	for i, k := range page {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -65,7 +64,6 @@ func (s *Server) usage(r *http.Request, p *principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var last *usage.Key
 	if after != nil {
 		since, err1 := strconv.ParseInt(after[0], 10, 64)
 		until, err2 := strconv.ParseInt(after[1], 10, 64)
@@ -74,25 +72,22 @@ func (s *Server) usage(r *http.Request, p *principal) (any, error) {
 			return nil, badContinue(r, list)
 		}
 		uq.Since, uq.Until = time.Unix(since, 0), time.Unix(until, 0)
-		last = &usage.Key{Tenant: after[2], Workspace: after[3], Job: job, Token: after[5]}
+		uq.After = &usage.Key{Tenant: after[2], Workspace: after[3], Job: job, Token: after[5]}
 	}
-	// Under the lock the rows are summed, not sorted: the page is picked
-	// after (issue 18: by job a report has a row per job).
+	// By job the report keeps the page's rows as it sums, not a row per
+	// job (issue 18).
+	uq.Limit = limit
 	var rep *usage.Report
-	s.fsm.Read(func(v state.View) { rep, err = usage.Gather(v, uq) })
+	s.fsm.Read(func(v state.View) { rep, err = usage.Compute(v, uq) })
 	if err != nil {
 		return nil, err
 	}
 	rows := rep.Rows
-	if last != nil {
-		rows = slices.DeleteFunc(rows, func(r usage.Row) bool { return usage.Compare(&r.Key, last) <= 0 })
-	}
-	rows, more := smallest(rows, limit, func(a, b usage.Row) int { return usage.Compare(&a.Key, &b.Key) })
 	out := api.Usage{Since: rep.Since.UTC(), Until: rep.Until.UTC(), By: string(rep.By), Rows: make([]api.UsageRow, len(rows)), Total: usageFigures(rep.Total)}
 	for i, r := range rows {
 		out.Rows[i] = api.UsageRow{Tenant: r.Tenant, Workspace: r.Workspace, Job: r.Job, JobName: r.JobName, Token: r.Token, UsageFigures: usageFigures(r.Figures)}
 	}
-	if !more {
+	if !rep.More {
 		return out, nil
 	}
 	k := rows[len(rows)-1].Key
