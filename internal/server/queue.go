@@ -85,7 +85,7 @@ func (c queueCursor) token() string {
 // whole queue's, on every page). The state keeps pending jobs by ID, not
 // by rank: the IDs are read under the read lock, ranked and cut to the
 // page outside it, and only the page's jobs copied (issue 18: the whole
-// queue was copied under the lock, 100,000 jobs in 180 ms).
+// queue was copied under the lock: 97,960 pending jobs in about 110 ms).
 func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 	tenant, ws, err := scope(r, p)
 	if err != nil {
