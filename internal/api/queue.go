@@ -7,19 +7,22 @@ import (
 )
 
 type (
-	// Queue is the answer of GET /v1/queue: the pending jobs the caller
-	// may see, in the order the scheduler considers them, and the quota
-	// use of the workspaces it may see.
+	// Queue is the answer of GET /v1/queue: a page of the pending jobs
+	// the caller may see, in the order the scheduler considers them, and
+	// the quota use of the workspaces it may see (all of them, on every
+	// page).
 	Queue struct {
 		// OrderedAt is when the leader's latest scheduling cycle ordered
 		// the queue (unset before this leader's first cycle); jobs
 		// submitted since come last, by ID.
 		OrderedAt time.Time `json:"orderedAt,omitzero"`
-		// Pending are the pending jobs in scheduling order, each with the
-		// reason it waits.
+		// Pending are the page's pending jobs in scheduling order, each
+		// with the reason it waits; the Jobfabric-Continue answer header
+		// carries the next page's token.
 		Pending []domain.Job `json:"pending" openapi:"required"`
 		// Workspaces are the workspaces' quota and use now, by tenant and
-		// name.
+		// name: the whole queue's (their Pending counts every pending
+		// job), not the page's.
 		Workspaces []WorkspaceUse `json:"workspaces" openapi:"required"`
 	}
 	// WorkspaceUse is one workspace's quota and what it holds now, in

@@ -12,10 +12,12 @@ type (
 		Until time.Time `json:"until"`
 		// By is the grouping: tenant, workspace, job or token.
 		By string `json:"by"`
-		// Rows are the groups that held GPUs in the period, by tenant,
-		// workspace, job, token.
+		// Rows are a page of the groups that held GPUs in the period, by
+		// tenant, workspace, job, token; the Jobfabric-Continue answer
+		// header carries the next page's token.
 		Rows []UsageRow `json:"rows"`
-		// Total sums the rows; its jobs count each job once.
+		// Total sums every row of the period, not the page's; its jobs
+		// count each job once.
 		Total UsageFigures `json:"total"`
 	}
 	// UsageRow is one group's use; the key fields the grouping does not

@@ -16,7 +16,7 @@ const module = "github.com/jobfabric/jobfabric"
 // server, the simulator and the tests can all call them.
 var pure = []string{"internal/domain", "internal/topology", "internal/topology/export", "internal/sched", "internal/mig",
 	"internal/fabric", "internal/fabric/platform", "internal/fabric/pool", "internal/fabric/render", "internal/fabric/fabrictest", "internal/fabric/verify", "internal/fabric/lint",
-	"internal/hostfacts", "internal/binding", "internal/agent", "internal/usage"}
+	"internal/hostfacts", "internal/binding", "internal/agent", "internal/usage", "internal/topk"}
 
 var forbidden = []string{
 	"net", "net/http", "os/exec",

@@ -43,6 +43,14 @@ var ReadRoutes = map[string]readRoute{
 	// before default pages the answer copied every job under the read
 	// lock; now it is the first page (the readers do not follow it).
 	"jobs-admin": {path: "/v1/jobs"},
+	// The whole queue as the admin asks for it, without limit: before
+	// pages the answer copied every pending job under the read lock; now
+	// it is the first page (the readers do not follow it).
+	"queue-admin": {path: "/v1/queue"},
+	// Every job's usage over the last hour as the admin asks for it,
+	// without limit: a row per job that held GPUs before pages, now the
+	// first page.
+	"usage-jobs": {path: "/v1/usage?since=1h&by=job"},
 	// A Prometheus scrape of the leader (admin).
 	"metrics": {path: "/metrics"},
 }

@@ -126,7 +126,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.ViaFollower, "via-follower", false, "send to a follower (forwarded to the leader)")
 	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
 	f.IntVar(&o.Readers, "readers", 0, "clients polling the leader during each run, closed loop, round-robin over --read-routes (their latency is reported by route)")
-	f.StringSliceVar(&o.ReadRoutes, "read-routes", []string{"jobs-tenant", "queue", "metrics"}, "what the readers poll: "+strings.Join(slices.Sorted(maps.Keys(bench.ReadRoutes)), ", ")+" (jobs-admin and metrics as the admin; the others as a second tenant's admin token)")
+	f.StringSliceVar(&o.ReadRoutes, "read-routes", []string{"jobs-tenant", "queue", "metrics"}, "what the readers poll: "+strings.Join(slices.Sorted(maps.Keys(bench.ReadRoutes)), ", ")+" (jobs-admin, queue-admin, usage-jobs and metrics as the admin; the others as a second tenant's admin token)")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")

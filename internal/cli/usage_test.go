@@ -30,7 +30,8 @@ var usageAnswer = api.Usage{
 	Total: api.UsageFigures{GPUHours: 16, GPUEquivalentHours: 16 + 6.0/7, GuaranteedHours: 8 + 6.0/7, BorrowedHours: 8, Jobs: 2, GPUSeconds: 57600, UnitSeconds: 424800000},
 }
 
-// TestUsageOutputs: the flags reach the API as its query; the table has a
+// TestUsageOutputs: the flags reach the API as its query; the rows of
+// every page are read (the server answers one row a page); the table has a
 // column per key and a total; -o csv (encoding/csv) carries every column at
 // full precision; -o json the answer as is; csv is refused elsewhere.
 func TestUsageOutputs(t *testing.T) {
@@ -40,10 +41,22 @@ func TestUsageOutputs(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		got = r.URL.Query()
+		page := usageAnswer
+		q := r.URL.Query()
+		if q.Get("continue") == "" {
+			got = q
+			page.Rows = page.Rows[:1]
+			w.Header().Set(client.ContinueHeader, "second")
+		} else {
+			if q.Get("continue") != "second" || q.Get("since") != got.Get("since") || q.Get("by") != got.Get("by") {
+				http.Error(w, "a next page without the first page's query and token: "+r.URL.RawQuery, http.StatusBadRequest)
+				return
+			}
+			page.Rows = page.Rows[1:]
+		}
 		w.Header().Set(client.RevisionHeader, strconv.Itoa(api.Revision))
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(usageAnswer)
+		json.NewEncoder(w).Encode(page)
 	}))
 	defer srv.Close()
 	t.Setenv("JOBFABRIC_CONFIG", filepath.Join(t.TempDir(), "none.yaml"))
@@ -54,7 +67,7 @@ func TestUsageOutputs(t *testing.T) {
 	g := func() *globals { return &globals{printing: printing{loc: time.UTC}} }
 
 	out := runWith(t, g(), "usage", "--workspace", "acme/research", "--since", "30d", "--until", "2026-11-26T12:00:00Z", "--by", "job")
-	want := url.Values{"tenant": {"acme"}, "workspace": {"research"}, "since": {"30d"}, "until": {"2026-11-26T12:00:00Z"}, "by": {"job"}}
+	want := url.Values{"tenant": {"acme"}, "workspace": {"research"}, "since": {"30d"}, "until": {"2026-11-26T12:00:00Z"}, "by": {"job"}, "limit": {"500"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("query %v, want %v", got, want)
 	}

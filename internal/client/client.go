@@ -404,20 +404,57 @@ func (c *Client) Hotspots(ctx context.Context, limit int, all bool) (*api.Hotspo
 // By is tenant (default), workspace, job or token.
 type UsageQuery struct {
 	Tenant, Workspace, Since, Until, By string
+	// PageSize is how many rows each request asks for (0: the client's).
+	PageSize int
 }
 
-// Usage reports the GPU-hours of the jobs q selects over its period.
+// Usage reports the GPU-hours of the jobs q selects over its period,
+// reading every page of rows: the period and total are the first page's
+// (each later page counts the same period).
 func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.Usage, error) {
-	var u api.Usage
-	path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By)
-	return &u, c.Do(ctx, "GET", path, nil, &u)
+	var out *api.Usage
+	token := ""
+	for {
+		path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By,
+			"limit", strconv.Itoa(pageSize(cmp.Or(q.PageSize, c.PageSize), 0, 0)), "continue", token)
+		var page api.Usage
+		var hdr http.Header
+		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = &page
+		} else {
+			out.Rows = append(out.Rows, page.Rows...)
+		}
+		if token = hdr.Get(ContinueHeader); token == "" {
+			return out, nil
+		}
+	}
 }
 
 // Queue is the pending jobs in scheduling order and the workspaces' quota
-// use, as the token may see them (GET /v1/queue).
+// use, as the token may see them (GET /v1/queue), reading every page of
+// jobs: the order's time and the workspaces are the first page's.
 func (c *Client) Queue(ctx context.Context, tenant, workspace string) (*api.Queue, error) {
-	var q api.Queue
-	return &q, c.Do(ctx, "GET", withQuery("/v1/queue", "tenant", tenant, "workspace", workspace), nil, &q)
+	var out *api.Queue
+	token := ""
+	for {
+		path := withQuery("/v1/queue", "tenant", tenant, "workspace", workspace, "limit", strconv.Itoa(pageSize(c.PageSize, 0, 0)), "continue", token)
+		var page api.Queue
+		var hdr http.Header
+		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = &page
+		} else {
+			out.Pending = append(out.Pending, page.Pending...)
+		}
+		if token = hdr.Get(ContinueHeader); token == "" {
+			return out, nil
+		}
+	}
 }
 
 // Workspace reads one workspace.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/httpcode"
 )
@@ -57,33 +58,75 @@ const continueHeader = "Jobfabric-Continue"
 // the API's order. back says the pages go back in time (events: each
 // page is older than the one before, its items oldest first).
 func getAll[T any](ctx context.Context, c caller, path string, back bool) ([]T, error) {
-	sep := "?"
-	if strings.Contains(path, "?") {
-		sep = "&"
-	}
-	var pages [][]T
-	n, next := 0, path
-	for {
-		var page []T
-		hdr, err := c.send(ctx, http.MethodGet, next, nil, &page)
-		if err != nil {
-			return nil, err
-		}
-		pages, n = append(pages, page), n+len(page)
-		token := hdr.Get(continueHeader)
-		if token == "" {
-			break
-		}
-		next = path + sep + "continue=" + url.QueryEscape(token)
+	pages, err := getPages[[]T](ctx, c, path)
+	if err != nil {
+		return nil, err
 	}
 	if back {
 		slices.Reverse(pages)
+	}
+	n := 0
+	for _, p := range pages {
+		n += len(p)
 	}
 	out := make([]T, 0, n)
 	for _, p := range pages {
 		out = append(out, p...)
 	}
 	return out, nil
+}
+
+// getPages reads every page of the answer at path, following the
+// continue header: lists, and the answers that hold one (GET /v1/queue's
+// jobs, GET /v1/usage's rows).
+func getPages[T any](ctx context.Context, c caller, path string) ([]T, error) {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	var pages []T
+	next := path
+	for {
+		var page T
+		hdr, err := c.send(ctx, http.MethodGet, next, nil, &page)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, page)
+		token := hdr.Get(continueHeader)
+		if token == "" {
+			return pages, nil
+		}
+		next = path + sep + "continue=" + url.QueryEscape(token)
+	}
+}
+
+// getQueue reads every page of GET /v1/queue: the pending jobs of every
+// page, the order's time and workspaces of the first.
+func getQueue(ctx context.Context, c caller) (api.Queue, error) {
+	pages, err := getPages[api.Queue](ctx, c, "/v1/queue")
+	if err != nil {
+		return api.Queue{}, err
+	}
+	q := pages[0]
+	for _, p := range pages[1:] {
+		q.Pending = append(q.Pending, p.Pending...)
+	}
+	return q, nil
+}
+
+// getUsage reads every page of a usage report at path: the rows of every
+// page, the period and total of the first (every page counts them).
+func getUsage(ctx context.Context, c caller, path string) (api.Usage, error) {
+	pages, err := getPages[api.Usage](ctx, c, path)
+	if err != nil {
+		return api.Usage{}, err
+	}
+	u := pages[0]
+	for _, p := range pages[1:] {
+		u.Rows = append(u.Rows, p.Rows...)
+	}
+	return u, nil
 }
 
 // do sends a JSON body (nil: none) and decodes a JSON answer into out (nil:

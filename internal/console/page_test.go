@@ -62,6 +62,23 @@ func TestPagesFollowTheAPIPages(t *testing.T) {
 		}
 	}
 
+	// The queue's pending jobs come a page of one at a time too (GET
+	// /v1/queue answered every one before, issue 18).
+	var waiting []string
+	for i := range 3 {
+		j, err := f.admin.SubmitJob(ctx, domain.JobSpec{Tenant: "acme", Workspace: "main", Name: "waiting-" + itoa(uint64(i)), GPUs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, j.Name)
+	}
+	_, queue := b.do("GET", "/console/queue", nil, nil)
+	for _, name := range waiting {
+		if !strings.Contains(queue, name) {
+			t.Errorf("the admin's queue lacks pending job %s (a page of one job shows only the first)", name)
+		}
+	}
+
 	all, err := f.admin.Events(ctx, client.EventQuery{})
 	if err != nil {
 		t.Fatal(err)

@@ -73,8 +73,10 @@ func (c *Console) tenantsData(r *http.Request, q *request) (string, any, error) 
 	if err := q.api.get(ctx, "/v1/tenants", &tenants); err != nil {
 		return "", nil, err
 	}
+	// Only the workspaces are read (every page holds them all): one job
+	// is the smallest page.
 	var queue api.Queue
-	if err := q.api.get(ctx, "/v1/queue", &queue); err != nil {
+	if err := q.api.get(ctx, "/v1/queue?limit=1", &queue); err != nil {
 		return "", nil, err
 	}
 	col := colours(tenants)
@@ -104,9 +106,9 @@ func (c *Console) tenantsData(r *http.Request, q *request) (string, any, error) 
 	v.From, v.To = start.Format("2006-01-02 15:04"), now.Format("2006-01-02 15:04 UTC")
 	for b := range buckets {
 		from, until := start.Add(time.Duration(b)*step), start.Add(time.Duration(b+1)*step)
-		var u api.Usage
 		path := "/v1/usage?by=tenant&since=" + url.QueryEscape(from.Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339))
-		if err := q.api.get(ctx, path, &u); err != nil {
+		u, err := getUsage(ctx, q.api, path)
+		if err != nil {
 			return "", nil, err
 		}
 		for _, row := range u.Rows {
@@ -140,8 +142,8 @@ type queueView struct {
 
 func (c *Console) queueData(r *http.Request, q *request) (string, any, error) {
 	ctx := r.Context()
-	var queue api.Queue
-	if err := q.api.get(ctx, "/v1/queue", &queue); err != nil {
+	queue, err := getQueue(ctx, q.api)
+	if err != nil {
 		return "", nil, err
 	}
 	running, err := getAll[domain.Job](ctx, q.api, "/v1/jobs?state="+liveStates, false)

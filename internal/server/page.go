@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -59,27 +60,57 @@ type paged struct {
 // continueToken is opaque to clients: the list it belongs to and the
 // position to resume from, so a token of one list is refused by another.
 func continueToken(list string, pos uint64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(list + ":" + strconv.FormatUint(pos, 10)))
+	return continueKey(list, strconv.FormatUint(pos, 10))
+}
+
+// continueKey is continueToken with a position of several parts (a
+// queue's order and place in it, a usage row's key), each escaped so a
+// part may hold any text.
+func continueKey(list string, parts ...string) string {
+	esc := make([]string, len(parts))
+	for i, p := range parts {
+		esc[i] = url.QueryEscape(p)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(list + ":" + strings.Join(esc, ":")))
 }
 
 // readContinue decodes the continue query parameter of list; 0 when absent.
 func readContinue(r *http.Request, list string) (uint64, error) {
-	raw := r.URL.Query().Get("continue")
-	if raw == "" {
-		return 0, nil
+	parts, err := readContinueKey(r, list, 1)
+	if err != nil || parts == nil {
+		return 0, err
 	}
-	bad := domain.Invalid("continue", "continue token %q is not one this server gave for %s: pass the %s header of the previous page as is", raw, list, ContinueHeader)
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil {
-		return 0, bad
-	}
-	kind, pos, ok := strings.Cut(string(b), ":")
-	if !ok || kind != list {
-		return 0, bad
-	}
-	n, err := strconv.ParseUint(pos, 10, 64)
+	n, err := strconv.ParseUint(parts[0], 10, 64)
 	if err != nil || n == 0 {
-		return 0, bad
+		return 0, badContinue(r, list)
 	}
 	return n, nil
+}
+
+// readContinueKey decodes the continue query parameter of list, n parts;
+// nil when absent.
+func readContinueKey(r *http.Request, list string, n int) ([]string, error) {
+	raw := r.URL.Query().Get("continue")
+	if raw == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, badContinue(r, list)
+	}
+	kind, rest, ok := strings.Cut(string(b), ":")
+	parts := strings.Split(rest, ":")
+	if !ok || kind != list || len(parts) != n {
+		return nil, badContinue(r, list)
+	}
+	for i, p := range parts {
+		if parts[i], err = url.QueryUnescape(p); err != nil {
+			return nil, badContinue(r, list)
+		}
+	}
+	return parts, nil
+}
+
+func badContinue(r *http.Request, list string) error {
+	return domain.Invalid("continue", "continue token %q is not one this server gave for %s: pass the %s header of the previous page as is", r.URL.Query().Get("continue"), list, ContinueHeader)
 }

@@ -194,7 +194,10 @@ func (f *FSM) member(k listKey, j *domain.Job) bool {
 	case listTenantLive, listWsLive:
 		return !j.State.Terminal()
 	case listState:
-		return string(j.State) == k.name && f.d.Jobs[j.ID] == j
+		// A job object is the state's until retention removes it, which
+		// only ends jobs: a live state needs no look-up (as the live
+		// lists), and the pending list is the queue's walk (issue 18).
+		return string(j.State) == k.name && (!j.State.Terminal() || f.d.Jobs[j.ID] == j)
 	case listHolding:
 		return !j.State.Terminal() && len(j.Placement) > 0
 	case listRan:

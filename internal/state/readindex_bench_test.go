@@ -25,6 +25,7 @@ func BenchmarkReadsAmongLive(b *testing.B) {
 	}
 	globex := func(tenant, _ string) bool { return tenant == "globex" }
 	globexEvents := len(h.f.Events(EventFilter{Tenant: "globex"}))
+	pendingIDs := h.f.JobIDs(JobFilter{State: domain.JobPending}, nil)
 	for _, c := range []struct {
 		name string
 		read func() int
@@ -34,6 +35,14 @@ func BenchmarkReadsAmongLive(b *testing.B) {
 		// pages, the first page (server.DefaultPage) now.
 		{"admin-all", func() int { js, _ := h.f.JobsPage(JobFilter{}); return len(js) }, 100_008},
 		{"admin-page", func() int { js, _ := h.f.JobsPage(JobFilter{Limit: 500}); return len(js) }, 500},
+		// An admin's GET /v1/queue: every pending job copied before pages
+		// (queue-all); now their IDs under the lock (queue-ids), ranked
+		// outside it, and the page's 500 copied (queue-page).
+		{"queue-all", func() int { js, _ := h.f.JobsPage(JobFilter{State: domain.JobPending}); return len(js) }, 100_000 - 2048 + 8},
+		{"queue-ids", func() int {
+			return len(h.f.JobIDs(JobFilter{State: domain.JobPending}, func(j *domain.Job) bool { return globex(j.Tenant, j.Workspace) || j.Tenant != "" }))
+		}, 100_000 - 2048 + 8},
+		{"queue-page", func() int { return len(h.f.JobsByID(pendingIDs[len(pendingIDs)-500:], nil)) }, 500},
 		{"tenant-page", func() int { js, _ := h.f.JobsPage(JobFilter{Tenant: "globex", Limit: 100}); return len(js) }, 8},
 		{"tenant-pending", func() int {
 			js, _ := h.f.JobsPage(JobFilter{Tenant: "globex", State: domain.JobPending})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,7 +51,42 @@ func (m *fsm) report(from *state.FSM, q usage.Query) *usage.Report {
 	if err != nil {
 		m.t.Fatal(err)
 	}
+	if q.Limit == 0 {
+		m.pages(from, q, rep)
+	}
 	return rep
+}
+
+// pages checks the API's pages of the report (Query.After and Limit):
+// pages of 1, 2 and 3 rows, each resuming after the last row of the one
+// before, hold the report's rows in order, each with its total.
+func (m *fsm) pages(from *state.FSM, q usage.Query, whole *usage.Report) {
+	m.t.Helper()
+	for _, size := range []int{1, 2, 3} {
+		var rows []usage.Row
+		pq := q
+		pq.Limit = size
+		for n := 0; ; n++ {
+			var rep *usage.Report
+			var err error
+			from.Read(func(v state.View) { rep, err = usage.Compute(v, pq) })
+			if err != nil || n > len(whole.Rows) {
+				m.t.Fatalf("page %d of %d rows by %s: %v", n+1, size, q.By, err)
+			}
+			if rep.Total != whole.Total || len(rep.Rows) > size || (rep.More && len(rep.Rows) != size) {
+				m.t.Fatalf("page %d of %d rows by %s: %d rows (more %v), total %+v; want at most %d and the whole report's total %+v",
+					n+1, size, q.By, len(rep.Rows), rep.More, rep.Total, size, whole.Total)
+			}
+			rows = append(rows, rep.Rows...)
+			if !rep.More {
+				break
+			}
+			pq.After = &rep.Rows[len(rep.Rows)-1].Key
+		}
+		if !slices.Equal(rows, whole.Rows) {
+			m.t.Fatalf("pages of %d rows by %s: %+v, want the report's %+v", size, q.By, rows, whole.Rows)
+		}
+	}
 }
 
 // TestFromReplicatedState: the figures come from the runs apply records:
