@@ -105,6 +105,9 @@ type Carry struct {
 	// reused by the next cycle's: with jobs in 8 pools at 100,000 GPUs a
 	// cycle built 76 trees of 250 KB each.
 	trees []*rankTree
+	// hzBufs back the horizon's empty view (backfill.go), remade in
+	// them each cycle that needs one.
+	hzBufs serverBufs
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int

@@ -14,6 +14,7 @@ import (
 // cycle is the working state of one Schedule call.
 type cycle struct {
 	s      *Snapshot
+	cr     *Carry // the caller's (nil: Schedule), for buffers it keeps
 	now    time.Time
 	policy Policy
 	// c and u are the cluster and usage now, as this cycle's releases and
@@ -155,7 +156,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
-	st.tbl = tbl
+	st.tbl, st.cr = tbl, cr
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
