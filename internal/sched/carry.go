@@ -91,10 +91,15 @@ type Carry struct {
 	// leave, cutPairs lists them.
 	cut      []bool
 	cutPairs []int32
-	// orderKeys and orderWS are the order's buffers, reused.
-	orderKeys []orderKey
-	orderWS   []int32
-	orderBufs orderBufs
+	// orderKeys and orderWS are the order's buffers, reused; orderQW
+	// its workspaces' arrays, pendBuf and pendIdxBuf the cycle's pending
+	// jobs and their rows.
+	orderQW    queueWSs
+	pendBuf    []*domain.Job
+	pendIdxBuf []int32
+	orderKeys  []orderKey
+	orderWS    []int32
+	orderBufs  orderBufs
 	// changes, runs and fresh are patch's buffers, reused.
 	changes []carryChange
 	runs    []keptRun

@@ -198,8 +198,16 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	}
 	// Sized once: grown job by job they were 90 MB of allocation over 40
 	// cycles at 100,000 GPUs.
-	pending := make([]*domain.Job, 0, npend) // the queue, ordered below (phase 3)
-	pendIdx := make([]int32, 0, npend)       // their rows
+	var pending []*domain.Job // the queue, ordered below (phase 3)
+	var pendIdx []int32       // their rows
+	if cr != nil {
+		// A Carry's, reused: the cycle before's are dead once its plan
+		// is made.
+		pending, pendIdx = reuse(cr.pendBuf, npend), reuse(cr.pendIdxBuf, npend)
+		defer func() { cr.pendBuf, cr.pendIdxBuf = pending, pendIdx }()
+	} else {
+		pending, pendIdx = make([]*domain.Job, 0, npend), make([]int32, 0, npend)
+	}
 	for k := range rows {
 		if r := &rows[k]; r.state == rowPending {
 			pending = append(pending, tbl.jobs[k])
@@ -695,13 +703,20 @@ type queueWSs struct {
 }
 
 func newQueueWSs(tbl *jobTable, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int) *queueWSs {
+	return newQueueWSsIn(&queueWSs{}, tbl, s, u, pairWS, stopping)
+}
+
+// newQueueWSsIn is newQueueWSs in qw's arrays (a Carry's, reused: the
+// workspaces of the cycle before are dead once its plan is made).
+func newQueueWSsIn(qw *queueWSs, tbl *jobTable, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int) *queueWSs {
 	// The workspaces from one array (at most one per pair: the pointers
 	// stay), their refs the table's, and slots numbered by the table's
 	// ref numbers (pairs naming one ref share a slot): 5,000 workspaces'
 	// refs, objects and map entries made every cycle were a sixth of
 	// ordering.
-	return &queueWSs{tbl: tbl, s: s, u: u, pairWS: pairWS, stopping: stopping, byPair: make([]*queueWS, len(tbl.pairs)),
-		buf: make([]queueWS, 0, len(tbl.pairs)), slotOf: make([]int32, len(tbl.refID)+1)}
+	*qw = queueWSs{tbl: tbl, s: s, u: u, pairWS: pairWS, stopping: stopping, byPair: zeroed(qw.byPair, len(tbl.pairs)),
+		buf: reuse(qw.buf, len(tbl.pairs)), slotOf: zeroed(qw.slotOf, len(tbl.refID)+1), list: reuse(qw.list, 0)}
+	return qw
 }
 
 // of is the workspace of the table's pair, made on first use.
