@@ -251,7 +251,7 @@ func (st *cycle) endings() []ending {
 			}
 			placedAt := st.now
 			if r.hasPlacedAt {
-				placedAt = r.placedAt
+				placedAt = st.tbl.placedAt(k)
 			}
 			at, basis, ok := st.runEndRow(k, placedAt)
 			if !ok {

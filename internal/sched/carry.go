@@ -321,8 +321,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			next[c.k] = fresh[c.f]
 		}
 	}
-	// Rows past the end moved or went (their times' locations are
-	// pointers).
+	// Rows past the end moved or went.
 	clear(next[len(jobs):])
 	next = next[:len(jobs)]
 	cr.tbl.rows = next

@@ -516,7 +516,7 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 				if secs <= 0 {
 					continue
 				}
-				if end := r.placedAt.Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
+				if end := st.tbl.placedAt(k).Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
 					best = end
 				}
 			}
