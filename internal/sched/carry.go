@@ -179,6 +179,13 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// grown change by change they were a tenth of the patch after a
 	// fill (32,622 changes).
 	changes, runs := cr.changes[:0], cr.runs[:0]
+	// Sized once for the most a patch takes (more changes than half the
+	// jobs sum them whole; a run lies between two changes): grown by
+	// doubling, the cycle after a fill made 8 MB of changes' arrays
+	// and copied each into the next.
+	if most := len(jobs)/2 + 2; cap(changes) < most {
+		changes, runs = make([]carryChange, 0, most), make([]keptRun, 0, most)
+	}
 	defer func() { clear(changes); cr.changes, cr.runs = changes[:0], runs[:0] }()
 	var last uint64
 	first := true
