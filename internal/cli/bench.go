@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -346,7 +347,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 // writeAllocProfile writes the heap profile, with every allocation
-// sampled so far, to path; an empty path writes nothing.
+// sampled so far (GODEBUG=memprofilerate=N samples more), to path; an
+// empty path writes nothing.
 func writeAllocProfile(path string) error {
 	if path == "" {
 		return nil
@@ -355,6 +357,9 @@ func writeAllocProfile(path string) error {
 	if err != nil {
 		return domain.Invalid("memprofile", "cannot create %s: %v", path, err)
 	}
+	// The profile holds what was allocated up to the last collection:
+	// one now (the run is over) counts the last cycles too.
+	runtime.GC()
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		f.Close()
 		return fmt.Errorf("write the heap profile to %s: %w", path, err)
