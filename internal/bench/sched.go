@@ -9,6 +9,7 @@ import (
 	"hash"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"syscall"
@@ -94,6 +95,11 @@ type SchedCycle struct {
 	// of the sched.Schedule call.
 	CPUms  float64 `json:"cpuMs"`
 	Wallms float64 `json:"wallMs"`
+	// AllocMiB is what the cycle allocated on the heap, GCs the
+	// collections that ended during it: wall time above CPU time is
+	// mostly the collector's, and a cycle's garbage paces it.
+	AllocMiB float64 `json:"allocMiB"`
+	GCs      int     `json:"gcs"`
 }
 
 // Sched drains a queue of mixed jobs through the real scheduler the way the
@@ -198,20 +204,30 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 	}
 	for cycle := 0; cycle < o.MaxCycles; cycle++ {
 		res.Cycles++
+		a0, g0 := heapCounts()
 		c0, t0 := threadCPU(), time.Now()
 		var plan *sched.Plan
 		// Labelled so a profile (--cpuprofile) tells the first cycle,
-		// which fills the empty cluster, from the later ones.
+		// which fills the empty cluster, from the later ones: "one" the
+		// cycle after it (the Carry's patch of the fill), "burst" 2 to 9
+		// (thousands of placements each), "later" the rest.
 		label := "later"
-		if cycle == 0 {
+		switch {
+		case cycle == 0:
 			label = "first"
+		case cycle == 1:
+			label = "one"
+		case cycle < 10:
+			label = "burst"
 		}
 		pprof.Do(context.Background(), pprof.Labels("cycle", label), func(context.Context) { plan = decide() })
 		took := time.Since(t0)
+		c1 := threadCPU()
+		a1, g1 := heapCounts()
 
 		spent += took
 		cycles = append(cycles, took)
-		cpu = append(cpu, threadCPU()-c0)
+		cpu = append(cpu, c1-c0)
 		if digest != nil {
 			if err := json.NewEncoder(digest).Encode(plan); err != nil {
 				return nil, fmt.Errorf("hashing the plan of cycle %d: %w", cycle, err)
@@ -276,7 +292,8 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		}
 		res.Unplaced = pending
 		res.PerCycle = append(res.PerCycle, SchedCycle{Placements: len(plan.Placements), Preemptions: len(plan.Preemptions), Pending: pending,
-			CPUms: float64(cpu[len(cpu)-1].Microseconds()) / 1000, Wallms: float64(took.Microseconds()) / 1000})
+			CPUms: float64(cpu[len(cpu)-1].Microseconds()) / 1000, Wallms: float64(took.Microseconds()) / 1000,
+			AllocMiB: float64(a1-a0) / (1 << 20), GCs: int(g1 - g0)})
 		if pending == 0 || idle > 3 {
 			break
 		}
@@ -316,6 +333,15 @@ func percentiles(ds []time.Duration) (p50, p99, maxms float64) {
 	slices.Sort(ds)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return ms(ds[len(ds)/2]), ms(ds[(len(ds)*99)/100]), ms(ds[len(ds)-1])
+}
+
+// heapCounts are the bytes allocated on the heap and the collections
+// ended so far, process-wide (a cycle runs alone, so the difference over
+// one is the cycle's).
+func heapCounts() (allocs, gcs uint64) {
+	ms := [2]metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(ms[:])
+	return ms[0].Value.Uint64(), ms[1].Value.Uint64()
 }
 
 // threadCPU is the CPU time of the calling OS thread

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -132,7 +133,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
 	var so bench.SchedOptions
-	var schedProfile string
+	var schedProfile, schedMemProfile string
 	schedCmd := &cobra.Command{
 		Use:   "sched",
 		Short: "Drain a queue of mixed jobs (whole GPUs, gangs up to 512, MIG, shares) through the scheduler on a large synthetic cluster",
@@ -148,6 +149,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 			r, err := bench.Sched(so)
 			stop()
 			if err != nil {
+				return err
+			}
+			if err := writeAllocProfile(schedMemProfile); err != nil {
 				return err
 			}
 			return g.emit(r, func(w io.Writer) {
@@ -172,6 +176,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
 	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
 	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	sf.StringVar(&schedMemProfile, "memprofile", "", "write the run's heap profile (allocations sampled over the whole run, the cycles' and the benchmark's own; go tool pprof -sample_index=alloc_space) to this file")
 	sf.BoolVar(&so.NoCarry, "no-carry", false, "sum over every job every cycle (sched.Schedule) instead of keeping the sums from the cycle before (sched.Carry); both decide alike")
 	sf.IntVar(&so.Pools, "pools", 0, "split the stripes into this many server pools (as Slurm partitions) and give every job one (0: no pools)")
 	sf.BoolVar(&so.Digest, "plan-digest", false, "hash every cycle's whole plan (placements, reasons, order) to compare two builds of the scheduler")
@@ -339,6 +344,30 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("start CPU profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeAllocProfile writes the heap profile, with every allocation
+// sampled so far (GODEBUG=memprofilerate=N samples more), to path; an
+// empty path writes nothing.
+func writeAllocProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return domain.Invalid("memprofile", "cannot create %s: %v", path, err)
+	}
+	// The profile holds what was allocated up to the last collection:
+	// one now (the run is over) counts the last cycles too.
+	runtime.GC()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write the heap profile to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write the heap profile to %s: %w", path, err)
+	}
+	return nil
 }
 
 func rate(r float64) string {

@@ -251,7 +251,7 @@ func (st *cycle) endings() []ending {
 			}
 			placedAt := st.now
 			if r.hasPlacedAt {
-				placedAt = r.placedAt
+				placedAt = st.tbl.placedAt(k)
 			}
 			at, basis, ok := st.runEndRow(k, placedAt)
 			if !ok {
@@ -520,14 +520,17 @@ func (st *cycle) horizonReservation(j *domain.Job, t *domain.Tenant, w *domain.W
 	if st.bf.hz == nil {
 		empty := *st.s
 		empty.Jobs = nil
-		hz := buildCluster(&empty)
+		// A Carry's cycles make it in the same arrays each time.
+		var into *serverBufs
+		if st.cr != nil {
+			into = &st.cr.hzBufs
+		}
+		hz := buildClusterIn(&empty, nil, into)
 		st.bf.hzU = usageOn(st.u.ix, &empty, hz) // the same workspaces and tenants
 		// A what-if view (no explanations, the scorer's tally left alone)
-		// whose servers are its own: writes need no copy.
-		hz.cow, hz.cloned = true, map[int]bool{}
-		for i := range hz.servers {
-			hz.cloned[i] = true
-		}
+		// whose servers are its own: writes need no copy (marking each
+		// of 12,500 servers cloned in a map was most of building it).
+		hz.cow, hz.owned = true, true
 		st.bf.hz = hz
 		for _, r := range st.bf.res {
 			holdIn(hz, st.bf.hzU, r.job, st.s.Tenants[r.job.Tenant], r.pl)

@@ -91,10 +91,15 @@ type Carry struct {
 	// leave, cutPairs lists them.
 	cut      []bool
 	cutPairs []int32
-	// orderKeys and orderWS are the order's buffers, reused.
-	orderKeys []orderKey
-	orderWS   []int32
-	orderBufs orderBufs
+	// orderKeys and orderWS are the order's buffers, reused; orderQW
+	// its workspaces' arrays, pendBuf and pendIdxBuf the cycle's pending
+	// jobs and their rows.
+	orderQW    queueWSs
+	pendBuf    []*domain.Job
+	pendIdxBuf []int32
+	orderKeys  []orderKey
+	orderWS    []int32
+	orderBufs  orderBufs
 	// changes, runs and fresh are patch's buffers, reused.
 	changes []carryChange
 	runs    []keptRun
@@ -105,6 +110,9 @@ type Carry struct {
 	// reused by the next cycle's: with jobs in 8 pools at 100,000 GPUs a
 	// cycle built 76 trees of 250 KB each.
 	trees []*rankTree
+	// hzBufs back the horizon's empty view (backfill.go), remade in
+	// them each cycle that needs one.
+	hzBufs serverBufs
 	// syncs and resums count the cycles that patched the sums with some
 	// change and those that summed every job (tests).
 	syncs, resums int
@@ -171,6 +179,13 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// grown change by change they were a tenth of the patch after a
 	// fill (32,622 changes).
 	changes, runs := cr.changes[:0], cr.runs[:0]
+	// Sized once for the most a patch takes (more changes than half the
+	// jobs sum them whole; a run lies between two changes): grown by
+	// doubling, the cycle after a fill made 8 MB of changes' arrays
+	// and copied each into the next.
+	if most := len(jobs)/2 + 2; cap(changes) < most {
+		changes, runs = make([]carryChange, 0, most), make([]keptRun, 0, most)
+	}
 	defer func() { clear(changes); cr.changes, cr.runs = changes[:0], runs[:0] }()
 	var last uint64
 	first := true
@@ -313,8 +328,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			next[c.k] = fresh[c.f]
 		}
 	}
-	// Rows past the end moved or went (their times' locations are
-	// pointers).
+	// Rows past the end moved or went.
 	clear(next[len(jobs):])
 	next = next[:len(jobs)]
 	cr.tbl.rows = next

@@ -107,7 +107,7 @@ func (cr *Carry) repend(j *domain.Job, r *jobRow) {
 // same set); false when the lists do not hold as many (never, but then
 // order decides).
 func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int, freeingFor map[uint64]freeing) ([]queued, bool) {
-	qw := newQueueWSs(&cr.tbl, s, u, pairWS, stopping)
+	qw := newQueueWSsIn(&cr.orderQW, &cr.tbl, s, u, pairWS, stopping)
 	// The keys' buffers are the Carry's, reused: the cycle before's
 	// are dead once its plan is made (3.7 MB of keys a cycle at 67,000
 	// pending jobs).
@@ -133,6 +133,17 @@ func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, pairWS []int32
 		return nil, false
 	}
 	return orderRuns(jobs, ks, byWS, qw.list, &cr.orderBufs), true
+}
+
+// zeroed is buf's array holding n zero values when it has room for
+// them, else a new one.
+func zeroed[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
 }
 
 // reuse is buf emptied with room for n, its old entries cleared (they

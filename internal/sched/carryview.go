@@ -144,7 +144,14 @@ func (cv *carriedView) add(j *domain.Job, srvs []int32) {
 		for at > 0 && l[at-1].id > j.ID {
 			at--
 		}
-		cv.on[i] = slices.Insert(l, at, refOf(j, k))
+		if at == len(l) {
+			// The usual case (jobs come by ID): one entry appended,
+			// not a one-entry slice copied in (slices.Insert's
+			// typed copy was most of adding after a fill).
+			cv.on[i] = append(l, refOf(j, k))
+		} else {
+			cv.on[i] = slices.Insert(l, at, refOf(j, k))
+		}
 		cv.mark(int(i))
 	}
 }

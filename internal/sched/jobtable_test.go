@@ -165,3 +165,75 @@ func expectedReleaseBefore(st *cycle) (time.Time, bool) {
 	}
 	return best, !best.IsZero()
 }
+
+// TestRowTimesAsJobs makes rows of jobs placed and started at times in
+// UTC, the local zone, fixed and named zones, with nanoseconds, far from
+// 1970, and with a monotonic reading, and reads each back from the table:
+// every one must be the job's own time (==, the location and encoding
+// included), as the passes read it before rows held times without their
+// location. It fails when a location is taken for another (the numbering
+// off by one), when the nanoseconds are dropped, and when a monotonic
+// reading is not read from the job (each tried). A row must hold no
+// pointer: that is what keeps the collector off the tables.
+func TestRowTimesAsJobs(t *testing.T) {
+	if hasPointers(reflect.TypeFor[jobRow]()) {
+		t.Fatal("jobRow holds a pointer: the collector scans every row of every table")
+	}
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		ny = time.FixedZone("EST", -5*3600)
+	}
+	base := time.Date(2026, 11, 22, 10, 30, 0, 123456789, time.UTC)
+	times := []time.Time{
+		base,
+		base.Local(),
+		base.In(time.FixedZone("X", 3*3600+1800)),
+		base.In(ny),
+		time.Date(1600, 1, 2, 3, 4, 5, 6, time.UTC),
+		time.Date(2500, 1, 2, 3, 4, 5, 999999999, time.FixedZone("Y", -7200)),
+		time.Now(),
+		time.Now().Add(time.Hour).In(ny),
+		{},
+	}
+	var jobs []*domain.Job
+	for i := range times {
+		for k := range times {
+			j := &domain.Job{ID: uint64(len(jobs) + 1), State: domain.JobRunning, PlacedAt: &times[i]}
+			if k%2 == 1 {
+				j.StartedAt = &times[k]
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	tbl := newJobTable(jobs)
+	for k, j := range jobs {
+		if got := tbl.placedAt(k); got != *j.PlacedAt || !got.Equal(*j.PlacedAt) || got.Location() != j.PlacedAt.Location() {
+			t.Fatalf("job %d: placed at %v (%v), want %v (%v)", j.ID, got, got.Location(), *j.PlacedAt, j.PlacedAt.Location())
+		}
+		want := *j.PlacedAt
+		if j.StartedAt != nil {
+			want = *j.StartedAt
+		}
+		if got := tbl.since(k); got != want || got.Location() != want.Location() {
+			t.Fatalf("job %d: since %v (%v), want %v (%v)", j.ID, got, got.Location(), want, want.Location())
+		}
+	}
+}
+
+// hasPointers reports whether a value of type t holds a pointer the
+// collector would scan.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}

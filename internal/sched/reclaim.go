@@ -779,10 +779,10 @@ func (st *cycle) stoppable() []victim {
 		}
 		v := victim{Job: st.tbl.jobs[k], wi: int(st.pairWS[r.pair]), held: r.held}
 		if r.minRuntime > 0 && r.hasPlacedAt {
-			v.young = st.now.Before(r.placedAt.Add(time.Duration(r.minRuntime) * time.Second))
+			v.young = st.now.Before(st.tbl.placedAt(k).Add(time.Duration(r.minRuntime) * time.Second))
 		}
 		if r.hasSince {
-			v.cost = float64(r.held) / unit * max(0, st.now.Sub(r.since).Seconds())
+			v.cost = float64(r.held) / unit * max(0, st.now.Sub(st.tbl.since(k)).Seconds())
 		}
 		out = append(out, v)
 	}

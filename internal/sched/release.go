@@ -31,7 +31,7 @@ func (st *cycle) releases() {
 				soon(*v.StopDeadline)
 			}
 		case r.stoppable && r.timeLimit > 0 && r.hasPlacedAt:
-			end := r.placedAt.Add(time.Duration(r.timeLimit) * time.Second)
+			end := st.tbl.placedAt(k).Add(time.Duration(r.timeLimit) * time.Second)
 			if !st.now.Before(end) {
 				v := st.tbl.jobs[k]
 				st.plan.Releases = append(st.plan.Releases, Release{JobID: v.ID, Cause: "time_limit"})

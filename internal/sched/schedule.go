@@ -14,6 +14,7 @@ import (
 // cycle is the working state of one Schedule call.
 type cycle struct {
 	s      *Snapshot
+	cr     *Carry // the caller's (nil: Schedule), for buffers it keeps
 	now    time.Time
 	policy Policy
 	// c and u are the cluster and usage now, as this cycle's releases and
@@ -155,7 +156,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
-	st.tbl = tbl
+	st.tbl, st.cr = tbl, cr
 	if st.policy.Grace <= 0 {
 		st.policy.Grace = DefaultPolicy.Grace
 	}
@@ -197,8 +198,16 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	}
 	// Sized once: grown job by job they were 90 MB of allocation over 40
 	// cycles at 100,000 GPUs.
-	pending := make([]*domain.Job, 0, npend) // the queue, ordered below (phase 3)
-	pendIdx := make([]int32, 0, npend)       // their rows
+	var pending []*domain.Job // the queue, ordered below (phase 3)
+	var pendIdx []int32       // their rows
+	if cr != nil {
+		// A Carry's, reused: the cycle before's are dead once its plan
+		// is made.
+		pending, pendIdx = reuse(cr.pendBuf, npend), reuse(cr.pendIdxBuf, npend)
+		defer func() { cr.pendBuf, cr.pendIdxBuf = pending, pendIdx }()
+	} else {
+		pending, pendIdx = make([]*domain.Job, 0, npend), make([]int32, 0, npend)
+	}
 	for k := range rows {
 		if r := &rows[k]; r.state == rowPending {
 			pending = append(pending, tbl.jobs[k])
@@ -507,7 +516,7 @@ func (st *cycle) expectedRelease() (time.Time, bool) {
 				if secs <= 0 {
 					continue
 				}
-				if end := r.placedAt.Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
+				if end := st.tbl.placedAt(k).Add(time.Duration(secs) * time.Second); end.After(st.now) && (best.IsZero() || end.Before(best)) {
 					best = end
 				}
 			}
@@ -694,13 +703,20 @@ type queueWSs struct {
 }
 
 func newQueueWSs(tbl *jobTable, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int) *queueWSs {
+	return newQueueWSsIn(&queueWSs{}, tbl, s, u, pairWS, stopping)
+}
+
+// newQueueWSsIn is newQueueWSs in qw's arrays (a Carry's, reused: the
+// workspaces of the cycle before are dead once its plan is made).
+func newQueueWSsIn(qw *queueWSs, tbl *jobTable, s *Snapshot, u *usage, pairWS []int32, stopping map[string]int) *queueWSs {
 	// The workspaces from one array (at most one per pair: the pointers
 	// stay), their refs the table's, and slots numbered by the table's
 	// ref numbers (pairs naming one ref share a slot): 5,000 workspaces'
 	// refs, objects and map entries made every cycle were a sixth of
 	// ordering.
-	return &queueWSs{tbl: tbl, s: s, u: u, pairWS: pairWS, stopping: stopping, byPair: make([]*queueWS, len(tbl.pairs)),
-		buf: make([]queueWS, 0, len(tbl.pairs)), slotOf: make([]int32, len(tbl.refID)+1)}
+	*qw = queueWSs{tbl: tbl, s: s, u: u, pairWS: pairWS, stopping: stopping, byPair: zeroed(qw.byPair, len(tbl.pairs)),
+		buf: reuse(qw.buf, len(tbl.pairs)), slotOf: zeroed(qw.slotOf, len(tbl.refID)+1), list: reuse(qw.list, 0)}
+	return qw
 }
 
 // of is the workspace of the table's pair, made on first use.

@@ -349,15 +349,15 @@ func (u *usage) addDecayRows(s *Snapshot, tbl *jobTable, pairWS []int32, now tim
 			continue
 		}
 		if r.ended {
-			u.decayed[i] += decayedUsage(r.held, r.placedAt, *tbl.jobs[k].EndedAt, now, h) / unit
+			u.decayed[i] += decayedUsage(r.held, tbl.placedAt(k), *tbl.jobs[k].EndedAt, now, h) / unit
 			continue
 		}
 		// decayedUsage(r.held, r.placedAt, now, now, h), its weights
 		// remembered by time: the jobs placed by one plan share their
 		// PlacedAt, and an Exp2 apiece was most of this pass.
-		if now.After(r.placedAt) {
+		if at := tbl.placedAt(k); now.After(at) {
 			hs := h.Seconds()
-			u.decayed[i] += float64(r.held) * hs / math.Ln2 * (wc.of(now, now, hs) - wc.of(r.placedAt, now, hs)) / unit
+			u.decayed[i] += float64(r.held) * hs / math.Ln2 * (wc.of(now, now, hs) - wc.of(at, now, hs)) / unit
 		}
 	}
 	for _, j := range s.History {
