@@ -327,8 +327,10 @@ func (f *FSM) refile() {
 		ev := ix.events
 		*ix = newReadIndex(f.d.Jobs, f.jobs.vers.gen)
 		ix.events = ev
+		f.snapJobs.follow(f)
 		return
 	}
+	defer f.snapJobs.follow(f)
 	for _, id := range changed {
 		ix.file(id, f.d.Jobs[id])
 	}

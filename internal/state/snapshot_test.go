@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -211,4 +212,69 @@ func BenchmarkRaftSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSnapshotCopiesAsApplyChanges: apply copies the jobs it changes for
+// the next raft snapshot, so Snapshot, which raft calls on the goroutine
+// that applies the log, copies none (lazy, as before: every job changed
+// since the last one), and what it returns is still the state as of then
+// when Persist runs after later submits, reasons, cancels and evicted
+// idempotency keys, as raft persists alongside later applies.
+func TestSnapshotCopiesAsApplyChanges(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "eager", true: "lazy"}[lazy], func(t *testing.T) {
+			h := newHarness(t)
+			if lazy {
+				h.f = New(WithLazySnapshots())
+			}
+			h.cluster(2, 2, 16)
+			key := 0
+			var ids []uint64
+			// Applied directly: the harness takes snapshots around every command.
+			apply := func(ct CommandType, payload any) {
+				h.at = h.at.Add(time.Second)
+				if r := h.f.ApplyCommand(must(Encode(ct, h.at, "admin:test", payload))); r.Err != nil {
+					t.Fatalf("%s: %v", ct, r.Err)
+				}
+			}
+			submit := func(n int) {
+				reasons := map[uint64]domain.Reason{}
+				for range n {
+					key++
+					apply(CmdJobSubmit, JobSubmit{Spec: MakeJob("research", 1+key%8).Obj().Spec, IdempotencyKey: fmt.Sprintf("k%d", key)})
+					id := h.f.d.NextJobID - 1
+					ids = append(ids, id)
+					reasons[id] = domain.Reason{Code: "capacity", Message: fmt.Sprintf("waiting, pass %d", key)}
+				}
+				apply(CmdPlanApply, PlanApply{Reasons: reasons})
+			}
+			submit(40)
+			must(h.f.Snapshot())
+			submit(50)
+			apply(CmdJobCancel, JobCancel{ID: ids[3]})
+			want := must(json.Marshal(&h.f.d))
+			before := h.f.snapJobs.inSnapshot
+			s := must(h.f.Snapshot())
+			copied := h.f.snapJobs.inSnapshot - before
+			switch {
+			case !lazy && copied != 0:
+				t.Errorf("Snapshot copied %d jobs; apply should have copied them as it changed them", copied)
+			case lazy && copied != 51:
+				t.Errorf("a lazy Snapshot copied %d jobs, want the 51 changed since the last", copied)
+			}
+			// Later applies, some evicting keys, before Persist runs.
+			submit(30)
+			apply(CmdJobCancel, JobCancel{ID: ids[60]})
+			for i := range maxSubmitKeys - key + 5 {
+				h.f.rememberSubmitKey(fmt.Sprintf("filler-%d", i), 1)
+			}
+			if got := snapshotBytes(t, s); !bytes.Equal(normalJSON(t, got), normalJSON(t, want)) || len(got) != len(want) {
+				t.Fatalf("the snapshot persisted after later applies is not the state it was taken of (%d bytes, want %d)", len(got), len(want))
+			}
+			now := must(json.Marshal(&h.f.d))
+			if got := snapshotBytes(t, must(h.f.Snapshot())); !bytes.Equal(normalJSON(t, got), normalJSON(t, now)) {
+				t.Fatal("the next snapshot is not the state")
+			}
+		})
+	}
 }
