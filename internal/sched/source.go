@@ -82,7 +82,8 @@ func SnapshotOf(src Source, since time.Time, clone func(*domain.Job) *domain.Job
 // A source that is not Versioned is copied whole every time. A
 // Snapshotter is not safe for concurrent use.
 type Snapshotter struct {
-	// Clone copies a job out of the source (state.CopyJob).
+	// Clone copies a job out of the source (state.CopyJob), or hands out
+	// a copy no one changes (state.FSM.CopyOf).
 	Clone func(*domain.Job) *domain.Job
 	owner any                // of the versions the copies were taken at
 	live  []keptJob          // the previous snapshot's live jobs, by ID
@@ -272,11 +273,15 @@ func (c *jobCopier) floor(tenant string) string {
 }
 
 // copy copies j with its tenant's driver floor folded in.
+// The clone may be shared (state.FSM.CopyOf hands out the raft
+// snapshot's copy), so the fold goes into a copy of its own.
 func (c *jobCopier) copy(j *domain.Job, floor string) *domain.Job {
 	cp := c.clone(j)
 	if floor != "" {
 		if v, ok := domain.CompareVersions(floor, cp.MinDriver); cp.MinDriver == "" || (ok && v > 0) {
-			cp.MinDriver = floor
+			own := *cp // shallow: only MinDriver, a string, differs
+			own.MinDriver = floor
+			cp = &own
 		}
 	}
 	return cp

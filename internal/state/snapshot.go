@@ -72,6 +72,25 @@ func (s *snapshotJobs) follow(f *FSM) {
 	s.mu.Unlock()
 }
 
+// CopyOf is a copy of job j, for a reader holding the read lock that
+// never changes it: the copy apply made of j for the next raft snapshot,
+// shared (Persist only encodes it), or a new one (CopyJob) when that is
+// no longer kept (encoded since) or the FSM is lazy. The scheduling loop
+// copies the jobs changed since its last cycle under the read lock, 500 to
+// 2,000 of them a cycle at 1,000 submits/s: with these it copies none.
+func (f *FSM) CopyOf(j *domain.Job) *domain.Job {
+	s := &f.snapJobs
+	if !s.lazy {
+		s.mu.Lock()
+		e := s.byID[j.ID]
+		s.mu.Unlock()
+		if e != nil && e.job != nil {
+			return e.job
+		}
+	}
+	return CopyJob(j)
+}
+
 // update copies the jobs changed since the cursor, or every job when the
 // change log no longer reaches back (the first time, or after a restore).
 // Under the FSM's lock (read or write) and mu.

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // snapshotBytes is what Persist would write for s.
@@ -276,5 +278,45 @@ func TestSnapshotCopiesAsApplyChanges(t *testing.T) {
 				t.Fatal("the next snapshot is not the state")
 			}
 		})
+	}
+}
+
+// TestCopyOfSharesApplysCopy: CopyOf hands the scheduling loop the copy
+// apply made for the raft snapshot (a lazy FSM makes a new one), equal to
+// the job and not the job itself; the snapshotter folds a tenant's driver
+// floor into a copy of its own, never into that shared one, which the
+// next raft snapshot writes.
+func TestCopyOfSharesApplysCopy(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		h := newHarness(t)
+		if lazy {
+			h.f = New(WithLazySnapshots())
+		}
+		h.cluster(1, 2, 8)
+		pol := domain.DefaultHostPolicy()
+		pol.TenantMinDriver = map[string]string{"acme": "550.54.15"}
+		h.must(CmdHostPolicy, HostPolicySet{Policy: pol})
+		// Applied directly: the harness persists snapshots around every command.
+		if r := h.f.ApplyCommand(must(Encode(CmdJobSubmit, h.at, "admin:test", MakeJob("research", 2).Obj()))); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		id := h.f.d.NextJobID - 1
+		j := h.f.d.Jobs[id]
+		cp := h.f.CopyOf(j)
+		if cp == j || !reflect.DeepEqual(cp, j) {
+			t.Fatalf("lazy %v: CopyOf is the job itself or differs from it", lazy)
+		}
+		if shared := h.f.snapJobs.byID[id]; !lazy && (shared == nil || cp != shared.job) {
+			t.Fatal("CopyOf made a copy of its own; apply had made one for the raft snapshot")
+		}
+		snaps := sched.Snapshotter{Clone: h.f.CopyOf}
+		var s *sched.Snapshot
+		h.f.Read(func(v View) { s = snaps.Of(v, h.at) })
+		if len(s.Jobs) != 1 || s.Jobs[0].MinDriver != "550.54.15" {
+			t.Fatalf("lazy %v: the tenant's floor is not folded into the scheduler's copy", lazy)
+		}
+		if cp.MinDriver != "" || j.MinDriver != "" {
+			t.Fatalf("lazy %v: the fold changed the shared copy (%q) or the job (%q)", lazy, cp.MinDriver, j.MinDriver)
+		}
 	}
 }
