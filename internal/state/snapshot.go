@@ -274,13 +274,21 @@ func (s *snapshot) keep(encoded map[uint64]*snapJob) {
 	if len(encoded) == 0 || s.owner == nil {
 		return
 	}
+	// A thousand at a time: apply takes mu after every command (follow),
+	// under the state's write lock, and 60,000 at once held it for
+	// milliseconds.
+	n := 0
 	s.owner.mu.Lock()
-	defer s.owner.mu.Unlock()
 	for id, e := range encoded {
 		if cur, ok := s.owner.byID[id]; ok && cur == s.jobs[id] {
 			s.owner.byID[id] = e
 		}
+		if n++; n%1000 == 0 {
+			s.owner.mu.Unlock()
+			s.owner.mu.Lock()
+		}
 	}
+	s.owner.mu.Unlock()
 }
 
 func (s *snapshot) Release() {}
