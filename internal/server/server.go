@@ -308,7 +308,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.runtimes = newRuntimeWatch()
 	s.fabricComp.check = cfg.CheckFabricCompile
 	s.metrics, s.reclaims = metrics.New(), map[uint64]time.Time{}
-	s.snaps.Clone = state.CopyJob
+	s.snaps.Clone = s.fsm.CopyOf // the raft snapshot's copies, made as apply changes jobs
 	s.metrics.MustRegister(stateCollector{s.fsm})
 	s.metrics.ReclaimBound.Set(s.reclaimBound().Seconds())
 	s.paths.cfg = health.DefaultConfig()

@@ -31,10 +31,12 @@ func schedSnapshot(fsm *state.FSM, since time.Time) (s *sched.Snapshot) {
 // cycleSnapshot is schedSnapshot for the scheduling loop: the jobs
 // unchanged since its previous cycle are shared from that cycle's
 // snapshot, so the state's read lock, which every apply waits for, is held
-// for a version look-up per job instead of a deep copy of each.
-func (s *Server) cycleSnapshot(since time.Time) (snap *sched.Snapshot) {
-	s.fsm.Read(func(v state.View) { snap = s.snaps.Of(v, since) })
-	return snap
+// for a copy of each job changed since, and the merge with the others (a
+// walk of every live job) runs after it is released.
+func (s *Server) cycleSnapshot(since time.Time) *sched.Snapshot {
+	var finish func() *sched.Snapshot
+	s.fsm.Read(func(v state.View) { finish = s.snaps.Begin(v, since) })
+	return finish()
 }
 
 // drySnapshot is the scheduler's snapshot a dry run needs: the jobs

@@ -26,7 +26,7 @@ type ledger struct {
 // newLedger seeds a state machine with the pool, its tenants and their
 // workspaces.
 func newLedger(topo *domain.Topology, tenants map[string]*domain.Tenant, workspaces map[string]*domain.Workspace) (*ledger, error) {
-	l := &ledger{fsm: state.New(), snaps: sched.Snapshotter{Clone: state.CopyJob}}
+	l := &ledger{fsm: state.New(state.WithLazySnapshots()), snaps: sched.Snapshotter{Clone: state.CopyJob}}
 	if _, err := l.apply(state.CmdTopologyApply, 0, state.TopologyApply{Topology: *topo}); err != nil {
 		return nil, err
 	}

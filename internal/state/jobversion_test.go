@@ -97,13 +97,25 @@ func jobsJSON(t testing.TB, s *sched.Snapshot) []byte {
 // copies of unchanged jobs with its previous snapshot and copies again a
 // job that changed, one whose tenant's driver floor changed, and all of
 // them after a restore; its copies never alias the state.
+//
+// With CopyOf (the server's), the copies are the raft snapshot's, and the
+// floor's fold goes into a copy of its own, not into that one.
 func TestSnapshotterCopiesWhatChanged(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "CopyJob", true: "CopyOf"}[shared], func(t *testing.T) { snapshotterCopiesWhatChanged(t, shared) })
+	}
+}
+
+func snapshotterCopiesWhatChanged(t *testing.T, shared bool) {
 	h := newHarness(t).cluster(1, 2, 8)
 	for _, g := range []int{8, 2, 3} {
 		h.must(CmdJobSubmit, MakeJob("research", g).Obj())
 	}
 	h.placeFirst() // job 1
 	snaps := sched.Snapshotter{Clone: CopyJob}
+	if shared {
+		snaps.Clone = h.f.CopyOf
+	}
 	of := func() map[uint64]*domain.Job {
 		var s *sched.Snapshot
 		h.f.Read(func(v View) { s = snaps.Of(v, time.Time{}) })
@@ -150,6 +162,9 @@ func TestSnapshotterCopiesWhatChanged(t *testing.T) {
 	}
 	if j, _ := h.f.Job(2); j.MinDriver != "" {
 		t.Fatalf("the fold changed the stored job: %q", j.MinDriver)
+	}
+	if e := h.f.snapJobs.byID[2]; e.job != nil && e.job.MinDriver != "" {
+		t.Fatalf("the fold changed the raft snapshot's copy: %q", e.job.MinDriver)
 	}
 	if got := same(s5, of()); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("nothing changed, yet only jobs %v were shared", got)

@@ -66,6 +66,7 @@ func (ix *eventIndex) sync(evs []domain.Event) {
 // its workspace's tally.
 type filing struct {
 	tenant, ws string
+	ref        string // domain.Ref(tenant, ws), made once per job, not per filing
 	live       bool
 	state      domain.JobState
 	placed     bool // a live job with a placement
@@ -136,13 +137,13 @@ func (l *jobList) from(after uint64) int {
 
 func (f *filing) keys(yield func(listKey)) {
 	yield(listKey{listTenant, f.tenant})
-	yield(listKey{listWorkspace, domain.Ref(f.tenant, f.ws)})
+	yield(listKey{listWorkspace, f.ref})
 	yield(listKey{listState, string(f.state)})
 	if !f.live {
 		return
 	}
 	yield(listKey{listTenantLive, f.tenant})
-	yield(listKey{listWsLive, domain.Ref(f.tenant, f.ws)})
+	yield(listKey{listWsLive, f.ref})
 	if f.holds {
 		yield(listKey{listHolding, ""})
 	}
@@ -160,8 +161,23 @@ func (f *filing) hasKey(k listKey) bool {
 	return found
 }
 
-func fileOf(j *domain.Job) filing {
+// sameLists: a job filed as a and now as b is in the same lists (most
+// changes: a pending job's reason, a placed job's report), so refiling it
+// moves only its share of the tally.
+func sameLists(a, b *filing) bool {
+	return a.tenant == b.tenant && a.ws == b.ws && a.live == b.live && a.state == b.state &&
+		a.holds == b.holds && a.ran == b.ran && slices.Equal(a.servers, b.servers)
+}
+
+// fileOf is how j is filed; prev is how it was (nil: not yet), whose
+// workspace ref it reuses.
+func fileOf(j *domain.Job, prev *filing) filing {
 	fl := filing{tenant: j.Tenant, ws: j.Workspace, live: !j.State.Terminal(), state: j.State}
+	if prev != nil && prev.tenant == j.Tenant && prev.ws == j.Workspace {
+		fl.ref = prev.ref
+	} else {
+		fl.ref = domain.Ref(j.Tenant, j.Workspace)
+	}
 	if !fl.live {
 		return fl
 	}
@@ -232,7 +248,7 @@ func (fl *filing) count(ix *readIndex, id uint64, sign int) {
 	if !fl.live {
 		return
 	}
-	ref := domain.Ref(fl.tenant, fl.ws)
+	ref := fl.ref
 	t := ix.tally[ref]
 	if t == nil {
 		t = &WorkspaceTally{Tenant: fl.tenant, Workspace: fl.ws}
@@ -291,7 +307,17 @@ func (ix *readIndex) file(id uint64, j *domain.Job) {
 	old, had := ix.filed[id]
 	var now filing
 	if j != nil {
-		now = fileOf(j)
+		var prev *filing
+		if had {
+			prev = &old
+		}
+		now = fileOf(j, prev)
+		if had && sameLists(&old, &now) {
+			old.count(ix, id, -1)
+			now.count(ix, id, +1)
+			ix.filed[id] = now
+			return
+		}
 	}
 	if had {
 		old.count(ix, id, -1)
@@ -330,8 +356,10 @@ func (f *FSM) refile() {
 		ev := ix.events
 		*ix = newReadIndex(f.d.Jobs, f.jobs.vers.gen)
 		ix.events = ev
+		f.snapJobs.follow(f)
 		return
 	}
+	defer f.snapJobs.follow(f)
 	for _, id := range changed {
 		ix.file(id, f.d.Jobs[id])
 	}

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
 // snapshotBytes is what Persist would write for s.
@@ -211,4 +214,109 @@ func BenchmarkRaftSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSnapshotCopiesAsApplyChanges: apply copies the jobs it changes for
+// the next raft snapshot, so Snapshot, which raft calls on the goroutine
+// that applies the log, copies none (lazy, as before: every job changed
+// since the last one), and what it returns is still the state as of then
+// when Persist runs after later submits, reasons, cancels and evicted
+// idempotency keys, as raft persists alongside later applies.
+func TestSnapshotCopiesAsApplyChanges(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "eager", true: "lazy"}[lazy], func(t *testing.T) {
+			h := newHarness(t)
+			if lazy {
+				h.f = New(WithLazySnapshots())
+			}
+			h.cluster(2, 2, 16)
+			key := 0
+			var ids []uint64
+			// Applied directly: the harness takes snapshots around every command.
+			apply := func(ct CommandType, payload any) {
+				h.at = h.at.Add(time.Second)
+				if r := h.f.ApplyCommand(must(Encode(ct, h.at, "admin:test", payload))); r.Err != nil {
+					t.Fatalf("%s: %v", ct, r.Err)
+				}
+			}
+			submit := func(n int) {
+				reasons := map[uint64]domain.Reason{}
+				for range n {
+					key++
+					apply(CmdJobSubmit, JobSubmit{Spec: MakeJob("research", 1+key%8).Obj().Spec, IdempotencyKey: fmt.Sprintf("k%d", key)})
+					id := h.f.d.NextJobID - 1
+					ids = append(ids, id)
+					reasons[id] = domain.Reason{Code: "capacity", Message: fmt.Sprintf("waiting, pass %d", key)}
+				}
+				apply(CmdPlanApply, PlanApply{Reasons: reasons})
+			}
+			submit(40)
+			must(h.f.Snapshot())
+			submit(50)
+			apply(CmdJobCancel, JobCancel{ID: ids[3]})
+			want := must(json.Marshal(&h.f.d))
+			before := h.f.snapJobs.inSnapshot
+			s := must(h.f.Snapshot())
+			copied := h.f.snapJobs.inSnapshot - before
+			switch {
+			case !lazy && copied != 0:
+				t.Errorf("Snapshot copied %d jobs; apply should have copied them as it changed them", copied)
+			case lazy && copied != 51:
+				t.Errorf("a lazy Snapshot copied %d jobs, want the 51 changed since the last", copied)
+			}
+			// Later applies, some evicting keys, before Persist runs.
+			submit(30)
+			apply(CmdJobCancel, JobCancel{ID: ids[60]})
+			for i := range maxSubmitKeys - key + 5 {
+				h.f.rememberSubmitKey(fmt.Sprintf("filler-%d", i), 1)
+			}
+			if got := snapshotBytes(t, s); !bytes.Equal(normalJSON(t, got), normalJSON(t, want)) || len(got) != len(want) {
+				t.Fatalf("the snapshot persisted after later applies is not the state it was taken of (%d bytes, want %d)", len(got), len(want))
+			}
+			now := must(json.Marshal(&h.f.d))
+			if got := snapshotBytes(t, must(h.f.Snapshot())); !bytes.Equal(normalJSON(t, got), normalJSON(t, now)) {
+				t.Fatal("the next snapshot is not the state")
+			}
+		})
+	}
+}
+
+// TestCopyOfSharesApplysCopy: CopyOf hands the scheduling loop the copy
+// apply made for the raft snapshot (a lazy FSM makes a new one), equal to
+// the job and not the job itself; the snapshotter folds a tenant's driver
+// floor into a copy of its own, never into that shared one, which the
+// next raft snapshot writes.
+func TestCopyOfSharesApplysCopy(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		h := newHarness(t)
+		if lazy {
+			h.f = New(WithLazySnapshots())
+		}
+		h.cluster(1, 2, 8)
+		pol := domain.DefaultHostPolicy()
+		pol.TenantMinDriver = map[string]string{"acme": "550.54.15"}
+		h.must(CmdHostPolicy, HostPolicySet{Policy: pol})
+		// Applied directly: the harness persists snapshots around every command.
+		if r := h.f.ApplyCommand(must(Encode(CmdJobSubmit, h.at, "admin:test", MakeJob("research", 2).Obj()))); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		id := h.f.d.NextJobID - 1
+		j := h.f.d.Jobs[id]
+		cp := h.f.CopyOf(j)
+		if cp == j || !reflect.DeepEqual(cp, j) {
+			t.Fatalf("lazy %v: CopyOf is the job itself or differs from it", lazy)
+		}
+		if shared := h.f.snapJobs.byID[id]; !lazy && (shared == nil || cp != shared.job) {
+			t.Fatal("CopyOf made a copy of its own; apply had made one for the raft snapshot")
+		}
+		snaps := sched.Snapshotter{Clone: h.f.CopyOf}
+		var s *sched.Snapshot
+		h.f.Read(func(v View) { s = snaps.Of(v, h.at) })
+		if len(s.Jobs) != 1 || s.Jobs[0].MinDriver != "550.54.15" {
+			t.Fatalf("lazy %v: the tenant's floor is not folded into the scheduler's copy", lazy)
+		}
+		if cp.MinDriver != "" || j.MinDriver != "" {
+			t.Fatalf("lazy %v: the fold changed the shared copy (%q) or the job (%q)", lazy, cp.MinDriver, j.MinDriver)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -118,5 +119,54 @@ func TestReadWhileApplying(t *testing.T) {
 		if j.Name == "changed" {
 			t.Fatal("a snapshot's copy changed the state")
 		}
+	}
+}
+
+// TestSnapshotterFinishesWithoutTheState: the scheduling loop's snapshot
+// copies the changed jobs under the read lock (Snapshotter.Begin) and
+// merges them with the unchanged ones after releasing it (finish), while
+// apply goes on. What finish returns is the state as of Begin, whatever
+// was submitted, reported, placed or cancelled in between (a merge that
+// read the state would see those), and the next snapshot is the state
+// again.
+func TestSnapshotterFinishesWithoutTheState(t *testing.T) {
+	h := newHarness(t).cluster(2, 2, 16)
+	var ids []uint64
+	for range 12 {
+		ids = append(ids, h.must(CmdJobSubmit, MakeJob("research", 4).Obj()).(*domain.Job).ID)
+	}
+	snaps := sched.Snapshotter{Clone: CopyJob}
+	h.f.Read(func(v View) { snaps.Of(v, h.at) })
+	jobIDs := func(s *sched.Snapshot) []string {
+		var out []string
+		for _, j := range s.Jobs {
+			out = append(out, fmt.Sprintf("%d:%s:%d", j.ID, j.State, len(j.Placement)))
+		}
+		return out
+	}
+	change := func() {
+		ids = append(ids, h.must(CmdJobSubmit, MakeJob("research", 2).Obj()).(*domain.Job).ID)
+		h.must(CmdJobCancel, JobCancel{ID: ids[0]})
+		ids = ids[1:]
+		plan := sched.Schedule(snapshotOf(h.f, h.at), h.at)
+		h.must(CmdPlanApply, PlanApply{Placements: plan.Placements, Reasons: plan.Pending})
+	}
+	for round := range 4 {
+		change()
+		var want *sched.Snapshot
+		var finish func() *sched.Snapshot
+		h.f.Read(func(v View) {
+			want = sched.SnapshotOf(v, h.at, CopyJob)
+			finish = snaps.Begin(v, h.at)
+		})
+		change() // applied between Begin and finish
+		if got := finish(); !slices.Equal(jobIDs(got), jobIDs(want)) {
+			t.Fatalf("round %d: finish gave %v, the state at Begin was %v", round, jobIDs(got), jobIDs(want))
+		}
+	}
+	var got, want *sched.Snapshot
+	h.f.Read(func(v View) { got, want = snaps.Of(v, h.at), sched.SnapshotOf(v, h.at, CopyJob) })
+	if !slices.Equal(jobIDs(got), jobIDs(want)) {
+		t.Fatalf("the next snapshot is %v, the state %v", jobIDs(got), jobIDs(want))
 	}
 }
