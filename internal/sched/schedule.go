@@ -153,7 +153,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	} else {
 		tbl = newJobTable(s.Jobs)
 	}
-	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: map[uint64]domain.Reason{}},
+	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: Reasons{list: []JobReason{}}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	st.tbl, st.cr = tbl, cr
@@ -252,7 +252,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	if !ordered {
 		st.queued = order(pending, pendIdx, tbl, s, st.u, st.pairWS, stopping, st.fv.freeing)
 	}
-	st.plan.Pending = make(map[uint64]domain.Reason, len(pending))
+	unplaced := make([]JobReason, 0, len(pending)) // in the queue's order
 	st.plan.Order = make([]uint64, len(pending))
 	for i, q := range st.queued {
 		st.plan.Order[i] = q.id
@@ -278,7 +278,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		st.giveBack(q.id)
 		o := st.step(j, q, blocked, noFit)
 		if o.pl == nil {
-			st.plan.Pending[q.id] = o.reason
+			unplaced = append(unplaced, JobReason{ID: q.id, Reason: o.reason})
 			if o.blocks {
 				blocked[q.ws.slot] = &block{id: q.id, prio: q.prio}
 			}
@@ -296,6 +296,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
 	}
+	st.plan.Pending = byID(unplaced)
 	// The deadlines of this plan's own preemptions fall due too: the cycle
 	// then releases the victims' GPUs to the jobs waiting for them.
 	for _, p := range st.plan.Preemptions {
