@@ -35,7 +35,8 @@ type SchedOptions struct {
 	Digest bool
 	// NoCarry decides every cycle with sched.Schedule, summing over every
 	// job each cycle, instead of through a sched.Carry (the sums kept
-	// from the cycle before): the two decide alike.
+	// from the cycle before): the two decide alike. The 64-GPU gang
+	// probe too (a Carry of its own otherwise).
 	NoCarry bool
 	// Pools, when above 0, splits the stripes into that many server
 	// pools of consecutive stripes (as a Slurm cluster's partitions) and
