@@ -177,7 +177,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
 	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	sf.StringVar(&schedMemProfile, "memprofile", "", "write the run's heap profile (allocations sampled over the whole run, the cycles' and the benchmark's own; go tool pprof -sample_index=alloc_space) to this file")
-	sf.BoolVar(&so.NoCarry, "no-carry", false, "sum over every job every cycle (sched.Schedule) instead of keeping the sums from the cycle before (sched.Carry); both decide alike")
+	sf.BoolVar(&so.NoCarry, "no-carry", false, "sum over every job every cycle (sched.Schedule) instead of keeping the sums from the cycle before (sched.Carry), the 64-GPU gang probe's too; both decide alike")
 	sf.IntVar(&so.Pools, "pools", 0, "split the stripes into this many server pools (as Slurm partitions) and give every job one (0: no pools)")
 	sf.BoolVar(&so.Digest, "plan-digest", false, "hash every cycle's whole plan (placements, reasons, order) to compare two builds of the scheduler")
 	var fo bench.FabricOptions

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -657,17 +658,18 @@ func (st *cycle) delayed(j *domain.Job) []*reservation {
 	return out
 }
 
-// maskKey names a set of reservations for the no-fit cache.
-func maskKey(rs []*reservation) string {
+// appendMaskKey appends a name of a set of reservations for the no-fit
+// cache ("|r" and their jobs' IDs) to b.
+func appendMaskKey(b []byte, rs []*reservation) []byte {
 	if len(rs) == 0 {
-		return ""
+		return b
 	}
-	var b strings.Builder
-	b.WriteString("|r")
+	b = append(b, "|r"...)
 	for _, r := range rs {
-		fmt.Fprintf(&b, ",%d", r.job.ID)
+		b = append(b, ',')
+		b = strconv.AppendUint(b, r.job.ID, 10)
 	}
-	return b.String()
+	return b
 }
 
 // placeAround places j in the cycle's view without the free GPUs of the

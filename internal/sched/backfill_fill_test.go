@@ -67,7 +67,7 @@ func TestFillBackfillsWithoutEstimates(t *testing.T) {
 				if j.State != domain.JobPending {
 					continue
 				}
-				r := p.Pending[j.ID]
+				r := p.Pending.Of(j.ID)
 				if first == 0 {
 					first = j.ID
 					// With a job behind it that fits the idle GPUs, the

@@ -78,15 +78,15 @@ func TestPoolJobsAroundReservationsDecideAlike(t *testing.T) {
 		for cycle := 0; cycle < 30; cycle++ {
 			plan := sched.Schedule(s, now)
 			if ex := sched.ScheduleExhaustive(s, now); !reflect.DeepEqual(plan, ex) {
-				for id, r := range plan.Pending {
-					if ex.Pending[id].Message != r.Message {
-						t.Errorf("job %d: %q, exhaustively %q", id, r.Message, ex.Pending[id].Message)
+				for id, r := range plan.Pending.All() {
+					if ex.Pending.Of(id).Message != r.Message {
+						t.Errorf("job %d: %q, exhaustively %q", id, r.Message, ex.Pending.Of(id).Message)
 						break
 					}
 				}
 				t.Fatalf("seed %d cycle %d: the plan differs from the one decided exhaustively", seed, cycle)
 			}
-			for _, r := range plan.Pending {
+			for _, r := range plan.Pending.All() {
 				if strings.Contains(r.Message, "; reserved ") {
 					reserved++
 				}

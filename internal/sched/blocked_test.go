@@ -41,9 +41,9 @@ func TestReclaimForAPoolTakesBorrowersOnItsServers(t *testing.T) {
 	s := twoPools(t)
 	plan := Schedule(s, domaintest.Now)
 	if len(plan.Preemptions) != 1 || plan.Preemptions[0].JobID != 2 || plan.Preemptions[0].ForJob != 3 {
-		t.Fatalf("preemptions %+v, want job 2 (on px) stopped for job 3; job 3 waits with %q", plan.Preemptions, plan.Pending[3].Message)
+		t.Fatalf("preemptions %+v, want job 2 (on px) stopped for job 3; job 3 waits with %q", plan.Preemptions, plan.Pending.Of(3).Message)
 	}
-	if r := plan.Pending[3]; r.Code != ReasonReclaim {
+	if r := plan.Pending.Of(3); r.Code != ReasonReclaim {
 		t.Errorf("job 3 waits with %s %q, want %s", r.Code, r.Message, ReasonReclaim)
 	}
 }
@@ -63,7 +63,7 @@ func TestReclaimForAPoolWithNoBorrowerOnIt(t *testing.T) {
 		t.Fatalf("preemptions %+v, want none (only c/w's guaranteed job runs on px)", plan.Preemptions)
 	}
 	want := "reclaim cannot serve it: no other workspace's job above its guarantee runs on the servers of pool px"
-	if r := plan.Pending[3]; !strings.Contains(r.Message, want) {
+	if r := plan.Pending.Of(3); !strings.Contains(r.Message, want) {
 		t.Errorf("job 3 waits with %q, want it to say %q", r.Message, want)
 	}
 }
@@ -100,7 +100,7 @@ func TestPoolFullReasonNamesThePool(t *testing.T) {
 			s.Pools = map[string]*domain.ServerPool{"px": {Name: "px", Servers: []string{"s1-gpu001", "s1-gpu002"}}}
 			plan := Schedule(s, domaintest.Now)
 			id := w.Next - 1
-			r, ok := plan.Pending[id]
+			r, ok := plan.Pending.Get(id)
 			if !ok {
 				t.Fatalf("job %d placed: %+v", id, plan.Placements)
 			}
@@ -142,9 +142,9 @@ func TestLeftoversServeTheNextJobOfAShape(t *testing.T) {
 	s := snapshotOf(w)
 	plan := Schedule(s, domaintest.Now)
 	if len(plan.Preemptions) != 1 || plan.Preemptions[0].JobID != 1 || plan.Preemptions[0].ForJob != 5 {
-		t.Fatalf("preemptions %+v, want job 1 stopped for job 5 (job 5 waits with %q)", plan.Preemptions, plan.Pending[5].Message)
+		t.Fatalf("preemptions %+v, want job 1 stopped for job 5 (job 5 waits with %q)", plan.Preemptions, plan.Pending.Of(5).Message)
 	}
-	if r := plan.Pending[6]; r.Code != ReasonReclaim || !strings.Contains(r.Message, "being freed by other jobs' preemption") {
+	if r := plan.Pending.Of(6); r.Code != ReasonReclaim || !strings.Contains(r.Message, "being freed by other jobs' preemption") {
 		t.Errorf("job 6 waits with %s %q, want it to wait for the GPUs left over", r.Code, r.Message)
 	}
 	ex := *s
@@ -177,10 +177,10 @@ func TestNoRoomOfOneTenantIsNotAServerIsolatedTenants(t *testing.T) {
 		Pending(domaintest.MakeJob("g/w", 4)).
 		Pending(domaintest.MakeJob("s/w", 4))
 	plan := Schedule(snapshotOf(w), domaintest.Now)
-	if r := plan.Pending[4]; r.Code == ReasonReclaim {
+	if r := plan.Pending.Of(4); r.Code == ReasonReclaim {
 		t.Errorf("job 4 (g/w) waits with %q: it may not use s's server", r.Message)
 	}
-	if r := plan.Pending[5]; r.Code != ReasonReclaim || !strings.Contains(r.Message, "being freed by other jobs' preemption") {
+	if r := plan.Pending.Of(5); r.Code != ReasonReclaim || !strings.Contains(r.Message, "being freed by other jobs' preemption") {
 		t.Errorf("job 5 (s/w) waits with %s %q, want it to wait for the 4 GPUs of its server being freed", r.Code, r.Message)
 	}
 }

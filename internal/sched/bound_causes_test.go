@@ -78,7 +78,7 @@ func TestBoundCauses(t *testing.T) {
 			p := scheduleChecked(t, w)
 			if tc.placed {
 				if !placedIn(p, tc.job) {
-					t.Fatalf("job %d not placed: %+v", tc.job, p.Pending[tc.job])
+					t.Fatalf("job %d not placed: %+v", tc.job, p.Pending.Of(tc.job))
 				}
 				return
 			}
@@ -87,11 +87,11 @@ func TestBoundCauses(t *testing.T) {
 				if pr.ForJob == tc.job {
 					found = true
 				} else if pr.ForJob != 0 {
-					t.Errorf("job %d preempted for job %d, not for job %d: %+v", pr.JobID, pr.ForJob, tc.job, p.Pending[pr.ForJob])
+					t.Errorf("job %d preempted for job %d, not for job %d: %+v", pr.JobID, pr.ForJob, tc.job, p.Pending.Of(pr.ForJob))
 				}
 			}
 			if !found {
-				t.Fatalf("no victims told to stop for job %d: %+v", tc.job, p.Pending[tc.job])
+				t.Fatalf("no victims told to stop for job %d: %+v", tc.job, p.Pending.Of(tc.job))
 			}
 		})
 	}

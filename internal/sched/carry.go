@@ -99,7 +99,10 @@ type Carry struct {
 	pendIdxBuf []int32
 	orderKeys  []orderKey
 	orderWS    []int32
-	orderBufs  orderBufs
+	// noFit is the cycle's shapes that found no placement (step), kept
+	// to be emptied and refilled.
+	noFit     map[string]domain.Reason
+	orderBufs orderBufs
 	// changes, runs and fresh are patch's buffers, reused.
 	changes []carryChange
 	runs    []keptRun

@@ -168,7 +168,7 @@ func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.
 			places = false // left out of the commit
 			delete(placed, j.ID)
 		}
-		r, reasoned := plan.Pending[j.ID]
+		r, reasoned := plan.Pending.Get(j.ID)
 		reasoned = reasoned && !j.Reason.Equal(r)
 		ends := j.State == domain.JobRunning && !places && rng.IntN(8) == 0
 		if ends {

@@ -60,7 +60,7 @@ func TestReservationEndingsKeptDecideAlike(t *testing.T) {
 			if ex := sched.ScheduleExhaustive(s, now); !reflect.DeepEqual(plan, ex) {
 				t.Fatalf("seed %d cycle %d: the plan with the kept endings differs from the one folding every placement in again", seed, cycle)
 			}
-			for _, r := range plan.Pending {
+			for _, r := range plan.Pending.All() {
 				if strings.Contains(r.Message, "; reserved ") {
 					reserved++
 				}

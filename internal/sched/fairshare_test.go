@@ -46,15 +46,15 @@ func TestFairShareReclaim(t *testing.T) {
 			s.Policy = Policy{FairShareReclaim: tc.on, ChurnBudget: tc.budget}
 			p := Schedule(s, now)
 			if len(p.Preemptions) != tc.victims {
-				t.Fatalf("%d victims (%+v), want %d; job 17: %+v", len(p.Preemptions), p.Preemptions, tc.victims, p.Pending[17])
+				t.Fatalf("%d victims (%+v), want %d; job 17: %+v", len(p.Preemptions), p.Preemptions, tc.victims, p.Pending.Of(17))
 			}
 			for _, pr := range p.Preemptions {
 				if v := s.Jobs[pr.JobID-1]; v.Tenant != "b" || pr.BorrowBackoff == nil {
 					t.Errorf("victim %d of %s (backoff %v): want b's borrowed jobs, with a borrow backoff", pr.JobID, v.Tenant, pr.BorrowBackoff)
 				}
 			}
-			if tc.victims > 0 && p.Pending[17].Code != ReasonReclaim {
-				t.Errorf("job 17: %+v, want %s", p.Pending[17], ReasonReclaim)
+			if tc.victims > 0 && p.Pending.Of(17).Code != ReasonReclaim {
+				t.Errorf("job 17: %+v, want %s", p.Pending.Of(17), ReasonReclaim)
 			}
 		})
 	}

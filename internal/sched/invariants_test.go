@@ -188,7 +188,7 @@ func (c *cluster) cycle(round int) (*sched.Plan, *state.PlanResult) {
 	}
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
+		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
 			cmd.Reasons[j.ID] = r
 		}
 	}

@@ -42,7 +42,7 @@ func TestPoolJobsOfEveryShape(t *testing.T) {
 			id := uint64(i + 1)
 			switch {
 			case poolName == "p" && len(placed[id]) == 0:
-				t.Errorf("%+v of pool p: not placed: %v", sp, plan.Pending[id])
+				t.Errorf("%+v of pool p: not placed: %v", sp, plan.Pending.Of(id))
 			case poolName == "p":
 				for _, pl := range placed[id] {
 					if !in[pl.Server] {
@@ -51,12 +51,12 @@ func TestPoolJobsOfEveryShape(t *testing.T) {
 				}
 			case len(placed[id]) > 0:
 				t.Errorf("%+v of a pool that does not exist placed on %v", sp, placed[id])
-			case !strings.Contains(plan.Pending[id].Message, "pool gone does not exist"):
-				t.Errorf("%+v of a pool that does not exist waits with %q", sp, plan.Pending[id].Message)
+			case !strings.Contains(plan.Pending.Of(id).Message, "pool gone does not exist"):
+				t.Errorf("%+v of a pool that does not exist waits with %q", sp, plan.Pending.Of(id).Message)
 			}
 		}
 		if len(placed[99]) == 0 {
-			t.Errorf("a job without a pool was not placed: %v", plan.Pending[99])
+			t.Errorf("a job without a pool was not placed: %v", plan.Pending.Of(99))
 		}
 	}
 }

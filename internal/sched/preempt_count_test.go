@@ -98,7 +98,7 @@ func TestPreemptionCauses(t *testing.T) {
 				stopped[v.Tenant+"/"+v.Workspace] += v.GPUs
 			}
 			if len(p.Preemptions) != tc.victims {
-				t.Errorf("%d victims for job %d, want %d: %+v", len(p.Preemptions), tc.job, tc.victims, p.Pending[tc.job])
+				t.Errorf("%d victims for job %d, want %d: %+v", len(p.Preemptions), tc.job, tc.victims, p.Pending.Of(tc.job))
 			}
 			for ref, keep := range tc.keep {
 				held := 0

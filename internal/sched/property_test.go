@@ -61,7 +61,7 @@ func (m *sim) commit(p *Plan) {
 		t := m.now
 		j.State, j.Placement, j.PlacedAt = domain.JobRunning, pl.Placement, &t
 	}
-	for id, r := range p.Pending {
+	for id, r := range p.Pending.All() {
 		r := r
 		m.job(id).Reason = &r
 	}

@@ -83,11 +83,11 @@ func TestReclaimWithinGuaranteeInQueueOrder(t *testing.T) {
 	w.Pending(domaintest.MakeJob("a/w", 16).PerNode(8)).Pending(domaintest.MakeJob("a/w", 16).PerNode(8)).Pending(domaintest.MakeJob("a/w", 8)) // 25, 26, 27
 	p := Schedule(snapshotOf(w), now)
 	for id, want := range map[uint64]string{25: ReasonReclaim, 27: ReasonReclaim} {
-		if r := p.Pending[id]; r.Code != want {
+		if r := p.Pending.Of(id); r.Code != want {
 			t.Errorf("job %d: reason %+v, want %s", id, r, want)
 		}
 	}
-	if r := p.Pending[26]; r.Code == ReasonReclaim {
+	if r := p.Pending.Of(26); r.Code == ReasonReclaim {
 		t.Errorf("job 26 reclaims (%+v): it is beyond the guarantee once job 25 is served", r)
 	}
 	if n := len(p.Preemptions); n != 24 {
@@ -112,7 +112,7 @@ func TestReclaimWholeServerWithinWhatWasBorrowed(t *testing.T) {
 	}
 	w.Pending(domaintest.MakeJob("a/w", 8)) // 25
 	p := Schedule(snapshotOf(w), now)
-	if r := p.Pending[25]; r.Code != ReasonReclaim {
+	if r := p.Pending.Of(25); r.Code != ReasonReclaim {
 		t.Fatalf("job 25: reason %+v, want %s", r, ReasonReclaim)
 	}
 	servers := map[string]bool{}
@@ -155,12 +155,12 @@ func TestReclaimFreedGPUsKeptForTheirJob(t *testing.T) {
 		t.Fatalf("releases %+v, want the 8 victims due", p.Releases)
 	}
 	if !placedIn(p, 18) {
-		t.Errorf("job 18 not placed on the GPUs freed for it: pending %+v, placements %+v", p.Pending[18], p.Placements)
+		t.Errorf("job 18 not placed on the GPUs freed for it: pending %+v, placements %+v", p.Pending.Of(18), p.Placements)
 	}
 	if len(p.Preemptions) != 0 {
 		t.Errorf("preemptions %+v: nothing more needs freeing", p.Preemptions)
 	}
-	if r := p.Pending[17]; r.Code != ReasonReclaim {
+	if r := p.Pending.Of(17); r.Code != ReasonReclaim {
 		t.Errorf("job 17: %+v, want it waiting for its own GPU (%s)", r, ReasonReclaim)
 	}
 }
@@ -183,9 +183,9 @@ func TestGuaranteedJobNotHeldBackByHeadOfLine(t *testing.T) {
 	w.Pending(domaintest.MakeJob("a/w", 2))             // 7: borrows: held back
 	p := Schedule(snapshotOf(w), now)
 	if !placedIn(p, 6) {
-		t.Errorf("job 6 (within the guarantee) not placed: %+v", p.Pending[6])
+		t.Errorf("job 6 (within the guarantee) not placed: %+v", p.Pending.Of(6))
 	}
-	if r := p.Pending[7]; r.Code != ReasonGangOrder {
+	if r := p.Pending.Of(7); r.Code != ReasonGangOrder {
 		t.Errorf("job 7 (borrowing): %+v, want it held back behind job 5 (%s)", r, ReasonGangOrder)
 	}
 }
@@ -213,8 +213,8 @@ func TestReclaimLeftoverNotTakenByJobStillFreeing(t *testing.T) {
 	if !placedIn(p, 3) || !placedIn(p, 4) {
 		t.Fatalf("placements %+v, pending %+v: want jobs 3 and 4 placed on server 1", p.Placements, p.Pending)
 	}
-	if placedIn(p, 5) || p.Pending[5].Code != ReasonReclaim || len(p.Preemptions) != 0 {
-		t.Fatalf("job 5: %+v, preemptions %+v; want it waiting for its own victim, nothing more preempted", p.Pending[5], p.Preemptions)
+	if placedIn(p, 5) || p.Pending.Of(5).Code != ReasonReclaim || len(p.Preemptions) != 0 {
+		t.Fatalf("job 5: %+v, preemptions %+v; want it waiting for its own victim, nothing more preempted", p.Pending.Of(5), p.Preemptions)
 	}
 }
 
@@ -238,7 +238,7 @@ func TestReclaimEmptiesAWholeNVLinkDomain(t *testing.T) {
 	}
 	w.Pending(domaintest.MakeJob("a/w", 8).PerNode(4).Topology(LevelNVLinkDomain, true)) // 17
 	p := Schedule(snapshotOf(w), now)
-	if r := p.Pending[17]; r.Code != ReasonReclaim {
+	if r := p.Pending.Of(17); r.Code != ReasonReclaim {
 		t.Fatalf("job 17: %+v, want %s", r, ReasonReclaim)
 	}
 	domains := map[string]bool{}

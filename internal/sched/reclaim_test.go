@@ -69,7 +69,7 @@ func TestReclaimBoundDeepQueue(t *testing.T) {
 	p := Schedule(s, m.now)
 	m.commit(p)
 	for id := first; id < first+depth; id++ {
-		if r := p.Pending[id]; r.Code != ReasonReclaim {
+		if r := p.Pending.Of(id); r.Code != ReasonReclaim {
 			t.Fatalf("job %d after the first cycle: reason %+v, want %s (its reclaim must start now)", id, r, ReasonReclaim)
 		}
 	}

@@ -56,7 +56,7 @@ func TestScanCacheDecidesAlike(t *testing.T) {
 				t.Fatalf("seed %d cycle %d: the plan with the scan cache differs from the one without", seed, cycle)
 			}
 			placements += len(plan.Placements)
-			failures += len(plan.Pending)
+			failures += plan.Pending.Len()
 			commitPlan(s, plan, now, func() bool { return rng.IntN(8) == 0 })
 			now = now.Add(10 * time.Second)
 		}

@@ -107,7 +107,7 @@ func scheduleChecked(t *testing.T, w *domaintest.World) *Plan {
 	if again := Schedule(snapshotOf(w), w.Now); !reflect.DeepEqual(again, plan) {
 		t.Error("the same snapshot gave a different plan")
 	}
-	for id, r := range plan.Pending {
+	for id, r := range plan.Pending.All() {
 		if r.Message == "" {
 			t.Errorf("job %d: pending reason %s without a message", id, r.Code)
 		}
@@ -258,7 +258,7 @@ func renderPlan(p *Plan, now time.Time) string {
 			lines[pl.JobID] = strings.Join(whole, " ") + " (" + pl.Level + ")"
 		}
 	}
-	for id, r := range p.Pending {
+	for id, r := range p.Pending.All() {
 		lines[id] = "pending " + r.Code + ": " + r.Message
 		if v := r.Reservation; v != nil {
 			at := "overdue"

@@ -29,7 +29,7 @@ func TestReasonsNameNoOtherTenant(t *testing.T) {
 		Tenant(domaintest.MakeTenant("acme").Isolation(domain.IsolationGPU)).Tenant(domaintest.MakeTenant("secretcorp").Isolation(domain.IsolationGPU)).
 		Workspace(domaintest.MakeWorkspace("acme", "w").Borrow(16)).Workspace(domaintest.MakeWorkspace("secretcorp", "hidden").Guaranteed(16)).
 		Pending(domaintest.MakeJob("acme/w", 8))
-	r := Schedule(snapshotOf(w), now).Pending[1]
+	r := Schedule(snapshotOf(w), now).Pending.Of(1)
 	if r.Code != ReasonClusterQuota || strings.Contains(r.Message, "secretcorp") || strings.Contains(r.Message, "hidden") {
 		t.Fatalf("reason %+v: want cluster_quota that names no other tenant", r)
 	}

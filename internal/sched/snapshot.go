@@ -90,8 +90,8 @@ type Placement struct {
 // Plan is the outcome of one cycle.
 type Plan struct {
 	Placements []Placement `json:"placements"`
-	// Pending explains every pending job that was not placed.
-	Pending map[uint64]domain.Reason `json:"pending"`
+	// Pending explains every pending job that was not placed, by ID.
+	Pending Reasons `json:"pending"`
 	// Preemptions tell running jobs to stop (reclaim, priority).
 	Preemptions []Preemption `json:"preemptions,omitempty"`
 	// Releases end allocations that are due: grace deadlines passed, time

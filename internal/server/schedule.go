@@ -222,7 +222,7 @@ func (s *Server) decide(now time.Time) (*sched.Snapshot, *sched.Plan, state.Plan
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
 		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
+		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
 			cmd.Reasons[j.ID] = r
 		}
 	}
@@ -398,7 +398,7 @@ func (s *Server) recordPlan(snap *sched.Snapshot, plan *sched.Plan, res *state.P
 		return
 	}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
+		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
 			s.log.Debug("job pending", "job", j.ID, "tenant", j.Tenant, "workspace", j.Workspace, "reason", r.Code, "message", r.Message)
 		}
 	}
@@ -427,6 +427,6 @@ func (s *Server) dryRun(spec domain.JobSpec) (*api.DryRun, error) {
 			return &api.DryRun{Placement: p.Placement, Level: p.Level}, nil
 		}
 	}
-	r := plan.Pending[0]
+	r := plan.Pending.Of(0)
 	return &api.DryRun{Reason: &r}, nil
 }

@@ -740,7 +740,7 @@ func cycleJobfabric(o *JobsRun, now int64, led *ledger, byID map[uint64]*simJob,
 		}
 		run(s, s.j.Placement)
 	}
-	for id, r := range plan.Pending {
+	for id, r := range plan.Pending.All() {
 		s := byID[id]
 		if s != nil {
 			s.said = r

@@ -108,7 +108,7 @@ func (l *ledger) cycle(now int64, pol sched.Policy) (*sched.Plan, *state.PlanRes
 	plan := sched.Schedule(snap, at(now))
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok && !j.Reason.Equal(r) {
+		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
 			cmd.Reasons[j.ID] = r
 		}
 	}

@@ -49,7 +49,7 @@ func TestLedgerCommitsThroughTheStateMachine(t *testing.T) {
 	}
 	var snap *sched.Snapshot
 	l.fsm.Read(func(v state.View) { snap = sched.SnapshotOf(v, at(0), state.CopyJob) })
-	if len(snap.Jobs) != 3 || snap.Jobs[2].State != domain.JobPending || snap.Jobs[2].Reason == nil || snap.Jobs[2].Reason.Code != plan.Pending[3].Code {
+	if len(snap.Jobs) != 3 || snap.Jobs[2].State != domain.JobPending || snap.Jobs[2].Reason == nil || snap.Jobs[2].Reason.Code != plan.Pending.Of(3).Code {
 		t.Fatalf("the state's jobs after the cycle: %+v", snap.Jobs)
 	}
 	// A replay that numbers jobs otherwise than the state does stops.

@@ -16,7 +16,7 @@ func (h *harness) commitPlan(snap *sched.Snapshot, plan *sched.Plan) *PlanResult
 	h.t.Helper()
 	cmd := PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
 	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending[j.ID]; ok {
+		if r, ok := plan.Pending.Get(j.ID); ok {
 			cmd.Reasons[j.ID] = r
 		}
 	}
@@ -39,7 +39,7 @@ func placedOn(t testing.TB, plan *sched.Plan, id uint64) domain.Placement {
 			return p.Placement[0]
 		}
 	}
-	t.Fatalf("the plan does not place job %d (pending: %v): the race needs it placed", id, plan.Pending[id])
+	t.Fatalf("the plan does not place job %d (pending: %v): the race needs it placed", id, plan.Pending.Of(id))
 	return domain.Placement{}
 }
 

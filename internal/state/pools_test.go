@@ -130,19 +130,19 @@ func TestPoolPlacement(t *testing.T) {
 	// A second job of the pool waits: the pool's one server is full.
 	h.must(CmdJobSubmit, MakeJob("research", 8).Pool("slurm:c:b").Obj())
 	_, plan = h.schedule(0)
-	if r, ok := plan.Pending[2]; !ok || len(plan.Placements) != 0 {
+	if r, ok := plan.Pending.Get(2); !ok || len(plan.Placements) != 0 {
 		t.Fatalf("job 2 placed beyond its pool: %+v (pending %v)", plan.Placements, r)
 	}
 	// The pool is deleted: the job waits, saying so.
 	h.must(CmdPoolSet, PoolSet{Name: "slurm:c:b"})
 	_, plan = h.schedule(0)
-	if r := plan.Pending[2]; !strings.Contains(r.Message, "pool slurm:c:b does not exist") {
+	if r := plan.Pending.Of(2); !strings.Contains(r.Message, "pool slurm:c:b does not exist") {
 		t.Fatalf("deleted pool: reason %q", r.Message)
 	}
 	// A pool of servers jobfabric does not have: it says so.
 	h.must(CmdPoolSet, PoolSet{Name: "slurm:c:b", Servers: []string{"gpu-elsewhere"}})
 	_, plan = h.schedule(0)
-	if r := plan.Pending[2]; !strings.Contains(r.Message, "no server of pool slurm:c:b is in the inventory") {
+	if r := plan.Pending.Of(2); !strings.Contains(r.Message, "no server of pool slurm:c:b is in the inventory") {
 		t.Fatalf("foreign pool: reason %q", r.Message)
 	}
 	// Pools do not restrict a job that names none.

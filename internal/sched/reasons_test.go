@@ -1,0 +1,170 @@
+package sched
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+)
+
+// reasonFor is a reason whose bytes depend on i: codes, messages with
+// characters JSON escapes (HTML, quotes, control, non-ASCII), and
+// reservations.
+func reasonFor(i int) domain.Reason {
+	r := domain.Reason{Code: []string{ReasonWorkspaceQuota, ReasonReclaim, "capacity", ""}[i%4],
+		Message: []string{"waits <behind> job & \"its\" workspace", "no fit\tin p\u00e9 \u2028", "", "x"}[i%4]}
+	if i%3 == 0 {
+		r.Reservation = &domain.Reservation{Start: time.Date(2026, 11, 22, 0, 0, i, 0, time.UTC)}
+	}
+	return r
+}
+
+// TestReasonsJSONAsMap: a plan's reasons marshal to the bytes their map
+// did (the plan digests hash them), and read back alike, from either. It
+// fails when the keys are written in numeric order (9 before 10), when a
+// nil list writes {} instead of null, and when an empty one writes null.
+func TestReasonsJSONAsMap(t *testing.T) {
+	ids := []uint64{0, 1, 2, 9, 10, 11, 99, 100, 101, 1000, 1 << 40, 1<<64 - 1}
+	for n := 0; n < 200; n += 1 + n/4 {
+		m := map[uint64]domain.Reason{}
+		for i := 0; i < n; i++ {
+			id := uint64(rand.IntN(3 * (n + 1)))
+			if i < len(ids) {
+				id = ids[i]
+			}
+			m[id] = reasonFor(i)
+		}
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(ReasonsOf(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("%d reasons:\n got %s\nwant %s", n, got, want)
+		}
+		// Inside a struct, through an encoder (as the digest hashes a plan).
+		var wb, gb bytes.Buffer
+		if err := json.NewEncoder(&wb).Encode(struct {
+			Pending map[uint64]domain.Reason `json:"pending"`
+		}{m}); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.NewEncoder(&gb).Encode(struct {
+			Pending Reasons `json:"pending"`
+		}{ReasonsOf(m)}); err != nil {
+			t.Fatal(err)
+		}
+		if gb.String() != wb.String() {
+			t.Fatalf("in a struct, %d reasons:\n got %s\nwant %s", n, gb.String(), wb.String())
+		}
+		var back Reasons
+		if err := json.Unmarshal(want, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Len() != len(m) {
+			t.Fatalf("read back %d reasons, want %d", back.Len(), len(m))
+		}
+		for id, r := range m {
+			if g, ok := back.Get(id); !ok || !g.Equal(r) {
+				t.Fatalf("job %d read back %+v (%v), want %+v", id, g, ok, r)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		rs   Reasons
+		want string
+	}{{Reasons{}, "null"}, {Reasons{list: []JobReason{}}, "{}"}} {
+		if got, _ := json.Marshal(tc.rs); string(got) != tc.want {
+			t.Errorf("%#v marshals as %s, want %s", tc.rs, got, tc.want)
+		}
+	}
+	var rs Reasons
+	if err := json.Unmarshal([]byte(`{"x":{}}`), &rs); err == nil {
+		t.Error("a key that is not an ID was read")
+	}
+}
+
+// TestReasonsByID: the reasons given in any order are found by ID, listed
+// by ID, each once with the last reason given for it (as the map's
+// writes), by the dense path, the wide one and with IDs given twice.
+func TestReasonsByID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ids  func(n int) []uint64
+	}{
+		{"dense", func(n int) []uint64 {
+			out := make([]uint64, n)
+			for i, p := range rand.Perm(n) {
+				out[i] = uint64(p) + 7
+			}
+			return out
+		}},
+		{"holes", func(n int) []uint64 {
+			out := make([]uint64, 0, n)
+			for _, p := range rand.Perm(2 * n) {
+				if p%2 == 0 {
+					out = append(out, uint64(p))
+				}
+			}
+			return out
+		}},
+		{"wide", func(n int) []uint64 {
+			out := make([]uint64, n)
+			for i := range out {
+				out[i] = rand.Uint64() >> 1
+			}
+			return out
+		}},
+		{"sorted", func(n int) []uint64 {
+			out := make([]uint64, n)
+			for i := range out {
+				out[i] = uint64(3 * i)
+			}
+			return out
+		}},
+		{"twice", func(n int) []uint64 {
+			out := make([]uint64, n)
+			for i := range out {
+				out[i] = uint64(rand.IntN(n/2 + 1))
+			}
+			return out
+		}},
+	} {
+		for _, n := range []int{0, 1, 2, 3, 10, 1000} {
+			ids := tc.ids(n)
+			want := map[uint64]domain.Reason{}
+			es := make([]JobReason, len(ids))
+			for i, id := range ids {
+				es[i] = JobReason{ID: id, Reason: reasonFor(i)}
+				want[id] = es[i].Reason
+			}
+			got := byID(es)
+			if got.Len() != len(want) {
+				t.Fatalf("%s, %d: %d reasons, want %d", tc.name, n, got.Len(), len(want))
+			}
+			for i := 1; i < len(got.list); i++ {
+				if got.list[i-1].ID >= got.list[i].ID {
+					t.Fatalf("%s, %d: job %d listed before %d", tc.name, n, got.list[i-1].ID, got.list[i].ID)
+				}
+			}
+			for id, r := range want {
+				if g, ok := got.Get(id); !ok || !g.Equal(r) {
+					t.Fatalf("%s, %d: job %d has %+v (%v), want %+v", tc.name, n, id, g, ok, r)
+				}
+			}
+			for _, id := range []uint64{1 << 63, 5000} {
+				if _, ok := want[id]; !ok {
+					if _, found := got.Get(id); found {
+						t.Fatalf("%s, %d: job %d found, not given", tc.name, n, id)
+					}
+				}
+			}
+		}
+	}
+}
