@@ -412,44 +412,37 @@ type UsageQuery struct {
 // reading every page of rows: the period and total are the first page's
 // (each later page counts the same period).
 func (c *Client) Usage(ctx context.Context, q UsageQuery) (*api.Usage, error) {
-	var out *api.Usage
-	token := ""
-	for {
-		path := withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By,
+	return allPages(ctx, c, func(token string) string {
+		return withQuery("/v1/usage", "tenant", q.Tenant, "workspace", q.Workspace, "since", q.Since, "until", q.Until, "by", q.By,
 			"limit", strconv.Itoa(pageSize(cmp.Or(q.PageSize, c.PageSize), 0, 0)), "continue", token)
-		var page api.Usage
-		var hdr http.Header
-		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
-			return nil, err
-		}
-		if out == nil {
-			out = &page
-		} else {
-			out.Rows = append(out.Rows, page.Rows...)
-		}
-		if token = hdr.Get(ContinueHeader); token == "" {
-			return out, nil
-		}
-	}
+	}, func(out, page *api.Usage) { out.Rows = append(out.Rows, page.Rows...) })
 }
 
 // Queue is the pending jobs in scheduling order and the workspaces' quota
 // use, as the token may see them (GET /v1/queue), reading every page of
 // jobs: the order's time and the workspaces are the first page's.
 func (c *Client) Queue(ctx context.Context, tenant, workspace string) (*api.Queue, error) {
-	var out *api.Queue
+	return allPages(ctx, c, func(token string) string {
+		return withQuery("/v1/queue", "tenant", tenant, "workspace", workspace, "limit", strconv.Itoa(pageSize(c.PageSize, 0, 0)), "continue", token)
+	}, func(out, page *api.Queue) { out.Pending = append(out.Pending, page.Pending...) })
+}
+
+// allPages reads an answer whose list comes in pages: the first page is
+// the answer, each later one's list appended to it by more, until the
+// server sends no continue token.
+func allPages[T any](ctx context.Context, c *Client, path func(token string) string, more func(out, page *T)) (*T, error) {
+	var out *T
 	token := ""
 	for {
-		path := withQuery("/v1/queue", "tenant", tenant, "workspace", workspace, "limit", strconv.Itoa(pageSize(c.PageSize, 0, 0)), "continue", token)
-		var page api.Queue
+		page := new(T)
 		var hdr http.Header
-		if err := c.do(ctx, "GET", path, nil, &page, &hdr); err != nil {
+		if err := c.do(ctx, "GET", path(token), nil, page, &hdr); err != nil {
 			return nil, err
 		}
 		if out == nil {
-			out = &page
+			out = page
 		} else {
-			out.Pending = append(out.Pending, page.Pending...)
+			more(out, page)
 		}
 		if token = hdr.Get(ContinueHeader); token == "" {
 			return out, nil
