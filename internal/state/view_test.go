@@ -149,7 +149,11 @@ func TestSnapshotterFinishesWithoutTheState(t *testing.T) {
 		h.must(CmdJobCancel, JobCancel{ID: ids[0]})
 		ids = ids[1:]
 		plan := sched.Schedule(snapshotOf(h.f, h.at), h.at)
-		h.must(CmdPlanApply, PlanApply{Placements: plan.Placements, Reasons: plan.Pending})
+		reasons := map[uint64]domain.Reason{}
+		for id, r := range plan.Pending.All() {
+			reasons[id] = r
+		}
+		h.must(CmdPlanApply, PlanApply{Placements: plan.Placements, Reasons: reasons})
 	}
 	for round := range 4 {
 		change()
