@@ -52,6 +52,34 @@ func (rs Reasons) Get(id uint64) (domain.Reason, bool) {
 	return rs.list[k].Reason, true
 }
 
+// Changed is the reasons that differ from those jobs hold now: what a
+// plan.apply commits. A snapshot's jobs come by ID, and then the list is
+// walked once beside them; from the first job out of that order on,
+// each is searched for (the walk's place means nothing any more).
+func (rs Reasons) Changed(jobs []*domain.Job) map[uint64]domain.Reason {
+	out := map[uint64]domain.Reason{}
+	k, walk := 0, true
+	for i, j := range jobs {
+		var r domain.Reason
+		var ok bool
+		walk = walk && (i == 0 || j.ID > jobs[i-1].ID)
+		if !walk {
+			r, ok = rs.Get(j.ID)
+		} else {
+			for k < len(rs.list) && rs.list[k].ID < j.ID {
+				k++
+			}
+			if ok = k < len(rs.list) && rs.list[k].ID == j.ID; ok {
+				r = rs.list[k].Reason
+			}
+		}
+		if ok && !j.Reason.Equal(r) {
+			out[j.ID] = r
+		}
+	}
+	return out
+}
+
 // Of is job id's reason, the zero Reason when it has none.
 func (rs Reasons) Of(id uint64) domain.Reason {
 	r, _ := rs.Get(id)

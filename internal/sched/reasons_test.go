@@ -168,3 +168,50 @@ func TestReasonsByID(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonsChanged: the reasons a plan.apply commits are those that
+// differ from the jobs', with the jobs by ID (the walk) or in any order
+// (the search), against a look-up of each.
+func TestReasonsChanged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for round := range 200 {
+		var given []JobReason
+		var jobs []*domain.Job
+		n := uint64(rng.IntN(40))
+		for id := uint64(1); id <= n; id++ {
+			r := domain.Reason{Code: "c" + string(rune('a'+rng.IntN(3)))}
+			j := &domain.Job{ID: id, Reason: &r}
+			switch rng.IntN(4) {
+			case 0:
+				j.Reason = &domain.Reason{Code: "other"}
+			case 1:
+				j.Reason = nil
+			}
+			if rng.IntN(4) > 0 {
+				given = append(given, JobReason{ID: id, Reason: r})
+			}
+			if rng.IntN(5) > 0 {
+				jobs = append(jobs, j)
+			}
+		}
+		if round%2 == 1 {
+			rng.Shuffle(len(jobs), func(a, b int) { jobs[a], jobs[b] = jobs[b], jobs[a] })
+		}
+		rs := byID(given)
+		want := map[uint64]domain.Reason{}
+		for _, j := range jobs {
+			if r, ok := rs.Get(j.ID); ok && !j.Reason.Equal(r) {
+				want[j.ID] = r
+			}
+		}
+		got := rs.Changed(jobs)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d changed, want %d", round, len(got), len(want))
+		}
+		for id, r := range want {
+			if g, ok := got[id]; !ok || !g.Equal(r) {
+				t.Fatalf("round %d: job %d: %v, want %v", round, id, g, r)
+			}
+		}
+	}
+}

@@ -220,12 +220,7 @@ func (s *Server) decide(now time.Time) (*sched.Snapshot, *sched.Plan, state.Plan
 	snap.Policy = s.policy()
 	plan := s.carry.Schedule(snap, now)
 	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements,
-		Reasons: map[uint64]domain.Reason{}, NetworkGate: s.fabricEnabled()}
-	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
-			cmd.Reasons[j.ID] = r
-		}
-	}
+		Reasons: plan.Pending.Changed(snap.Jobs), NetworkGate: s.fabricEnabled()}
 	return snap, plan, cmd
 }
 

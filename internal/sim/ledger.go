@@ -106,12 +106,7 @@ func (l *ledger) cycle(now int64, pol sched.Policy) (*sched.Plan, *state.PlanRes
 	l.fsm.Read(func(v state.View) { snap = l.snaps.Of(v, at(now).Add(-pol.HistoryHorizon())) })
 	snap.Policy = pol
 	plan := sched.Schedule(snap, at(now))
-	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: map[uint64]domain.Reason{}}
-	for _, j := range snap.Jobs {
-		if r, ok := plan.Pending.Get(j.ID); ok && !j.Reason.Equal(r) {
-			cmd.Reasons[j.ID] = r
-		}
-	}
+	cmd := state.PlanApply{Releases: plan.Releases, Preemptions: plan.Preemptions, Placements: plan.Placements, Reasons: plan.Pending.Changed(snap.Jobs)}
 	if len(cmd.Releases) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Placements) == 0 && len(cmd.Reasons) == 0 {
 		return plan, &state.PlanResult{}, nil
 	}
