@@ -298,35 +298,63 @@ func newBenchCmd(g *globals) *cobra.Command {
 		},
 	}
 	soakPlot.Flags().IntVar(&soakPlotJobs, "jobs", 0, "the run's job count, for the titles (default: the last sample's)")
-	var plotOut string
+	var plotOut, schedPlotOut string
 	plot := &cobra.Command{
 		Use:   "fabric-plot RESULT.json...",
 		Short: "Plot how `bench fabric -o json` results grow with the cluster, as an SVG (docs/bench/fabric-scale.svg)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rs []bench.FabricResult
-			for _, f := range args {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return domain.Invalid("result", "cannot read %s: %v", f, err)
-				}
-				var r bench.FabricResult
-				if err := json.Unmarshal(b, &r); err != nil || r.GPUs == 0 {
-					return domain.Invalid("result", "%s is not the JSON of `bench fabric -o json` (%v)", f, err)
-				}
-				rs = append(rs, r)
-			}
-			svg := bench.FabricScaleSVG(rs)
-			if plotOut == "" || plotOut == "-" {
-				_, err := io.WriteString(cmd.OutOrStdout(), svg)
+			rs, err := readResults(args, "bench fabric", func(r bench.FabricResult) bool { return r.GPUs > 0 })
+			if err != nil {
 				return err
 			}
-			return os.WriteFile(plotOut, []byte(svg), 0o644)
+			return writePlot(cmd, plotOut, bench.FabricScaleSVG(rs))
 		},
 	}
 	plot.Flags().StringVar(&plotOut, "out", "", "SVG file to write (default: standard output)")
-	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, soakPlot, plot)
+	schedPlot := &cobra.Command{
+		Use:   "sched-plot RESULT.json...",
+		Short: "Plot how `bench sched -o json` results grow with the cluster, as an SVG (docs/scale/sched-scale.svg)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rs, err := readResults(args, "bench sched", func(r bench.SchedResult) bool { return r.GPUs > 0 && r.Cycles > 1 })
+			if err != nil {
+				return err
+			}
+			return writePlot(cmd, schedPlotOut, bench.SchedScaleSVG(rs))
+		},
+	}
+	schedPlot.Flags().StringVar(&schedPlotOut, "out", "", "SVG file to write (default: standard output)")
+	cmd.AddCommand(submit, schedCmd, fabricCmd, soakCmd, soakPlot, plot, schedPlot)
 	return cmd
+}
+
+// readResults reads each file as the JSON of `WHAT -o json`; ok says
+// whether a decoded result is one (a JSON file of something else decodes
+// to zero values).
+func readResults[T any](files []string, what string, ok func(T) bool) ([]T, error) {
+	var rs []T
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, domain.Invalid("result", "cannot read %s: %v", f, err)
+		}
+		var r T
+		if err := json.Unmarshal(b, &r); err != nil || !ok(r) {
+			return nil, domain.Invalid("result", "%s is not the JSON of `%s -o json` (%v)", f, what, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// writePlot writes an SVG to path, or to standard output for "" or "-".
+func writePlot(cmd *cobra.Command, path, svg string) error {
+	if path == "" || path == "-" {
+		_, err := io.WriteString(cmd.OutOrStdout(), svg)
+		return err
+	}
+	return os.WriteFile(path, []byte(svg), 0o644)
 }
 
 // startCPUProfile profiles the process into path until stop is called;

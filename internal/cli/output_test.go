@@ -301,6 +301,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 		{"bench fabric", outCase{skip: "a measurement of minutes"}},
 		{"bench soak", outCase{skip: "a measurement of minutes (TestSoakSmall runs it briefly); prints through the same emit"}},
 		{"bench fabric-plot", outCase{skip: "writes an SVG, not a result to format (internal/bench TestFabricScaleSVG)"}},
+		{"bench sched-plot", outCase{skip: "writes an SVG, not a result to format (internal/bench TestSchedScaleSVG)"}},
 		{"bench soak-plot", outCase{skip: "writes SVGs, not a result to format (internal/bench TestSoakSmall reads the CSV back)"}},
 		{"sim openb", outCase{skip: "needs the openb traces (sim_test.go)"}},
 		{"sim jobs", outCase{skip: "needs a job trace (sim_test.go)"}},
