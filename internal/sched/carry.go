@@ -120,6 +120,10 @@ type Carry struct {
 	// reused by the next cycle's: with jobs in 8 pools at 100,000 GPUs a
 	// cycle built 76 trees of 250 KB each.
 	trees []*rankTree
+	// scoreRows is the last cycle's score cache rows (scoring.rowOf),
+	// reused emptied: one of 200 KB per shape rated, about 1.6 MB a burst
+	// cycle at 100,000 GPUs.
+	scoreRows [][]scoreEntry
 	// hzBufs back the horizon's empty view (backfill.go), remade in
 	// them each cycle that needs one.
 	hzBufs serverBufs

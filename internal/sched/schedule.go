@@ -347,6 +347,9 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 			*c.spare = append(*c.spare, tr)
 		}
 	}
+	if st.c.sc != nil {
+		st.c.sc.giveRows()
+	}
 	return st.plan
 }
 

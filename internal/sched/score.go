@@ -111,6 +111,9 @@ type scoring struct {
 	// shape's entries for every server in order, so they sit together.
 	cache   [][]scoreEntry
 	servers int
+	// spare is a Carry's rows from the cycle before (rowOf takes them
+	// emptied), nil without one.
+	spare   *[][]scoreEntry
 	host    Host
 	jobs    []map[int]int // by server index
 	scratch []int

@@ -494,6 +494,7 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 		st = cr.static
 		c.byName = st.byName
 		c.sc = s.scoring(len(st.servers), cr)
+		c.sc.spare = &cr.scoreRows
 		if cr.view == nil || cr.view.st != st {
 			cr.view = newCarriedView(st, cr.tbl.jobs)
 		}
