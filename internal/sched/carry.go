@@ -124,6 +124,8 @@ type Carry struct {
 	// reused emptied: one of 200 KB per shape rated, about 1.6 MB a burst
 	// cycle at 100,000 GPUs.
 	scoreRows [][]scoreEntry
+	// pack is pack's scratch, all 0 between calls.
+	pack packScratch
 	// hzBufs back the horizon's empty view (backfill.go), remade in
 	// them each cycle that needs one.
 	hzBufs serverBufs

@@ -115,6 +115,7 @@ type scoring struct {
 	// emptied), nil without one.
 	spare   *[][]scoreEntry
 	host    Host
+	req     Request       // the request rateIn hands the scorer, as host its host
 	jobs    []map[int]int // by server index
 	scratch []int
 	// dyn is the JobFabric scorer of a Placer (epochs): weighed on the

@@ -483,6 +483,9 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 // Carry's) made in into's arrays when into is not nil.
 func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[staticKey]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
+	if cr != nil {
+		c.statics.pack = &cr.pack
+	}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
