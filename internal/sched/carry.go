@@ -126,6 +126,8 @@ type Carry struct {
 	scoreRows [][]scoreEntry
 	// pack is pack's scratch, all 0 between calls.
 	pack packScratch
+	// sums is the last cycle's freeSums (keptSums), their arrays reused.
+	sums []*freeSums
 	// hzBufs back the horizon's empty view (backfill.go), remade in
 	// them each cycle that needs one.
 	hzBufs serverBufs

@@ -350,6 +350,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	if st.c.sc != nil {
 		st.c.sc.giveRows()
 	}
+	st.c.giveSums()
 	return st.plan
 }
 

@@ -337,6 +337,9 @@ type cluster struct {
 	// the servers changed since from changed (scans.go).
 	sums    map[sumsKey]*freeSums
 	changed []int
+	// sumsSpare is a Carry's sums of its last cycle, their arrays reused
+	// (newSums); nil without one.
+	sumsSpare *[]*freeSums
 	// rank keeps the servers ranked by score per request shape
 	// (ranked.go).
 	rank *ranking
@@ -507,7 +510,7 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 			cr.viewWhole++
 		}
 		cr.view.into(c, s.Nodes)
-		c.spare = &cr.trees
+		c.spare, c.sumsSpare = &cr.trees, &cr.sums
 		return c
 	}
 	c.byName = st.byName
