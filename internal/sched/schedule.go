@@ -296,6 +296,9 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	} else {
 		noFit = map[string]domain.Reason{}
 	}
+	if cr != nil {
+		st.bf.placed = cr.placed
+	}
 	st.queue = pending
 	for i, j := range pending {
 		st.pos = i
@@ -351,6 +354,10 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		st.c.sc.giveRows()
 	}
 	st.c.giveSums()
+	if cr != nil {
+		// Emptied whole: what they point to is this cycle's.
+		cr.cands, cr.fit, cr.placed = emptied(st.c.cands), emptied(st.c.fit), emptied(st.bf.placed)
+	}
 	return st.plan
 }
 

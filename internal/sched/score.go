@@ -116,7 +116,7 @@ type scoring struct {
 	spare   *[][]scoreEntry
 	host    Host
 	req     Request       // the request rateIn hands the scorer, as host its host
-	jobs    []map[int]int // by server index
+	jobs    []map[int]int // by server index; nil without a tally
 	scratch []int
 	// dyn is the JobFabric scorer of a Placer (epochs): weighed on the
 	// snapshot (Snapshot.scoring), then again before the first rating
@@ -178,7 +178,9 @@ func (c *cluster) reweigh() {
 // lazyScoring is a scoring whose scorer build makes when first needed
 // (nil then: the built-in path places). Its Host.Jobs stay nil.
 func lazyScoring(build func() Scorer, n int) *scoring {
-	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+	// No jobs: it keeps no tally (a slot per server was 0.1 MB of
+	// pointers a cycle at 100,000 GPUs).
+	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n}
 }
 
 // active reports whether a scorer places single-server jobs, making it if
@@ -311,7 +313,10 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	if v.s.MemoryMiB == 0 {
 		h.MemFree = j.MemoryMiB
 	}
-	h.Jobs = c.sc.jobs[v.idx]
+	h.Jobs = nil
+	if c.sc.jobs != nil {
+		h.Jobs = c.sc.jobs[v.idx]
+	}
 	return h
 }
 

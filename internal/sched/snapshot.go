@@ -511,6 +511,7 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 		}
 		cr.view.into(c, s.Nodes)
 		c.spare, c.sumsSpare = &cr.trees, &cr.sums
+		c.cands, c.fit = cr.cands, cr.fit
 		return c
 	}
 	c.byName = st.byName
