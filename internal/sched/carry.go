@@ -128,6 +128,11 @@ type Carry struct {
 	pack packScratch
 	// sums is the last cycle's freeSums (keptSums), their arrays reused.
 	sums []*freeSums
+	// migStarts and sets are the statics' answers of mig.Place and
+	// indexSets, kept across cycles: each is a function of its key alone
+	// (a GPU's layout, a server's size), and a cycle asked them anew.
+	migStarts map[migPlaceKey]int
+	sets      map[[2]int][][]int
 	// cands and fit are placeGang's candidates, placed the step loop's
 	// placements (backfill's), kept emptied: grown anew each cycle they
 	// were 0.8 MB a burst cycle at 100,000 GPUs.
@@ -632,6 +637,20 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 func isRef(ref string, w *domain.Workspace) bool {
 	n := len(w.Tenant)
 	return len(ref) == n+1+len(w.Name) && ref[:n] == w.Tenant && ref[n] == '/' && ref[n+1:] == w.Name
+}
+
+// keptMemos are the statics' memos the Carry keeps across cycles, emptied
+// when they have grown past what a cluster's layouts and sizes make (a
+// bound, not a cache policy: the keys are few).
+func (cr *Carry) keptMemos() (map[migPlaceKey]int, map[[2]int][][]int) {
+	const most = 1 << 14
+	if cr.migStarts == nil || len(cr.migStarts) > most {
+		cr.migStarts = map[migPlaceKey]int{}
+	}
+	if cr.sets == nil || len(cr.sets) > most {
+		cr.sets = map[[2]int][][]int{}
+	}
+	return cr.migStarts, cr.sets
 }
 
 // rowOf is j's row with the server of its one placement numbered.

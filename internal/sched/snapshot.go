@@ -488,6 +488,9 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[staticKey]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
 	if cr != nil {
 		c.statics.pack = &cr.pack
+		if !s.exhaustive {
+			c.statics.migStarts, c.statics.sets = cr.keptMemos()
+		}
 	}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
