@@ -128,6 +128,8 @@ type Carry struct {
 	pack packScratch
 	// sums is the last cycle's freeSums (keptSums), their arrays reused.
 	sums []*freeSums
+	// usageBufs back the cycle's usage, reused.
+	usageBufs usageBufs
 	// migStarts and sets are the statics' answers of mig.Place and
 	// indexSets, kept across cycles: each is a function of its key alone
 	// (a GPU's layout, a server's size), and a cycle asked them anew.
