@@ -86,7 +86,8 @@ func (r *Request) Share() bool { return r.GPUs == 1 && r.Milli < 1000 }
 // share it also picks the GPU (an index of h.Free with room); whole GPUs
 // always take the lowest-indexed free ones, so gpu is ignored for them.
 // Scores of one server for one request shape are cached until the server
-// changes, unless the scorer implements Uncached.
+// changes, unless the scorer implements Uncached. h and r are the
+// caller's, reused from one call to the next: a scorer keeps neither.
 type Scorer interface {
 	Name() string
 	Score(h *Host, r *Request) (score float64, gpu int)
