@@ -126,6 +126,11 @@ func TestCarryDecidesAlike(t *testing.T) {
 			submit(5 + rng.IntN(25))
 			now = now.Add(time.Duration(10+rng.IntN(60)) * time.Second)
 		}
+		// The memos the Carry keeps across cycles (mig.Place's starts,
+		// indexSets) answer as what they memoize, and are kept.
+		if n, wrong := sched.CarryMemos(&carry); wrong != "" || n == 0 {
+			t.Fatalf("seed %d: the Carry's memos (%d kept): %s", seed, n, wrong)
+		}
 		p, _, kept := sched.CarryStats(&carry)
 		patched += p
 		// The queue's order came from the kept lists of pending jobs

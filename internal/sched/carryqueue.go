@@ -146,6 +146,13 @@ func zeroed[T any](buf []T, n int) []T {
 	return buf
 }
 
+// emptied is buf with no entries, all it held cleared (they would keep
+// what they point to).
+func emptied[T any](buf []T) []T {
+	clear(buf[:cap(buf)])
+	return buf[:0]
+}
+
 // reuse is buf emptied with room for n, its old entries cleared (they
 // would keep the jobs they point to).
 func reuse[T any](buf []T, n int) []T {

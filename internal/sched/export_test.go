@@ -2,8 +2,11 @@ package sched
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
+
+	"github.com/jobfabric/jobfabric/internal/mig"
 )
 
 // ScheduleExhaustive is Schedule deciding every job by full scans, without
@@ -144,4 +147,25 @@ func CarryTable(cr *Carry, s *Snapshot) string {
 		}
 	}
 	return ""
+}
+
+// CarryMemos checks the statics' memos a Carry keeps across cycles
+// against what they memoize: kept is how many answers it holds, wrong
+// the first that is not mig.Place's or indexSets' ("" if none).
+func CarryMemos(cr *Carry) (kept int, wrong string) {
+	for k, start := range cr.migStarts {
+		want, err := mig.Place(mig.Layout{Model: k.model, Instances: k.ins[:k.n]}, k.profile)
+		if err != nil {
+			want = -1
+		}
+		if start != want {
+			return 0, fmt.Sprintf("%s on %s holding %v: kept start %d, mig.Place %d", k.profile, k.model, k.ins[:k.n], start, want)
+		}
+	}
+	for k, sets := range cr.sets {
+		if want := indexSets(k[0], k[1]); !reflect.DeepEqual(sets, want) {
+			return 0, fmt.Sprintf("%d of %d GPUs: kept sets %v, indexSets %v", k[1], k[0], sets, want)
+		}
+	}
+	return len(cr.migStarts) + len(cr.sets), ""
 }

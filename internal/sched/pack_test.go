@@ -15,7 +15,7 @@ import (
 // if the counts or their order of first appearance differ.
 func TestPackAsMapCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(18, 3))
-	var scratch []int32
+	var scratch packScratch
 	for call := 0; call < 3000; call++ {
 		n := 1 + rng.IntN(40)
 		span := 1 + rng.IntN(12)
@@ -37,7 +37,7 @@ func TestPackAsMapCount(t *testing.T) {
 			t.Fatalf("call %d: pack chose %d servers at %s, by map %d at %s", call, len(got.servers), got.level, len(want.servers), want.level)
 		}
 	}
-	for k, c := range scratch {
+	for k, c := range scratch.count {
 		if c != 0 {
 			t.Fatalf("scratch[%d] = %d after the calls, want 0", k, c)
 		}

@@ -451,9 +451,44 @@ func (sc *scoring) rowOf(id int) []scoreEntry {
 		sc.cache = append(sc.cache, nil)
 	}
 	if sc.cache[id] == nil {
-		sc.cache[id] = make([]scoreEntry, sc.servers)
+		if row := sc.spareRow(); row != nil {
+			sc.cache[id] = row
+		} else {
+			sc.cache[id] = make([]scoreEntry, sc.servers)
+		}
 	}
 	return sc.cache[id]
+}
+
+// spareRow is an emptied row of a Carry's last cycle, nil if none fits.
+func (sc *scoring) spareRow() []scoreEntry {
+	if sc.spare == nil {
+		return nil
+	}
+	for l := *sc.spare; len(l) > 0; l = *sc.spare {
+		row := l[len(l)-1]
+		l[len(l)-1] = nil
+		*sc.spare = l[:len(l)-1]
+		if len(row) == sc.servers {
+			clear(row)
+			return row
+		}
+	}
+	return nil
+}
+
+// giveRows hands the rows back to the Carry's spares, for its next
+// cycle: the cycle is over.
+func (sc *scoring) giveRows() {
+	if sc.spare == nil {
+		return
+	}
+	for _, row := range sc.cache {
+		if row != nil {
+			*sc.spare = append(*sc.spare, row)
+		}
+	}
+	clear(sc.cache)
 }
 
 // rowIfAny is the score cache's row of shape id if one was made, else nil.
@@ -488,7 +523,11 @@ func (c *cluster) rateIn(row []scoreEntry, v *server, j *domain.Job, r Request) 
 	}
 	score, gpu := 0.0, -2
 	if feasible {
-		score, gpu = c.sc.scorer.Score(h, &r)
+		// The scoring's request, not r: handed to an interface, r
+		// escaped, one allocation a rating (12,000 a burst cycle at
+		// 100,000 GPUs).
+		c.sc.req = r
+		score, gpu = c.sc.scorer.Score(h, &c.sc.req)
 		if r.Share() && (gpu < 0 || gpu >= len(h.Free) || h.Free[gpu] < r.Milli) {
 			gpu = firstFit(h.Free, r.Milli)
 		}

@@ -79,7 +79,7 @@ func TestReasonsJSONAsMap(t *testing.T) {
 	for _, tc := range []struct {
 		rs   Reasons
 		want string
-	}{{Reasons{}, "null"}, {Reasons{list: []JobReason{}}, "{}"}} {
+	}{{Reasons{}, "null"}, {Reasons{list: []reasonAt{}}, "{}"}} {
 		if got, _ := json.Marshal(tc.rs); string(got) != tc.want {
 			t.Errorf("%#v marshals as %s, want %s", tc.rs, got, tc.want)
 		}
@@ -136,15 +136,33 @@ func TestReasonsByID(t *testing.T) {
 			return out
 		}},
 	} {
-		for _, n := range []int{0, 1, 2, 3, 10, 1000} {
+		// A Carry's rank buffer, left dirty by a wider list before.
+		rank := make([]int32, 0, 64)
+		for _, n := range []int{0, 1, 2, 3, 10, 1000, 7} {
 			ids := tc.ids(n)
 			want := map[uint64]domain.Reason{}
-			es := make([]JobReason, len(ids))
+			var l reasonList
 			for i, id := range ids {
-				es[i] = JobReason{ID: id, Reason: reasonFor(i)}
-				want[id] = es[i].Reason
+				r := reasonFor(i)
+				if i%3 == 2 {
+					// As the jobs behind a blocked one: the reason
+					// listed two jobs before.
+					l.share(id, l.list[i-2].at)
+					r = l.set[l.list[i-2].at]
+				} else {
+					l.add(id, r)
+				}
+				want[id] = r
 			}
-			got := byID(es)
+			for k := range rank[:cap(rank)] {
+				rank[:cap(rank)][k] = int32(k + 1)
+			}
+			var got Reasons
+			if n%2 == 0 {
+				got = l.byID(nil)
+			} else {
+				got = l.byID(&rank)
+			}
 			if got.Len() != len(want) {
 				t.Fatalf("%s, %d: %d reasons, want %d", tc.name, n, got.Len(), len(want))
 			}
@@ -175,7 +193,7 @@ func TestReasonsByID(t *testing.T) {
 func TestReasonsChanged(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	for round := range 200 {
-		var given []JobReason
+		var given reasonList
 		var jobs []*domain.Job
 		n := uint64(rng.IntN(40))
 		for id := uint64(1); id <= n; id++ {
@@ -188,7 +206,7 @@ func TestReasonsChanged(t *testing.T) {
 				j.Reason = nil
 			}
 			if rng.IntN(4) > 0 {
-				given = append(given, JobReason{ID: id, Reason: r})
+				given.add(id, r)
 			}
 			if rng.IntN(5) > 0 {
 				jobs = append(jobs, j)
@@ -197,7 +215,7 @@ func TestReasonsChanged(t *testing.T) {
 		if round%2 == 1 {
 			rng.Shuffle(len(jobs), func(a, b int) { jobs[a], jobs[b] = jobs[b], jobs[a] })
 		}
-		rs := byID(given)
+		rs := given.byID(nil)
 		want := map[uint64]domain.Reason{}
 		for _, j := range jobs {
 			if r, ok := rs.Get(j.ID); ok && !j.Reason.Equal(r) {

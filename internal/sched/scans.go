@@ -458,8 +458,7 @@ func (c *cluster) keptSums(set *staticSet, per int, alone bool) *aloneStats {
 		if c.sums == nil {
 			c.sums = map[sumsKey]*freeSums{}
 		}
-		s = &freeSums{key: k, cursor: len(c.changed), in: make([]bool, len(c.servers)), nfree: make([]int, len(c.servers))}
-		s.fabrics = map[string]int{}
+		s = c.newSums(k)
 		for i := range c.servers {
 			s.count(c, i)
 		}
@@ -479,6 +478,42 @@ func (c *cluster) keptSums(set *staticSet, per int, alone bool) *aloneStats {
 		s.most = max(s.most, n)
 	}
 	return &s.aloneStats
+}
+
+// newSums is an empty freeSums of class k, in the arrays of a Carry's
+// last cycle when it kept some (count then sets every server's entry):
+// two arrays over the servers a class, 0.8 MB a burst cycle at 100,000
+// GPUs.
+func (c *cluster) newSums(k sumsKey) *freeSums {
+	if c.sumsSpare != nil {
+		for l := *c.sumsSpare; len(l) > 0; l = *c.sumsSpare {
+			s := l[len(l)-1]
+			l[len(l)-1] = nil
+			*c.sumsSpare = l[:len(l)-1]
+			if len(s.in) == len(c.servers) {
+				fabrics := s.fabrics
+				clear(fabrics)
+				*s = freeSums{key: k, cursor: len(c.changed), in: s.in, nfree: s.nfree}
+				s.fabrics = fabrics
+				return s
+			}
+		}
+	}
+	s := &freeSums{key: k, cursor: len(c.changed), in: make([]bool, len(c.servers)), nfree: make([]int, len(c.servers))}
+	s.fabrics = map[string]int{}
+	return s
+}
+
+// giveSums hands the cluster's sums to the Carry's spares for its next
+// cycle: the cycle is over.
+func (c *cluster) giveSums() {
+	if c.sumsSpare == nil {
+		return
+	}
+	for _, s := range c.sums {
+		*c.sumsSpare = append(*c.sumsSpare, s)
+	}
+	clear(c.sums)
 }
 
 func (s *freeSums) count(c *cluster, i int) {

@@ -156,7 +156,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	} else {
 		tbl = newJobTable(s.Jobs)
 	}
-	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: Reasons{list: []JobReason{}}},
+	st := &cycle{s: s, now: now, policy: s.Policy, plan: &Plan{Pending: Reasons{list: []reasonAt{}}},
 		victim: map[uint64]bool{}, released: map[uint64]bool{}, waiting: map[uint64]bool{}, heldFor: map[uint64][]*domain.Job{}, givenBack: map[uint64]bool{}, freedNow: map[uint64]bool{}, churn: -1,
 		fv: futureView{cloned: map[int]bool{}, freeing: map[uint64]freeing{}, failed: map[string]string{}}}
 	st.tbl, st.cr = tbl, cr
@@ -255,7 +255,14 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	if !ordered {
 		st.queued = order(pending, pendIdx, tbl, s, st.u, st.pairWS, stopping, st.fv.freeing)
 	}
-	unplaced := make([]JobReason, 0, len(pending)) // in the queue's order
+	// In the queue's order; the jobs behind a blocked one share its
+	// block's reason.
+	unplaced := reasonList{list: make([]reasonAt, 0, len(pending))}
+	if cr != nil && cr.reasonSet > 0 {
+		// About the cycle before's, not doubled from nothing (10,000
+		// reasons at 100,000 GPUs).
+		unplaced.set = make([]domain.Reason, 0, min(len(pending), cr.reasonSet+cr.reasonSet/8))
+	}
 	st.plan.Order = make([]uint64, len(pending))
 	for i, q := range st.queued {
 		st.plan.Order[i] = q.id
@@ -266,7 +273,14 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	// head-of-line blocking) except within its own workspace, where the next
 	// jobs wait for it so a big job is not starved by a stream of small ones.
 	// By the workspace's slot (order): at most one per ref of the table.
-	blocked := make([]*block, min(len(pending), len(tbl.refID)))
+	var blocked []block
+	var rank *[]int32
+	if cr != nil {
+		blocked = zeroed(cr.blocked, min(len(pending), len(tbl.refID)))
+		cr.blocked, rank = blocked, &cr.reasonRank
+	} else {
+		blocked = make([]block, min(len(pending), len(tbl.refID)))
+	}
 	// noFit remembers shapes that found no placement this cycle: capacity
 	// only shrinks within a cycle, so the same shape of the same tenant
 	// cannot fit later in it either.
@@ -282,6 +296,9 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	} else {
 		noFit = map[string]domain.Reason{}
 	}
+	if cr != nil {
+		st.bf.placed = cr.placed
+	}
 	st.queue = pending
 	for i, j := range pending {
 		st.pos = i
@@ -292,9 +309,16 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		st.giveBack(q.id)
 		o := st.step(j, q, blocked, noFit)
 		if o.pl == nil {
-			unplaced = append(unplaced, JobReason{ID: q.id, Reason: o.reason})
+			switch b := o.behind; {
+			case b == nil:
+				unplaced.add(q.id, o.reason)
+			case b.listed:
+				unplaced.share(q.id, b.at)
+			default:
+				b.at, b.listed = unplaced.add(q.id, o.reason), true
+			}
 			if o.blocks {
-				blocked[q.ws.slot] = &block{id: q.id, prio: q.prio}
+				blocked[q.ws.slot] = block{id: q.id, prio: q.prio, set: true}
 			}
 			continue
 		}
@@ -310,7 +334,10 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
 	}
-	st.plan.Pending = byID(unplaced)
+	st.plan.Pending = unplaced.byID(rank)
+	if cr != nil {
+		cr.reasonSet = len(unplaced.set)
+	}
 	// The deadlines of this plan's own preemptions fall due too: the cycle
 	// then releases the victims' GPUs to the jobs waiting for them.
 	for _, p := range st.plan.Preemptions {
@@ -323,31 +350,45 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 			*c.spare = append(*c.spare, tr)
 		}
 	}
+	if st.c.sc != nil {
+		st.c.sc.giveRows()
+	}
+	st.c.giveSums()
+	if cr != nil {
+		// Emptied whole: what they point to is this cycle's.
+		cr.cands, cr.fit, cr.placed = emptied(st.c.cands), emptied(st.c.fit), emptied(st.bf.placed)
+	}
 	return st.plan
 }
 
-// block is the first job of a workspace that could not be placed: the
-// workspace's jobs of no higher priority wait behind it, all for the same
-// reason (made once: a full cluster's queue has tens of thousands).
+// block is the first job of a workspace that could not be placed (set):
+// the workspace's jobs of no higher priority wait behind it, all for the
+// same reason (made once: a full cluster's queue has tens of thousands),
+// listed once in the plan's reasons, at at once listed.
 type block struct {
 	id     uint64
 	prio   int
 	reason domain.Reason
+	at     int32
+	listed bool
+	set    bool
 }
 
 // outcome is what the cycle decided for one pending job: placed now (pl, at
-// level), or pending for reason, holding back its workspace if blocks.
+// level), or pending for reason, holding back its workspace if blocks;
+// behind is the block it waits behind (reason is the block's).
 type outcome struct {
 	pl     []domain.Placement
 	level  string
 	reason domain.Reason
 	blocks bool
+	behind *block
 }
 
 // step decides one pending job, in queue order: admit and place it, or
 // preempt for it where the rules allow. Reclaim books what it plans in the
 // future view; the caller applies the outcome to the cycle's view and plan.
-func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[string]domain.Reason) outcome {
+func (st *cycle) step(j *domain.Job, q queued, blocked []block, noFit map[string]domain.Reason) outcome {
 	ref, w, t := q.ws.ref, q.ws.w, q.ws.t
 	if w == nil || t == nil {
 		return outcome{reason: domain.Reason{Code: ReasonUnknown, Message: fmt.Sprintf("workspace %s no longer exists", ref)}}
@@ -355,14 +396,14 @@ func (st *cycle) step(j *domain.Job, q queued, blocked []*block, noFit map[strin
 	// A job within its workspace's guarantee is not held back: the
 	// guarantee left for the jobs before it is counted already, so it
 	// takes nothing they are owed, and it must be served within the bound.
-	if first := blocked[q.ws.slot]; first != nil && q.prio <= first.prio && !q.within {
+	if first := &blocked[q.ws.slot]; first.set && q.prio <= first.prio && !q.within {
 		if first.reason.Code == "" {
 			// fmt's "waiting behind job %d of workspace %s, which is
 			// first in line", built without fmt: once per blocked
 			// workspace, thousands a cycle.
 			first.reason = domain.Reason{Code: ReasonGangOrder, Message: "waiting behind job " + strconv.FormatUint(first.id, 10) + " of workspace " + ref + ", which is first in line"}
 		}
-		return outcome{reason: first.reason}
+		return outcome{reason: first.reason, behind: first}
 	}
 	at := q.usageAt(st.u, j)
 	if j.BorrowNotBefore != nil && st.now.Before(*j.BorrowNotBefore) && st.u.usedAt(at.ref)+demand(j) > w.Guaranteed*unit {

@@ -86,7 +86,8 @@ func (r *Request) Share() bool { return r.GPUs == 1 && r.Milli < 1000 }
 // share it also picks the GPU (an index of h.Free with room); whole GPUs
 // always take the lowest-indexed free ones, so gpu is ignored for them.
 // Scores of one server for one request shape are cached until the server
-// changes, unless the scorer implements Uncached.
+// changes, unless the scorer implements Uncached. h and r are the
+// caller's, reused from one call to the next: a scorer keeps neither.
 type Scorer interface {
 	Name() string
 	Score(h *Host, r *Request) (score float64, gpu int)
@@ -111,8 +112,12 @@ type scoring struct {
 	// shape's entries for every server in order, so they sit together.
 	cache   [][]scoreEntry
 	servers int
+	// spare is a Carry's rows from the cycle before (rowOf takes them
+	// emptied), nil without one.
+	spare   *[][]scoreEntry
 	host    Host
-	jobs    []map[int]int // by server index
+	req     Request       // the request rateIn hands the scorer, as host its host
+	jobs    []map[int]int // by server index; nil without a tally
 	scratch []int
 	// dyn is the JobFabric scorer of a Placer (epochs): weighed on the
 	// snapshot (Snapshot.scoring), then again before the first rating
@@ -174,7 +179,9 @@ func (c *cluster) reweigh() {
 // lazyScoring is a scoring whose scorer build makes when first needed
 // (nil then: the built-in path places). Its Host.Jobs stay nil.
 func lazyScoring(build func() Scorer, n int) *scoring {
-	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n, jobs: make([]map[int]int, n)}
+	// No jobs: it keeps no tally (a slot per server was 0.1 MB of
+	// pointers a cycle at 100,000 GPUs).
+	return &scoring{build: build, shapes: map[scoreKey]int{}, servers: n}
 }
 
 // active reports whether a scorer places single-server jobs, making it if
@@ -307,7 +314,10 @@ func (c *cluster) hostOf(v *server, j *domain.Job) *Host {
 	if v.s.MemoryMiB == 0 {
 		h.MemFree = j.MemoryMiB
 	}
-	h.Jobs = c.sc.jobs[v.idx]
+	h.Jobs = nil
+	if c.sc.jobs != nil {
+		h.Jobs = c.sc.jobs[v.idx]
+	}
 	return h
 }
 

@@ -337,6 +337,9 @@ type cluster struct {
 	// the servers changed since from changed (scans.go).
 	sums    map[sumsKey]*freeSums
 	changed []int
+	// sumsSpare is a Carry's sums of its last cycle, their arrays reused
+	// (newSums); nil without one.
+	sumsSpare *[]*freeSums
 	// rank keeps the servers ranked by score per request shape
 	// (ranked.go).
 	rank *ranking
@@ -483,6 +486,12 @@ func buildClusterWith(s *Snapshot, cr *Carry) *cluster {
 // Carry's) made in into's arrays when into is not nil.
 func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 	c := &cluster{nodes: s.Nodes, statics: &statics{byKey: map[staticKey]*staticSet{}, exhaustive: s.exhaustive, pools: s.Pools}, exhaustive: s.exhaustive}
+	if cr != nil {
+		c.statics.pack = &cr.pack
+		if !s.exhaustive {
+			c.statics.migStarts, c.statics.sets = cr.keptMemos()
+		}
+	}
 	st := s.Static
 	if st == nil || st.topo != s.Topology {
 		st = NewStatic(s.Topology)
@@ -494,6 +503,7 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 		st = cr.static
 		c.byName = st.byName
 		c.sc = s.scoring(len(st.servers), cr)
+		c.sc.spare = &cr.scoreRows
 		if cr.view == nil || cr.view.st != st {
 			cr.view = newCarriedView(st, cr.tbl.jobs)
 		}
@@ -503,7 +513,8 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 			cr.viewWhole++
 		}
 		cr.view.into(c, s.Nodes)
-		c.spare = &cr.trees
+		c.spare, c.sumsSpare = &cr.trees, &cr.sums
+		c.cands, c.fit = cr.cands, cr.fit
 		return c
 	}
 	c.byName = st.byName

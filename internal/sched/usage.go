@@ -112,13 +112,29 @@ func usageOn(ix *usageIndex, s *Snapshot, c *cluster) *usage {
 	return usageWith(ix, s, c, nil)
 }
 
+// usageBufs back a Carry's cycle's usage (usageWith).
+type usageBufs struct {
+	used, prot, tUsed, tProtWs, tProt []int
+	decayed                           []float64
+}
+
 // usageWith is usageOn, the units held per workspace and tenant taken
 // from cr's sums when it is not nil (synced to s) and no workspace has
 // model quotas.
 func usageWith(ix *usageIndex, s *Snapshot, c *cluster, cr *Carry) *usage {
-	u := &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
-		tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
-		decayed: make([]float64, len(ix.ws))}
+	var u *usage
+	if cr != nil {
+		// In the arrays of the Carry's cycle before, zeroed: its usage
+		// is dead once its plan is made (0.7 MB a cycle at 100,000 GPUs).
+		b := &cr.usageBufs
+		b.used, b.prot, b.decayed = zeroed(b.used, len(ix.ws)), zeroed(b.prot, len(ix.ws)), zeroed(b.decayed, len(ix.ws))
+		b.tUsed, b.tProtWs, b.tProt = zeroed(b.tUsed, len(ix.tenants)), zeroed(b.tProtWs, len(ix.tenants)), zeroed(b.tProt, len(ix.tenants))
+		u = &usage{ix: ix, used: b.used, prot: b.prot, tUsed: b.tUsed, tProtWs: b.tProtWs, tProt: b.tProt, decayed: b.decayed}
+	} else {
+		u = &usage{ix: ix, used: make([]int, len(ix.ws)), prot: make([]int, len(ix.ws)),
+			tUsed: make([]int, len(ix.tenants)), tProtWs: make([]int, len(ix.tenants)), tProt: make([]int, len(ix.tenants)),
+			decayed: make([]float64, len(ix.ws))}
+	}
 	u.modelOf = func(server string) string {
 		if v := c.server(server); v != nil {
 			return v.s.GPUModel
