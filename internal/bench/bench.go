@@ -65,11 +65,13 @@ type SubmitOptions struct {
 	// Binary is the jobfabric binary the members run with Processes
 	// (default: this one).
 	Binary string
-	// LeaderCPUProfile and LeaderTrace, when set, receive the leader's CPU
-	// profile and Go execution trace of the measured window, read from its
-	// /debug/pprof (with Processes the leader's process alone; without,
-	// the process of every member and the load).
+	// LeaderCPUProfile, LeaderAllocs and LeaderTrace, when set, receive
+	// the leader's CPU profile, allocations (a heap profile's difference
+	// over the window) and Go execution trace of the measured window, read
+	// from its /debug/pprof (with Processes the leader's process alone;
+	// without, the process of every member and the load).
 	LeaderCPUProfile io.Writer
+	LeaderAllocs     io.Writer
 	LeaderTrace      io.Writer
 }
 
@@ -218,7 +220,7 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	for _, w := range []struct {
 		to   io.Writer
 		path string
-	}{{o.LeaderCPUProfile, "profile"}, {o.LeaderTrace, "trace"}} {
+	}{{o.LeaderCPUProfile, "profile"}, {o.LeaderAllocs, "allocs"}, {o.LeaderTrace, "trace"}} {
 		if w.to == nil {
 			continue
 		}

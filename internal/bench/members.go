@@ -52,7 +52,8 @@ func (m *members) client(i int) *client.Client {
 }
 
 // fetchProfile copies a server's /debug/pprof/<kind>?seconds=secs (a CPU
-// profile or an execution trace of the next secs seconds) into w.
+// profile, the allocations or an execution trace of the next secs seconds)
+// into w.
 func fetchProfile(ctx context.Context, url, token, kind string, secs int, w io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", url, kind, secs), nil)
 	if err != nil {

@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 
 // TestSubmitProcesses runs the benchmark against 3 member processes: every
 // submit is answered, the figures come from the leader's process (not this
-// one, which only generates the load), and its CPU profile is read.
+// one, which only generates the load), and its CPU profile and
+// allocations are read.
 func TestSubmitProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
@@ -34,9 +35,9 @@ func TestSubmitProcesses(t *testing.T) {
 	t.Setenv("JOBFABRIC_TEST_CLI", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	prof := &countingWriter{}
+	prof, allocs := &countingWriter{}, &countingWriter{}
 	r, err := bench.Submit(ctx, bench.SubmitOptions{Servers: 3, Concurrency: 8, Rate: 300, Duration: time.Second, Warmup: 200 * time.Millisecond,
-		Processes: true, Dir: t.TempDir(), LeaderCPUProfile: prof})
+		Processes: true, Dir: t.TempDir(), LeaderCPUProfile: prof, LeaderAllocs: allocs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +50,8 @@ func TestSubmitProcesses(t *testing.T) {
 	if r.LeaderRSSMiB <= 0 || r.LeaderHeapMiB <= 0 || r.LeaderPeakRSSMiB < r.LeaderRSSMiB/2 {
 		t.Fatalf("leader's memory not read: rss %.1f MiB, heap %.1f MiB, peak %.1f MiB", r.LeaderRSSMiB, r.LeaderHeapMiB, r.LeaderPeakRSSMiB)
 	}
-	if prof.n == 0 {
-		t.Fatal("the leader's CPU profile is empty")
+	if prof.n == 0 || allocs.n == 0 {
+		t.Fatalf("the leader's CPU profile (%d bytes) or allocations (%d bytes) are empty", prof.n, allocs.n)
 	}
 }
 

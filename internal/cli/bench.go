@@ -26,7 +26,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var o bench.SubmitOptions
 	var runs int
 	var logStores []string
-	var cpuprofile, tracePath, leaderProfile, leaderTrace string
+	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace string
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Job submits over the API against fresh servers, in this process or (--processes) each a process of its own (Raft with fsync, HTTP on loopback)",
@@ -57,7 +57,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			for _, l := range []struct {
 				flag, path string
 				to         *io.Writer
-			}{{"leader-cpuprofile", leaderProfile, &o.LeaderCPUProfile}, {"leader-trace", leaderTrace, &o.LeaderTrace}} {
+			}{{"leader-cpuprofile", leaderProfile, &o.LeaderCPUProfile}, {"leader-memprofile", leaderAllocs, &o.LeaderAllocs}, {"leader-trace", leaderTrace, &o.LeaderTrace}} {
 				if l.path == "" {
 					continue
 				}
@@ -86,7 +86,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 					}
 					o.LogStore = kinds[j]
 					r, err := bench.Submit(cmd.Context(), o)
-					o.Trace, o.LeaderCPUProfile, o.LeaderTrace = nil, nil, nil // the first run's only: one a file
+					o.Trace, o.LeaderCPUProfile, o.LeaderAllocs, o.LeaderTrace = nil, nil, nil, nil // the first run's only: one a file
 					if err != nil {
 						return err
 					}
@@ -151,6 +151,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run of this process (the servers and the load; with --processes the load only) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of this process's measured window to this file (the first run's; `go tool trace`)")
 	f.StringVar(&leaderProfile, "leader-cpuprofile", "", "write the leader's CPU profile of the measured window to this file, read from its /debug/pprof (the first run's; with --processes the leader's process alone)")
+	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof; go tool pprof -sample_index=alloc_space; the first run's)")
 	f.StringVar(&leaderTrace, "leader-trace", "", "write the leader's Go execution trace of the measured window to this file, read from its /debug/pprof (the first run's)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
