@@ -99,14 +99,16 @@ type SubmitResult struct {
 	Cycles     int     `json:"cycles"`
 	CycleShare float64 `json:"cycleShare"`
 	// Processes says the members ran as processes of their own; LeaderPID
-	// is the leader's process. That process, from its /metrics: its collections (GCs) and CPU
-	// seconds in the measured window, its heap in use and resident set at
-	// the window's end, and its peak resident set (Linux). Without
-	// Processes that process holds every member and the load generator.
+	// is the leader's process. That process, from its /metrics: its
+	// collections (GCs), CPU seconds and bytes allocated in the measured
+	// window, its heap in use and resident set at the window's end, and
+	// its peak resident set (Linux). Without Processes that process holds
+	// every member and the load generator.
 	Processes        bool    `json:"processes"`
 	LeaderPID        int     `json:"leaderPid"`
 	GCs              int     `json:"gcs"`
 	LeaderCPUSec     float64 `json:"leaderCpuSeconds"`
+	LeaderAllocMiB   float64 `json:"leaderAllocMiB"`
 	LeaderHeapMiB    float64 `json:"leaderHeapMiB"`
 	LeaderRSSMiB     float64 `json:"leaderRssMiB"`
 	LeaderPeakRSSMiB float64 `json:"leaderPeakRssMiB,omitempty"`
@@ -304,7 +306,8 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
 		Cycles: int(after.count - before.count), CycleShare: (after.sum - before.sum) / secs,
 		Processes: o.Processes, LeaderPID: c.pids[leaderAt], GCs: int(after.gcs - before.gcs), LeaderCPUSec: after.cpu - before.cpu,
-		LeaderHeapMiB: after.heap / mib, LeaderRSSMiB: after.rss / mib, LeaderPeakRSSMiB: float64(peak) / mib,
+		LeaderAllocMiB: (after.alloc - before.alloc) / mib,
+		LeaderHeapMiB:  after.heap / mib, LeaderRSSMiB: after.rss / mib, LeaderPeakRSSMiB: float64(peak) / mib,
 		Preload: o.Preload, Readers: o.Readers, Reads: readsIf(o.Readers, reads),
 	}, firstErrIf(errs, firstErr)
 }
@@ -318,7 +321,7 @@ func readsIf(n int, l *readLoop) []ReadFigures {
 
 // cycleStats is the leader's cycle-duration histogram's count and sum, and
 // its process's collections, CPU seconds, heap in use and resident set.
-type cycleStats struct{ count, sum, gcs, cpu, heap, rss float64 }
+type cycleStats struct{ count, sum, gcs, cpu, heap, rss, alloc float64 }
 
 // scrapeCycles reads the cycle histogram and the process's figures from a
 // server's /metrics; a failed scrape reads zero (the figures are then
@@ -359,6 +362,8 @@ func scrapeCycles(ctx context.Context, url, token string) cycleStats {
 			st.heap = v
 		case "process_resident_memory_bytes":
 			st.rss = v
+		case "go_memstats_alloc_bytes_total":
+			st.alloc = v
 		}
 	}
 	return st

@@ -47,8 +47,9 @@ func TestSubmitProcesses(t *testing.T) {
 	if r.Submits < 250 || r.Submits > 350 || r.Errors != 0 {
 		t.Fatalf("%d submits, %d errors at 300/s for 1 s: want about 300, none failed", r.Submits, r.Errors)
 	}
-	if r.LeaderRSSMiB <= 0 || r.LeaderHeapMiB <= 0 || r.LeaderPeakRSSMiB < r.LeaderRSSMiB/2 {
-		t.Fatalf("leader's memory not read: rss %.1f MiB, heap %.1f MiB, peak %.1f MiB", r.LeaderRSSMiB, r.LeaderHeapMiB, r.LeaderPeakRSSMiB)
+	if r.LeaderRSSMiB <= 0 || r.LeaderHeapMiB <= 0 || r.LeaderPeakRSSMiB < r.LeaderRSSMiB/2 || r.LeaderAllocMiB <= 0 || r.LeaderCPUSec <= 0 {
+		t.Fatalf("leader's figures not read: rss %.1f MiB, heap %.1f MiB, peak %.1f MiB, allocated %.1f MiB, CPU %.2f s",
+			r.LeaderRSSMiB, r.LeaderHeapMiB, r.LeaderPeakRSSMiB, r.LeaderAllocMiB, r.LeaderCPUSec)
 	}
 	if prof.n == 0 || allocs.n == 0 {
 		t.Fatalf("the leader's CPU profile (%d bytes) or allocations (%d bytes) are empty", prof.n, allocs.n)

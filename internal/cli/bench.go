@@ -95,7 +95,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				}
 			}
 			table := func(w io.Writer) {
-				header(w, "RUN", "SERVERS", "PROCESSES", "LOG-STORE", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE", "GCS", "LEADER-CPU-S", "LEADER-HEAP-MIB", "LEADER-RSS-MIB")
+				header(w, "RUN", "SERVERS", "PROCESSES", "LOG-STORE", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE", "GCS", "LEADER-CPU-S", "LEADER-ALLOC-MIB", "LEADER-HEAP-MIB", "LEADER-RSS-MIB")
 				for i, r := range results {
 					via := "leader"
 					if r.ViaFollower {
@@ -107,7 +107,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 					}
 					row(w, i+1, r.Servers, procs, r.LogStore, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
 						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms), r.Cycles, fmt.Sprintf("%.2f", r.CycleShare),
-						r.GCs, fmt.Sprintf("%.1f", r.LeaderCPUSec), fmt.Sprintf("%.0f", r.LeaderHeapMiB), fmt.Sprintf("%.0f", r.LeaderRSSMiB))
+						r.GCs, fmt.Sprintf("%.1f", r.LeaderCPUSec), fmt.Sprintf("%.0f", r.LeaderAllocMiB), fmt.Sprintf("%.0f", r.LeaderHeapMiB), fmt.Sprintf("%.0f", r.LeaderRSSMiB))
 				}
 			}
 			if len(kinds) == 1 {
@@ -151,7 +151,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run of this process (the servers and the load; with --processes the load only) to this file")
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of this process's measured window to this file (the first run's; `go tool trace`)")
 	f.StringVar(&leaderProfile, "leader-cpuprofile", "", "write the leader's CPU profile of the measured window to this file, read from its /debug/pprof (the first run's; with --processes the leader's process alone)")
-	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof; go tool pprof -sample_index=alloc_space; the first run's)")
+	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof: as of the last collection at each end, so where, not how much; go tool pprof -sample_index=alloc_space; the first run's)")
 	f.StringVar(&leaderTrace, "leader-trace", "", "write the leader's Go execution trace of the measured window to this file, read from its /debug/pprof (the first run's)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
