@@ -23,7 +23,6 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/api"
 	"github.com/jobfabric/jobfabric/internal/client"
-	"github.com/jobfabric/jobfabric/internal/devcluster"
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/topology"
 )
@@ -55,8 +54,25 @@ type SubmitOptions struct {
 	ReadRoutes []string
 	// Trace, when set, receives a Go execution trace of the measured
 	// window (runtime/trace: where each request waited, for a P, a lock,
-	// the disk or the network; `go tool trace`).
+	// the disk or the network; `go tool trace`) of this process: with
+	// Processes, the load generator's only.
 	Trace io.Writer
+	// Processes runs each member as a `jobfabric server` process of its
+	// own (devcluster.StartProcs), as production does, instead of all of
+	// them in this process beside the load generator, where one collector
+	// marks every member's heap and every goroutine pays its assists.
+	Processes bool
+	// Binary is the jobfabric binary the members run with Processes
+	// (default: this one).
+	Binary string
+	// LeaderCPUProfile, LeaderAllocs and LeaderTrace, when set, receive
+	// the leader's CPU profile, allocations (a heap profile's difference
+	// over the window) and Go execution trace of the measured window, read
+	// from its /debug/pprof (with Processes the leader's process alone;
+	// without, the process of every member and the load).
+	LeaderCPUProfile io.Writer
+	LeaderAllocs     io.Writer
+	LeaderTrace      io.Writer
 }
 
 // SubmitResult is one run's figures.
@@ -82,6 +98,20 @@ type SubmitResult struct {
 	// whether the scheduler kept pace while submits were answered.
 	Cycles     int     `json:"cycles"`
 	CycleShare float64 `json:"cycleShare"`
+	// Processes says the members ran as processes of their own; LeaderPID
+	// is the leader's process. That process, from its /metrics: its
+	// collections (GCs), CPU seconds and bytes allocated in the measured
+	// window, its heap in use and resident set at the window's end, and
+	// its peak resident set (Linux). Without Processes that process holds
+	// every member and the load generator.
+	Processes        bool    `json:"processes"`
+	LeaderPID        int     `json:"leaderPid"`
+	GCs              int     `json:"gcs"`
+	LeaderCPUSec     float64 `json:"leaderCpuSeconds"`
+	LeaderAllocMiB   float64 `json:"leaderAllocMiB"`
+	LeaderHeapMiB    float64 `json:"leaderHeapMiB"`
+	LeaderRSSMiB     float64 `json:"leaderRssMiB"`
+	LeaderPeakRSSMiB float64 `json:"leaderPeakRssMiB,omitempty"`
 	// Preload is how many jobs the state held before the run; Readers
 	// and Reads the readers polling meanwhile and their latency by route.
 	Preload int           `json:"preload,omitempty"`
@@ -91,7 +121,7 @@ type SubmitResult struct {
 
 // Submit runs the benchmark: a fresh cluster, one tenant and workspace, and
 // Concurrency clients submitting jobs as fast as they are answered.
-func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
+func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	if o.Servers < 1 || o.Servers > 7 {
 		return nil, domain.Invalid("servers", "servers %d must be between 1 and 7", o.Servers)
 	}
@@ -119,25 +149,30 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	c, err := devcluster.Start(ctx, dir, o.Servers, devcluster.Options{LogStore: o.LogStore})
+	c, err := startMembers(ctx, dir, o)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	target, err := c.WaitLeader(ctx)
+	defer func() {
+		// A member that died during the run is an error of the run.
+		if cerr := c.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("stop the servers: %w", cerr)
+		}
+	}()
+	leaderAt, err := c.waitLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	leaderAt := target
-	leader := c.Servers[target]
+	target := leaderAt
 	if o.ViaFollower {
 		target = (target + 1) % o.Servers
 	}
-	cl := c.Client(target)
+	leaderURL := c.urls[leaderAt]
+	cl := c.client(target)
 	if err := seed(ctx, cl); err != nil {
 		return nil, err
 	}
-	view, err := c.Client(leaderAt).Cluster(ctx)
+	view, err := c.client(leaderAt).Cluster(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster view: %w", err)
 	}
@@ -163,12 +198,13 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 	var wg sync.WaitGroup
 	var before, after cycleStats
 	var scrapes sync.WaitGroup
+	var profErr atomic.Pointer[error]
 	for at, into := range map[time.Time]*cycleStats{measureFrom: &before, end: &after} {
 		scrapes.Add(1)
 		go func() {
 			defer scrapes.Done()
 			time.Sleep(time.Until(at))
-			*into = scrapeCycles(ctx, leader.URL(), c.AdminToken)
+			*into = scrapeCycles(ctx, leaderURL, c.token)
 		}()
 	}
 	if o.Trace != nil {
@@ -183,7 +219,24 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 			trace.Stop()
 		}()
 	}
-	reads := &readLoop{base: leader.URL(), adminTok: c.AdminToken, tenantTok: watchTok, routes: o.ReadRoutes,
+	for _, w := range []struct {
+		to   io.Writer
+		path string
+	}{{o.LeaderCPUProfile, "profile"}, {o.LeaderAllocs, "allocs"}, {o.LeaderTrace, "trace"}} {
+		if w.to == nil {
+			continue
+		}
+		scrapes.Add(1)
+		go func() {
+			defer scrapes.Done()
+			time.Sleep(time.Until(measureFrom))
+			secs := max(1, int(o.Duration.Round(time.Second)/time.Second))
+			if err := fetchProfile(ctx, leaderURL, c.token, w.path, secs, w.to); err != nil {
+				profErr.Store(&err)
+			}
+		}()
+	}
+	reads := &readLoop{base: leaderURL, adminTok: c.token, tenantTok: watchTok, routes: o.ReadRoutes,
 		http: readClient(), lat: map[string][]time.Duration{}, errs: map[string]int{}}
 	for i := range o.Readers {
 		scrapes.Add(1)
@@ -242,11 +295,19 @@ func Submit(ctx context.Context, o SubmitOptions) (*SubmitResult, error) {
 		i := int(q * float64(len(lat)-1))
 		return float64(lat[i].Microseconds()) / 1000
 	}
+	if err := profErr.Load(); err != nil {
+		return nil, *err
+	}
+	const mib = 1 << 20
+	_, peak := procRSS(c.pids[leaderAt])
 	return &SubmitResult{
 		Servers: o.Servers, LogStore: view.LogStore, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
 		P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), Maxms: ms(1),
 		Cycles: int(after.count - before.count), CycleShare: (after.sum - before.sum) / secs,
+		Processes: o.Processes, LeaderPID: c.pids[leaderAt], GCs: int(after.gcs - before.gcs), LeaderCPUSec: after.cpu - before.cpu,
+		LeaderAllocMiB: (after.alloc - before.alloc) / mib,
+		LeaderHeapMiB:  after.heap / mib, LeaderRSSMiB: after.rss / mib, LeaderPeakRSSMiB: float64(peak) / mib,
 		Preload: o.Preload, Readers: o.Readers, Reads: readsIf(o.Readers, reads),
 	}, firstErrIf(errs, firstErr)
 }
@@ -258,11 +319,13 @@ func readsIf(n int, l *readLoop) []ReadFigures {
 	return l.figures()
 }
 
-// cycleStats is the leader's cycle-duration histogram's count and sum.
-type cycleStats struct{ count, sum float64 }
+// cycleStats is the leader's cycle-duration histogram's count and sum, and
+// its process's collections, CPU seconds, heap in use and resident set.
+type cycleStats struct{ count, sum, gcs, cpu, heap, rss, alloc float64 }
 
-// scrapeCycles reads the cycle histogram from a server's /metrics; a
-// failed scrape reads zero (the figure is then missing, not the run).
+// scrapeCycles reads the cycle histogram and the process's figures from a
+// server's /metrics; a failed scrape reads zero (the figures are then
+// missing, not the run).
 func scrapeCycles(ctx context.Context, url, token string) cycleStats {
 	var st cycleStats
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
@@ -291,6 +354,16 @@ func scrapeCycles(ctx context.Context, url, token string) cycleStats {
 			st.count = v
 		case "jobfabric_scheduler_cycle_duration_seconds_sum":
 			st.sum = v
+		case "go_gc_duration_seconds_count":
+			st.gcs = v
+		case "process_cpu_seconds_total":
+			st.cpu = v
+		case "go_memstats_heap_inuse_bytes":
+			st.heap = v
+		case "process_resident_memory_bytes":
+			st.rss = v
+		case "go_memstats_alloc_bytes_total":
+			st.alloc = v
 		}
 	}
 	return st

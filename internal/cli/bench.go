@@ -26,10 +26,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var o bench.SubmitOptions
 	var runs int
 	var logStores []string
-	var cpuprofile, tracePath string
+	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace string
 	submit := &cobra.Command{
 		Use:   "submit",
-		Short: "Job submits over the API against fresh in-process servers (Raft with fsync, HTTP on loopback)",
+		Short: "Job submits over the API against fresh servers, in this process or (--processes) each a process of its own (Raft with fsync, HTTP on loopback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(); err != nil {
@@ -54,6 +54,20 @@ func newBenchCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				o.Trace = f
 			}
+			for _, l := range []struct {
+				flag, path string
+				to         *io.Writer
+			}{{"leader-cpuprofile", leaderProfile, &o.LeaderCPUProfile}, {"leader-memprofile", leaderAllocs, &o.LeaderAllocs}, {"leader-trace", leaderTrace, &o.LeaderTrace}} {
+				if l.path == "" {
+					continue
+				}
+				f, err := os.Create(l.path)
+				if err != nil {
+					return domain.Invalid(l.flag, "cannot create %s: %v", l.path, err)
+				}
+				defer f.Close()
+				*l.to = f
+			}
 			kinds, err := logStoreList(logStores)
 			if err != nil {
 				return err
@@ -72,7 +86,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 					}
 					o.LogStore = kinds[j]
 					r, err := bench.Submit(cmd.Context(), o)
-					o.Trace = nil // the first run's only: one trace a file
+					o.Trace, o.LeaderCPUProfile, o.LeaderAllocs, o.LeaderTrace = nil, nil, nil, nil // the first run's only: one a file
 					if err != nil {
 						return err
 					}
@@ -81,14 +95,19 @@ func newBenchCmd(g *globals) *cobra.Command {
 				}
 			}
 			table := func(w io.Writer) {
-				header(w, "RUN", "SERVERS", "LOG-STORE", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE")
+				header(w, "RUN", "SERVERS", "PROCESSES", "LOG-STORE", "VIA", "CONCURRENCY", "RATE", "SUBMITS", "SUBMITS/S", "P50-MS", "P90-MS", "P99-MS", "MAX-MS", "CYCLES", "CYCLE-SHARE", "GCS", "LEADER-CPU-S", "LEADER-ALLOC-MIB", "LEADER-HEAP-MIB", "LEADER-RSS-MIB")
 				for i, r := range results {
 					via := "leader"
 					if r.ViaFollower {
 						via = "follower"
 					}
-					row(w, i+1, r.Servers, r.LogStore, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
-						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms), r.Cycles, fmt.Sprintf("%.2f", r.CycleShare))
+					procs := "one"
+					if r.Processes {
+						procs = "each"
+					}
+					row(w, i+1, r.Servers, procs, r.LogStore, via, r.Concurrency, rate(r.Rate), r.Submits, fmt.Sprintf("%.0f", r.PerSecond),
+						fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P90ms), fmt.Sprintf("%.2f", r.P99ms), fmt.Sprintf("%.2f", r.Maxms), r.Cycles, fmt.Sprintf("%.2f", r.CycleShare),
+						r.GCs, fmt.Sprintf("%.1f", r.LeaderCPUSec), fmt.Sprintf("%.0f", r.LeaderAllocMiB), fmt.Sprintf("%.0f", r.LeaderHeapMiB), fmt.Sprintf("%.0f", r.LeaderRSSMiB))
 				}
 			}
 			if len(kinds) == 1 {
@@ -128,8 +147,12 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.Preload, "preload", 0, "submit this many jobs before each run (not measured): the state holds them, pending")
 	f.IntVar(&o.Readers, "readers", 0, "clients polling the leader during each run, closed loop, round-robin over --read-routes (their latency is reported by route)")
 	f.StringSliceVar(&o.ReadRoutes, "read-routes", []string{"jobs-tenant", "queue", "metrics"}, "what the readers poll: "+strings.Join(slices.Sorted(maps.Keys(bench.ReadRoutes)), ", ")+" (jobs-admin, queue-admin, usage-jobs and metrics as the admin; the others as a second tenant's admin token)")
-	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
-	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of the measured window to this file (the first run's; `go tool trace`)")
+	f.BoolVar(&o.Processes, "processes", false, "run each server as a `jobfabric server` process of its own (this binary; GOGC, GOMEMLIMIT and GODEBUG reach them), as production does; default: every server in this process, beside the load, under one garbage collector")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run of this process (the servers and the load; with --processes the load only) to this file")
+	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of this process's measured window to this file (the first run's; `go tool trace`)")
+	f.StringVar(&leaderProfile, "leader-cpuprofile", "", "write the leader's CPU profile of the measured window to this file, read from its /debug/pprof (the first run's; with --processes the leader's process alone)")
+	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof: as of the last collection at each end, so where, not how much; go tool pprof -sample_index=alloc_space; the first run's)")
+	f.StringVar(&leaderTrace, "leader-trace", "", "write the leader's Go execution trace of the measured window to this file, read from its /debug/pprof (the first run's)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
 	var so bench.SchedOptions

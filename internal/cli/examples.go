@@ -24,7 +24,7 @@ jobfabric --context prod node list -o wide`,
 	"bench sched":       "jobfabric bench sched --stripes 4 --jobs 2000",
 	"bench soak":        "jobfabric bench soak --jobs 20000 --samples 10 --out /tmp/soak\njobfabric bench soak --jobs 1000000 --samples 20 --out docs/scale/soak1m -o json",
 	"bench soak-plot":   "jobfabric bench soak-plot docs/scale/soak1m --jobs 1000000",
-	"bench submit":      "jobfabric bench submit --servers 1 --runs 3\njobfabric bench submit --servers 3 --via-follower --concurrency 64",
+	"bench submit":      "jobfabric bench submit --servers 1 --runs 3\njobfabric bench submit --servers 3 --via-follower --concurrency 64\njobfabric bench submit --servers 3 --processes --rate 1000 --preload 100000 --leader-cpuprofile leader.pprof",
 
 	"server migrate-log-store": "jobfabric server migrate-log-store --data-dir /var/lib/jobfabric --to wal",
 

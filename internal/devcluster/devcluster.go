@@ -1,8 +1,10 @@
-// Package devcluster starts jobfabric servers in one process on loopback:
-// one for the demo, three or five for failover tests and benchmarks. The
-// servers are real (Raft over TLS authenticated by a cluster secret, bbolt
-// with fsync, HTTP); only the process is shared. A single server runs raft
-// in memory, as `jobfabric server` does.
+// Package devcluster starts jobfabric servers on loopback: one for the
+// demo, three or five for failover tests and benchmarks. The servers are
+// real (Raft over TLS authenticated by a cluster secret, bbolt with fsync,
+// HTTP). Start runs them in this process (only the process is shared);
+// StartProcs runs each as a `jobfabric server` process of its own, as
+// production does. A single server runs raft in memory, as `jobfabric
+// server` does.
 package devcluster
 
 import (
@@ -64,11 +66,11 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 	}
 	c := &Cluster{Dir: dir, opts: o}
 	if n > 1 {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("devcluster: cluster secret: %w", err)
+		secret, err := newSecret()
+		if err != nil {
+			return nil, err
 		}
-		c.Secret = []byte(base64.StdEncoding.EncodeToString(b[:]))
+		c.Secret = secret
 	}
 	listen := o.Listen
 	if listen == "" {
@@ -122,6 +124,16 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		c.Servers = append(c.Servers, s)
 	}
 	return c, nil
+}
+
+// newSecret makes a cluster secret as `jobfabric cluster secret` does: 32
+// random bytes in base64.
+func newSecret() ([]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("devcluster: cluster secret: %w", err)
+	}
+	return []byte(base64.StdEncoding.EncodeToString(b[:])), nil
 }
 
 // Client returns an admin client of server i.

@@ -136,10 +136,10 @@ func (cr *Carry) order(jobs []*domain.Job, s *Snapshot, u *usage, pairWS []int32
 }
 
 // zeroed is buf's array holding n zero values when it has room for
-// them, else a new one.
+// them, else a new one with room to grow (grown).
 func zeroed[T any](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]T, n)
+		return make([]T, n, grown(n))
 	}
 	buf = buf[:n]
 	clear(buf)
@@ -154,11 +154,18 @@ func emptied[T any](buf []T) []T {
 }
 
 // reuse is buf emptied with room for n, its old entries cleared (they
-// would keep the jobs they point to).
+// would keep the jobs they point to); a new array when buf is too small,
+// with room to grow (grown).
 func reuse[T any](buf []T, n int) []T {
 	clear(buf)
 	if cap(buf) < n {
-		return make([]T, 0, n)
+		return make([]T, 0, grown(n))
 	}
 	return buf[:0]
 }
+
+// grown is the room a kept buffer gets when n does not fit: a quarter
+// more. A queue fed a stream of submits is longer every cycle, and a
+// buffer made to the exact length was made anew every cycle (about 100 MB
+// in 10 s on a leader holding 100,000 jobs at 1,000 submits/s).
+func grown(n int) int { return n + n/4 }

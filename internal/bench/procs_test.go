@@ -1,0 +1,61 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobfabric/jobfabric/internal/bench"
+	"github.com/jobfabric/jobfabric/internal/cli"
+)
+
+// TestMain makes the test binary a jobfabric binary when the benchmark
+// runs it as a member (JOBFABRIC_TEST_CLI=1, SubmitOptions.Processes).
+func TestMain(m *testing.M) {
+	if os.Getenv("JOBFABRIC_TEST_CLI") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSubmitProcesses runs the benchmark against 3 member processes: every
+// submit is answered, the figures come from the leader's process (not this
+// one, which only generates the load), and its CPU profile and
+// allocations are read.
+func TestSubmitProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	t.Setenv("JOBFABRIC_TEST_CLI", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	prof, allocs := &countingWriter{}, &countingWriter{}
+	r, err := bench.Submit(ctx, bench.SubmitOptions{Servers: 3, Concurrency: 8, Rate: 300, Duration: time.Second, Warmup: 200 * time.Millisecond,
+		Processes: true, Dir: t.TempDir(), LeaderCPUProfile: prof, LeaderAllocs: allocs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Processes || r.LeaderPID == os.Getpid() || r.LeaderPID <= 0 {
+		t.Fatalf("processes %v, leader's pid %d (this process: %d): want the leader in a process of its own", r.Processes, r.LeaderPID, os.Getpid())
+	}
+	if r.Submits < 250 || r.Submits > 350 || r.Errors != 0 {
+		t.Fatalf("%d submits, %d errors at 300/s for 1 s: want about 300, none failed", r.Submits, r.Errors)
+	}
+	if r.LeaderRSSMiB <= 0 || r.LeaderHeapMiB <= 0 || r.LeaderPeakRSSMiB < r.LeaderRSSMiB/2 || r.LeaderAllocMiB <= 0 || r.LeaderCPUSec <= 0 {
+		t.Fatalf("leader's figures not read: rss %.1f MiB, heap %.1f MiB, peak %.1f MiB, allocated %.1f MiB, CPU %.2f s",
+			r.LeaderRSSMiB, r.LeaderHeapMiB, r.LeaderPeakRSSMiB, r.LeaderAllocMiB, r.LeaderCPUSec)
+	}
+	if prof.n == 0 || allocs.n == 0 {
+		t.Fatalf("the leader's CPU profile (%d bytes) or allocations (%d bytes) are empty", prof.n, allocs.n)
+	}
+}
+
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
