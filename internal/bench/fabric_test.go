@@ -104,7 +104,7 @@ func TestSchedScaleSVG(t *testing.T) {
 	small := SchedResult{GPUs: 16384, CycleCPUP50ms: 10, CycleCPUP99ms: 20, CycleP99ms: 25, PlacementsPerCPUSecond: 40000, PeakRSSMiB: 90}
 	big := SchedResult{GPUs: 100000, CycleCPUP50ms: 40, CycleCPUP99ms: 90, CycleP99ms: 110, PlacementsPerCPUSecond: 30000, PeakRSSMiB: 400}
 	svg := SchedScaleSVG([]SchedResult{big, small})
-	for _, want := range []string{"<svg", "cycle p99, CPU (ms)", "cycle p99, wall (ms)", "placements per CPU s (thousands)", "peak RSS (10 MiB)", "GPUs (thousands)"} {
+	for _, want := range []string{"<svg", "cycle p99, CPU (ms)", "cycle p99, wall (ms)", "placed/CPU s, 1000s", "RSS (10 MiB)", "GPUs (thousands)"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
 		}

@@ -18,7 +18,7 @@ func SchedScaleSVG(results []SchedResult) string {
 	slices.SortFunc(rs, func(a, b SchedResult) int { return a.GPUs - b.GPUs })
 	series := []sim.Series{
 		{Name: "cycle p50, CPU (ms)"}, {Name: "cycle p99, CPU (ms)"}, {Name: "cycle p99, wall (ms)"},
-		{Name: "placements per CPU s (thousands)"}, {Name: "peak RSS (10 MiB)"},
+		{Name: "placed/CPU s, 1000s"}, {Name: "RSS (10 MiB)"},
 	}
 	for _, r := range rs {
 		x := float64(r.GPUs) / 1000
