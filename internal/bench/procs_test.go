@@ -3,26 +3,16 @@ package bench_test
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/bench"
-	"github.com/jobfabric/jobfabric/internal/cli"
+	"github.com/jobfabric/jobfabric/internal/devcluster/membertest"
 )
 
 // TestMain makes the test binary a jobfabric binary when the benchmark
-// runs it as a member (JOBFABRIC_TEST_CLI=1, SubmitOptions.Processes).
-func TestMain(m *testing.M) {
-	if os.Getenv("JOBFABRIC_TEST_CLI") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+// runs it as a member (SubmitOptions.Processes).
+func TestMain(m *testing.M) { membertest.Main(m) }
 
 // TestSubmitProcesses runs the benchmark against 3 member processes: every
 // submit is answered, the figures come from the leader's process (not this
@@ -32,7 +22,7 @@ func TestSubmitProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	t.Setenv("JOBFABRIC_TEST_CLI", "1")
+	t.Setenv(membertest.Env, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	prof, allocs := &countingWriter{}, &countingWriter{}

@@ -4,28 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jobfabric/jobfabric/internal/cli"
 	"github.com/jobfabric/jobfabric/internal/devcluster"
+	"github.com/jobfabric/jobfabric/internal/devcluster/membertest"
 )
 
 // TestMain makes the test binary a jobfabric binary when StartProcs runs
-// it as a member (JOBFABRIC_TEST_CLI=1): the members run this build's CLI
-// without a `go build`.
-func TestMain(m *testing.M) {
-	if os.Getenv("JOBFABRIC_TEST_CLI") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+// it as a member.
+func TestMain(m *testing.M) { membertest.Main(m) }
 
 // TestStartProcs starts 3 members as processes: each is a process of its
 // own running `server` (not this process), the three are one raft
@@ -35,7 +24,7 @@ func TestStartProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	t.Setenv("JOBFABRIC_TEST_CLI", "1")
+	t.Setenv(membertest.Env, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p, err := devcluster.StartProcs(ctx, t.TempDir(), 3, devcluster.ProcOptions{})
@@ -94,7 +83,7 @@ func TestStartProcsShowsAFailedStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	t.Setenv("JOBFABRIC_TEST_CLI", "1")
+	t.Setenv(membertest.Env, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := devcluster.StartProcs(ctx, t.TempDir(), 1, devcluster.ProcOptions{Args: []string{"--log-format", "yaml"}})
