@@ -175,18 +175,27 @@ func (g *guard) admit(c net.Conn) net.Conn {
 	return &guardedConn{Conn: c, g: g, src: src, release: release}
 }
 
-// refuse closes c at once (a reset: no handshake, and no TIME_WAIT kept
-// here), counts and logs it.
+// refuse counts c, closes it at once (a reset: no handshake, and no
+// TIME_WAIT kept here) and logs it. It counts before the reset, so that
+// whoever sees the reset finds it counted.
 func (g *guard) refuse(c net.Conn, src netip.Addr, why string) {
+	g.count(why)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	c.Close()
-	g.refused(src, why)
+	g.log(src, why)
 }
 
+// refused counts and logs a refusal whose connection the caller ends.
 func (g *guard) refused(src netip.Addr, why string) {
-	g.s.metrics.ConnsRefused.WithLabelValues(why).Inc()
+	g.count(why)
+	g.log(src, why)
+}
+
+func (g *guard) count(why string) { g.s.metrics.ConnsRefused.WithLabelValues(why).Inc() }
+
+func (g *guard) log(src netip.Addr, why string) {
 	g.warn("API connection refused", slog.String("source", src.String()), slog.String("reason", why))
 }
 

@@ -165,15 +165,17 @@ func (g *guard) admit(c net.Conn) net.Conn {
 	return gc
 }
 
-// refuse resets c (no handshake, no TIME_WAIT kept here), counts and logs.
+// refuse counts, resets c (no handshake, no TIME_WAIT kept here) and
+// logs. It counts first: whoever sees the reset then finds it counted
+// (TestRaftPortMembersOnly read the metric between the two).
 func (g *guard) refuse(c net.Conn, src netip.Addr, why string) {
+	if g.lim.Refused != nil {
+		g.lim.Refused(why)
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	c.Close()
-	if g.lim.Refused != nil {
-		g.lim.Refused(why)
-	}
 	g.warn(src, why)
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -508,5 +510,40 @@ func TestRaftAdmissionDefaultsUnderChurn(t *testing.T) {
 	}
 	if len(refused) != 0 {
 		t.Fatalf("the defaults refused the members' own connections: %v", refused)
+	}
+}
+
+// TestRefusalCountedBeforeTheReset: the refused connection is counted
+// before it is reset, so an attacker's test (or an operator) that sees the
+// reset and then reads jobfabric_raft_connections_refused_total finds it
+// (TestRaftPortMembersOnly failed under load when the count came after).
+func TestRefusalCountedBeforeTheReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resetSeen := true
+	g := newGuard(Admission{MembersOnly: true, Refused: func(string) {
+		// Still open: a read waits out its deadline instead of ending.
+		client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := client.Read(make([]byte, 1))
+		resetSeen = !errors.Is(err, os.ErrDeadlineExceeded)
+	}}, false, slog.New(slog.DiscardHandler))
+	g.configured.Store(true)
+	if g.admit(server) != nil {
+		t.Fatal("a source outside the configuration was admitted")
+	}
+	if resetSeen {
+		t.Error("the connection was reset before its refusal was counted")
 	}
 }
