@@ -117,6 +117,15 @@ type SubmitResult struct {
 	Preload int           `json:"preload,omitempty"`
 	Readers int           `json:"readers,omitempty"`
 	Reads   []ReadFigures `json:"reads,omitempty"`
+	// Members is every member's window (its collector, CPU, raft's
+	// snapshots and timers) and SlowBursts when the submits at or over
+	// the p99 were due: what the slowest 1 % waited for (issue 18).
+	// WindowStart is when the measured window began (the zero of
+	// SlowBursts and SnapshotsAtMs), to line them up with the members'
+	// logs.
+	WindowStart time.Time       `json:"windowStart"`
+	Members     []MemberFigures `json:"members,omitempty"`
+	SlowBursts  []SlowBurst     `json:"slowBursts,omitempty"`
 }
 
 // Submit runs the benchmark: a fresh cluster, one tenant and workspace, and
@@ -189,6 +198,7 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 
 	var mu sync.Mutex
 	var lat []time.Duration
+	var subs []timed
 	errs := 0
 	var firstErr error
 	start := time.Now()
@@ -199,6 +209,7 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	var before, after cycleStats
 	var scrapes sync.WaitGroup
 	var profErr atomic.Pointer[error]
+	membersBefore, membersAfter := make([]memberStats, o.Servers), make([]memberStats, o.Servers)
 	for at, into := range map[time.Time]*cycleStats{measureFrom: &before, end: &after} {
 		scrapes.Add(1)
 		go func() {
@@ -206,6 +217,16 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 			time.Sleep(time.Until(at))
 			*into = scrapeCycles(ctx, leaderURL, c.token)
 		}()
+	}
+	for at, into := range map[time.Time][]memberStats{measureFrom: membersBefore, end: membersAfter} {
+		for i := range o.Servers {
+			scrapes.Add(1)
+			go func() {
+				defer scrapes.Done()
+				time.Sleep(time.Until(at))
+				into[i] = scrapeMember(ctx, c.urls[i], c.token)
+			}()
+		}
 	}
 	if o.Trace != nil {
 		scrapes.Add(1)
@@ -249,7 +270,7 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			local := make([]time.Duration, 0, 4096)
+			local := make([]timed, 0, 4096)
 			lerr := 0
 			var lfirst error
 			for {
@@ -273,10 +294,10 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 					}
 					continue
 				}
-				local = append(local, d)
+				local = append(local, timed{at: t0.Sub(measureFrom), took: d})
 			}
 			mu.Lock()
-			lat = append(lat, local...)
+			subs = append(subs, local...)
 			errs += lerr
 			if firstErr == nil {
 				firstErr = lfirst
@@ -286,6 +307,9 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	}
 	wg.Wait()
 	scrapes.Wait()
+	for _, s := range subs {
+		lat = append(lat, s.took)
+	}
 	if len(lat) == 0 {
 		return nil, errors.Join(errors.New("no submit succeeded"), firstErr)
 	}
@@ -309,6 +333,9 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 		LeaderAllocMiB: (after.alloc - before.alloc) / mib,
 		LeaderHeapMiB:  after.heap / mib, LeaderRSSMiB: after.rss / mib, LeaderPeakRSSMiB: float64(peak) / mib,
 		Preload: o.Preload, Readers: o.Readers, Reads: readsIf(o.Readers, reads),
+		WindowStart: measureFrom,
+		Members:     memberFigures(dir, c.pids, leaderAt, membersBefore, membersAfter, measureFrom, end),
+		SlowBursts:  slowBursts(subs, lat[int(0.99*float64(len(lat)-1))]),
 	}, firstErrIf(errs, firstErr)
 }
 

@@ -41,6 +41,31 @@ func TestSubmitProcesses(t *testing.T) {
 		t.Fatalf("leader's figures not read: rss %.1f MiB, heap %.1f MiB, peak %.1f MiB, allocated %.1f MiB, CPU %.2f s",
 			r.LeaderRSSMiB, r.LeaderHeapMiB, r.LeaderPeakRSSMiB, r.LeaderAllocMiB, r.LeaderCPUSec)
 	}
+	// Every member is read, each from its own process: the leader commits
+	// (its raft commit timer has samples), the followers append.
+	if len(r.Members) != 3 {
+		t.Fatalf("%d members' figures, want 3", len(r.Members))
+	}
+	leaders := 0
+	for _, m := range r.Members {
+		if m.PID <= 0 || m.PID == os.Getpid() || m.CPUSec <= 0 || m.AllocMiB <= 0 {
+			t.Fatalf("member %d: pid %d, CPU %.2f s, allocated %.1f MiB: want its own process, read", m.Member, m.PID, m.CPUSec, m.AllocMiB)
+		}
+		if m.Leader {
+			leaders++
+			if m.PID != r.LeaderPID || m.CommitP99ms <= 0 || m.DispatchP99ms <= 0 {
+				t.Fatalf("leader %d (pid %d, the run's %d): commit p99 %.2f ms, own log p99 %.2f ms: want raft's timers read", m.Member, m.PID, r.LeaderPID, m.CommitP99ms, m.DispatchP99ms)
+			}
+		} else if m.AppendStoreP99ms <= 0 || m.AppendP99ms <= 0 {
+			t.Fatalf("follower %d: append store p99 %.2f ms, append p99 %.2f ms: want raft's timers read", m.Member, m.AppendStoreP99ms, m.AppendP99ms)
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d members marked leader, want 1", leaders)
+	}
+	if len(r.SlowBursts) == 0 {
+		t.Fatal("no burst of slow submits: the p99's submits are at least one")
+	}
 	if prof.n == 0 || allocs.n == 0 {
 		t.Fatalf("the leader's CPU profile (%d bytes) or allocations (%d bytes) are empty", prof.n, allocs.n)
 	}

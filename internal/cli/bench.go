@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -26,7 +27,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var o bench.SubmitOptions
 	var runs int
 	var logStores []string
-	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace string
+	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace, keepDir string
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Job submits over the API against fresh servers, in this process or (--processes) each a process of its own (Raft with fsync, HTTP on loopback)",
@@ -85,6 +86,14 @@ func newBenchCmd(g *globals) *cobra.Command {
 						j = len(kinds) - 1 - k
 					}
 					o.LogStore = kinds[j]
+					if keepDir != "" {
+						// One directory a run: the members' data and, with
+						// --processes, their logs (GODEBUG=gctrace=1's lines).
+						o.Dir = filepath.Join(keepDir, fmt.Sprintf("run%d", len(results)+1))
+						if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+							return domain.Invalid("dir", "cannot create %s: %v", o.Dir, err)
+						}
+					}
 					r, err := bench.Submit(cmd.Context(), o)
 					o.Trace, o.LeaderCPUProfile, o.LeaderAllocs, o.LeaderTrace = nil, nil, nil, nil // the first run's only: one a file
 					if err != nil {
@@ -114,6 +123,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				return g.emit(results, func(w io.Writer) {
 					table(w)
 					readsTable(w, results)
+					membersTable(w, results)
 				})
 			}
 			cmp := bench.CompareLogStores(kinds, rounds)
@@ -153,6 +163,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&leaderProfile, "leader-cpuprofile", "", "write the leader's CPU profile of the measured window to this file, read from its /debug/pprof (the first run's; with --processes the leader's process alone)")
 	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof: as of the last collection at each end, so where, not how much; go tool pprof -sample_index=alloc_space; the first run's)")
 	f.StringVar(&leaderTrace, "leader-trace", "", "write the leader's Go execution trace of the measured window to this file, read from its /debug/pprof (the first run's)")
+	f.StringVar(&keepDir, "dir", "", "keep each run's data directories, and with --processes each member's log, under this directory (run<N>; default: a temporary one, removed)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
 	var so bench.SchedOptions
@@ -439,6 +450,38 @@ func readsTable(w io.Writer, results []*bench.SubmitResult) {
 		for _, f := range r.Reads {
 			row(w, i+1, r.Readers, f.Route, f.Reads, f.Errors, fmt.Sprintf("%.2f", f.P50ms), fmt.Sprintf("%.2f", f.P99ms), fmt.Sprintf("%.2f", f.Maxms))
 		}
+	}
+}
+
+// membersTable lists every member's window, one row a run and member, and
+// when the slowest 1 % of submits were due, one line a run.
+func membersTable(w io.Writer, results []*bench.SubmitResult) {
+	if len(results) == 0 || len(results[0].Members) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	header(w, "RUN", "MEMBER", "ROLE", "GCS", "CPU-S", "ALLOC-MIB", "HEAP-MIB", "SNAPSHOTS", "SNAPSHOTS-AT-MS", "COMMIT-P99-MS", "OWN-LOG-P99-MS", "APPEND-STORE-P99-MS", "APPEND-P99-MS")
+	for i, r := range results {
+		for _, m := range r.Members {
+			role := "follower"
+			if m.Leader {
+				role = "leader"
+			}
+			at := "-"
+			if len(m.SnapshotsAtMs) > 0 {
+				at = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(m.SnapshotsAtMs)), ","), "[]")
+			}
+			row(w, i+1, m.Member, role, m.GCs, fmt.Sprintf("%.1f", m.CPUSec), fmt.Sprintf("%.0f", m.AllocMiB), fmt.Sprintf("%.0f", m.HeapMiB), m.Snapshots, at,
+				fmt.Sprintf("%.2f", m.CommitP99ms), fmt.Sprintf("%.2f", m.DispatchP99ms), fmt.Sprintf("%.2f", m.AppendStoreP99ms), fmt.Sprintf("%.2f", m.AppendP99ms))
+		}
+	}
+	fmt.Fprintln(w)
+	for i, r := range results {
+		var bs []string
+		for _, b := range r.SlowBursts {
+			bs = append(bs, fmt.Sprintf("%.0f-%.0f ms: %d (max %.1f ms)", b.FromMs, b.ToMs, b.Submits, b.MaxMs))
+		}
+		fmt.Fprintf(w, "run %d: submits at or over p99 due at %s\n", i+1, strings.Join(bs, "; "))
 	}
 }
 

@@ -32,6 +32,17 @@ var raftSeries = map[string]raftSeriesDef{
 	"raft_transition_heartbeat_timeout": {"raft_heartbeat_timeouts_total", "Heartbeat timeouts that moved a follower to candidate.", 1},
 	"raft_apply":                        {"raft_applies_total", "Commands applied through raft's Apply in this process.", 1},
 	"raft_peers":                        {"raft_peers", "Voters and non-voters in raft's latest configuration.", 1},
+	// What a commit waits for, member by member (issue 18: the slow 1 %
+	// of submits): the leader's own log write and fsync, each follower's
+	// round trip as the leader sees it, a follower's log write and fsync
+	// and its whole AppendEntries, and the snapshots that compete with
+	// them for the CPU and the disk.
+	"raft_leader_dispatchLog":            {"raft_leader_dispatch_log_seconds", "Time for the leader to write (and fsync) a batch of new entries to its own log (raft library, process-wide).", 1e-3},
+	"raft_replication_appendEntries_rpc": {"raft_replication_append_entries_rpc_seconds", "Time of one AppendEntries round trip from the leader to a follower, by peer (raft library, process-wide).", 1e-3},
+	"raft_rpc_appendEntries":             {"raft_append_entries_seconds", "Time for a follower to handle one AppendEntries (raft library, process-wide).", 1e-3},
+	"raft_rpc_appendEntries_storeLogs":   {"raft_append_entries_store_seconds", "Time for a follower to write (and fsync) the entries of one AppendEntries to its log (raft library, process-wide).", 1e-3},
+	"raft_snapshot_create":               {"raft_snapshot_create_seconds", "Time to take a raft snapshot, from the FSM's snapshot to the persisted file (raft library, process-wide).", 1e-3},
+	"raft_snapshot_persist":              {"raft_snapshot_persist_seconds", "Time to write a raft snapshot's file (raft library, process-wide).", 1e-3},
 }
 
 type raftSeriesDef struct {
@@ -41,7 +52,8 @@ type raftSeriesDef struct {
 
 // raftKeys are raftSeries' keys as go-metrics prefixes (dot-separated).
 var raftKeys = []string{"raft.commitTime", "raft.fsm.apply", "raft.leader.lastContact", "raft.state.leader",
-	"raft.state.candidate", "raft.state.follower", "raft.transition.heartbeat_timeout", "raft.apply", "raft.peers"}
+	"raft.state.candidate", "raft.state.follower", "raft.transition.heartbeat_timeout", "raft.apply", "raft.peers",
+	"raft.leader.dispatchLog", "raft.replication.appendEntries.rpc", "raft.rpc.appendEntries", "raft.snapshot.create", "raft.snapshot.persist"}
 
 var (
 	raftOnce sync.Once
