@@ -203,6 +203,11 @@ func (cr *Carry) sync(s *Snapshot) {
 // sums then unusable) when jobs do not come by ID, or when most changed.
 func (cr *Carry) patch(jobs []*domain.Job) bool {
 	prev, rows := cr.tbl.jobs, cr.tbl.rows
+	if cr.view != nil && !cr.view.byID {
+		// Its lists may hold two jobs of one ID, which remove (by ID)
+		// cannot tell apart: made again from the patched table.
+		cr.view = nil
+	}
 	// A first pass finds the changes and the runs of unchanged jobs
 	// without touching the sums or the rows, so a list out of order
 	// leaves them to be summed whole. Its buffers are the Carry's:
@@ -456,7 +461,7 @@ func (cr *Carry) addUse(j *domain.Job, r *jobRow, sign int) {
 	}
 	if cr.view != nil {
 		if sign > 0 {
-			cr.view.add(j, srvs)
+			cr.view.add(j, r.pair, srvs)
 		} else {
 			cr.view.remove(j, srvs)
 		}
