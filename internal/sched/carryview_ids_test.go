@@ -13,3 +13,12 @@ func TestCarryViewListsHoldNoPointer(t *testing.T) {
 		t.Fatal("onRef holds a pointer: the collector scans every entry of the carried view's lists")
 	}
 }
+
+// TestPatchChangesHoldNoPointer: the patch's changes, an array a Carry
+// keeps for the most a patch takes (50,000 at 100,000 jobs), must not be
+// scanned by every collection.
+func TestPatchChangesHoldNoPointer(t *testing.T) {
+	if hasPointers(reflect.TypeFor[carryChange]()) {
+		t.Fatal("carryChange holds a pointer: the collector scans the Carry's array of changes")
+	}
+}
