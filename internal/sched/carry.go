@@ -148,12 +148,14 @@ type Carry struct {
 	syncs, resums int
 }
 
-// carryChange is a job the patch found changed: its old copy (nil: new)
-// at row at of the old table, its new one (nil: gone) at place k.
+// carryChange is a job the patch found changed: its old copy at row at of
+// the old table (-1: new), its new one at place k of the new list (-1:
+// gone). It names the copies by place, holding no pointer: the Carry
+// keeps the array for the most a patch takes (50,000 changes at 100,000
+// jobs), which the collector would otherwise scan.
 type carryChange struct {
-	old, cur *domain.Job
-	at, k    int
-	f        int // its new row in the patch's fresh rows (-1: none)
+	at, k int
+	f     int // its new row in the patch's fresh rows (-1: none)
 	// same: old and cur ask for the same shape (sameShape), read while
 	// both copies are at hand.
 	same bool
@@ -203,6 +205,11 @@ func (cr *Carry) sync(s *Snapshot) {
 // sums then unusable) when jobs do not come by ID, or when most changed.
 func (cr *Carry) patch(jobs []*domain.Job) bool {
 	prev, rows := cr.tbl.jobs, cr.tbl.rows
+	if cr.view != nil && !cr.view.byID {
+		// Its lists may hold two jobs of one ID, which remove (by ID)
+		// cannot tell apart: made again from the patched table.
+		cr.view = nil
+	}
 	// A first pass finds the changes and the runs of unchanged jobs
 	// without touching the sums or the rows, so a list out of order
 	// leaves them to be summed whole. Its buffers are the Carry's:
@@ -216,7 +223,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	if most := len(jobs)/2 + 2; cap(changes) < most {
 		changes, runs = make([]carryChange, 0, most), make([]keptRun, 0, most)
 	}
-	defer func() { clear(changes); cr.changes, cr.runs = changes[:0], runs[:0] }()
+	defer func() { cr.changes, cr.runs = changes[:0], runs[:0] }()
 	var last uint64
 	first := true
 	i := 0
@@ -245,18 +252,18 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 		}
 		last, first = id, false
 		for i < len(prev) && rows[i].id < id {
-			changes = append(changes, carryChange{old: prev[i], at: i}) // gone
+			changes = append(changes, carryChange{at: i, k: -1}) // gone
 			i++
 		}
-		c := carryChange{cur: j, k: k}
+		c := carryChange{at: -1, k: k}
 		if i < len(prev) && rows[i].id == id {
-			c.old, c.at = prev[i], i
+			c.at = i
 			i++
 		}
 		changes = append(changes, c)
 	}
 	for ; i < len(prev); i++ {
-		changes = append(changes, carryChange{old: prev[i], at: i})
+		changes = append(changes, carryChange{at: i, k: -1})
 	}
 	if len(changes) > len(jobs)/2 {
 		// Most jobs are new copies (a source without versions): summing
@@ -271,49 +278,55 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	for x := range changes {
 		c := &changes[x]
 		c.f = -1
-		if c.cur == nil {
+		if c.k < 0 {
 			continue
 		}
 		c.f = len(fresh)
-		if c.old != nil && c.old.Tenant == c.cur.Tenant && c.old.Workspace == c.cur.Workspace {
-			fresh = append(fresh, cr.rowIn(c.cur, rows[c.at].pair))
+		var old *domain.Job
+		if c.at >= 0 {
+			old = prev[c.at]
+		}
+		cur := jobs[c.k]
+		if old != nil && old.Tenant == cur.Tenant && old.Workspace == cur.Workspace {
+			fresh = append(fresh, cr.rowIn(cur, rows[c.at].pair))
 		} else {
-			fresh = append(fresh, cr.rowOf(c.cur))
+			fresh = append(fresh, cr.rowOf(cur))
 		}
 		// Both copies were just read: the passes below read a job
 		// only for its placements (each pass over 32,622 changed jobs
 		// after a fill loaded every copy from memory again).
-		c.same = c.old != nil && sameShape(c.old, c.cur)
+		c.same = old != nil && sameShape(old, cur)
 	}
 	// The old copies leave the sums, the view and the lists, then the
 	// new ones come (the sums are sums; the view's and the lists' places
 	// are by ID, whatever the order they are put in).
 	for _, c := range changes {
-		if c.old == nil {
+		if c.at < 0 {
 			continue
 		}
-		cr.addUse(c.old, &rows[c.at], -1)
+		old := prev[c.at]
+		cr.addUse(old, &rows[c.at], -1)
 		if !c.same {
-			cr.addShape(c.old, -1)
+			cr.addShape(old, -1)
 		}
 		if cr.pendOK {
-			cr.unpend(c.old, &rows[c.at])
+			cr.unpend(old, &rows[c.at])
 		}
 	}
 	cr.dropUnpended()
 	for _, c := range changes {
-		if c.cur == nil {
+		if c.k < 0 {
 			continue
 		}
-		r := &fresh[c.f]
-		cr.addUse(c.cur, r, 1)
+		cur, r := jobs[c.k], &fresh[c.f]
+		cr.addUse(cur, r, 1)
 		// A copy asking for the same shape as the old one (a job
 		// placed, stopped or requeued) leaves the tally as it was.
 		if !c.same {
-			cr.addShape(c.cur, 1)
+			cr.addShape(cur, 1)
 		}
 		if cr.pendOK {
-			cr.repend(c.cur, r)
+			cr.repend(cur, r)
 		}
 	}
 	// The rows in place: the kept runs move left within the table when
@@ -354,7 +367,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 		}
 	}
 	for _, c := range changes {
-		if c.cur != nil {
+		if c.k >= 0 {
 			next[c.k] = fresh[c.f]
 		}
 	}
@@ -374,8 +387,8 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 			}
 		}
 		for _, c := range changes {
-			if c.cur != nil {
-				tj[c.k] = c.cur
+			if c.k >= 0 {
+				tj[c.k] = jobs[c.k]
 			}
 		}
 		clear(tj[len(jobs):])
@@ -456,7 +469,7 @@ func (cr *Carry) addUse(j *domain.Job, r *jobRow, sign int) {
 	}
 	if cr.view != nil {
 		if sign > 0 {
-			cr.view.add(j, srvs)
+			cr.view.add(j, r.pair, srvs)
 		} else {
 			cr.view.remove(j, srvs)
 		}

@@ -34,6 +34,15 @@ type carriedView struct {
 	views []server
 	free  []bool
 	on    [][]onRef
+	// tbl names the tenants of the lists' entries (by pair number);
+	// odd holds the job of each entry that cannot hold its placement
+	// (MIG, a share), at the entry's slot; oddFree lists the slots free.
+	// byID: the lists were made from jobs by ID, so an ID is one job
+	// (remove finds its entries by ID).
+	tbl     *jobTable
+	odd     []*domain.Job
+	oddFree []int32
+	byID    bool
 	// dirty lists the servers to load again (isDirty marks them); all:
 	// every one.
 	dirty   []int
@@ -55,25 +64,30 @@ type carriedView struct {
 	shared   []bool
 }
 
-// onRef is placement p of job j (its ID id: the lists are kept by ID
-// without loading each job), with what a server's load reads of it: a
-// load after a fill or a burst read the job, its placements and their
-// GPUs for each placement, three loads from far apart in memory.
+// onRef is placement p of job id (the lists are kept by ID without
+// loading each job), with what a server's load reads of it: a load after
+// a fill or a burst read the job, its placements and their GPUs for each
+// placement, three loads from far apart in memory. It holds no pointer
+// (the tenant is its pair's number in the Carry's table, the job its ID):
+// the lists, 100,000 entries at issue 18's scale, are then not scanned by
+// each collection, which marked them beside the cycles after a fill.
 type onRef struct {
-	j        *domain.Job
 	id       uint64
-	tenant   string
 	cpu, mem int64
 	// gpus marks the placement's GPUs when whole is set: whole GPUs
-	// only, each under 64 (else load reads the placement).
+	// only, each under 64 (else load reads the placement, of the job at
+	// slot in the view's odd).
 	gpus  uint64
+	pair  int32
 	p     int32
+	slot  int32
 	whole bool
 }
 
-// refOf is j's placement k as a server's list holds it.
-func refOf(j *domain.Job, k int) onRef {
-	e := onRef{j: j, id: j.ID, tenant: j.Tenant, cpu: j.CPUMilli, mem: j.MemoryMiB, p: int32(k)}
+// refOf is j's placement k as a server's list holds it, pair the
+// number of its tenant/workspace pair.
+func refOf(j *domain.Job, pair int32, k int) onRef {
+	e := onRef{id: j.ID, pair: pair, cpu: j.CPUMilli, mem: j.MemoryMiB, p: int32(k)}
 	p := &j.Placement[k]
 	if p.Share > 0 || len(p.MIG) > 0 {
 		return e
@@ -89,11 +103,11 @@ func refOf(j *domain.Job, k int) onRef {
 	return e
 }
 
-// newCarriedView is the view of jobs (live ones, in snapshot order) on
-// st's servers.
-func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
+// newCarriedView is the view of tbl's jobs (live ones, in snapshot order)
+// on st's servers; tbl names their tenants while the view lives.
+func newCarriedView(st *Static, tbl *jobTable) *carriedView {
 	n := len(st.servers)
-	cv := &carriedView{st: st, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
+	cv := &carriedView{st: st, tbl: tbl, byID: true, views: make([]server, n), on: make([][]onRef, n), isDirty: make([]bool, n),
 		work: make([]server, n), ptrs: make([]*server, n), shared: make([]bool, n), totalModel: map[string]int{}}
 	cv.free, cv.workFree = make([]bool, st.gpus), make([]bool, st.gpus)
 	off := 0
@@ -120,10 +134,14 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	}
 	// In the snapshot's order, as buildCluster loads them (by ID when
 	// the Carry patches; any order when it sums every job).
-	for _, j := range jobs {
+	for x, j := range tbl.jobs {
+		r := &tbl.rows[x]
+		if x > 0 && r.id <= tbl.rows[x-1].id {
+			cv.byID = false
+		}
 		for k, p := range j.Placement {
 			if i, ok := st.byName[p.Server]; ok {
-				cv.on[i] = append(cv.on[i], refOf(j, k))
+				cv.list(int(i), j, r.pair, k, len(cv.on[i]))
 			}
 		}
 	}
@@ -131,10 +149,36 @@ func newCarriedView(st *Static, jobs []*domain.Job) *carriedView {
 	return cv
 }
 
-// add lists j's placements on their servers srvs (Static's numbers, -1:
-// unknown), after the jobs of lower ID (a Carry patches only lists by
-// ID), and marks the servers to load.
-func (cv *carriedView) add(j *domain.Job, srvs []int32) {
+// list puts j's placement k (its pair's number pair) at place at of
+// server i's list.
+func (cv *carriedView) list(i int, j *domain.Job, pair int32, k, at int) {
+	e := refOf(j, pair, k)
+	if !e.whole {
+		// A slot of its own (an index, not a map by ID: a map's
+		// look-up per load and its insert and delete per change
+		// were 7 % of the patch after a fill).
+		if n := len(cv.oddFree); n > 0 {
+			e.slot, cv.oddFree = cv.oddFree[n-1], cv.oddFree[:n-1]
+			cv.odd[e.slot] = j
+		} else {
+			e.slot = int32(len(cv.odd))
+			cv.odd = append(cv.odd, j)
+		}
+	}
+	if at == len(cv.on[i]) {
+		// The usual case (jobs come by ID): one entry appended, not a
+		// one-entry slice copied in (slices.Insert's typed copy was
+		// most of adding after a fill).
+		cv.on[i] = append(cv.on[i], e)
+	} else {
+		cv.on[i] = slices.Insert(cv.on[i], at, e)
+	}
+}
+
+// add lists j's placements (its pair's number pair) on their servers
+// srvs (Static's numbers, -1: unknown), after the jobs of lower ID (a
+// Carry patches only lists by ID), and marks the servers to load.
+func (cv *carriedView) add(j *domain.Job, pair int32, srvs []int32) {
 	for k, i := range srvs {
 		if i < 0 {
 			continue
@@ -144,25 +188,30 @@ func (cv *carriedView) add(j *domain.Job, srvs []int32) {
 		for at > 0 && l[at-1].id > j.ID {
 			at--
 		}
-		if at == len(l) {
-			// The usual case (jobs come by ID): one entry appended,
-			// not a one-entry slice copied in (slices.Insert's
-			// typed copy was most of adding after a fill).
-			cv.on[i] = append(l, refOf(j, k))
-		} else {
-			cv.on[i] = slices.Insert(l, at, refOf(j, k))
-		}
+		cv.list(int(i), j, pair, k, at)
 		cv.mark(int(i))
 	}
 }
 
-// remove takes j's (this copy's) placements off their servers srvs.
+// remove takes j's placements off their servers srvs: its entries by ID,
+// which are this copy's in a view by ID (a Carry removes every old copy
+// before it adds a new one).
 func (cv *carriedView) remove(j *domain.Job, srvs []int32) {
 	for k, i := range srvs {
 		if i < 0 || slices.Contains(srvs[:k], i) {
 			continue // once per server
 		}
-		cv.on[i] = slices.DeleteFunc(cv.on[i], func(e onRef) bool { return e.j == j })
+		l, n := cv.on[i], 0
+		for _, e := range l {
+			if e.id != j.ID {
+				l[n] = e
+				n++
+			} else if !e.whole {
+				cv.odd[e.slot] = nil
+				cv.oddFree = append(cv.oddFree, e.slot)
+			}
+		}
+		cv.on[i] = l[:n]
 		cv.mark(int(i))
 	}
 }
@@ -194,8 +243,10 @@ func (cv *carriedView) load(i int) {
 	}
 	v.holders, v.exclusive = v.holders[:0], ""
 	v.cpuUsed, v.memUsed, v.ver = 0, 0, 0
+	pairs := cv.tbl.pairs
 	for x := range cv.on[i] {
 		e := &cv.on[i][x]
+		tenant := pairs[e.pair][0]
 		if e.whole {
 			// As take marks whole GPUs.
 			for m := e.gpus; m != 0; m &= m - 1 {
@@ -205,23 +256,23 @@ func (cv *carriedView) load(i int) {
 				}
 			}
 		} else {
-			v.take(e.j.Placement[e.p], e.tenant)
+			v.take(cv.odd[e.slot].Placement[e.p], tenant)
 		}
 		// hold's effect, the holder found once: a tenant holding the
 		// server already was looked up in excl when it came (a map
 		// look-up per placement was a third of loading).
 		h := 0
-		for h < len(v.holders) && v.holders[h].tenant != e.tenant {
+		for h < len(v.holders) && v.holders[h].tenant != tenant {
 			h++
 		}
 		if h < len(v.holders) {
 			v.holders[h].n++
 			if v.holders[h].exclusive {
-				v.exclusive = e.tenant
+				v.exclusive = tenant
 			}
 		} else {
-			ex := len(cv.excl) > 0 && cv.excl[e.tenant]
-			v.hold(e.tenant, ex)
+			ex := len(cv.excl) > 0 && cv.excl[tenant]
+			v.hold(tenant, ex)
 		}
 		v.ver++ // account's count, with no scorer tally
 		v.cpuUsed += e.cpu

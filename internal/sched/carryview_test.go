@@ -150,3 +150,40 @@ func firstDiff(a, b string) string {
 	}
 	return "lengths differ"
 }
+
+// TestCarryViewTwoJobsOfOneID: a Carry whose jobs came with two of one ID
+// (not by ID: summed whole) and are then patched, the one copy kept and
+// the other gone, must still show the kept copy's GPUs taken. The view
+// finds a job's entries by ID; one made from such a list is made again
+// (it fails, the kept copy's GPUs shown free, when the view is patched).
+func TestCarryViewTwoJobsOfOneID(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 1, ServersPerStripe: 4, GPUsPerServer: 8, GPUModel: "H100-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, refs := drainSnapshot(topo, 2, 2, func(int) domain.Isolation { return domain.IsolationGPU }, func(_ int, w *domain.Workspace) {
+		w.Guaranteed, w.BorrowLimit = 32, 32
+	})
+	srv := topo.Servers()[0].Name
+	at := domaintest.Now.Add(-time.Minute)
+	running := func(id uint64, ref string, gpu int) *domain.Job {
+		w := s.Workspaces[ref]
+		return &domain.Job{ID: id, JobSpec: domain.JobSpec{Tenant: w.Tenant, Workspace: w.Name, GPUs: 1, CPUMilli: 1000, MemoryMiB: 1024},
+			State: domain.JobRunning, SubmittedAt: at, PlacedAt: &at, Placement: []domain.Placement{{Server: srv, GPUs: []int{gpu}}}}
+	}
+	kept, gone := running(5, refs[0], 0), running(5, refs[1], 1)
+	var others []*domain.Job
+	for k := range 8 {
+		others = append(others, running(uint64(6+k), refs[k%2], 2+k%6))
+	}
+	var cr sched.Carry
+	s.Jobs = append([]*domain.Job{kept, gone}, others...)
+	if view, _, _ := sched.CarryView(&cr, s); view != sched.WholeView(s) {
+		t.Fatalf("the view of two jobs of one ID differs from one built whole:\n%s\nwant\n%s", view, sched.WholeView(s))
+	}
+	s.Jobs = append([]*domain.Job{kept}, others...)
+	view, _, _ := sched.CarryView(&cr, s)
+	if want := sched.WholeView(s); view != want {
+		t.Fatalf("with one of two jobs of one ID gone, the view differs from one built whole:\n%s\nwant\n%s", view, want)
+	}
+}

@@ -505,7 +505,7 @@ func buildClusterIn(s *Snapshot, cr *Carry, into *serverBufs) *cluster {
 		c.sc = s.scoring(len(st.servers), cr)
 		c.sc.spare = &cr.scoreRows
 		if cr.view == nil || cr.view.st != st {
-			cr.view = newCarriedView(st, cr.tbl.jobs)
+			cr.view = newCarriedView(st, &cr.tbl)
 		}
 		n, whole := cr.view.bring(s.Tenants)
 		cr.viewLoads += n
