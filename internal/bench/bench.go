@@ -355,27 +355,7 @@ type cycleStats struct{ count, sum, gcs, cpu, heap, rss, alloc float64 }
 // missing, not the run).
 func scrapeCycles(ctx context.Context, url, token string) cycleStats {
 	var st cycleStats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
-	if err != nil {
-		return st
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			continue
-		}
+	scrapeMetrics(ctx, url, token, func(name string, v float64) {
 		switch name {
 		case "jobfabric_scheduler_cycle_duration_seconds_count":
 			st.count = v
@@ -392,8 +372,35 @@ func scrapeCycles(ctx context.Context, url, token string) cycleStats {
 		case "go_memstats_alloc_bytes_total":
 			st.alloc = v
 		}
-	}
+	})
 	return st
+}
+
+// scrapeMetrics hands each sample of a server's /metrics (its name with
+// its labels, as the text format writes them, and its value) to each; a
+// failed scrape hands none.
+func scrapeMetrics(ctx context.Context, url, token string, each func(name string, v float64)) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			each(name, v)
+		}
+	}
 }
 
 func firstErrIf(n int, err error) error {

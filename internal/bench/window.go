@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -85,27 +83,7 @@ type memberStats struct {
 // scrapeMember reads a member's /metrics; a failed scrape reads zero.
 func scrapeMember(ctx context.Context, url, token string) memberStats {
 	var st memberStats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
-	if err != nil {
-		return st
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			continue
-		}
+	scrapeMetrics(ctx, url, token, func(name string, v float64) {
 		switch name {
 		case "go_gc_duration_seconds_count":
 			st.gcs = v
@@ -126,7 +104,7 @@ func scrapeMember(ctx context.Context, url, token string) memberStats {
 		case `jobfabric_raft_append_entries_seconds{quantile="0.99"}`:
 			st.append99 = v * 1000
 		}
-	}
+	})
 	return st
 }
 
