@@ -206,18 +206,9 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	end := measureFrom.Add(o.Duration)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	var before, after cycleStats
 	var scrapes sync.WaitGroup
 	var profErr atomic.Pointer[error]
 	membersBefore, membersAfter := make([]memberStats, o.Servers), make([]memberStats, o.Servers)
-	for at, into := range map[time.Time]*cycleStats{measureFrom: &before, end: &after} {
-		scrapes.Add(1)
-		go func() {
-			defer scrapes.Done()
-			time.Sleep(time.Until(at))
-			*into = scrapeCycles(ctx, leaderURL, c.token)
-		}()
-	}
 	for at, into := range map[time.Time][]memberStats{measureFrom: membersBefore, end: membersAfter} {
 		for i := range o.Servers {
 			scrapes.Add(1)
@@ -324,6 +315,7 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 	}
 	const mib = 1 << 20
 	_, peak := procRSS(c.pids[leaderAt])
+	before, after := membersBefore[leaderAt], membersAfter[leaderAt]
 	return &SubmitResult{
 		Servers: o.Servers, LogStore: view.LogStore, Concurrency: o.Concurrency, Rate: o.Rate, ViaFollower: o.ViaFollower,
 		Submits: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs,
@@ -344,36 +336,6 @@ func readsIf(n int, l *readLoop) []ReadFigures {
 		return nil
 	}
 	return l.figures()
-}
-
-// cycleStats is the leader's cycle-duration histogram's count and sum, and
-// its process's collections, CPU seconds, heap in use and resident set.
-type cycleStats struct{ count, sum, gcs, cpu, heap, rss, alloc float64 }
-
-// scrapeCycles reads the cycle histogram and the process's figures from a
-// server's /metrics; a failed scrape reads zero (the figures are then
-// missing, not the run).
-func scrapeCycles(ctx context.Context, url, token string) cycleStats {
-	var st cycleStats
-	scrapeMetrics(ctx, url, token, func(name string, v float64) {
-		switch name {
-		case "jobfabric_scheduler_cycle_duration_seconds_count":
-			st.count = v
-		case "jobfabric_scheduler_cycle_duration_seconds_sum":
-			st.sum = v
-		case "go_gc_duration_seconds_count":
-			st.gcs = v
-		case "process_cpu_seconds_total":
-			st.cpu = v
-		case "go_memstats_heap_inuse_bytes":
-			st.heap = v
-		case "process_resident_memory_bytes":
-			st.rss = v
-		case "go_memstats_alloc_bytes_total":
-			st.alloc = v
-		}
-	})
-	return st
 }
 
 // scrapeMetrics hands each sample of a server's /metrics (its name with

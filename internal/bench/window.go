@@ -74,17 +74,28 @@ func slowBursts(subs []timed, p99 time.Duration) []SlowBurst {
 	return out
 }
 
-// memberStats is what memberFigures needs of one scrape.
+// memberStats is one scrape of a member: its window (memberFigures) and,
+// the leader's, the run's own figures (cycles, GCs, CPU, heap, RSS).
 type memberStats struct {
-	gcs, cpu, alloc, heap, snaps            float64
+	gcs, cpu, alloc, heap, rss, snaps       float64
 	commit99, dispatch99, store99, append99 float64
+	// count and sum are the scheduling cycles' histogram (the leader's
+	// counts; a follower's stay still).
+	count, sum float64
 }
 
-// scrapeMember reads a member's /metrics; a failed scrape reads zero.
+// scrapeMember reads a member's /metrics; a failed scrape reads zero (the
+// figures are then missing, not the run).
 func scrapeMember(ctx context.Context, url, token string) memberStats {
 	var st memberStats
 	scrapeMetrics(ctx, url, token, func(name string, v float64) {
 		switch name {
+		case "jobfabric_scheduler_cycle_duration_seconds_count":
+			st.count = v
+		case "jobfabric_scheduler_cycle_duration_seconds_sum":
+			st.sum = v
+		case "process_resident_memory_bytes":
+			st.rss = v
 		case "go_gc_duration_seconds_count":
 			st.gcs = v
 		case "process_cpu_seconds_total":
