@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/store"
 )
 
 func newJobCmd(g *globals) *cobra.Command {
@@ -639,10 +640,11 @@ func newClusterCmd(g *globals) *cobra.Command {
 		Short: "Print a new cluster secret (32 random bytes, base64) for --cluster-secret-file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := newClusterSecret()
+			b, err := store.NewSecret()
 			if err != nil {
 				return err
 			}
+			s := string(b)
 			return g.emit(clusterSecret{Secret: s}, func(w io.Writer) { fmt.Fprintln(w, s) })
 		},
 	}

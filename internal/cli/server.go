@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -277,15 +275,6 @@ func (d *days) Set(s string) error {
 }
 
 func (*days) Type() string { return "duration" }
-
-// newClusterSecret returns 32 random bytes in base64.
-func newClusterSecret() (string, error) {
-	var b [32]byte
-	if _, err := crand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate cluster secret: %w", err)
-	}
-	return base64.StdEncoding.EncodeToString(b[:]), nil
-}
 
 // demoOptions sizes the demo cluster.
 type demoOptions struct {

@@ -9,8 +9,6 @@ package devcluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"github.com/jobfabric/jobfabric/internal/client"
 	"github.com/jobfabric/jobfabric/internal/server"
 	"github.com/jobfabric/jobfabric/internal/state"
+	"github.com/jobfabric/jobfabric/internal/store"
 	"github.com/jobfabric/jobfabric/internal/tstime"
 )
 
@@ -66,7 +65,7 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 	}
 	c := &Cluster{Dir: dir, opts: o}
 	if n > 1 {
-		secret, err := newSecret()
+		secret, err := store.NewSecret()
 		if err != nil {
 			return nil, err
 		}
@@ -124,16 +123,6 @@ func Start(ctx context.Context, dir string, n int, o Options) (*Cluster, error) 
 		c.Servers = append(c.Servers, s)
 	}
 	return c, nil
-}
-
-// newSecret makes a cluster secret as `jobfabric cluster secret` does: 32
-// random bytes in base64.
-func newSecret() ([]byte, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("devcluster: cluster secret: %w", err)
-	}
-	return []byte(base64.StdEncoding.EncodeToString(b[:])), nil
 }
 
 // Client returns an admin client of server i.

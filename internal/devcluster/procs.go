@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/client"
+	"github.com/jobfabric/jobfabric/internal/store"
 )
 
 // ProcOptions tunes a cluster of server processes.
@@ -78,7 +79,7 @@ func StartProcs(ctx context.Context, dir string, n int, o ProcOptions) (*Procs, 
 	p := &Procs{Dir: dir, opts: o}
 	var secretFile string
 	if n > 1 {
-		secret, err := newSecret()
+		secret, err := store.NewSecret()
 		if err != nil {
 			return nil, err
 		}

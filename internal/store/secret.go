@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -45,6 +46,16 @@ func ValidateSecret(secret []byte) error {
 		return fmt.Errorf("%w: about %.0f bits of entropy in %d bytes (repeated or predictable characters), need random data", ErrWeakSecret, bits, len(secret))
 	}
 	return nil
+}
+
+// NewSecret returns a new cluster secret: MinSecretLen random bytes in
+// base64 (what `jobfabric cluster secret` prints and a secret file holds).
+func NewSecret() ([]byte, error) {
+	b := make([]byte, MinSecretLen)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("generate cluster secret: %w", err)
+	}
+	return []byte(base64.StdEncoding.EncodeToString(b)), nil
 }
 
 // entropyBits estimates the entropy of b: the empirical entropy of its

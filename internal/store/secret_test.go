@@ -133,3 +133,25 @@ func TestSecretsOverlap(t *testing.T) {
 		t.Errorf("fingerprints %s, %s", a, b)
 	}
 }
+
+// TestNewSecret: a new secret is one ValidateSecret accepts, in base64 of
+// MinSecretLen bytes, and never the same twice.
+func TestNewSecret(t *testing.T) {
+	a, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateSecret(a); err != nil {
+		t.Errorf("ValidateSecret(%s) = %v", a, err)
+	}
+	if raw, err := base64.StdEncoding.DecodeString(string(a)); err != nil || len(raw) != MinSecretLen {
+		t.Errorf("%s: %d bytes of base64 (%v), want %d", a, len(raw), err, MinSecretLen)
+	}
+	if string(a) == string(b) {
+		t.Error("two new secrets are the same")
+	}
+}
