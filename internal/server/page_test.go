@@ -260,9 +260,13 @@ func TestQueueAndUsagePages(t *testing.T) {
 		return true
 	})
 	globex := mustToken(t, admin, domain.RoleTenantAdmin, "globex", "")
-	// A period that ends in the past, so every page counts the same.
+	// A period that ends in the past, so every page counts the same, and
+	// starts at a fixed time: "since=1h" is an hour before each request,
+	// so a first page asked a second after the whole report began a
+	// second later (it failed so on a loaded CI machine).
 	time.Sleep(1100 * time.Millisecond)
-	period := "since=1h&until=" + url.QueryEscape(time.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
+	until := time.Now().UTC().Truncate(time.Second)
+	period := "since=" + url.QueryEscape(until.Add(-time.Hour).Format(time.RFC3339)) + "&until=" + url.QueryEscape(until.Format(time.RFC3339))
 
 	for _, tc := range []struct {
 		name, token, tenant string
