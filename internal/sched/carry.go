@@ -220,8 +220,10 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// jobs sum them whole; a run lies between two changes): grown by
 	// doubling, the cycle after a fill made 8 MB of changes' arrays
 	// and copied each into the next.
-	if most := len(jobs)/2 + 2; cap(changes) < most {
-		changes, runs = make([]carryChange, 0, most), make([]keptRun, 0, most)
+	// With room to spare (grown): a queue fed by submits is longer every
+	// cycle, and buffers made to the exact size were made every cycle.
+	if most := len(jobs)/2 + 2; cap(changes) < most || cap(runs) < most {
+		changes, runs = make([]carryChange, 0, grown(most)), make([]keptRun, 0, grown(most))
 	}
 	defer func() { cr.changes, cr.runs = changes[:0], runs[:0] }()
 	var last uint64
@@ -345,13 +347,13 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	if inPlace {
 		next = rows
 		if len(jobs) > cap(next) {
-			next = slices.Grow(next, len(jobs)-len(next))
+			next = slices.Grow(next, grown(len(jobs))-len(next))
 		}
 		next = next[:max(len(jobs), len(next))]
 	} else {
 		next = cr.spare[:0]
 		if cap(next) < len(jobs) {
-			next = make([]jobRow, len(jobs))
+			next = make([]jobRow, len(jobs), grown(len(jobs)))
 		}
 		next = next[:len(jobs)]
 		cr.spare = rows
@@ -378,7 +380,7 @@ func (cr *Carry) patch(jobs []*domain.Job) bool {
 	// The jobs likewise, from the list: a run in place holds them.
 	tj := cr.tbl.jobs
 	if cap(tj) < len(jobs) {
-		tj = append(tj[:0], jobs...)
+		tj = append(make([]*domain.Job, 0, grown(len(jobs))), jobs...)
 	} else {
 		tj = tj[:max(len(jobs), len(tj))]
 		for _, r := range runs {
