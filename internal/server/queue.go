@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/api"
@@ -22,18 +23,27 @@ func (s *Server) queueRoutes() []route {
 	}
 }
 
-// queueOrder is a scheduling cycle's queue: job ID -> rank.
+// queueOrder is a scheduling cycle's queue: its pending jobs in order,
+// and (ranks) each one's place. The map is made when a queue page first
+// asks for it, not by the cycle: a leader holding 100,000 pending jobs
+// made 1.5 MB of it every cycle, 20 MB in 10 s at 1,000 submits/s, that
+// no one read unless a queue page was asked for.
 type queueOrder struct {
-	at   time.Time
-	rank map[uint64]int
+	at    time.Time
+	order []uint64 // the plan's own (sched.Plan.Order): never changed
+	once  sync.Once
+	rank  map[uint64]int
 }
 
-func rankOf(order []uint64) map[uint64]int {
-	m := make(map[uint64]int, len(order))
-	for i, id := range order {
-		m[id] = i
-	}
-	return m
+// ranks is the order's job ID -> rank map (safe for concurrent readers).
+func (o *queueOrder) ranks() map[uint64]int {
+	o.once.Do(func() {
+		o.rank = make(map[uint64]int, len(o.order))
+		for i, id := range o.order {
+			o.rank[id] = i
+		}
+	})
+	return o.rank
 }
 
 // queueKey is a pending job's place in the queue: its rank in the
@@ -106,7 +116,7 @@ func (s *Server) queue(r *http.Request, p *principal) (any, error) {
 	var gen int64
 	rank := map[uint64]int{}
 	if o := s.queueOrder.Load(); o != nil {
-		out.OrderedAt, rank, gen = o.at, o.rank, o.at.UnixNano()
+		out.OrderedAt, rank, gen = o.at, o.ranks(), o.at.UnixNano()
 	}
 	keyOf := func(id uint64) queueKey {
 		if r, ok := rank[id]; ok {

@@ -193,7 +193,7 @@ func (s *Server) scheduleOnce(ctx context.Context) (next time.Time, quiet bool, 
 	// never recorded for a state it did not see.
 	applied := s.fsm.AppliedIndex()
 	snap, plan, cmd := s.decide(now)
-	s.queueOrder.Store(&queueOrder{at: now, rank: rankOf(plan.Order)})
+	s.queueOrder.Store(&queueOrder{at: now, order: plan.Order})
 	s.idle = idleCycle{}
 	quiet = len(cmd.Placements) == 0 && len(cmd.Preemptions) == 0 && len(cmd.Releases) == 0
 	if planEmpty(cmd) {
