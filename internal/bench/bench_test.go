@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -124,6 +125,25 @@ func TestSchedSmall(t *testing.T) {
 	}
 	if placed != r.Placements || preempted != r.Preemptions || r.PerCycle[len(r.PerCycle)-1].Pending != r.Unplaced || r.PerCycle[0].Placements == 0 {
 		t.Fatalf("per cycle %d placements, %d preemptions, last pending %d; run %d, %d, %d", placed, preempted, r.PerCycle[len(r.PerCycle)-1].Pending, r.Placements, r.Preemptions, r.Unplaced)
+	}
+}
+
+// TestSchedTrace: --trace writes a Go execution trace of the cycles, and
+// names each cycle in it (a region "cycle N"), so a reader can tell where
+// a cycle's wall time went.
+func TestSchedTrace(t *testing.T) {
+	var buf bytes.Buffer
+	r, err := Sched(SchedOptions{Stripes: 1, ServersPerStripe: 4, Tenants: 2, Workspaces: 2, Jobs: 40, Seed: 1, MaxCycles: 3, Trace: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(buf.Bytes(), []byte("go 1.")) {
+		t.Fatalf("the trace starts %q, want a Go execution trace (\"go 1.N trace\")", buf.Bytes()[:min(16, buf.Len())])
+	}
+	for c := range r.Cycles {
+		if name := fmt.Sprintf("cycle %d", c); !bytes.Contains(buf.Bytes(), []byte(name)) {
+			t.Errorf("the trace does not name region %q", name)
+		}
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"syscall"
 	"time"
@@ -43,6 +45,11 @@ type SchedOptions struct {
 	// gives job i the pool i mod Pools; the job stream is otherwise the
 	// same.
 	Pools int
+	// Trace, when set, receives a Go execution trace of the cycles (the
+	// fill and every cycle after it; each cycle a trace region named
+	// "cycle N"): where a cycle's wall time went that its CPU time does
+	// not show (the collector's workers on its processor, for one).
+	Trace io.Writer
 }
 
 // SchedResult is what the scheduler benchmark measured.
@@ -208,6 +215,12 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		}
 		return sched.Schedule(s, now)
 	}
+	if o.Trace != nil {
+		if err := trace.Start(o.Trace); err != nil {
+			return nil, fmt.Errorf("start the execution trace: %w", err)
+		}
+		defer trace.Stop()
+	}
 	for cycle := 0; cycle < o.MaxCycles; cycle++ {
 		res.Cycles++
 		a0, g0 := heapCounts()
@@ -226,7 +239,9 @@ func Sched(o SchedOptions) (*SchedResult, error) {
 		case cycle < 10:
 			label = "burst"
 		}
-		pprof.Do(context.Background(), pprof.Labels("cycle", label), func(context.Context) { plan = decide() })
+		pprof.Do(context.Background(), pprof.Labels("cycle", label), func(ctx context.Context) {
+			trace.WithRegion(ctx, fmt.Sprintf("cycle %d", cycle), func() { plan = decide() })
+		})
 		took := time.Since(t0)
 		c1 := threadCPU()
 		a1, g1 := heapCounts()

@@ -167,7 +167,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
 	f.StringSliceVar(&logStores, "log-store", nil, "raft log store of the servers: wal or bolt (default: the server's, wal); several (wal,bolt) run side by side, one run of each per round for --runs rounds, and add their medians and per-round p99 ratios (-o json: {runs, compare})")
 	var so bench.SchedOptions
-	var schedProfile, schedMemProfile string
+	var schedProfile, schedMemProfile, schedTrace string
 	schedCmd := &cobra.Command{
 		Use:   "sched",
 		Short: "Drain a queue of mixed jobs (whole GPUs, gangs up to 512, MIG, shares) through the scheduler on a large synthetic cluster",
@@ -179,6 +179,15 @@ func newBenchCmd(g *globals) *cobra.Command {
 			stop, err := startCPUProfile(schedProfile)
 			if err != nil {
 				return err
+			}
+			if schedTrace != "" {
+				f, err := os.Create(schedTrace)
+				if err != nil {
+					stop()
+					return domain.Invalid("trace", "cannot create %s: %v", schedTrace, err)
+				}
+				defer f.Close()
+				so.Trace = f
 			}
 			r, err := bench.Sched(so)
 			stop()
@@ -210,6 +219,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	sf.Uint64Var(&so.Seed, "seed", 1, "seed of the job stream")
 	sf.IntVar(&so.MaxCycles, "max-cycles", 2000, "stop the drain after this many cycles")
 	sf.StringVar(&schedProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	sf.StringVar(&schedTrace, "trace", "", "write a Go execution trace of the cycles to this file (each cycle a region \"cycle N\"; `go tool trace`)")
 	sf.StringVar(&schedMemProfile, "memprofile", "", "write the run's heap profile (allocations sampled over the whole run, the cycles' and the benchmark's own; go tool pprof -sample_index=alloc_space) to this file")
 	sf.BoolVar(&so.NoCarry, "no-carry", false, "sum over every job every cycle (sched.Schedule) instead of keeping the sums from the cycle before (sched.Carry), the 64-GPU gang probe's too; both decide alike")
 	sf.IntVar(&so.Pools, "pools", 0, "split the stripes into this many server pools (as Slurm partitions) and give every job one (0: no pools)")
