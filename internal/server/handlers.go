@@ -122,6 +122,12 @@ func (s *Server) joinMember(r *http.Request, p *principal) (any, error) {
 	if err := s.checkJoinRules(req.ID, req.Rules); err != nil {
 		return nil, err
 	}
+	// The leader's own address first, so a member that has applied its
+	// own record (server.caughtUp) forwards to where the leader is now,
+	// not where it was before a restart.
+	if err := s.publishSelf(r.Context()); err != nil {
+		return nil, err
+	}
 	if err := s.store.AddVoter(r.Context(), req.ID, req.RaftAddr); err != nil {
 		if errors.Is(err, store.ErrNoListener) || errors.Is(err, store.ErrPeerUnreachable) {
 			return nil, domain.Errorf(domain.CodeFailedPrecondition, "add voter %s: %v", req.ID, err)

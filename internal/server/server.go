@@ -726,6 +726,18 @@ func (s *Server) propose(ctx context.Context, t state.CommandType, actor string,
 	return r.Value, nil
 }
 
+// publishSelf records this server's member record (raft and API
+// addresses, rules) in the state unless the state holds it already: the
+// address followers forward to.
+func (s *Server) publishSelf(ctx context.Context) error {
+	m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url, Rules: s.fsm.MaxRules()}
+	if cur, ok := s.fsm.Member(s.nodeID); ok && cur == m {
+		return nil
+	}
+	_, err := s.propose(ctx, state.CmdMemberSet, "system", state.MemberSet{Member: m})
+	return err
+}
+
 // leaderLoop records this server's API address whenever it gains
 // leadership, so followers can forward to it.
 func (s *Server) leaderLoop(ctx context.Context) {
@@ -734,14 +746,11 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		if !s.store.IsLeader() {
 			return
 		}
-		m := state.Member{ID: s.nodeID, RaftAddr: s.store.Addr(), APIAddr: s.url, Rules: s.fsm.MaxRules()}
 		s.kickScheduler() // a new leader schedules at once
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if cur, ok := s.fsm.Member(s.nodeID); !ok || cur != m {
-			if _, err := s.propose(actx, state.CmdMemberSet, "system", state.MemberSet{Member: m}); err != nil {
-				s.log.Warn("record leader address", "err", err)
-			}
+		if err := s.publishSelf(actx); err != nil {
+			s.log.Warn("record leader address", "err", err)
 		}
 		s.learnRules(actx)
 	}
@@ -834,6 +843,25 @@ func parseToken(secret string) (id string, ok bool) {
 	return id, found && id != ""
 }
 
+// caughtUp waits until this server has applied its own member record,
+// which the leader commits after adding it as a voter and after its own
+// current address (joinMember): until then a request forwarded from here
+// could go to an address the leader had before a restart (the state this
+// member has applied so far), and fail.
+func (s *Server) caughtUp(ctx context.Context) error {
+	for {
+		ch := s.fsm.Changed() // before the read: no change slips between
+		if m, ok := s.fsm.Member(s.nodeID); ok && m.APIAddr == s.url {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("joined %s, but this server has not applied its own member record: %w", s.cfg.Join, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
 // join asks an existing member to add this server as a voter, retrying
 // while the cluster elects a leader.
 func (s *Server) join(ctx context.Context) error {
@@ -848,6 +876,17 @@ func (s *Server) join(ctx context.Context) error {
 		last = s.fwd.Load().post(jctx, strings.TrimRight(s.cfg.Join, "/")+"/v1/cluster/members", s.cfg.JoinToken, body)
 		if last == nil {
 			s.log.Info("joined cluster", "via", s.cfg.Join)
+			// A state too large to catch up with in time is no reason to
+			// stop a member that is in the configuration now: it serves,
+			// and forwards answer "unavailable" until it has caught up.
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			if err := s.caughtUp(cctx); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				s.log.Warn("serving before catching up with the leader", "err", err)
+			}
 			return nil
 		}
 		if c := domain.CodeOf(last); c != domain.CodeUnavailable && c != domain.CodeInternal {
