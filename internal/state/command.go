@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -409,7 +410,12 @@ func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload a
 		return nil, tooLarge(t, raw, 0)
 	}
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the level is valid
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer func() {
+		zw.Reset(nil) // the pool keeps no reference to the entry
+		gzipWriters.Put(zw)
+	}()
+	zw.Reset(&buf)
 	if _, err := zw.Write(b); err != nil {
 		return nil, fmt.Errorf("compress %s: %w", t, err)
 	}
@@ -421,6 +427,27 @@ func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload a
 	}
 	return buf.Bytes(), nil
 }
+
+// The gzip writers and readers of big commands (the scheduler's plans,
+// topologies) are reused: a writer's compressor is about 1 MB, a reader's
+// 40 KB, and a leader proposes a plan every cycle and every member
+// decodes it (issue 18: the leader's bytes allocated set how often its
+// collector marks). Reset makes a pooled one equivalent to a new one:
+// the bytes written are those of a fresh writer (TestGzipPoolSameBytes).
+var (
+	gzipWriters = sync.Pool{New: func() any {
+		zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // the level is valid
+		return zw
+	}}
+	gzipReaders = sync.Pool{New: func() any { return new(inflater) }}
+	// inflated holds the buffers compressed entries expand into: json
+	// copies what it keeps (the payload's RawMessage, strings), so the
+	// buffer is free once the entry is decoded. One grown past
+	// maxPooledInflate (a topology) is left to the collector.
+	inflated = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+)
+
+const maxPooledInflate = 4 << 20
 
 func tooLarge(t CommandType, raw, compressed int) *domain.Error {
 	msg := fmt.Sprintf("the %s command is %d bytes", t, raw)
@@ -434,21 +461,47 @@ func tooLarge(t CommandType, raw, compressed int) *domain.Error {
 func decodeCommand(b []byte) (Command, *domain.Error) {
 	var c Command
 	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
+		buf := inflated.Get().(*bytes.Buffer)
+		defer func() {
+			if buf.Cap() <= maxPooledInflate {
+				buf.Reset()
+				inflated.Put(buf)
+			}
+		}()
+		if err := inflate(buf, b); err != nil {
 			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
 		}
-		if b, err = io.ReadAll(io.LimitReader(zr, maxCommandBytes+1)); err != nil {
-			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
-		}
-		if len(b) > maxCommandBytes {
+		if buf.Len() > maxCommandBytes {
 			return c, domain.Errorf(domain.CodeInternal, "log entry expands beyond %d bytes", maxCommandBytes)
 		}
+		b = buf.Bytes()
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
 	}
 	return c, nil
+}
+
+// inflater is a pooled gzip reader and the reader of the entry it reads.
+type inflater struct {
+	src bytes.Reader
+	zr  gzip.Reader
+}
+
+// inflate expands gzip entry b into buf, at most maxCommandBytes+1 bytes
+// of it (the caller refuses more), with a pooled reader.
+func inflate(buf *bytes.Buffer, b []byte) error {
+	in := gzipReaders.Get().(*inflater)
+	defer func() {
+		in.src.Reset(nil) // the pool keeps no reference to the entry
+		gzipReaders.Put(in)
+	}()
+	in.src.Reset(b)
+	if err := in.zr.Reset(&in.src); err != nil {
+		return err
+	}
+	_, err := buf.ReadFrom(io.LimitReader(&in.zr, maxCommandBytes+1))
+	return err
 }
 
 // Result is what Apply returns for every command: the created or changed

@@ -1,9 +1,12 @@
 package state
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,4 +146,56 @@ func BenchmarkTopologyCommand(b *testing.B) {
 		size = len(e)
 	}
 	b.ReportMetric(float64(size), "entry-bytes")
+}
+
+// TestGzipPoolSameBytes: big commands are compressed and expanded by
+// pooled gzip writers and readers; an entry is byte for byte what a new
+// writer makes of the command's JSON (entries stay those of older
+// binaries), whatever the pooled writer wrote before, and decodes to the
+// same command after a reader failed on a corrupt entry.
+func TestGzipPoolSameBytes(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 32, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[uint64]domain.Reason{}
+	for id := range uint64(2000) {
+		reasons[id+1] = domain.Reason{Code: "capacity", Message: strings.Repeat("waiting ", int(id%7)+1)}
+	}
+	cmds := []struct {
+		ct      CommandType
+		payload any
+	}{
+		{CmdTopologyApply, TopologyApply{Topology: *topo}},
+		{CmdPlanApply, PlanApply{Reasons: reasons}},
+		{CmdTopologyApply, TopologyApply{Topology: *topo}},
+		{CmdPlanApply, PlanApply{Reasons: reasons, NetworkGate: true}},
+	}
+	for i, c := range cmds {
+		b, err := Encode(c.ct, t0, "admin:test", c.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := json.Marshal(c.payload)
+		plain, _ := json.Marshal(Command{Type: c.ct, At: t0, Actor: "admin:test", Payload: p, Rules: RulesLatest})
+		var want bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&want, gzip.BestSpeed)
+		zw.Write(plain)
+		zw.Close()
+		if !bytes.Equal(b, want.Bytes()) {
+			t.Fatalf("command %d (%s): the entry (%d bytes) is not what a new gzip writer writes (%d bytes)", i, c.ct, len(b), want.Len())
+		}
+		corrupt := slices.Clone(b)
+		corrupt[len(corrupt)-5] ^= 0xff // the checksum
+		if _, derr := decodeCommand(corrupt); derr == nil {
+			t.Fatalf("command %d: a corrupt entry decoded", i)
+		}
+		got, derr := decodeCommand(b)
+		if derr != nil {
+			t.Fatalf("command %d: %v", i, derr)
+		}
+		if again := mustJSON(t, got); !bytes.Equal(again, plain) {
+			t.Fatalf("command %d (%s) decoded to another command", i, c.ct)
+		}
+	}
 }
