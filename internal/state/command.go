@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
@@ -397,11 +398,42 @@ func Encode(t CommandType, at time.Time, actor string, payload any) ([]byte, err
 // apply rules version rules: compressed above compressAbove, refused above
 // MaxEntryBytes.
 func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload any) ([]byte, error) {
+	_, b, err := EncodeCommand(t, rules, at, actor, payload)
+	return b, err
+}
+
+// EncodeCommand is EncodeRules that also returns the command the entry
+// decodes to, for FSM.CheckCommand: the leader checks what it proposes
+// without decoding the bytes it has just encoded (issue 18: the leader's
+// bytes per command). The command is the one decodeCommand reads from
+// the entry (TestEncodeCommandIsDecoded): its payload is the JSON in the
+// entry, and a type or actor JSON would not carry as is (not UTF-8) is
+// read back from the entry.
+func EncodeCommand(t CommandType, rules int, at time.Time, actor string, payload any) (Command, []byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s payload: %w", t, err)
+		return Command{}, nil, fmt.Errorf("encode %s payload: %w", t, err)
 	}
-	b, err := json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p, Rules: rules})
+	c := Command{Type: t, At: at.UTC(), Actor: actor, Payload: p, Rules: rules}
+	b, err := encodeEntry(&c)
+	if err != nil {
+		return Command{}, nil, err
+	}
+	if !utf8.ValidString(string(t)) || !utf8.ValidString(actor) {
+		// json replaced the invalid bytes: the state machine sees those.
+		var derr *domain.Error
+		if c, derr = decodeCommand(b); derr != nil {
+			return Command{}, nil, derr
+		}
+	}
+	return c, b, nil
+}
+
+// encodeEntry is the log entry of c: its JSON, compressed above
+// compressAbove; refused above MaxEntryBytes.
+func encodeEntry(c *Command) ([]byte, error) {
+	t := c.Type
+	b, err := json.Marshal(c)
 	if err != nil || len(b) <= compressAbove {
 		return b, err
 	}

@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -197,5 +199,54 @@ func TestGzipPoolSameBytes(t *testing.T) {
 		if again := mustJSON(t, got); !bytes.Equal(again, plain) {
 			t.Fatalf("command %d (%s) decoded to another command", i, c.ct)
 		}
+	}
+}
+
+// TestEncodeCommandIsDecoded: the command EncodeCommand returns, which the
+// leader checks (FSM.CheckCommand), is the one the state machine decodes
+// from the entry: the same payload JSON, time, actor, type and rules,
+// whatever JSON escapes or replaces (an actor or type not UTF-8: without
+// reading those back from the entry, the check saw other bytes than
+// apply), compressed or not.
+func TestEncodeCommandIsDecoded(t *testing.T) {
+	zone := time.FixedZone("CET", 3600)
+	reasons := map[uint64]domain.Reason{}
+	for id := range uint64(2000) {
+		reasons[id+1] = domain.Reason{Code: "capacity", Message: "waiting for 1 GPU <&>"}
+	}
+	for _, c := range []struct {
+		name    string
+		ct      CommandType
+		rules   int
+		at      time.Time
+		actor   string
+		payload any
+	}{
+		{"submit", CmdJobSubmit, RulesLatest, t0, "admin:test", MakeJob("research", 1).Obj()},
+		{"no rules", CmdJobSubmit, 0, t0, "admin:test", MakeJob("research", 1).Obj()},
+		{"now, in a zone", CmdJobCancel, RulesLatest, time.Now().In(zone), "admin:test", JobCancel{ID: 3}},
+		{"zero time, nil payload", CmdJobCancel, 1, time.Time{}, "", nil},
+		{"escaped", CmdTenantCreate, RulesLatest, t0, "admin:<a&b>\u2028\"\\", TenantCreate{Tenant: domain.Tenant{Name: "<x>&\u2029\xff"}}},
+		{"raw payload, not compact", CmdJobCancel, RulesLatest, t0, "admin:test", json.RawMessage(" { \"id\" : 3 } ")},
+		{"actor not UTF-8", CmdJobCancel, RulesLatest, t0, "admin:\xff\xfe", JobCancel{ID: 3}},
+		{"type not UTF-8", CommandType("job.\xffcancel"), RulesLatest, t0, "admin:test", JobCancel{ID: 3}},
+		{"compressed", CmdPlanApply, RulesLatest, t0, "scheduler\xc3", PlanApply{Reasons: reasons}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, b, err := EncodeCommand(c.ct, c.rules, c.at, c.actor, c.payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, derr := decodeCommand(b)
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("EncodeCommand returned\n%+v\nthe entry decodes to\n%+v", got, want)
+			}
+			if old, _ := EncodeRules(c.ct, c.rules, c.at, c.actor, c.payload); !bytes.Equal(old, b) {
+				t.Fatal("EncodeCommand's entry is not EncodeRules'")
+			}
+		})
 	}
 }

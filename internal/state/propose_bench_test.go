@@ -19,21 +19,28 @@ type proposeShaped struct {
 	index uint64
 }
 
-func (p *proposeShaped) encode(b *testing.B, ct CommandType, at time.Time, payload any) []byte {
-	e, err := EncodeRules(ct, RulesLatest, at, "admin:bench", payload)
+// entry is an encoded command: its log entry and what it decodes to.
+type entry struct {
+	c Command
+	b []byte
+}
+
+func (p *proposeShaped) encode(b *testing.B, ct CommandType, at time.Time, payload any) entry {
+	c, e, err := EncodeCommand(ct, RulesLatest, at, "admin:bench", payload)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return e
+	return entry{c, e}
 }
 
-func (p *proposeShaped) check(b *testing.B, e []byte) {
-	if derr := p.f.Check(e); derr != nil {
+func (p *proposeShaped) check(b *testing.B, e entry) {
+	if derr := p.f.CheckCommand(e.c); derr != nil {
 		b.Fatal(derr)
 	}
 }
 
-func (p *proposeShaped) apply(b *testing.B, e []byte) {
+func (p *proposeShaped) apply(b *testing.B, en entry) {
+	e := en.b
 	p.index++
 	if r := p.f.Apply(&raft.Log{Index: p.index, Type: raft.LogCommand, Data: e}).(*Result); r.Err != nil {
 		b.Fatal(r.Err)
@@ -56,7 +63,7 @@ func BenchmarkProposeCommand(b *testing.B) {
 		plans[0].Reasons[id] = domain.Reason{Code: "capacity", Message: "waiting for 1 GPU: 0 of 2048 free on the servers this job may use"}
 		plans[1].Reasons[id] = domain.Reason{Code: "workspace_quota", Message: "workspace acme/research holds 2048 of its 2048 GPUs (guaranteed 1024 + borrowLimit 1024)"}
 	}
-	if e := p.encode(b, CmdPlanApply, h.at, plans[0]); len(e) < 2 || e[0] != 0x1f {
+	if e := p.encode(b, CmdPlanApply, h.at, plans[0]).b; len(e) < 2 || e[0] != 0x1f {
 		b.Fatalf("the plan command is not compressed (%d bytes)", len(e))
 	}
 	submit := MakeJob("research", 1).Obj()
