@@ -433,11 +433,15 @@ func EncodeCommand(t CommandType, rules int, at time.Time, actor string, payload
 // compressAbove; refused above MaxEntryBytes.
 func encodeEntry(c *Command) ([]byte, error) {
 	t := c.Type
-	b, err := json.Marshal(c)
-	if err != nil || len(b) <= compressAbove {
-		return b, err
+	head, tail, err := envelope(c)
+	if err != nil {
+		return nil, err
 	}
-	raw := len(b)
+	raw := len(head) + len(c.Payload) + len(tail)
+	if raw <= compressAbove {
+		b := make([]byte, 0, raw)
+		return append(append(append(b, head...), c.Payload...), tail...), nil
+	}
 	if raw > maxCommandBytes {
 		return nil, tooLarge(t, raw, 0)
 	}
@@ -448,8 +452,10 @@ func encodeEntry(c *Command) ([]byte, error) {
 		gzipWriters.Put(zw)
 	}()
 	zw.Reset(&buf)
-	if _, err := zw.Write(b); err != nil {
-		return nil, fmt.Errorf("compress %s: %w", t, err)
+	for _, part := range [][]byte{head, c.Payload, tail} {
+		if _, err := zw.Write(part); err != nil {
+			return nil, fmt.Errorf("compress %s: %w", t, err)
+		}
 	}
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("compress %s: %w", t, err)
@@ -458,6 +464,29 @@ func encodeEntry(c *Command) ([]byte, error) {
 		return nil, tooLarge(t, raw, buf.Len())
 	}
 	return buf.Bytes(), nil
+}
+
+// envelope is the JSON of c around its payload: head ends with
+// "payload":, tail follows the payload. c.Payload is what json.Marshal
+// made of the payload (valid, compact, escaped as json escapes), which
+// json.Marshal of c would copy unchanged: head, payload and tail are the
+// bytes json.Marshal(c) makes (TestEncodeCommandIsDecoded), without a
+// second copy of the payload, the size of a plan (issue 18).
+func envelope(c *Command) (head, tail []byte, err error) {
+	e := *c
+	e.Payload = nil // "null"
+	b, err := json.Marshal(&e)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode %s: %w", c.Type, err)
+	}
+	// The last: only rules, a number, follows. Not inside the type or
+	// actor: json escapes the quotes of a string.
+	const key, null = `"payload":`, `null`
+	i := bytes.LastIndex(b, []byte(key+null))
+	if i < 0 {
+		return nil, nil, fmt.Errorf("encode %s: no payload in %s", c.Type, b)
+	}
+	return b[:i+len(key)], b[i+len(key)+len(null):], nil
 }
 
 // The gzip writers and readers of big commands (the scheduler's plans,

@@ -228,6 +228,8 @@ func TestEncodeCommandIsDecoded(t *testing.T) {
 		{"zero time, nil payload", CmdJobCancel, 1, time.Time{}, "", nil},
 		{"escaped", CmdTenantCreate, RulesLatest, t0, "admin:<a&b>\u2028\"\\", TenantCreate{Tenant: domain.Tenant{Name: "<x>&\u2029\xff"}}},
 		{"raw payload, not compact", CmdJobCancel, RulesLatest, t0, "admin:test", json.RawMessage(" { \"id\" : 3 } ")},
+		{"actor holds the payload's key", CmdJobCancel, RulesLatest, t0, `x","payload":null,"rules":1}`, JobCancel{ID: 3}},
+		{"payload holds the key", CmdJobCancel, RulesLatest, t0, "admin:test", map[string]any{"payload": nil, "rules": 2}},
 		{"actor not UTF-8", CmdJobCancel, RulesLatest, t0, "admin:\xff\xfe", JobCancel{ID: 3}},
 		{"type not UTF-8", CommandType("job.\xffcancel"), RulesLatest, t0, "admin:test", JobCancel{ID: 3}},
 		{"compressed", CmdPlanApply, RulesLatest, t0, "scheduler\xc3", PlanApply{Reasons: reasons}},
@@ -246,6 +248,20 @@ func TestEncodeCommandIsDecoded(t *testing.T) {
 			}
 			if old, _ := EncodeRules(c.ct, c.rules, c.at, c.actor, c.payload); !bytes.Equal(old, b) {
 				t.Fatal("EncodeCommand's entry is not EncodeRules'")
+			}
+			// The entry is the JSON of the whole command, as binaries
+			// before the envelope wrote it (gzip'd above compressAbove,
+			// which TestGzipPoolSameBytes compares).
+			p, _ := json.Marshal(c.payload)
+			plain, _ := json.Marshal(Command{Type: c.ct, At: c.at.UTC(), Actor: c.actor, Payload: p, Rules: c.rules})
+			if len(plain) <= compressAbove && !bytes.Equal(plain, b) {
+				t.Fatalf("the entry is\n%s\njson.Marshal of the command is\n%s", b, plain)
+			}
+			if len(plain) > compressAbove {
+				var expanded bytes.Buffer
+				if err := inflate(&expanded, b); err != nil || !bytes.Equal(expanded.Bytes(), plain) {
+					t.Fatalf("the compressed entry does not expand to json.Marshal of the command (%v)", err)
+				}
 			}
 		})
 	}
