@@ -433,14 +433,28 @@ func EncodeCommand(t CommandType, rules int, at time.Time, actor string, payload
 // compressAbove; refused above MaxEntryBytes.
 func encodeEntry(c *Command) ([]byte, error) {
 	t := c.Type
+	if len(c.Payload) < compressAbove {
+		// Small (a submit): copying the payload costs less than
+		// cutting the envelope.
+		b, err := json.Marshal(c)
+		if err != nil || len(b) <= compressAbove {
+			return b, err
+		}
+		return compress(t, b)
+	}
 	head, tail, err := envelope(c)
 	if err != nil {
 		return nil, err
 	}
-	raw := len(head) + len(c.Payload) + len(tail)
-	if raw <= compressAbove {
-		b := make([]byte, 0, raw)
-		return append(append(append(b, head...), c.Payload...), tail...), nil
+	return compress(t, head, c.Payload, tail)
+}
+
+// compress is the gzip entry of the command whose JSON is parts, in
+// order; refused above MaxEntryBytes.
+func compress(t CommandType, parts ...[]byte) ([]byte, error) {
+	raw := 0
+	for _, part := range parts {
+		raw += len(part)
 	}
 	if raw > maxCommandBytes {
 		return nil, tooLarge(t, raw, 0)
@@ -452,7 +466,7 @@ func encodeEntry(c *Command) ([]byte, error) {
 		gzipWriters.Put(zw)
 	}()
 	zw.Reset(&buf)
-	for _, part := range [][]byte{head, c.Payload, tail} {
+	for _, part := range parts {
 		if _, err := zw.Write(part); err != nil {
 			return nil, fmt.Errorf("compress %s: %w", t, err)
 		}

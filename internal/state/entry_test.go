@@ -233,6 +233,9 @@ func TestEncodeCommandIsDecoded(t *testing.T) {
 		{"actor not UTF-8", CmdJobCancel, RulesLatest, t0, "admin:\xff\xfe", JobCancel{ID: 3}},
 		{"type not UTF-8", CommandType("job.\xffcancel"), RulesLatest, t0, "admin:test", JobCancel{ID: 3}},
 		{"compressed", CmdPlanApply, RulesLatest, t0, "scheduler\xc3", PlanApply{Reasons: reasons}},
+		{"compressed, actor holds the payload's key", CmdPlanApply, RulesLatest, t0, `x","payload":null,"rules":1}`, PlanApply{Reasons: reasons}},
+		// The payload below compressAbove, the command above.
+		{"compressed, small payload", CmdJobCancel, RulesLatest, t0, "admin:test", strings.Repeat("a", compressAbove-10)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, b, err := EncodeCommand(c.ct, c.rules, c.at, c.actor, c.payload)
