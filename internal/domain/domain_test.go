@@ -1,6 +1,10 @@
 package domain
 
-import "testing"
+import (
+	"fmt"
+	"math"
+	"testing"
+)
 
 func TestValidateName(t *testing.T) {
 	cases := map[string]bool{
@@ -96,6 +100,22 @@ func TestJobStateEnded(t *testing.T) {
 	for _, s := range JobStates {
 		if s.Ended() != ended[s] {
 			t.Errorf("%s.Ended() = %t, want %t", s, s.Ended(), ended[s])
+		}
+	}
+}
+
+// TestRefAndDefaultJobName: Ref and DefaultJobName join strings instead of
+// formatting them (issue 18: fewer bytes per submit); they must make the
+// strings the log and every snapshot already hold, which fmt made.
+func TestRefAndDefaultJobName(t *testing.T) {
+	for _, c := range [][2]string{{"acme", "research"}, {"", ""}, {"a%sb", "%d"}, {"ünï", "\xff/x"}, {"acme", ""}} {
+		if got, want := Ref(c[0], c[1]), fmt.Sprintf("%s/%s", c[0], c[1]); got != want {
+			t.Errorf("Ref(%q, %q) = %q, want %q", c[0], c[1], got, want)
+		}
+	}
+	for _, id := range []uint64{0, 1, 42, 100_000, math.MaxUint64} {
+		if got, want := DefaultJobName(id), fmt.Sprintf("job-%d", id); got != want {
+			t.Errorf("DefaultJobName(%d) = %q, want %q", id, got, want)
 		}
 	}
 }

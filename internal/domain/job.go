@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -647,4 +648,4 @@ func (u *UsageRecord) UnmarshalJSON(b []byte) error {
 }
 
 // DefaultJobName is the name a job submitted without one gets (job-ID).
-func DefaultJobName(id uint64) string { return fmt.Sprintf("job-%d", id) }
+func DefaultJobName(id uint64) string { return "job-" + strconv.FormatUint(id, 10) }

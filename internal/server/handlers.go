@@ -204,11 +204,11 @@ func (s *Server) putTopology(r *http.Request, p *principal) (any, error) {
 		prev = cur.Topology
 	}
 	// The state machine's own checks first (running jobs, guarantees).
-	entry, err := state.EncodeRules(state.CmdTopologyApply, s.proposeRules(), s.clock.Now(), p.actor(), state.TopologyApply{Topology: *t})
+	cmd, _, err := state.EncodeCommand(state.CmdTopologyApply, s.proposeRules(), s.clock.Now(), p.actor(), state.TopologyApply{Topology: *t})
 	if err != nil {
 		return nil, err
 	}
-	if derr := s.fsm.Check(entry); derr != nil {
+	if derr := s.fsm.CheckCommand(cmd); derr != nil {
 		return nil, derr
 	}
 	if err := topology.Normalize(t, prev); err != nil {

@@ -688,11 +688,14 @@ func defaultRaftAddr(apiAddr string) (string, error) {
 // again when it applies.
 func (s *Server) propose(ctx context.Context, t state.CommandType, actor string, payload any) (any, error) {
 	// Checked and applied under the rules every member applies.
-	b, err := state.EncodeRules(t, s.proposeRules(), s.clock.Now(), actor, payload)
+	// The check reads the command the entry decodes to, not the entry:
+	// decoding what was just encoded doubled the leader's garbage per
+	// command (issue 18).
+	c, b, err := state.EncodeCommand(t, s.proposeRules(), s.clock.Now(), actor, payload)
 	if err != nil {
 		return nil, err
 	}
-	if derr := s.fsm.Check(b); derr != nil {
+	if derr := s.fsm.CheckCommand(c); derr != nil {
 		return nil, derr
 	}
 	start := time.Now()

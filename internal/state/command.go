@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/fabric"
@@ -396,22 +398,78 @@ func Encode(t CommandType, at time.Time, actor string, payload any) ([]byte, err
 // apply rules version rules: compressed above compressAbove, refused above
 // MaxEntryBytes.
 func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload any) ([]byte, error) {
+	_, b, err := EncodeCommand(t, rules, at, actor, payload)
+	return b, err
+}
+
+// EncodeCommand is EncodeRules that also returns the command the entry
+// decodes to, for FSM.CheckCommand: the leader checks what it proposes
+// without decoding the bytes it has just encoded (issue 18: the leader's
+// bytes per command). The command is the one decodeCommand reads from
+// the entry (TestEncodeCommandIsDecoded): its payload is the JSON in the
+// entry, and a type or actor JSON would not carry as is (not UTF-8) is
+// read back from the entry.
+func EncodeCommand(t CommandType, rules int, at time.Time, actor string, payload any) (Command, []byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s payload: %w", t, err)
+		return Command{}, nil, fmt.Errorf("encode %s payload: %w", t, err)
 	}
-	b, err := json.Marshal(Command{Type: t, At: at.UTC(), Actor: actor, Payload: p, Rules: rules})
-	if err != nil || len(b) <= compressAbove {
-		return b, err
+	c := Command{Type: t, At: at.UTC(), Actor: actor, Payload: p, Rules: rules}
+	b, err := encodeEntry(&c)
+	if err != nil {
+		return Command{}, nil, err
 	}
-	raw := len(b)
+	if !utf8.ValidString(string(t)) || !utf8.ValidString(actor) {
+		// json replaced the invalid bytes: the state machine sees those.
+		var derr *domain.Error
+		if c, derr = decodeCommand(b); derr != nil {
+			return Command{}, nil, derr
+		}
+	}
+	return c, b, nil
+}
+
+// encodeEntry is the log entry of c: its JSON, compressed above
+// compressAbove; refused above MaxEntryBytes.
+func encodeEntry(c *Command) ([]byte, error) {
+	t := c.Type
+	if len(c.Payload) < compressAbove {
+		// Small (a submit): copying the payload costs less than
+		// cutting the envelope.
+		b, err := json.Marshal(c)
+		if err != nil || len(b) <= compressAbove {
+			return b, err
+		}
+		return compress(t, b)
+	}
+	head, tail, err := envelope(c)
+	if err != nil {
+		return nil, err
+	}
+	return compress(t, head, c.Payload, tail)
+}
+
+// compress is the gzip entry of the command whose JSON is parts, in
+// order; refused above MaxEntryBytes.
+func compress(t CommandType, parts ...[]byte) ([]byte, error) {
+	raw := 0
+	for _, part := range parts {
+		raw += len(part)
+	}
 	if raw > maxCommandBytes {
 		return nil, tooLarge(t, raw, 0)
 	}
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // the level is valid
-	if _, err := zw.Write(b); err != nil {
-		return nil, fmt.Errorf("compress %s: %w", t, err)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer func() {
+		zw.Reset(nil) // the pool keeps no reference to the entry
+		gzipWriters.Put(zw)
+	}()
+	zw.Reset(&buf)
+	for _, part := range parts {
+		if _, err := zw.Write(part); err != nil {
+			return nil, fmt.Errorf("compress %s: %w", t, err)
+		}
 	}
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("compress %s: %w", t, err)
@@ -421,6 +479,50 @@ func EncodeRules(t CommandType, rules int, at time.Time, actor string, payload a
 	}
 	return buf.Bytes(), nil
 }
+
+// envelope is the JSON of c around its payload: head ends with
+// "payload":, tail follows the payload. c.Payload is what json.Marshal
+// made of the payload (valid, compact, escaped as json escapes), which
+// json.Marshal of c would copy unchanged: head, payload and tail are the
+// bytes json.Marshal(c) makes (TestEncodeCommandIsDecoded), without a
+// second copy of the payload, the size of a plan (issue 18).
+func envelope(c *Command) (head, tail []byte, err error) {
+	e := *c
+	e.Payload = nil // "null"
+	b, err := json.Marshal(&e)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode %s: %w", c.Type, err)
+	}
+	// The last: only rules, a number, follows. Not inside the type or
+	// actor: json escapes the quotes of a string.
+	const key, null = `"payload":`, `null`
+	i := bytes.LastIndex(b, []byte(key+null))
+	if i < 0 {
+		return nil, nil, fmt.Errorf("encode %s: no payload in %s", c.Type, b)
+	}
+	return b[:i+len(key)], b[i+len(key)+len(null):], nil
+}
+
+// The gzip writers and readers of big commands (the scheduler's plans,
+// topologies) are reused: a writer's compressor is about 1 MB, a reader's
+// 40 KB, and a leader proposes a plan every cycle and every member
+// decodes it (issue 18: the leader's bytes allocated set how often its
+// collector marks). Reset makes a pooled one equivalent to a new one:
+// the bytes written are those of a fresh writer (TestGzipPoolSameBytes).
+var (
+	gzipWriters = sync.Pool{New: func() any {
+		zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // the level is valid
+		return zw
+	}}
+	gzipReaders = sync.Pool{New: func() any { return new(inflater) }}
+	// inflated holds the buffers compressed entries expand into: json
+	// copies what it keeps (the payload's RawMessage, strings), so the
+	// buffer is free once the entry is decoded. One grown past
+	// maxPooledInflate (a topology) is left to the collector.
+	inflated = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+)
+
+const maxPooledInflate = 4 << 20
 
 func tooLarge(t CommandType, raw, compressed int) *domain.Error {
 	msg := fmt.Sprintf("the %s command is %d bytes", t, raw)
@@ -434,21 +536,47 @@ func tooLarge(t CommandType, raw, compressed int) *domain.Error {
 func decodeCommand(b []byte) (Command, *domain.Error) {
 	var c Command
 	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
+		buf := inflated.Get().(*bytes.Buffer)
+		defer func() {
+			if buf.Cap() <= maxPooledInflate {
+				buf.Reset()
+				inflated.Put(buf)
+			}
+		}()
+		if err := inflate(buf, b); err != nil {
 			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
 		}
-		if b, err = io.ReadAll(io.LimitReader(zr, maxCommandBytes+1)); err != nil {
-			return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
-		}
-		if len(b) > maxCommandBytes {
+		if buf.Len() > maxCommandBytes {
 			return c, domain.Errorf(domain.CodeInternal, "log entry expands beyond %d bytes", maxCommandBytes)
 		}
+		b = buf.Bytes()
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, domain.Errorf(domain.CodeInternal, "undecodable log entry: %v", err)
 	}
 	return c, nil
+}
+
+// inflater is a pooled gzip reader and the reader of the entry it reads.
+type inflater struct {
+	src bytes.Reader
+	zr  gzip.Reader
+}
+
+// inflate expands gzip entry b into buf, at most maxCommandBytes+1 bytes
+// of it (the caller refuses more), with a pooled reader.
+func inflate(buf *bytes.Buffer, b []byte) error {
+	in := gzipReaders.Get().(*inflater)
+	defer func() {
+		in.src.Reset(nil) // the pool keeps no reference to the entry
+		gzipReaders.Put(in)
+	}()
+	in.src.Reset(b)
+	if err := in.zr.Reset(&in.src); err != nil {
+		return err
+	}
+	_, err := buf.ReadFrom(io.LimitReader(&in.zr, maxCommandBytes+1))
+	return err
 }
 
 // Result is what Apply returns for every command: the created or changed

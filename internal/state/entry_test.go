@@ -1,11 +1,16 @@
 package state
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -143,4 +148,124 @@ func BenchmarkTopologyCommand(b *testing.B) {
 		size = len(e)
 	}
 	b.ReportMetric(float64(size), "entry-bytes")
+}
+
+// TestGzipPoolSameBytes: big commands are compressed and expanded by
+// pooled gzip writers and readers; an entry is byte for byte what a new
+// writer makes of the command's JSON (entries stay those of older
+// binaries), whatever the pooled writer wrote before, and decodes to the
+// same command after a reader failed on a corrupt entry.
+func TestGzipPoolSameBytes(t *testing.T) {
+	topo, err := topology.Generate(topology.GenerateOptions{Stripes: 2, ServersPerStripe: 32, GPUsPerServer: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[uint64]domain.Reason{}
+	for id := range uint64(2000) {
+		reasons[id+1] = domain.Reason{Code: "capacity", Message: strings.Repeat("waiting ", int(id%7)+1)}
+	}
+	cmds := []struct {
+		ct      CommandType
+		payload any
+	}{
+		{CmdTopologyApply, TopologyApply{Topology: *topo}},
+		{CmdPlanApply, PlanApply{Reasons: reasons}},
+		{CmdTopologyApply, TopologyApply{Topology: *topo}},
+		{CmdPlanApply, PlanApply{Reasons: reasons, NetworkGate: true}},
+	}
+	for i, c := range cmds {
+		b, err := Encode(c.ct, t0, "admin:test", c.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := json.Marshal(c.payload)
+		plain, _ := json.Marshal(Command{Type: c.ct, At: t0, Actor: "admin:test", Payload: p, Rules: RulesLatest})
+		var want bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&want, gzip.BestSpeed)
+		zw.Write(plain)
+		zw.Close()
+		if !bytes.Equal(b, want.Bytes()) {
+			t.Fatalf("command %d (%s): the entry (%d bytes) is not what a new gzip writer writes (%d bytes)", i, c.ct, len(b), want.Len())
+		}
+		corrupt := slices.Clone(b)
+		corrupt[len(corrupt)-5] ^= 0xff // the checksum
+		if _, derr := decodeCommand(corrupt); derr == nil {
+			t.Fatalf("command %d: a corrupt entry decoded", i)
+		}
+		got, derr := decodeCommand(b)
+		if derr != nil {
+			t.Fatalf("command %d: %v", i, derr)
+		}
+		if again := mustJSON(t, got); !bytes.Equal(again, plain) {
+			t.Fatalf("command %d (%s) decoded to another command", i, c.ct)
+		}
+	}
+}
+
+// TestEncodeCommandIsDecoded: the command EncodeCommand returns, which the
+// leader checks (FSM.CheckCommand), is the one the state machine decodes
+// from the entry: the same payload JSON, time, actor, type and rules,
+// whatever JSON escapes or replaces (an actor or type not UTF-8: without
+// reading those back from the entry, the check saw other bytes than
+// apply), compressed or not.
+func TestEncodeCommandIsDecoded(t *testing.T) {
+	zone := time.FixedZone("CET", 3600)
+	reasons := map[uint64]domain.Reason{}
+	for id := range uint64(2000) {
+		reasons[id+1] = domain.Reason{Code: "capacity", Message: "waiting for 1 GPU <&>"}
+	}
+	for _, c := range []struct {
+		name    string
+		ct      CommandType
+		rules   int
+		at      time.Time
+		actor   string
+		payload any
+	}{
+		{"submit", CmdJobSubmit, RulesLatest, t0, "admin:test", MakeJob("research", 1).Obj()},
+		{"no rules", CmdJobSubmit, 0, t0, "admin:test", MakeJob("research", 1).Obj()},
+		{"now, in a zone", CmdJobCancel, RulesLatest, time.Now().In(zone), "admin:test", JobCancel{ID: 3}},
+		{"zero time, nil payload", CmdJobCancel, 1, time.Time{}, "", nil},
+		{"escaped", CmdTenantCreate, RulesLatest, t0, "admin:<a&b>\u2028\"\\", TenantCreate{Tenant: domain.Tenant{Name: "<x>&\u2029\xff"}}},
+		{"raw payload, not compact", CmdJobCancel, RulesLatest, t0, "admin:test", json.RawMessage(" { \"id\" : 3 } ")},
+		{"actor holds the payload's key", CmdJobCancel, RulesLatest, t0, `x","payload":null,"rules":1}`, JobCancel{ID: 3}},
+		{"payload holds the key", CmdJobCancel, RulesLatest, t0, "admin:test", map[string]any{"payload": nil, "rules": 2}},
+		{"actor not UTF-8", CmdJobCancel, RulesLatest, t0, "admin:\xff\xfe", JobCancel{ID: 3}},
+		{"type not UTF-8", CommandType("job.\xffcancel"), RulesLatest, t0, "admin:test", JobCancel{ID: 3}},
+		{"compressed", CmdPlanApply, RulesLatest, t0, "scheduler\xc3", PlanApply{Reasons: reasons}},
+		{"compressed, actor holds the payload's key", CmdPlanApply, RulesLatest, t0, `x","payload":null,"rules":1}`, PlanApply{Reasons: reasons}},
+		// The payload below compressAbove, the command above.
+		{"compressed, small payload", CmdJobCancel, RulesLatest, t0, "admin:test", strings.Repeat("a", compressAbove-10)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, b, err := EncodeCommand(c.ct, c.rules, c.at, c.actor, c.payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, derr := decodeCommand(b)
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("EncodeCommand returned\n%+v\nthe entry decodes to\n%+v", got, want)
+			}
+			if old, _ := EncodeRules(c.ct, c.rules, c.at, c.actor, c.payload); !bytes.Equal(old, b) {
+				t.Fatal("EncodeCommand's entry is not EncodeRules'")
+			}
+			// The entry is the JSON of the whole command, as binaries
+			// before the envelope wrote it (gzip'd above compressAbove,
+			// which TestGzipPoolSameBytes compares).
+			p, _ := json.Marshal(c.payload)
+			plain, _ := json.Marshal(Command{Type: c.ct, At: c.at.UTC(), Actor: c.actor, Payload: p, Rules: c.rules})
+			if len(plain) <= compressAbove && !bytes.Equal(plain, b) {
+				t.Fatalf("the entry is\n%s\njson.Marshal of the command is\n%s", b, plain)
+			}
+			if len(plain) > compressAbove {
+				var expanded bytes.Buffer
+				if err := inflate(&expanded, b); err != nil || !bytes.Equal(expanded.Bytes(), plain) {
+					t.Fatalf("the compressed entry does not expand to json.Marshal of the command (%v)", err)
+				}
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -53,7 +54,9 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	if key != "" {
 		f.rememberSubmitKey(key, id)
 	}
-	f.event(c, "job.submit", fmt.Sprintf("job/%d", id), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
+	// Strings joined, not formatted: fmt allocates for its arguments too,
+	// once per submit (issue 18: the leader's bytes per command).
+	f.event(c, "job.submit", "job/"+strconv.FormatUint(id, 10), s.Tenant, s.Workspace, s.Name+": "+demandString(&s))
 	return CopyJob(j), nil
 }
 
@@ -197,7 +200,7 @@ func demandString(s *domain.JobSpec) string {
 	case s.Share > 0:
 		return fmt.Sprintf("%g of a GPU", s.Share)
 	}
-	return fmt.Sprintf("%d GPUs", s.GPUs)
+	return strconv.Itoa(s.GPUs) + " GPUs"
 }
 func (f *FSM) applyJobCancel(c *Command) (any, *domain.Error) {
 	p, derr := decode[JobCancel](c)

@@ -235,6 +235,13 @@ func (f *FSM) Check(b []byte) *domain.Error {
 	if derr != nil {
 		return derr
 	}
+	return f.CheckCommand(c)
+}
+
+// CheckCommand is Check of the command EncodeCommand returned with the
+// entry, which it would decode to: the leader checks what it proposes
+// without decoding it again.
+func (f *FSM) CheckCommand(c Command) *domain.Error {
 	if u := f.appliable(0, &c); u != nil {
 		return domain.Errorf(domain.CodeInternal, "%s under apply rules %d: this binary applies command types it knows under rules 1 to %d", c.Type, c.rules(), f.maxRules)
 	}

@@ -45,7 +45,7 @@ func (h *harness) apply(ct CommandType, payload any) *Result {
 	if h.rules == rulesAbsent {
 		rules = 0
 	}
-	b, err := EncodeRules(ct, rules, h.at, "admin:test", payload)
+	c, b, err := EncodeCommand(ct, rules, h.at, "admin:test", payload)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -57,6 +57,10 @@ func (h *harness) apply(ct CommandType, payload any) *Result {
 	chk := h.f.Check(b)
 	if after := h.snapshot(); !bytes.Equal(before, after) {
 		h.t.Fatalf("Check(%s) changed the state", ct)
+	}
+	// The leader checks the command EncodeCommand returned, not the entry.
+	if chkc := h.f.CheckCommand(c); fmt.Sprint(chkc) != fmt.Sprint(chk) {
+		h.t.Fatalf("%s: CheckCommand answered %v, Check %v", ct, chkc, chk)
 	}
 	vers := h.jobVersions()
 	r := h.f.Apply(&raft.Log{Index: uint64(len(h.log)), Type: raft.LogCommand, Data: b}).(*Result)
