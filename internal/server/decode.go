@@ -99,7 +99,8 @@ const maxJSONDepth = 10000
 // object, naming its path: encoding/json keeps the last silently, so a body
 // reviewed (or filtered by a proxy) as one thing would apply as another.
 // Keys are compared as encoding/json matches them to fields, ignoring case
-// ("role" and "Role" set the same field; "\u0061" is the key "a").
+// ("role" and "Role" set the same field, and so do "gpus" and "gpuſ" with
+// U+017F; "\u0061" is the key "a").
 // Malformed JSON is left to the decoder, whose errors say more: the scan
 // reads the first value up to its end or to the first byte the decoder
 // would refuse, and then says nothing.
@@ -242,7 +243,7 @@ const smallObject = 32
 // jsonKey is an object's key in the body: the bytes between its quotes.
 type jsonKey struct {
 	start, end int
-	// hash is of its runes folded to lower case, so keys the same but for
+	// hash is of its runes folded (foldRune), so keys the same but for
 	// case or escapes hash alike.
 	hash uint64
 	// plain keys are printable ASCII without escapes, compared byte by byte.
@@ -289,8 +290,8 @@ func findKey(b []byte, keys []jsonKey, index map[uint64]int, k jsonKey) int {
 	return -1
 }
 
-// sameKey reports whether two keys name the same field: equal runes, as
-// encoding/json decodes them, when folded to lower case (strings.ToLower).
+// sameKey reports whether two keys name the same field: their runes, as
+// encoding/json decodes them, equal but for case (foldRune).
 func sameKey(b []byte, x, y jsonKey) bool {
 	if x.hash != y.hash {
 		return false
@@ -312,14 +313,14 @@ func sameKey(b []byte, x, y jsonKey) bool {
 		var rx, ry rune
 		rx, i = keyRune(xs, i)
 		ry, j = keyRune(ys, j)
-		if unicode.ToLower(rx) != unicode.ToLower(ry) {
+		if foldRune(rx) != foldRune(ry) {
 			return false
 		}
 	}
 	return i == len(xs) && j == len(ys)
 }
 
-// foldHash hashes a key's runes folded to lower case, as UTF-8.
+// foldHash hashes a key's runes folded (foldRune), as UTF-8.
 func foldHash(seed maphash.Seed, b []byte, k jsonKey) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
@@ -334,9 +335,31 @@ func foldHash(seed maphash.Seed, b []byte, k jsonKey) uint64 {
 	for i := 0; i < len(s); {
 		var r rune
 		r, i = keyRune(s, i)
-		h.Write(utf8.AppendRune(buf[:0], unicode.ToLower(r)))
+		h.Write(utf8.AppendRune(buf[:0], foldRune(r)))
 	}
 	return h.Sum64()
+}
+
+// foldRune is the one rune of r's case-fold set keys are compared by, as
+// encoding/json matches a key to a field (its foldName, bytes.EqualFold):
+// "s", "S" and "ſ" (U+017F) name the same field; "i" and "İ" do not.
+// An ASCII letter folds to its lower case, as lowerASCII folds plain keys.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		return rune(lowerASCII(byte(r)))
+	}
+	for { // the smallest rune of the set, as encoding/json's foldRune
+		f := unicode.SimpleFold(r)
+		if f <= r {
+			r = f
+			break
+		}
+		r = f
+	}
+	if r < utf8.RuneSelf {
+		return rune(lowerASCII(byte(r)))
+	}
+	return r
 }
 
 func lowerASCII(c byte) byte {
