@@ -52,6 +52,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		"nested":           {"POST", "/v1/tenants", `{"name":"x","isolation":"gpu","network":"pure-rt5","quota":{"guaranteed":1,"guaranteed":2}}`, "quota.guaranteed"},
 		"in a list":        {"POST", "/v1/tenants/acme/workspaces", `{"name":"w","models":[{"model":"H100-80GB"},{"model":"H100-80GB","model":"A100-80GB"}]}`, "models[1].model"},
 		"job spec":         {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"gpus":8}`, "gpus"},
+		"long s":           {"POST", "/v1/jobs", `{"tenant":"acme","workspace":"research","gpus":1,"gpuſ":8}`, "gpuſ"},
 		"topology (json)":  {"PUT", "/v1/topology", `{"apiVersion":"jobfabric/v1","apiVersion":"jobfabric/v1","sites":[]}`, ""},
 		"node condition":   {"PATCH", "/v1/nodes/s1-gpu001", `{"cordoned":true,"cordoned":false}`, "cordoned"},
 		"different values": {"PATCH", "/v1/tenants/acme/workspaces/research", `{"guaranteed":8,"guaranteed":0}`, "guaranteed"},
