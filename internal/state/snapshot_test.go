@@ -320,3 +320,55 @@ func TestCopyOfSharesApplysCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotListsAsMarshal: the snapshot's long lists, written an
+// element at a time (writeList, writeKeys), are the bytes json.Marshal
+// makes of them whole (what Persist wrote before, and what Restore reads):
+// HTML characters escaped, strings not UTF-8, nil and empty lists and
+// maps, keys sorted by their bytes.
+func TestSnapshotListsAsMarshal(t *testing.T) {
+	at := time.Date(2026, 11, 28, 0, 0, 0, 123, time.FixedZone("x", 3600))
+	events := []domain.Event{
+		{Seq: 1, At: at, Actor: "admin:<t>", Action: "job.submit", Object: "job/1", Tenant: "a&b", Message: "caf\\u00e9 \"q\" \u2028 \xff"},
+		{Seq: 2},
+	}
+	usage := []domain.UsageRecord{{Job: 7, Tenant: "t", Workspace: "w", EndedAt: at, Runs: []domain.Run{{Start: at, GPUs: 8}}}, {}}
+	keys := map[string]uint64{"b": 2, "a<": 1, "é": 3, "A": 4, "\xfe": 5, "": 6}
+	order := []string{"b", "a<", "é", "\xfe", ""}
+	enc := func(write func(w *bufio.Writer) error) string {
+		t.Helper()
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		if err := write(w); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		return buf.String()
+	}
+	marshal := func(v any) string {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var e elemEncoder
+	for _, c := range []struct {
+		name      string
+		got, want string
+	}{
+		{"events", enc(func(w *bufio.Writer) error { return writeList(w, &e, events) }), marshal(events)},
+		{"no events", enc(func(w *bufio.Writer) error { return writeList(w, &e, []domain.Event(nil)) }), marshal([]domain.Event(nil))},
+		{"empty events", enc(func(w *bufio.Writer) error { return writeList(w, &e, []domain.Event{}) }), marshal([]domain.Event{})},
+		{"usage", enc(func(w *bufio.Writer) error { return writeList(w, &e, usage) }), marshal(usage)},
+		{"key order", enc(func(w *bufio.Writer) error { return writeList(w, &e, order) }), marshal(order)},
+		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys) }), marshal(keys)},
+		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil) }), marshal(map[string]uint64(nil))},
+		{"empty keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, map[string]uint64{}) }), marshal(map[string]uint64{})},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, c.got, c.want)
+		}
+	}
+}
