@@ -11,17 +11,12 @@ import (
 	"github.com/jobfabric/jobfabric/internal/sched"
 )
 
-// BenchmarkRaftSnapshotSteady is the raft snapshot a leader takes at 1,000
-// submits a second (issue 18): 100,000 live jobs submitted with
-// idempotency keys, then, between two snapshots, 30,000 more (30 s, the
-// store's snapshot interval), each given its pending reason by a plan as a
-// cycle does. What is timed is FSM.Snapshot: raft calls it on the
-// goroutine that applies the log, so no submit commits while it runs.
-func BenchmarkRaftSnapshotSteady(b *testing.B) {
-	h := newHarness(b).cluster(8, 32, 1024)
+// steadySubmits submits n jobs with idempotency keys, each given its
+// pending reason by a plan as a cycle does (500 to a plan).
+func steadySubmits(b *testing.B, h *harness) func(n int) {
 	apply := h.benchApply(b)
 	key := 0
-	submit := func(n int) {
+	return func(n int) {
 		reasons := map[uint64]domain.Reason{}
 		for range n {
 			key++
@@ -36,6 +31,17 @@ func BenchmarkRaftSnapshotSteady(b *testing.B) {
 			apply(CmdPlanApply, PlanApply{Reasons: reasons})
 		}
 	}
+}
+
+// BenchmarkRaftSnapshotSteady is the raft snapshot a leader takes at 1,000
+// submits a second (issue 18): 100,000 live jobs submitted with
+// idempotency keys, then, between two snapshots, 30,000 more (30 s, the
+// store's snapshot interval), each given its pending reason by a plan as a
+// cycle does. What is timed is FSM.Snapshot: raft calls it on the
+// goroutine that applies the log, so no submit commits while it runs.
+func BenchmarkRaftSnapshotSteady(b *testing.B) {
+	h := newHarness(b).cluster(8, 32, 1024)
+	submit := steadySubmits(b, h)
 	submit(100_000)
 	must(h.f.Snapshot())
 	b.ResetTimer()
@@ -56,23 +62,7 @@ func BenchmarkRaftSnapshotSteady(b *testing.B) {
 // a snapshot's garbage brought a collection with it).
 func BenchmarkRaftSnapshotPersist(b *testing.B) {
 	h := newHarness(b).cluster(8, 32, 1024)
-	apply := h.benchApply(b)
-	key := 0
-	submit := func(n int) {
-		reasons := map[uint64]domain.Reason{}
-		for range n {
-			key++
-			apply(CmdJobSubmit, JobSubmit{Spec: MakeJob("research", 1).Obj().Spec, IdempotencyKey: fmt.Sprintf("bench-%d", key)})
-			reasons[h.f.d.NextJobID-1] = domain.Reason{Code: "capacity", Message: "waiting for 1 GPU"}
-			if len(reasons) == 500 {
-				apply(CmdPlanApply, PlanApply{Reasons: reasons})
-				reasons = map[uint64]domain.Reason{}
-			}
-		}
-		if len(reasons) > 0 {
-			apply(CmdPlanApply, PlanApply{Reasons: reasons})
-		}
-	}
+	submit := steadySubmits(b, h)
 	persist := func() {
 		s := must(h.f.Snapshot())
 		w := bufio.NewWriterSize(io.Discard, 1<<20)
