@@ -16,7 +16,8 @@ import (
 // or installed from the leader, goes through Create and Close.
 type privateSnapshots struct {
 	raft.SnapshotStore
-	dir string // DataDir/raft/snapshots
+	dir          string // DataDir/raft/snapshots
+	bytesPerSync int64  // writeback.go
 }
 
 func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, cfg raft.Configuration, cfgIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
@@ -29,21 +30,46 @@ func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err := fileutil.Private(p.dir); err != nil {
 		return nil, errors.Join(err, sink.Cancel())
 	}
-	return privateSink{SnapshotSink: sink, dir: p.dir}, nil
+	return &privateSink{SnapshotSink: sink, dir: p.dir, pace: openWriteback(p.dir, sink.ID(), p.bytesPerSync)}, nil
 }
 
 type privateSink struct {
 	raft.SnapshotSink
-	dir string
+	dir  string
+	pace *writeback // nil: written unpaced
+}
+
+// Write writes to the snapshot, handing its pages to the disk as they
+// accumulate (writeback.go).
+func (s *privateSink) Write(b []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(b)
+	if s.pace != nil {
+		s.pace.wrote(n)
+	}
+	return n, err
 }
 
 // Close finishes the snapshot (meta.json is written and the directory
 // renamed now) and makes what it wrote private.
-func (s privateSink) Close() error {
+func (s *privateSink) Close() error {
+	s.stopPacing()
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
 	return fileutil.Private(s.dir)
 }
 
-var _ io.WriteCloser = privateSink{}
+// Cancel abandons the snapshot.
+func (s *privateSink) Cancel() error {
+	s.stopPacing()
+	return s.SnapshotSink.Cancel()
+}
+
+func (s *privateSink) stopPacing() {
+	if s.pace != nil {
+		s.pace.close()
+		s.pace = nil
+	}
+}
+
+var _ io.WriteCloser = (*privateSink)(nil)

@@ -255,7 +255,7 @@ func Open(ctx context.Context, cfg Config) (s *Store, err error) {
 	if err := fileutil.Private(snapDir); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: snapDir}
+	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: snapDir, bytesPerSync: snapshotBytesPerSync}
 
 	listen := cfg.Listen
 	if !listen {
