@@ -330,7 +330,8 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 		}
 		st.c.commit(j, t, o.pl)
 		st.freeVer++
-		st.u.addJob(j, o.pl, 1)
+		at := q.usageAt(st.u, j)
+		st.u.addJobAt(j, o.pl, 1, at.ref, at.jt)
 		st.bf.placed = append(st.bf.placed, ending{j: j, pl: o.pl})
 		st.plan.Placements = append(st.plan.Placements, Placement{JobID: j.ID, Placement: o.pl, Level: o.level})
 	}

@@ -255,6 +255,31 @@ func (u *usage) add(tenant, ref string, n int) {
 	}
 }
 
+// addAt is add for the workspace at ri and the tenant at ti (-1:
+// unknown), as byRef and byTenant answer for its ref and tenant.
+func (u *usage) addAt(ri, ti, n int) {
+	if ri >= 0 {
+		u.used[ri] += n
+	}
+	if ti >= 0 {
+		u.tUsed[ti] += n
+	}
+	u.usedTotal += n
+	if ri < 0 {
+		return
+	}
+	p := u.protectedAt(ri)
+	if t := u.ix.wsTenant[ri]; t >= 0 {
+		u.tProtWs[t] += p - u.prot[ri]
+	}
+	u.prot[ri] = p
+	if ti >= 0 {
+		w := u.tenantWithheld(ti)
+		u.protTotal += w - u.tProt[ti]
+		u.tProt[ti] = w
+	}
+}
+
 // protectedAt is the idle guarantee of workspace i that others may not
 // borrow.
 func (u *usage) protectedAt(i int) int {
