@@ -630,6 +630,7 @@ func (cr *Carry) usageIndex(s *Snapshot) *usageIndex {
 		}
 		if same {
 			cr.ixKept++
+			ix.asSnap = true
 			return ix
 		}
 	}

@@ -803,7 +803,19 @@ func (qw *queueWSs) of(pair int32) *queueWS {
 	p := tbl.pairs[pair]
 	qw.buf = append(qw.buf, queueWS{ref: tbl.refs[pair]})
 	wk := &qw.buf[len(qw.buf)-1]
-	if w := s.Workspaces[wk.ref]; w != nil {
+	// The pair's workspace and tenant from u's index by the pair's
+	// numbers where the index holds the snapshot's (asSnap): two
+	// look-ups by name per workspace a cycle fewer (5,000 at 100,000
+	// GPUs).
+	ts := qw.tbl.pairTenants()
+	byNum := u.ix.asSnap && qw.tbl.ixFor == u.ix.numbered && int(pair) < len(ts)
+	var w *domain.Workspace
+	if i := qw.pairWS[pair]; byNum && i >= 0 {
+		w = u.ix.ws[i]
+	} else {
+		w = s.Workspaces[wk.ref]
+	}
+	if w != nil {
 		wk.w, wk.wprio = w, w.Priority
 		// The pair's workspace in the usage index is the one its ref
 		// (wk.ref) names: by number, 5,000 workspaces' look-ups by ref
@@ -825,11 +837,15 @@ func (qw *queueWSs) of(pair int32) *queueWS {
 		wk.left = w.Guaranteed*unit - used + qw.stopping[wk.ref]
 		// Where step reads its usage, from the pair's numbers (the
 		// table's look-ups, of's answers).
-		if ts := qw.tbl.pairTenants(); qw.tbl.ixFor == u.ix.numbered && int(pair) < len(ts) {
+		if qw.tbl.ixFor == u.ix.numbered && int(pair) < len(ts) {
 			wk.at, wk.atOK = u.ix.atFrom(int(i), int(ts[pair]), p[0], p[1], w), true
 		}
 	}
-	wk.t = s.Tenants[p[0]]
+	if byNum && ts[pair] >= 0 {
+		wk.t = u.ix.tenants[ts[pair]]
+	} else {
+		wk.t = s.Tenants[p[0]]
+	}
 	rid := tbl.refOf[pair]
 	if qw.slotOf[rid] == 0 {
 		qw.nslots++

@@ -51,6 +51,12 @@ type usageIndex struct {
 	// for the next cycle is a new one with the same numbering (of
 	// answers alike), and shares it.
 	numbered *numbering
+	// asSnap: ws[i] is the snapshot's Workspaces[ref] for the ref byRef
+	// numbers i, and tenants[t] its Tenants[name] for the name byTenant
+	// numbers t, every one (a Carry's kept index, checked entry by entry
+	// against the snapshot), so a workspace or tenant known by number is
+	// read here, not looked up by name.
+	asSnap bool
 }
 
 // numbering identifies a usage index's numbering (of size 1: distinct
