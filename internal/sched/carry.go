@@ -109,6 +109,9 @@ type Carry struct {
 	// number of distinct reasons the cycle before listed.
 	blocked    []block
 	reasonRank []int32
+	// reasonList is the step loop's list of the unplaced, in the queue's
+	// order (byID's scratch).
+	reasonList []reasonAt
 	reasonSet  int
 	// changes, runs and fresh are patch's buffers, reused.
 	changes []carryChange

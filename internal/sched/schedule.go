@@ -257,7 +257,16 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	}
 	// In the queue's order; the jobs behind a blocked one share its
 	// block's reason.
-	unplaced := reasonList{list: make([]reasonAt, 0, len(pending))}
+	var unplaced reasonList
+	if cr != nil {
+		// The Carry's list, byID's scratch: the plan gets its own.
+		if cap(cr.reasonList) < len(pending) {
+			cr.reasonList = make([]reasonAt, 0, grown(len(pending)))
+		}
+		unplaced.list, unplaced.scratch = cr.reasonList[:0], true
+	} else {
+		unplaced.list = make([]reasonAt, 0, len(pending))
+	}
 	if cr != nil && cr.reasonSet > 0 {
 		// About the cycle before's, not doubled from nothing (10,000
 		// reasons at 100,000 GPUs).
@@ -338,6 +347,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st.plan.Pending = unplaced.byID(rank)
 	if cr != nil {
 		cr.reasonSet = len(unplaced.set)
+		cr.reasonList = unplaced.list[:0]
 	}
 	// The deadlines of this plan's own preemptions fall due too: the cycle
 	// then releases the victims' GPUs to the jobs waiting for them.
