@@ -180,7 +180,49 @@ func commitByCopy(s *sched.Snapshot, plan *sched.Plan, now time.Time, rng *rand.
 			continue
 		}
 		if !released[j.ID] && !stops && !places && !reasoned {
-			live = append(live, j) // unchanged: the same copy
+			if len(j.Placement) > 0 && rng.IntN(10) == 0 {
+				// A new copy of a placed job: the same (as a start
+				// or a status writes it), or holding other CPU, memory,
+				// GPUs, a smaller share or another server, or in another
+				// workspace of its tenant.
+				cp := *j
+				switch rng.IntN(6) {
+				case 1:
+					cp.CPUMilli += 500
+				case 2:
+					cp.MemoryMiB -= 512
+				case 3:
+					// One GPU fewer, or one moved to a GPU it does
+					// not hold (as many units on other GPUs).
+					cp.Placement = slices.Clone(cp.Placement)
+					p := &cp.Placement[0]
+					if p.Share > 0 {
+						p.Share /= 2 // the same GPU, half as much of it
+					}
+					if len(p.GPUs) > 0 && len(p.MIG) == 0 && p.Share == 0 {
+						p.GPUs = slices.Clone(p.GPUs)
+						if g := slices.IndexFunc([]int{0, 1, 2, 3, 4, 5, 6, 7}, func(g int) bool { return !slices.Contains(p.GPUs, g) }); g >= 0 && rng.IntN(2) == 0 {
+							p.GPUs[len(p.GPUs)-1] = g
+						} else if len(p.GPUs) > 1 {
+							p.GPUs = p.GPUs[:len(p.GPUs)-1]
+						}
+					}
+				case 5:
+					// Its first placement on another server.
+					cp.Placement = slices.Clone(cp.Placement)
+					servers := s.Topology.Servers()
+					cp.Placement[0].Server = servers[rng.IntN(len(servers))].Name
+				case 4:
+					for _, w := range s.Workspaces {
+						if w.Tenant == cp.Tenant && w.Name != cp.Workspace {
+							cp.Workspace = w.Name
+							break
+						}
+					}
+				}
+				j = &cp
+			}
+			live = append(live, j) // else unchanged: the same copy
 			continue
 		}
 		cp := *j

@@ -91,6 +91,9 @@ func TestCarryViewAsBuilt(t *testing.T) {
 			if whole := sched.WholeView(s); view != whole {
 				t.Fatalf("seed %d cycle %d: the Carry's view differs from the one built from every job:\n%s", seed, cycle, firstDiff(view, whole))
 			}
+			if odd := sched.CarryOdd(&carry, s); odd != "" {
+				t.Fatalf("seed %d cycle %d: %s", seed, cycle, odd)
+			}
 			plan := carry.Schedule(s, now)
 			after, l, f := sched.CarryView(&carry, s)
 			if after != view {

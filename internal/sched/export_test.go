@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobfabric/jobfabric/internal/domain"
 	"github.com/jobfabric/jobfabric/internal/mig"
 )
 
@@ -168,4 +169,26 @@ func CarryMemos(cr *Carry) (kept int, wrong string) {
 		}
 	}
 	return len(cr.migStarts) + len(cr.sets), ""
+}
+
+// CarryOdd reports the first entry of cr's view that loads its placement
+// from a job (a share's, a MIG one's) other than s's copy of that job
+// ("" when none), cr brought to s first.
+func CarryOdd(cr *Carry, s *Snapshot) string {
+	cr.sync(s)
+	if cr.view == nil {
+		return ""
+	}
+	byID := map[uint64]*domain.Job{}
+	for _, j := range s.Jobs {
+		byID[j.ID] = j
+	}
+	for i, l := range cr.view.on {
+		for _, e := range l {
+			if !e.whole && cr.view.odd[e.slot] != byID[e.id] {
+				return fmt.Sprintf("server %d: job %d's placement %d is read from a copy not the snapshot's", i, e.id, e.p)
+			}
+		}
+	}
+	return ""
 }

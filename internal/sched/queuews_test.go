@@ -54,3 +54,62 @@ func TestQueueWSAtAsLookedUp(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueWSFromKeptIndex compares each queued workspace's workspace and
+// tenant, read by number from a Carry's kept usage index (asSnap), with
+// the snapshot's maps by name, cycle after cycle: the same objects, new
+// objects under the same names, a workspace filed under a ref not its
+// own (beside its own ref's and alone), a tenant the snapshot lacks, and
+// a workspace gone. It fails when a fresh index is taken as the
+// snapshot's (asSnap set by newUsageIndex: a misfiled workspace read by
+// its own ref), and when a kept index's entries are not the new
+// snapshot's objects (each tried).
+func TestQueueWSFromKeptIndex(t *testing.T) {
+	names := [][2]string{{"a", "x"}, {"b", "y"}, {"ghost", "z"}, {"c", "w"}, {"b", "old"}, {"a", "gone"}}
+	tbl := &jobTable{pairID: map[[2]string]int32{}}
+	for _, p := range names {
+		tbl.intern(p[0], p[1])
+	}
+	cr := &Carry{}
+	kept := 0
+	for round := range 16 {
+		s := &Snapshot{Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+		for _, tn := range []string{"a", "b", "c"} {
+			s.Tenants[tn] = &domain.Tenant{Name: tn}
+		}
+		for _, p := range names[:4] {
+			s.Workspaces[p[0]+"/"+p[1]] = &domain.Workspace{Tenant: p[0], Name: p[1], Guaranteed: round, Weight: 1}
+		}
+		switch round / 3 {
+		case 1:
+			// Filed under a ref not its own.
+			s.Workspaces["b/old"] = &domain.Workspace{Tenant: "b", Name: "y2", Weight: 1}
+		case 2:
+			// b/y filed under b/old alone: the index numbers it by
+			// its own ref, b/y, which the map lacks.
+			s.Workspaces["b/old"] = &domain.Workspace{Tenant: "b", Name: "y", Weight: 1}
+			delete(s.Workspaces, "b/y")
+		case 3:
+			delete(s.Workspaces, "a/x")
+			s.Workspaces["a/gone"] = &domain.Workspace{Tenant: "a", Name: "gone"}
+		}
+		ix := cr.usageIndex(s)
+		if ix.asSnap {
+			kept++
+		}
+		u := &usage{ix: ix, used: make([]int, len(ix.ws)), decayed: make([]float64, len(ix.ws))}
+		qw := newQueueWSs(tbl, s, u, tbl.pairIndex(ix), nil)
+		for pi, p := range names {
+			wk := qw.of(int32(pi))
+			if want := s.Workspaces[p[0]+"/"+p[1]]; wk.w != want {
+				t.Fatalf("round %d: pair %v: workspace %p (%+v), the snapshot's %p (%+v)", round, p, wk.w, wk.w, want, want)
+			}
+			if want := s.Tenants[p[0]]; wk.t != want {
+				t.Fatalf("round %d: pair %v: tenant %p, the snapshot's %p", round, p, wk.t, want)
+			}
+		}
+	}
+	if kept < 6 {
+		t.Fatalf("the index was kept in %d rounds of 16: the rounds read by number are too few to test", kept)
+	}
+}

@@ -55,6 +55,9 @@ func ReasonsOf(m map[uint64]domain.Reason) Reasons {
 type reasonList struct {
 	list []reasonAt
 	set  []domain.Reason
+	// scratch: list is a Carry's, reused next cycle, so byID puts the
+	// entries in a list of their own.
+	scratch bool
 }
 
 // add lists job id with reason r, and is where r was put in the set.
@@ -184,14 +187,18 @@ func (rs *Reasons) UnmarshalJSON(b []byte) error {
 // a Carry; nil makes one) and the entries are swapped into place, O(n); a
 // sort of 67,000 entries was 13 ms, three times the map's writes. A wide
 // span, or an ID given twice (a snapshot may hold one job twice; the map
-// kept the last reason written), falls back to a stable sort.
+// kept the last reason written), falls back to a stable sort. A scratch
+// list's entries are put in ID order in a list of their own, each
+// written at its rank in one pass: swapped in place, each swap waited for
+// the one before (67,000 entries, 1 MB, in random order: 2 ms a cycle at
+// 100,000 GPUs).
 func (l reasonList) byID(rank *[]int32) Reasons {
 	es := l.list
 	if len(l.set) == 0 {
 		l.set = nil // as a cycle without a Carry's sizing has it
 	}
 	if len(es) < 2 {
-		return Reasons{list: es, set: l.set}
+		return Reasons{list: l.own(es), set: l.set}
 	}
 	lo, hi := es[0].ID, es[0].ID
 	sorted := true
@@ -201,7 +208,7 @@ func (l reasonList) byID(rank *[]int32) Reasons {
 		lo, hi = min(lo, id), max(hi, id)
 	}
 	if sorted {
-		return Reasons{list: es, set: l.set}
+		return Reasons{list: l.own(es), set: l.set}
 	}
 	if span := hi - lo; span < 4*uint64(len(es)) {
 		var rk []int32 // 1 + the ID's rank, 0 for IDs not given
@@ -222,6 +229,13 @@ func (l reasonList) byID(rank *[]int32) Reasons {
 			}
 		}
 		if int(n) == len(es) {
+			if l.scratch {
+				out := make([]reasonAt, len(es))
+				for _, e := range es {
+					out[rk[e.ID-lo]-1] = e
+				}
+				return Reasons{list: out, set: l.set}
+			}
 			for i := range es {
 				// Each swap puts one entry in its place.
 				for d := int(rk[es[i].ID-lo] - 1); d != i; d = int(rk[es[i].ID-lo] - 1) {
@@ -234,6 +248,9 @@ func (l reasonList) byID(rank *[]int32) Reasons {
 	slices.SortStableFunc(es, func(a, b reasonAt) int { return cmp.Compare(a.ID, b.ID) })
 	// The last of an ID's entries, as the map's last write.
 	out := es[:0]
+	if l.scratch {
+		out = make([]reasonAt, 0, len(es))
+	}
 	for i, e := range es {
 		if i+1 < len(es) && es[i+1].ID == e.ID {
 			continue
@@ -241,4 +258,12 @@ func (l reasonList) byID(rank *[]int32) Reasons {
 		out = append(out, e)
 	}
 	return Reasons{list: out, set: l.set}
+}
+
+// own is es as byID hands it out: a copy when es is a scratch list.
+func (l reasonList) own(es []reasonAt) []reasonAt {
+	if !l.scratch {
+		return es
+	}
+	return append(make([]reasonAt, 0, len(es)), es...)
 }

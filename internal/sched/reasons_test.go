@@ -3,7 +3,9 @@ package sched
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,34 +156,52 @@ func TestReasonsByID(t *testing.T) {
 				}
 				want[id] = r
 			}
-			for k := range rank[:cap(rank)] {
-				rank[:cap(rank)][k] = int32(k + 1)
-			}
-			var got Reasons
-			if n%2 == 0 {
-				got = l.byID(nil)
-			} else {
-				got = l.byID(&rank)
-			}
-			if got.Len() != len(want) {
-				t.Fatalf("%s, %d: %d reasons, want %d", tc.name, n, got.Len(), len(want))
-			}
-			for i := 1; i < len(got.list); i++ {
-				if got.list[i-1].ID >= got.list[i].ID {
-					t.Fatalf("%s, %d: job %d listed before %d", tc.name, n, got.list[i-1].ID, got.list[i].ID)
+			for mode := range 3 {
+				for k := range rank[:cap(rank)] {
+					rank[:cap(rank)][k] = int32(k + 1)
 				}
-			}
-			for id, r := range want {
-				if g, ok := got.Get(id); !ok || !g.Equal(r) {
-					t.Fatalf("%s, %d: job %d has %+v (%v), want %+v", tc.name, n, id, g, ok, r)
-				}
-			}
-			for _, id := range []uint64{1 << 63, 5000} {
-				if _, ok := want[id]; !ok {
-					if _, found := got.Get(id); found {
-						t.Fatalf("%s, %d: job %d found, not given", tc.name, n, id)
+				lm := reasonList{list: slices.Clone(l.list), set: l.set}
+				var got Reasons
+				switch mode {
+				case 0:
+					got = lm.byID(nil)
+				case 1:
+					got = lm.byID(&rank)
+				case 2:
+					// A Carry's scratch list, written over by its
+					// next cycle: the reasons handed out are their own.
+					lm.scratch = true
+					got = lm.byID(&rank)
+					for k := range lm.list {
+						lm.list[k] = reasonAt{ID: 1<<63 + uint64(k), at: -1}
 					}
 				}
+				checkByID(t, fmt.Sprintf("%s, %d, mode %d", tc.name, n, mode), got, want)
+			}
+		}
+	}
+}
+
+// checkByID wants got to hold want's reasons by ID, each once.
+func checkByID(t *testing.T, name string, got Reasons, want map[uint64]domain.Reason) {
+	t.Helper()
+	if got.Len() != len(want) {
+		t.Fatalf("%s: %d reasons, want %d", name, got.Len(), len(want))
+	}
+	for i := 1; i < len(got.list); i++ {
+		if got.list[i-1].ID >= got.list[i].ID {
+			t.Fatalf("%s: job %d listed before %d", name, got.list[i-1].ID, got.list[i].ID)
+		}
+	}
+	for id, r := range want {
+		if g, ok := got.Get(id); !ok || !g.Equal(r) {
+			t.Fatalf("%s: job %d has %+v (%v), want %+v", name, id, g, ok, r)
+		}
+	}
+	for _, id := range []uint64{1 << 63, 5000} {
+		if _, ok := want[id]; !ok {
+			if _, found := got.Get(id); found {
+				t.Fatalf("%s: job %d found, not given", name, id)
 			}
 		}
 	}
@@ -231,5 +251,35 @@ func TestReasonsChanged(t *testing.T) {
 				t.Fatalf("round %d: job %d: %v, want %v", round, id, g, r)
 			}
 		}
+	}
+}
+
+// BenchmarkReasonsByID puts 67,000 reasons (the pending jobs after a fill
+// at 100,000 GPUs) listed in random order in ID order: swapped in place
+// (no Carry) and written at their ranks from a Carry's scratch list.
+func BenchmarkReasonsByID(b *testing.B) {
+	const n = 67000
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := rng.Perm(n)
+	var l reasonList
+	for i, id := range ids {
+		if i%4 == 0 {
+			l.add(uint64(id)+1000, domain.Reason{Code: ReasonCapacity})
+		} else {
+			l.share(uint64(id)+1000, 0)
+		}
+	}
+	for _, scratch := range []bool{false, true} {
+		b.Run(map[bool]string{false: "in-place", true: "scratch"}[scratch], func(b *testing.B) {
+			var rank []int32
+			buf := make([]reasonAt, n)
+			for b.Loop() {
+				copy(buf, l.list)
+				lm := reasonList{list: buf, set: l.set, scratch: scratch}
+				if rs := lm.byID(&rank); rs.Len() != n {
+					b.Fatalf("%d reasons, want %d", rs.Len(), n)
+				}
+			}
+		})
 	}
 }

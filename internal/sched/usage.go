@@ -51,6 +51,12 @@ type usageIndex struct {
 	// for the next cycle is a new one with the same numbering (of
 	// answers alike), and shares it.
 	numbered *numbering
+	// asSnap: ws[i] is the snapshot's Workspaces[ref] for the ref byRef
+	// numbers i, and tenants[t] its Tenants[name] for the name byTenant
+	// numbers t, every one (a Carry's kept index, checked entry by entry
+	// against the snapshot), so a workspace or tenant known by number is
+	// read here, not looked up by name.
+	asSnap bool
 }
 
 // numbering identifies a usage index's numbering (of size 1: distinct
@@ -252,6 +258,31 @@ func (u *usage) add(tenant, ref string, n int) {
 		w := u.tenantWithheld(t)
 		u.protTotal += w - u.tProt[t]
 		u.tProt[t] = w
+	}
+}
+
+// addAt is add for the workspace at ri and the tenant at ti (-1:
+// unknown), as byRef and byTenant answer for its ref and tenant.
+func (u *usage) addAt(ri, ti, n int) {
+	if ri >= 0 {
+		u.used[ri] += n
+	}
+	if ti >= 0 {
+		u.tUsed[ti] += n
+	}
+	u.usedTotal += n
+	if ri < 0 {
+		return
+	}
+	p := u.protectedAt(ri)
+	if t := u.ix.wsTenant[ri]; t >= 0 {
+		u.tProtWs[t] += p - u.prot[ri]
+	}
+	u.prot[ri] = p
+	if ti >= 0 {
+		w := u.tenantWithheld(ti)
+		u.protTotal += w - u.tProt[ti]
+		u.tProt[ti] = w
 	}
 }
 
