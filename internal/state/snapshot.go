@@ -37,6 +37,12 @@ import (
 // changes as it goes (follow, after every command), and Snapshot only
 // clones the map of copies and the keys: about a millisecond.
 
+// Persist, too, costs what changed: the events' JSON and the idempotency
+// keys sorted are kept from one Persist to the next (snapshot_lists.go),
+// and only the events appended and keys remembered since are encoded and
+// sorted. What it keeps is of one epoch (restart: a Restore begins the
+// next), and only a Persist that wrote the whole snapshot keeps anything.
+
 // snapshotJobs is every job as of the last command applied (or, lazy, as
 // of the last snapshot): a copy not yet encoded, or its JSON. Guarded by
 // mu: Snapshot and Persist run on different goroutines, and tests call
@@ -51,6 +57,52 @@ type snapshotJobs struct {
 	// copied counts the jobs copied, by the snapshot (inSnapshot) and
 	// in all: what a test checks the apply goroutine was spared.
 	copied, inSnapshot uint64
+	// epoch counts restores (reset): an event's Seq names one event only
+	// within one. gen counts snapshots taken.
+	epoch, gen uint64
+	// lists is what the newest Persist of this epoch kept of the long
+	// lists (snapshot_lists.go), or nil.
+	lists *snapshotLists
+	// keysAdded counts the idempotency keys remembered (appended to
+	// data.SubmitKeyOrder) since the last reset, a reset's own included.
+	// Under the FSM's lock, not mu: apply changes it, Snapshot reads it.
+	keysAdded uint64
+}
+
+// restart forgets what was kept of the state before a reset (a restore)
+// and starts the next epoch. Under the FSM's write lock.
+func (s *snapshotJobs) restart(d *data) {
+	s.mu.Lock()
+	s.epoch++
+	s.lists = nil
+	s.keysAdded = uint64(len(d.SubmitKeyOrder))
+	s.mu.Unlock()
+}
+
+// kept is what the newest Persist of epoch kept, or nil.
+func (s *snapshotJobs) kept(epoch uint64) *snapshotLists {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lists == nil || s.lists.epoch != epoch {
+		return nil
+	}
+	return s.lists
+}
+
+// keepLists keeps l for the next Persist unless a restore came between,
+// or a Persist of a later snapshot kept its own.
+func (s *snapshotJobs) keepLists(l *snapshotLists) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.epoch == s.epoch && (s.lists == nil || s.lists.gen < l.gen) {
+		s.lists = l
+	}
 }
 
 // WithLazySnapshots makes the FSM copy the jobs a raft snapshot needs when
@@ -170,9 +222,10 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 	// The keys' order is only appended to and cut from the front, so the
 	// slice holds it as of now; the map is cloned, not encoded (sorting
 	// 100,000 keys is Persist's to do).
+	s.gen++
 	return &snapshot{head: head, topology: f.d.Topology, events: f.d.Events, usage: f.d.Usage,
-		submitKeys: maps.Clone(f.d.SubmitKeys), submitKeyOrder: f.d.SubmitKeyOrder,
-		jobs: maps.Clone(s.byID), owner: s}, nil
+		submitKeys: maps.Clone(f.d.SubmitKeys), submitKeyOrder: f.d.SubmitKeyOrder, keysAdded: s.keysAdded,
+		jobs: maps.Clone(s.byID), owner: s, epoch: s.epoch, gen: s.gen}, nil
 }
 
 // snapshot is one raft snapshot: the state's JSON but for its jobs, and
@@ -184,8 +237,10 @@ type snapshot struct {
 	usage          []domain.UsageRecord
 	submitKeys     map[string]uint64
 	submitKeyOrder []string
+	keysAdded      uint64 // snapshotJobs.keysAdded then
 	jobs           map[uint64]*snapJob
 	owner          *snapshotJobs
+	epoch, gen     uint64 // the owner's then
 }
 
 // Persist writes the snapshot as the JSON of data (jobs by ID), encoding
@@ -226,7 +281,17 @@ func (s *snapshot) write(w *bufio.Writer) error {
 			return err
 		}
 	}
-	if err := field("events", func() error { return writeList(w, &enc, s.events) }); err != nil {
+	var prev snapshotLists
+	if p := s.owner.kept(s.epoch); p != nil {
+		prev = *p
+	}
+	kept := &snapshotLists{epoch: s.epoch, gen: s.gen}
+	if err := field("events", func() (err error) {
+		kept.events, err = writeCachedList(w, prev.events, s.events == nil, len(s.events),
+			func(i int) uint64 { return s.events[i].Seq },
+			func(i int) ([]byte, error) { return enc.encode(&s.events[i]) })
+		return err
+	}); err != nil {
 		return err
 	}
 	if len(s.usage) > 0 {
@@ -234,10 +299,13 @@ func (s *snapshot) write(w *bufio.Writer) error {
 			return err
 		}
 	}
-	if err := field("submitKeys", func() error { return writeKeys(w, &enc, s.submitKeys) }); err != nil {
+	if s.submitKeys != nil {
+		kept.keys = sortKeys(prev.keys, s.submitKeys, s.submitKeyOrder, s.keysAdded)
+	}
+	if err := field("submitKeys", func() error { return writeKeys(w, &enc, s.submitKeys, kept.keys) }); err != nil {
 		return err
 	}
-	if err := field("submitKeyOrder", func() error { return writeList(w, &enc, s.submitKeyOrder) }); err != nil {
+	if err := field("submitKeyOrder", func() error { return writeStrings(w, &enc, s.submitKeyOrder) }); err != nil {
 		return err
 	}
 	w.WriteString(`"jobs":{`)
@@ -265,6 +333,7 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	}
 	w.WriteString("}}")
 	s.keep(encoded)
+	s.owner.keepLists(kept)
 	return nil
 }
 
@@ -281,16 +350,25 @@ type elemEncoder struct {
 // write writes v's JSON to w: v a pointer where the value's methods
 // would see an addressable one (an element of a slice).
 func (e *elemEncoder) write(w *bufio.Writer, v any) error {
+	b, err := e.encode(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// encode is v's JSON, valid until the next call.
+func (e *elemEncoder) encode(v any) ([]byte, error) {
 	if e.enc == nil {
 		e.enc = json.NewEncoder(&e.buf) // escapes HTML, as json.Marshal
 	}
 	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil {
-		return err
+		return nil, err
 	}
 	b := e.buf.Bytes()
-	_, err := w.Write(b[:len(b)-1]) // Encode ends a value with a newline
-	return err
+	return b[:len(b)-1], nil // Encode ends a value with a newline
 }
 
 // writeList writes xs as json.Marshal does (null for nil), an element at
@@ -310,30 +388,6 @@ func writeList[T any](w *bufio.Writer, e *elemEncoder, xs []T) error {
 		}
 	}
 	return w.WriteByte(']')
-}
-
-// writeKeys writes m as json.Marshal does (keys sorted by their bytes,
-// null for nil), a key at a time.
-func writeKeys(w *bufio.Writer, e *elemEncoder, m map[string]uint64) error {
-	if m == nil {
-		_, err := w.WriteString("null")
-		return err
-	}
-	keys := slices.Sorted(maps.Keys(m))
-	var num []byte
-	w.WriteByte('{')
-	for i := range keys {
-		if i > 0 {
-			w.WriteByte(',')
-		}
-		if err := e.write(w, &keys[i]); err != nil {
-			return err
-		}
-		w.WriteByte(':')
-		num = strconv.AppendUint(num[:0], m[keys[i]], 10)
-		w.Write(num)
-	}
-	return w.WriteByte('}')
 }
 
 // keep hands the JSON of jobs this Persist encoded to the owner, for the

@@ -13,7 +13,7 @@ import (
 
 // steadySubmits submits n jobs with idempotency keys, each given its
 // pending reason by a plan as a cycle does (500 to a plan).
-func steadySubmits(b *testing.B, h *harness) func(n int) {
+func steadySubmits(b testing.TB, h *harness) func(n int) {
 	apply := h.benchApply(b)
 	key := 0
 	return func(n int) {

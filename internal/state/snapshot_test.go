@@ -363,9 +363,13 @@ func TestSnapshotListsAsMarshal(t *testing.T) {
 		{"empty events", enc(func(w *bufio.Writer) error { return writeList(w, &e, []domain.Event{}) }), marshal([]domain.Event{})},
 		{"usage", enc(func(w *bufio.Writer) error { return writeList(w, &e, usage) }), marshal(usage)},
 		{"key order", enc(func(w *bufio.Writer) error { return writeList(w, &e, order) }), marshal(order)},
-		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys) }), marshal(keys)},
-		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil) }), marshal(map[string]uint64(nil))},
-		{"empty keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, map[string]uint64{}) }), marshal(map[string]uint64{})},
+		{"key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, order) }), marshal(order)},
+		{"no key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, nil) }), marshal([]string(nil))},
+		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys, sortKeys(nil, keys, nil, 0)) }), marshal(keys)},
+		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil, nil) }), marshal(map[string]uint64(nil))},
+		{"empty keys", enc(func(w *bufio.Writer) error {
+			return writeKeys(w, &e, map[string]uint64{}, sortKeys(nil, map[string]uint64{}, nil, 0))
+		}), marshal(map[string]uint64{})},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, c.got, c.want)

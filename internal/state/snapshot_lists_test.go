@@ -1,0 +1,218 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
+	"github.com/jobfabric/jobfabric/internal/domain/domaintest"
+)
+
+// failingSink is a raft.SnapshotSink that fails after n bytes.
+type failingSink struct {
+	bytes.Buffer
+	n         int
+	cancelled bool
+}
+
+func (s *failingSink) Write(p []byte) (int, error) {
+	if s.Len()+len(p) > s.n {
+		return 0, errors.New("disk full")
+	}
+	return s.Buffer.Write(p)
+}
+func (s *failingSink) ID() string    { return "failing" }
+func (s *failingSink) Cancel() error { s.cancelled = true; return nil }
+func (s *failingSink) Close() error  { return nil }
+
+// sameFields fails unless got, a snapshot, has every field of want, the
+// state's json.Marshal, byte for byte (the jobs in another order: by ID).
+func sameFields(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	var g, w map[string]json.RawMessage
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: decode the snapshot: %v", what, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	for k := range w {
+		if k == "jobs" {
+			continue
+		}
+		if !bytes.Equal(g[k], w[k]) {
+			t.Fatalf("%s: field %s:\n got %.300s\nwant %.300s", what, k, g[k], w[k])
+		}
+	}
+	if len(g) != len(w) || !bytes.Equal(normalJSON(t, got), normalJSON(t, want)) || len(got) != len(want) {
+		t.Fatalf("%s: the snapshot (%d bytes) is not the state (%d bytes)", what, len(got), len(want))
+	}
+}
+
+// TestSnapshotListsKept: the events and idempotency keys a Persist keeps
+// for the next (snapshot_lists.go) never show in a later snapshot as
+// other than json.Marshal makes of the state then: through submits with
+// keys that need escaping and keys remembered again for removed jobs,
+// retention cutting events from anywhere in the list (by age, per tenant)
+// and usage records, a restore of the state as it is and of an older
+// snapshot (other events under the same Seqs), snapshots persisted out of
+// order or dropped, and a Persist whose sink failed. A cache kept across
+// a restore, or claiming a Seq it does not hold, fails.
+func TestSnapshotListsKept(t *testing.T) {
+	h := retainHarness(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var olds [][]byte // snapshots persisted, to restore later
+	var pending []struct {
+		s    raft.FSMSnapshot
+		want []byte
+		step int
+	}
+	persist := func(s raft.FSMSnapshot, want []byte, step int) {
+		t.Helper()
+		got := snapshotBytes(t, s)
+		sameFields(t, fmt.Sprintf("step %d", step), got, want)
+		olds = append(olds, got)
+	}
+	keys := []string{"k", "a<b&c>", "é", "\"q\"", "x\u2028", "\xff"}
+	for step := range 600 {
+		h.at = h.at.Add(time.Minute)
+		switch r := rng.IntN(20); {
+		case r < 5:
+			// Some keys come back after their job is gone: remembered again.
+			key := fmt.Sprintf("%s-%d", keys[rng.IntN(len(keys))], rng.IntN(40))
+			ref := []string{"acme/research", "beta/lab"}[rng.IntN(2)]
+			h.must(CmdJobSubmit, domaintest.MakeJobOf(ref, 8, func(s domain.JobSpec) JobSubmit { return JobSubmit{Spec: s, IdempotencyKey: key} }).Obj())
+		case r < 9:
+			h.endJob([]string{"acme/research", "beta/lab"}[rng.IntN(2)], rng.IntN(2) == 0, time.Duration(1+rng.IntN(60))*time.Minute)
+		case r < 10:
+			// Events enough to fill chunks, so whole ones are reused.
+			for range 100 + rng.IntN(300) {
+				h.f.event(&Command{At: h.at, Actor: "admin:test"}, "test", "x", []string{"acme", "beta", ""}[rng.IntN(3)], "", "m<&>")
+			}
+		case r < 11:
+			h.must(CmdRetain, Retain{JobsPerTenant: 1 + rng.IntN(3), EventsPerTenant: 200 + rng.IntN(600)})
+		case r < 12:
+			h.must(CmdRetain, Retain{EventsBefore: h.at.Add(-time.Duration(rng.IntN(300)) * time.Minute),
+				UsageBefore: h.at.Add(-time.Duration(rng.IntN(300)) * time.Minute)})
+		case r < 13 && len(olds) > 0:
+			// An older state: its events' Seqs are given again to others.
+			b := olds[rng.IntN(len(olds))]
+			if rng.IntN(2) == 0 {
+				b = snapshotBytes(t, must(h.f.Snapshot()))
+			}
+			if err := h.f.Restore(nopCloser{bytes.NewReader(b)}); err != nil {
+				t.Fatal(err)
+			}
+		case r < 14:
+			// A Persist that fails part way keeps nothing it did not make.
+			s := must(h.f.Snapshot())
+			sink := &failingSink{n: rng.IntN(4096)}
+			if err := s.Persist(sink); err == nil || !sink.cancelled {
+				t.Fatalf("step %d: Persist to a failing sink: %v, cancelled %t", step, err, sink.cancelled)
+			}
+		}
+		switch rng.IntN(6) {
+		case 0, 1:
+			want := must(json.Marshal(&h.f.d))
+			pending = append(pending, struct {
+				s    raft.FSMSnapshot
+				want []byte
+				step int
+			}{must(h.f.Snapshot()), want, step})
+		case 2:
+			// Persisted in any order, some not at all (released).
+			rng.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
+			for _, p := range pending {
+				if rng.IntN(5) == 0 {
+					p.s.Release()
+					continue
+				}
+				persist(p.s, p.want, p.step)
+			}
+			pending = pending[:0]
+		}
+	}
+	for _, p := range pending {
+		persist(p.s, p.want, p.step)
+	}
+	persist(must(h.f.Snapshot()), must(json.Marshal(&h.f.d)), -1)
+}
+
+// TestSnapshotKeysEvicted: the sorted keys kept across snapshots lose the
+// keys evicted past maxSubmitKeys, keep a key remembered again (twice in
+// the order, once in the map) and take those remembered since, however
+// many snapshots apart; a snapshot whose order no longer reaches back to
+// what was kept sorts them all again.
+func TestSnapshotKeysEvicted(t *testing.T) {
+	h := newHarness(t)
+	check := func(what string) {
+		t.Helper()
+		want := must(json.Marshal(&h.f.d))
+		sameFields(t, what, snapshotBytes(t, must(h.f.Snapshot())), want)
+	}
+	n := 0
+	remember := func(k int) {
+		for range k {
+			n++
+			h.f.rememberSubmitKey(fmt.Sprintf("k%07d", (n*7919)%1_000_003), uint64(n))
+		}
+	}
+	check("empty")
+	remember(1000)
+	check("1,000 keys")
+	h.f.rememberSubmitKey("k0007919", 99) // again: in the order twice
+	remember(maxSubmitKeys - 500)
+	check("evicting")
+	remember(maxSubmitKeys / 3)
+	check("a third evicted")
+	remember(maxSubmitKeys + 10)
+	check("all evicted since")
+	if got := len(h.f.snapJobs.lists.keys.keys); got != len(h.f.d.SubmitKeys) {
+		t.Fatalf("kept %d sorted keys, the state has %d", got, len(h.f.d.SubmitKeys))
+	}
+	if !slices.IsSorted(h.f.snapJobs.lists.keys.keys) {
+		t.Fatal("the kept keys are not sorted")
+	}
+}
+
+// TestSnapshotEventsReused: a steady Persist encodes only the events
+// appended since the last (and copies those of chunks retention cut), not
+// the whole list: what the cache is for.
+func TestSnapshotEventsReused(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	for range 5000 {
+		h.f.event(&Command{At: h.at, Actor: "admin:test"}, "test", "x", "acme", "", "m")
+	}
+	snapshotBytes(t, must(h.f.Snapshot()))
+	first := h.f.snapJobs.lists.events.chunks
+	for range 10 {
+		h.f.event(&Command{At: h.at, Actor: "admin:test"}, "test", "x", "acme", "", "m")
+	}
+	sameFields(t, "10 more", snapshotBytes(t, must(h.f.Snapshot())), must(json.Marshal(&h.f.d)))
+	now := h.f.snapJobs.lists.events.chunks
+	for _, c := range first {
+		// Chunks under a quarter full are copied, to merge them.
+		if len(c.keys) >= listChunk/4 && !slices.Contains(now, c) {
+			t.Fatalf("the chunk of events %d to %d was made again, not reused", c.keys[0], c.last())
+		}
+	}
+	if len(first) < 4 {
+		t.Fatalf("%d chunks; want the 5,000 events in at least 4", len(first))
+	}
+	// Retention cuts from the middle of chunks: beta's older events go,
+	// acme's around them stay.
+	for i := range 3000 {
+		h.f.event(&Command{At: h.at, Actor: "admin:test"}, "test", "x", []string{"acme", "beta"}[i%2], "", "m")
+	}
+	sameFields(t, "3,000 more", snapshotBytes(t, must(h.f.Snapshot())), must(json.Marshal(&h.f.d)))
+	h.f.removeEvents(&Retain{EventsPerTenant: 1000})
+	sameFields(t, "beta's cut", snapshotBytes(t, must(h.f.Snapshot())), must(json.Marshal(&h.f.d)))
+}
