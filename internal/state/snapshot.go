@@ -296,13 +296,20 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	if err := field("events", func() (err error) {
 		kept.events, err = writeCachedList(w, prev.events, s.events == nil, len(s.events),
 			func(i int) uint64 { return s.events[i].Seq },
+			func(int) struct{} { return struct{}{} }, // a Seq is one event
 			func(i int) ([]byte, error) { return enc.encode(&s.events[i]) })
 		return err
 	}); err != nil {
 		return err
 	}
 	if len(s.usage) > 0 {
-		if err := field("usageArchive", func() error { return writeList(w, &enc, s.usage) }); err != nil {
+		if err := field("usageArchive", func() (err error) {
+			kept.usage, err = writeCachedList(w, prev.usage, false, len(s.usage),
+				func(i int) uint64 { return usageKey(&s.usage[i]) },
+				func(i int) usageMark { return usageMarkOf(&s.usage[i]) },
+				func(i int) ([]byte, error) { return enc.encode(&s.usage[i]) })
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -376,25 +383,6 @@ func (e *elemEncoder) encode(v any) ([]byte, error) {
 	}
 	b := e.buf.Bytes()
 	return b[:len(b)-1], nil // Encode ends a value with a newline
-}
-
-// writeList writes xs as json.Marshal does (null for nil), an element at
-// a time.
-func writeList[T any](w *bufio.Writer, e *elemEncoder, xs []T) error {
-	if xs == nil {
-		_, err := w.WriteString("null")
-		return err
-	}
-	w.WriteByte('[')
-	for i := range xs {
-		if i > 0 {
-			w.WriteByte(',')
-		}
-		if err := e.write(w, &xs[i]); err != nil {
-			return err
-		}
-	}
-	return w.WriteByte(']')
 }
 
 // snapEntry is a job of a snapshot by ID: as Snapshot took it (was) and,

@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"unsafe"
+
+	"github.com/jobfabric/jobfabric/internal/domain"
 )
 
 // A snapshot's long lists are written as json.Marshal makes them, but
@@ -36,22 +39,25 @@ const listChunk = 1024
 // the idempotency keys sorted, as of snapshot gen of epoch.
 type snapshotLists struct {
 	epoch, gen uint64
-	events     *encList
+	events     *encList[struct{}]
+	usage      *encList[usageMark]
 	keys       *sortedKeys
 }
 
 // encChunk is the JSON of elements of a list, in order, joined by commas,
-// each with its key (strictly increasing). Never changed once made:
-// snapshots in flight share them.
-type encChunk struct {
-	keys []uint64
-	ends []int // element i is buf[ends[i-1]+1 : ends[i]] (from 0 for the first)
-	buf  []byte
+// each with its key (strictly increasing) and mark: an element's JSON is
+// reused for an element of the same key and mark. Never changed once
+// made: snapshots in flight share them.
+type encChunk[M comparable] struct {
+	keys  []uint64
+	marks []M
+	ends  []int // element i is buf[ends[i-1]+1 : ends[i]] (from 0 for the first)
+	buf   []byte
 }
 
-func (c *encChunk) last() uint64 { return c.keys[len(c.keys)-1] }
+func (c *encChunk[M]) last() uint64 { return c.keys[len(c.keys)-1] }
 
-func (c *encChunk) elem(i int) []byte {
+func (c *encChunk[M]) elem(i int) []byte {
 	start := 0
 	if i > 0 {
 		start = c.ends[i-1] + 1
@@ -60,17 +66,17 @@ func (c *encChunk) elem(i int) []byte {
 }
 
 // encList is a list's JSON as one Persist wrote it, by chunks.
-type encList struct{ chunks []*encChunk }
+type encList[M comparable] struct{ chunks []*encChunk[M] }
 
 // listWriter writes a list's elements to w, whole chunks kept from an
 // earlier snapshot or new ones filled an element at a time, and collects
 // the chunks for the next snapshot. New chunks are cut from one arena, so
 // they take the bytes they hold, not twice that as buffers grown by
 // doubling would.
-type listWriter struct {
+type listWriter[M comparable] struct {
 	w      *bufio.Writer
-	chunks []*encChunk
-	open   *encChunk // its JSON is arena[start:]
+	chunks []*encChunk[M]
+	open   *encChunk[M] // its JSON is arena[start:]
 	arena  []byte
 	start  int
 }
@@ -78,7 +84,7 @@ type listWriter struct {
 // arenaSize is the least an arena holds: 1,024 events are ~200 kB.
 const arenaSize = 1 << 20
 
-func (lw *listWriter) put(c *encChunk) {
+func (lw *listWriter[M]) put(c *encChunk[M]) {
 	if len(lw.chunks) > 0 {
 		lw.w.WriteByte(',')
 	}
@@ -86,10 +92,10 @@ func (lw *listWriter) put(c *encChunk) {
 	lw.chunks = append(lw.chunks, c)
 }
 
-func (lw *listWriter) add(key uint64, b []byte) {
+func (lw *listWriter[M]) add(key uint64, mark M, b []byte) {
 	c := lw.open
 	if c == nil {
-		c = &encChunk{keys: make([]uint64, 0, listChunk), ends: make([]int, 0, listChunk)}
+		c = &encChunk[M]{keys: make([]uint64, 0, listChunk), marks: make([]M, 0, listChunk), ends: make([]int, 0, listChunk)}
 		lw.open = c
 		lw.start = len(lw.arena)
 	}
@@ -105,13 +111,14 @@ func (lw *listWriter) add(key uint64, b []byte) {
 	}
 	lw.arena = append(lw.arena, b...)
 	c.keys = append(c.keys, key)
+	c.marks = append(c.marks, mark)
 	c.ends = append(c.ends, len(lw.arena)-lw.start)
 	if len(c.keys) == listChunk {
 		lw.flush()
 	}
 }
 
-func (lw *listWriter) flush() {
+func (lw *listWriter[M]) flush() {
 	if lw.open != nil {
 		end := len(lw.arena)
 		lw.open.buf = lw.arena[lw.start:end:end] // what follows is the next chunk's
@@ -121,15 +128,15 @@ func (lw *listWriter) flush() {
 }
 
 // writeCachedList writes a list of n elements (nil: null) as json.Marshal
-// does, element i's key key(i) and its JSON enc(i), reusing the JSON in
-// old of the elements whose keys it holds. It returns the list's JSON by
-// key for the next snapshot, or nil when the keys do not strictly
-// increase (then nothing is reused either: a key would not name one
-// element).
-func writeCachedList(w *bufio.Writer, old *encList, isNil bool, n int, key func(i int) uint64, enc func(i int) ([]byte, error)) (*encList, error) {
+// does, element i's key key(i), its mark mark(i) and its JSON enc(i),
+// reusing the JSON in old of the elements whose keys and marks it holds.
+// It returns the list's JSON by key for the next snapshot, or nil when
+// the keys do not strictly increase (then nothing is reused either: a
+// key would not find one element).
+func writeCachedList[M comparable](w *bufio.Writer, old *encList[M], isNil bool, n int, key func(i int) uint64, mark func(i int) M, enc func(i int) ([]byte, error)) (*encList[M], error) {
 	if isNil {
 		_, err := w.WriteString("null")
-		return &encList{}, err
+		return &encList[M]{}, err
 	}
 	keyed := true
 	for i := 1; i < n; i++ {
@@ -138,12 +145,12 @@ func writeCachedList(w *bufio.Writer, old *encList, isNil bool, n int, key func(
 			break
 		}
 	}
-	var kept []*encChunk
+	var kept []*encChunk[M]
 	if old != nil && keyed {
 		kept = old.chunks
 	}
 	w.WriteByte('[')
-	lw := listWriter{w: w}
+	lw := listWriter[M]{w: w}
 	ci, ei := 0, 0 // in kept: the first element whose key may be ahead
 	for k := 0; k < n; {
 		kk := key(k)
@@ -158,15 +165,15 @@ func writeCachedList(w *bufio.Writer, old *encList, isNil bool, n int, key func(
 			// elements here is those elements: what retention removed was
 			// removed from both, and what was appended since has greater
 			// keys. Small ones are copied, to merge them.
-			if m := len(c.keys); found && ei == 0 && m >= listChunk/4 && k+m <= n && key(k+m-1) == c.last() {
+			if m := len(c.keys); found && ei == 0 && m >= listChunk/4 && k+m <= n && key(k+m-1) == c.last() && sameMarks(c, k, mark) {
 				lw.flush()
 				lw.put(c)
 				k += m
 				ci, ei = ci+1, 0
 				continue
 			}
-			if found {
-				lw.add(kk, c.elem(ei))
+			if mk := mark(k); found && c.marks[ei] == mk {
+				lw.add(kk, mk, c.elem(ei))
 				k, ei = k+1, ei+1
 				continue
 			}
@@ -175,7 +182,7 @@ func writeCachedList(w *bufio.Writer, old *encList, isNil bool, n int, key func(
 		if err != nil {
 			return nil, err
 		}
-		lw.add(kk, b)
+		lw.add(kk, mark(k), b)
 		k++
 	}
 	lw.flush()
@@ -185,7 +192,38 @@ func writeCachedList(w *bufio.Writer, old *encList, isNil bool, n int, key func(
 	if !keyed {
 		return nil, nil
 	}
-	return &encList{chunks: lw.chunks}, nil
+	return &encList[M]{chunks: lw.chunks}, nil
+}
+
+// sameMarks says whether the elements from k on have c's marks.
+func sameMarks[M comparable](c *encChunk[M], k int, mark func(i int) M) bool {
+	for i, m := range c.marks {
+		if mark(k+i) != m {
+			return false
+		}
+	}
+	return true
+}
+
+// usageMark tells usage records apart where their key (end time, job)
+// may not: the runs they hold. A record's runs are an array of its own,
+// made with it (usageRecord) and never changed, and the mark holds it, so
+// no other record's can be made at its address while the JSON is kept.
+type usageMark struct {
+	job  uint64
+	runs *domain.Run
+	n    int
+}
+
+// usageKey orders records as the archive is (byRecordEnd): end time to
+// the second (as usageRecord makes them), then job. A key shared or out
+// of order only costs the reuse (the keys must increase).
+func usageKey(u *domain.UsageRecord) uint64 {
+	return uint64(u.EndedAt.Unix())<<32 | u.Job&(1<<32-1)
+}
+
+func usageMarkOf(u *domain.UsageRecord) usageMark {
+	return usageMark{job: u.Job, runs: unsafe.SliceData(u.Runs), n: len(u.Runs)}
 }
 
 // sortedKeys is the idempotency keys of one snapshot, sorted, and how many

@@ -216,3 +216,57 @@ func TestSnapshotEventsReused(t *testing.T) {
 	h.f.removeEvents(&Retain{EventsPerTenant: 1000})
 	sameFields(t, "beta's cut", snapshotBytes(t, must(h.f.Snapshot())), must(json.Marshal(&h.f.d)))
 }
+
+// TestSnapshotUsageReused: the usage archive's JSON is kept across
+// snapshots like the events', by end time and job, and a record is told
+// apart from another of the same key by its runs: records inserted in the
+// middle (a job that ended earlier removed later), a prefix cut by
+// retention, and one record in place of another of the same end and job
+// (cut, then archived again: usage retention may change) each show in
+// the next snapshot as json.Marshal makes them; the chunks not touched
+// are reused.
+func TestSnapshotUsageReused(t *testing.T) {
+	h := newHarness(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(job uint64, end time.Time, tenant string) domain.UsageRecord {
+		e := end
+		return domain.UsageRecord{Job: job, Name: domain.DefaultJobName(job), Tenant: tenant, Workspace: "w", EndedAt: end,
+			Runs: []domain.Run{{Start: end.Add(-time.Hour), End: &e, GPUs: 8, Units: 8}}}
+	}
+	var recs []domain.UsageRecord
+	for i := range 3000 {
+		recs = append(recs, rec(uint64(i+1), t0.Add(time.Duration(i)*time.Minute), "acme"))
+	}
+	h.f.d.Usage = mergeUsage(nil, recs)
+	check := func(what string) []*encChunk[usageMark] {
+		t.Helper()
+		sameFields(t, what, snapshotBytes(t, must(h.f.Snapshot())), must(json.Marshal(&h.f.d)))
+		if l := h.f.snapJobs.lists.usage; l != nil {
+			return l.chunks
+		}
+		return nil
+	}
+	first := check("3,000 records")
+	h.f.d.Usage = mergeUsage(h.f.d.Usage, []domain.UsageRecord{rec(5000, t0.Add(1500*time.Minute+time.Second), "beta")})
+	check("one inserted in the middle")
+	h.f.d.Usage = slices.Clone(h.f.d.Usage[100:])
+	h.f.d.Usage = append(h.f.d.Usage, rec(5001, t0.Add(4000*time.Minute), "beta"))
+	now := check("a prefix cut, one appended")
+	if !slices.Contains(now, first[len(first)-1]) {
+		t.Error("the last chunk, not touched, was made again")
+	}
+	// The first record of a chunk whole in the cache, again but of
+	// another tenant: same key, other runs.
+	u := slices.Clone(h.f.d.Usage)
+	i := slices.IndexFunc(u, func(r domain.UsageRecord) bool { return r.Job == 2049 })
+	u[i] = rec(u[i].Job, u[i].EndedAt, "other")
+	h.f.d.Usage = u
+	check("a record in place of another")
+	// Two records of one key: not told apart by key, nothing reused.
+	h.f.d.Usage = mergeUsage(h.f.d.Usage, []domain.UsageRecord{rec(3000, t0.Add(2999*time.Minute), "beta")})
+	check("two of one key")
+	if h.f.snapJobs.lists.usage != nil {
+		t.Error("kept the JSON of records whose keys do not increase")
+	}
+	check("after")
+}
