@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -269,4 +270,79 @@ func TestSnapshotUsageReused(t *testing.T) {
 		t.Error("kept the JSON of records whose keys do not increase")
 	}
 	check("after")
+}
+
+// TestSnapshotPersistAlongsideApply: snapshots persisted two at a time
+// while submits are applied (raft persists alongside applies and retains
+// two), each what a state restored from it writes again, byte for byte.
+// Under -race, what Persist keeps for the next is shared safely.
+func TestSnapshotPersistAlongsideApply(t *testing.T) {
+	h := newHarness(t).cluster(1, 2, 8)
+	steadySubmits(t, h)(500)
+	// Applied here, not through the harness: Fatal belongs to the test's
+	// goroutine.
+	applied := make(chan error, 1)
+	go func() {
+		for i := range 2000 {
+			e, err := Encode(CmdJobSubmit, h.at.Add(time.Duration(i)*time.Millisecond), "admin:test",
+				JobSubmit{Spec: MakeJob("research", 1).Obj().Spec, IdempotencyKey: fmt.Sprintf("race-%d", i)})
+			if err == nil {
+				if r := h.f.ApplyCommand(e); r.Err != nil {
+					err = r.Err
+				}
+			}
+			if err != nil {
+				applied <- err
+				return
+			}
+		}
+		applied <- nil
+	}()
+	persist := func(s raft.FSMSnapshot) ([]byte, error) {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		err := s.(*snapshot).write(w)
+		if err == nil {
+			err = w.Flush()
+		}
+		return buf.Bytes(), err
+	}
+	var snaps [][]byte
+	for running := true; running; {
+		select {
+		case err := <-applied:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+		a, b := must(h.f.Snapshot()), must(h.f.Snapshot())
+		other := make(chan []byte, 1)
+		go func() {
+			got, err := persist(a)
+			if err != nil {
+				got = nil
+			}
+			other <- got
+		}()
+		got, err := persist(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got2 := <-other
+		if got2 == nil {
+			t.Fatal("a snapshot persisted alongside another failed")
+		}
+		snaps = append(snaps, got, got2)
+	}
+	for i, b := range snaps {
+		g := New()
+		if err := g.Restore(nopCloser{bytes.NewReader(b)}); err != nil {
+			t.Fatal(err)
+		}
+		if again := snapshotBytes(t, must(g.Snapshot())); !bytes.Equal(again, b) {
+			t.Fatalf("snapshot %d: restored and written again, %d bytes; it was %d", i, len(again), len(b))
+		}
+	}
 }
