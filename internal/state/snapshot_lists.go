@@ -14,29 +14,34 @@ import (
 // not made anew each time. Encoding them whole was most of Persist with
 // 130,000 jobs (issue 18): the events ~150 ms (time.Time's MarshalJSON
 // through reflection, per event), the idempotency keys ~80 ms (100,000
-// sorted and encoded one by one). Both change at their ends only:
+// sorted and encoded one by one). Neither is changed in place:
 //
-//   - events are appended with a Seq one above the last, and never changed
-//     in place; retention removes some (by age, or past a tenant's count:
-//     from anywhere in the list, not only the front). So an event's JSON
-//     is kept by its Seq (encList) and only the events appended since the
-//     last snapshot are encoded. A Seq names one event only until a
-//     Restore (which brings another state's events): the kept JSON is of
-//     one epoch of snapshotJobs, and Restore starts the next.
+//   - events are appended with a Seq one above the last; retention removes
+//     some (by age, or past a tenant's count: from anywhere in the list,
+//     not only the front). So an event's JSON is kept by its Seq (encList)
+//     and only the events appended since the last snapshot are encoded. A
+//     Seq names one event only until a Restore (which brings another
+//     state's events): the kept JSON is of one epoch of snapshotJobs, and
+//     Restore starts the next.
+//   - usage records are kept the same way by end time and job, and told
+//     apart by their runs (usageMark): they are inserted where their end
+//     time falls, and retention cuts the archive's front.
 //   - keys are remembered in the order they came (SubmitKeyOrder, cut from
 //     the front). The sorted keys of the last snapshot (sortedKeys) merge
 //     with those remembered since (the order's tail), sorted alone.
 //
-// What is kept is made by a Persist that wrote the whole snapshot (its
-// writer may have failed after: the JSON kept is the lists' own, whatever
-// became of the sink), of the epoch it was taken in, and newer than what
-// it replaces (snapshotLists).
+// What a Persist keeps is what it encoded, not what reached the sink: it
+// keeps it once it has written the whole snapshot to its writer (an
+// encoding error keeps nothing; a sink's error leaves the JSON right),
+// for the epoch it was taken in, unless a later snapshot's Persist kept
+// its own (snapshotLists).
 
 // listChunk is how many elements an encChunk holds: the unit reused whole.
 const listChunk = 1024
 
-// snapshotLists is what a Persist keeps for the next: the events' JSON and
-// the idempotency keys sorted, as of snapshot gen of epoch.
+// snapshotLists is what a Persist keeps for the next: the events' and
+// usage records' JSON and the idempotency keys sorted, as of snapshot gen
+// of epoch.
 type snapshotLists struct {
 	epoch, gen uint64
 	events     *encList[struct{}]

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -344,5 +346,37 @@ func TestSnapshotPersistAlongsideApply(t *testing.T) {
 		if again := snapshotBytes(t, must(g.Snapshot())); !bytes.Equal(again, b) {
 			t.Fatalf("snapshot %d: restored and written again, %d bytes; it was %d", i, len(again), len(b))
 		}
+	}
+}
+
+// TestSnapshotJobsByID: a snapshot writes its jobs by ID, whether their
+// IDs fill their range (put in place) or not (sorted), and every job once.
+func TestSnapshotJobsByID(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ids  []uint64
+	}{
+		{"none", nil},
+		{"one", []uint64{7}},
+		{"dense", []uint64{5, 3, 4, 9, 8, 6, 10, 12}},
+		{"sparse", []uint64{1 << 40, 3, 1<<63 + 5, 17, 2}},
+		{"extremes", []uint64{0, math.MaxUint64}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			jobs := map[uint64]*snapJob{}
+			for _, id := range c.ids {
+				jobs[id] = &snapJob{enc: []byte(strconv.FormatUint(id, 10))}
+			}
+			got := jobsByID(jobs)
+			want := slices.Sorted(slices.Values(c.ids))
+			if len(got) != len(want) {
+				t.Fatalf("%d jobs, want %d", len(got), len(want))
+			}
+			for i, e := range got {
+				if e.id != want[i] || e.was != jobs[want[i]] {
+					t.Fatalf("job %d is %d, want %d (or not its entry)", i, e.id, want[i])
+				}
+			}
+		})
 	}
 }
