@@ -2,8 +2,11 @@ package state
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -136,4 +139,39 @@ func BenchmarkCycleSnapshotLocked(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSnapshotJobsByID is Persist's order of 130,000 jobs: put in
+// place in their IDs' range (jobsByID), against sorting them with their
+// entries, and against sorting their IDs and looking each up again (what
+// Persist did before).
+func BenchmarkSnapshotJobsByID(b *testing.B) {
+	jobs := map[uint64]*snapJob{}
+	for i := range 130_000 {
+		jobs[uint64(1000+i)] = &snapJob{}
+	}
+	b.Run("place", func(b *testing.B) {
+		for range b.N {
+			jobsByID(jobs)
+		}
+	})
+	b.Run("sort", func(b *testing.B) {
+		for range b.N {
+			out := make([]snapEntry, 0, len(jobs))
+			for id, e := range jobs {
+				out = append(out, snapEntry{id: id, was: e})
+			}
+			slices.SortFunc(out, func(a, b snapEntry) int { return cmp.Compare(a.id, b.id) })
+		}
+	})
+	b.Run("sort-ids-lookup", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for _, id := range slices.Sorted(maps.Keys(jobs)) {
+				if jobs[id] != nil {
+					n++
+				}
+			}
+		}
+	})
 }
