@@ -67,6 +67,7 @@ const maxSubmitKeys = 100_000
 func (f *FSM) rememberSubmitKey(key string, id uint64) {
 	f.d.SubmitKeys[key] = id
 	f.d.SubmitKeyOrder = append(f.d.SubmitKeyOrder, key)
+	f.snapJobs.keysAdded++
 	if len(f.d.SubmitKeyOrder) > maxSubmitKeys {
 		delete(f.d.SubmitKeys, f.d.SubmitKeyOrder[0])
 		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]

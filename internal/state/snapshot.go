@@ -3,10 +3,12 @@ package state
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -37,6 +39,12 @@ import (
 // changes as it goes (follow, after every command), and Snapshot only
 // clones the map of copies and the keys: about a millisecond.
 
+// Persist, too, costs what changed: the events' JSON and the idempotency
+// keys sorted are kept from one Persist to the next (snapshot_lists.go),
+// and only the events appended and keys remembered since are encoded and
+// sorted. What it keeps is of one epoch (restart: a Restore begins the
+// next), and only a Persist that wrote the whole snapshot keeps anything.
+
 // snapshotJobs is every job as of the last command applied (or, lazy, as
 // of the last snapshot): a copy not yet encoded, or its JSON. Guarded by
 // mu: Snapshot and Persist run on different goroutines, and tests call
@@ -51,6 +59,52 @@ type snapshotJobs struct {
 	// copied counts the jobs copied, by the snapshot (inSnapshot) and
 	// in all: what a test checks the apply goroutine was spared.
 	copied, inSnapshot uint64
+	// epoch counts restores (reset): an event's Seq names one event only
+	// within one. gen counts snapshots taken.
+	epoch, gen uint64
+	// lists is what the newest Persist of this epoch kept of the long
+	// lists (snapshot_lists.go), or nil.
+	lists *snapshotLists
+	// keysAdded counts the idempotency keys remembered (appended to
+	// data.SubmitKeyOrder) since the last reset, a reset's own included.
+	// Under the FSM's lock, not mu: apply changes it, Snapshot reads it.
+	keysAdded uint64
+}
+
+// restart forgets what was kept of the state before a reset (a restore)
+// and starts the next epoch. Under the FSM's write lock.
+func (s *snapshotJobs) restart(d *data) {
+	s.mu.Lock()
+	s.epoch++
+	s.lists = nil
+	s.keysAdded = uint64(len(d.SubmitKeyOrder))
+	s.mu.Unlock()
+}
+
+// kept is what the newest Persist of epoch kept, or nil.
+func (s *snapshotJobs) kept(epoch uint64) *snapshotLists {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lists == nil || s.lists.epoch != epoch {
+		return nil
+	}
+	return s.lists
+}
+
+// keepLists keeps l for the next Persist unless a restore came between,
+// or a Persist of a later snapshot kept its own.
+func (s *snapshotJobs) keepLists(l *snapshotLists) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.epoch == s.epoch && (s.lists == nil || s.lists.gen < l.gen) {
+		s.lists = l
+	}
 }
 
 // WithLazySnapshots makes the FSM copy the jobs a raft snapshot needs when
@@ -170,9 +224,10 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 	// The keys' order is only appended to and cut from the front, so the
 	// slice holds it as of now; the map is cloned, not encoded (sorting
 	// 100,000 keys is Persist's to do).
+	s.gen++
 	return &snapshot{head: head, topology: f.d.Topology, events: f.d.Events, usage: f.d.Usage,
-		submitKeys: maps.Clone(f.d.SubmitKeys), submitKeyOrder: f.d.SubmitKeyOrder,
-		jobs: maps.Clone(s.byID), owner: s}, nil
+		submitKeys: maps.Clone(f.d.SubmitKeys), submitKeyOrder: f.d.SubmitKeyOrder, keysAdded: s.keysAdded,
+		jobs: maps.Clone(s.byID), owner: s, epoch: s.epoch, gen: s.gen}, nil
 }
 
 // snapshot is one raft snapshot: the state's JSON but for its jobs, and
@@ -184,8 +239,10 @@ type snapshot struct {
 	usage          []domain.UsageRecord
 	submitKeys     map[string]uint64
 	submitKeyOrder []string
+	keysAdded      uint64 // snapshotJobs.keysAdded then
 	jobs           map[uint64]*snapJob
 	owner          *snapshotJobs
+	epoch, gen     uint64 // the owner's then
 }
 
 // Persist writes the snapshot as the JSON of data (jobs by ID), encoding
@@ -204,8 +261,8 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) write(w *bufio.Writer) error {
-	ids := slices.Sorted(maps.Keys(s.jobs))
-	encoded := map[uint64]*snapJob{}
+	jobs := jobsByID(s.jobs)
+	var encoded []snapEntry
 	w.Write(s.head[:len(s.head)-1]) // without its closing brace
 	if len(s.head) > 2 {
 		w.WriteByte(',')
@@ -226,31 +283,51 @@ func (s *snapshot) write(w *bufio.Writer) error {
 			return err
 		}
 	}
-	if err := field("events", func() error { return writeList(w, &enc, s.events) }); err != nil {
+	var prev snapshotLists
+	if p := s.owner.kept(s.epoch); p != nil {
+		prev = *p
+	}
+	kept := &snapshotLists{epoch: s.epoch, gen: s.gen}
+	if err := field("events", func() (err error) {
+		kept.events, err = writeCachedList(w, prev.events, s.events == nil, len(s.events),
+			func(i int) uint64 { return s.events[i].Seq },
+			func(int) struct{} { return struct{}{} }, // a Seq is one event
+			func(i int) ([]byte, error) { return enc.encode(&s.events[i]) })
+		return err
+	}); err != nil {
 		return err
 	}
 	if len(s.usage) > 0 {
-		if err := field("usageArchive", func() error { return writeList(w, &enc, s.usage) }); err != nil {
+		if err := field("usageArchive", func() (err error) {
+			kept.usage, err = writeCachedList(w, prev.usage, false, len(s.usage),
+				func(i int) uint64 { return usageKey(&s.usage[i]) },
+				func(i int) usageMark { return usageMarkOf(&s.usage[i]) },
+				func(i int) ([]byte, error) { return enc.encode(&s.usage[i]) })
+			return err
+		}); err != nil {
 			return err
 		}
 	}
-	if err := field("submitKeys", func() error { return writeKeys(w, &enc, s.submitKeys) }); err != nil {
+	if s.submitKeys != nil {
+		kept.keys = sortKeys(prev.keys, s.submitKeys, s.submitKeyOrder, s.keysAdded)
+	}
+	if err := field("submitKeys", func() error { return writeKeys(w, &enc, s.submitKeys, kept.keys) }); err != nil {
 		return err
 	}
-	if err := field("submitKeyOrder", func() error { return writeList(w, &enc, s.submitKeyOrder) }); err != nil {
+	if err := field("submitKeyOrder", func() error { return writeStrings(w, &enc, s.submitKeyOrder) }); err != nil {
 		return err
 	}
 	w.WriteString(`"jobs":{`)
 	var num []byte
-	for i, id := range ids {
-		e := s.jobs[id]
+	for i, je := range jobs {
+		id, e := je.id, je.was
 		if e.enc == nil {
 			b, err := json.Marshal(e.job)
 			if err != nil {
 				return fmt.Errorf("encode job %d: %w", id, err)
 			}
-			encoded[id] = &snapJob{enc: b}
-			e = encoded[id]
+			e = &snapJob{enc: b}
+			encoded = append(encoded, snapEntry{id: id, was: je.was, now: e})
 		}
 		if i > 0 {
 			w.WriteByte(',')
@@ -265,6 +342,7 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	}
 	w.WriteString("}}")
 	s.keep(encoded)
+	s.owner.keepLists(kept)
 	return nil
 }
 
@@ -281,64 +359,70 @@ type elemEncoder struct {
 // write writes v's JSON to w: v a pointer where the value's methods
 // would see an addressable one (an element of a slice).
 func (e *elemEncoder) write(w *bufio.Writer, v any) error {
+	b, err := e.encode(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// encode is v's JSON, valid until the next call.
+func (e *elemEncoder) encode(v any) ([]byte, error) {
 	if e.enc == nil {
 		e.enc = json.NewEncoder(&e.buf) // escapes HTML, as json.Marshal
 	}
 	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil {
-		return err
+		return nil, err
 	}
 	b := e.buf.Bytes()
-	_, err := w.Write(b[:len(b)-1]) // Encode ends a value with a newline
-	return err
+	return b[:len(b)-1], nil // Encode ends a value with a newline
 }
 
-// writeList writes xs as json.Marshal does (null for nil), an element at
-// a time.
-func writeList[T any](w *bufio.Writer, e *elemEncoder, xs []T) error {
-	if xs == nil {
-		_, err := w.WriteString("null")
-		return err
-	}
-	w.WriteByte('[')
-	for i := range xs {
-		if i > 0 {
-			w.WriteByte(',')
-		}
-		if err := e.write(w, &xs[i]); err != nil {
-			return err
-		}
-	}
-	return w.WriteByte(']')
+// snapEntry is a job of a snapshot by ID: as Snapshot took it (was) and,
+// once encoded by Persist, its JSON (now).
+type snapEntry struct {
+	id       uint64
+	was, now *snapJob
 }
 
-// writeKeys writes m as json.Marshal does (keys sorted by their bytes,
-// null for nil), a key at a time.
-func writeKeys(w *bufio.Writer, e *elemEncoder, m map[string]uint64) error {
-	if m == nil {
-		_, err := w.WriteString("null")
-		return err
+// jobsByID is the jobs with their IDs, by ID. Sorting the IDs and looking
+// each up again was a map access out of cache per job (130,000); and job
+// IDs are handed out in order, so those of a state's jobs mostly fill
+// their range: each is put in its place there, not sorted.
+func jobsByID(jobs map[uint64]*snapJob) []snapEntry {
+	if len(jobs) == 0 {
+		return nil
 	}
-	keys := slices.Sorted(maps.Keys(m))
-	var num []byte
-	w.WriteByte('{')
-	for i := range keys {
-		if i > 0 {
-			w.WriteByte(',')
-		}
-		if err := e.write(w, &keys[i]); err != nil {
-			return err
-		}
-		w.WriteByte(':')
-		num = strconv.AppendUint(num[:0], m[keys[i]], 10)
-		w.Write(num)
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for id := range jobs {
+		lo, hi = min(lo, id), max(hi, id)
 	}
-	return w.WriteByte('}')
+	out := make([]snapEntry, 0, len(jobs))
+	if hi-lo >= 2*uint64(len(jobs)) {
+		// Few jobs over a wide range (old jobs kept long): sorted.
+		for id, e := range jobs {
+			out = append(out, snapEntry{id: id, was: e})
+		}
+		slices.SortFunc(out, func(a, b snapEntry) int { return cmp.Compare(a.id, b.id) })
+		return out
+	}
+	slots := make([]*snapJob, hi-lo+1)
+	for id, e := range jobs {
+		slots[id-lo] = e
+	}
+	for i, e := range slots {
+		if e != nil {
+			out = append(out, snapEntry{id: lo + uint64(i), was: e})
+		}
+	}
+	return out
 }
 
 // keep hands the JSON of jobs this Persist encoded to the owner, for the
 // jobs not changed since (the owner still holds the copy encoded).
-func (s *snapshot) keep(encoded map[uint64]*snapJob) {
+func (s *snapshot) keep(encoded []snapEntry) {
 	if len(encoded) == 0 || s.owner == nil {
 		return
 	}
@@ -347,9 +431,9 @@ func (s *snapshot) keep(encoded map[uint64]*snapJob) {
 	// milliseconds.
 	n := 0
 	s.owner.mu.Lock()
-	for id, e := range encoded {
-		if cur, ok := s.owner.byID[id]; ok && cur == s.jobs[id] {
-			s.owner.byID[id] = e
+	for _, e := range encoded {
+		if cur, ok := s.owner.byID[e.id]; ok && cur == e.was {
+			s.owner.byID[e.id] = e.now
 		}
 		if n++; n%1000 == 0 {
 			s.owner.mu.Unlock()

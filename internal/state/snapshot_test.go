@@ -322,7 +322,7 @@ func TestCopyOfSharesApplysCopy(t *testing.T) {
 }
 
 // TestSnapshotListsAsMarshal: the snapshot's long lists, written an
-// element at a time (writeList, writeKeys), are the bytes json.Marshal
+// element at a time (writeCachedList, writeKeys), are the bytes json.Marshal
 // makes of them whole (what Persist wrote before, and what Restore reads):
 // HTML characters escaped, strings not UTF-8, nil and empty lists and
 // maps, keys sorted by their bytes.
@@ -358,17 +358,49 @@ func TestSnapshotListsAsMarshal(t *testing.T) {
 		name      string
 		got, want string
 	}{
-		{"events", enc(func(w *bufio.Writer) error { return writeList(w, &e, events) }), marshal(events)},
-		{"no events", enc(func(w *bufio.Writer) error { return writeList(w, &e, []domain.Event(nil)) }), marshal([]domain.Event(nil))},
-		{"empty events", enc(func(w *bufio.Writer) error { return writeList(w, &e, []domain.Event{}) }), marshal([]domain.Event{})},
-		{"usage", enc(func(w *bufio.Writer) error { return writeList(w, &e, usage) }), marshal(usage)},
-		{"key order", enc(func(w *bufio.Writer) error { return writeList(w, &e, order) }), marshal(order)},
-		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys) }), marshal(keys)},
-		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil) }), marshal(map[string]uint64(nil))},
-		{"empty keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, map[string]uint64{}) }), marshal(map[string]uint64{})},
+		{"events", enc(func(w *bufio.Writer) error { return writeEvents(w, &e, events) }), marshal(events)},
+		{"no events", enc(func(w *bufio.Writer) error { return writeEvents(w, &e, []domain.Event(nil)) }), marshal([]domain.Event(nil))},
+		{"empty events", enc(func(w *bufio.Writer) error { return writeEvents(w, &e, []domain.Event{}) }), marshal([]domain.Event{})},
+		{"usage", enc(func(w *bufio.Writer) error { return writeUsage(w, &e, usage) }), marshal(usage)},
+		{"empty usage", enc(func(w *bufio.Writer) error { return writeUsage(w, &e, []domain.UsageRecord{}) }), marshal([]domain.UsageRecord{})},
+		{"key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, order) }), marshal(order)},
+		{"no key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, nil) }), marshal([]string(nil))},
+		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys, sortKeys(nil, keys, nil, 0)) }), marshal(keys)},
+		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil, nil) }), marshal(map[string]uint64(nil))},
+		{"empty keys", enc(func(w *bufio.Writer) error {
+			return writeKeys(w, &e, map[string]uint64{}, sortKeys(nil, map[string]uint64{}, nil, 0))
+		}), marshal(map[string]uint64{})},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, c.got, c.want)
 		}
 	}
+}
+
+// writeEvents and writeUsage write a list as a snapshot does, from what
+// writing it once before kept.
+func writeEvents(w *bufio.Writer, e *elemEncoder, evs []domain.Event) error {
+	write := func(w *bufio.Writer, old *encList[struct{}]) (*encList[struct{}], error) {
+		return writeCachedList(w, old, evs == nil, len(evs), func(i int) uint64 { return evs[i].Seq },
+			func(int) struct{} { return struct{}{} }, func(i int) ([]byte, error) { return e.encode(&evs[i]) })
+	}
+	kept, err := write(bufio.NewWriter(io.Discard), nil)
+	if err != nil {
+		return err
+	}
+	_, err = write(w, kept)
+	return err
+}
+
+func writeUsage(w *bufio.Writer, e *elemEncoder, us []domain.UsageRecord) error {
+	write := func(w *bufio.Writer, old *encList[usageMark]) (*encList[usageMark], error) {
+		return writeCachedList(w, old, us == nil, len(us), func(i int) uint64 { return usageKey(&us[i]) },
+			func(i int) usageMark { return usageMarkOf(&us[i]) }, func(i int) ([]byte, error) { return e.encode(&us[i]) })
+	}
+	kept, err := write(bufio.NewWriter(io.Discard), nil)
+	if err != nil {
+		return err
+	}
+	_, err = write(w, kept)
+	return err
 }

@@ -132,6 +132,7 @@ func (f *FSM) reset(d data) {
 	f.jobs.vers = vers
 	f.reads = newReadIndex(d.Jobs, vers.gen)
 	f.reads.events.sync(d.Events)
+	f.snapJobs.restart(&f.d)
 	f.snapJobs.follow(f) // a restore's jobs copied now, not at the next apply
 }
 func deriveCapacity(t *domain.Topology) capacity {
