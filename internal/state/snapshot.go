@@ -288,11 +288,18 @@ func (s *snapshot) write(w *bufio.Writer) error {
 		prev = *p
 	}
 	kept := &snapshotLists{epoch: s.epoch, gen: s.gen}
+	var buf []byte // an event's JSON, until the next
 	if err := field("events", func() (err error) {
 		kept.events, err = writeCachedList(w, prev.events, s.events == nil, len(s.events),
 			func(i int) uint64 { return s.events[i].Seq },
 			func(int) struct{} { return struct{}{} }, // a Seq is one event
-			func(i int) ([]byte, error) { return enc.encode(&s.events[i]) })
+			func(i int) ([]byte, error) {
+				if b, ok := appendEvent(buf[:0], &s.events[i]); ok {
+					buf = b
+					return b, nil
+				}
+				return enc.encode(&s.events[i])
+			})
 		return err
 	}); err != nil {
 		return err

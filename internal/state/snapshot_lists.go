@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -335,14 +336,76 @@ func writeStrings(w *bufio.Writer, e *elemEncoder, xs []string) error {
 // escaped too), else through encoding/json. Idempotency keys are the
 // former, and encoding/json took 100,000 of them through reflection.
 func writeString(w *bufio.Writer, e *elemEncoder, s string) error {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return writeEscaped(w, e, s)
-		}
+	if !plain(s) {
+		return writeEscaped(w, e, s)
 	}
 	w.WriteByte('"')
 	w.WriteString(s)
 	return w.WriteByte('"')
+}
+
+// plain says whether s's JSON is s quoted: every byte printable ASCII
+// that json.Marshal does not escape (it escapes HTML's < > & too).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendEvent appends e's JSON as json.Marshal makes it, without
+// reflection (time.Time's MarshalJSON through it was most of encoding an
+// event); ok is false, and b to be dropped, when a string needs escaping
+// or the time is one RFC 3339 cannot hold: encoding/json writes those
+// (or fails on them). TestAppendEventAsMarshal fills every field.
+func appendEvent(b []byte, e *domain.Event) (_ []byte, ok bool) {
+	if !plain(e.Actor) || !plain(e.Action) || !plain(e.Object) || !plain(e.Tenant) || !plain(e.Workspace) || !plain(e.Message) {
+		return b, false
+	}
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"at":"`...)
+	n := len(b)
+	b = e.At.AppendFormat(b, time.RFC3339Nano)
+	if !strictRFC3339(b[n:]) {
+		return b, false
+	}
+	str := func(name, v string) {
+		b = append(b, `","`...)
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+	}
+	str("actor", e.Actor)
+	str("action", e.Action)
+	str("object", e.Object)
+	if e.Tenant != "" {
+		str("tenant", e.Tenant)
+	}
+	if e.Workspace != "" {
+		str("workspace", e.Workspace)
+	}
+	if e.Message != "" {
+		str("message", e.Message)
+	}
+	return append(b, `"}`...), true
+}
+
+// strictRFC3339 says whether t, a time as AppendFormat writes it in RFC
+// 3339, is one time.Time's MarshalJSON writes, not refuses: a year of
+// four digits, a zone's hours under 24.
+func strictRFC3339(t []byte) bool {
+	if len(t) < len("2006-01-02T15:04:05Z") || t[4] != '-' {
+		return false
+	}
+	if t[len(t)-1] == 'Z' {
+		return true
+	}
+	c := t[len(t)-len("Z07:00")]
+	h := t[len(t)-len("07:00"):]
+	return (c == '+' || c == '-') && 10*(h[0]-'0')+(h[1]-'0') < 24
 }
 
 // writeEscaped is writeString's other way: apart, so that the string's

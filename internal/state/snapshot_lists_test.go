@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -378,5 +379,91 @@ func TestSnapshotJobsByID(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendEventAsMarshal: appendEvent writes an event as json.Marshal
+// does, or declines (ok false) and leaves it to encoding/json: every field
+// set (a field added to domain.Event and not to appendEvent fails here),
+// every string field empty, and random events with strings that need
+// escaping and times of any year and zone, HTML characters and strings
+// not UTF-8 among them.
+func TestAppendEventAsMarshal(t *testing.T) {
+	check := func(what string, e domain.Event) bool {
+		t.Helper()
+		got, ok := appendEvent([]byte("x"), &e)
+		want, err := json.Marshal(e)
+		if !ok {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("%s: appendEvent wrote %s; json.Marshal fails: %v", what, got, err)
+		}
+		if string(got[1:]) != string(want) || got[0] != 'x' {
+			t.Fatalf("%s:\n got %s\nwant x%s", what, got, want)
+		}
+		return true
+	}
+	// Every field set, through reflection: one appendEvent does not know
+	// shows in json.Marshal's bytes only.
+	var full domain.Event
+	v := reflect.ValueOf(&full).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("v" + v.Type().Field(i).Name)
+		case reflect.Uint64:
+			f.SetUint(uint64(i + 1))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(time.Date(2026, 11, 28, 1, 2, 3, 4, time.FixedZone("x", -(5*3600+30*60)))))
+		default:
+			t.Fatalf("domain.Event.%s is a %s: give it a value here and to appendEvent", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	if !check("every field", full) {
+		t.Fatal("appendEvent declines an event of plain strings")
+	}
+	if !check("no strings", domain.Event{Seq: 3, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}) {
+		t.Fatal("appendEvent declines an event without strings")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	// The first five need no escaping: most events are of those alone.
+	pieces := []string{"", "job/12", "a", " ", "admin:t", "<", ">", "&", "\"", "\\", "\n", "\x00", "\x7f", "é", "\u2028", "\xff"}
+	var messy bool
+	str := func() string {
+		s := ""
+		for range rng.IntN(4) {
+			if messy && rng.IntN(3) == 0 {
+				s += pieces[rng.IntN(len(pieces))]
+			} else {
+				s += pieces[rng.IntN(5)]
+			}
+		}
+		return s
+	}
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("a", 3600), time.FixedZone("b", -23*3600-59*60),
+		time.FixedZone("c", 24*3600), time.FixedZone("d", -25*3600), time.FixedZone("e", 3661), time.FixedZone("f", 0)}
+	written := 0
+	for i := range 20000 {
+		var at time.Time
+		switch rng.IntN(4) {
+		case 0: // any year, -292 billion to 292 billion
+			at = time.Unix(rng.Int64N(1<<62)-1<<61, rng.Int64N(1e9))
+		case 1: // around the edges of years 0 and 9999
+			at = time.Date([]int{-1, 0, 1, 9998, 9999, 10000}[rng.IntN(6)], time.Month(1+rng.IntN(12)), 1+rng.IntN(31), rng.IntN(24), 0, 0, rng.IntN(2)*rng.IntN(1e9), time.UTC)
+		case 2:
+		default:
+			at = time.Unix(1_700_000_000+rng.Int64N(1e8), rng.Int64N(1e9)*int64(rng.IntN(2)))
+		}
+		messy = rng.IntN(2) == 0
+		e := domain.Event{Seq: rng.Uint64(), At: at.In(zones[rng.IntN(len(zones))]), Actor: str(), Action: str(), Object: str(),
+			Tenant: str(), Workspace: str(), Message: str()}
+		if check(fmt.Sprintf("event %d", i), e) {
+			written++
+		}
+	}
+	if written < 1000 {
+		t.Fatalf("appendEvent wrote %d of 20,000 random events: it declines too many to be tried", written)
 	}
 }
