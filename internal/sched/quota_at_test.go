@@ -25,38 +25,17 @@ func TestQuotaAtAsByRef(t *testing.T) {
 	servers := topo.Servers()
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 18))
-		s := &Snapshot{Topology: topo, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
-		names := []string{"a", "a/b", "b", "c"}
-		for _, tn := range names[:3] {
-			tt := &domain.Tenant{Name: tn}
-			if rng.IntN(2) == 0 {
-				g := rng.IntN(24)
-				tt.Quota = &domain.TenantQuota{Guaranteed: g, BorrowLimit: rng.IntN(24), LendLimit: rng.IntN(g + 1)}
-			}
-			s.Tenants[tn] = tt
-		}
-		type pair struct{ tenant, ws string }
-		var pairs []pair
-		for _, tn := range names {
-			for _, wn := range []string{"b/c", "c", "w"} {
-				g := rng.IntN(16)
-				w := &domain.Workspace{Tenant: tn, Name: wn, Guaranteed: g, BorrowLimit: rng.IntN(32), LendLimit: rng.IntN(g + 1)}
-				if rng.IntN(4) > 0 {
-					s.Workspaces[w.Ref()] = w
-				}
-				pairs = append(pairs, pair{tn, wn})
-			}
-		}
+		s, pairs := randomTenancy(rng, topo, false)
 		// Filed under another's ref: the job names "c/w", the workspace
 		// is "b/x" (its tenant is not the job's).
 		s.Workspaces["c/w"] = &domain.Workspace{Tenant: "b", Name: "x", Guaranteed: 4, BorrowLimit: 4}
-		pairs = append(pairs, pair{"b", "x"}) // jobs that use b/x
+		pairs = append(pairs, tenancyPair{"b", "x"}) // jobs that use b/x
 		// And of the job's tenant, another name.
 		s.Workspaces["a/w"] = &domain.Workspace{Tenant: "a", Name: "x", Guaranteed: 2, BorrowLimit: 8}
-		pairs = append(pairs, pair{"a", "x"})
+		pairs = append(pairs, tenancyPair{"a", "x"})
 		c := buildCluster(s)
 		u := buildUsage(s, c)
-		ats := map[pair]wsAt{} // looked up once, before the changes
+		ats := map[tenancyPair]wsAt{} // looked up once, before the changes
 		for k := 0; k < 400; k++ {
 			p := pairs[rng.IntN(len(pairs))]
 			ref := p.tenant + "/" + p.ws

@@ -26,34 +26,10 @@ func TestAddJobAtAsAddJob(t *testing.T) {
 	servers := topo.Servers()
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 15))
-		s := &Snapshot{Topology: topo, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
-		names := []string{"a", "a/b", "b", "c"}
-		for _, tn := range names[:3] {
-			tt := &domain.Tenant{Name: tn}
-			if rng.IntN(2) == 0 {
-				g := rng.IntN(24)
-				tt.Quota = &domain.TenantQuota{Guaranteed: g, BorrowLimit: rng.IntN(24), LendLimit: rng.IntN(g + 1)}
-			}
-			s.Tenants[tn] = tt
-		}
 		models := seed%2 == 0
-		type pair struct{ tenant, ws string }
-		var pairs []pair
-		for _, tn := range names {
-			for _, wn := range []string{"b/c", "c", "w"} {
-				g := rng.IntN(16)
-				w := &domain.Workspace{Tenant: tn, Name: wn, Guaranteed: g, BorrowLimit: rng.IntN(32), LendLimit: rng.IntN(g + 1)}
-				if models && rng.IntN(2) == 0 {
-					w.Models = []domain.ModelQuota{{Model: servers[0].GPUModel, Guaranteed: min(g, 4), BorrowLimit: 8}}
-				}
-				if rng.IntN(4) > 0 {
-					s.Workspaces[w.Ref()] = w
-				}
-				pairs = append(pairs, pair{tn, wn})
-			}
-		}
+		s, pairs := randomTenancy(rng, topo, models)
 		s.Workspaces["c/w"] = &domain.Workspace{Tenant: "b", Name: "x", Guaranteed: 4, BorrowLimit: 4, LendLimit: 2}
-		pairs = append(pairs, pair{"b", "x"}, pair{"zz", "w"})
+		pairs = append(pairs, tenancyPair{"b", "x"}, tenancyPair{"zz", "w"})
 		c := buildCluster(s)
 		byRef, byAt := buildUsage(s, c), buildUsage(s, c)
 		if got := byRef.tracksModels(); got != models && seed > 2 {
@@ -75,6 +51,43 @@ func TestAddJobAtAsAddJob(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tenancyPair is a tenant and a workspace name a random job names.
+type tenancyPair struct{ tenant, ws string }
+
+// randomTenancy is a snapshot of topo with tenants a, a/b and b, about half
+// with quotas, and workspaces b/c, c and w of each of a, a/b, b and c, a
+// quarter of them not filed (and, with models, half with a quota of the
+// first server's model), and every pair a job may name: the random
+// tenancy TestAddJobAtAsAddJob and TestQuotaAtAsByRef change usage over.
+func randomTenancy(rng *rand.Rand, topo *domain.Topology, models bool) (*Snapshot, []tenancyPair) {
+	servers := topo.Servers()
+	s := &Snapshot{Topology: topo, Tenants: map[string]*domain.Tenant{}, Workspaces: map[string]*domain.Workspace{}}
+	names := []string{"a", "a/b", "b", "c"}
+	for _, tn := range names[:3] {
+		tt := &domain.Tenant{Name: tn}
+		if rng.IntN(2) == 0 {
+			g := rng.IntN(24)
+			tt.Quota = &domain.TenantQuota{Guaranteed: g, BorrowLimit: rng.IntN(24), LendLimit: rng.IntN(g + 1)}
+		}
+		s.Tenants[tn] = tt
+	}
+	var pairs []tenancyPair
+	for _, tn := range names {
+		for _, wn := range []string{"b/c", "c", "w"} {
+			g := rng.IntN(16)
+			w := &domain.Workspace{Tenant: tn, Name: wn, Guaranteed: g, BorrowLimit: rng.IntN(32), LendLimit: rng.IntN(g + 1)}
+			if models && rng.IntN(2) == 0 {
+				w.Models = []domain.ModelQuota{{Model: servers[0].GPUModel, Guaranteed: min(g, 4), BorrowLimit: 8}}
+			}
+			if rng.IntN(4) > 0 {
+				s.Workspaces[w.Ref()] = w
+			}
+			pairs = append(pairs, tenancyPair{tn, wn})
+		}
+	}
+	return s, pairs
 }
 
 // usageFigures is everything addJob changes in u.
