@@ -243,22 +243,14 @@ func (u *usage) addRaw(tenant, ref string, n int) {
 // add records n units more (or less) held by a workspace, and updates what
 // it and its tenant protect.
 func (u *usage) add(tenant, ref string, n int) {
-	u.addRaw(tenant, ref, n)
-	i, ok := u.ix.byRef[ref]
-	if !ok {
-		return
+	ri, ti := -1, -1
+	if i, ok := u.ix.byRef[ref]; ok {
+		ri = i
 	}
-	p := u.protectedAt(i)
-	t := u.ix.wsTenant[i]
-	if t >= 0 {
-		u.tProtWs[t] += p - u.prot[i]
-	}
-	u.prot[i] = p
 	if t, ok := u.ix.byTenant[tenant]; ok {
-		w := u.tenantWithheld(t)
-		u.protTotal += w - u.tProt[t]
-		u.tProt[t] = w
+		ti = t
 	}
+	u.addAt(ri, ti, n)
 }
 
 // addAt is add for the workspace at ri and the tenant at ti (-1:

@@ -17,7 +17,7 @@ import (
 type privateSnapshots struct {
 	raft.SnapshotStore
 	dir          string // DataDir/raft/snapshots
-	bytesPerSync int64  // writeback.go
+	bytesPerSync int64  // writeback.go; 0: unpaced
 }
 
 func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, cfg raft.Configuration, cfgIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {

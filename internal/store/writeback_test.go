@@ -83,6 +83,13 @@ func TestSnapshotWritesArePaced(t *testing.T) {
 		t.Fatalf("the snapshot reads back %d bytes, not the %d written", len(got), len(data))
 	}
 
+	// A store without a size to pace by writes unpaced.
+	if u := createSnapshot(t, snapshotStoreAt(t, t.TempDir(), 0)); u.pace != nil {
+		t.Error("a snapshot is paced with bytesPerSync 0")
+	} else if err := u.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+
 	// A cancelled snapshot closes its second handle too.
 	c := createSnapshot(t, s)
 	if _, err := c.Write(data[:100]); err != nil {
@@ -110,9 +117,6 @@ func BenchmarkSnapshotBesideLogFsync(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			dir := b.TempDir()
 			s := snapshotStoreAt(b, dir, c.every)
-			if c.every == 0 {
-				s.bytesPerSync = 1 << 62
-			}
 			log, err := os.Create(filepath.Join(dir, "log"))
 			if err != nil {
 				b.Fatal(err)
