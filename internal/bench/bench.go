@@ -73,6 +73,10 @@ type SubmitOptions struct {
 	LeaderCPUProfile io.Writer
 	LeaderAllocs     io.Writer
 	LeaderTrace      io.Writer
+	// LeaderHeap, when set, receives the leader's live heap at the end of
+	// the measured window (a heap profile after a collection: what the
+	// state holds, which every mark walks).
+	LeaderHeap io.Writer
 }
 
 // SubmitResult is one run's figures.
@@ -244,6 +248,16 @@ func Submit(ctx context.Context, o SubmitOptions) (_ *SubmitResult, err error) {
 			time.Sleep(time.Until(measureFrom))
 			secs := max(1, int(o.Duration.Round(time.Second)/time.Second))
 			if err := fetchProfile(ctx, leaderURL, c.token, w.path, secs, w.to); err != nil {
+				profErr.Store(&err)
+			}
+		}()
+	}
+	if o.LeaderHeap != nil {
+		scrapes.Add(1)
+		go func() {
+			defer scrapes.Done()
+			time.Sleep(time.Until(end))
+			if err := fetchProfile(ctx, leaderURL, c.token, "heap?gc=1", 0, o.LeaderHeap); err != nil {
 				profErr.Store(&err)
 			}
 		}()

@@ -55,7 +55,11 @@ func (m *members) client(i int) *client.Client {
 // profile, the allocations or an execution trace of the next secs seconds)
 // into w.
 func fetchProfile(ctx context.Context, url, token, kind string, secs int, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", url, kind, secs), nil)
+	u := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", url, kind, secs)
+	if secs == 0 { // kind carries its own query, or none
+		u = fmt.Sprintf("%s/debug/pprof/%s", url, kind)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}

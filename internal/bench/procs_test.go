@@ -16,8 +16,8 @@ func TestMain(m *testing.M) { membertest.Main(m) }
 
 // TestSubmitProcesses runs the benchmark against 3 member processes: every
 // submit is answered, the figures come from the leader's process (not this
-// one, which only generates the load), and its CPU profile and
-// allocations are read.
+// one, which only generates the load), and its CPU profile,
+// allocations and live heap are read.
 func TestSubmitProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
@@ -25,9 +25,9 @@ func TestSubmitProcesses(t *testing.T) {
 	t.Setenv(membertest.Env, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	prof, allocs := &countingWriter{}, &countingWriter{}
+	prof, allocs, heap := &countingWriter{}, &countingWriter{}, &countingWriter{}
 	r, err := bench.Submit(ctx, bench.SubmitOptions{Servers: 3, Concurrency: 8, Rate: 300, Duration: time.Second, Warmup: 200 * time.Millisecond,
-		Processes: true, Dir: t.TempDir(), LeaderCPUProfile: prof, LeaderAllocs: allocs})
+		Processes: true, Dir: t.TempDir(), LeaderCPUProfile: prof, LeaderAllocs: allocs, LeaderHeap: heap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ func TestSubmitProcesses(t *testing.T) {
 	if len(r.SlowBursts) == 0 {
 		t.Fatal("no burst of slow submits: the p99's submits are at least one")
 	}
-	if prof.n == 0 || allocs.n == 0 {
-		t.Fatalf("the leader's CPU profile (%d bytes) or allocations (%d bytes) are empty", prof.n, allocs.n)
+	if prof.n == 0 || allocs.n == 0 || heap.n == 0 {
+		t.Fatalf("the leader's CPU profile (%d bytes), allocations (%d bytes) or live heap (%d bytes) are empty", prof.n, allocs.n, heap.n)
 	}
 }
 

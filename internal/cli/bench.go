@@ -27,7 +27,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var o bench.SubmitOptions
 	var runs int
 	var logStores []string
-	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace, keepDir string
+	var cpuprofile, tracePath, leaderProfile, leaderAllocs, leaderTrace, leaderHeap, keepDir string
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Job submits over the API against fresh servers, in this process or (--processes) each a process of its own (Raft with fsync, HTTP on loopback)",
@@ -58,7 +58,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			for _, l := range []struct {
 				flag, path string
 				to         *io.Writer
-			}{{"leader-cpuprofile", leaderProfile, &o.LeaderCPUProfile}, {"leader-memprofile", leaderAllocs, &o.LeaderAllocs}, {"leader-trace", leaderTrace, &o.LeaderTrace}} {
+			}{{"leader-cpuprofile", leaderProfile, &o.LeaderCPUProfile}, {"leader-memprofile", leaderAllocs, &o.LeaderAllocs}, {"leader-trace", leaderTrace, &o.LeaderTrace}, {"leader-heapprofile", leaderHeap, &o.LeaderHeap}} {
 				if l.path == "" {
 					continue
 				}
@@ -95,7 +95,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 						}
 					}
 					r, err := bench.Submit(cmd.Context(), o)
-					o.Trace, o.LeaderCPUProfile, o.LeaderAllocs, o.LeaderTrace = nil, nil, nil, nil // the first run's only: one a file
+					o.Trace, o.LeaderCPUProfile, o.LeaderAllocs, o.LeaderTrace, o.LeaderHeap = nil, nil, nil, nil, nil // the first run's only: one a file
 					if err != nil {
 						return err
 					}
@@ -162,6 +162,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.StringVar(&tracePath, "trace", "", "write a Go execution trace of this process's measured window to this file (the first run's; `go tool trace`)")
 	f.StringVar(&leaderProfile, "leader-cpuprofile", "", "write the leader's CPU profile of the measured window to this file, read from its /debug/pprof (the first run's; with --processes the leader's process alone)")
 	f.StringVar(&leaderAllocs, "leader-memprofile", "", "write what the leader allocated in the measured window to this file (a heap profile's difference over it, read from its /debug/pprof: as of the last collection at each end, so where, not how much; go tool pprof -sample_index=alloc_space; the first run's)")
+	f.StringVar(&leaderHeap, "leader-heapprofile", "", "write the leader's live heap at the end of the measured window to this file (a heap profile after a collection, read from its /debug/pprof: what each mark walks; go tool pprof -sample_index=inuse_space; the first run's)")
 	f.StringVar(&leaderTrace, "leader-trace", "", "write the leader's Go execution trace of the measured window to this file, read from its /debug/pprof (the first run's)")
 	f.StringVar(&keepDir, "dir", "", "keep each run's data directories, and with --processes each member's log, under this directory (run<N>; default: a temporary one, removed)")
 	f.IntVar(&runs, "runs", 1, "repeat the run (fresh cluster each time); quote the median")
