@@ -185,7 +185,7 @@ func buildOpenAPI(routes []route) builtDoc {
 			params = append(params, map[string]any{"name": q.name, "in": "query", "description": q.doc, "schema": map[string]any{"type": q.typ}})
 		}
 		if rt.dedup {
-			params = append(params, map[string]any{"name": idempotencyHeader, "in": "header", "description": "client-chosen key (at most 128 characters): a retry with the same key returns the first attempt's result", "schema": map[string]any{"type": "string", "maxLength": 128}})
+			params = append(params, map[string]any{"name": idempotencyHeader, "in": "header", "description": "client-chosen key (at most 128 characters), the caller's own: a retry with the same key returns the first attempt's job while the key is among the last 100,000 keys submitted to the cluster and the job is still in the state; a key whose job retention removed makes a new job, and names it from then on (docs/operations.md, Retention, \"Idempotency keys\")", "schema": map[string]any{"type": "string", "maxLength": 128}})
 		}
 		if len(params) > 0 {
 			op["parameters"] = params

@@ -52,7 +52,7 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 	f.d.Jobs[id] = j
 	f.jobs.add(j)
 	if key != "" {
-		f.rememberSubmitKey(key, id)
+		f.rememberSubmitKey(key, id, c.rules())
 	}
 	// Strings joined, not formatted: fmt allocates for its arguments too,
 	// once per submit (issue 18: the leader's bytes per command).
@@ -61,18 +61,82 @@ func (f *FSM) applyJobSubmit(c *Command) (any, *domain.Error) {
 }
 
 // maxSubmitKeys bounds the idempotency window: a client retries within
-// seconds, and 100k submits are many minutes of the heaviest load.
+// seconds, and 100k submits are many minutes of the heaviest load. The
+// window is the FSM's keyWindow: this, but in tests.
 const maxSubmitKeys = 100_000
 
-func (f *FSM) rememberSubmitKey(key string, id uint64) {
+// rememberSubmitKey records that key made job id, under rules, and evicts
+// the oldest key beyond the window. From RulesSubmitKeyOnce on a key is in
+// the order once (keyOnce); before, a key remembered again (its job gone)
+// stayed at its earlier place too, and that place's eviction deleted the
+// key while the later one was inside the window.
+func (f *FSM) rememberSubmitKey(key string, id uint64, rules int) {
+	if rules >= RulesSubmitKeyOnce {
+		f.keyOnce(key)
+	}
 	f.d.SubmitKeys[key] = id
 	f.d.SubmitKeyOrder = append(f.d.SubmitKeyOrder, key)
 	f.snapJobs.keysAdded++
-	if len(f.d.SubmitKeyOrder) > maxSubmitKeys {
+	if len(f.d.SubmitKeyOrder) > f.keyWindow {
 		delete(f.d.SubmitKeys, f.d.SubmitKeyOrder[0])
 		f.d.SubmitKeyOrder = f.d.SubmitKeyOrder[1:]
 	}
 }
+
+// keyOnce takes key out of SubmitKeyOrder before it is remembered again,
+// so that every key in the order is there once and in the map: evicting
+// the order's front then forgets a key whose only place left the window.
+//
+// The order is replaced, never changed in place: a raft snapshot taken
+// holds the slice (snapshot.go). Both are O(n) in the window (a key again
+// ~1.2 ms at 100,000 keys, the copy nearly all; made unique ~16 ms:
+// docs/benchmarks.md), but rare: a key is remembered again only when its
+// job was removed, and the order is made unique once, on a state that
+// entries of earlier rules built.
+func (f *FSM) keyOnce(key string) {
+	order := f.d.SubmitKeyOrder
+	if len(order) != len(f.d.SubmitKeys) {
+		// Every key in the map is in the order (under any rules), so
+		// equal lengths mean each key there once and in the map. Not so:
+		// entries of earlier rules left a key twice, or a place whose key
+		// an eviction already deleted.
+		f.d.SubmitKeyOrder = onceEach(order, f.d.SubmitKeys)
+		order = f.d.SubmitKeyOrder
+	}
+	if _, ok := f.d.SubmitKeys[key]; !ok {
+		return
+	}
+	if i := slices.Index(order, key); i >= 0 {
+		f.d.SubmitKeyOrder = slices.Concat(order[:i], order[i+1:])
+	}
+}
+
+// onceEach is order with each key of m at its last place only (where it
+// was last remembered: the place of the job m holds), and without the
+// places whose keys m no longer holds (an earlier copy's eviction
+// deleted them: that key was forgotten already, and its place would only
+// keep another key from the window). A key of m with no place in order,
+// which no apply leaves, is deleted from m, so that the two agree again.
+func onceEach(order []string, m map[string]uint64) []string {
+	placed := make(map[string]bool, len(m))
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Backward(order) {
+		if _, ok := m[k]; ok && !placed[k] {
+			placed[k] = true
+			out = append(out, k)
+		}
+	}
+	slices.Reverse(out)
+	if len(placed) != len(m) {
+		for k := range m {
+			if !placed[k] {
+				delete(m, k)
+			}
+		}
+	}
+	return out
+}
+
 func (f *FSM) checkSubmit(s *domain.JobSpec, rules int) *domain.Error {
 	w, ok := f.d.Workspaces[domain.Ref(s.Tenant, s.Workspace)]
 	if !ok {

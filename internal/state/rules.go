@@ -59,8 +59,16 @@ const (
 	// (job.pool: the Slurm bridge, when a user moves a held job to
 	// another partition). Before, job.pool was an unknown command type.
 	RulesJobPool = 6
+	// RulesSubmitKeyOnce: an idempotency key is in SubmitKeyOrder at most
+	// once. A key remembered again (its job was removed by retention, and
+	// a submit with it made another) leaves its earlier place, so that
+	// place's eviction no longer forgets the key while the new job's is in
+	// the window (jobs.go, rememberSubmitKey). Before, the key was in the
+	// order twice, and the first copy's eviction deleted it: a retry inside
+	// the window made a duplicate job.
+	RulesSubmitKeyOnce = 7
 	// RulesLatest is the highest version this binary applies.
-	RulesLatest = RulesJobPool
+	RulesLatest = RulesSubmitKeyOnce
 )
 
 // rules is the version c was proposed under: 1 for entries written before

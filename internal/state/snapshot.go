@@ -221,9 +221,9 @@ func (s *snapshotJobs) snapshot(f *FSM) (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
-	// The keys' order is only appended to and cut from the front, so the
-	// slice holds it as of now; the map is cloned, not encoded (sorting
-	// 100,000 keys is Persist's to do).
+	// The keys' order is only appended to, cut from the front or replaced
+	// by a copy (keyOnce), so the slice holds it as of now; the map is
+	// cloned, not encoded (sorting 100,000 keys is Persist's to do).
 	s.gen++
 	return &snapshot{head: head, topology: f.d.Topology, events: f.d.Events, usage: f.d.Usage,
 		submitKeys: maps.Clone(f.d.SubmitKeys), submitKeyOrder: f.d.SubmitKeyOrder, keysAdded: s.keysAdded,

@@ -28,8 +28,11 @@ import (
 //     apart by their runs (usageMark): they are inserted where their end
 //     time falls, and retention cuts the archive's front.
 //   - keys are remembered in the order they came (SubmitKeyOrder, cut from
-//     the front). The sorted keys of the last snapshot (sortedKeys) merge
-//     with those remembered since (the order's tail), sorted alone.
+//     the front; from rules 7 a key remembered again leaves its earlier
+//     place, anywhere). The sorted keys of the last snapshot (sortedKeys)
+//     merge with those remembered since, sorted alone: removals keep the
+//     order's order, so those are within its last keysAdded-since places
+//     (which may hold older keys too: merged once, as keys of both).
 //
 // What a Persist keeps is what it encoded, not what reached the sink: it
 // keeps it once it has written the whole snapshot to its writer (an

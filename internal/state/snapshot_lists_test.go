@@ -39,7 +39,7 @@ func (s *failingSink) Close() error  { return nil }
 
 // sameFields fails unless got, a snapshot, has every field of want, the
 // state's json.Marshal, byte for byte (the jobs in another order: by ID).
-func sameFields(t *testing.T, what string, got, want []byte) {
+func sameFields(t testing.TB, what string, got, want []byte) {
 	t.Helper()
 	var g, w map[string]json.RawMessage
 	if err := json.Unmarshal(got, &g); err != nil {
@@ -151,39 +151,54 @@ func TestSnapshotListsKept(t *testing.T) {
 }
 
 // TestSnapshotKeysEvicted: the sorted keys kept across snapshots lose the
-// keys evicted past maxSubmitKeys, keep a key remembered again (twice in
-// the order, once in the map) and take those remembered since, however
-// many snapshots apart; a snapshot whose order no longer reaches back to
-// what was kept sorts them all again.
+// keys evicted past maxSubmitKeys, keep a key remembered again (under
+// rules 6 twice in the order, once in the map; from rules 7 taken out of
+// the order's middle) and take those remembered since, however many
+// snapshots apart; a snapshot whose order no longer reaches back to what
+// was kept sorts them all again.
 func TestSnapshotKeysEvicted(t *testing.T) {
-	h := newHarness(t)
-	check := func(what string) {
-		t.Helper()
-		want := must(json.Marshal(&h.f.d))
-		sameFields(t, what, snapshotBytes(t, must(h.f.Snapshot())), want)
-	}
-	n := 0
-	remember := func(k int) {
-		for range k {
-			n++
-			h.f.rememberSubmitKey(fmt.Sprintf("k%07d", (n*7919)%1_000_003), uint64(n))
-		}
-	}
-	check("empty")
-	remember(1000)
-	check("1,000 keys")
-	h.f.rememberSubmitKey("k0007919", 99) // again: in the order twice
-	remember(maxSubmitKeys - 500)
-	check("evicting")
-	remember(maxSubmitKeys / 3)
-	check("a third evicted")
-	remember(maxSubmitKeys + 10)
-	check("all evicted since")
-	if got := len(h.f.snapJobs.lists.keys.keys); got != len(h.f.d.SubmitKeys) {
-		t.Fatalf("kept %d sorted keys, the state has %d", got, len(h.f.d.SubmitKeys))
-	}
-	if !slices.IsSorted(h.f.snapJobs.lists.keys.keys) {
-		t.Fatal("the kept keys are not sorted")
+	for _, rules := range []int{RulesSubmitKeyOnce - 1, RulesSubmitKeyOnce} {
+		t.Run(fmt.Sprintf("rules %d", rules), func(t *testing.T) {
+			h := newHarness(t)
+			check := func(what string) {
+				t.Helper()
+				want := must(json.Marshal(&h.f.d))
+				sameFields(t, what, snapshotBytes(t, must(h.f.Snapshot())), want)
+			}
+			n := 0
+			key := func(n int) string { return fmt.Sprintf("k%07d", (n*7919)%1_000_003) }
+			remember := func(k int) {
+				for range k {
+					n++
+					h.f.rememberSubmitKey(key(n), uint64(n), rules)
+				}
+			}
+			check("empty")
+			remember(1000)
+			check("1,000 keys")
+			remember(10)
+			// Again: the first key, one from the middle, one remembered
+			// since the last snapshot.
+			for _, k := range []int{1, 500, 1005} {
+				h.f.rememberSubmitKey(key(k), 99, rules)
+			}
+			check("remembered again")
+			if got, want := len(h.f.d.SubmitKeyOrder), 1010+3*min(1, RulesSubmitKeyOnce-rules); got != want {
+				t.Fatalf("%d keys in the order, want %d", got, want)
+			}
+			remember(maxSubmitKeys - 500)
+			check("evicting")
+			remember(maxSubmitKeys / 3)
+			check("a third evicted")
+			remember(maxSubmitKeys + 10)
+			check("all evicted since")
+			if got := len(h.f.snapJobs.lists.keys.keys); got != len(h.f.d.SubmitKeys) {
+				t.Fatalf("kept %d sorted keys, the state has %d", got, len(h.f.d.SubmitKeys))
+			}
+			if !slices.IsSorted(h.f.snapJobs.lists.keys.keys) {
+				t.Fatal("the kept keys are not sorted")
+			}
+		})
 	}
 }
 

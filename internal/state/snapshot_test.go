@@ -268,7 +268,7 @@ func TestSnapshotCopiesAsApplyChanges(t *testing.T) {
 			submit(30)
 			apply(CmdJobCancel, JobCancel{ID: ids[60]})
 			for i := range maxSubmitKeys - key + 5 {
-				h.f.rememberSubmitKey(fmt.Sprintf("filler-%d", i), 1)
+				h.f.rememberSubmitKey(fmt.Sprintf("filler-%d", i), 1, RulesLatest)
 			}
 			if got := snapshotBytes(t, s); !bytes.Equal(normalJSON(t, got), normalJSON(t, want)) || len(got) != len(want) {
 				t.Fatalf("the snapshot persisted after later applies is not the state it was taken of (%d bytes, want %d)", len(got), len(want))

@@ -30,7 +30,9 @@ type data struct {
 	NextJobID uint64                           `json:"nextJobID"`
 	// SubmitKeys maps recent idempotency keys to the job they created;
 	// SubmitKeyOrder evicts the oldest beyond maxSubmitKeys (in log order,
-	// so every replica evicts the same ones).
+	// so every replica evicts the same ones). From apply rules 7 a key is
+	// in the order once; states of earlier rules may hold one twice
+	// (jobs.go, keyOnce).
 	SubmitKeys     map[string]uint64 `json:"submitKeys"`
 	SubmitKeyOrder []string          `json:"submitKeyOrder"`
 	NextEvent      uint64            `json:"nextEvent"`
@@ -98,13 +100,17 @@ type FSM struct {
 	maxRules int
 	halt     func(error)
 	halted   *UnappliableError
+	// keyWindow is how many idempotency keys are remembered:
+	// maxSubmitKeys. Not an Option: every member must evict the same
+	// keys; tests of the window set a smaller one.
+	keyWindow int
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an empty state.
 func New(opts ...Option) *FSM {
-	f := &FSM{maxRules: RulesLatest}
+	f := &FSM{maxRules: RulesLatest, keyWindow: maxSubmitKeys}
 	for _, o := range opts {
 		o(f)
 	}
