@@ -325,13 +325,21 @@ func (s *snapshot) write(w *bufio.Writer) error {
 		return err
 	}
 	w.WriteString(`"jobs":{`)
-	var num []byte
+	var num, jb []byte // jb: a job's JSON, until the next
 	for i, je := range jobs {
 		id, e := je.id, je.was
 		if e.enc == nil {
-			b, err := json.Marshal(e.job)
-			if err != nil {
-				return fmt.Errorf("encode job %d: %w", id, err)
+			var ok bool
+			var b []byte
+			if jb, ok = appendJobJSON(jb[:0], e.job); ok {
+				b = slices.Clone(jb) // kept past this snapshot: of its own size
+			} else {
+				// A value json.Marshal refuses, and it says which (what
+				// appendJobJSON refuses, TestJobJSONAsMarshal).
+				var err error
+				if b, err = json.Marshal(e.job); err != nil {
+					return fmt.Errorf("encode job %d: %w", id, err)
+				}
 			}
 			e = &snapJob{enc: b}
 			encoded = append(encoded, snapEntry{id: id, was: je.was, now: e})
