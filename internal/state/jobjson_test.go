@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -402,5 +403,54 @@ func TestSnapshotJobsAsMarshal(t *testing.T) {
 				t.Fatalf("jobs:\n%s\nwant\n%s", got.Jobs, want)
 			}
 		})
+	}
+}
+
+// TestSnapshotKeepsEncodedJobs: a Persist hands the JSON it encoded back
+// to the FSM, so the next encodes only the jobs changed since; a job
+// changed while the Persist ran keeps its newer copy. Commands go straight
+// to the FSM: the harness's apply persists a snapshot of its own first.
+func TestSnapshotKeepsEncodedJobs(t *testing.T) {
+	h := newHarness(t).cluster(1, 4, 16)
+	apply := h.benchApply(t)
+	for range 5 {
+		apply(CmdJobSubmit, MakeJob("research", 1).Obj())
+	}
+	snapshotBytes(t, must(h.f.Snapshot()))
+	before := maps.Clone(h.f.snapJobs.byID)
+	for id, e := range before {
+		if e.enc == nil || e.job != nil {
+			t.Fatalf("job %d not kept encoded after a Persist: %+v", id, e)
+		}
+	}
+	apply(CmdJobSubmit, MakeJob("research", 1).Obj()) // job 6
+	apply(CmdJobCancel, JobCancel{ID: 2})
+	s := must(h.f.Snapshot())
+	apply(CmdJobCancel, JobCancel{ID: 6}) // while the Persist runs
+	got := snapshotBytes(t, s)
+	if !bytes.Contains(got, []byte(`"2":{"id":2,`)) || !bytes.Contains(got, []byte(`"6":{"id":6,`)) {
+		t.Fatalf("snapshot lacks jobs 2 and 6: %s", got)
+	}
+	after := h.f.snapJobs.byID
+	for id := range uint64(7) {
+		e := after[id]
+		switch id {
+		case 0:
+			if e != nil {
+				t.Fatalf("job 0: %+v", e)
+			}
+		case 2:
+			if e.enc == nil || !bytes.Contains(e.enc, []byte(`"state":"Cancelled"`)) {
+				t.Fatalf("job 2, cancelled before the snapshot, not kept encoded as it is: %+v", e)
+			}
+		case 6:
+			if e.job == nil || e.job.State != domain.JobCancelled {
+				t.Fatalf("job 6, cancelled during the Persist: %+v, want its newer copy", e)
+			}
+		default:
+			if e != before[id] {
+				t.Fatalf("job %d, unchanged, was encoded again", id)
+			}
+		}
 	}
 }
