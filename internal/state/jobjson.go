@@ -358,10 +358,10 @@ func appendJSONFloat(b []byte, f float64, ok bool) ([]byte, bool) {
 	return b, ok
 }
 
-// appendJSONString writes s quoted as encoding/json does with HTML escaping (as
-// json.Marshal): control characters, quote and backslash escaped, < > &
-// as \u003c \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, each
-// invalid UTF-8 byte as \ufffd.
+// appendJSONString writes s quoted as json.Marshal does (HTML escaped):
+// control characters, quote and backslash escaped, < > & as \u003c
+// \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, each invalid UTF-8
+// byte as \ufffd.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
