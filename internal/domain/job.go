@@ -142,7 +142,8 @@ const ReasonQueued = "queued"
 // its tenant VRF, ports and group rules is not yet deployed on its leaves.
 const ReasonNetwork = "network_pending"
 
-// JobSpec is what a user asks for.
+// JobSpec is what a user asks for. A field added here must be added to
+// appendJobJSON in internal/state (TestJobJSONAsMarshal).
 type JobSpec struct {
 	// Name is an optional label for people; jobs are known by their id.
 	Name string `json:"name,omitempty"`
@@ -324,6 +325,9 @@ type Placement struct {
 func ShareUnits(share float64) int { return int(math.Round(share * UnitsPerGPU)) }
 
 // Job is a request for GPUs and what became of it.
+//
+// A field added here, to JobSpec or to a type a Job holds must be added to
+// appendJobJSON in internal/state too (TestJobJSONAsMarshal fails until it is).
 type Job struct {
 	// ID is the job's number, assigned at submit, never reused.
 	ID uint64 `json:"id"`
