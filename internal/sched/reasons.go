@@ -91,6 +91,7 @@ func (rs Reasons) Changed(jobs []*domain.Job) map[uint64]domain.Reason {
 	out := map[uint64]domain.Reason{}
 	k, walk := 0, true
 	for i, j := range jobs {
+		yieldAt(i)
 		var r domain.Reason
 		var ok bool
 		walk = walk && (i == 0 || j.ID > jobs[i-1].ID)

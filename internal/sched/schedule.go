@@ -311,6 +311,7 @@ func schedule(s *Snapshot, now time.Time, cr *Carry) *Plan {
 	st.queue = pending
 	for i, j := range pending {
 		st.pos = i
+		yieldAt(i)
 		// The job's ID and priority come with its place in the queue:
 		// the tens of thousands queued behind their workspace's first
 		// blocked job are decided without loading them.
