@@ -158,7 +158,8 @@ func usageWith(ix *usageIndex, s *Snapshot, c *cluster, cr *Carry) *usage {
 	} else {
 		for _, j := range s.Jobs {
 			if len(j.Placement) > 0 {
-				// addRaw, by the memoized indices.
+				// The held figures only (protection is computed once
+				// after them), by the memoized indices.
 				n := held(j)
 				i, t := ix.of(j.Tenant, j.Workspace)
 				if i >= 0 {
@@ -226,18 +227,6 @@ func (u *usage) decayedOf(ref string) float64 {
 		return u.decayed[i]
 	}
 	return 0
-}
-
-// addRaw changes the held figures only (buildUsage computes protection once
-// after them).
-func (u *usage) addRaw(tenant, ref string, n int) {
-	if i, ok := u.ix.byRef[ref]; ok {
-		u.used[i] += n
-	}
-	if t, ok := u.ix.byTenant[tenant]; ok {
-		u.tUsed[t] += n
-	}
-	u.usedTotal += n
 }
 
 // add records n units more (or less) held by a workspace, and updates what
