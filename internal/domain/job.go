@@ -142,8 +142,11 @@ const ReasonQueued = "queued"
 // its tenant VRF, ports and group rules is not yet deployed on its leaves.
 const ReasonNetwork = "network_pending"
 
-// JobSpec is what a user asks for. A field added here must be added to
-// appendJobJSON in internal/state (TestJobJSONAsMarshal).
+// A field added to JobSpec must be added to appendJobJSON in
+// internal/state (TestJobJSONAsMarshal). Not in the doc comment below: the
+// API's document is made from it.
+
+// JobSpec is what a user asks for.
 type JobSpec struct {
 	// Name is an optional label for people; jobs are known by their id.
 	Name string `json:"name,omitempty"`
@@ -324,10 +327,11 @@ type Placement struct {
 // ShareUnits is a share in capacity units.
 func ShareUnits(share float64) int { return int(math.Round(share * UnitsPerGPU)) }
 
+// A field added to Job, to JobSpec or to a type a Job holds must be added
+// to appendJobJSON in internal/state too (TestJobJSONAsMarshal fails until
+// it is). Not in the doc comment below: the API's document is made from it.
+
 // Job is a request for GPUs and what became of it.
-//
-// A field added here, to JobSpec or to a type a Job holds must be added to
-// appendJobJSON in internal/state too (TestJobJSONAsMarshal fails until it is).
 type Job struct {
 	// ID is the job's number, assigned at submit, never reused.
 	ID uint64 `json:"id"`
