@@ -317,10 +317,10 @@ func (s *snapshot) write(w *bufio.Writer) error {
 	if s.submitKeys != nil {
 		kept.keys = sortKeys(prev.keys, s.submitKeys, s.submitKeyOrder, s.keysAdded)
 	}
-	if err := field("submitKeys", func() error { return writeKeys(w, &enc, s.submitKeys, kept.keys) }); err != nil {
+	if err := field("submitKeys", func() error { return writeKeys(w, s.submitKeys, kept.keys) }); err != nil {
 		return err
 	}
-	if err := field("submitKeyOrder", func() error { return writeStrings(w, &enc, s.submitKeyOrder) }); err != nil {
+	if err := field("submitKeyOrder", func() error { return writeStrings(w, s.submitKeyOrder) }); err != nil {
 		return err
 	}
 	w.WriteString(`"jobs":{`)

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"github.com/jobfabric/jobfabric/internal/domain"
@@ -295,29 +294,25 @@ func allKeys(m map[string]uint64, added uint64) *sortedKeys {
 
 // writeKeys writes m as json.Marshal does (keys sorted by their bytes,
 // null for nil): sorted is its keys and their values, in order.
-func writeKeys(w *bufio.Writer, e *elemEncoder, m map[string]uint64, sorted *sortedKeys) error {
+func writeKeys(w *bufio.Writer, m map[string]uint64, sorted *sortedKeys) error {
 	if m == nil {
 		_, err := w.WriteString("null")
 		return err
 	}
-	var num []byte
 	w.WriteByte('{')
 	for i, k := range sorted.keys {
 		if i > 0 {
 			w.WriteByte(',')
 		}
-		if err := writeString(w, e, k); err != nil {
-			return err
-		}
-		w.WriteByte(':')
-		num = strconv.AppendUint(num[:0], sorted.ids[i], 10)
-		w.Write(num)
+		b := appendJSONString(w.AvailableBuffer(), k)
+		b = append(b, ':')
+		w.Write(strconv.AppendUint(b, sorted.ids[i], 10))
 	}
 	return w.WriteByte('}')
 }
 
 // writeStrings writes xs as json.Marshal does (null for nil).
-func writeStrings(w *bufio.Writer, e *elemEncoder, xs []string) error {
+func writeStrings(w *bufio.Writer, xs []string) error {
 	if xs == nil {
 		_, err := w.WriteString("null")
 		return err
@@ -327,59 +322,26 @@ func writeStrings(w *bufio.Writer, e *elemEncoder, xs []string) error {
 		if i > 0 {
 			w.WriteByte(',')
 		}
-		if err := writeString(w, e, xs[i]); err != nil {
-			return err
-		}
+		w.Write(appendJSONString(w.AvailableBuffer(), xs[i]))
 	}
 	return w.WriteByte(']')
 }
 
-// writeString writes s's JSON as json.Marshal does: quoted as it is when
-// every byte is printable ASCII that needs no escape (HTML's < > & are
-// escaped too), else through encoding/json. Idempotency keys are the
-// former, and encoding/json took 100,000 of them through reflection.
-func writeString(w *bufio.Writer, e *elemEncoder, s string) error {
-	if !plain(s) {
-		return writeEscaped(w, e, s)
-	}
-	w.WriteByte('"')
-	w.WriteString(s)
-	return w.WriteByte('"')
-}
-
-// plain says whether s's JSON is s quoted: every byte printable ASCII
-// that json.Marshal does not escape (it escapes HTML's < > & too).
-func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
-}
-
 // appendEvent appends e's JSON as json.Marshal makes it, without
 // reflection (time.Time's MarshalJSON through it was most of encoding an
-// event); ok is false, and b to be dropped, when a string needs escaping
-// or the time is one RFC 3339 cannot hold: encoding/json writes those
-// (or fails on them). TestAppendEventAsMarshal fills every field.
+// event); ok is false, and b to be dropped, when the time is one RFC 3339
+// cannot hold: encoding/json fails on it, and says why.
+// TestAppendEventAsMarshal fills every field.
 func appendEvent(b []byte, e *domain.Event) (_ []byte, ok bool) {
-	if !plain(e.Actor) || !plain(e.Action) || !plain(e.Object) || !plain(e.Tenant) || !plain(e.Workspace) || !plain(e.Message) {
-		return b, false
-	}
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
-	b = append(b, `,"at":"`...)
-	n := len(b)
-	b = e.At.AppendFormat(b, time.RFC3339Nano)
-	if !strictRFC3339(b[n:]) {
-		return b, false
-	}
+	b = append(b, `,"at":`...)
+	b, ok = appendJSONTime(b, e.At, true)
 	str := func(name, v string) {
-		b = append(b, `","`...)
+		b = append(b, `,"`...)
 		b = append(b, name...)
-		b = append(b, `":"`...)
-		b = append(b, v...)
+		b = append(b, `":`...)
+		b = appendJSONString(b, v)
 	}
 	str("actor", e.Actor)
 	str("action", e.Action)
@@ -393,7 +355,7 @@ func appendEvent(b []byte, e *domain.Event) (_ []byte, ok bool) {
 	if e.Message != "" {
 		str("message", e.Message)
 	}
-	return append(b, `"}`...), true
+	return append(b, '}'), ok
 }
 
 // strictRFC3339 says whether t, a time as AppendFormat writes it in RFC
@@ -409,10 +371,4 @@ func strictRFC3339(t []byte) bool {
 	c := t[len(t)-len("Z07:00")]
 	h := t[len(t)-len("07:00"):]
 	return (c == '+' || c == '-') && 10*(h[0]-'0')+(h[1]-'0') < 24
-}
-
-// writeEscaped is writeString's other way: apart, so that the string's
-// copy on the heap (its address is taken) is made only for it.
-func writeEscaped(w *bufio.Writer, e *elemEncoder, s string) error {
-	return e.write(w, &s)
 }

@@ -398,7 +398,8 @@ func TestSnapshotJobsByID(t *testing.T) {
 }
 
 // TestAppendEventAsMarshal: appendEvent writes an event as json.Marshal
-// does, or declines (ok false) and leaves it to encoding/json: every field
+// does, and declines (ok false) exactly the events it refuses, leaving
+// them to encoding/json to say why: every field
 // set (a field added to domain.Event and not to appendEvent fails here),
 // every string field empty, and random events with strings that need
 // escaping and times of any year and zone, HTML characters and strings
@@ -409,6 +410,9 @@ func TestAppendEventAsMarshal(t *testing.T) {
 		got, ok := appendEvent([]byte("x"), &e)
 		want, err := json.Marshal(e)
 		if !ok {
+			if err == nil {
+				t.Fatalf("%s: appendEvent declines an event json.Marshal writes: %s", what, want)
+			}
 			return false
 		}
 		if err != nil {

@@ -363,12 +363,12 @@ func TestSnapshotListsAsMarshal(t *testing.T) {
 		{"empty events", enc(func(w *bufio.Writer) error { return writeEvents(w, &e, []domain.Event{}) }), marshal([]domain.Event{})},
 		{"usage", enc(func(w *bufio.Writer) error { return writeUsage(w, &e, usage) }), marshal(usage)},
 		{"empty usage", enc(func(w *bufio.Writer) error { return writeUsage(w, &e, []domain.UsageRecord{}) }), marshal([]domain.UsageRecord{})},
-		{"key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, order) }), marshal(order)},
-		{"no key order", enc(func(w *bufio.Writer) error { return writeStrings(w, &e, nil) }), marshal([]string(nil))},
-		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, keys, sortKeys(nil, keys, nil, 0)) }), marshal(keys)},
-		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, &e, nil, nil) }), marshal(map[string]uint64(nil))},
+		{"key order", enc(func(w *bufio.Writer) error { return writeStrings(w, order) }), marshal(order)},
+		{"no key order", enc(func(w *bufio.Writer) error { return writeStrings(w, nil) }), marshal([]string(nil))},
+		{"keys", enc(func(w *bufio.Writer) error { return writeKeys(w, keys, sortKeys(nil, keys, nil, 0)) }), marshal(keys)},
+		{"no keys", enc(func(w *bufio.Writer) error { return writeKeys(w, nil, nil) }), marshal(map[string]uint64(nil))},
 		{"empty keys", enc(func(w *bufio.Writer) error {
-			return writeKeys(w, &e, map[string]uint64{}, sortKeys(nil, map[string]uint64{}, nil, 0))
+			return writeKeys(w, map[string]uint64{}, sortKeys(nil, map[string]uint64{}, nil, 0))
 		}), marshal(map[string]uint64{})},
 	} {
 		if c.got != c.want {
