@@ -217,3 +217,56 @@ func TestIdempotentSubmitOverHTTP(t *testing.T) {
 		t.Fatalf("two submits with one key created jobs %v", ids)
 	}
 }
+
+// TestIdempotencyKeyOfAnotherTenant: a key is its caller's own. Another
+// tenant's token sending a victim's key (guessed or seen in a log) over raw
+// HTTP gets a job of its own tenant, never the victim's job back (its
+// tenant, workspace and ID would leak), and the victim's retry still finds
+// its first job.
+func TestIdempotencyKeyOfAnotherTenant(t *testing.T) {
+	c := startCluster(t, 1)
+	admin := c.Client(0)
+	seed(t, admin)
+	victim := mustToken(t, admin, domain.RoleTenantAdmin, "acme", "")
+	attacker := mustToken(t, admin, domain.RoleTenantAdmin, "globex", "")
+	submit := func(token, body string) (int, domain.Job) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctxT(t), "POST", c.Servers[0].URL()+"/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", "nightly-train")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var j domain.Job
+		json.NewDecoder(resp.Body).Decode(&j)
+		return resp.StatusCode, j
+	}
+	code, first := submit(victim, `{"tenant":"acme","workspace":"research","gpus":1}`)
+	if code != 201 || first.Tenant != "acme" {
+		t.Fatalf("victim's submit: status %d, job %d of %q", code, first.ID, first.Tenant)
+	}
+	// The attacker's own body, and then the victim's: neither answers with
+	// the victim's job.
+	for _, c := range []struct {
+		body   string
+		code   int
+		tenant string // of the job answered; "" when refused
+	}{
+		{`{"tenant":"globex","workspace":"infer","gpus":1}`, 201, "globex"},
+		// Another tenant's workspace is not found for it: no hint it exists.
+		{`{"tenant":"acme","workspace":"research","gpus":1}`, 404, ""},
+	} {
+		code, got := submit(attacker, c.body)
+		if got.ID == first.ID || got.Tenant == "acme" {
+			t.Fatalf("another tenant's token with the victim's key (body %s): status %d, job %d of %q: the victim's job", c.body, code, got.ID, got.Tenant)
+		}
+		if code != c.code || got.Tenant != c.tenant {
+			t.Fatalf("another tenant's token with the victim's key (body %s): status %d, job %d of %q; want %d and a job of %q", c.body, code, got.ID, got.Tenant, c.code, c.tenant)
+		}
+	}
+	if code, again := submit(victim, `{"tenant":"acme","workspace":"research","gpus":1}`); code != 201 || again.ID != first.ID {
+		t.Fatalf("victim's retry: status %d, job %d, want its first job %d", code, again.ID, first.ID)
+	}
+}
